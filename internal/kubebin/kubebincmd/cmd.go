@@ -1,0 +1,53 @@
+// Package kubebincmd is the command line of bex-kubebin: it builds the pinned
+// control-plane binaries ahead of the tests and of embedded mode, with
+// progress on the terminal, and prints where they are.
+package kubebincmd
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"bex.co/bex/internal/kubebin"
+)
+
+// New returns the bex-kubebin command, printing paths to out and progress to errOut.
+func New(out, errOut io.Writer) *cobra.Command {
+	var versions []string
+	var cacheDir string
+	cmd := &cobra.Command{
+		Use:           "bex-kubebin",
+		Short:         "Build the pinned kube-apiserver and etcd binaries into the cache",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := kubebin.NewBuilder(kubebin.Options{CacheDir: cacheDir, Progress: errOut})
+			if err != nil {
+				return err
+			}
+			if len(versions) == 1 && versions[0] == "all" {
+				versions = kubebin.KubeVersions()
+			}
+			etcd, err := b.Etcd(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "etcd v%s\t%s\n", kubebin.EtcdVersion, etcd)
+			for _, v := range versions {
+				p, err := b.KubeAPIServer(cmd.Context(), v)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "kube-apiserver v%s\t%s\n", strings.TrimPrefix(v, "v"), p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&versions, "versions", []string{kubebin.DefaultKubeVersion},
+		"Kubernetes versions to build, comma-separated, or \"all\" (pinned: "+strings.Join(kubebin.KubeVersions(), ", ")+")")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where builds are kept (default $BEX_CACHE_DIR, else the user cache directory's bex/)")
+	return cmd
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bex.co/bex/internal/pgtest"
+)
+
+func TestReadMigrations(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	tests := []struct {
+		name    string
+		fsys    fstest.MapFS
+		want    []string
+		errPart string
+	}{
+		{
+			name: "in order",
+			fsys: fstest.MapFS{"0002_b.sql": file("B"), "0001_a.sql": file("A"), "README.md": file("-")},
+			want: []string{"0001_a.sql", "0002_b.sql"},
+		},
+		{name: "gap", fsys: fstest.MapFS{"0001_a.sql": file("A"), "0003_c.sql": file("C")}, errPart: "0003_c.sql: expected number 0002"},
+		{name: "not from one", fsys: fstest.MapFS{"0002_b.sql": file("B")}, errPart: "expected number 0001"},
+		{name: "duplicate", fsys: fstest.MapFS{"0001_a.sql": file("A"), "0001_b.sql": file("B")}, errPart: "0001_b.sql: expected number 0002"},
+		{name: "bad name", fsys: fstest.MapFS{"1_a.sql": file("A")}, errPart: "1_a.sql: name is not of the form"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms, err := readMigrations(tt.fsys)
+			if tt.errPart != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errPart) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.errPart)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for i, m := range ms {
+				names = append(names, m.name)
+				if m.version != i+1 || len(m.checksum) != 64 {
+					t.Errorf("migration %s: version %d, checksum %q", m.name, m.version, m.checksum)
+				}
+			}
+			if strings.Join(names, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("migrations = %v, want %v", names, tt.want)
+			}
+		})
+	}
+}
+
+func TestEmbeddedMigrationsLoad(t *testing.T) {
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 2 {
+		t.Fatalf("%d embedded migrations, want the identity and audit log ones at least", len(ms))
+	}
+}
+
+// TestFailedMigrationLeavesNothing: a migration that fails halfway is rolled
+// back whole and not recorded, and the next run applies it again.
+func TestFailedMigrationLeavesNothing(t *testing.T) {
+	ctx := t.Context()
+	dbURL := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms, err := readMigrations(fstest.MapFS{
+		"0001_ok.sql":   {Data: []byte("CREATE TABLE one (v int);")},
+		"0002_half.sql": {Data: []byte("CREATE TABLE two (v int); SELECT no_such_function();")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = migrate(ctx, pool, ms)
+	if err == nil || !strings.Contains(err.Error(), "0002_half.sql") {
+		t.Fatalf("err = %v, want one naming 0002_half.sql", err)
+	}
+	var one, two *string
+	var recorded int
+	if err := pool.QueryRow(ctx,
+		"SELECT to_regclass('one')::text, to_regclass('two')::text, (SELECT count(*) FROM schema_migrations)").Scan(&one, &two, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	if one == nil || two != nil || recorded != 1 {
+		t.Fatalf("after the failure: table one %v, table two %v, %d recorded; want one, no two, 1 recorded", one, two, recorded)
+	}
+
+	ms[1].sql = "CREATE TABLE two (v int);"
+	ms[1].checksum = "fixed" // as if the unapplied file had been fixed
+	if err := migrate(ctx, pool, ms); err != nil {
+		t.Fatalf("after fixing 0002: %v", err)
+	}
+	// The lock is released: another session can take it at once. (Not a
+	// pool connection: the session that held it could take it again.)
+	other, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	var got bool
+	if err := other.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil || !got {
+		t.Fatalf("the migration lock is still held after migrate returned (err %v)", err)
+	}
+}
+
+func TestPendingMigrations(t *testing.T) {
+	known := []migration{{version: 1, name: "0001_a.sql", checksum: "a"}, {version: 2, name: "0002_b.sql", checksum: "b"}}
+	tests := []struct {
+		name    string
+		applied []migration
+		pending int
+		errPart string
+	}{
+		{name: "fresh", pending: 2},
+		{name: "half", applied: known[:1], pending: 1},
+		{name: "all", applied: known, pending: 0},
+		{name: "edited", applied: []migration{{version: 1, name: "0001_a.sql", checksum: "old"}}, errPart: "0001_a.sql has changed"},
+		{name: "renamed", applied: []migration{{version: 1, name: "0001_z.sql", checksum: "a"}}, errPart: "applied as 0001_z.sql"},
+		{name: "newer", applied: append(known[:2:2], migration{version: 3, name: "0003_c.sql"}), errPart: "0003_c.sql, which this binary does not know"},
+		{name: "hole", applied: []migration{{version: 2, name: "0002_b.sql", checksum: "b"}}, errPart: "not 1, 2, 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pending, err := pendingMigrations(known, tt.applied)
+			if tt.errPart != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errPart) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.errPart)
+				}
+				return
+			}
+			if err != nil || len(pending) != tt.pending {
+				t.Fatalf("pending = %d, %v; want %d", len(pending), err, tt.pending)
+			}
+		})
+	}
+}

@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors that the store's errors wrap; test for them with errors.Is. The
+// message around them says what was missing, taken or wrong.
+var (
+	// ErrNotFound: no such row, or none that the caller's tenant owns.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique name, email or fingerprint is already taken.
+	ErrConflict = errors.New("already exists")
+	// ErrInvalid: an argument is malformed, such as a tenant name that is
+	// not a DNS label or an SSH key that does not parse.
+	ErrInvalid = errors.New("invalid")
+	// ErrUnauthenticated: a token secret is malformed, unknown or revoked.
+	// Which of these is not said.
+	ErrUnauthenticated = errors.New("unauthenticated")
+)
+
+// Store is the PostgreSQL store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database at databaseURL (a postgres:// URL or a
+// keyword/value string), applies the migrations it has not applied yet, and
+// returns the store. Processes that open one database at the same time apply
+// each migration once. Open fails if the database holds a migration this
+// binary does not know or one whose content has changed.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	if databaseURL == "" {
+		return nil, errors.New("opening store: database URL is empty")
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating connection pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to %s: %w", describe(cfg), err)
+	}
+	migrations, err := loadMigrations()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, pool, migrations); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrating %s: %w", describe(cfg), err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the store's connections, waiting for those in use.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool returns the connection pool, for packages that keep their own tables
+// in this database and for tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// describe names a database for error messages, without its password.
+func describe(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("database %s on %s:%d as %s", c.Database, c.Host, c.Port, c.User)
+}
+
+// PostgreSQL error codes the store turns into its own errors.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+)
+
+// constraintViolated returns the name of the constraint err violated when
+// err is a PostgreSQL error with the given code.
+func constraintViolated(err error, code string) (string, bool) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == code {
+		return pgErr.ConstraintName, true
+	}
+	return "", false
+}
+
+// nullable turns an empty ID into SQL NULL.
+func nullable(id string) any {
+	if id == "" {
+		return nil
+	}
+	return id
+}
+
+// orEmpty turns a NULL column scanned into a *string into "".
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// isUUID reports whether s is a UUID in its canonical text form. IDs that
+// are not would make PostgreSQL fail the whole statement; the store answers
+// ErrNotFound for them instead.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -293,7 +293,7 @@ func (b *Builder) countPackages(ctx context.Context, dir, pkg string) int {
 
 func (b *Builder) env() []string {
 	env := os.Environ()
-	env = append(env, "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
+	env = append(env, "GOWORK=off", "GOFLAGS=-mod=mod")
 	return env
 }
 

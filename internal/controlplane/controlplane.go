@@ -1,0 +1,590 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"bex.co/bex/internal/kubebin"
+)
+
+// Options configures a control plane.
+type Options struct {
+	// DataDir keeps etcd's data, the certificates, the ports and the logs.
+	// Empty means a temporary directory removed by Stop. With a DataDir, a
+	// second Start finds the first one's data.
+	DataDir string
+	// APIServers to start, in order. Empty means one apiserver at
+	// kubebin.DefaultKubeVersion with MVP wired.
+	APIServers []APIServerSpec
+	// Binaries builds or finds the pinned binaries. Nil means a Builder with
+	// the default cache directory that reports progress to Log.
+	Binaries *kubebin.Builder
+	// Log receives what the plane does (not the servers' own logs, which go
+	// to files under DataDir/logs). Nil discards.
+	Log io.Writer
+	// Fsync makes etcd sync to disk. Tests leave it off for speed; embedded
+	// mode turns it on.
+	Fsync bool
+	// StartTimeout bounds how long each server may take to become ready.
+	// Zero means two minutes.
+	StartTimeout time.Duration
+}
+
+// APIServerSpec describes one kube-apiserver.
+type APIServerSpec struct {
+	// Name is the server's hostname, and so its identity. Empty means
+	// "apiserver-N".
+	Name string
+	// Version is a pinned Kubernetes version such as "1.37.2". Empty means
+	// kubebin.DefaultKubeVersion.
+	Version string
+	// NoMVP leaves out --peer-ca-file (and the 1.35 gate), the way kubeadm
+	// configures an apiserver: the Mixed Version Proxy is then not built.
+	NoMVP bool
+	// FeatureGates are added to --feature-gates.
+	FeatureGates map[string]bool
+	// RuntimeConfig is passed as --runtime-config when set.
+	RuntimeConfig string
+	// ExtraArgs are appended to the command line.
+	ExtraArgs []string
+}
+
+// APIServer is one running kube-apiserver.
+type APIServer struct {
+	Spec    APIServerSpec
+	Name    string
+	Version string
+	IP      string
+	Port    int
+	LogFile string
+
+	proc *process
+	cp   *ControlPlane
+}
+
+// URL returns the server's own address.
+func (s *APIServer) URL() string { return "https://" + net.JoinHostPort(s.IP, itoa(s.Port)) }
+
+// Running reports whether the server's process is alive.
+func (s *APIServer) Running() bool { return s.proc != nil && !s.proc.exited() }
+
+// RESTConfig returns an admin config that talks to this server only.
+func (s *APIServer) RESTConfig() *rest.Config { return s.cp.configFor(s.URL()) }
+
+// PID returns the server's process ID.
+func (s *APIServer) PID() int { return s.proc.cmd.Process.Pid }
+
+// ControlPlane is a running etcd with its kube-apiservers.
+type ControlPlane struct {
+	opts    Options
+	dataDir string
+	temp    bool
+	log     io.Writer
+	pki     *pki
+	state   *state
+
+	etcd     *process
+	etcdURL  string
+	etcdPath string
+
+	mu         sync.Mutex
+	apiservers []*APIServer
+	endpoint   string // what RESTConfig and the kubeconfig point at
+}
+
+// state is what a DataDir remembers between starts.
+type state struct {
+	EtcdClientPort int            `json:"etcdClientPort"`
+	EtcdPeerPort   int            `json:"etcdPeerPort"`
+	Slots          map[string]int `json:"slots"` // apiserver name → address slot
+	Ports          map[string]int `json:"ports"` // apiserver name → port
+}
+
+// Start builds (or finds) the binaries and starts etcd and the apiservers,
+// returning once every apiserver's /readyz answers 200.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	if len(opts.APIServers) == 0 {
+		opts.APIServers = []APIServerSpec{{}}
+	}
+	if opts.Binaries == nil {
+		b, err := kubebin.NewBuilder(kubebin.Options{Progress: opts.Log})
+		if err != nil {
+			return nil, err
+		}
+		opts.Binaries = b
+	}
+	cp := &ControlPlane{opts: opts, log: opts.Log, dataDir: opts.DataDir}
+	if cp.dataDir == "" {
+		if cp.dataDir, err = os.MkdirTemp("", "bex-controlplane-"); err != nil {
+			return nil, err
+		}
+		cp.temp = true
+	}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	for _, d := range []string{"logs", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(cp.dataDir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if cp.pki, err = loadOrCreatePKI(filepath.Join(cp.dataDir, "pki")); err != nil {
+		return nil, err
+	}
+	if err := cp.loadState(); err != nil {
+		return nil, err
+	}
+	// Build what is missing first, so that no server waits on a build.
+	if cp.etcdPath, err = opts.Binaries.Etcd(ctx); err != nil {
+		return nil, err
+	}
+	for _, spec := range opts.APIServers {
+		if _, err := opts.Binaries.KubeAPIServer(ctx, versionOr(spec.Version)); err != nil {
+			return nil, err
+		}
+	}
+	if err := cp.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	for i, spec := range opts.APIServers {
+		if spec.Name == "" {
+			spec.Name = fmt.Sprintf("apiserver-%d", i+1)
+		}
+		if _, err := cp.StartAPIServer(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
+	cp.mu.Lock()
+	cp.endpoint = cp.apiservers[0].URL()
+	cp.mu.Unlock()
+	if err := cp.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func versionOr(v string) string {
+	if v == "" {
+		return kubebin.DefaultKubeVersion
+	}
+	return strings.TrimPrefix(v, "v")
+}
+
+func (cp *ControlPlane) statePath() string { return filepath.Join(cp.dataDir, "state.json") }
+
+func (cp *ControlPlane) loadState() error {
+	cp.state = &state{Slots: map[string]int{}, Ports: map[string]int{}}
+	data, err := os.ReadFile(cp.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading control plane state: %w", err)
+	}
+	if err := json.Unmarshal(data, cp.state); err != nil {
+		return fmt.Errorf("reading %s: %w", cp.statePath(), err)
+	}
+	return nil
+}
+
+func (cp *ControlPlane) saveState() error {
+	data, _ := json.MarshalIndent(cp.state, "", "  ")
+	return os.WriteFile(cp.statePath(), data, 0o600)
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	var err error
+	if cp.state.EtcdClientPort == 0 {
+		if cp.state.EtcdClientPort, err = freePort("127.0.0.1"); err != nil {
+			return err
+		}
+		if cp.state.EtcdPeerPort, err = freePort("127.0.0.1"); err != nil {
+			return err
+		}
+		if err := cp.saveState(); err != nil {
+			return err
+		}
+	}
+	cp.etcdURL = "http://127.0.0.1:" + itoa(cp.state.EtcdClientPort)
+	peer := "http://127.0.0.1:" + itoa(cp.state.EtcdPeerPort)
+	argv := []string{cp.etcdPath,
+		"--name=bex",
+		"--data-dir=" + filepath.Join(cp.dataDir, "etcd"),
+		"--listen-client-urls=" + cp.etcdURL,
+		"--advertise-client-urls=" + cp.etcdURL,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=bex=" + peer,
+		"--log-level=warn",
+	}
+	if !cp.opts.Fsync {
+		argv = append(argv, "--unsafe-no-fsync=true")
+	}
+	fmt.Fprintf(cp.log, "starting etcd v%s on %s\n", kubebin.EtcdVersion, cp.etcdURL)
+	if cp.etcd, err = startProcess("etcd", filepath.Join(cp.dataDir, "logs", "etcd.log"), argv); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	return waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, cp.etcdURL+"/health")
+	})
+}
+
+// EtcdURL returns etcd's client URL.
+func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
+
+// DataDir returns the plane's data directory.
+func (cp *ControlPlane) DataDir() string { return cp.dataDir }
+
+// slotFor returns the address slot of a named apiserver: a new name gets the
+// next unused slot, as a new machine gets a new address.
+func (cp *ControlPlane) slotFor(name string) int {
+	if s, ok := cp.state.Slots[name]; ok {
+		return s
+	}
+	used := map[int]bool{}
+	for _, s := range cp.state.Slots {
+		used[s] = true
+	}
+	s := 1
+	for used[s] {
+		s++
+	}
+	cp.state.Slots[name] = s
+	return s
+}
+
+// StartAPIServer starts one more apiserver on the plane's etcd and waits for
+// its /readyz. Its name must not be one of a running server.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) (*APIServer, error) {
+	spec.Version = versionOr(spec.Version)
+	if spec.Name == "" {
+		return nil, errors.New("apiserver name is empty")
+	}
+	bin, err := cp.opts.Binaries.KubeAPIServer(ctx, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	cp.mu.Lock()
+	for _, s := range cp.apiservers {
+		if s.Name == spec.Name && s.Running() {
+			cp.mu.Unlock()
+			return nil, fmt.Errorf("apiserver %q is already running", spec.Name)
+		}
+	}
+	slot := cp.slotFor(spec.Name)
+	ip := fmt.Sprintf("127.0.0.%d", 10+slot)
+	port := cp.state.Ports[spec.Name]
+	cp.mu.Unlock()
+	if port == 0 {
+		if port, err = freePort(ip); err != nil {
+			return nil, err
+		}
+	}
+	cp.mu.Lock()
+	cp.state.Ports[spec.Name] = port
+	err = cp.saveState()
+	cp.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	serving, err := cp.pki.serving(spec.Name, net.ParseIP(ip))
+	if err != nil {
+		return nil, err
+	}
+	s := &APIServer{Spec: spec, Name: spec.Name, Version: spec.Version, IP: ip, Port: port, cp: cp,
+		LogFile: filepath.Join(cp.dataDir, "logs", spec.Name+".log")}
+	argv := append(hostnameWrapper(spec.Name), bin)
+	argv = append(argv, cp.apiserverArgs(s, serving)...)
+	fmt.Fprintf(cp.log, "starting kube-apiserver v%s %q on %s (MVP %s)\n", spec.Version, spec.Name, s.URL(), wiredWord(!spec.NoMVP))
+	if s.proc, err = startProcess(spec.Name, s.LogFile, argv); err != nil {
+		return nil, err
+	}
+	cp.mu.Lock()
+	cp.apiservers = append(cp.apiservers, s)
+	cp.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	client := cp.httpClient()
+	if err := waitFor(ctx, s.proc, "kube-apiserver "+spec.Name, func(ctx context.Context) error {
+		return httpOK(ctx, client, s.URL()+"/readyz")
+	}); err != nil {
+		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, s.LogFile, tailFile(s.LogFile, 15))
+	}
+	return s, nil
+}
+
+// tailFile returns the last n lines of a file, for error messages.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func wiredWord(b bool) string {
+	if b {
+		return "wired"
+	}
+	return "not wired"
+}
+
+// hostnameWrapper returns the command prefix that runs a program in a new UTS
+// namespace with the given hostname. Without root it also enters a new user
+// namespace, where it may set the hostname.
+func hostnameWrapper(hostname string) []string {
+	prefix := []string{"unshare", "--uts"}
+	if os.Geteuid() != 0 {
+		prefix = []string{"unshare", "--user", "--map-root-user", "--uts"}
+	}
+	return append(prefix, "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname)
+}
+
+func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
+	p := cp.pki
+	args := []string{
+		"--etcd-servers=" + cp.etcdURL,
+		"--bind-address=" + s.IP,
+		"--advertise-address=" + s.IP,
+		"--secure-port=" + itoa(s.Port),
+		"--tls-cert-file=" + serving.certFile,
+		"--tls-private-key-file=" + serving.keyFile,
+		"--client-ca-file=" + p.ca.certFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.saPubFile,
+		"--service-account-signing-key-file=" + p.saKeyFile,
+		"--service-cluster-ip-range=10.96.0.0/12",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		// Front proxy: used by the aggregator and by peers when MVP proxies.
+		"--proxy-client-cert-file=" + p.frontProxy.certFile,
+		"--proxy-client-key-file=" + p.frontProxy.keyFile,
+		"--requestheader-client-ca-file=" + p.frontProxyCA.certFile,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--enable-priority-and-fairness=true",
+		"--profiling=false",
+		// Loopback addresses may not be endpoints of the kubernetes Service.
+		"--endpoint-reconciler-type=none",
+	}
+	gates := map[string]bool{}
+	for k, v := range s.Spec.FeatureGates {
+		gates[k] = v
+	}
+	if !s.Spec.NoMVP {
+		args = append(args, "--peer-ca-file="+p.ca.certFile)
+		if strings.HasPrefix(s.Version, "1.35.") {
+			if _, set := gates["UnknownVersionInteroperabilityProxy"]; !set {
+				gates["UnknownVersionInteroperabilityProxy"] = true
+			}
+		}
+	}
+	if len(gates) > 0 {
+		var kv []string
+		for k, v := range gates {
+			kv = append(kv, fmt.Sprintf("%s=%t", k, v))
+		}
+		sort.Strings(kv)
+		args = append(args, "--feature-gates="+strings.Join(kv, ","))
+	}
+	if s.Spec.RuntimeConfig != "" {
+		args = append(args, "--runtime-config="+s.Spec.RuntimeConfig)
+	}
+	return append(args, s.Spec.ExtraArgs...)
+}
+
+// APIServers returns the apiservers started so far, running or not.
+func (cp *ControlPlane) APIServers() []*APIServer {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]*APIServer(nil), cp.apiservers...)
+}
+
+// APIServer returns the most recent apiserver with the given name, or nil.
+func (cp *ControlPlane) APIServer(name string) *APIServer {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for i := len(cp.apiservers) - 1; i >= 0; i-- {
+		if cp.apiservers[i].Name == name {
+			return cp.apiservers[i]
+		}
+	}
+	return nil
+}
+
+// StopAPIServer stops the named apiserver gracefully (SIGTERM, then SIGKILL
+// after 30 seconds), as a machine deletion does.
+func (cp *ControlPlane) StopAPIServer(name string) error {
+	s := cp.APIServer(name)
+	if s == nil {
+		return fmt.Errorf("no apiserver named %q", name)
+	}
+	fmt.Fprintf(cp.log, "stopping kube-apiserver %q\n", name)
+	s.proc.stop(30 * time.Second)
+	return nil
+}
+
+// KillAPIServer kills the named apiserver with SIGKILL, as a lost machine.
+func (cp *ControlPlane) KillAPIServer(name string) error {
+	s := cp.APIServer(name)
+	if s == nil {
+		return fmt.Errorf("no apiserver named %q", name)
+	}
+	fmt.Fprintf(cp.log, "killing kube-apiserver %q\n", name)
+	s.proc.kill()
+	return nil
+}
+
+// SetEndpoint points RESTConfig and the admin kubeconfig at url, for example
+// a load balancer in front of the apiservers.
+func (cp *ControlPlane) SetEndpoint(url string) error {
+	cp.mu.Lock()
+	cp.endpoint = url
+	cp.mu.Unlock()
+	return cp.writeKubeconfig()
+}
+
+// Endpoint returns the URL RESTConfig points at.
+func (cp *ControlPlane) Endpoint() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.endpoint
+}
+
+// RESTConfig returns an admin config for the plane's endpoint.
+func (cp *ControlPlane) RESTConfig() *rest.Config { return cp.configFor(cp.Endpoint()) }
+
+// CAFile returns the cluster CA certificate: it signs every serving
+// certificate and the client certificates the apiservers accept.
+func (cp *ControlPlane) CAFile() string { return cp.pki.ca.certFile }
+
+// FrontProxy returns the files of the front-proxy CA and client certificate,
+// for an aggregated API server's requestheader settings.
+func (cp *ControlPlane) FrontProxy() (caFile, certFile, keyFile string) {
+	return cp.pki.frontProxyCA.certFile, cp.pki.frontProxy.certFile, cp.pki.frontProxy.keyFile
+}
+
+// UserConfig returns a config that authenticates to the plane's endpoint as
+// user in groups, with a client certificate signed by the cluster CA.
+func (cp *ControlPlane) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	certPEM, keyPEM, err := cp.pki.clientCert(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cp.configFor(cp.Endpoint())
+	cfg.CertFile, cfg.KeyFile = "", ""
+	cfg.CertData, cfg.KeyData = certPEM, keyPEM
+	return cfg, nil
+}
+
+func (cp *ControlPlane) configFor(url string) *rest.Config {
+	return &rest.Config{
+		Host: url,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   cp.pki.ca.certFile,
+			CertFile: cp.pki.admin.certFile,
+			KeyFile:  cp.pki.admin.keyFile,
+		},
+		QPS:   200,
+		Burst: 400,
+	}
+}
+
+// KubeconfigPath returns the admin kubeconfig's path.
+func (cp *ControlPlane) KubeconfigPath() string { return filepath.Join(cp.dataDir, "admin.kubeconfig") }
+
+func (cp *ControlPlane) writeKubeconfig() error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.certFile}
+	kc.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{ClientCertificate: cp.pki.admin.certFile, ClientKey: cp.pki.admin.keyFile}
+	kc.Contexts["bex"] = &clientcmdapi.Context{Cluster: "bex", AuthInfo: AdminUser}
+	kc.CurrentContext = "bex"
+	if err := clientcmd.WriteToFile(*kc, cp.KubeconfigPath()); err != nil {
+		return fmt.Errorf("writing admin kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// httpClient returns a client that trusts the plane's CA and presents the
+// admin certificate.
+func (cp *ControlPlane) httpClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(cp.pki.ca.cert)
+	cert := tls.Certificate{Certificate: [][]byte{cp.pki.admin.cert.Raw}, PrivateKey: cp.pki.admin.key}
+	return &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}},
+	}
+}
+
+func httpOK(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// Stop stops every apiserver, then etcd, and removes a temporary data
+// directory. No process of the plane is left when it returns.
+func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	servers := append([]*APIServer(nil), cp.apiservers...)
+	cp.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		if s.proc != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.proc.stop(10 * time.Second) }()
+		}
+	}
+	wg.Wait()
+	if cp.etcd != nil {
+		cp.etcd.stop(10 * time.Second)
+	}
+	if cp.temp {
+		os.RemoveAll(cp.dataDir)
+	}
+}

@@ -1,0 +1,20 @@
+// Package controlplane starts real Kubernetes control planes on this machine:
+// one etcd and any number of kube-apiservers, each at any pinned version (see
+// internal/kubebin), for tests and for embedded mode.
+//
+// Each apiserver runs in its own UTS namespace with its own hostname, because
+// an apiserver's identity lease is derived from the hostname and two servers
+// with one hostname take each other for "self" and never proxy. Each listens on
+// its own loopback address (127.0.0.11, .12, …, like machines of a real
+// control plane) with a serving certificate that carries the names the Mixed
+// Version Proxy checks (kubernetes.default.svc). When an apiserver is started
+// with MVP wired, it gets the flags mvp-facts.md lists: --peer-ca-file, the
+// front-proxy client certificate and the requestheader settings, and on 1.35
+// the UnknownVersionInteroperabilityProxy gate.
+//
+// A ControlPlane writes an admin kubeconfig, hands out rest.Configs for the
+// whole plane and for each apiserver, replaces and kills apiservers one at a
+// time (what a maxSurge-0 rollout does), and tears everything down without
+// leaving a process behind. With a DataDir the plane keeps its etcd data,
+// certificates and ports across restarts.
+package controlplane

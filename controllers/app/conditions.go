@@ -1,0 +1,62 @@
+package app
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+)
+
+// setConditions computes every condition of the App from the scope.
+func setConditions(s *scope) {
+	setBuiltCondition(s)
+	setReleasedCondition(s)
+	setReadyCondition(s)
+}
+
+func setCondition(s *scope, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.app.Status.Conditions, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: s.app.Generation,
+	})
+}
+
+func setBuiltCondition(s *scope) {
+	if s.app.Status.CurrentRelease == 0 {
+		setCondition(s, platformv1alpha1.AppBuiltCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
+			"Nothing has been pushed yet: git push to the app's repository to build it.")
+		return
+	}
+	setCondition(s, platformv1alpha1.AppBuiltCondition, metav1.ConditionTrue, platformv1alpha1.AppBuildSucceededReason, "")
+}
+
+func setReleasedCondition(s *scope) {
+	if s.app.Status.CurrentRelease == 0 {
+		setCondition(s, platformv1alpha1.AppReleasedCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
+			"No release yet: the first successful build creates release 1.")
+		return
+	}
+	setCondition(s, platformv1alpha1.AppReleasedCondition, metav1.ConditionTrue, platformv1alpha1.AppRolledOutReason, "")
+}
+
+func setReadyCondition(s *scope) {
+	switch {
+	case s.app.Spec.Suspended:
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppSuspendedReason,
+			"spec.suspended is true: nothing runs until it is set to false.")
+	case len(s.missingSecrets) > 0:
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppInvalidSpecReason,
+			strings.Join(s.missingSecrets, "; ")+": create the Secret or fix the reference.")
+	case s.app.Status.CurrentRelease == 0:
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
+			"Nothing runs yet: git push to the app's repository.")
+	default:
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionUnknown, platformv1alpha1.AppRollingOutReason,
+			"Waiting for the runtime to report the release's health.")
+	}
+}

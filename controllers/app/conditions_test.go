@@ -1,0 +1,54 @@
+package app
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+)
+
+func TestSetConditions(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		suspended      bool
+		release        int64
+		missing        []string
+		readyStatus    metav1.ConditionStatus
+		readyReason    string
+		builtStatus    metav1.ConditionStatus
+		releasedReason string
+	}{
+		{name: "new app", readyStatus: metav1.ConditionFalse, readyReason: platformv1alpha1.AppAwaitingPushReason,
+			builtStatus: metav1.ConditionFalse, releasedReason: platformv1alpha1.AppAwaitingPushReason},
+		{name: "suspended wins", suspended: true, missing: []string{"x"}, readyStatus: metav1.ConditionFalse, readyReason: platformv1alpha1.AppSuspendedReason,
+			builtStatus: metav1.ConditionFalse, releasedReason: platformv1alpha1.AppAwaitingPushReason},
+		{name: "missing secret", release: 2, missing: []string{"spec.env[0].secretKeyRef: Secret \"db\" not found"},
+			readyStatus: metav1.ConditionFalse, readyReason: platformv1alpha1.AppInvalidSpecReason,
+			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "released, health unknown", release: 1, readyStatus: metav1.ConditionUnknown, readyReason: platformv1alpha1.AppRollingOutReason,
+			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+			app.Spec.Suspended = tc.suspended
+			app.Status.CurrentRelease = tc.release
+			s := &scope{app: app, missingSecrets: tc.missing}
+			setConditions(s)
+			ready := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition)
+			if ready == nil || ready.Status != tc.readyStatus || ready.Reason != tc.readyReason {
+				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.readyStatus, tc.readyReason)
+			}
+			if ready.ObservedGeneration != 3 {
+				t.Fatalf("Ready.observedGeneration = %d, want 3", ready.ObservedGeneration)
+			}
+			if built := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppBuiltCondition); built.Status != tc.builtStatus {
+				t.Fatalf("Built = %+v, want %s", built, tc.builtStatus)
+			}
+			if rel := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReleasedCondition); rel.Reason != tc.releasedReason {
+				t.Fatalf("Released = %+v, want reason %s", rel, tc.releasedReason)
+			}
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+)
+
+// ControllerName names the App controller in logs and metrics.
+const ControllerName = "app"
+
+// secretRefIndex indexes Apps by the Secrets their env refers to.
+const secretRefIndex = "spec.env.secretKeyRef.name"
+
+// Reconciler reconciles Apps.
+type Reconciler struct {
+	Client client.Client
+}
+
+// SetupWithManager registers the reconciler; it watches Apps and the Secrets
+// they refer to.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		return errors.New("app reconciler: Client is nil")
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, secretRefIndex, secretNames); err != nil {
+		return fmt.Errorf("indexing apps by secret: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&platformv1alpha1.App{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret)).
+		Complete(r)
+}
+
+func secretNames(obj client.Object) []string {
+	app := obj.(*platformv1alpha1.App)
+	var names []string
+	for _, e := range app.Spec.Env {
+		if e.SecretKeyRef != nil {
+			names = append(names, e.SecretKeyRef.Name)
+		}
+	}
+	return names
+}
+
+func (r *Reconciler) appsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var apps platformv1alpha1.AppList
+	if err := r.Client.List(ctx, &apps, client.InNamespace(obj.GetNamespace()), client.MatchingFields{secretRefIndex: obj.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing apps for secret", "secret", klog.KObj(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(apps.Items))
+	for _, a := range apps.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+	}
+	return reqs
+}
+
+// scope is what one reconcile observed and decided.
+type scope struct {
+	app *platformv1alpha1.App
+	// missingSecrets names env entries whose Secret or key does not exist,
+	// as "spec.env[i].secretKeyRef: ..." messages.
+	missingSecrets []string
+}
+
+// Reconcile observes the App and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	app := &platformv1alpha1.App{}
+	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	log := logf.FromContext(ctx).WithValues("app", klog.KObj(app))
+	ctx = logf.IntoContext(ctx, log)
+	if !app.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+
+	base := app.DeepCopy()
+	s := &scope{app: app}
+	defer func() {
+		if retErr == nil {
+			app.Status.ObservedGeneration = app.Generation
+		}
+		if err := r.Client.Status().Patch(ctx, app, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))
+		}
+	}()
+
+	if err := r.observeSecrets(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
+	setConditions(s)
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) observeSecrets(ctx context.Context, s *scope) error {
+	for i, e := range s.app.Spec.Env {
+		if e.SecretKeyRef == nil {
+			continue
+		}
+		var sec corev1.Secret
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.app.Namespace, Name: e.SecretKeyRef.Name}, &sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			s.missingSecrets = append(s.missingSecrets, fmt.Sprintf("spec.env[%d].secretKeyRef: Secret %q not found", i, e.SecretKeyRef.Name))
+		case err != nil:
+			return fmt.Errorf("reading secret %s: %w", e.SecretKeyRef.Name, err)
+		default:
+			if _, ok := sec.Data[e.SecretKeyRef.Key]; !ok {
+				s.missingSecrets = append(s.missingSecrets, fmt.Sprintf("spec.env[%d].secretKeyRef: Secret %q has no key %q", i, e.SecretKeyRef.Name, e.SecretKeyRef.Key))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package app_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/controllers"
+	"bex.co/bex/controllers/app"
+	"bex.co/bex/internal/controlplane/cptest"
+)
+
+// TestAppConditionsFollowSecrets runs the App controller against a real
+// apiserver: an App whose env refers to a missing Secret is not Ready with
+// the field named; once the Secret exists it waits for a push instead.
+func TestAppConditionsFollowSecrets(t *testing.T) {
+	cp := cptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&app.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	a := &platformv1alpha1.App{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "web"},
+		Spec: platformv1alpha1.AppSpec{Env: []platformv1alpha1.EnvVar{
+			{Name: "DATABASE_URL", SecretKeyRef: &platformv1alpha1.SecretKeySelector{Name: "db", Key: "url"}},
+		}},
+	}
+	if err := c.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+
+	waitReady(ctx, t, c, a, platformv1alpha1.AppInvalidSpecReason, `spec.env[0].secretKeyRef: Secret "db" not found`)
+
+	if err := c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db"},
+		Data:       map[string][]byte{"url": []byte("postgres://")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(ctx, t, c, a, platformv1alpha1.AppAwaitingPushReason, "git push")
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Fatalf("observedGeneration = %d, generation = %d", got.Status.ObservedGeneration, got.Generation)
+	}
+}
+
+// waitReady polls until the App's Ready condition has reason and its message
+// contains substr.
+func waitReady(ctx context.Context, t *testing.T, c client.Client, a *platformv1alpha1.App, reason, substr string) *platformv1alpha1.App {
+	t.Helper()
+	var last *metav1.Condition
+	for {
+		got := &platformv1alpha1.App{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(a), got); err != nil {
+			t.Fatal(err)
+		}
+		last = meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.AppReadyCondition)
+		if last != nil && last.Reason == reason && strings.Contains(last.Message, substr) {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Ready condition never reached reason %s with %q; last: %+v", reason, substr, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

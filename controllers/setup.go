@@ -1,0 +1,39 @@
+package controllers
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fleetv1alpha1 "bex.co/bex/apis/fleet/v1alpha1"
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/controllers/app"
+)
+
+// NewScheme returns a scheme with every kind the controllers read.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme,
+		platformv1alpha1.AddToScheme,
+		fleetv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building scheme: %v", err)) // only a programming error gets here
+		}
+	}
+	return s
+}
+
+// Names returns the names of the controllers Setup registers.
+func Names() []string { return []string{app.ControllerName} }
+
+// Setup registers every controller with mgr.
+func Setup(mgr ctrl.Manager) error {
+	if err := (&app.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up %s: %w", app.ControllerName, err)
+	}
+	return nil
+}

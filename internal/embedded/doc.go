@@ -1,0 +1,13 @@
+// Package embedded runs the whole bex platform on one machine, in the
+// foreground: what `make run` starts.
+//
+// It starts the pinned etcd and kube-apiserver (internal/controlplane) with
+// their data under the state directory, installs the platform CRDs, finds
+// Postgres (DATABASE_URL, else a private server from the system's binaries
+// under the state directory, else an error that says what to install), runs
+// the store's migrations, runs the controller manager in-process, and writes
+// <state>/env — a shell-sourceable file with BEX_KUBECONFIG and
+// BEX_DATABASE_URL — once everything is ready. On SIGINT or SIGTERM it stops
+// everything in reverse order and removes <state>/env. A second run on the
+// same state directory keeps the data of the first.
+package embedded

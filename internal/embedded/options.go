@@ -1,0 +1,74 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"bex.co/bex/internal/kubebin"
+)
+
+// Options configures an embedded platform.
+type Options struct {
+	// StateDir holds everything the platform keeps between runs.
+	StateDir string
+	// KubeVersion is the pinned Kubernetes version of the management
+	// apiserver.
+	KubeVersion string
+	// DatabaseURL, when set, is used instead of a private Postgres.
+	DatabaseURL string
+	// PostgresPort is the private Postgres server's port on 127.0.0.1; zero
+	// means the one it had last time, else a free one.
+	PostgresPort int
+}
+
+// NewOptions returns Options with their defaults.
+func NewOptions() *Options {
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory for the platform's data, kept between runs")
+	fs.StringVar(&o.KubeVersion, "kube-version", o.KubeVersion, "pinned Kubernetes version of the management apiserver ("+strings.Join(kubebin.KubeVersions(), ", ")+")")
+	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL to use instead of a private server (default $DATABASE_URL)")
+	fs.IntVar(&o.PostgresPort, "postgres-port", o.PostgresPort, "port of the private Postgres server (default: the last one, else a free one)")
+}
+
+// Complete fills in what the flags left out.
+func (o *Options) Complete() error {
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = os.Getenv("DATABASE_URL")
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("resolving --state-dir: %w", err)
+	}
+	o.StateDir = abs
+	o.KubeVersion = strings.TrimPrefix(o.KubeVersion, "v")
+	return nil
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.StateDir == "" {
+		errs = append(errs, errors.New("--state-dir is empty"))
+	}
+	pinned := kubebin.KubeVersions()
+	found := false
+	for _, v := range pinned {
+		found = found || v == o.KubeVersion
+	}
+	if !found {
+		errs = append(errs, fmt.Errorf("--kube-version %q is not pinned; use one of %s", o.KubeVersion, strings.Join(pinned, ", ")))
+	}
+	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
+		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,251 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"bex.co/bex/controllers"
+	"bex.co/bex/deploy"
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/pgserver"
+	"bex.co/bex/internal/store"
+)
+
+// Run starts the platform, writes <state>/env once it is ready, and runs
+// until ctx ends; then it stops everything and removes <state>/env.
+func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	unlock, err := lockState(o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	envFile := filepath.Join(o.StateDir, "env")
+	_ = os.Remove(envFile) // a file left by a run that was killed is not true any more
+
+	var stops []func()
+	defer func() {
+		_ = os.Remove(envFile)
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+
+	fmt.Fprintf(out, "bex: state in %s\n", o.StateDir)
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		DataDir:    filepath.Join(o.StateDir, "controlplane"),
+		APIServers: []controlplane.APIServerSpec{{Name: "kube-apiserver-1", Version: o.KubeVersion}},
+		Log:        prefixed(out, "controlplane: "),
+		Fsync:      true,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	stops = append(stops, cp.Stop)
+	cfg := cp.RESTConfig()
+	crds, err := kubeapply.InstallCRDs(ctx, cfg, deploy.CRDs())
+	if err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
+
+	dbURL, stopDB, err := o.database(ctx, out)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, stopDB)
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("opening the store: %w", err)
+	}
+	stops = append(stops, st.Close)
+	fmt.Fprintln(out, "bex: store migrated")
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := controllers.Setup(mgr); err != nil {
+		return fmt.Errorf("setting up controllers: %w", err)
+	}
+	mgrCtx, cancelMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	stops = append(stops, func() { cancelMgr(); <-mgrDone })
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	synced := mgr.GetCache().WaitForCacheSync(syncCtx)
+	cancelSync()
+	if !synced {
+		return errors.New("controller manager caches did not sync within a minute")
+	}
+
+	env := []envVar{
+		{"BEX_STATE_DIR", o.StateDir},
+		{"BEX_KUBECONFIG", cp.KubeconfigPath()},
+		{"BEX_APISERVER", cp.Endpoint()},
+		{"BEX_DATABASE_URL", dbURL},
+	}
+	if err := writeEnv(envFile, env); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(out, "bex: ready")
+	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", o.KubeVersion, cp.Endpoint())
+	fmt.Fprintf(tw, "  etcd\t%s\n", cp.EtcdURL())
+	fmt.Fprintf(tw, "  postgres\t%s\n", redact(dbURL))
+	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(controllers.Names(), ", "))
+	fmt.Fprintf(tw, "  kubeconfig\t%s\n", cp.KubeconfigPath())
+	fmt.Fprintf(tw, "  environment\tsource %s\n", envFile)
+	tw.Flush()
+
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "bex: stopping")
+		return nil
+	case err := <-mgrDone:
+		mgrDone <- err
+		return fmt.Errorf("controller manager stopped: %w", err)
+	}
+}
+
+// database returns the URL of the platform's database: DatabaseURL when
+// set, else a private server's (started here) "bex" database.
+func (o *Options) database(ctx context.Context, out io.Writer) (string, func(), error) {
+	if o.DatabaseURL != "" {
+		fmt.Fprintf(out, "bex: using the database at %s\n", redact(o.DatabaseURL))
+		return o.DatabaseURL, func() {}, nil
+	}
+	dir := filepath.Join(o.StateDir, "postgres")
+	portFile := filepath.Join(o.StateDir, "postgres.port")
+	port := o.PostgresPort
+	if port == 0 {
+		if data, err := os.ReadFile(portFile); err == nil {
+			port, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		}
+	}
+	logFile, err := os.OpenFile(filepath.Join(o.StateDir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir, Port: port, Log: logFile})
+	if err != nil {
+		logFile.Close()
+		return "", nil, fmt.Errorf("starting a private Postgres in %s (or set DATABASE_URL to use another): %w", dir, err)
+	}
+	stop := func() { _ = srv.Stop(); logFile.Close() }
+	if err := os.WriteFile(portFile, []byte(strconv.Itoa(srv.Port())+"\n"), 0o644); err != nil {
+		stop()
+		return "", nil, err
+	}
+	fmt.Fprintf(out, "bex: private Postgres on 127.0.0.1:%d, data in %s\n", srv.Port(), dir)
+	if err := ensureDatabase(ctx, srv.URL("postgres"), "bex"); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return srv.URL("bex"), stop, nil
+}
+
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connecting to Postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("looking for database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	return nil
+}
+
+type envVar struct{ name, value string }
+
+// writeEnv writes a shell-sourceable file atomically.
+func writeEnv(path string, vars []envVar) error {
+	var b strings.Builder
+	b.WriteString("# Written by bex-embedded once the platform is ready; removed when it stops.\n")
+	for _, v := range vars {
+		fmt.Fprintf(&b, "export %s='%s'\n", v.name, strings.ReplaceAll(v.value, "'", `'\''`))
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// lockState makes sure one platform at a time runs on a state directory.
+func lockState(dir string) (func(), error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another bex-embedded (pid %s) runs on %s: stop it first", strings.TrimSpace(string(pid)), dir)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// redact hides a URL's password.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.Index(rest, "@"); at >= 0 {
+			if colon := strings.Index(rest[:at], ":"); colon >= 0 {
+				return u[:i+3] + rest[:colon] + ":***" + rest[at:]
+			}
+		}
+	}
+	return u
+}
+
+// prefixed writes each line to w with a prefix.
+func prefixed(w io.Writer, prefix string) io.Writer { return &prefixWriter{w: w, prefix: prefix} }
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(p.w, p.prefix+line); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# generate.sh regenerates what controller-gen derives from the CRD types in
+# apis/: the deep-copy functions (apis/<group>/<version>/zz_generated.deepcopy.go)
+# and the CRDs (deploy/crds/<group>_<plural>.yaml). `make generate` runs it;
+# commit its output. hack/verify-generated.sh checks that it is current.
+#
+# The CRD packages are those whose doc.go carries +kubebuilder:object:generate=true
+# (hack/crd-packages.sh). Other packages under apis/, such as the aggregated
+# scheduling API, have their own generators and are left alone.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+paths="$(hack/crd-packages.sh)"
+
+go tool controller-gen object paths="$paths"
+rm -f deploy/crds/*.yaml
+go tool controller-gen crd paths="$paths" output:crd:artifacts:config=deploy/crds

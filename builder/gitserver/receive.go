@@ -1,0 +1,306 @@
+package gitserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+)
+
+const agent = "bex-gitserver"
+
+// Reasons sent in the report-status "ng <ref> <reason>" lines; git prints
+// them as "! [remote rejected] main -> main (<reason>)".
+const (
+	reasonBuildFailed    = "build failed"
+	reasonNonFastForward = "non-fast-forward"
+	reasonStale          = "stale info"
+	reasonDeleteDeploy   = "deleting the deploy branch is not allowed"
+	reasonRefName        = "only branches and tags can be pushed"
+	reasonMissingObjects = "missing necessary objects"
+	reasonUnpacker       = "unpacker error"
+	reasonInternal       = "internal error"
+)
+
+// receivePackCapabilities are what the receiver advertises. no-thin makes the
+// client send self-contained packs, which are stored as they come.
+func receivePackCapabilities() *capability.List {
+	c := capability.NewList()
+	for _, cp := range []capability.Capability{
+		capability.ReportStatus, capability.DeleteRefs, capability.OFSDelta,
+		capability.Sideband64k, capability.Sideband, capability.Capability("no-thin"),
+	} {
+		_ = c.Set(cp)
+	}
+	_ = c.Set(capability.Agent, agent)
+	return c
+}
+
+// advertiseReceivePack writes the reference advertisement that starts a push.
+func (s *Server) advertiseReceivePack(w io.Writer, r *repo, prefix [][]byte) error {
+	ar := packp.NewAdvRefs()
+	ar.Prefix = prefix
+	ar.Capabilities = receivePackCapabilities()
+	if err := addReferences(r, ar); err != nil {
+		return err
+	}
+	if err := ar.Encode(w); err != nil {
+		return fmt.Errorf("writing advertisement: %w", err)
+	}
+	return nil
+}
+
+// addReferences lists the repository's branches and tags in ar.
+func addReferences(r *repo, ar *packp.AdvRefs) error {
+	iter, err := r.sto.IterReferences()
+	if err != nil {
+		return fmt.Errorf("listing references: %w", err)
+	}
+	err = iter.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Type() == plumbing.HashReference && ref.Name() != plumbing.HEAD {
+			ar.References[ref.Name().String()] = ref.Hash()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing references: %w", err)
+	}
+	return nil
+}
+
+// receivePack serves the second half of a push: it reads the commands and the
+// pack from in, stores the objects, takes the repository lock, applies each
+// command (running the deploy for the deploy branch) and writes the outcome to
+// out, calling flush after each packet so progress reaches the client at once.
+func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.Writer, flush func()) error {
+	req := packp.NewReferenceUpdateRequest()
+	if err := req.Decode(in); err != nil {
+		if errors.Is(err, packp.ErrEmpty) {
+			return nil // nothing to update: the client only wanted the advertisement
+		}
+		return fmt.Errorf("decoding update request: %w", err)
+	}
+	caps := req.Capabilities
+	band := sideband.Sideband64k
+	if !caps.Supports(capability.Sideband64k) {
+		band = sideband.Sideband
+	}
+	sw := newSidebandWriter(out, flush, band,
+		caps.Supports(capability.Sideband64k) || caps.Supports(capability.Sideband))
+	log := s.log.WithValues("tenant", r.tenant, "app", r.app, "actor", r.actor)
+
+	rs := packp.NewReportStatus()
+	rs.UnpackStatus = "ok"
+	if err := s.storePack(r, req, in, sw); err != nil {
+		log.Info("Push refused", "reason", err.Error())
+		rs.UnpackStatus = err.Error()
+		for _, cmd := range req.Commands {
+			rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: cmd.Name, Status: reasonUnpacker})
+		}
+		return finishReport(sw, caps, rs)
+	}
+
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	defer stopKeepAlive()
+	go sw.keepAlive(kctx, s.keepAlive)
+
+	unlock, ok := s.tryLock(r.dir)
+	if !ok {
+		sw.Printf("Another push to %s is in progress; waiting for it to finish...", r.app)
+		var err error
+		if unlock, err = s.lock(ctx, r.dir); err != nil {
+			return err
+		}
+	}
+	defer unlock()
+	// Re-open the storage under the lock: objects a concurrent push stored
+	// are visible only to a fresh one.
+	r.reopen()
+	for _, cmd := range req.Commands {
+		status := s.apply(ctx, r, cmd, sw)
+		rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: cmd.Name, Status: status})
+		log.Info("Reference update", "ref", cmd.Name.String(), "new", cmd.New.String(), "status", status)
+	}
+	return finishReport(sw, caps, rs)
+}
+
+func finishReport(sw *sidebandWriter, caps *capability.List, rs *packp.ReportStatus) error {
+	if !caps.Supports(capability.ReportStatus) {
+		return sw.finish(func(io.Writer) error { return nil })
+	}
+	return sw.finish(rs.Encode)
+}
+
+// errPackTooLarge is the unpack status of a pack over the size limit.
+type errPackTooLarge struct{ limit int64 }
+
+func (e errPackTooLarge) Error() string {
+	return fmt.Sprintf("pack exceeds the maximum push size of %s", formatBytes(e.limit))
+}
+
+// storePack receives the pack into a temporary file, refusing it when it is
+// larger than the limit, and only then adds it to the repository, so that a
+// refused or broken push stores nothing.
+func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Reader, sw *sidebandWriter) error {
+	needed := false
+	for _, cmd := range req.Commands {
+		needed = needed || cmd.New != plumbing.ZeroHash
+	}
+	if !needed {
+		return nil // deletions only: git sends no pack
+	}
+	f, err := os.CreateTemp(r.dir, "incoming-*.pack")
+	if err != nil {
+		return fmt.Errorf("creating temporary pack: %w", err)
+	}
+	defer func() {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}()
+	n, err := io.Copy(f, io.LimitReader(in, s.maxPush+1))
+	if err != nil {
+		return fmt.Errorf("receiving pack: %w", err)
+	}
+	if n > s.maxPush {
+		// Read the rest so that the client, still sending, gets the answer.
+		_, _ = io.Copy(io.Discard, in)
+		sw.Printf("Push rejected: the pushed pack is larger than the %s limit.", formatBytes(s.maxPush))
+		return errPackTooLarge{limit: s.maxPush}
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewinding pack: %w", err)
+	}
+	if err := packfile.UpdateObjectStorage(r.sto, f); err != nil {
+		return fmt.Errorf("storing pack: %w", err)
+	}
+	return nil
+}
+
+// apply evaluates one command against the repository's current state (the
+// lock is held) and returns its report-status: "ok" or the reason of an ng.
+func (s *Server) apply(ctx context.Context, r *repo, cmd *packp.Command, sw *sidebandWriter) string {
+	name := cmd.Name
+	if !name.IsBranch() && !name.IsTag() {
+		sw.Printf("Refusing %s: %s.", name, reasonRefName)
+		return reasonRefName
+	}
+	var cur *plumbing.Reference
+	curHash := plumbing.ZeroHash
+	switch ref, err := r.sto.Reference(name); {
+	case err == nil:
+		cur, curHash = ref, ref.Hash()
+	case !errors.Is(err, plumbing.ErrReferenceNotFound):
+		s.log.Error(err, "Reading reference failed", "ref", name.String())
+		return reasonInternal
+	}
+	if cmd.New != plumbing.ZeroHash {
+		if _, err := r.sto.EncodedObject(plumbing.AnyObject, cmd.New); err != nil {
+			return reasonMissingObjects
+		}
+	}
+	// The client computed its command against the state it was shown. When a
+	// concurrent push moved the ref since, the command is judged against the
+	// real state: only a fast-forward from it is accepted.
+	if cmd.Old != curHash && curHash != plumbing.ZeroHash {
+		if cmd.New == plumbing.ZeroHash {
+			return reasonStale
+		}
+		if ff, _ := isAncestor(r, curHash, cmd.New); !ff {
+			sw.Printf("%s moved to %s while this push waited, and %s does not contain it: fetch, merge and push again.",
+				name.Short(), curHash.String()[:7], cmd.New.String()[:7])
+			return reasonNonFastForward
+		}
+	}
+	deploy := name == plumbing.NewBranchReferenceName(r.branch)
+
+	if cmd.New == plumbing.ZeroHash {
+		if deploy {
+			sw.Printf("Refusing to delete %s: it is the app's deploy branch.", r.branch)
+			return reasonDeleteDeploy
+		}
+		if cur == nil {
+			return "ok"
+		}
+		if err := r.sto.RemoveReference(name); err != nil {
+			s.log.Error(err, "Deleting reference failed", "ref", name.String())
+			return reasonInternal
+		}
+		return "ok"
+	}
+
+	var res DeployResult
+	switch {
+	case deploy && cmd.New != curHash:
+		push := Push{
+			Tenant: r.tenant, App: r.app, Branch: r.branch, Actor: r.actor,
+			Old: curHash.String(), New: cmd.New.String(), RepoDir: r.dir,
+		}
+		var err error
+		if res, err = s.deploy(ctx, push, sw); err != nil {
+			s.log.Info("Deploy failed", "tenant", r.tenant, "app", r.app, "commit", push.New, "error", err.Error())
+			sw.Printf("Build failed: %v", err)
+			sw.Printf("%s was not updated; the previous release keeps serving.", r.branch)
+			return reasonBuildFailed
+		}
+	case name.IsBranch():
+		sw.Printf("Branch %s is not the deploy branch (%s); nothing to build.", name.Short(), r.branch)
+	}
+	if err := r.sto.CheckAndSetReference(plumbing.NewHashReference(name, cmd.New), cur); err != nil {
+		s.log.Error(err, "Updating reference failed", "ref", name.String())
+		return reasonInternal
+	}
+	if deploy && cmd.New != curHash {
+		sw.Printf("Released v%d: %s", res.Release, res.URL)
+	}
+	return "ok"
+}
+
+// deploy calls the Deployer, turning a panic into an error so that one bad
+// build cannot take the receiver down.
+func (s *Server) deploy(ctx context.Context, push Push, log io.Writer) (res DeployResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error(fmt.Errorf("panic: %v", p), "Deployer panicked", "tenant", push.Tenant, "app", push.App)
+			err = errors.New("internal error in the build service")
+		}
+	}()
+	return s.deployer.Deploy(ctx, push, log)
+}
+
+// isAncestor reports whether commit a is an ancestor of (or equal to) b.
+func isAncestor(r *repo, a, b plumbing.Hash) (bool, error) {
+	ca, err := object.GetCommit(r.sto, a)
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", a, err)
+	}
+	cb, err := object.GetCommit(r.sto, b)
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", b, err)
+	}
+	return ca.IsAncestor(cb)
+}
+
+// formatBytes renders a size the way a person reads a limit.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

@@ -1,0 +1,538 @@
+package build_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/registry"
+)
+
+// registryAddr is the platform registry every test pushes to, served from
+// this package's TestMain.
+var registryAddr string
+
+// workRoot and cacheDir are shared by the tests' builders; the cache lives
+// in the user's cache directory so that reruns do not compile the standard
+// library again.
+var workRoot, cacheDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "bex-build-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	workRoot = filepath.Join(tmp, "work")
+	if uc, err := os.UserCacheDir(); err == nil {
+		cacheDir = filepath.Join(uc, "bex-test", "build-cache")
+	}
+	reg, err := registry.New(filepath.Join(tmp, "registry"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	registryAddr = l.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- reg.Serve(ctx, l) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+func newBuilder(t *testing.T, mod ...func(*build.Options)) *build.Builder {
+	t.Helper()
+	opts := build.Options{WorkRoot: workRoot, CacheDir: cacheDir, Registry: registryAddr}
+	for _, f := range mod {
+		f(&opts)
+	}
+	b, err := build.New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+// gitRepo commits files with the real git and returns a bare repository
+// holding the commit, and the commit's name. Files named *.sh are
+// executable.
+func gitRepo(t *testing.T, files map[string]string) (string, string) {
+	t.Helper()
+	work := t.TempDir()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git(work, "init", "-q", "-b", "main")
+	for name, content := range files {
+		p := filepath.Join(work, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(work, "add", "-A")
+	git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "app")
+	commit := git(work, "rev-parse", "HEAD")
+	bare := filepath.Join(t.TempDir(), "app.git")
+	git(work, "clone", "-q", "--bare", work, bare)
+	return bare, commit
+}
+
+// logBuffer is a build log a test reads after the build.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func buildRepo(t *testing.T, b *build.Builder, files map[string]string, edit func(*build.Request)) (build.Result, string, error) {
+	t.Helper()
+	repo, commit := gitRepo(t, files)
+	req := build.Request{Tenant: "acme", App: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), RepoDir: repo, Commit: commit}
+	if len(req.App) > 40 {
+		req.App = req.App[:40]
+	}
+	req.App = strings.Trim(strings.ReplaceAll(req.App, "_", "-"), "-")
+	if edit != nil {
+		edit(&req)
+	}
+	var log logBuffer
+	res, err := b.Build(context.Background(), req, &log)
+	t.Logf("build log:\n%s", log.String())
+	return res, log.String(), err
+}
+
+// serveApp unpacks res and runs its process proc with PORT set, and returns
+// the body of GET /.
+func serveApp(t *testing.T, res build.Result, proc string, extraPath ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "release")
+	cfg, err := build.Unpack(context.Background(), res.Image, dir)
+	if err != nil {
+		t.Fatalf("Unpack: %v", err)
+	}
+	if cfg.Processes[proc] != res.Processes[proc] {
+		t.Errorf("image process %s = %q, build result says %q", proc, cfg.Processes[proc], res.Processes[proc])
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+
+	env := append([]string{"PORT=" + port, "HOME=" + dir}, cfg.Env...)
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env[i] = "PATH=" + strings.Join(append([]string{v}, extraPath...), ":")
+		}
+	}
+	cmd := exec.Command("/bin/sh", "-c", cfg.Processes[proc])
+	cmd.Dir = cfg.WorkingDir
+	cmd.Env = env
+	var out logBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/")
+		if err == nil {
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		select {
+		case <-exited:
+			t.Fatalf("process %q exited before answering: %s", cfg.Processes[proc], out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %q did not answer on $PORT: %v\n%s", cfg.Processes[proc], err, out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+}
+
+const goMod = "module hello\n\ngo 1.22\n"
+
+const goMain = `package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from go", os.Getenv("GREETING"))
+	})
+	if err := http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), nil); err != nil {
+		panic(err)
+	}
+}
+`
+
+func TestGoApp(t *testing.T) {
+	b := newBuilder(t)
+	res, log, err := buildRepo(t, b, map[string]string{"go.mod": goMod, "main.go": goMain}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if res.Stack != platformv1alpha1.StackGo {
+		t.Errorf("stack %q, want go", res.Stack)
+	}
+	if want := registryAddr + "/acme/testgoapp@" + res.Digest; res.Image != want {
+		t.Errorf("image %q, want %q", res.Image, want)
+	}
+	if res.Processes["web"] != "./bin/app" {
+		t.Errorf("web process %q, want ./bin/app", res.Processes["web"])
+	}
+	for _, line := range []string{"-----> Go app detected", "-----> Building with go build"} {
+		if !strings.Contains(log, line+"\n") {
+			t.Errorf("log lacks %q", line)
+		}
+	}
+	if body := serveApp(t, res, "web"); body != "hello from go" {
+		t.Errorf("GET / = %q, want %q", body, "hello from go")
+	}
+	if entries, err := os.ReadDir(filepath.Join(workRoot, "builds")); err != nil || len(entries) != 0 {
+		t.Errorf("work directories left behind: %v %v", entries, err)
+	}
+}
+
+func TestGoCompileError(t *testing.T) {
+	b := newBuilder(t)
+	broken := strings.Replace(goMain, `fmt.Fprint(w,`, `fmt.Fprint(w, undefinedThing,`, 1)
+	_, log, err := buildRepo(t, b, map[string]string{"go.mod": goMod, "main.go": broken}, nil)
+	if err == nil {
+		t.Fatal("Build of code that does not compile succeeded")
+	}
+	for _, want := range []string{"go build -o bin/app .", "undefined: undefinedThing"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !strings.Contains(log, "undefined: undefinedThing") {
+		t.Errorf("log lacks the compiler's message")
+	}
+	if !strings.Contains(log, " !     Build failed: go build -o bin/app . failed") {
+		t.Errorf("log does not end with the failure")
+	}
+	var ce *build.CommandError
+	if !errors.As(err, &ce) {
+		t.Errorf("error is %T, want *build.CommandError", err)
+	}
+}
+
+func TestProcfileOverridesCommand(t *testing.T) {
+	b := newBuilder(t)
+	res, _, err := buildRepo(t, b, map[string]string{
+		"go.mod":   goMod,
+		"main.go":  goMain,
+		"Procfile": "# processes\nweb: GREETING=' via Procfile' ./bin/app\nworker: ./bin/app\n",
+	}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	want := map[string]string{"web": "GREETING=' via Procfile' ./bin/app", "worker": "./bin/app"}
+	if len(res.Processes) != 2 || res.Processes["web"] != want["web"] || res.Processes["worker"] != want["worker"] {
+		t.Errorf("processes %v, want %v", res.Processes, want)
+	}
+	if body := serveApp(t, res, "web"); body != "hello from go via Procfile" {
+		t.Errorf("GET / = %q", body)
+	}
+}
+
+func TestStaticSite(t *testing.T) {
+	bin := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, "bex-static"), "bex.co/bex/cmd/bex-static")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building bex-static: %v\n%s", err, out)
+	}
+	b := newBuilder(t)
+	res, log, err := buildRepo(t, b, map[string]string{"index.html": "<h1>static</h1>\n", ".env": "SECRET=1\n"}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if res.Stack != platformv1alpha1.StackStatic || res.Processes["web"] != "bex-static" {
+		t.Errorf("stack %q processes %v, want static with web = bex-static", res.Stack, res.Processes)
+	}
+	if !strings.Contains(log, "-----> Static site detected") {
+		t.Errorf("log lacks the detected stack")
+	}
+	if body := serveApp(t, res, "web", bin); body != "<h1>static</h1>\n" {
+		t.Errorf("GET / = %q", body)
+	}
+}
+
+func TestNodeAppWithoutDependencies(t *testing.T) {
+	b := newBuilder(t)
+	res, log, err := buildRepo(t, b, map[string]string{
+		"package.json": `{"name": "hello", "version": "1.0.0", "main": "server.js",
+			"scripts": {"build": "node -e \"require('fs').writeFileSync('built.txt', 'built by npm run build')\""}}`,
+		"server.js": `const fs = require('fs');
+require('http').createServer((req, res) => res.end('hello from node, ' + fs.readFileSync('built.txt')))
+  .listen(process.env.PORT, '127.0.0.1');
+`,
+	}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if res.Stack != platformv1alpha1.StackNode || res.Processes["web"] != "node server.js" {
+		t.Errorf("stack %q processes %v, want node with web = node server.js", res.Stack, res.Processes)
+	}
+	if !strings.Contains(log, "-----> Building with npm run build") {
+		t.Errorf("log lacks the build script")
+	}
+	if body := serveApp(t, res, "web"); body != "hello from node, built by npm run build" {
+		t.Errorf("GET / = %q", body)
+	}
+}
+
+func TestPythonAppWithEmptyRequirements(t *testing.T) {
+	b := newBuilder(t)
+	res, log, err := buildRepo(t, b, map[string]string{
+		"requirements.txt": "# nothing yet\n",
+		"app.py": `import os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from python in " + os.path.basename(os.environ["VIRTUAL_ENV"]) + " " + str(sys.prefix == os.environ["VIRTUAL_ENV"])).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
+`,
+	}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if res.Stack != platformv1alpha1.StackPython || res.Processes["web"] != "python app.py" {
+		t.Errorf("stack %q processes %v, want python with web = python app.py", res.Stack, res.Processes)
+	}
+	if !strings.Contains(log, "-----> Python app detected") {
+		t.Errorf("log lacks the detected stack")
+	}
+	// The unpacked venv is used, from wherever it was unpacked.
+	if body := serveApp(t, res, "web"); body != "hello from python in .venv True" {
+		t.Errorf("GET / = %q", body)
+	}
+}
+
+func TestPythonIndexUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	t.Setenv("PIP_INDEX_URL", "http://"+closed+"/simple")
+	t.Setenv("PIP_RETRIES", "1")
+	t.Setenv("PIP_FIND_LINKS", "")
+	t.Setenv("PIP_NO_INDEX", "")
+	b := newBuilder(t)
+	_, log, err := buildRepo(t, b, map[string]string{"requirements.txt": "left-pad-that-does-not-exist==1.0\n", "app.py": "print(1)\n"}, nil)
+	if err == nil {
+		t.Fatal("Build succeeded without a reachable index")
+	}
+	for _, want := range []string{"pip install -r requirements.txt failed", "pip could not reach its package index (http://" + closed + "/simple)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !strings.Contains(log, "Installing requirements with pip") {
+		t.Errorf("log lacks the pip step")
+	}
+}
+
+func TestDockerfileWithoutBuildKit(t *testing.T) {
+	b := newBuilder(t)
+	_, log, err := buildRepo(t, b, map[string]string{"Dockerfile": "FROM scratch\n", "go.mod": goMod, "main.go": goMain}, nil)
+	if !errors.Is(err, build.ErrNoBuildKit) {
+		t.Fatalf("error %v, want the BuildKit refusal", err)
+	}
+	const want = "Dockerfile builds need BuildKit: set --buildkit-addr; or remove the Dockerfile to use stack detection"
+	if err.Error() != want || !strings.Contains(log, want) {
+		t.Errorf("error %q, want %q in the error and the log", err, want)
+	}
+}
+
+func TestDetectionFailureNamesFiles(t *testing.T) {
+	b := newBuilder(t)
+	_, _, err := buildRepo(t, b, map[string]string{"README.md": "hi\n"}, nil)
+	if err == nil {
+		t.Fatal("Build of an undetectable repository succeeded")
+	}
+	for _, f := range []string{"Dockerfile", "go.mod", "package.json", "requirements.txt", "pyproject.toml", "index.html", "Procfile"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error does not name %s: %v", f, err)
+		}
+	}
+}
+
+func TestStackOverrideTheRepoCannotSatisfy(t *testing.T) {
+	b := newBuilder(t)
+	_, _, err := buildRepo(t, b, map[string]string{"index.html": "hi\n"}, func(r *build.Request) { r.Stack = platformv1alpha1.StackGo })
+	if err == nil || !strings.Contains(err.Error(), "the app's stack is go, but the repository has no go.mod") {
+		t.Fatalf("error %v, want the unsatisfied stack named", err)
+	}
+}
+
+func TestTimeoutKillsTheBuild(t *testing.T) {
+	b := newBuilder(t, func(o *build.Options) { o.Timeout = 3 * time.Second })
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The command starts a grandchild that would outlive a kill of the
+	// shell alone.
+	command := "sleep 600 & echo $! > " + pidFile + "; echo started; wait"
+	_, log, err := buildRepo(t, b, map[string]string{"index.html": "hi\n"}, func(r *build.Request) { r.Command = command })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want a timeout", err)
+	}
+	if !strings.HasPrefix(err.Error(), "build exceeded 3s") {
+		t.Errorf("error %q, want it to start with \"build exceeded 3s\"", err)
+	}
+	if !strings.Contains(log, "started") {
+		t.Errorf("log lacks the command's output")
+	}
+	b2, rerr := os.ReadFile(pidFile)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b2)))
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the build's background process %d survived the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// signalWriter is a build log that closes seen once it has a line
+// containing want.
+type signalWriter struct {
+	logBuffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	n, err := s.logBuffer.Write(p)
+	if strings.Contains(string(p), s.want) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return n, err
+}
+
+func TestLogStreamsWhileTheBuildRuns(t *testing.T) {
+	b := newBuilder(t, func(o *build.Options) { o.Timeout = 2 * time.Minute })
+	gate := filepath.Join(t.TempDir(), "gate")
+	repo, commit := gitRepo(t, map[string]string{"index.html": "hi\n"})
+	// The build waits for a file the test creates only once it has read
+	// the build's first line from the log.
+	req := build.Request{Tenant: "acme", App: "streams", RepoDir: repo, Commit: commit,
+		Command: "echo waiting for the gate; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo through"}
+	log := &signalWriter{want: "waiting for the gate\n", seen: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Build(context.Background(), req, log)
+		errc <- err
+	}()
+	select {
+	case <-log.seen:
+	case err := <-errc:
+		t.Fatalf("build ended before its first line reached the log: %v\n%s", err, log.String())
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if !strings.Contains(log.String(), "\nthrough\n") {
+		t.Errorf("log lacks the line after the gate:\n%s", log.String())
+	}
+}

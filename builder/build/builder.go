@@ -1,0 +1,328 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+)
+
+// DefaultTimeout is a build's time limit unless Options say otherwise
+// (Heroku's is 15 minutes too).
+const DefaultTimeout = 15 * time.Minute
+
+// Options configure a Builder.
+type Options struct {
+	// WorkRoot holds each build's work directory (removed when the build
+	// ends) and, unless CacheDir is set, the caches shared between builds.
+	WorkRoot string
+	// CacheDir holds the Go build and module caches and the npm and pip
+	// caches shared by every build; the default is WorkRoot/cache.
+	CacheDir string
+	// Registry is the host:port of the platform registry images are pushed
+	// to. Loopback and private addresses are spoken to over plain HTTP.
+	Registry string
+	// Timeout bounds one build; the default is DefaultTimeout.
+	Timeout time.Duration
+	// BuildKitAddr is the address of a buildkitd (as buildctl --addr takes
+	// it). Without it, repositories with a Dockerfile are refused.
+	BuildKitAddr string
+	// Log receives the builder's own log (not the build's output).
+	Log logr.Logger
+}
+
+// Builder builds images. It is safe for concurrent use: each build has its
+// own work directory; caches are shared.
+type Builder struct {
+	opts Options
+}
+
+// Request says what to build.
+type Request struct {
+	Tenant, App string
+	// RepoDir is the bare git repository.
+	RepoDir string
+	// Commit is the full or abbreviated hex name of the commit to build.
+	Commit string
+	// Stack overrides detection; empty means detect.
+	Stack platformv1alpha1.Stack
+	// Command replaces the stack's build command; it runs in a shell at the
+	// repository root.
+	Command string
+	// Dockerfile is the path of the Dockerfile relative to the repository
+	// root; setting it implies the dockerfile stack.
+	Dockerfile string
+}
+
+// Result is what a successful build produced.
+type Result struct {
+	Stack platformv1alpha1.Stack
+	// Image is the pullable reference by digest: registry/tenant/app@sha256:….
+	Image  string
+	Digest string
+	// Processes maps process types to start commands, from the Procfile or
+	// the stack's defaults; commands run in a shell in the app's directory.
+	Processes map[string]string
+	Duration  time.Duration
+}
+
+// New checks the options and prepares the work root.
+func New(opts Options) (*Builder, error) {
+	if opts.WorkRoot == "" {
+		return nil, errors.New("build work root is required")
+	}
+	if opts.Registry == "" {
+		return nil, errors.New("registry address is required")
+	}
+	if _, err := name.NewRegistry(opts.Registry); err != nil {
+		return nil, fmt.Errorf("registry address %q: %w", opts.Registry, err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, fmt.Errorf("the builder needs git: %w", err)
+	}
+	root, err := filepath.Abs(opts.WorkRoot)
+	if err != nil {
+		return nil, fmt.Errorf("resolving work root: %w", err)
+	}
+	opts.WorkRoot = root
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(root, "cache")
+	}
+	if opts.CacheDir, err = filepath.Abs(opts.CacheDir); err != nil {
+		return nil, fmt.Errorf("resolving cache dir: %w", err)
+	}
+	for _, d := range []string{filepath.Join(root, "builds"), opts.CacheDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("creating build directories: %w", err)
+		}
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Builder{opts: opts}, nil
+}
+
+var (
+	labelPattern  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	commitPattern = regexp.MustCompile(`^[0-9a-f]{4,64}$`)
+)
+
+func (r Request) validate() error {
+	if !labelPattern.MatchString(r.Tenant) {
+		return fmt.Errorf("invalid tenant name %q", r.Tenant)
+	}
+	if !labelPattern.MatchString(r.App) {
+		return fmt.Errorf("invalid app name %q", r.App)
+	}
+	if !commitPattern.MatchString(r.Commit) {
+		return fmt.Errorf("invalid commit %q: want a hex object name", r.Commit)
+	}
+	if r.RepoDir == "" {
+		return errors.New("repository directory is required")
+	}
+	return nil
+}
+
+// Build builds req and pushes the image. The build's output (and the
+// builder's "----->" step lines) is written to log line by line as it
+// happens; on failure the log ends with a " !" line, and the error names the
+// failing command and carries the last lines of its output. A nil log
+// discards the output.
+func (b *Builder) Build(ctx context.Context, req Request, log io.Writer) (Result, error) {
+	start := time.Now()
+	if log == nil {
+		log = io.Discard
+	}
+	out := newLineWriter(log)
+	defer out.Flush()
+	logger := b.opts.Log.WithValues("tenant", req.Tenant, "app", req.App, "commit", req.Commit)
+
+	logger.Info("Build started")
+	res, err := b.build(ctx, req, out)
+	if err != nil {
+		out.Flush()
+		fmt.Fprintf(out, " !     Build failed: %s\n", firstLine(err.Error()))
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.Hint != "" {
+			fmt.Fprintf(out, " !     %s\n", ce.Hint)
+		}
+		logger.Info("Build failed", "err", err.Error())
+		return Result{}, err
+	}
+	res.Duration = time.Since(start)
+	fmt.Fprintf(out, "-----> Done in %s: %s\n", res.Duration.Round(100*time.Millisecond), res.Image)
+	logger.Info("Build finished", "image", res.Image, "duration", res.Duration)
+	return res, nil
+}
+
+func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeoutCause(parent, b.opts.Timeout, &TimeoutError{Limit: b.opts.Timeout})
+	defer cancel()
+
+	work, err := os.MkdirTemp(filepath.Join(b.opts.WorkRoot, "builds"), req.Tenant+"-"+req.App+"-")
+	if err != nil {
+		return Result{}, fmt.Errorf("creating work directory: %w", err)
+	}
+	defer func() {
+		if err := removeAll(work); err != nil {
+			b.opts.Log.Error(err, "Removing build directory", "dir", work)
+		}
+	}()
+	w := &workspace{
+		root:    work,
+		app:     filepath.Join(work, "app"),
+		home:    filepath.Join(work, "home"),
+		tmp:     filepath.Join(work, "tmp"),
+		cache:   b.opts.CacheDir,
+		out:     out,
+		commit:  req.Commit,
+		timeout: b.opts.Timeout,
+	}
+	for _, d := range []string{w.app, w.home, w.tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return Result{}, fmt.Errorf("creating work directory: %w", err)
+		}
+	}
+
+	fmt.Fprintf(out, "-----> Building %s/%s at %s\n", req.Tenant, req.App, short(req.Commit))
+	commit, err := w.checkout(ctx, req.RepoDir, req.Commit)
+	if err != nil {
+		return Result{}, w.ctxErr(ctx, err)
+	}
+	w.commit = commit
+
+	p, err := plan(w.app, req, b.opts.BuildKitAddr != "")
+	if err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintf(out, "-----> %s detected\n", p.title)
+
+	ref, err := name.NewTag(fmt.Sprintf("%s/%s/%s:%s", b.opts.Registry, req.Tenant, req.App, commit))
+	if err != nil {
+		return Result{}, fmt.Errorf("naming the image: %w", err)
+	}
+	if p.stack == platformv1alpha1.StackDockerfile {
+		return w.buildDockerfile(ctx, b.opts.BuildKitAddr, p, ref)
+	}
+
+	for _, s := range p.steps {
+		fmt.Fprintf(out, "-----> %s\n", s.title)
+		if err := w.runStep(ctx, s); err != nil {
+			return Result{}, w.ctxErr(ctx, err)
+		}
+	}
+	procs, err := processes(w.app, p.processes)
+	if err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintf(out, "-----> Discovering process types\n       %s\n", describeProcesses(procs))
+
+	fmt.Fprintf(out, "-----> Assembling image\n")
+	img, size, err := w.image(p, procs)
+	if err != nil {
+		return Result{}, w.ctxErr(ctx, err)
+	}
+	fmt.Fprintf(out, "       Layer of %s\n", humanSize(size))
+	fmt.Fprintf(out, "-----> Pushing %s\n", ref)
+	digest, err := push(ctx, ref, img)
+	if err != nil {
+		return Result{}, w.ctxErr(ctx, err)
+	}
+	return Result{
+		Stack:     p.stack,
+		Image:     ref.Context().Digest(digest).String(),
+		Digest:    digest,
+		Processes: procs,
+	}, nil
+}
+
+// TimeoutError is the error of a build that ran out of time.
+type TimeoutError struct {
+	Limit time.Duration
+	// Command is the command that was running, if any.
+	Command string
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Command != "" {
+		return fmt.Sprintf("build exceeded %s (while running %s)", e.Limit, e.Command)
+	}
+	return fmt.Sprintf("build exceeded %s", e.Limit)
+}
+
+// Is makes errors.Is(err, context.DeadlineExceeded) true for timeouts.
+func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// ctxErr replaces err by the timeout or cancellation that caused it.
+func (w *workspace) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	var te *TimeoutError
+	if cause := context.Cause(ctx); errors.As(cause, &te) {
+		e := *te
+		var ce *CommandError
+		if errors.As(err, &ce) {
+			e.Command = ce.Command
+		}
+		return &e
+	}
+	return fmt.Errorf("build canceled: %w", context.Cause(ctx))
+}
+
+func short(commit string) string {
+	if len(commit) > 7 {
+		return commit[:7]
+	}
+	return commit
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%dB", n)
+	}
+}
+
+// removeAll removes dir even where a build left directories without write
+// permission.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

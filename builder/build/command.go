@@ -1,0 +1,302 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// workspace is one build's directories and output.
+type workspace struct {
+	root    string // the build's own directory, removed afterwards
+	app     string // the checkout, which becomes /app
+	home    string // $HOME of build commands
+	tmp     string // $TMPDIR of build commands
+	cache   string // shared caches
+	out     io.Writer
+	commit  string
+	timeout time.Duration
+}
+
+// step is one build command, or a Go function run in its place.
+type step struct {
+	title string
+	argv  []string
+	// display is how the command is named in errors; default argv joined.
+	display string
+	// env is added to the clean environment.
+	env []string
+	// fn runs instead of argv when set.
+	fn func(w *workspace) error
+	// hint explains a failure whose output matches; it may return "".
+	hint func(tail string) string
+}
+
+// tailLines is how many lines of a failed command's output its error keeps.
+const tailLines = 20
+
+// CommandError is the error of a build command that failed.
+type CommandError struct {
+	// Command is the command as the log shows it.
+	Command string
+	// Tail is the end of its output.
+	Tail string
+	// Hint says what probably went wrong, when the builder recognised it.
+	Hint string
+	Err  error
+}
+
+func (e *CommandError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s failed: %v", e.Command, e.Err)
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "\n%s", e.Hint)
+	}
+	if e.Tail != "" {
+		fmt.Fprintf(&b, "\nlast lines of its output:\n%s", e.Tail)
+	}
+	return b.String()
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// passEnv are the variables of the builder's own environment that reach
+// build commands: proxies, certificates, and package-index settings an
+// operator configures for the whole builder.
+var passEnv = []string{
+	"GOPROXY", "GONOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOINSECURE", "GOTOOLCHAIN",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "PYENV_ROOT", "PYENV_VERSION", "LANG",
+}
+
+// passEnvPrefixes pass whole families: npm and pip configuration.
+var passEnvPrefixes = []string{"NPM_CONFIG_", "npm_config_", "PIP_"}
+
+// env is the clean environment of build commands.
+func (w *workspace) env(extra []string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + w.home,
+		"TMPDIR=" + w.tmp,
+		"CI=true",
+		"SOURCE_VERSION=" + w.commit,
+		"GOCACHE=" + filepath.Join(w.cache, "go-build"),
+		"GOPATH=" + filepath.Join(w.cache, "gopath"),
+		"GOMODCACHE=" + filepath.Join(w.cache, "gopath", "pkg", "mod"),
+		"GOFLAGS=-mod=mod",
+		"npm_config_cache=" + filepath.Join(w.cache, "npm"),
+		"npm_config_update_notifier=false",
+		"npm_config_fund=false",
+		"npm_config_audit=false",
+		"PIP_CACHE_DIR=" + filepath.Join(w.cache, "pip"),
+		"PIP_DISABLE_PIP_VERSION_CHECK=1",
+		"PIP_NO_INPUT=1",
+	}
+	if os.Getenv("LANG") == "" {
+		env = append(env, "LANG=C.UTF-8")
+	}
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, kv := range os.Environ() {
+		for _, p := range passEnvPrefixes {
+			if strings.HasPrefix(kv, p) && !strings.HasPrefix(kv, "npm_config_cache=") && !strings.HasPrefix(kv, "PIP_CACHE_DIR=") {
+				env = append(env, kv)
+			}
+		}
+	}
+	// Later entries win in os/exec; the step's own come last.
+	return append(env, extra...)
+}
+
+func (s step) String() string {
+	if s.display != "" {
+		return s.display
+	}
+	return strings.Join(s.argv, " ")
+}
+
+// runStep runs s in the app directory, streaming its output.
+func (w *workspace) runStep(ctx context.Context, s step) error {
+	if s.fn != nil {
+		if err := s.fn(w); err != nil {
+			return fmt.Errorf("%s: %w", strings.ToLower(s.title[:1])+s.title[1:], err)
+		}
+		return nil
+	}
+	return w.run(ctx, w.app, s)
+}
+
+// run runs s.argv in dir with the clean environment, its stdout and stderr
+// merged and streamed to the log as they come. The command gets its own
+// process group, which is killed whole when ctx ends.
+func (w *workspace) run(ctx context.Context, dir string, s step) error {
+	if !strings.Contains(s.argv[0], "/") {
+		if _, err := exec.LookPath(s.argv[0]); err != nil {
+			return &CommandError{Command: s.String(), Err: fmt.Errorf("%s is not installed on the builder", s.argv[0])}
+		}
+	}
+	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = w.env(s.env)
+	cmd.Stdin = nil
+	tail := &tailBuffer{max: tailLines}
+	sink := &syncWriter{w: io.MultiWriter(w.out, tail)}
+	cmd.Stdout = sink
+	cmd.Stderr = sink
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The negative pid names the process group: the shell and
+		// everything it started.
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
+	// A background child that keeps the output pipe open must not hold
+	// the build past its end.
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	// Kill whatever the command left running in its group, even on success.
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if lw, ok := w.out.(interface{ Flush() }); ok {
+		lw.Flush()
+	}
+	if err == nil {
+		return nil
+	}
+	ce := &CommandError{Command: s.String(), Tail: tail.String(), Err: err}
+	if s.hint != nil {
+		ce.Hint = s.hint(ce.Tail)
+	}
+	return ce
+}
+
+// syncWriter serialises writes from the stdout and stderr copiers.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// tailBuffer keeps the last max lines written to it.
+type tailBuffer struct {
+	max     int
+	lines   []string
+	partial []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			t.partial = append(t.partial, p...)
+			if len(t.partial) > 4096 {
+				t.partial = t.partial[len(t.partial)-4096:]
+			}
+			break
+		}
+		t.partial = append(t.partial, p[:i]...)
+		if p[i] == '\n' || len(t.partial) > 0 {
+			t.push(string(t.partial))
+		}
+		t.partial = t.partial[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) push(line string) {
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+}
+
+func (t *tailBuffer) String() string {
+	lines := t.lines
+	if len(t.partial) > 0 {
+		lines = append(lines[:len(lines):len(lines)], string(t.partial))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lineWriter passes whole lines to w, one Write per line, so that a reader
+// of the log (the git receiver, which prefixes "remote: ") never sees half a
+// line. A carriage return ends a line too; overlong lines are split.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	cr  bool // the last byte seen was a "\r"
+}
+
+const maxLine = 16 << 10
+
+func newLineWriter(w io.Writer) *lineWriter { return &lineWriter{w: w} }
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			l.buf = append(l.buf, p...)
+			l.cr = false
+			for len(l.buf) >= maxLine {
+				l.emit(l.buf[:maxLine])
+				l.buf = append(l.buf[:0], l.buf[maxLine:]...)
+			}
+			break
+		}
+		l.buf = append(l.buf, p[:i]...)
+		// "\r\n" and progress bars' bare "\r" end one line each.
+		if !(i == 0 && p[0] == '\n' && l.cr && len(l.buf) == 0) {
+			l.emit(l.buf)
+		}
+		l.cr = p[i] == '\r'
+		l.buf = l.buf[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (l *lineWriter) emit(line []byte) {
+	b := make([]byte, 0, len(line)+1)
+	b = append(append(b, line...), '\n')
+	_, _ = l.w.Write(b)
+}
+
+// Flush writes a pending partial line.
+func (l *lineWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.emit(l.buf)
+		l.buf = l.buf[:0]
+	}
+}

@@ -1,0 +1,16 @@
+// Package build turns one commit of a tenant's repository into an OCI image
+// in the platform registry, the way Heroku's buildpacks do: it checks the
+// commit out into a fresh work directory, detects the stack (Go, Node,
+// Python, static site, Procfile, or Dockerfile through BuildKit), runs the
+// stack's build commands with a clean environment and a time limit, and
+// pushes the result as a one-layer image whose files live under /app.
+//
+// The git receiver calls Builder.Build and streams the log it writes, line by
+// line, to the pusher; the release records the Result (image digest and
+// process commands). The process runtime calls Unpack to turn an image back
+// into a directory it can run, with the environment the image asks for.
+//
+// Builds run the tenant's own commands as the builder's user, with no sandbox
+// beyond the clean environment, the work directory and the time limit; see
+// docs/builds.md.
+package build

@@ -1,0 +1,192 @@
+package build
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// The image's labels. Process commands are labels so that Unpack (and any
+// runtime reading the config) can recover them from the image alone.
+const (
+	// LabelStack is the stack that built the image.
+	LabelStack = "co.bex.stack"
+	// LabelCommit is the commit the image was built from.
+	LabelCommit = "co.bex.commit"
+	// LabelProcessPrefix prefixes one label per process type:
+	// co.bex.process.web = "./bin/app".
+	LabelProcessPrefix = "co.bex.process."
+)
+
+// AppDir is where an image's files live.
+const AppDir = "/app"
+
+// image assembles the app directory into an image: one layer with the files
+// under /app, a config with the stack's environment, /app as working
+// directory and the web process as command. It returns the layer's
+// compressed size.
+func (w *workspace) image(p *buildPlan, procs map[string]string) (v1.Image, int64, error) {
+	layerPath := filepath.Join(w.root, "layer.tar.gz")
+	size, err := writeLayer(w.app, layerPath)
+	if err != nil {
+		return nil, 0, err
+	}
+	layer, err := tarball.LayerFromFile(layerPath, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading layer: %w", err)
+	}
+	labels := map[string]string{LabelStack: string(p.stack), LabelCommit: w.commit}
+	for k, v := range procs {
+		labels[LabelProcessPrefix+k] = v
+	}
+	cfg := v1.Config{
+		Env:        append([]string(nil), p.env...),
+		WorkingDir: AppDir,
+		Labels:     labels,
+	}
+	if web, ok := procs["web"]; ok {
+		cfg.Cmd = []string{"/bin/sh", "-c", web}
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
+		Architecture: runtime.GOARCH,
+		OS:           runtime.GOOS,
+		Config:       cfg,
+		RootFS:       v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("writing image config: %w", err)
+	}
+	img, err := mutate.AppendLayers(base, layer)
+	if err != nil {
+		return nil, 0, fmt.Errorf("assembling image: %w", err)
+	}
+	return img, size, nil
+}
+
+// writeLayer writes the files of dir, under app/, as a gzipped tar at dst
+// and returns its size. Owners are root; modes, symbolic links and
+// modification times are kept. A symbolic link that leads outside dir is
+// refused: the image must be complete on its own.
+func writeLayer(dir, dst string) (int64, error) {
+	f, err := os.Create(dst)
+	if err != nil {
+		return 0, fmt.Errorf("creating layer: %w", err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err != nil {
+		return 0, err
+	}
+	tw := tar.NewWriter(gz)
+	base := strings.TrimPrefix(AppDir, "/")
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: base + "/", Mode: 0o755}); err != nil {
+		return 0, err
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == ".git" && d.IsDir() {
+			return filepath.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		var link string
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+			if !linkInside(rel, link) {
+				return fmt.Errorf("%s is a symbolic link to %s, outside the app; make it relative and inside the repository", rel, link)
+			}
+		case fi.Mode().IsRegular(), fi.IsDir():
+		default:
+			return nil // sockets, pipes and devices have no place in an image
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = base + "/" + rel
+		if fi.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		hdr.AccessTime, hdr.ChangeTime = hdr.ModTime, hdr.ModTime
+		hdr.Format = tar.FormatPAX
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(tw, src)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("writing layer: %w", err)
+	}
+	if err := tw.Close(); err != nil {
+		return 0, err
+	}
+	if err := gz.Close(); err != nil {
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), f.Close()
+}
+
+// linkInside reports whether a symbolic link at rel (slash-separated,
+// relative to the app root) with target link stays inside the app root.
+func linkInside(rel, link string) bool {
+	if path.IsAbs(link) {
+		return false
+	}
+	target := path.Join(path.Dir(rel), link)
+	return target != ".." && !strings.HasPrefix(target, "../")
+}
+
+// push writes img to ref and returns its digest.
+func push(ctx context.Context, ref name.Tag, img v1.Image) (string, error) {
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("pushing image to %s: %w", ref.RegistryStr(), err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return d.String(), nil
+}

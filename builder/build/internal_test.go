@@ -1,0 +1,286 @@
+package build
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+)
+
+func TestDetect(t *testing.T) {
+	file := &fstest.MapFile{Data: []byte("x")}
+	for _, tc := range []struct {
+		name       string
+		files      []string
+		override   platformv1alpha1.Stack
+		dockerfile string
+		want       platformv1alpha1.Stack
+		wantErr    string
+	}{
+		{name: "go", files: []string{"go.mod", "index.html"}, want: platformv1alpha1.StackGo},
+		{name: "node before static", files: []string{"package.json", "index.html"}, want: platformv1alpha1.StackNode},
+		{name: "python requirements", files: []string{"requirements.txt"}, want: platformv1alpha1.StackPython},
+		{name: "python pyproject", files: []string{"pyproject.toml"}, want: platformv1alpha1.StackPython},
+		{name: "static", files: []string{"index.html", "Procfile"}, want: platformv1alpha1.StackStatic},
+		{name: "procfile alone", files: []string{"Procfile"}, want: platformv1alpha1.StackProcfile},
+		{name: "dockerfile first", files: []string{"Dockerfile", "go.mod"}, want: platformv1alpha1.StackDockerfile},
+		{name: "subdirectory does not count", files: []string{"web/go.mod"}, wantErr: "none of Dockerfile, go.mod, package.json, requirements.txt, pyproject.toml, index.html, Procfile"},
+		{name: "override wins", files: []string{"go.mod", "Procfile"}, override: platformv1alpha1.StackProcfile, want: platformv1alpha1.StackProcfile},
+		{name: "override unsatisfied", files: []string{"go.mod"}, override: platformv1alpha1.StackPython, wantErr: "the app's stack is python, but the repository has no requirements.txt or pyproject.toml"},
+		{name: "dockerfile path", files: []string{"deploy/app.Dockerfile"}, dockerfile: "deploy/app.Dockerfile", want: platformv1alpha1.StackDockerfile},
+		{name: "dockerfile path missing", files: []string{"go.mod"}, dockerfile: "deploy/app.Dockerfile", wantErr: "has no deploy/app.Dockerfile"},
+		{name: "dockerfile path with other stack", files: []string{"go.mod"}, dockerfile: "Dockerfile", override: platformv1alpha1.StackGo, wantErr: "needs the dockerfile stack"},
+		{name: "unknown override", files: []string{"go.mod"}, override: "rust", wantErr: `unknown stack "rust"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for _, f := range tc.files {
+				fsys[f] = file
+			}
+			got, err := detect(fsys, tc.override, tc.dockerfile)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("detect = %q, %v; want error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("detect = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeProcesses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files fstest.MapFS
+		want  string
+	}{
+		{"start script", fstest.MapFS{"package.json": {Data: []byte(`{"main":"x.js","scripts":{"start":"node x.js"}}`)}}, "npm start"},
+		{"main", fstest.MapFS{"package.json": {Data: []byte(`{"main":"lib/my app.js"}`)}}, "node 'lib/my app.js'"},
+		{"server.js", fstest.MapFS{"package.json": {Data: []byte(`{}`)}, "server.js": {}}, "node server.js"},
+		{"nothing", fstest.MapFS{"package.json": {Data: []byte(`{}`)}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := nodePlan(tc.files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.processes["web"] != tc.want {
+				t.Errorf("web = %q, want %q", p.processes["web"], tc.want)
+			}
+		})
+	}
+}
+
+func TestParseProcfile(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     map[string]string
+		wantErr  string
+	}{
+		{name: "types and comments", in: "# hi\n\nweb: ./bin/app --port $PORT\nworker:  python w.py  \n", want: map[string]string{"web": "./bin/app --port $PORT", "worker": "python w.py"}},
+		{name: "colon in command", in: "web: echo a:b\n", want: map[string]string{"web": "echo a:b"}},
+		{name: "no command", in: "web:\n", wantErr: "line 1: want"},
+		{name: "bad name", in: "Web_1: x\n", wantErr: `process type "Web_1"`},
+		{name: "too long", in: strings.Repeat("a", 23) + ": x\n", wantErr: "at most 22"},
+		{name: "duplicate", in: "web: a\nweb: b\n", wantErr: "declared twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcfile(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseProcfile = %v, %v; want error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != len(tc.want) {
+				t.Fatalf("parseProcfile = %v, %v; want %v", got, err, tc.want)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestRelocateScript(t *testing.T) {
+	const bin = "/w/builds/x/app/.venv/bin"
+	for _, tc := range []struct {
+		name, in, want string
+		changed        bool
+	}{
+		{"shebang", "#!" + bin + "/python\nimport sys\n", "#!/usr/bin/env python3\nimport sys\n", true},
+		{"trampoline", "#!/bin/sh\n'''exec' \"" + bin + "/python\" \"$0\" \"$@\"\n' '''\n# -*- coding: utf-8 -*-\nimport re\n", "#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\nimport re\n", true},
+		{"other script", "#!/bin/sh\necho hi\n", "#!/bin/sh\necho hi\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := relocateScript([]byte(tc.in), bin)
+			if string(got) != tc.want || changed != tc.changed {
+				t.Errorf("relocateScript = %q, %v; want %q, %v", got, changed, tc.want, tc.changed)
+			}
+		})
+	}
+}
+
+func TestLineWriter(t *testing.T) {
+	var writes []string
+	lw := newLineWriter(writerFunc(func(p []byte) (int, error) {
+		writes = append(writes, string(p))
+		return len(p), nil
+	}))
+	for _, s := range []string{"hel", "lo\nwor", "ld\r\n10%\r20%\rdone\n", "tail"} {
+		_, _ = lw.Write([]byte(s))
+	}
+	lw.Flush()
+	want := []string{"hello\n", "world\n", "10%\n", "20%\n", "done\n", "tail\n"}
+	if strings.Join(writes, "|") != strings.Join(want, "|") {
+		t.Errorf("writes %q, want %q", writes, want)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestLinkInside(t *testing.T) {
+	for _, tc := range []struct {
+		rel, link string
+		want      bool
+	}{
+		{"node_modules/.bin/x", "../x/bin/x.js", true},
+		{"a", "b/c", true},
+		{"a/b", "../../etc/passwd", false},
+		{"a", "..", false},
+		{"a", "/etc/passwd", false},
+		{"a", "/app/b", false},
+	} {
+		if got := linkInside(tc.rel, tc.link); got != tc.want {
+			t.Errorf("linkInside(%q, %q) = %v, want %v", tc.rel, tc.link, got, tc.want)
+		}
+	}
+}
+
+type entry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func tarOf(t *testing.T, entries []entry) *tar.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
+		if hdr.Mode == 0 {
+			hdr.Mode = 0o644
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return tar.NewReader(&buf)
+}
+
+func TestExtractRefusesEscapes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		wantErr string
+	}{
+		{"dotdot", []entry{{name: "app/../../evil", body: "x", typ: tar.TypeReg}}, "leaves the directory"},
+		{"absolute", []entry{{name: "/app/evil", body: "x", typ: tar.TypeReg}}, "absolute name"},
+		{"symlink out", []entry{{name: "app/l", link: "../../../etc", typ: tar.TypeSymlink}}, "leaves the directory"},
+		{"absolute symlink", []entry{{name: "app/l", link: "/etc/passwd", typ: tar.TypeSymlink}}, "leaves the directory"},
+		{"hard link out", []entry{{name: "app/h", link: "etc/passwd", typ: tar.TypeLink}}, "leaves the directory"},
+		{"device", []entry{{name: "app/dev", typ: tar.TypeChar}}, "unsupported entry type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "app")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			x := &extractor{root: root}
+			err = x.extract(tarOf(t, tc.entries))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("extract = %v, want error containing %q", err, tc.wantErr)
+			}
+			entries, _ := os.ReadDir(parent)
+			if len(entries) != 1 {
+				t.Errorf("extraction wrote next to its directory: %v", entries)
+			}
+		})
+	}
+}
+
+func TestExtractKeepsModesAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	x := &extractor{root: root}
+	err = x.extract(tarOf(t, []entry{
+		{name: "app/", typ: tar.TypeDir, mode: 0o755},
+		{name: "app/bin/", typ: tar.TypeDir, mode: 0o750},
+		{name: "app/bin/run", body: "#!/bin/sh\n", typ: tar.TypeReg, mode: 0o4755},
+		{name: "app/run", link: "bin/run", typ: tar.TypeSymlink},
+		{name: "app/copy", link: "app/bin/run", typ: tar.TypeLink},
+		{name: "etc/ignored", body: "x", typ: tar.TypeReg},
+		{name: "app/gone", body: "x", typ: tar.TypeReg},
+		{name: "app/.wh.gone", typ: tar.TypeReg},
+	}))
+	if err == nil {
+		err = x.finish()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "bin", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode() != 0o755 {
+		t.Errorf("bin/run mode %v, want 0755 without setuid", fi.Mode())
+	}
+	if !fi.ModTime().Equal(time.Unix(1700000000, 0)) {
+		t.Errorf("bin/run mtime %v", fi.ModTime())
+	}
+	if di, err := os.Stat(filepath.Join(dir, "bin")); err != nil || di.Mode().Perm() != 0o750 {
+		t.Errorf("bin mode %v, %v; want 0750", di.Mode(), err)
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "run")); err != nil || l != "bin/run" {
+		t.Errorf("run links to %q, %v", l, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "copy")); err != nil || string(b) != "#!/bin/sh\n" {
+		t.Errorf("hard link copy = %q, %v", b, err)
+	}
+	for _, missing := range []string{"etc", "gone", ".wh.gone"} {
+		if _, err := os.Lstat(filepath.Join(dir, missing)); !os.IsNotExist(err) {
+			t.Errorf("%s exists", missing)
+		}
+	}
+}

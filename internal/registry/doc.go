@@ -1,0 +1,14 @@
+// Package registry is the platform's embedded OCI registry: the one the
+// builder pushes images to and the runtimes pull them from under `make run`.
+//
+// It is go-containerregistry's pkg/registry with its storage moved to disk, so
+// that images survive a restart: blobs live content-addressed under
+// <dir>/blobs/sha256/, and every manifest reference (tag or digest) that a
+// push creates is recorded under <dir>/manifests/<repository>/ and replayed
+// into the registry when New opens the directory again.
+//
+// Repository names and references are checked against the distribution
+// specification's grammar before anything is written, so a request cannot
+// reach outside dir. The registry has no authentication: serve it on loopback
+// or on a network only the platform reaches.
+package registry

@@ -55,6 +55,10 @@ func setReadyCondition(s *scope) {
 	case s.app.Status.CurrentRelease == 0:
 		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
 			"Nothing runs yet: git push to the app's repository.")
+	case s.runtimeObserved && s.runtimeReady:
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionTrue, platformv1alpha1.AppHealthyReason, s.runtimeMessage)
+	case s.runtimeMessage != "":
+		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppUnhealthyReason, s.runtimeMessage)
 	default:
 		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionUnknown, platformv1alpha1.AppRollingOutReason,
 			"Waiting for the runtime to report the release's health.")

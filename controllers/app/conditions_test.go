@@ -15,6 +15,9 @@ func TestSetConditions(t *testing.T) {
 		suspended      bool
 		release        int64
 		missing        []string
+		observed       bool
+		healthy        bool
+		runtimeMsg     string
 		readyStatus    metav1.ConditionStatus
 		readyReason    string
 		builtStatus    metav1.ConditionStatus
@@ -27,6 +30,12 @@ func TestSetConditions(t *testing.T) {
 		{name: "missing secret", release: 2, missing: []string{"spec.env[0].secretKeyRef: Secret \"db\" not found"},
 			readyStatus: metav1.ConditionFalse, readyReason: platformv1alpha1.AppInvalidSpecReason,
 			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "runtime healthy", release: 1, observed: true, healthy: true, readyStatus: metav1.ConditionTrue, readyReason: platformv1alpha1.AppHealthyReason,
+			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "runtime unhealthy", release: 1, observed: true, runtimeMsg: "web.0 failed its health check", readyStatus: metav1.ConditionFalse,
+			readyReason: platformv1alpha1.AppUnhealthyReason, builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "release not running", release: 4, runtimeMsg: "release v4 is not running: unpacking failed", readyStatus: metav1.ConditionFalse,
+			readyReason: platformv1alpha1.AppUnhealthyReason, builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
 		{name: "released, health unknown", release: 1, readyStatus: metav1.ConditionUnknown, readyReason: platformv1alpha1.AppRollingOutReason,
 			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
 	} {
@@ -34,7 +43,7 @@ func TestSetConditions(t *testing.T) {
 			app := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
 			app.Spec.Suspended = tc.suspended
 			app.Status.CurrentRelease = tc.release
-			s := &scope{app: app, missingSecrets: tc.missing}
+			s := &scope{app: app, missingSecrets: tc.missing, runtimeObserved: tc.observed, runtimeReady: tc.healthy, runtimeMessage: tc.runtimeMsg}
 			setConditions(s)
 			ready := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition)
 			if ready == nil || ready.Status != tc.readyStatus || ready.Reason != tc.readyReason {

@@ -11,9 +11,12 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"strconv"
+	"time"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
@@ -24,9 +27,33 @@ const ControllerName = "app"
 // secretRefIndex indexes Apps by the Secrets their env refers to.
 const secretRefIndex = "spec.env.secretKeyRef.name"
 
+// finalizer holds an App until what runs for it is stopped.
+const finalizer = "platform.bex.co/runtime"
+
+// resyncPeriod is how often a running App's runtime state is observed again:
+// the runtime has no events of its own to watch.
+const resyncPeriod = 15 * time.Second
+
+// Releases is what the App controller asks of the release pipeline. Calls
+// for one App may block while a push to it is being deployed.
+type Releases interface {
+	// EnsureRunning makes the runtime run app.Status.CurrentRelease; it
+	// returns nil at once when it already does.
+	EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error
+	// Health reports whether the app's current release serves, and if not,
+	// why in words a tenant can act on.
+	Health(ctx context.Context, tenant, app string) (ready bool, message string, err error)
+	// Remove stops everything that runs for the app and forgets its files.
+	Remove(ctx context.Context, tenant, app string) error
+}
+
 // Reconciler reconciles Apps.
 type Reconciler struct {
 	Client client.Client
+	// Releases, when set, keeps each App's current release running and
+	// cleans up after a deleted App; without it (tests of the API alone)
+	// the controller only reports conditions.
+	Releases Releases
 }
 
 // SetupWithManager registers the reconciler; it watches Apps and the Secrets
@@ -75,6 +102,11 @@ type scope struct {
 	// missingSecrets names env entries whose Secret or key does not exist,
 	// as "spec.env[i].secretKeyRef: ..." messages.
 	missingSecrets []string
+	// runtimeObserved is set when the runtime reported on the current
+	// release: runtimeReady and runtimeMessage are its answer.
+	runtimeObserved bool
+	runtimeReady    bool
+	runtimeMessage  string
 }
 
 // Reconcile observes the App and writes its status.
@@ -86,7 +118,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	log := logf.FromContext(ctx).WithValues("app", klog.KObj(app))
 	ctx = logf.IntoContext(ctx, log)
 	if !app.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.reconcileDelete(ctx, app)
+	}
+	if r.Releases != nil && controllerutil.AddFinalizer(app, finalizer) {
+		if err := r.Client.Update(ctx, app); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
 	}
 
 	base := app.DeepCopy()
@@ -103,8 +140,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.observeSecrets(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
+	var result reconcile.Result
+	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {
+		result.RequeueAfter = resyncPeriod
+		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
+			s.runtimeMessage = "release v" + strconv.FormatInt(app.Status.CurrentRelease, 10) + " is not running: " + err.Error()
+		} else {
+			ready, msg, err := r.Releases.Health(ctx, app.Namespace, app.Name)
+			if err != nil {
+				return reconcile.Result{}, fmt.Errorf("reading runtime status: %w", err)
+			}
+			s.runtimeObserved, s.runtimeReady, s.runtimeMessage = true, ready, msg
+		}
+	}
 	setConditions(s)
-	return reconcile.Result{}, nil
+	return result, nil
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.App) error {
+	if !controllerutil.ContainsFinalizer(app, finalizer) {
+		return nil
+	}
+	if r.Releases != nil {
+		if err := r.Releases.Remove(ctx, app.Namespace, app.Name); err != nil {
+			return fmt.Errorf("stopping the app: %w", err)
+		}
+	}
+	controllerutil.RemoveFinalizer(app, finalizer)
+	if err := r.Client.Update(ctx, app); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	logf.FromContext(ctx).Info("App removed from the runtime")
+	return nil
 }
 
 func (r *Reconciler) observeSecrets(ctx context.Context, s *scope) error {

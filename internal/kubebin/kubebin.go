@@ -147,7 +147,7 @@ func (b *Builder) Etcd(ctx context.Context) (string, error) {
 
 type recipe struct {
 	name, version, pkg, ldflags string
-	estimate                    string // how long a first build takes on 2 cores
+	estimate                    string            // how long a first build takes on 2 cores
 	files                       map[string][]byte // file name in the build module → content
 }
 

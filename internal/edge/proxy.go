@@ -1,0 +1,226 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Route is what a Resolver matched: the app that serves a request.
+type Route struct {
+	Tenant, App string
+	// Host is the hostname that matched, lower-case, without port.
+	Host string
+	// PathPrefix is the path prefix that matched; empty matches every path.
+	PathPrefix string
+}
+
+// Resolver finds the route for a request. Resolve is called for every
+// request and for every retry, from many goroutines at once, so it must be
+// safe for concurrent use and fast (no I/O). host is lower-case, without a
+// port or trailing dot. ok is false when no route claims host and path (the
+// proxy answers 404); a route with no upstreams gets a 503. Upstreams are
+// "host:port" addresses reached over plain HTTP; the caller does not modify
+// the slice.
+type Resolver interface {
+	Resolve(host, path string) (route Route, upstreams []string, ok bool)
+}
+
+// Options configures a Proxy.
+type Options struct {
+	// Transport reaches the upstreams; the default keeps up to 64 idle
+	// connections per upstream and gives up a dial after 5 s.
+	Transport http.RoundTripper
+	// Log receives upstream errors; the default discards them.
+	Log logr.Logger
+}
+
+// Proxy is an http.Handler that routes requests to upstreams.
+type Proxy struct {
+	resolver Resolver
+	rp       *httputil.ReverseProxy
+	log      logr.Logger
+	next     sync.Map // route key → *atomic.Uint64
+}
+
+// New returns a Proxy routing with r.
+func New(r Resolver, opts Options) (*Proxy, error) {
+	if r == nil {
+		return nil, errors.New("edge: resolver is nil")
+	}
+	base := opts.Transport
+	if base == nil {
+		base = DefaultTransport()
+	}
+	p := &Proxy{resolver: r, log: opts.Log}
+	if p.log.GetSink() == nil {
+		p.log = logr.Discard()
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       p.rewrite,
+		Transport:     &retryTransport{base: base, p: p},
+		FlushInterval: -1,
+		ErrorHandler:  p.upstreamError,
+		ErrorLog:      nil,
+	}
+	return p, nil
+}
+
+// DefaultTransport returns the transport a Proxy uses when Options has none.
+func DefaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// target is what ServeHTTP decided for a request, handed to rewrite and the
+// retry transport through the request context.
+type target struct {
+	host, path string
+	route      Route
+	upstream   string
+}
+
+type targetKey struct{}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host := NormalizeHost(r.Host)
+	route, upstreams, ok := p.resolver.Resolve(host, r.URL.Path)
+	if !ok {
+		plain(w, http.StatusNotFound, "404 no app at this address\n")
+		return
+	}
+	if len(upstreams) == 0 {
+		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("503 %s is not available: no healthy instance is running (it may be starting, restarting after a crash, or scaled to zero)\n", route.App))
+		return
+	}
+	t := &target{host: host, path: r.URL.Path, route: route, upstream: p.pick(route, upstreams, "")}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// pick returns the next upstream of route round-robin, avoiding "avoid"
+// when there is another.
+func (p *Proxy) pick(route Route, upstreams []string, avoid string) string {
+	key := route.Host + "\x00" + route.PathPrefix
+	c, ok := p.next.Load(key)
+	if !ok {
+		c, _ = p.next.LoadOrStore(key, new(atomic.Uint64))
+	}
+	n := c.(*atomic.Uint64).Add(1)
+	u := upstreams[n%uint64(len(upstreams))]
+	if u == avoid && len(upstreams) > 1 {
+		u = upstreams[(n+1)%uint64(len(upstreams))]
+	}
+	return u
+}
+
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(targetKey{}).(*target)
+	pr.SetURL(&url.URL{Scheme: "http", Host: t.upstream})
+	// The app sees the hostname the client asked for, as on Heroku and Render.
+	pr.Out.Host = pr.In.Host
+	pr.SetXForwarded()
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		// The client went away; nobody reads an answer.
+		return
+	}
+	t, _ := r.Context().Value(targetKey{}).(*target)
+	if t != nil {
+		p.log.Info("Upstream failed", "host", t.host, "tenant", t.route.Tenant, "app", t.route.App, "upstream", t.upstream, "err", err.Error())
+	}
+	plain(w, http.StatusBadGateway, "502 the app did not answer\n")
+}
+
+func plain(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, body)
+}
+
+// NormalizeHost returns the hostname of a Host header: lower-case, without
+// port or trailing dot.
+func NormalizeHost(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// retryTransport retries a request once, on another upstream, when it could
+// not be delivered: always when the connection was refused (nothing was
+// sent), and for idempotent methods when the connection broke before an
+// answer. Only requests without a body, or whose body can be replayed, are
+// retried.
+type retryTransport struct {
+	base http.RoundTripper
+	p    *Proxy
+}
+
+func (rt *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err == nil {
+		return resp, nil
+	}
+	t, _ := req.Context().Value(targetKey{}).(*target)
+	if t == nil || req.Context().Err() != nil || !retryable(req, err) {
+		return nil, err
+	}
+	// Resolve again: at a cut-over, the table has moved on to the new release.
+	route, upstreams, ok := rt.p.resolver.Resolve(t.host, t.path)
+	if !ok || len(upstreams) == 0 {
+		return nil, err
+	}
+	next := rt.p.pick(route, upstreams, t.upstream)
+	retry := req.Clone(req.Context())
+	retry.URL.Host = next
+	if req.GetBody != nil {
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		retry.Body = body
+	}
+	t.upstream = next
+	return rt.base.RoundTrip(retry)
+}
+
+func retryable(req *http.Request, err error) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return !isUpgrade(req)
+	}
+	return false
+}
+
+func isUpgrade(req *http.Request) bool {
+	return req.Header.Get("Upgrade") != ""
+}

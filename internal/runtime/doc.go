@@ -1,0 +1,9 @@
+// Package runtime owns the contract between the platform and whatever runs
+// tenant code: the Driver interface, the Release it rolls out, and the
+// Status, Instance and LogLine it reports back.
+//
+// The App controller hands a Release to a Driver; the process driver
+// (runtime/process) runs it as supervised OS processes in embedded mode, the
+// kubernetes driver (runtime/kube) as Deployments in a workload cluster.
+// runtime/runtimetest holds the suite every driver must pass.
+package runtime

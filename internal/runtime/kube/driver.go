@@ -1,0 +1,608 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/runtime"
+)
+
+var _ runtime.Driver = (*Driver)(nil)
+
+// Options configures a Driver. Zero fields take the defaults in brackets.
+type Options struct {
+	// Namespace maps a tenant to its namespace in the cluster [the tenant's
+	// name]. The driver creates the namespace when it is missing.
+	Namespace func(tenant string) string
+	// ProgressDeadline is the Deployments' progressDeadlineSeconds: a
+	// rollout that makes no progress for that long fails [10m].
+	ProgressDeadline time.Duration
+	// RolloutTimeout bounds Deploy's wait for a rollout, in addition to its
+	// context [ProgressDeadline + 1m].
+	RolloutTimeout time.Duration
+	// GracePeriod is the pods' terminationGracePeriodSeconds [30s].
+	GracePeriod time.Duration
+	// PollInterval is how often Deploy reads the rollout's progress [1s].
+	PollInterval time.Duration
+	// ServicePort is the port of the web Service [80].
+	ServicePort int
+}
+
+func (o *Options) complete() {
+	if o.Namespace == nil {
+		o.Namespace = func(tenant string) string { return tenant }
+	}
+	if o.ProgressDeadline <= 0 {
+		o.ProgressDeadline = 10 * time.Minute
+	}
+	if o.RolloutTimeout <= 0 {
+		o.RolloutTimeout = o.ProgressDeadline + time.Minute
+	}
+	if o.GracePeriod <= 0 {
+		o.GracePeriod = 30 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.ServicePort == 0 {
+		o.ServicePort = 80
+	}
+}
+
+// Driver runs releases as Deployments in a cluster.
+type Driver struct {
+	c    client.Client
+	cs   kubernetes.Interface
+	opts Options
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+// New returns a Driver for the cluster cfg reaches.
+func New(cfg *rest.Config, opts Options) (*Driver, error) {
+	if cfg == nil {
+		return nil, errors.New("kube driver: rest config is nil")
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating clientset: %w", err)
+	}
+	opts.complete()
+	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// lock serialises the calls of this driver for one app.
+func (d *Driver) lock(ns, app string) func() {
+	d.mu.Lock()
+	l := d.locks[ns+"/"+app]
+	if l == nil {
+		l = &sync.Mutex{}
+		d.locks[ns+"/"+app] = l
+	}
+	d.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+var applyOpts = []client.ApplyOption{client.FieldOwner(kubeapply.FieldManager), client.ForceOwnership}
+
+func appSelector(app string) client.MatchingLabels {
+	return client.MatchingLabels{LabelApp: app, LabelManagedBy: managedBy}
+}
+
+// Deploy implements runtime.Driver: it applies the release's objects, waits
+// until every Deployment has rolled out, and on failure applies the previous
+// release's Deployments again (or, for a first release, deletes what it
+// created).
+func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	if err := rel.Validate(); err != nil {
+		return err
+	}
+	if rel.Image == "" {
+		return errors.New("release has no image")
+	}
+	ns := d.opts.Namespace(rel.Tenant)
+	unlock := d.lock(ns, rel.App)
+	defer unlock()
+
+	deployments := map[string]*appsv1ac.DeploymentApplyConfiguration{}
+	for _, p := range rel.ProcessNames() {
+		dep, err := d.deployment(ns, rel, p)
+		if err != nil {
+			return err
+		}
+		deployments[p] = dep
+	}
+	if err := d.ensureNamespace(ctx, ns, rel.Tenant); err != nil {
+		return err
+	}
+
+	// What runs now, to go back to if this release fails.
+	var current appsv1.DeploymentList
+	if err := d.c.List(ctx, &current, client.InNamespace(ns), appSelector(rel.App)); err != nil {
+		return fmt.Errorf("listing deployments: %w", err)
+	}
+	previous := map[string]*appsv1ac.DeploymentApplyConfiguration{}
+	for i := range current.Items {
+		ac, err := appsv1ac.ExtractDeployment(&current.Items[i], kubeapply.FieldManager)
+		if err != nil {
+			return fmt.Errorf("reading deployment %s: %w", current.Items[i].Name, err)
+		}
+		previous[current.Items[i].Labels[LabelProcess]] = ac
+	}
+
+	for _, p := range rel.ProcessNames() {
+		fmt.Fprintf(log, "Applying deployment %s/%s: release %d, %d × %s\n", ns, ObjectName(rel.App, p), rel.Number, rel.Processes[p].Replicas, rel.Image)
+		if err := d.c.Apply(ctx, deployments[p], applyOpts...); err != nil {
+			return d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying deployment %s: %w", ObjectName(rel.App, p), err))
+		}
+	}
+	if err := d.applyServiceAndPDBs(ctx, ns, rel); err != nil {
+		return d.rollBack(ctx, ns, rel, previous, log, err)
+	}
+
+	if err := d.waitRollout(ctx, ns, rel, log); err != nil {
+		return d.rollBack(ctx, ns, rel, previous, log, err)
+	}
+
+	if err := d.pruneAfterRollout(ctx, ns, rel, previous, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "Release %d is live\n", rel.Number)
+	return nil
+}
+
+func (d *Driver) ensureNamespace(ctx context.Context, ns, tenant string) error {
+	var n corev1.Namespace
+	err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	ac := corev1ac.Namespace(ns).WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant})
+	if err := d.c.Apply(ctx, ac, applyOpts...); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// applyServiceAndPDBs applies the web Service and the PDBs of processes with
+// more than one replica. What the release no longer needs goes only once it
+// has rolled out (pruneAfterRollout), so that a failed release leaves the
+// previous one as it was.
+func (d *Driver) applyServiceAndPDBs(ctx context.Context, ns string, rel runtime.Release) error {
+	if _, ok := rel.Processes[runtime.WebProcess]; ok {
+		if err := d.c.Apply(ctx, d.service(ns, rel), applyOpts...); err != nil {
+			return fmt.Errorf("applying service %s: %w", rel.App, err)
+		}
+	}
+	for _, p := range rel.ProcessNames() {
+		if rel.Processes[p].Replicas > 1 {
+			if err := d.c.Apply(ctx, pdb(ns, rel, p), applyOpts...); err != nil {
+				return fmt.Errorf("applying pod disruption budget %s: %w", ObjectName(rel.App, p), err)
+			}
+		}
+	}
+	return nil
+}
+
+// pruneAfterRollout deletes what the rolled-out release no longer has: the
+// Deployments of dropped processes, the Service without a web process, and
+// the PDBs of processes with at most one replica.
+func (d *Driver) pruneAfterRollout(ctx context.Context, ns string, rel runtime.Release, previous map[string]*appsv1ac.DeploymentApplyConfiguration, log io.Writer) error {
+	for p := range previous {
+		if _, ok := rel.Processes[p]; ok {
+			continue
+		}
+		fmt.Fprintf(log, "Deleting deployment %s/%s: release %d has no %s process\n", ns, ObjectName(rel.App, p), rel.Number, p)
+		if err := d.deleteProcess(ctx, ns, rel.App, p); err != nil {
+			return err
+		}
+	}
+	if _, ok := rel.Processes[runtime.WebProcess]; !ok {
+		if err := d.deleteIgnoringNotFound(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rel.App}}); err != nil {
+			return err
+		}
+	}
+	for _, p := range rel.ProcessNames() {
+		if rel.Processes[p].Replicas <= 1 {
+			if err := d.deleteIgnoringNotFound(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ObjectName(rel.App, p)}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Driver) deleteIgnoringNotFound(ctx context.Context, obj client.Object) error {
+	err := d.c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+func (d *Driver) deleteProcess(ctx context.Context, ns, app, process string) error {
+	name := ObjectName(app, process)
+	if err := d.deleteIgnoringNotFound(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		return err
+	}
+	return d.deleteIgnoringNotFound(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+}
+
+// rollBack restores the previous release after cause made this one fail,
+// and returns the error Deploy reports.
+func (d *Driver) rollBack(ctx context.Context, ns string, rel runtime.Release, previous map[string]*appsv1ac.DeploymentApplyConfiguration, log io.Writer, cause error) error {
+	fmt.Fprintf(log, "Release %d failed: %v\n", rel.Number, cause)
+	// Restore even when ctx has ended: leaving a half-rolled release is worse.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var errs []error
+	prevRelease := ""
+	for _, p := range rel.ProcessNames() {
+		prev, ok := previous[p]
+		if !ok {
+			if err := d.deleteProcess(ctx, ns, rel.App, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if prev.Labels != nil {
+			prevRelease = prev.Labels[LabelRelease]
+		}
+		if err := d.c.Apply(ctx, prev, applyOpts...); err != nil {
+			errs = append(errs, fmt.Errorf("restoring deployment %s: %w", ObjectName(rel.App, p), err))
+		}
+		// This release may have added a PDB the previous one did not need.
+		if prev.Spec == nil || prev.Spec.Replicas == nil || *prev.Spec.Replicas <= 1 {
+			if err := d.deleteIgnoringNotFound(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ObjectName(rel.App, p)}}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(previous) == 0 {
+		if err := d.deleteIgnoringNotFound(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rel.App}}); err != nil {
+			errs = append(errs, err)
+		}
+	} else if prevRelease != "" {
+		fmt.Fprintf(log, "Release %s keeps serving\n", prevRelease)
+	}
+	err := fmt.Errorf("release %d not deployed: %w", rel.Number, cause)
+	if len(errs) > 0 {
+		err = fmt.Errorf("%w; restoring the previous release: %w", err, errors.Join(errs...))
+	}
+	return err
+}
+
+// waitRollout waits until every Deployment of rel has rolled out, or one
+// fails, or the deadline passes.
+func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release, log io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.RolloutTimeout)
+	defer cancel()
+	last := map[string]string{}
+	for {
+		pending := ""
+		for _, p := range rel.ProcessNames() {
+			var dep appsv1.Deployment
+			if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ObjectName(rel.App, p)}, &dep); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return fmt.Errorf("reading deployment %s: %w", ObjectName(rel.App, p), err)
+			}
+			r := rollout(&dep)
+			if r.failed != "" {
+				why := d.whyNotReady(ctx, ns, rel.App, p, rel.Number)
+				return fmt.Errorf("%s %s%s", p, r.failed, why)
+			}
+			if !r.done {
+				if last[p] != r.progress {
+					fmt.Fprintf(log, "Waiting for %s: %s\n", p, r.progress)
+					last[p] = r.progress
+				}
+				if pending == "" {
+					pending = p + ": " + r.progress
+				}
+			}
+		}
+		if pending == "" && ctx.Err() == nil {
+			return nil
+		}
+		t := time.NewTimer(d.opts.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("not rolled out before the deadline (%s): %w", pending, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// rolloutState is where a Deployment's rollout stands, as kubectl rollout
+// status reads it.
+type rolloutState struct {
+	done     bool
+	failed   string
+	progress string
+}
+
+func rollout(dep *appsv1.Deployment) rolloutState {
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	st := dep.Status
+	if dep.Generation > st.ObservedGeneration {
+		return rolloutState{progress: "waiting for the new spec to be observed"}
+	}
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return rolloutState{failed: fmt.Sprintf("did not become ready in time (%d of %d new instances available): %s", min(st.AvailableReplicas, st.UpdatedReplicas), want, c.Message)}
+		}
+	}
+	switch {
+	case st.UpdatedReplicas < want:
+		return rolloutState{progress: fmt.Sprintf("%d of %d new instances started", st.UpdatedReplicas, want)}
+	case st.Replicas > st.UpdatedReplicas:
+		return rolloutState{progress: fmt.Sprintf("%d old instances stopping", st.Replicas-st.UpdatedReplicas)}
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return rolloutState{progress: fmt.Sprintf("%d of %d new instances available", st.AvailableReplicas, st.UpdatedReplicas)}
+	}
+	return rolloutState{done: true, progress: fmt.Sprintf("%d of %d instances available", st.AvailableReplicas, want)}
+}
+
+// whyNotReady looks at the pods of a process's release for the reason it
+// is not ready: a container waiting (CrashLoopBackOff, ErrImagePull) or the
+// last failed readiness probe. It returns "" when it finds nothing.
+func (d *Driver) whyNotReady(ctx context.Context, ns, app, process string, release int) string {
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{LabelApp: app, LabelProcess: process, LabelRelease: strconv.Itoa(release)}); err != nil {
+		return ""
+	}
+	for _, pod := range pods.Items {
+		if podReady(&pod) {
+			continue
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+				return fmt.Sprintf("; pod %s: %s %s", pod.Name, w.Reason, w.Message)
+			}
+		}
+		var events corev1.EventList
+		if err := d.c.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": pod.Name}); err == nil {
+			sort.Slice(events.Items, func(i, j int) bool { return eventTime(&events.Items[i]).After(eventTime(&events.Items[j])) })
+			for _, e := range events.Items {
+				if e.Reason == "Unhealthy" || e.Reason == "Failed" || e.Reason == "FailedScheduling" || e.Reason == "BackOff" {
+					return fmt.Sprintf("; pod %s: %s", pod.Name, e.Message)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Remove implements runtime.Driver: it deletes the app's Deployments,
+// Service and PodDisruptionBudgets (their pods go with the Deployments).
+func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
+	ns := d.opts.Namespace(tenant)
+	unlock := d.lock(ns, app)
+	defer unlock()
+	var deps appsv1.DeploymentList
+	if err := d.c.List(ctx, &deps, client.InNamespace(ns), appSelector(app)); err != nil {
+		return fmt.Errorf("listing deployments: %w", err)
+	}
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := d.c.List(ctx, &pdbs, client.InNamespace(ns), appSelector(app)); err != nil {
+		return fmt.Errorf("listing pod disruption budgets: %w", err)
+	}
+	var svcs corev1.ServiceList
+	if err := d.c.List(ctx, &svcs, client.InNamespace(ns), appSelector(app)); err != nil {
+		return fmt.Errorf("listing services: %w", err)
+	}
+	var objs []client.Object
+	for i := range deps.Items {
+		objs = append(objs, &deps.Items[i])
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	for i := range svcs.Items {
+		objs = append(objs, &svcs.Items[i])
+	}
+	for _, o := range objs {
+		if err := d.deleteIgnoringNotFound(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status implements runtime.Driver, from the app's Deployments and Pods.
+func (d *Driver) Status(ctx context.Context, tenant, app string) (runtime.Status, error) {
+	ns := d.opts.Namespace(tenant)
+	var deps appsv1.DeploymentList
+	if err := d.c.List(ctx, &deps, client.InNamespace(ns), appSelector(app)); err != nil {
+		return runtime.Status{}, fmt.Errorf("listing deployments: %w", err)
+	}
+	if len(deps.Items) == 0 {
+		return runtime.Status{}, fmt.Errorf("%s/%s: %w", tenant, app, runtime.ErrNotFound)
+	}
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(ns), appSelector(app)); err != nil {
+		return runtime.Status{}, fmt.Errorf("listing pods: %w", err)
+	}
+	st := statusFrom(deps.Items)
+	st.Instances = instancesFrom(pods.Items)
+	return st, nil
+}
+
+// statusFrom computes Release, Ready and Message from the Deployments.
+func statusFrom(deps []appsv1.Deployment) runtime.Status {
+	sort.Slice(deps, func(i, j int) bool { return deps[i].Name < deps[j].Name })
+	var st runtime.Status
+	var notReady, ready []string
+	for i := range deps {
+		dep := &deps[i]
+		process := dep.Labels[LabelProcess]
+		if n, err := strconv.Atoi(dep.Spec.Template.Labels[LabelRelease]); err == nil && n > st.Release {
+			st.Release = n
+		}
+		r := rollout(dep)
+		switch {
+		case r.failed != "":
+			notReady = append(notReady, process+" "+r.failed)
+		case !r.done:
+			notReady = append(notReady, process+": "+r.progress)
+		default:
+			if msg := unavailable(dep); msg != "" {
+				notReady = append(notReady, process+": "+msg)
+			} else {
+				ready = append(ready, process+": "+r.progress)
+			}
+		}
+	}
+	st.Ready = len(notReady) == 0
+	if st.Ready {
+		st.Message = fmt.Sprintf("release %d: %s", st.Release, strings.Join(ready, ", "))
+	} else {
+		st.Message = fmt.Sprintf("release %d: %s", st.Release, strings.Join(notReady, "; "))
+	}
+	return st
+}
+
+// unavailable returns the message of a False Available condition.
+func unavailable(dep *appsv1.Deployment) string {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// instancesFrom maps pods to instances: indexes count the pods of a process
+// and release in order of creation.
+func instancesFrom(pods []corev1.Pod) []runtime.Instance {
+	sort.Slice(pods, func(i, j int) bool {
+		a, b := &pods[i], &pods[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	next := map[string]int{}
+	var out []runtime.Instance
+	for i := range pods {
+		pod := &pods[i]
+		process := pod.Labels[LabelProcess]
+		release, _ := strconv.Atoi(pod.Labels[LabelRelease])
+		key := process + "/" + strconv.Itoa(release)
+		inst := runtime.Instance{Process: process, Index: next[key], Release: release, Since: pod.CreationTimestamp.Time}
+		next[key]++
+		inst.State, inst.Since = podState(pod)
+		for _, cs := range pod.Status.ContainerStatuses {
+			inst.Restarts += int(cs.RestartCount)
+		}
+		out = append(out, inst)
+	}
+	return out
+}
+
+func podState(pod *corev1.Pod) (runtime.InstanceState, time.Time) {
+	since := pod.CreationTimestamp.Time
+	if pod.DeletionTimestamp != nil {
+		return runtime.Stopped, pod.DeletionTimestamp.Time
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed:
+		return runtime.Crashed, since
+	case corev1.PodSucceeded:
+		return runtime.Stopped, since
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || cs.LastTerminationState.Terminated != nil) {
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				since = t.FinishedAt.Time
+			}
+			return runtime.Crashed, since
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return runtime.Running, c.LastTransitionTime.Time
+		}
+		if runningLong(pod) {
+			return runtime.Unhealthy, c.LastTransitionTime.Time
+		}
+	}
+	return runtime.Starting, since
+}
+
+// runningLong reports whether a container of the pod has been running for
+// over a minute without being ready: past any start-up, its readiness probe
+// fails. (The pod does not say whether it was ready before.)
+func runningLong(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if r := cs.State.Running; r != nil && !cs.Ready && r.StartedAt.Add(time.Minute).Before(time.Now()) {
+			return true
+		}
+	}
+	return false
+}

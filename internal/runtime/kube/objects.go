@@ -1,0 +1,198 @@
+package kube
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// Labels and annotations the driver writes.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelTenant    = "bex.co/tenant"
+	LabelApp       = "bex.co/app"
+	LabelProcess   = "bex.co/process"
+	LabelRelease   = "bex.co/release"
+
+	managedBy = "bex"
+)
+
+// WebPort is the PORT of web containers.
+const WebPort = 8080
+
+// ObjectName is the name of the Deployment (and PodDisruptionBudget) of a
+// process: "<app>-<process>".
+func ObjectName(app, process string) string { return app + "-" + process }
+
+// selector is what a process's Deployment, Service and PDB select on; it
+// never changes between releases.
+func selector(app, process string) map[string]string {
+	return map[string]string{LabelApp: app, LabelProcess: process}
+}
+
+func labels(rel runtime.Release, process string) map[string]string {
+	return map[string]string{
+		LabelName:      rel.App,
+		LabelComponent: process,
+		LabelManagedBy: managedBy,
+		LabelTenant:    rel.Tenant,
+		LabelApp:       rel.App,
+		LabelProcess:   process,
+		LabelRelease:   strconv.Itoa(rel.Number),
+	}
+}
+
+// appLabels are the labels of objects that belong to the app as a whole.
+func appLabels(rel runtime.Release) map[string]string {
+	return map[string]string{
+		LabelName:      rel.App,
+		LabelManagedBy: managedBy,
+		LabelTenant:    rel.Tenant,
+		LabelApp:       rel.App,
+		LabelRelease:   strconv.Itoa(rel.Number),
+	}
+}
+
+// resources parses the release's resources into requests and limits (the
+// same: a replica gets what its plan says, no more, no less).
+func resources(r runtime.Resources) (*corev1ac.ResourceRequirementsApplyConfiguration, error) {
+	list := corev1.ResourceList{}
+	for name, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: r.CPU, corev1.ResourceMemory: r.Memory} {
+		if v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("invalid %s %q: %w", name, v, err)
+		}
+		if q.Sign() <= 0 {
+			return nil, fmt.Errorf("invalid %s %q: must be greater than zero", name, v)
+		}
+		list[name] = q
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	return corev1ac.ResourceRequirements().WithRequests(list).WithLimits(list), nil
+}
+
+// deployment returns the Deployment of one process of rel.
+func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	p := rel.Processes[process]
+	res, err := resources(rel.Resources)
+	if err != nil {
+		return nil, err
+	}
+	container := corev1ac.Container().
+		WithName(process).
+		WithImage(rel.Image).
+		WithImagePullPolicy(corev1.PullIfNotPresent)
+	if p.Command != "" {
+		container.WithCommand("/bin/sh", "-c", p.Command)
+	}
+	env := make([]string, 0, len(rel.Env))
+	for k := range rel.Env {
+		if k != "PORT" {
+			env = append(env, k)
+		}
+	}
+	sort.Strings(env)
+	for _, k := range env {
+		container.WithEnv(corev1ac.EnvVar().WithName(k).WithValue(rel.Env[k]))
+	}
+	if process == runtime.WebProcess {
+		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
+		container.WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(WebPort).WithProtocol(corev1.ProtocolTCP))
+		container.WithReadinessProbe(readinessProbe(rel.HealthCheck))
+	}
+	if res != nil {
+		container.WithResources(res)
+	}
+	lbls := labels(rel, process)
+	release := strconv.Itoa(rel.Number)
+	return appsv1ac.Deployment(ObjectName(rel.App, process), ns).
+		WithLabels(lbls).
+		WithAnnotations(map[string]string{LabelRelease: release}).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(int32(p.Replicas)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector(rel.App, process))).
+			WithRevisionHistoryLimit(5).
+			WithProgressDeadlineSeconds(int32(d.opts.ProgressDeadline.Seconds())).
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType("RollingUpdate").
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(lbls).
+				WithSpec(corev1ac.PodSpec().
+					WithContainers(container).
+					WithEnableServiceLinks(false).
+					WithAutomountServiceAccountToken(false).
+					WithTerminationGracePeriodSeconds(int64(d.opts.GracePeriod.Seconds()))))), nil
+}
+
+// readinessProbe turns the health check into a probe: httpGet with a path,
+// tcpSocket without one.
+func readinessProbe(h runtime.HealthCheck) *corev1ac.ProbeApplyConfiguration {
+	h = h.WithDefaults()
+	port := intstr.FromInt32(WebPort)
+	if h.Port != 0 {
+		port = intstr.FromInt32(int32(h.Port))
+	}
+	probe := corev1ac.Probe().
+		WithTimeoutSeconds(seconds(h.Timeout)).
+		WithPeriodSeconds(seconds(h.Interval)).
+		WithSuccessThreshold(int32(h.SuccessThreshold)).
+		WithFailureThreshold(int32(h.FailureThreshold))
+	if h.Path == "" {
+		return probe.WithTCPSocket(corev1ac.TCPSocketAction().WithPort(port))
+	}
+	return probe.WithHTTPGet(corev1ac.HTTPGetAction().WithPath(h.Path).WithPort(port).WithScheme(corev1.URISchemeHTTP))
+}
+
+// seconds rounds d up to whole seconds, at least 1.
+func seconds(d interface{ Seconds() float64 }) int32 {
+	s := int32(d.Seconds())
+	if float64(s) < d.Seconds() {
+		s++
+	}
+	return max(s, 1)
+}
+
+// service returns the Service of the web process: port 80 to the
+// containers' http port.
+func (d *Driver) service(ns string, rel runtime.Release) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(rel.App, ns).
+		WithLabels(appLabels(rel)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(selector(rel.App, runtime.WebProcess)).
+			WithPorts(corev1ac.ServicePort().
+				WithName("http").
+				WithPort(int32(d.opts.ServicePort)).
+				WithTargetPort(intstr.FromString("http")).
+				WithProtocol(corev1.ProtocolTCP)))
+}
+
+// pdb returns the PodDisruptionBudget of a process with more than one
+// replica: a voluntary disruption (a node drain) leaves at least one running.
+func pdb(ns string, rel runtime.Release, process string) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(ObjectName(rel.App, process), ns).
+		WithLabels(labels(rel, process)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMinAvailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector(rel.App, process))))
+}

@@ -1,0 +1,10 @@
+// Package process is the runtime driver of embedded mode: it runs each
+// instance of a release as an OS process in its own process group on this
+// machine, with PORT set to a free port on 127.0.0.1 for web instances.
+//
+// It owns the processes it starts (supervision, health checks, crash restart
+// with exponential backoff, stdout/stderr capture into a per-app ring buffer
+// and file) and hands the edge its routing table through Upstreams: the
+// addresses of the healthy web instances of each app's current release,
+// switched atomically at cut-over.
+package process

@@ -1,0 +1,513 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"bex.co/bex/internal/runtime"
+)
+
+var _ runtime.Driver = (*Driver)(nil)
+
+// Options configures a Driver. Zero fields take the defaults in brackets.
+type Options struct {
+	// LogDir, when set, receives one log file per app: <tenant>/<app>.log,
+	// rotated once at 10 MiB.
+	LogDir string
+	// LogLines is how many lines each app keeps in memory [1000].
+	LogLines int
+	// StartTimeout is how long a web instance may take to accept
+	// connections on its PORT [60s, as Heroku].
+	StartTimeout time.Duration
+	// DrainDelay is how long old instances keep running after traffic moved
+	// away from them, before SIGTERM, so that requests routed just before
+	// the switch reach them [1s].
+	DrainDelay time.Duration
+	// GracePeriod is how long a process has between SIGTERM and SIGKILL [30s].
+	GracePeriod time.Duration
+	// BackoffMin and BackoffMax bound the delay before a crashed instance
+	// restarts; it doubles at each crash and starts again from BackoffMin
+	// after a minute of running [1s, 60s].
+	BackoffMin, BackoffMax time.Duration
+	// PATH is the PATH of the processes, unless the release's env sets one
+	// [this process's PATH].
+	PATH string
+}
+
+func (o *Options) complete() {
+	if o.LogLines <= 0 {
+		o.LogLines = 1000
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	if o.DrainDelay < 0 {
+		o.DrainDelay = 0
+	} else if o.DrainDelay == 0 {
+		o.DrainDelay = time.Second
+	}
+	if o.GracePeriod <= 0 {
+		o.GracePeriod = 30 * time.Second
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = time.Second
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = time.Minute
+	}
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = o.BackoffMin
+	}
+	if o.PATH == "" {
+		o.PATH = os.Getenv("PATH")
+	}
+	if o.PATH == "" {
+		o.PATH = "/usr/local/bin:/usr/bin:/bin"
+	}
+}
+
+// Driver runs releases as supervised OS processes. It implements
+// runtime.Driver, and Upstreams and Runs for the edge. Close stops
+// everything it started.
+type Driver struct {
+	opts        Options
+	probeClient *http.Client
+
+	mu     sync.Mutex
+	apps   map[appKey]*app
+	closed bool
+}
+
+type appKey struct{ tenant, app string }
+
+// app is everything the driver holds for one app.
+type app struct {
+	key  appKey
+	logs *logBuffer
+
+	// deploy serialises Deploy and Remove of the app.
+	deploy sync.Mutex
+
+	mu           sync.Mutex
+	current      *release // serving
+	pending      *release // being rolled out
+	cancelDeploy context.CancelFunc
+	removed      bool
+
+	routes atomic.Pointer[[]string]
+}
+
+type release struct {
+	number    int
+	instances []*instance
+}
+
+// New returns a Driver. A negative DrainDelay means none.
+func New(opts Options) *Driver {
+	opts.complete()
+	return &Driver{
+		opts: opts,
+		probeClient: &http.Client{
+			Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		apps: map[appKey]*app{},
+	}
+}
+
+func (d *Driver) lookup(tenant, name string) *app {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.apps[appKey{tenant, name}]
+}
+
+// Upstreams returns the addresses ("127.0.0.1:port") of the healthy web
+// instances of the app's current release, nil when there are none. The set
+// changes atomically: at cut-over it moves from the old release's instances
+// to the new one's in one step. The caller must not modify the slice.
+func (d *Driver) Upstreams(tenant, name string) []string {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return nil
+	}
+	if p := a.routes.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Runs reports whether the app has a release rolled out (healthy or not).
+func (d *Driver) Runs(tenant, name string) bool {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.current != nil
+}
+
+// updateRoutes recomputes the app's upstreams from its current release.
+func (a *app) updateRoutes() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.updateRoutesLocked()
+}
+
+func (a *app) updateRoutesLocked() {
+	var addrs []string
+	if a.current != nil {
+		for _, i := range a.current.instances {
+			if i.hc != nil && i.isHealthy() {
+				addrs = append(addrs, i.addr())
+			}
+		}
+	}
+	a.routes.Store(&addrs)
+}
+
+// Deploy implements runtime.Driver. Web instances get a free port on
+// 127.0.0.1; a release whose instances do not all pass their health check
+// within StartTimeout (or before ctx ends) is stopped and the previous one
+// keeps serving.
+func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	if err := validate(rel); err != nil {
+		return err
+	}
+	a, err := d.app(rel.Tenant, rel.App)
+	if err != nil {
+		return err
+	}
+	a.deploy.Lock()
+	defer a.deploy.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	if a.removed {
+		a.mu.Unlock()
+		return fmt.Errorf("app %s/%s is being removed", rel.Tenant, rel.App)
+	}
+	a.cancelDeploy = cancel
+	a.mu.Unlock()
+
+	next, err := d.startRelease(a, rel, log)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.pending = next
+	a.mu.Unlock()
+
+	if err := waitHealthy(ctx, next, log); err != nil {
+		fmt.Fprintf(log, "Release %d failed: %v\n", rel.Number, err)
+		a.mu.Lock()
+		a.pending = nil
+		a.mu.Unlock()
+		stopAll(next.instances)
+		if a.current != nil {
+			fmt.Fprintf(log, "Release %d keeps serving\n", a.current.number)
+		}
+		return fmt.Errorf("release %d not deployed: %w", rel.Number, err)
+	}
+
+	a.mu.Lock()
+	old := a.current
+	a.current, a.pending = next, nil
+	a.updateRoutesLocked()
+	a.mu.Unlock()
+	fmt.Fprintf(log, "Traffic switched to release %d\n", rel.Number)
+	if old != nil {
+		if d.opts.DrainDelay > 0 {
+			t := time.NewTimer(d.opts.DrainDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		fmt.Fprintf(log, "Stopping release %d\n", old.number)
+		stopAll(old.instances)
+	}
+	fmt.Fprintf(log, "Release %d is live\n", rel.Number)
+	return nil
+}
+
+func validate(rel runtime.Release) error {
+	if err := rel.Validate(); err != nil {
+		return err
+	}
+	if rel.Dir == "" {
+		return errors.New("release has no directory to run in")
+	}
+	if st, err := os.Stat(rel.Dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("release directory %s is not a directory", rel.Dir)
+	}
+	for _, name := range rel.ProcessNames() {
+		if p := rel.Processes[name]; p.Replicas > 0 && strings.TrimSpace(p.Command) == "" {
+			return fmt.Errorf("process %s has no command", name)
+		}
+	}
+	return nil
+}
+
+// app returns the app's record, creating it.
+func (d *Driver) app(tenant, name string) (*app, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errors.New("process driver is closed")
+	}
+	k := appKey{tenant, name}
+	a := d.apps[k]
+	if a == nil {
+		path := ""
+		if d.opts.LogDir != "" {
+			path = filepath.Join(d.opts.LogDir, tenant, name+".log")
+		}
+		a = &app{key: k, logs: newLogBuffer(d.opts.LogLines, path)}
+		d.apps[k] = a
+	}
+	return a, nil
+}
+
+// startRelease starts every instance of rel.
+func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*release, error) {
+	r := &release{number: rel.Number}
+	hc := rel.HealthCheck.WithDefaults()
+	for _, name := range rel.ProcessNames() {
+		p := rel.Processes[name]
+		for idx := range p.Replicas {
+			i := &instance{
+				d: d, a: a, process: name, index: idx, release: rel.Number,
+				command: p.Command, dir: rel.Dir,
+				state: runtime.Starting, since: time.Now(),
+				first: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{}),
+			}
+			env := map[string]string{"PATH": d.opts.PATH, "HOME": rel.Dir}
+			for k, v := range rel.Env {
+				env[k] = v
+			}
+			delete(env, "PORT")
+			if name == runtime.WebProcess {
+				port, err := freePort()
+				if err != nil {
+					stopAll(r.instances)
+					return nil, fmt.Errorf("finding a port for %s: %w", i.name(), err)
+				}
+				i.port = port
+				hc := hc
+				i.hc = &hc
+				env["PORT"] = strconv.Itoa(port)
+			}
+			for k, v := range env {
+				i.env = append(i.env, k+"="+v)
+			}
+			sort.Strings(i.env)
+			r.instances = append(r.instances, i)
+			if i.port != 0 {
+				fmt.Fprintf(log, "Starting %s of release %d on port %d\n", i.name(), rel.Number, i.port)
+			} else {
+				fmt.Fprintf(log, "Starting %s of release %d\n", i.name(), rel.Number)
+			}
+			go i.run()
+		}
+	}
+	return r, nil
+}
+
+// waitHealthy waits for every instance's first outcome.
+func waitHealthy(ctx context.Context, r *release, log io.Writer) error {
+	for _, i := range r.instances {
+		select {
+		case err := <-i.first:
+			if err != nil {
+				return err
+			}
+			if i.hc != nil {
+				fmt.Fprintf(log, "%s passed its health check (%s)\n", i.name(), i.hc)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy before the deadline (%s): %w", i.name(), i.snapshot().State, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// stopAll stops instances in parallel and waits until they are gone.
+func stopAll(instances []*instance) {
+	for _, i := range instances {
+		i.requestStop()
+	}
+	for _, i := range instances {
+		<-i.done
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Remove implements runtime.Driver: it cancels a running Deploy, stops every
+// instance (SIGTERM, SIGKILL after GracePeriod) and deletes the app's logs.
+func (d *Driver) Remove(ctx context.Context, tenant, name string) error {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return nil
+	}
+	d.stopApp(a, true)
+	return nil
+}
+
+// stopApp cancels the app's Deploy, stops its instances and closes its
+// logs (deleting the file when remove is set).
+func (d *Driver) stopApp(a *app, remove bool) {
+	a.mu.Lock()
+	a.removed = true
+	if a.cancelDeploy != nil {
+		a.cancelDeploy()
+	}
+	a.mu.Unlock()
+	a.deploy.Lock()
+	defer a.deploy.Unlock()
+	a.mu.Lock()
+	cur := a.current
+	a.current = nil
+	a.updateRoutesLocked()
+	a.mu.Unlock()
+	if cur != nil {
+		stopAll(cur.instances)
+	}
+	a.logs.close(remove)
+	if remove {
+		d.mu.Lock()
+		if d.apps[a.key] == a {
+			delete(d.apps, a.key)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// Close stops every app; the driver refuses new deploys afterwards. Log
+// files are kept.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	apps := make([]*app, 0, len(d.apps))
+	for _, a := range d.apps {
+		apps = append(apps, a)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range apps {
+		wg.Go(func() { d.stopApp(a, false) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Status implements runtime.Driver.
+func (d *Driver) Status(ctx context.Context, tenant, name string) (runtime.Status, error) {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return runtime.Status{}, fmt.Errorf("%s/%s: %w", tenant, name, runtime.ErrNotFound)
+	}
+	a.mu.Lock()
+	cur, pending := a.current, a.pending
+	a.mu.Unlock()
+	if cur == nil && pending == nil {
+		return runtime.Status{}, fmt.Errorf("%s/%s: %w", tenant, name, runtime.ErrNotFound)
+	}
+	var st runtime.Status
+	for _, r := range []*release{cur, pending} {
+		if r == nil {
+			continue
+		}
+		for _, i := range r.instances {
+			st.Instances = append(st.Instances, i.snapshot())
+		}
+	}
+	if cur == nil {
+		st.Message = fmt.Sprintf("release %d is starting", pending.number)
+		return st, nil
+	}
+	st.Release = cur.number
+	var notReady []string
+	running := 0
+	for _, i := range st.Instances {
+		if i.Release != cur.number {
+			continue
+		}
+		if i.State == runtime.Running {
+			running++
+		} else {
+			notReady = append(notReady, fmt.Sprintf("%s is %s", i.Name(), strings.ToLower(string(i.State))))
+		}
+	}
+	st.Ready = len(notReady) == 0
+	switch {
+	case st.Ready:
+		st.Message = fmt.Sprintf("release %d: %d of %d instances running", cur.number, running, len(cur.instances))
+	default:
+		st.Message = fmt.Sprintf("release %d: %s", cur.number, strings.Join(notReady, ", "))
+	}
+	if pending != nil {
+		st.Message += fmt.Sprintf("; release %d is starting", pending.number)
+	}
+	return st, nil
+}
+
+// Logs implements runtime.Driver. Lines come from the in-memory buffer of
+// LogLines lines; a follower that falls more than 1024 lines behind loses
+// lines rather than slowing the app down. A negative tail means all.
+func (d *Driver) Logs(ctx context.Context, tenant, name string, tail int, follow bool) (<-chan runtime.LogLine, error) {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return nil, fmt.Errorf("%s/%s: %w", tenant, name, runtime.ErrNotFound)
+	}
+	lines, sub := a.logs.tail(tail, follow)
+	return a.logs.stream(ctx, lines, sub), nil
+}
+
+// PIDs returns the process ids of the app's running instances (current and
+// pending releases), for tests and diagnostics.
+func (d *Driver) PIDs(tenant, name string) []int {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var pids []int
+	for _, r := range []*release{a.current, a.pending} {
+		if r == nil {
+			continue
+		}
+		for _, i := range r.instances {
+			if p := i.PID(); p != 0 {
+				pids = append(pids, p)
+			}
+		}
+	}
+	return pids
+}

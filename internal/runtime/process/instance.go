@@ -1,0 +1,368 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// startupProbeInterval is how often a starting instance is checked until it
+// first answers; after that, the health check's own Interval applies.
+const startupProbeInterval = 200 * time.Millisecond
+
+// stableAfter is how long a process must run before its restart backoff
+// starts again from the minimum.
+const stableAfter = time.Minute
+
+// instance supervises one copy of a process: it starts it, restarts it when
+// it exits on its own, checks its health, and stops it on request.
+type instance struct {
+	d       *Driver
+	a       *app
+	process string
+	index   int
+	release int
+	command string
+	dir     string
+	env     []string
+	port    int                  // 0 for workers
+	hc      *runtime.HealthCheck // nil for workers
+
+	mu       sync.Mutex
+	state    runtime.InstanceState
+	since    time.Time
+	restarts int
+	healthy  bool
+	pid      int
+
+	// first receives the outcome of the first start: nil once healthy
+	// (running, for a worker), or why it never got there.
+	first     chan error
+	firstOnce sync.Once
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+func (i *instance) name() string { return runtime.InstanceName(i.process, i.index) }
+
+func (i *instance) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(i.port)) }
+
+func (i *instance) report(err error) {
+	i.firstOnce.Do(func() { i.first <- err })
+}
+
+func (i *instance) system(format string, args ...any) {
+	i.a.logs.add(runtime.LogLine{Time: time.Now(), Process: i.process, Instance: i.index, Stream: runtime.System, Text: fmt.Sprintf(format, args...)})
+}
+
+func (i *instance) setState(s runtime.InstanceState) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state != s {
+		i.state, i.since = s, time.Now()
+	}
+}
+
+func (i *instance) setHealthy(h bool) {
+	i.mu.Lock()
+	changed := i.healthy != h
+	i.healthy = h
+	if h {
+		i.state, i.since = runtime.Running, time.Now()
+	}
+	i.mu.Unlock()
+	if changed {
+		i.a.updateRoutes()
+	}
+}
+
+func (i *instance) isHealthy() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.healthy
+}
+
+func (i *instance) snapshot() runtime.Instance {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return runtime.Instance{Process: i.process, Index: i.index, Release: i.release, State: i.state, Restarts: i.restarts, Since: i.since}
+}
+
+// PID returns the process id of the instance's current process, 0 when none runs.
+func (i *instance) PID() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.pid
+}
+
+// requestStop asks the supervisor to stop the instance; wait on i.done.
+func (i *instance) requestStop() { i.stopOnce.Do(func() { close(i.stop) }) }
+
+func (i *instance) stopping() bool {
+	select {
+	case <-i.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// run is the supervisor loop.
+func (i *instance) run() {
+	defer close(i.done)
+	backoff := i.d.opts.BackoffMin
+	for {
+		started := time.Now()
+		exited, err := i.start()
+		if err != nil {
+			i.report(fmt.Errorf("%s could not start: %w", i.name(), err))
+			i.system("Could not start: %v", err)
+		} else {
+			crashed, why := i.supervise(exited)
+			if !crashed {
+				return
+			}
+			if time.Since(started) >= stableAfter {
+				backoff = i.d.opts.BackoffMin
+			}
+			i.report(fmt.Errorf("%s exited during start-up: %s", i.name(), why))
+			i.system("Process exited: %s; restarting in %s", why, backoff)
+		}
+		i.mu.Lock()
+		i.state, i.since, i.pid, i.healthy = runtime.Crashed, time.Now(), 0, false
+		i.restarts++
+		i.mu.Unlock()
+		i.a.updateRoutes()
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-i.stop:
+			t.Stop()
+			i.setState(runtime.Stopped)
+			return
+		}
+		backoff = min(2*backoff, i.d.opts.BackoffMax)
+	}
+}
+
+// start starts the process; exited receives its exit once its output is drained.
+func (i *instance) start() (<-chan error, error) {
+	if i.stopping() {
+		return nil, errors.New("stopped")
+	}
+	cmd := exec.Command("/bin/sh", "-c", i.command)
+	cmd.Dir = i.dir
+	cmd.Env = i.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout := &lineWriter{emit: i.emitter(runtime.Stdout)}
+	stderr := &lineWriter{emit: i.emitter(runtime.Stderr)}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A child that keeps the pipes open must not hold up Wait.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	i.pid = cmd.Process.Pid
+	if i.hc != nil {
+		i.state, i.since = runtime.Starting, time.Now()
+	} else {
+		i.state, i.since = runtime.Running, time.Now()
+	}
+	i.mu.Unlock()
+	i.system("Started process %d: %s", cmd.Process.Pid, i.command)
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		exited <- err
+	}()
+	return exited, nil
+}
+
+func (i *instance) emitter(stream string) func(string) {
+	return func(text string) {
+		i.a.logs.add(runtime.LogLine{Time: time.Now(), Process: i.process, Instance: i.index, Stream: stream, Text: text})
+	}
+}
+
+// supervise waits until the process exits or the instance is stopped. It
+// reports crashed=false when the instance was stopped.
+func (i *instance) supervise(exited <-chan error) (crashed bool, why string) {
+	pid := i.PID()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if i.hc != nil {
+		go i.checkHealth(ctx)
+	} else {
+		i.report(nil)
+	}
+	select {
+	case err := <-exited:
+		cancel()
+		// Leave nothing of the group behind.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		if i.stopping() {
+			i.finishStop()
+			return false, ""
+		}
+		return true, exitReason(err)
+	case <-i.stop:
+		cancel()
+		i.setHealthy(false)
+		i.setState(runtime.Stopped)
+		i.system("Stopping process %d (SIGTERM)", pid)
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		t := time.NewTimer(i.d.opts.GracePeriod)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-t.C:
+			i.system("Process %d still running after %s: SIGKILL", pid, i.d.opts.GracePeriod)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			<-exited
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		i.finishStop()
+		return false, ""
+	}
+}
+
+func (i *instance) finishStop() {
+	i.mu.Lock()
+	i.state, i.since, i.pid, i.healthy = runtime.Stopped, time.Now(), 0, false
+	i.mu.Unlock()
+	i.a.updateRoutes()
+	i.report(fmt.Errorf("%s was stopped", i.name()))
+	i.system("Stopped")
+}
+
+func exitReason(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// checkHealth probes the instance until ctx ends, moving it between
+// Starting, Running and Unhealthy and reporting its first outcome.
+func (i *instance) checkHealth(ctx context.Context) {
+	hc := *i.hc
+	port := i.port
+	if hc.Port != 0 {
+		port = hc.Port
+	}
+	deadline := time.Now().Add(i.d.opts.StartTimeout)
+	var ok, fails int
+	everHealthy, timedOut := false, false
+	interval := min(startupProbeInterval, hc.Interval)
+	for {
+		connected, result := i.probe(ctx, hc, port)
+		if ctx.Err() != nil {
+			return
+		}
+		healthy := connected && result == ""
+		switch {
+		case healthy:
+			fails = 0
+			ok++
+			if ok >= hc.SuccessThreshold && !i.isHealthy() {
+				if !everHealthy {
+					i.system("Healthy: %s", hc)
+				} else {
+					i.system("Healthy again: %s", hc)
+				}
+				everHealthy = true
+				interval = hc.Interval
+				i.setHealthy(true)
+				i.report(nil)
+			}
+		case !connected && !everHealthy && time.Now().Before(deadline):
+			// Still starting: not listening yet does not count.
+			ok = 0
+		case !connected && !everHealthy && !timedOut:
+			// Past the start-up deadline without ever listening: say so once,
+			// then keep checking at the normal pace.
+			why := fmt.Sprintf("%s did not accept connections on port %d within %s", i.name(), port, i.d.opts.StartTimeout)
+			i.system("Unhealthy: %s", why)
+			i.setState(runtime.Unhealthy)
+			i.report(errors.New(why))
+			timedOut = true
+			interval = hc.Interval
+		default:
+			ok = 0
+			fails++
+			interval = hc.Interval
+			if fails >= hc.FailureThreshold {
+				why := fmt.Sprintf("%s failed its health check %s: %s (%d of %d)", i.name(), hc, result, fails, hc.FailureThreshold)
+				if everHealthy && i.isHealthy() {
+					i.system("Unhealthy: %s", why)
+					i.setHealthy(false)
+					i.setState(runtime.Unhealthy)
+				}
+				if !everHealthy && fails == hc.FailureThreshold {
+					i.system("Unhealthy: %s", why)
+					i.setState(runtime.Unhealthy)
+					i.report(errors.New(why))
+				}
+			}
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probe runs one check. connected says whether the port accepted the
+// connection; result is empty when the check passed, otherwise why not.
+func (i *instance) probe(ctx context.Context, hc runtime.HealthCheck, port int) (connected bool, result string) {
+	ctx, cancel := context.WithTimeout(ctx, hc.Timeout)
+	defer cancel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if hc.Path == "" {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, "connection refused"
+		}
+		c.Close()
+		return true, ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+hc.Path, nil)
+	if err != nil {
+		return true, err.Error()
+	}
+	req.Header.Set("User-Agent", "bex-health-check")
+	resp, err := i.d.probeClient.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return false, "connection refused"
+		}
+		if ctx.Err() != nil {
+			return true, fmt.Sprintf("no answer within %s", hc.Timeout)
+		}
+		return true, err.Error()
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return true, strconv.Itoa(resp.StatusCode)
+	}
+	return true, ""
+}

@@ -1,0 +1,584 @@
+package process_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/runtime/runtimetest"
+)
+
+const (
+	tenant = "acme"
+	domain = "bex.test"
+)
+
+// appDir holds the test app, built once for the package.
+var appDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bex-process-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	appDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var buildOnce sync.Once
+
+func testAppDir(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() { runtimetest.BuildTestApp(t, appDir) })
+	if _, err := os.Stat(filepath.Join(appDir, "testapp")); err != nil {
+		t.Fatalf("test app missing: %v", err)
+	}
+	return appDir
+}
+
+func newDriver(t *testing.T, opts process.Options) *process.Driver {
+	t.Helper()
+	if opts.BackoffMin == 0 {
+		opts.BackoffMin, opts.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
+	}
+	if opts.DrainDelay == 0 {
+		opts.DrainDelay = 100 * time.Millisecond
+	}
+	if opts.GracePeriod == 0 {
+		opts.GracePeriod = 5 * time.Second
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = t.TempDir()
+	}
+	d := process.New(opts)
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func complete(t *testing.T, rel runtime.Release) runtime.Release {
+	rel.Dir = testAppDir(t)
+	procs := map[string]runtime.Process{}
+	for name, p := range rel.Processes {
+		if p.Command == "" {
+			p.Command = "./testapp"
+			if name != runtime.WebProcess {
+				p.Command = "./testapp worker"
+			}
+		}
+		procs[name] = p
+	}
+	rel.Processes = procs
+	return rel
+}
+
+// get fetches path of the app through an edge over d.
+func get(p http.Handler, app, path string) (string, error) {
+	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.String(), nil
+}
+
+func newEdge(t *testing.T, d *process.Driver) *edge.Proxy {
+	t.Helper()
+	p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d}, edge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDriverSuite(t *testing.T) {
+	runtimetest.RunDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t, process.Options{}) }, runtimetest.Harness{
+		Complete: complete,
+		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
+			p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d.(*process.Driver)}, edge.Options{})
+			if err != nil {
+				return "", err
+			}
+			req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
+			rec := httptest.NewRecorder()
+			p.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
+			}
+			return rec.Body.String(), nil
+		},
+		Logs: true,
+	})
+}
+
+func webRelease(t *testing.T, app string, number, replicas int, version string, env map[string]string) runtime.Release {
+	e := map[string]string{runtimetest.EnvVersion: version}
+	for k, v := range env {
+		e[k] = v
+	}
+	return complete(t, runtime.Release{
+		Tenant: tenant, App: app, Number: number, Env: e,
+		Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: replicas}},
+		HealthCheck: runtime.HealthCheck{Path: runtimetest.HealthPath, Interval: 100 * time.Millisecond, Timeout: 2 * time.Second},
+	})
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hammer sends GETs through the edge from a few clients until stop is
+// closed, or 20 s or 5000 requests have passed, and records the answers.
+type hammer struct {
+	mu       sync.Mutex
+	bodies   []string
+	failures []string
+	n        atomic.Int64
+	done     chan struct{}
+}
+
+func startHammer(t *testing.T, url, host string, stop <-chan struct{}) *hammer {
+	h := &hammer{done: make(chan struct{})}
+	client := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for h.n.Add(1) <= 5000 && time.Now().Before(deadline) {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Host = host
+				resp, err := client.Do(req)
+				if err != nil {
+					h.record("", err.Error())
+					continue
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					h.record("", err.Error())
+				case resp.StatusCode != http.StatusOK:
+					h.record("", fmt.Sprintf("%d %s", resp.StatusCode, body))
+				default:
+					h.record(strings.TrimSpace(string(body)), "")
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(h.done) }()
+	return h
+}
+
+func (h *hammer) record(body, failure string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if failure != "" {
+		h.failures = append(h.failures, failure)
+		return
+	}
+	h.bodies = append(h.bodies, body)
+}
+
+func (h *hammer) count(body string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, b := range h.bodies {
+		if b == body {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCutoverUnderLoad(t *testing.T) {
+	// No drain delay: the old instances get SIGTERM the moment the table
+	// switches, so the edge's retry is what keeps requests from failing.
+	d := newDriver(t, process.Options{DrainDelay: -1})
+	srv := httptest.NewServer(newEdge(t, d))
+	t.Cleanup(srv.Close)
+	host := edge.Hostname(tenant, "hammered", domain)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	if err := d.Deploy(ctx, webRelease(t, "hammered", 1, 2, "v1", nil), nil); err != nil {
+		t.Fatalf("deploying v1: %v", err)
+	}
+	stop := make(chan struct{})
+	h := startHammer(t, srv.URL+"/", host, stop)
+	eventually(t, "v1 answers through the edge", 20*time.Second, func() error {
+		if h.count("v1") == 0 {
+			return errors.New("no v1 answer yet")
+		}
+		return nil
+	})
+
+	var log strings.Builder
+	if err := d.Deploy(ctx, webRelease(t, "hammered", 2, 2, "v2", nil), &log); err != nil {
+		t.Fatalf("deploying v2: %v\n%s", err, log.String())
+	}
+	t.Logf("deploy log of v2:\n%s", log.String())
+	v2Before := h.count("v2")
+	eventually(t, "v2 answers after the cut-over", 20*time.Second, func() error {
+		if h.count("v2") <= v2Before {
+			return errors.New("no v2 answer after Deploy returned")
+		}
+		return nil
+	})
+	if d.Runs(tenant, "hammered") {
+		for _, u := range d.Upstreams(tenant, "hammered") {
+			if !strings.HasPrefix(u, "127.0.0.1:") {
+				t.Errorf("upstream %q is not on 127.0.0.1", u)
+			}
+		}
+	}
+
+	// v3 fails its health check: Deploy says why, v2 keeps serving.
+	log.Reset()
+	err := d.Deploy(ctx, webRelease(t, "hammered", 3, 2, "v3", map[string]string{runtimetest.EnvFailHealth: "1"}), &log)
+	if err == nil {
+		t.Fatal("v3 fails its health check but Deploy succeeded")
+	}
+	if want := regexp.MustCompile(`web\.[01] failed its health check GET /healthz: 500 \(3 of 3\)`); !want.MatchString(err.Error()) {
+		t.Errorf("Deploy error %q does not say why (want %s)", err, want)
+	}
+	v2After := h.count("v2")
+	eventually(t, "v2 still answers after v3 failed", 20*time.Second, func() error {
+		if h.count("v2") <= v2After {
+			return errors.New("no v2 answer")
+		}
+		return nil
+	})
+	close(stop)
+	<-h.done
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Logf("%d requests: v1 %d, v2 %d", len(h.bodies)+len(h.failures), countIn(h.bodies, "v1"), countIn(h.bodies, "v2"))
+	if len(h.failures) > 0 {
+		t.Errorf("%d requests failed during the cut-overs; first: %s", len(h.failures), h.failures[0])
+	}
+	if n := countIn(h.bodies, "v3"); n > 0 {
+		t.Errorf("the failing v3 got %d requests", n)
+	}
+	// Requests run concurrently, so a handful of v1 answers may be recorded
+	// after the first v2 one; but the last answer is v2.
+	if last := h.bodies[len(h.bodies)-1]; last != "v2" {
+		t.Errorf("last answer %q, want v2", last)
+	}
+}
+
+func countIn(bodies []string, s string) int {
+	n := 0
+	for _, b := range bodies {
+		if b == s {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCrashedInstanceRestartsWithBackoff(t *testing.T) {
+	d := newDriver(t, process.Options{BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rel := webRelease(t, "crashy", 1, 1, "v1", nil)
+	rel.Processes["worker"] = runtime.Process{Command: runtimetest.EnvCrash + "=1 ./testapp worker", Replicas: 1}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	eventually(t, "the crashing worker restarted 5 times", 30*time.Second, func() error {
+		st, err := d.Status(ctx, tenant, "crashy")
+		if err != nil {
+			return err
+		}
+		for _, i := range st.Instances {
+			if i.Process == "worker" && i.Restarts >= 5 {
+				if st.Ready {
+					return errors.New("Status is ready while the worker crashes")
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%+v", st.Instances)
+	})
+	// The backoff doubles from 50ms and stays at 200ms.
+	ch, err := d.Logs(ctx, tenant, "crashy", -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delays []string
+	crashLines := 0
+	re := regexp.MustCompile(`restarting in (\S+)$`)
+	for l := range ch {
+		if l.Process != "worker" {
+			continue
+		}
+		if m := re.FindStringSubmatch(l.Text); m != nil && l.Stream == runtime.System {
+			delays = append(delays, m[1])
+		}
+		if l.Stream == runtime.Stderr && strings.Contains(l.Text, "crashing on purpose") {
+			crashLines++
+		}
+	}
+	want := []string{"50ms", "100ms", "200ms", "200ms", "200ms"}
+	if len(delays) < len(want) || strings.Join(delays[:len(want)], " ") != strings.Join(want, " ") {
+		t.Errorf("restart delays %v, want them to start %v", delays, want)
+	}
+	if crashLines < 5 {
+		t.Errorf("%d crash lines captured from stderr, want at least 5", crashLines)
+	}
+
+	// A web instance that exits is restarted and serves again.
+	p := newEdge(t, d)
+	if _, err := get(p, "crashy", "/exit"); err == nil {
+		t.Log("the /exit request got an answer") // it may, or the connection drops
+	}
+	eventually(t, "web.0 restarted and serves", 30*time.Second, func() error {
+		st, err := d.Status(ctx, tenant, "crashy")
+		if err != nil {
+			return err
+		}
+		for _, i := range st.Instances {
+			if i.Process == runtime.WebProcess && (i.Restarts < 1 || i.State != runtime.Running) {
+				return fmt.Errorf("web.0: %s, %d restarts", i.State, i.Restarts)
+			}
+		}
+		_, err = get(p, "crashy", "/")
+		return err
+	})
+}
+
+func TestFirstDeployThatCrashesLeavesNothing(t *testing.T) {
+	d := newDriver(t, process.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := d.Deploy(ctx, webRelease(t, "broken", 1, 1, "v1", map[string]string{runtimetest.EnvCrash: "1"}), nil)
+	if err == nil || !strings.Contains(err.Error(), "web.0 exited during start-up: exit status 3") {
+		t.Fatalf("Deploy error %v, want web.0 exited during start-up: exit status 3", err)
+	}
+	if _, err := d.Status(ctx, tenant, "broken"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Status: %v, want ErrNotFound", err)
+	}
+	if pids := d.PIDs(tenant, "broken"); len(pids) != 0 {
+		t.Errorf("processes left: %v", pids)
+	}
+	// Its logs say why.
+	ch, err := d.Logs(ctx, tenant, "broken", -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for l := range ch {
+		found = found || strings.Contains(l.Text, "crashing on purpose")
+	}
+	if !found {
+		t.Error("the app's own output is not in its logs")
+	}
+}
+
+func TestStartTimeout(t *testing.T) {
+	d := newDriver(t, process.Options{StartTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rel := webRelease(t, "silent", 1, 1, "v1", nil)
+	rel.Processes[runtime.WebProcess] = runtime.Process{Command: "./testapp worker", Replicas: 1} // never listens
+	err := d.Deploy(ctx, rel, nil)
+	if err == nil || !strings.Contains(err.Error(), "did not accept connections on port") {
+		t.Fatalf("Deploy error %v, want a start-up timeout", err)
+	}
+}
+
+func TestTCPHealthCheck(t *testing.T) {
+	d := newDriver(t, process.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rel := webRelease(t, "tcp", 1, 1, "v1", nil)
+	rel.HealthCheck = runtime.HealthCheck{}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("Deploy with a TCP check: %v", err)
+	}
+	if body, err := get(newEdge(t, d), "tcp", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+		t.Fatalf("GET: %q, %v", body, err)
+	}
+}
+
+// groupMembers returns the pids of every live process in the process groups led by pids.
+func groupMembers(t *testing.T, leaders []int) []int {
+	t.Helper()
+	groups := map[int]bool{}
+	for _, p := range leaders {
+		groups[p] = true
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		state, pgid, ok := procStat(pid)
+		if ok && groups[pgid] && state != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func procStat(pid int) (state string, pgid int, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	s := string(data)
+	// pid (comm) state ppid pgrp ...
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return "", 0, false
+	}
+	pgid, _ = strconv.Atoi(f[2])
+	return f[0], pgid, true
+}
+
+func TestRemoveAndCloseLeaveNoProcess(t *testing.T) {
+	for _, how := range []string{"Remove", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			d := newDriver(t, process.Options{GracePeriod: 2 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			rel := webRelease(t, "gone", 1, 2, "v1", nil)
+			// A worker that leaves a child behind, and ignores SIGTERM.
+			rel.Processes["worker"] = runtime.Process{Command: "trap '' TERM; sleep 600 & ./testapp worker; wait", Replicas: 1}
+			if err := d.Deploy(ctx, rel, nil); err != nil {
+				t.Fatalf("deploying: %v", err)
+			}
+			leaders := d.PIDs(tenant, "gone")
+			if len(leaders) != 3 {
+				t.Fatalf("%d instance processes, want 3", len(leaders))
+			}
+			var members []int
+			eventually(t, "the worker's child runs", 10*time.Second, func() error {
+				members = groupMembers(t, leaders)
+				if len(members) < 5 { // 2 web, sh, sleep, testapp worker
+					return fmt.Errorf("%d processes in the groups", len(members))
+				}
+				return nil
+			})
+			if how == "Remove" {
+				if err := d.Remove(ctx, tenant, "gone"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				d.Close()
+			}
+			if left := groupMembers(t, leaders); len(left) > 0 {
+				t.Errorf("processes left after %s: %v (of %v)", how, left, members)
+			}
+			if d.Runs(tenant, "gone") || len(d.Upstreams(tenant, "gone")) > 0 {
+				t.Errorf("the app is still routed after %s", how)
+			}
+		})
+	}
+}
+
+func TestLogFile(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, process.Options{LogDir: dir})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.Deploy(ctx, webRelease(t, "filed", 1, 1, "v1", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, tenant, "filed.log")
+	eventually(t, "the log file has the start-up line", 10*time.Second, func() error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), "web[0] stdout: listening on port") {
+			return fmt.Errorf("log file:\n%s", data)
+		}
+		return nil
+	})
+}
+
+func TestUnhealthyInstanceGetsNoTraffic(t *testing.T) {
+	d := newDriver(t, process.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.Deploy(ctx, webRelease(t, "sickly", 1, 2, "v1", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	ups := d.Upstreams(tenant, "sickly")
+	if len(ups) != 2 {
+		t.Fatalf("upstreams %v, want 2", ups)
+	}
+	resp, err := http.Get("http://" + ups[0] + "/sick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	eventually(t, "the sick instance leaves the routing table", 20*time.Second, func() error {
+		if got := d.Upstreams(tenant, "sickly"); len(got) != 1 || got[0] != ups[1] {
+			return fmt.Errorf("upstreams %v", got)
+		}
+		st, err := d.Status(ctx, tenant, "sickly")
+		if err != nil {
+			return err
+		}
+		unhealthy := 0
+		for _, i := range st.Instances {
+			if i.State == runtime.Unhealthy {
+				unhealthy++
+			}
+		}
+		if unhealthy != 1 || st.Ready {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	p := newEdge(t, d)
+	for range 6 {
+		if body, err := get(p, "sickly", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+			t.Fatalf("GET through the edge: %q, %v", body, err)
+		}
+	}
+}

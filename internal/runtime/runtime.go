@@ -1,0 +1,242 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// ErrNotFound is wrapped by Status and Logs when the driver runs no such
+// app: it was never deployed, its only deploy failed, or it was removed.
+var ErrNotFound = errors.New("app not running")
+
+// WebProcess is the process type that receives the app's HTTP traffic.
+const WebProcess = "web"
+
+// Health-check defaults, as the App API documents them.
+const (
+	DefaultHealthTimeout    = 5 * time.Second
+	DefaultHealthInterval   = 10 * time.Second
+	DefaultSuccessThreshold = 1
+	DefaultFailureThreshold = 3
+)
+
+// HealthCheck says when a web instance is healthy. With a Path it is an HTTP
+// GET that must answer 2xx or 3xx within Timeout; without one, the instance
+// is healthy once its port accepts a TCP connection. Zero fields take the
+// defaults above; a zero Port means the instance's PORT.
+type HealthCheck struct {
+	Path             string
+	Port             int
+	Timeout          time.Duration
+	Interval         time.Duration
+	SuccessThreshold int
+	FailureThreshold int
+}
+
+// WithDefaults returns h with its zero fields set to the defaults.
+func (h HealthCheck) WithDefaults() HealthCheck {
+	if h.Timeout <= 0 {
+		h.Timeout = DefaultHealthTimeout
+	}
+	if h.Interval <= 0 {
+		h.Interval = DefaultHealthInterval
+	}
+	if h.SuccessThreshold <= 0 {
+		h.SuccessThreshold = DefaultSuccessThreshold
+	}
+	if h.FailureThreshold <= 0 {
+		h.FailureThreshold = DefaultFailureThreshold
+	}
+	return h
+}
+
+// String describes the check as users read it: "GET /healthz" or "TCP connect".
+func (h HealthCheck) String() string {
+	if h.Path == "" {
+		return "TCP connect"
+	}
+	return "GET " + h.Path
+}
+
+// Process is one process type of a release. Command runs in a shell; empty
+// means the image's own entrypoint (kube driver only: the process driver
+// needs a command).
+type Process struct {
+	Command  string
+	Replicas int
+}
+
+// Resources is the CPU and memory of one instance, as Kubernetes quantities
+// ("500m", "512Mi"); empty means no limit.
+type Resources struct {
+	CPU, Memory string
+}
+
+// Release is everything a driver needs to run one release of an app.
+type Release struct {
+	Tenant, App string
+	// Number is the release number, 1 and up.
+	Number int
+	// Image is the OCI image reference (kube driver).
+	Image string
+	// Dir is an unpacked image directory (process driver); commands run in it.
+	Dir string
+	// Env is the final environment, secrets resolved. The driver sets PORT
+	// for web instances and overrides any PORT given here.
+	Env map[string]string
+	// Processes maps process types ("web", "worker", ...) to what they run.
+	Processes map[string]Process
+	// HealthCheck applies to web instances; workers have none.
+	HealthCheck HealthCheck
+	Resources   Resources
+}
+
+var (
+	dnsLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	processName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Validate reports the first thing wrong with r that no driver could run.
+func (r Release) Validate() error {
+	if !dnsLabel.MatchString(r.Tenant) || len(r.Tenant) > 63 {
+		return fmt.Errorf("invalid tenant %q: must be a DNS label", r.Tenant)
+	}
+	if !dnsLabel.MatchString(r.App) || len(r.App) > 40 {
+		return fmt.Errorf("invalid app name %q: must be a DNS label of at most 40 characters", r.App)
+	}
+	if r.Number < 1 {
+		return fmt.Errorf("invalid release number %d: must be 1 or more", r.Number)
+	}
+	if len(r.Processes) == 0 {
+		return errors.New("release has no processes")
+	}
+	for _, name := range r.ProcessNames() {
+		p := r.Processes[name]
+		if !processName.MatchString(name) || len(name) > 22 {
+			return fmt.Errorf("invalid process name %q: must be a DNS label of at most 22 characters starting with a letter", name)
+		}
+		if p.Replicas < 0 {
+			return fmt.Errorf("process %s: replicas %d is negative", name, p.Replicas)
+		}
+	}
+	for k := range r.Env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+	}
+	if r.HealthCheck.Path != "" && r.HealthCheck.Path[0] != '/' {
+		return fmt.Errorf("invalid health check path %q: must start with '/'", r.HealthCheck.Path)
+	}
+	if r.HealthCheck.Port < 0 || r.HealthCheck.Port > 65535 {
+		return fmt.Errorf("invalid health check port %d", r.HealthCheck.Port)
+	}
+	return nil
+}
+
+// ProcessNames returns the release's process types, sorted.
+func (r Release) ProcessNames() []string {
+	names := make([]string, 0, len(r.Processes))
+	for n := range r.Processes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// InstanceState is the state of one instance.
+type InstanceState string
+
+// The states an instance goes through.
+const (
+	// Starting: started, not yet healthy.
+	Starting InstanceState = "Starting"
+	// Running: healthy (web) or running (worker).
+	Running InstanceState = "Running"
+	// Unhealthy: was healthy, now fails its health check; gets no traffic.
+	Unhealthy InstanceState = "Unhealthy"
+	// Crashed: exited on its own; waits for its restart.
+	Crashed InstanceState = "Crashed"
+	// Stopped: stopped by the driver.
+	Stopped InstanceState = "Stopped"
+)
+
+// Status is what a driver reports about an app.
+type Status struct {
+	// Release is the release the app runs (or, mid-rollout on kube, rolls
+	// out); 0 when none has been rolled out.
+	Release int
+	// Ready is true when every instance of Release is Running.
+	Ready bool
+	// Message says in a sentence why the app is not ready, or what runs.
+	Message   string
+	Instances []Instance
+}
+
+// Instance is one running copy of a process.
+type Instance struct {
+	Process  string
+	Index    int
+	Release  int
+	State    InstanceState
+	Restarts int
+	// Since is when the instance entered State.
+	Since time.Time
+}
+
+// Name is the instance's name as users read it: "web.0".
+func (i Instance) Name() string { return InstanceName(i.Process, i.Index) }
+
+// InstanceName names instance index of process: "web.0".
+func InstanceName(process string, index int) string {
+	return process + "." + strconv.Itoa(index)
+}
+
+// Log streams.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+	// System lines come from the platform about the instance: started,
+	// crashed, restarting, stopped.
+	System = "bex"
+)
+
+// LogLine is one line an instance wrote, or that the platform wrote about it.
+type LogLine struct {
+	Time     time.Time
+	Process  string
+	Instance int
+	Stream   string
+	Text     string
+}
+
+// Driver runs releases. Methods are safe for concurrent use; calls for the
+// same app are serialised (a second Deploy waits for the first).
+type Driver interface {
+	// Deploy rolls rel out with zero downtime: new instances start with PORT
+	// set, get traffic only once healthy, then old instances get SIGTERM
+	// (in-flight requests finish; SIGKILL after a grace period). If the new
+	// release never becomes healthy within the deadline (ctx, or the
+	// driver's own start-up limit) it is stopped and the previous one keeps
+	// serving; the error says why (e.g. "web.0 failed its health check GET
+	// /healthz: 500 (3 of 3)"). An invalid rel is refused before anything
+	// changes. Progress lines go to log.
+	Deploy(ctx context.Context, rel Release, log io.Writer) error
+	// Remove stops and deletes everything of the app. Removing an app the
+	// driver does not run is not an error.
+	Remove(ctx context.Context, tenant, app string) error
+	// Status reports the app's release and instances; the error wraps
+	// ErrNotFound when the driver runs no such app.
+	Status(ctx context.Context, tenant, app string) (Status, error)
+	// Logs returns the app's last tail lines and, with follow, keeps
+	// sending new ones until ctx ends; the channel is closed then (or after
+	// the tail without follow). The error wraps ErrNotFound when the driver
+	// runs no such app.
+	Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan LogLine, error)
+}

@@ -1,0 +1,337 @@
+package runtimetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// Env knobs of the test app.
+const (
+	// EnvVersion is what the app answers on "/".
+	EnvVersion = "VERSION"
+	// EnvFailHealth set to "1" makes /healthz answer 500.
+	EnvFailHealth = "FAIL_HEALTH"
+	// EnvCrash set to "1" makes the app exit with status 3 at start.
+	EnvCrash = "CRASH"
+)
+
+// HealthPath is the test app's health-check path.
+const HealthPath = "/healthz"
+
+// BuildTestApp builds the test app into dir and returns the binary's name
+// ("testapp") relative to dir.
+func BuildTestApp(t testing.TB, dir string) string {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testapp"), "bex.co/bex/internal/runtime/runtimetest/testapp")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the test app: %v\n%s", err, out)
+	}
+	return "testapp"
+}
+
+// Harness is how RunDriverSuite drives one implementation.
+type Harness struct {
+	// Complete fills in what the driver needs to run the test app in rel:
+	// Image or Dir, and each process's Command ("./testapp" for web,
+	// "./testapp worker" for workers).
+	Complete func(t *testing.T, rel runtime.Release) runtime.Release
+	// Get, when set, requests path from the app's web process through the
+	// platform's routing and returns the body; the suite then checks what
+	// is served, not only what Status says.
+	Get func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error)
+	// Logs says the driver captures the app's output for Logs.
+	Logs bool
+	// Timeout bounds each wait of the suite [60s].
+	Timeout time.Duration
+}
+
+// RunDriverSuite checks what runtime.Driver promises, on drivers made by
+// newDriver (one per subtest; the harness cleans them up).
+func RunDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver, h Harness) {
+	if h.Timeout == 0 {
+		h.Timeout = 60 * time.Second
+	}
+	s := &suite{h: h, newDriver: newDriver}
+	t.Run("UnknownApp", s.unknownApp)
+	t.Run("InvalidReleaseRefused", s.invalidRelease)
+	t.Run("RolloutFailedReleaseAndRemove", s.rollout)
+	t.Run("Workers", s.workers)
+	if h.Logs {
+		t.Run("Logs", s.logs)
+	}
+}
+
+type suite struct {
+	h         Harness
+	newDriver func(t *testing.T) runtime.Driver
+}
+
+// release returns release number of app running the test app at version.
+func (s *suite) release(t *testing.T, app string, number int, version string, env map[string]string) runtime.Release {
+	e := map[string]string{EnvVersion: version}
+	for k, v := range env {
+		e[k] = v
+	}
+	rel := runtime.Release{
+		Tenant: "suite", App: app, Number: number, Env: e,
+		Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}},
+		HealthCheck: runtime.HealthCheck{Path: HealthPath, Interval: 200 * time.Millisecond, Timeout: 2 * time.Second},
+	}
+	return s.h.Complete(t, rel)
+}
+
+func (s *suite) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it returns nil or the suite's timeout passes.
+func (s *suite) eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(s.h.Timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, s.h.Timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *suite) unknownApp(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	if _, err := d.Status(ctx, "suite", "nothing"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Status of an unknown app: got %v, want ErrNotFound", err)
+	}
+	if err := d.Remove(ctx, "suite", "nothing"); err != nil {
+		t.Errorf("Remove of an unknown app: %v", err)
+	}
+	if s.h.Logs {
+		if _, err := d.Logs(ctx, "suite", "nothing", 10, false); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Logs of an unknown app: got %v, want ErrNotFound", err)
+		}
+	}
+}
+
+func (s *suite) invalidRelease(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	bad := map[string]func(*runtime.Release){
+		"no processes":      func(r *runtime.Release) { r.Processes = nil },
+		"bad app name":      func(r *runtime.Release) { r.App = "Not_A_Label" },
+		"release 0":         func(r *runtime.Release) { r.Number = 0 },
+		"bad process name":  func(r *runtime.Release) { r.Processes["Web!"] = runtime.Process{Replicas: 1} },
+		"negative replicas": func(r *runtime.Release) { r.Processes["web"] = runtime.Process{Command: "x", Replicas: -1} },
+		"relative hc path":  func(r *runtime.Release) { r.HealthCheck.Path = "healthz" },
+	}
+	for name, mutate := range bad {
+		rel := s.release(t, "invalid", 1, "v1", nil)
+		mutate(&rel)
+		if err := d.Deploy(ctx, rel, nil); err == nil {
+			t.Errorf("%s: Deploy accepted an invalid release", name)
+		}
+	}
+	if _, err := d.Status(ctx, "suite", "invalid"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Status after refused releases: got %v, want ErrNotFound", err)
+	}
+}
+
+// waitStatus waits until the app runs release want, ready, with every
+// instance of want Running and no instance of another release left.
+func (s *suite) waitStatus(t *testing.T, d runtime.Driver, app string, want, instances int) runtime.Status {
+	t.Helper()
+	var st runtime.Status
+	s.eventually(t, fmt.Sprintf("%s runs release %d, ready", app, want), func() error {
+		var err error
+		st, err = d.Status(context.Background(), "suite", app)
+		if err != nil {
+			return err
+		}
+		if st.Release != want || !st.Ready {
+			return fmt.Errorf("release %d, ready %v: %s", st.Release, st.Ready, st.Message)
+		}
+		if instances < 0 {
+			return nil
+		}
+		n := 0
+		for _, i := range st.Instances {
+			if i.Release != want {
+				return fmt.Errorf("instance %s of release %d still listed", i.Name(), i.Release)
+			}
+			if i.State != runtime.Running {
+				return fmt.Errorf("instance %s is %s", i.Name(), i.State)
+			}
+			n++
+		}
+		if n != instances {
+			return fmt.Errorf("%d instances, want %d", n, instances)
+		}
+		return nil
+	})
+	return st
+}
+
+func (s *suite) waitServes(t *testing.T, d runtime.Driver, app, want string) {
+	t.Helper()
+	if s.h.Get == nil {
+		return
+	}
+	s.eventually(t, fmt.Sprintf("%s serves %q", app, want), func() error {
+		body, err := s.h.Get(t, d, "suite", app, "/")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(body) != want {
+			return fmt.Errorf("body %q", body)
+		}
+		return nil
+	})
+}
+
+func (s *suite) rollout(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "rollout"
+
+	if err := d.Deploy(ctx, s.release(t, app, 1, "v1", nil), nil); err != nil {
+		t.Fatalf("deploying release 1: %v", err)
+	}
+	s.waitStatus(t, d, app, 1, 2)
+	s.waitServes(t, d, app, "v1")
+
+	if err := d.Deploy(ctx, s.release(t, app, 2, "v2", nil), nil); err != nil {
+		t.Fatalf("deploying release 2: %v", err)
+	}
+	s.waitStatus(t, d, app, 2, 2)
+	s.waitServes(t, d, app, "v2")
+
+	var log strings.Builder
+	err := d.Deploy(ctx, s.release(t, app, 3, "v3", map[string]string{EnvFailHealth: "1"}), &log)
+	if err == nil {
+		t.Fatal("release 3 fails its health check, but Deploy succeeded")
+	}
+	t.Logf("release 3 refused as expected: %v", err)
+	if !strings.Contains(err.Error(), "3") {
+		t.Errorf("the error does not name the release: %v", err)
+	}
+	s.waitStatus(t, d, app, 2, 2)
+	s.waitServes(t, d, app, "v2")
+
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	s.eventually(t, "removed app is gone", func() error {
+		if _, err := d.Status(ctx, "suite", app); !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("Status: %v", err)
+		}
+		return nil
+	})
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Errorf("second Remove: %v", err)
+	}
+}
+
+func (s *suite) workers(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "workers"
+	rel := s.release(t, app, 1, "v1", nil)
+	rel.Processes["worker"] = runtime.Process{Replicas: 1}
+	rel = s.h.Complete(t, rel)
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying web and worker: %v", err)
+	}
+	st := s.waitStatus(t, d, app, 1, 3)
+	workers := 0
+	for _, i := range st.Instances {
+		if i.Process == "worker" {
+			workers++
+		}
+	}
+	if workers != 1 {
+		t.Errorf("%d worker instances, want 1: %+v", workers, st.Instances)
+	}
+	s.waitServes(t, d, app, "v1")
+
+	// Release 2 drops the worker.
+	if err := d.Deploy(ctx, s.release(t, app, 2, "v2", nil), nil); err != nil {
+		t.Fatalf("deploying release 2: %v", err)
+	}
+	s.waitStatus(t, d, app, 2, 2)
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+}
+
+func (s *suite) logs(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "logs"
+	if err := d.Deploy(ctx, s.release(t, app, 1, "v1", nil), nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	s.eventually(t, "the start-up line is in the logs", func() error {
+		ch, err := d.Logs(ctx, "suite", app, -1, false)
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for l := range ch {
+			if l.Process == runtime.WebProcess && l.Stream == runtime.Stdout && strings.Contains(l.Text, "listening on port") && strings.Contains(l.Text, "version v1") {
+				return nil
+			}
+			seen = append(seen, l.Stream+": "+l.Text)
+		}
+		return fmt.Errorf("not among %q", seen)
+	})
+	ch, err := d.Logs(ctx, "suite", app, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range ch {
+		n++
+	}
+	if n != 1 {
+		t.Errorf("tail 1 gave %d lines", n)
+	}
+	if s.h.Get == nil {
+		return
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	follow, err := d.Logs(fctx, "suite", app, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.h.Get(t, d, "suite", app, "/log?msg=followed-line-42"); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(s.h.Timeout)
+	for found := false; !found; {
+		select {
+		case l, ok := <-follow:
+			if !ok {
+				t.Fatal("the follow channel closed early")
+			}
+			found = l.Text == "followed-line-42"
+		case <-timeout:
+			t.Fatal("the line written after Logs(follow) never arrived")
+		}
+	}
+	cancel()
+	for range follow { // closed once ctx ends
+	}
+}

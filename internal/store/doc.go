@@ -1,16 +1,24 @@
 // Package store is bex's PostgreSQL store: the state Kubernetes is bad at
 // holding. It owns the schema and its versioned migrations (the SQL files in
 // migrations/, applied in order by Open), and the rows of tenants, users,
-// API tokens, SSH keys and the append-only audit log; builds and their logs,
-// releases, certificates and upgrade runs will join them.
+// API tokens, SSH keys and the append-only audit log, builds and their logs,
+// and the immutable, per-app numbered release history; certificates and
+// upgrade runs will join them. Apps themselves are not rows: an App object
+// in the tenant's namespace is their desired state, and builds and releases
+// name an app by tenant and App name.
 //
 // Secrets stay inside: an API token's secret is returned once by CreateToken
-// and only its SHA-256 is stored; no exported type carries a hash.
+// and only its SHA-256 is stored; no exported type carries a hash. A
+// release's config snapshot holds plain values and only references to the
+// keys of the tenant's Secrets, never a secret value.
 //
 // It hands out plain values: to the web server and the git receiver it
 // authenticates API tokens (TokenAuthenticator), to the git receiver's SSH
-// server it resolves keys to tenants (SSHKeyFinder), and from every component
-// that acts on a tenant's behalf it takes audit entries (Auditor). Errors wrap
+// server it resolves keys to tenants (SSHKeyFinder), to the builder it
+// records builds and their output (BuildRecorder), to whoever releases it
+// records releases (ReleaseRecorder), to the web API it lists and follows
+// them, and from every component that acts on a tenant's behalf it takes
+// audit entries (Auditor). Errors wrap
 // ErrNotFound, ErrConflict, ErrInvalid or ErrUnauthenticated so that callers
 // can map them to answers without reading Postgres error codes.
 //

@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// defaultReleaseLimit is how many releases ListReleases returns when not
+// told.
+const defaultReleaseLimit = 50
+
+// Release is one immutable entry of an app's release history: an image and
+// the configuration it ran with. Rollbacks and configuration changes record
+// new releases; the database refuses to change or remove one.
+type Release struct {
+	ID       string `json:"id"`
+	TenantID string `json:"tenantID"`
+	App      string `json:"app"`
+	// Number is v1, v2, ... per app, without gaps.
+	Number int `json:"number"`
+	// BuildID is the build that made the image; empty for a release that
+	// re-uses another release's image.
+	BuildID string `json:"buildID,omitempty"`
+	// Image is the image by digest: <repository>@sha256:<hex>.
+	Image string `json:"image"`
+	// Config is the environment, by variable name.
+	Config map[string]ConfigValue `json:"config"`
+	// Description says why the release exists: "Deploy abc1234",
+	// "Rollback to v2".
+	Description string `json:"description"`
+	// CreatedBy is who made it: a token's or user's name, or a component.
+	CreatedBy string    `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// ConfigValue is one environment variable of a release: a literal value or
+// a reference to a key of a Secret in the tenant's namespace, exactly one of
+// the two. Secret values are never stored in Postgres: a release records
+// where the value is, and a rollout reads the Secret as it is then.
+type ConfigValue struct {
+	Value        *string    `json:"value,omitempty"`
+	SecretKeyRef *SecretRef `json:"secretKeyRef,omitempty"`
+}
+
+// SecretRef names a key of a Secret in the tenant's namespace.
+type SecretRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// NewRelease is what CreateRelease needs.
+type NewRelease struct {
+	TenantID string
+	App      string
+	// BuildID is the build that made Image; optional.
+	BuildID string
+	// Image is the image by digest; required.
+	Image string
+	// Config is the environment; nil means none.
+	Config map[string]ConfigValue
+	// Description says why; required ("Deploy abc1234").
+	Description string
+	// CreatedBy is who asked; required.
+	CreatedBy string
+}
+
+const releaseColumns = "id, tenant_id, app, number, build_id, image, config, description, created_by, created_at"
+
+func scanRelease(row pgx.Row) (Release, error) {
+	var r Release
+	var buildID *string
+	var config []byte
+	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt)
+	if err != nil {
+		return r, err
+	}
+	r.BuildID = orEmpty(buildID)
+	if err := json.Unmarshal(config, &r.Config); err != nil {
+		return r, fmt.Errorf("decoding the config of release %d of %s: %w", r.Number, r.App, err)
+	}
+	if r.Config == nil {
+		r.Config = map[string]ConfigValue{}
+	}
+	return r, nil
+}
+
+// CreateRelease records a release of an app with the app's next number.
+// Concurrent calls for one app get distinct, consecutive numbers. The error
+// wraps ErrInvalid when a required field is missing or a config value is not
+// exactly one of a value and a secret reference, and ErrNotFound when the
+// tenant or the build does not exist or the build is of another app.
+func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, error) {
+	switch {
+	case nr.App == "":
+		return Release{}, fmt.Errorf("%w release: the app is not named", ErrInvalid)
+	case nr.Image == "":
+		return Release{}, fmt.Errorf("%w release of %s: it has no image", ErrInvalid, nr.App)
+	case strings.TrimSpace(nr.Description) == "":
+		return Release{}, fmt.Errorf("%w release of %s: it has no description", ErrInvalid, nr.App)
+	case nr.CreatedBy == "":
+		return Release{}, fmt.Errorf("%w release of %s: it does not say who made it", ErrInvalid, nr.App)
+	}
+	for name, v := range nr.Config {
+		if (v.Value == nil) == (v.SecretKeyRef == nil) {
+			return Release{}, fmt.Errorf("%w release config %s: exactly one of a value and a secret reference", ErrInvalid, name)
+		}
+		if v.SecretKeyRef != nil && (v.SecretKeyRef.Name == "" || v.SecretKeyRef.Key == "") {
+			return Release{}, fmt.Errorf("%w release config %s: the secret reference needs a name and a key", ErrInvalid, name)
+		}
+	}
+	if !isUUID(nr.TenantID) {
+		return Release{}, fmt.Errorf("tenant %q: %w", nr.TenantID, ErrNotFound)
+	}
+	if nr.BuildID != "" && !isUUID(nr.BuildID) {
+		return Release{}, fmt.Errorf("build %q: %w", nr.BuildID, ErrNotFound)
+	}
+	config := nr.Config
+	if config == nil {
+		config = map[string]ConfigValue{}
+	}
+	configJSON, err := json.Marshal(config)
+	if err != nil {
+		return Release{}, fmt.Errorf("encoding release config: %w", err)
+	}
+	var r Release
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if nr.BuildID != "" {
+			var ok bool
+			if err := tx.QueryRow(ctx,
+				"SELECT EXISTS (SELECT 1 FROM builds WHERE id = $1 AND tenant_id = $2 AND app = $3)",
+				nr.BuildID, nr.TenantID, nr.App).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("build %s of %s: %w", nr.BuildID, nr.App, ErrNotFound)
+			}
+		}
+		number, err := nextAppNumber(ctx, tx, nr.TenantID, nr.App, "last_release")
+		if err != nil {
+			return err
+		}
+		r, err = scanRelease(tx.QueryRow(ctx,
+			"INSERT INTO releases (tenant_id, app, number, build_id, image, config, description, created_by) "+
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING "+releaseColumns,
+			nr.TenantID, nr.App, number, nullable(nr.BuildID), nr.Image, string(configJSON), nr.Description, nr.CreatedBy))
+		return err
+	})
+	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+		return Release{}, fmt.Errorf("tenant %s: %w", nr.TenantID, ErrNotFound)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Release{}, err
+		}
+		return Release{}, fmt.Errorf("creating release of %s: %w", nr.App, err)
+	}
+	return r, nil
+}
+
+// CreateRollbackRelease records a new release of app that runs the image
+// and config of release number to, described "Rollback to v<to>". The
+// error wraps ErrNotFound when there is no such release.
+func (s *Store) CreateRollbackRelease(ctx context.Context, tenantID, app string, to int, createdBy string) (Release, error) {
+	target, err := s.GetRelease(ctx, tenantID, app, to)
+	if err != nil {
+		return Release{}, err
+	}
+	return s.CreateRelease(ctx, NewRelease{
+		TenantID:    tenantID,
+		App:         app,
+		BuildID:     target.BuildID,
+		Image:       target.Image,
+		Config:      target.Config,
+		Description: "Rollback to v" + strconv.Itoa(to),
+		CreatedBy:   createdBy,
+	})
+}
+
+// GetRelease returns the tenant's release number of app; number 0 means the
+// latest. The error wraps ErrNotFound when there is none.
+func (s *Store) GetRelease(ctx context.Context, tenantID, app string, number int) (Release, error) {
+	return getNumbered(ctx, s, "releases", releaseColumns, scanRelease, tenantID, app, number, "release v"+strconv.Itoa(number))
+}
+
+// LatestRelease returns the app's release with the highest number, which is
+// the current one once the runtime has rolled it out (the App's
+// status.currentRelease says which runs). The error wraps ErrNotFound when
+// the app has no release.
+func (s *Store) LatestRelease(ctx context.Context, tenantID, app string) (Release, error) {
+	return s.GetRelease(ctx, tenantID, app, 0)
+}
+
+// CurrentRelease returns the release that serves the app: number current
+// (the App's status.currentRelease) when it is set, otherwise the latest,
+// which is the one a rollout is about to serve. The error wraps ErrNotFound
+// when there is no such release.
+func (s *Store) CurrentRelease(ctx context.Context, tenantID, app string, current int) (Release, error) {
+	return s.GetRelease(ctx, tenantID, app, max(current, 0))
+}
+
+// ListReleases returns the tenant's releases of app, newest first, at most
+// limit of them (50 when limit is zero, at most 1000).
+func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit int) ([]Release, error) {
+	if !isUUID(tenantID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx,
+		"SELECT "+releaseColumns+" FROM releases WHERE tenant_id = $1 AND app = $2 ORDER BY number DESC LIMIT "+
+			strconv.Itoa(clampLimit(limit, defaultReleaseLimit)),
+		tenantID, app)
+	if err != nil {
+		return nil, fmt.Errorf("listing releases of %s: %w", app, err)
+	}
+	releases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Release, error) { return scanRelease(row) })
+	if err != nil {
+		return nil, fmt.Errorf("listing releases of %s: %w", app, err)
+	}
+	return releases, nil
+}
+
+// RollbackTarget returns the release number that "roll back" means when no
+// number is given: the one before current (the release that serves
+// traffic, or the latest when current is 0). The error wraps ErrNotFound
+// when there is no earlier release.
+func (s *Store) RollbackTarget(ctx context.Context, tenantID, app string, current int) (int, error) {
+	if current <= 0 {
+		latest, err := s.LatestRelease(ctx, tenantID, app)
+		if err != nil {
+			return 0, err
+		}
+		current = latest.Number
+	}
+	if current <= 1 {
+		return 0, fmt.Errorf("app %s has no release before v%d: %w", app, current, ErrNotFound)
+	}
+	r, err := s.GetRelease(ctx, tenantID, app, current-1)
+	if err != nil {
+		return 0, err
+	}
+	return r.Number, nil
+}

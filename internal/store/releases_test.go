@@ -1,0 +1,172 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"bex.co/bex/internal/store"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestReleases(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+
+	b, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "web", Commit: "abc1234def"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishBuild(ctx, b.ID, store.BuildResult{Status: store.BuildSucceeded, Image: "r/acme/web@sha256:01"}); err != nil {
+		t.Fatal(err)
+	}
+	config := map[string]store.ConfigValue{
+		"GREETING":     {Value: ptr("hello")},
+		"EMPTY":        {Value: ptr("")},
+		"DATABASE_URL": {SecretKeyRef: &store.SecretRef{Name: "web-env", Key: "DATABASE_URL"}},
+	}
+	v1, err := s.CreateRelease(ctx, store.NewRelease{
+		TenantID: acme.ID, App: "web", BuildID: b.ID, Image: "r/acme/web@sha256:01",
+		Config: config, Description: "Deploy abc1234", CreatedBy: "git:dev",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.Number != 1 || v1.BuildID != b.ID || *v1.Config["GREETING"].Value != "hello" || *v1.Config["EMPTY"].Value != "" ||
+		v1.Config["DATABASE_URL"].SecretKeyRef.Name != "web-env" || v1.Config["DATABASE_URL"].Value != nil {
+		t.Fatalf("v1 = %+v", v1)
+	}
+	v2, err := s.CreateRelease(ctx, store.NewRelease{
+		TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:02", Description: "Deploy 0000002", CreatedBy: "git:dev",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Number != 2 || v2.BuildID != "" || len(v2.Config) != 0 {
+		t.Errorf("v2 = %+v", v2)
+	}
+
+	target, err := s.RollbackTarget(ctx, acme.ID, "web", 0)
+	if err != nil || target != 1 {
+		t.Fatalf("RollbackTarget(latest) = %d, %v, want 1", target, err)
+	}
+	v3, err := s.CreateRollbackRelease(ctx, acme.ID, "web", target, "token:laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3.Number != 3 || v3.Image != v1.Image || v3.BuildID != b.ID || v3.Description != "Rollback to v1" ||
+		*v3.Config["GREETING"].Value != "hello" || v3.CreatedBy != "token:laptop" {
+		t.Errorf("v3 = %+v, want a copy of v1", v3)
+	}
+	if target, err := s.RollbackTarget(ctx, acme.ID, "web", 3); err != nil || target != 2 {
+		t.Errorf("RollbackTarget(3) = %d, %v, want 2", target, err)
+	}
+	if _, err := s.RollbackTarget(ctx, acme.ID, "web", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RollbackTarget(1): err = %v, want ErrNotFound", err)
+	}
+
+	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var numbers []int
+	for _, r := range list {
+		numbers = append(numbers, r.Number)
+	}
+	if fmt.Sprint(numbers) != "[3 2 1]" {
+		t.Errorf("ListReleases = %v, want [3 2 1]", numbers)
+	}
+	if latest, err := s.LatestRelease(ctx, acme.ID, "web"); err != nil || latest.Number != 3 {
+		t.Errorf("LatestRelease = %+v, %v", latest, err)
+	}
+	if got, err := s.GetRelease(ctx, acme.ID, "web", 2); err != nil || got.ID != v2.ID {
+		t.Errorf("GetRelease(2) = %+v, %v", got, err)
+	}
+	if got, err := s.CurrentRelease(ctx, acme.ID, "web", 2); err != nil || got.ID != v2.ID {
+		t.Errorf("CurrentRelease(2) = %+v, %v, want v2", got, err)
+	}
+	if got, err := s.CurrentRelease(ctx, acme.ID, "web", 0); err != nil || got.Number != 3 {
+		t.Errorf("CurrentRelease(0) = %+v, %v, want the latest", got, err)
+	}
+
+	// Another tenant sees nothing of acme's.
+	if _, err := s.GetRelease(ctx, other.ID, "web", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("other tenant's GetRelease: err = %v, want ErrNotFound", err)
+	}
+	if list, err := s.ListReleases(ctx, other.ID, "web", 0); err != nil || len(list) != 0 {
+		t.Errorf("other tenant's ListReleases = %v, %v", list, err)
+	}
+	if _, err := s.CreateRelease(ctx, store.NewRelease{
+		TenantID: other.ID, App: "web", BuildID: b.ID, Image: "x@sha256:1", Description: "steal", CreatedBy: "x",
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("release of another tenant's build: err = %v, want ErrNotFound", err)
+	}
+
+	for _, bad := range []store.NewRelease{
+		{TenantID: acme.ID, Image: "x@sha256:1", Description: "d", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Description: "d", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d"},
+		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d", CreatedBy: "c",
+			Config: map[string]store.ConfigValue{"BOTH": {Value: ptr("v"), SecretKeyRef: &store.SecretRef{Name: "s", Key: "k"}}}},
+		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d", CreatedBy: "c",
+			Config: map[string]store.ConfigValue{"NEITHER": {}}},
+	} {
+		if _, err := s.CreateRelease(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("CreateRelease(%+v): err = %v, want ErrInvalid", bad, err)
+		}
+	}
+	// Refused releases took no number.
+	if v4, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "x@sha256:4", Description: "d", CreatedBy: "c"}); err != nil || v4.Number != 4 {
+		t.Errorf("release after refused ones = %+v, %v, want v4", v4, err)
+	}
+}
+
+func TestReleaseNumbersUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	wantDenseNumbers(t, 10, func(i int) (int, error) {
+		r, err := s.CreateRelease(ctx, store.NewRelease{
+			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:%02d", i),
+			Description: fmt.Sprintf("Deploy %d", i), CreatedBy: "test",
+		})
+		return r.Number, err
+	})
+}
+
+func TestReleasesAreImmutable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	v1, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Description: "Deploy abc1234", CreatedBy: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, stmt := range []string{
+		"UPDATE releases SET image = 'evil@sha256:66'",
+		"UPDATE releases SET description = 'x' WHERE false",
+		"DELETE FROM releases",
+		"TRUNCATE releases",
+		"DELETE FROM tenants WHERE name = 'acme'",
+	} {
+		_, err := s.Pool().Exec(ctx, stmt)
+		if err == nil {
+			t.Errorf("%s: the database accepted it", stmt)
+		} else if !strings.Contains(err.Error(), "releases are immutable") && !strings.Contains(err.Error(), "foreign key") {
+			t.Errorf("%s: err = %v, want it refused as immutable", stmt, err)
+		}
+	}
+	got, err := s.GetRelease(ctx, acme.ID, "web", 1)
+	if err != nil || got.Image != v1.Image || got.Description != v1.Description {
+		t.Errorf("after the refused statements v1 = %+v, %v, want it unchanged", got, err)
+	}
+}

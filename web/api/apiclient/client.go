@@ -1,0 +1,285 @@
+package apiclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Error is an error answer of the API.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	ErrorBody
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (field %s)", e.Message, e.Field)
+	}
+	return e.Message
+}
+
+// IsStatus reports whether err is an API error answer with the given HTTP
+// status.
+func IsStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
+// Client calls the platform API. It is safe for concurrent use.
+type Client struct {
+	base  string // the API's root URL, without a trailing slash
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the API at baseURL (such as
+// http://127.0.0.1:8080; a trailing /api/v1 is accepted) that authenticates
+// with token. A nil httpClient means http.DefaultClient. Streams (followed
+// logs) end when their context does, so httpClient should have no overall
+// timeout.
+func New(baseURL, token string, httpClient *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("API URL %q: want http:// or https:// and a host", baseURL)
+	}
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(u.String(), "/"), "/api/v1")
+	return &Client{base: base, token: token, http: httpClient}, nil
+}
+
+// BaseURL returns the API's root URL.
+func (c *Client) BaseURL() string { return c.base }
+
+// do sends a request to /api/v1+path with body (JSON-encoded unless nil)
+// and returns the response when its status is 2xx; otherwise it returns an
+// *Error.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encoding request: %w", err)
+		}
+		r = bytes.NewReader(b)
+	}
+	u := c.base + "/api/v1" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return nil, fmt.Errorf("building request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("calling the API at %s: %w", c.base, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e.ErrorBody) != nil || e.Message == "" {
+		e.Message = strings.TrimSpace(fmt.Sprintf("%s %s", resp.Status, b))
+	}
+	return nil, e
+}
+
+// call is do that decodes a JSON answer into out, unless out is nil.
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	resp, err := c.do(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func seg(s string) string { return url.PathEscape(s) }
+
+// WhoAmI returns whom the token acts for.
+func (c *Client) WhoAmI(ctx context.Context) (WhoAmI, error) {
+	var w WhoAmI
+	return w, c.call(ctx, http.MethodGet, "/whoami", nil, nil, &w)
+}
+
+// CreateTenant creates a tenant and its first token (operator tokens only).
+func (c *Client) CreateTenant(ctx context.Context, name string) (CreatedTenant, error) {
+	var t CreatedTenant
+	return t, c.call(ctx, http.MethodPost, "/admin/tenants", nil, CreateTenantRequest{Name: name}, &t)
+}
+
+// ListTenants lists the tenants (operator tokens only).
+func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
+	var ts []Tenant
+	return ts, c.call(ctx, http.MethodGet, "/admin/tenants", nil, nil, &ts)
+}
+
+// CreateApp creates an app.
+func (c *Client) CreateApp(ctx context.Context, req CreateAppRequest) (App, error) {
+	var a App
+	return a, c.call(ctx, http.MethodPost, "/apps", nil, req, &a)
+}
+
+// ListApps lists the tenant's apps by name.
+func (c *Client) ListApps(ctx context.Context) ([]App, error) {
+	var as []App
+	return as, c.call(ctx, http.MethodGet, "/apps", nil, nil, &as)
+}
+
+// GetApp returns an app.
+func (c *Client) GetApp(ctx context.Context, name string) (App, error) {
+	var a App
+	return a, c.call(ctx, http.MethodGet, "/apps/"+seg(name), nil, nil, &a)
+}
+
+// DeleteApp deletes an app.
+func (c *Client) DeleteApp(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/apps/"+seg(name), nil, nil, nil)
+}
+
+// ListBuilds lists the builds of app, or of every app when app is empty,
+// newest first.
+func (c *Client) ListBuilds(ctx context.Context, app string) ([]Build, error) {
+	var bs []Build
+	path := "/builds"
+	if app != "" {
+		path = "/apps/" + seg(app) + "/builds"
+	}
+	return bs, c.call(ctx, http.MethodGet, path, nil, nil, &bs)
+}
+
+// GetBuild returns build number of app; 0 means the latest.
+func (c *Client) GetBuild(ctx context.Context, app string, number int) (Build, error) {
+	var b Build
+	return b, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/builds/"+buildRef(number), nil, nil, &b)
+}
+
+func buildRef(number int) string {
+	if number == 0 {
+		return "latest"
+	}
+	return strconv.Itoa(number)
+}
+
+// BuildLog copies the log of build number of app (0: the latest) to w. With
+// follow it keeps copying lines as the build prints them, until the build
+// ends or ctx does.
+func (c *Client) BuildLog(ctx context.Context, app string, number int, follow bool, w io.Writer) error {
+	q := url.Values{}
+	if follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/apps/"+seg(app)+"/builds/"+buildRef(number)+"/log", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("reading the build log: %w", err)
+	}
+	return nil
+}
+
+// ListReleases lists the releases of app, newest first.
+func (c *Client) ListReleases(ctx context.Context, app string) ([]Release, error) {
+	var rs []Release
+	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/releases", nil, nil, &rs)
+}
+
+// Rollback rolls app back to release to; 0 means the one before the
+// current.
+func (c *Client) Rollback(ctx context.Context, app string, to int) (Rollback, error) {
+	var r Rollback
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/rollback", nil, RollbackRequest{Release: to}, &r)
+}
+
+// ListEnv lists the environment of app by name.
+func (c *Client) ListEnv(ctx context.Context, app string) ([]EnvVar, error) {
+	var vs []EnvVar
+	return vs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/env", nil, nil, &vs)
+}
+
+// PatchEnv sets and unsets variables of app and returns its environment.
+func (c *Client) PatchEnv(ctx context.Context, app string, req PatchEnvRequest) ([]EnvVar, error) {
+	var vs []EnvVar
+	return vs, c.call(ctx, http.MethodPatch, "/apps/"+seg(app)+"/env", nil, req, &vs)
+}
+
+// Logs calls fn with the app's log lines: the last tail lines (0: the
+// API's default), and with follow the new ones as they come, until ctx
+// ends. It returns fn's error if fn fails.
+func (c *Client) Logs(ctx context.Context, app string, tail int, follow bool, fn func(LogLine) error) error {
+	q := url.Values{}
+	if follow {
+		q.Set("follow", "true")
+	}
+	if tail > 0 {
+		q.Set("tail", strconv.Itoa(tail))
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/apps/"+seg(app)+"/logs", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var l LogLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return fmt.Errorf("decoding a log line: %w", err)
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("reading logs: %w", err)
+	}
+	return nil
+}
+
+// ListSSHKeys lists the tenant's SSH keys.
+func (c *Client) ListSSHKeys(ctx context.Context) ([]SSHKey, error) {
+	var ks []SSHKey
+	return ks, c.call(ctx, http.MethodGet, "/ssh-keys", nil, nil, &ks)
+}
+
+// AddSSHKey registers an SSH key.
+func (c *Client) AddSSHKey(ctx context.Context, req AddSSHKeyRequest) (SSHKey, error) {
+	var k SSHKey
+	return k, c.call(ctx, http.MethodPost, "/ssh-keys", nil, req, &k)
+}
+
+// DeleteSSHKey removes the SSH key with the given ID.
+func (c *Client) DeleteSSHKey(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/ssh-keys/"+seg(id), nil, nil, nil)
+}

@@ -1,0 +1,166 @@
+package apiclient
+
+import "time"
+
+// ErrorBody is the JSON body of every error answer.
+type ErrorBody struct {
+	Message string `json:"message"`
+	// Field names the input at fault, for bad input ("name", "set.FOO").
+	Field string `json:"field,omitempty"`
+}
+
+// WhoAmI says whom a token acts for.
+type WhoAmI struct {
+	// Tenant is the tenant's name; empty for an operator's token.
+	Tenant string `json:"tenant,omitempty"`
+	// Operator is true for an operator's token.
+	Operator bool `json:"operator"`
+	// Token is the token's name.
+	Token string `json:"token"`
+}
+
+// CreateTenantRequest is the body of POST /api/v1/admin/tenants.
+type CreateTenantRequest struct {
+	Name string `json:"name"`
+}
+
+// Tenant is a tenant, as operators see it.
+type Tenant struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// CreatedTenant answers POST /api/v1/admin/tenants: the tenant and the
+// secret of its first API token, shown this once.
+type CreatedTenant struct {
+	Tenant Tenant `json:"tenant"`
+	Token  string `json:"token"`
+}
+
+// CreateAppRequest is the body of POST /api/v1/apps.
+type CreateAppRequest struct {
+	// Name is a DNS label of at most 40 characters that starts with a
+	// letter.
+	Name string `json:"name"`
+	// Branch is the branch whose pushes deploy; default main.
+	Branch string `json:"branch,omitempty"`
+}
+
+// App is a tenant's app.
+type App struct {
+	Name   string `json:"name"`
+	Tenant string `json:"tenant"`
+	// Branch is the branch whose pushes deploy.
+	Branch string `json:"branch"`
+	// GitRemote is the URL to add as a git remote and push to.
+	GitRemote string `json:"gitRemote"`
+	// URL is where the app answers.
+	URL string `json:"url"`
+	// CurrentRelease is the release that serves traffic; 0 before the first.
+	CurrentRelease int64 `json:"currentRelease"`
+	// Status is the App's Ready condition in a word: "ready", "not ready",
+	// "pending" (no condition yet), with the condition's message in
+	// StatusMessage.
+	Status        string    `json:"status"`
+	StatusMessage string    `json:"statusMessage,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// Build is one build of an app.
+type Build struct {
+	App    string `json:"app"`
+	Number int    `json:"number"`
+	Commit string `json:"commit,omitempty"`
+	// Status is running, succeeded or failed.
+	Status     string     `json:"status"`
+	Stack      string     `json:"stack,omitempty"`
+	Image      string     `json:"image,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// Release is one release of an app. Its configuration is not shown: the
+// app's env says what it is now.
+type Release struct {
+	Number      int    `json:"number"`
+	Description string `json:"description"`
+	Image       string `json:"image"`
+	// Build is the number of the build whose image the release runs; 0
+	// when it re-uses another release's image.
+	Build int `json:"build,omitempty"`
+	// Current is true for the release that serves traffic.
+	Current   bool      `json:"current"`
+	CreatedBy string    `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// RollbackRequest is the body of POST /api/v1/apps/{app}/rollback.
+type RollbackRequest struct {
+	// Release is the release to go back to; 0 means the one before the
+	// current.
+	Release int `json:"release,omitempty"`
+}
+
+// Rollback answers a rollback.
+type Rollback struct {
+	// Release is the new release, which runs what RolledBackTo ran.
+	Release      int `json:"release"`
+	RolledBackTo int `json:"rolledBackTo"`
+}
+
+// EnvVar is one environment variable of an app. A secret variable's value
+// is never sent back.
+type EnvVar struct {
+	Name string `json:"name"`
+	// Value is the value of a plain variable; absent for a secret one.
+	Value *string `json:"value,omitempty"`
+	// Secret is true when the value is kept in a Secret.
+	Secret bool `json:"secret,omitempty"`
+}
+
+// PatchEnvRequest is the body of PATCH /api/v1/apps/{app}/env: variables
+// to set and names to unset, in one change. A name may not be in both.
+type PatchEnvRequest struct {
+	Set map[string]string `json:"set,omitempty"`
+	// Secret keeps the values of Set in the app's Secret instead of the
+	// App object.
+	Secret bool     `json:"secret,omitempty"`
+	Unset  []string `json:"unset,omitempty"`
+}
+
+// LogLine is one line an app's process printed; GET .../logs streams them
+// as JSON lines (application/x-ndjson).
+type LogLine struct {
+	Time time.Time `json:"time"`
+	// Process is the process type: web, worker.
+	Process string `json:"process"`
+	// Instance tells the copies of a process apart: "1", a pod name.
+	Instance string `json:"instance,omitempty"`
+	// Stream is stdout or stderr.
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text"`
+}
+
+// AddSSHKeyRequest is the body of POST /api/v1/ssh-keys.
+type AddSSHKeyRequest struct {
+	// Name defaults to the key's comment.
+	Name string `json:"name,omitempty"`
+	// PublicKey is one line of an authorized_keys file, such as the
+	// content of ~/.ssh/id_ed25519.pub.
+	PublicKey string `json:"publicKey"`
+}
+
+// SSHKey is a public key a tenant pushes with.
+type SSHKey struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Fingerprint string    `json:"fingerprint"`
+	PublicKey   string    `json:"publicKey"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// Health answers GET /api/v1/healthz when every check passes.
+type Health struct {
+	Status string `json:"status"`
+}

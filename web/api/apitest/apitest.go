@@ -1,0 +1,254 @@
+// Package apitest runs the real platform API (package web/api) for tests:
+// on a fresh Postgres database from pgtest and a real control plane from
+// cptest, behind an httptest server, with an operator's token, a Releaser
+// that records each rollback as a release in the store, and a LogSource the
+// test feeds. Tests of the API and of the CLI use it.
+//
+// Packages that use it call pgtest.Main from TestMain.
+package apitest
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api"
+)
+
+// Defaults of the servers Start runs.
+const (
+	GitBase   = "http://git.bex.test:7000"
+	AppDomain = "apps.bex.test"
+)
+
+// Env is a running API and what it runs on.
+type Env struct {
+	// URL is the httptest server's URL; the API is under URL + api.Prefix.
+	URL      string
+	Server   *api.Server
+	Store    *store.Store
+	Kube     client.Client
+	Releaser *Releaser
+	Logs     *Logs
+	// OperatorToken is the secret of an operator's token.
+	OperatorToken string
+
+	mu       sync.Mutex
+	notReady error // what the server's one readiness check returns
+}
+
+// SetNotReady makes the server's readiness check fail with err; nil makes
+// it pass.
+func (e *Env) SetNotReady(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notReady = err
+}
+
+// NewScheme returns the scheme of the API's cluster client: core and
+// platform.bex.co kinds.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := platformv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Start runs the API on a new database and on cp, and stops it when t
+// ends. Tests that share cp must use distinct tenant names.
+func Start(t *testing.T, cp *controlplane.ControlPlane) *Env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatalf("opening store: %v", err)
+	}
+	t.Cleanup(st.Close)
+	kube, err := client.New(cp.RESTConfig(), client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatalf("creating cluster client: %v", err)
+	}
+	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st}, Logs: &Logs{}}
+	srv, err := api.New(api.Options{
+		Store:     st,
+		Kube:      kube,
+		Deployer:  e.Releaser,
+		Logs:      e.Logs,
+		GitBase:   GitBase,
+		AppDomain: AppDomain,
+		Log:       testr.New(t),
+		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.notReady
+		}},
+	})
+	if err != nil {
+		t.Fatalf("creating API server: %v", err)
+	}
+	e.Server = srv
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	e.URL = hs.URL
+
+	op, err := st.CreateUser(ctx, store.NewUser{Email: "ops@bex.test", Role: store.RoleOperator})
+	if err != nil {
+		t.Fatalf("creating operator: %v", err)
+	}
+	if e.OperatorToken, _, err = st.CreateToken(ctx, "", op.ID, "ops"); err != nil {
+		t.Fatalf("creating operator token: %v", err)
+	}
+	return e
+}
+
+// TenantToken creates a tenant directly (namespace, row, token) and returns
+// its token's secret.
+func (e *Env) TenantToken(t testing.TB, name string) (store.Tenant, string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	ns.Name = name
+	if err := e.Kube.Create(ctx, ns); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	tenant, err := e.Store.CreateTenant(ctx, name)
+	if err != nil {
+		t.Fatalf("creating tenant %s: %v", name, err)
+	}
+	secret, _, err := e.Store.CreateToken(ctx, tenant.ID, "", "test")
+	if err != nil {
+		t.Fatalf("creating token of %s: %v", name, err)
+	}
+	return tenant, secret
+}
+
+// Rollback is one call of Releaser.Rollback.
+type Rollback struct {
+	Tenant, App string
+	To          int
+	Actor       string
+}
+
+// Releaser is an api.Releaser that records each rollback as a release in
+// the store, as the runtime's would, and remembers the calls.
+type Releaser struct {
+	Store *store.Store
+
+	mu    sync.Mutex
+	calls []Rollback
+}
+
+// Rollback records a rollback release.
+func (r *Releaser) Rollback(ctx context.Context, tenant, app string, to int, actor string) (int, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, Rollback{Tenant: tenant, App: app, To: to, Actor: actor})
+	r.mu.Unlock()
+	t, err := r.Store.GetTenantByName(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	rel, err := r.Store.CreateRollbackRelease(ctx, t.ID, app, to, actor)
+	if err != nil {
+		return 0, err
+	}
+	return rel.Number, nil
+}
+
+// Calls returns the rollbacks asked for so far.
+func (r *Releaser) Calls() []Rollback {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Rollback(nil), r.calls...)
+}
+
+// Logs is an api.LogSource that serves the lines the test gives it: Lines
+// for the tail, and for followers whatever is sent on Follow.
+type Logs struct {
+	mu sync.Mutex
+	// lines are every app's past lines, by "tenant/app".
+	lines map[string][]api.LogLine
+	// follow receives lines for followers.
+	follow chan api.LogLine
+}
+
+// Add appends past lines of tenant's app.
+func (l *Logs) Add(tenant, app string, lines ...api.LogLine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lines == nil {
+		l.lines = map[string][]api.LogLine{}
+	}
+	l.lines[tenant+"/"+app] = append(l.lines[tenant+"/"+app], lines...)
+}
+
+// Follow returns the channel whose lines go to followers, each line to
+// one of them.
+func (l *Logs) Follow() chan<- api.LogLine { return l.followChan() }
+
+func (l *Logs) followChan() chan api.LogLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.follow == nil {
+		l.follow = make(chan api.LogLine)
+	}
+	return l.follow
+}
+
+// Logs sends the last tail lines, then with follow what Follow receives.
+func (l *Logs) Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan api.LogLine, error) {
+	l.mu.Lock()
+	past := l.lines[tenant+"/"+app]
+	past = past[max(0, len(past)-tail):]
+	past = append([]api.LogLine(nil), past...)
+	l.mu.Unlock()
+	var live <-chan api.LogLine
+	if follow {
+		live = l.followChan()
+	}
+	out := make(chan api.LogLine)
+	go func() {
+		defer close(out)
+		for _, line := range past {
+			select {
+			case out <- line:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if live == nil {
+			return
+		}
+		for {
+			select {
+			case line := <-live:
+				select {
+				case out <- line:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+var (
+	_ api.Releaser  = (*Releaser)(nil)
+	_ api.LogSource = (*Logs)(nil)
+)

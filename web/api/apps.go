@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/web/api/apiclient"
+)
+
+const (
+	// maxAppName is the longest app name the App CRD accepts.
+	maxAppName = 40
+	// maxHostLabel is the longest DNS label: "<app>-<tenant>" must fit.
+	maxHostLabel = 63
+	// TenantLabel is set on every object the API creates to the tenant's
+	// name.
+	TenantLabel = "platform.bex.co/tenant"
+	// AppLabel is set on objects that belong to an app, such as its env
+	// Secret, to the app's name.
+	AppLabel = "platform.bex.co/app"
+)
+
+var (
+	// appName is the form of an App's name, as the CRD checks it.
+	appName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	// branchName is the form of AppSource.Branch, as the CRD checks it.
+	branchName = regexp.MustCompile(`^[a-zA-Z0-9][-a-zA-Z0-9._/]*$`)
+)
+
+// validateAppName says what is wrong with name as the name of an app of
+// tenant, or returns nil.
+func validateAppName(name, tenant string) error {
+	switch {
+	case name == "":
+		return invalid("name", "an app needs a name")
+	case len(name) > maxAppName || !appName.MatchString(name):
+		return invalid("name", "app name %q: must be at most %d lower-case letters, digits or '-', starting with a letter and ending with a letter or digit", name, maxAppName)
+	case len(name)+1+len(tenant) > maxHostLabel:
+		return invalid("name", "app name %q: too long for tenant %q: %q must fit in a DNS label of %d characters", name, tenant, name+"-"+tenant, maxHostLabel)
+	}
+	return nil
+}
+
+// getAppObject reads the caller's app named by the :app parameter; another
+// tenant's app is not found, like one that does not exist.
+func (s *Server) getAppObject(c echo.Context) (*platformv1alpha1.App, error) {
+	name := c.Param("app")
+	if len(name) > maxAppName || !appName.MatchString(name) {
+		return nil, notFound("app %q not found", name)
+	}
+	app := &platformv1alpha1.App{}
+	err := s.kube.Get(c.Request().Context(), client.ObjectKey{Namespace: principalOf(c).tenant.Name, Name: name}, app)
+	if apierrors.IsNotFound(err) {
+		return nil, notFound("app %q not found", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading app %s: %w", name, err)
+	}
+	return app, nil
+}
+
+// appView is what the API shows of an App.
+func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
+	tenant := app.Namespace
+	v := apiclient.App{
+		Name:           app.Name,
+		Tenant:         tenant,
+		Branch:         app.Spec.Source.Branch,
+		GitRemote:      s.gitBase + "/" + tenant + "/" + app.Name + ".git",
+		URL:            "http://" + app.Name + "-" + tenant + "." + s.appDomain,
+		CurrentRelease: app.Status.CurrentRelease,
+		Status:         "pending",
+		CreatedAt:      app.CreationTimestamp.UTC(),
+	}
+	if v.Branch == "" {
+		v.Branch = "main"
+	}
+	if ready := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition); ready != nil {
+		v.Status = "not ready"
+		if ready.Status == metav1.ConditionTrue {
+			v.Status = "ready"
+		}
+		v.StatusMessage = ready.Message
+	}
+	return v
+}
+
+func (s *Server) listApps(c echo.Context) error {
+	var apps platformv1alpha1.AppList
+	if err := s.kube.List(c.Request().Context(), &apps, client.InNamespace(principalOf(c).tenant.Name)); err != nil {
+		return fmt.Errorf("listing apps: %w", err)
+	}
+	views := make([]apiclient.App, 0, len(apps.Items))
+	for i := range apps.Items {
+		views = append(views, s.appView(&apps.Items[i]))
+	}
+	slices.SortFunc(views, func(a, b apiclient.App) int { return strings.Compare(a.Name, b.Name) })
+	return c.JSON(http.StatusOK, views)
+}
+
+func (s *Server) getApp(c echo.Context) error {
+	app, err := s.getAppObject(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.appView(app))
+}
+
+func (s *Server) createApp(c echo.Context) error {
+	var req apiclient.CreateAppRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	p := principalOf(c)
+	if err := validateAppName(req.Name, p.tenant.Name); err != nil {
+		return err
+	}
+	if req.Branch != "" && (len(req.Branch) > 255 || !branchName.MatchString(req.Branch) || strings.Contains(req.Branch, "..")) {
+		return invalid("branch", "branch %q is not a branch name", req.Branch)
+	}
+	app := &platformv1alpha1.App{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.tenant.Name,
+			Name:      req.Name,
+			Labels:    map[string]string{TenantLabel: p.tenant.Name},
+		},
+		Spec: platformv1alpha1.AppSpec{
+			Source: platformv1alpha1.AppSource{Branch: req.Branch},
+		},
+	}
+	if err := s.kube.Create(c.Request().Context(), app); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return &httpError{status: http.StatusConflict, field: "name", message: fmt.Sprintf("app %q exists already", req.Name)}
+		}
+		if apierrors.IsInvalid(err) {
+			return invalid("name", "the cluster refused app %q: %v", req.Name, err)
+		}
+		return fmt.Errorf("creating app %s: %w", req.Name, err)
+	}
+	s.audit(c, "app.create", req.Name, map[string]any{"branch": app.Spec.Source.Branch})
+	return c.JSON(http.StatusCreated, s.appView(app))
+}
+
+func (s *Server) deleteApp(c echo.Context) error {
+	app, err := s.getAppObject(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := s.kube.Delete(ctx, app, client.Preconditions{UID: &app.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting app %s: %w", app.Name, err)
+	}
+	// The Secret is owned by the App, but a cluster without a garbage
+	// collector (embedded mode) would keep it: remove it here too.
+	if err := s.deleteEnvSecret(ctx, app); err != nil {
+		s.log.Error(err, "Deleting env secret failed", "app", client.ObjectKeyFromObject(app))
+	}
+	s.audit(c, "app.delete", app.Name, nil)
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) deleteEnvSecret(ctx context.Context, app *platformv1alpha1.App) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: envSecretName(app.Name)}}
+	if err := s.kube.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"context"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// Releaser rolls apps back; the runtime side of the platform implements
+// it.
+//
+// Rollback records a new release of the tenant's app that runs what
+// release number to ran (store.CreateRollbackRelease does the recording),
+// starts rolling it out, and returns the new release's number. actor is who
+// asked, for the release's created_by. The API has checked that the app
+// exists and that release to exists and is not the current one. Rollback
+// may return before the rollout completes; the App's status tells how it
+// goes. It is safe for concurrent use and stops when ctx ends.
+type Releaser interface {
+	Rollback(ctx context.Context, tenant, app string, to int, actor string) (newRelease int, err error)
+}
+
+// LogLine is one line an app's process printed.
+type LogLine = apiclient.LogLine
+
+// LogSource reads the output of a tenant's running app; the runtime
+// implements it.
+//
+// Logs sends the last tail lines of the app's processes (tail 0 means
+// none) in time order on the returned channel; with follow it then sends
+// new lines as they are printed until ctx ends, without it it closes the
+// channel after the tail. The source closes the channel when it is done or
+// ctx ends, and never blocks forever on a reader that is gone (ctx ends
+// when the HTTP client goes away). An app that exists but has never run
+// has no lines: the channel is closed (or, with follow, stays open) and
+// the error is nil. It is safe for concurrent use.
+type LogSource interface {
+	Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan LogLine, error)
+}

@@ -1,0 +1,100 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// route is one route of the API and what its OpenAPI operation says.
+type route struct {
+	method  string
+	path    string // under Prefix, with echo's :param segments
+	handler echo.HandlerFunc
+	access  access
+
+	summary string
+	// request names the schema of the JSON body; "" for none.
+	request string
+	// requestOptional is true when the body may be left out.
+	requestOptional bool
+	// response names the schema of the 2xx JSON answer ("[]X" for an
+	// array); "" for 204 No Content. responseType overrides the media
+	// type for streams.
+	response     string
+	responseType string
+	status       int // the success status; 200 when zero
+	query        []param
+}
+
+// param is a query parameter.
+type param struct {
+	name, typ, description string
+}
+
+var (
+	followParam = param{"follow", "boolean", "Keep streaming new lines until the build ends (build logs) or the client goes away (runtime logs)."}
+	tailParam   = param{"tail", "integer", "How many of the latest lines to send first (default 100, at most 10000)."}
+	limitParam  = param{"limit", "integer", "The most items to return (default 50, at most 1000)."}
+)
+
+// routeTable lists every route the server registers; the OpenAPI document
+// is made from it.
+func (s *Server) routeTable() []route {
+	return []route{
+		{method: http.MethodGet, path: "/healthz", handler: s.healthz, access: public,
+			summary: "Readiness: 200 when every component is ready, 503 with the reason otherwise", response: "Health"},
+		{method: http.MethodGet, path: "/openapi.json", handler: s.openAPI, access: public,
+			summary: "This document", response: "OpenAPIDocument"},
+		{method: http.MethodGet, path: "/whoami", handler: s.whoAmI, access: anyToken,
+			summary: "Whom the token acts for", response: "WhoAmI"},
+
+		{method: http.MethodGet, path: "/admin/tenants", handler: s.listTenants, access: operator,
+			summary: "List tenants (operators)", response: "[]Tenant"},
+		{method: http.MethodPost, path: "/admin/tenants", handler: s.createTenant, access: operator,
+			summary: "Create a tenant: its namespace, its row and a first API token, whose secret is answered once (operators)",
+			request: "CreateTenantRequest", response: "CreatedTenant", status: http.StatusCreated},
+
+		{method: http.MethodGet, path: "/apps", handler: s.listApps, access: tenant,
+			summary: "List the tenant's apps", response: "[]App"},
+		{method: http.MethodPost, path: "/apps", handler: s.createApp, access: tenant,
+			summary: "Create an app", request: "CreateAppRequest", response: "App", status: http.StatusCreated},
+		{method: http.MethodGet, path: "/apps/:app", handler: s.getApp, access: tenant,
+			summary: "Show an app, its git remote and URL", response: "App"},
+		{method: http.MethodDelete, path: "/apps/:app", handler: s.deleteApp, access: tenant,
+			summary: "Delete an app and its env Secret; its builds and releases stay on record", status: http.StatusNoContent},
+
+		{method: http.MethodGet, path: "/builds", handler: s.listAllBuilds, access: tenant,
+			summary: "List the builds of every app of the tenant, newest first", response: "[]Build", query: []param{limitParam}},
+		{method: http.MethodGet, path: "/apps/:app/builds", handler: s.listBuilds, access: tenant,
+			summary: "List an app's builds, newest first", response: "[]Build", query: []param{limitParam}},
+		{method: http.MethodGet, path: "/apps/:app/builds/:build", handler: s.getBuild, access: tenant,
+			summary: "Show a build; build is its number or latest", response: "Build"},
+		{method: http.MethodGet, path: "/apps/:app/builds/:build/log", handler: s.buildLog, access: tenant,
+			summary:  "A build's output as text, one line per line; with follow=true, streamed until the build ends",
+			response: "text", responseType: "text/plain", query: []param{followParam}},
+
+		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenant,
+			summary: "List an app's releases, newest first", response: "[]Release", query: []param{limitParam}},
+		{method: http.MethodPost, path: "/apps/:app/rollback", handler: s.rollback, access: tenant,
+			summary: "Roll back to a release (default: the one before the current), as a new release",
+			request: "RollbackRequest", requestOptional: true, response: "Rollback", status: http.StatusCreated},
+
+		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenant,
+			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},
+		{method: http.MethodPatch, path: "/apps/:app/env", handler: s.patchEnv, access: tenant,
+			summary: "Set and unset environment variables in one change; with secret=true the values go into the Secret <app>-env",
+			request: "PatchEnvRequest", response: "[]EnvVar"},
+
+		{method: http.MethodGet, path: "/apps/:app/logs", handler: s.appLogs, access: tenant,
+			summary:  "The app's runtime output as JSON lines; with follow=true, streamed until the client goes away",
+			response: "LogLine", responseType: "application/x-ndjson", query: []param{followParam, tailParam}},
+
+		{method: http.MethodGet, path: "/ssh-keys", handler: s.listSSHKeys, access: tenant,
+			summary: "List the tenant's SSH keys", response: "[]SSHKey"},
+		{method: http.MethodPost, path: "/ssh-keys", handler: s.addSSHKey, access: tenant,
+			summary: "Register an SSH key for git pushes", request: "AddSSHKeyRequest", response: "SSHKey", status: http.StatusCreated},
+		{method: http.MethodDelete, path: "/ssh-keys/:id", handler: s.deleteSSHKey, access: tenant,
+			summary: "Remove an SSH key", status: http.StatusNoContent},
+	}
+}

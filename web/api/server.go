@@ -1,0 +1,307 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/store"
+)
+
+// Prefix is where the API is served.
+const Prefix = "/api/v1"
+
+// Options are what New needs. Every field but ReadinessChecks is required.
+type Options struct {
+	// Store holds tenants, tokens, SSH keys, builds, releases and the audit
+	// log.
+	Store *store.Store
+	// Kube reaches the management cluster, with a scheme that has the core
+	// and platform.bex.co kinds.
+	Kube client.Client
+	// Deployer rolls apps back.
+	Deployer Releaser
+	// Logs reads apps' runtime output.
+	Logs LogSource
+	// GitBase is the git receiver's base URL: an app's remote is
+	// <GitBase>/<tenant>/<app>.git.
+	GitBase string
+	// AppDomain is the domain under which apps answer:
+	// http://<app>-<tenant>.<AppDomain>.
+	AppDomain string
+	// Log receives the server's own failures.
+	Log logr.Logger
+	// ReadinessChecks must all pass for GET /api/v1/healthz to answer 200;
+	// the store's connection is always checked.
+	ReadinessChecks []func(context.Context) error
+}
+
+// Server is the platform API.
+type Server struct {
+	store     *store.Store
+	kube      client.Client
+	deployer  Releaser
+	logs      LogSource
+	gitBase   string
+	appDomain string
+	log       logr.Logger
+	checks    []func(context.Context) error
+
+	echo   *echo.Echo
+	routes []route
+}
+
+// New returns the API server for opts. It fails when a required option is
+// missing or malformed.
+func New(opts Options) (*Server, error) {
+	var missing []string
+	for name, isNil := range map[string]bool{
+		"Store": opts.Store == nil, "Kube": opts.Kube == nil, "Deployer": opts.Deployer == nil, "Logs": opts.Logs == nil,
+		"GitBase": opts.GitBase == "", "AppDomain": opts.AppDomain == "",
+	} {
+		if isNil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("creating API server: missing %s", strings.Join(missing, ", "))
+	}
+	if u, err := url.Parse(opts.GitBase); err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("creating API server: GitBase %q is not an absolute URL", opts.GitBase)
+	}
+	if strings.Contains(opts.AppDomain, "/") || strings.HasPrefix(opts.AppDomain, ".") {
+		return nil, fmt.Errorf("creating API server: AppDomain %q is not a domain", opts.AppDomain)
+	}
+	s := &Server{
+		store:     opts.Store,
+		kube:      opts.Kube,
+		deployer:  opts.Deployer,
+		logs:      opts.Logs,
+		gitBase:   strings.TrimSuffix(opts.GitBase, "/"),
+		appDomain: opts.AppDomain,
+		log:       opts.Log,
+		checks:    opts.ReadinessChecks,
+	}
+	s.routes = s.routeTable()
+	s.echo = s.newEcho()
+	return s, nil
+}
+
+// newEcho returns the echo instance that serves s.routes.
+func (s *Server) newEcho() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	// Source addresses are the peer's: nothing in front of the API is
+	// trusted to say otherwise.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.HTTPErrorHandler = s.handleError
+	for _, r := range s.routes {
+		e.Add(r.method, Prefix+r.path, r.handler, s.authenticate(r.access))
+	}
+	return e
+}
+
+// Handler returns the API's HTTP handler; it serves Prefix and answers 404
+// elsewhere.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// access says who may call a route.
+type access int
+
+const (
+	public   access = iota // anyone, without a token
+	tenant                 // a tenant's token
+	operator               // an operator's token
+	anyToken               // any valid token
+)
+
+// principal is who calls: the token, for a tenant's token its tenant, and
+// the email of the user who owns the token, if one does.
+type principal struct {
+	token  store.Token
+	tenant store.Tenant
+	email  string
+}
+
+// actor names the principal in audit entries and releases: the token's
+// user, or "token:<name>" for a machine token.
+func (p principal) actor() string {
+	if p.email != "" {
+		return p.email
+	}
+	return "token:" + p.token.Name
+}
+
+const principalKey = "bex.principal"
+
+func principalOf(c echo.Context) principal {
+	p, _ := c.Get(principalKey).(principal)
+	return p
+}
+
+// authenticate checks the bearer token against what the route needs.
+func (s *Server) authenticate(a access) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if a == public {
+				return next(c)
+			}
+			secret, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+			if !ok || strings.TrimSpace(secret) == "" {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="bex"`)
+				return errUnauthenticated("missing token: send Authorization: Bearer <token>")
+			}
+			ctx := c.Request().Context()
+			tok, err := s.store.AuthenticateToken(ctx, strings.TrimSpace(secret))
+			if errors.Is(err, store.ErrUnauthenticated) {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="bex", error="invalid_token"`)
+				return errUnauthenticated("the token was refused: it is unknown or revoked")
+			}
+			if err != nil {
+				return err
+			}
+			p := principal{token: tok}
+			if tok.TenantID != "" {
+				if p.tenant, err = s.store.GetTenant(ctx, tok.TenantID); err != nil {
+					return err
+				}
+			}
+			if tok.UserID != "" {
+				u, err := s.store.GetUser(ctx, tok.UserID)
+				if err != nil {
+					return err
+				}
+				p.email = u.Email
+			}
+			switch {
+			case a == tenant && tok.TenantID == "":
+				return &httpError{status: http.StatusForbidden, message: "an operator's token acts for no tenant: use a tenant's token"}
+			case a == operator && tok.TenantID != "":
+				return &httpError{status: http.StatusForbidden, message: "this needs an operator's token"}
+			}
+			c.Set(principalKey, p)
+			return next(c)
+		}
+	}
+}
+
+// httpError is an error answer.
+type httpError struct {
+	status  int
+	message string
+	field   string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+func errUnauthenticated(msg string) error {
+	return &httpError{status: http.StatusUnauthorized, message: msg}
+}
+
+// invalid is a 422 answer about a field of the input.
+func invalid(field, format string, args ...any) error {
+	return &httpError{status: http.StatusUnprocessableEntity, field: field, message: fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a 400 answer: the request could not be read.
+func badRequest(format string, args ...any) error {
+	return &httpError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
+}
+
+// notFound is a 404 answer.
+func notFound(format string, args ...any) error {
+	return &httpError{status: http.StatusNotFound, message: fmt.Sprintf(format, args...)}
+}
+
+// handleError turns any error a handler returns into a JSON answer. Errors
+// of the store and of the apiserver map to their statuses; any other is
+// logged and answered 500 without detail.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		// A stream that failed midway: the status is sent already.
+		s.log.Error(err, "Stream failed", "method", c.Request().Method, "path", c.Path())
+		return
+	}
+	var he *httpError
+	var ee *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+	case errors.As(err, &ee):
+		he = &httpError{status: ee.Code, message: fmt.Sprint(ee.Message)}
+		if ee.Code == http.StatusNotFound {
+			he.message = "no such route: see " + Prefix + "/openapi.json"
+		}
+	case errors.Is(err, store.ErrNotFound), apierrors.IsNotFound(err):
+		he = &httpError{status: http.StatusNotFound, message: err.Error()}
+	case errors.Is(err, store.ErrConflict), apierrors.IsAlreadyExists(err):
+		he = &httpError{status: http.StatusConflict, message: err.Error()}
+	case apierrors.IsConflict(err):
+		he = &httpError{status: http.StatusConflict, message: "changed by someone else meanwhile: try again"}
+	case errors.Is(err, store.ErrInvalid), apierrors.IsInvalid(err):
+		he = &httpError{status: http.StatusUnprocessableEntity, message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return // the client went away
+	default:
+		s.log.Error(err, "Request failed", "method", c.Request().Method, "path", c.Path())
+		he = &httpError{status: http.StatusInternalServerError, message: "internal error: the operator's logs say more"}
+	}
+	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field}); err != nil {
+		s.log.Error(err, "Writing error answer failed")
+	}
+}
+
+type errorBody struct {
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// audit records a change made for the caller. A failure to record it is
+// logged: the change is made and the caller is told so.
+func (s *Server) audit(c echo.Context, action, target string, details map[string]any) {
+	p := principalOf(c)
+	e := store.AuditEntry{
+		TenantID:   p.tenant.ID,
+		Actor:      p.actor(),
+		Action:     action,
+		Target:     target,
+		SourceAddr: c.Request().RemoteAddr,
+	}
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["tokenID"] = p.token.ID
+	b, err := json.Marshal(details)
+	if err == nil {
+		e.Details = b
+		err = s.store.Audit(context.WithoutCancel(c.Request().Context()), e)
+	}
+	if err != nil {
+		s.log.Error(err, "Writing audit entry failed", "action", action, "target", target, "actor", e.Actor)
+	}
+}
+
+// bind decodes a JSON body into v, refusing unknown fields. An empty body
+// leaves v as it is when optional.
+func bind(c echo.Context, v any, optional bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) && optional {
+			return nil
+		}
+		return badRequest("the body is not the JSON this route takes: %v", err)
+	}
+	return nil
+}

@@ -30,9 +30,16 @@ func NewScheme() *runtime.Scheme {
 // Names returns the names of the controllers Setup registers.
 func Names() []string { return []string{app.ControllerName} }
 
+// Deps are what the controllers need beyond the manager. Nil fields turn
+// the parts that need them off (see each reconciler).
+type Deps struct {
+	// Releases keeps Apps' current releases running.
+	Releases app.Releases
+}
+
 // Setup registers every controller with mgr.
-func Setup(mgr ctrl.Manager) error {
-	if err := (&app.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+func Setup(mgr ctrl.Manager, deps Deps) error {
+	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: deps.Releases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up %s: %w", app.ControllerName, err)
 	}
 	return nil

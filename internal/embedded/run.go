@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"bex.co/bex/controllers"
@@ -77,6 +79,21 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	stops = append(stops, st.Close)
 	fmt.Fprintln(out, "bex: store migrated")
 
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(prefixed(out, ""))))
+	ctrl.SetLogger(log)
+	kube, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		return fmt.Errorf("creating a client: %w", err)
+	}
+	binDir := ""
+	if exe, err := os.Executable(); err == nil {
+		binDir = filepath.Dir(exe)
+	}
+	svc, err := o.startServices(ctx, kube, st, binDir, log, &stops)
+	if err != nil {
+		return err
+	}
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -85,7 +102,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
-	if err := controllers.Setup(mgr); err != nil {
+	if err := controllers.Setup(mgr, controllers.Deps{Releases: svc.pipeline}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	mgrCtx, cancelMgr := context.WithCancel(ctx)
@@ -105,6 +122,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		{"BEX_APISERVER", cp.Endpoint()},
 		{"BEX_DATABASE_URL", dbURL},
 	}
+	env = append(env, svc.env...)
 	if err := writeEnv(envFile, env); err != nil {
 		return err
 	}
@@ -114,6 +132,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	fmt.Fprintf(tw, "  etcd\t%s\n", cp.EtcdURL())
 	fmt.Fprintf(tw, "  postgres\t%s\n", redact(dbURL))
 	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(controllers.Names(), ", "))
+	for _, kv := range svc.summary {
+		fmt.Fprintf(tw, "  %s\t%s\n", kv[0], kv[1])
+	}
 	fmt.Fprintf(tw, "  kubeconfig\t%s\n", cp.KubeconfigPath())
 	fmt.Fprintf(tw, "  environment\tsource %s\n", envFile)
 	tw.Flush()

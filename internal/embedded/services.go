@@ -1,0 +1,283 @@
+package embedded
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/pipeline"
+	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api"
+)
+
+// devTenant is the tenant make run creates for its user.
+const devTenant = "dev"
+
+// appDomain is where apps answer in embedded mode: <app>-<tenant>.localhost
+// resolves to the loopback address without any DNS set-up.
+const appDomain = "localhost"
+
+// services are the platform's own servers in embedded mode.
+type services struct {
+	pipeline *pipeline.Pipeline
+	env      []envVar
+	summary  [][2]string
+}
+
+// startServices starts the registry, builder, runtime, edge, git receiver
+// and API, each on a port remembered in <state>/ports.json, and registers
+// their shutdown in stops.
+func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, log logr.Logger, stops *[]func()) (*services, error) {
+	ports, err := loadPorts(filepath.Join(o.StateDir, "ports.json"))
+	if err != nil {
+		return nil, err
+	}
+	listen := func(name string) (net.Listener, error) {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Ports[name])))
+		if err != nil && ports.Ports[name] != 0 {
+			return nil, fmt.Errorf("listening for %s on port %d, used last time (free it or delete %s): %w", name, ports.Ports[name], ports.path, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listening for %s: %w", name, err)
+		}
+		ports.Ports[name] = l.Addr().(*net.TCPAddr).Port
+		return l, ports.save()
+	}
+	serve := func(name string, l net.Listener, h http.Handler) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "Server stopped", "server", name)
+			}
+		}()
+		*stops = append(*stops, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		})
+	}
+
+	// Registry.
+	reg, err := registry.New(filepath.Join(o.StateDir, "registry"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the registry: %w", err)
+	}
+	regL, err := listen("registry")
+	if err != nil {
+		return nil, err
+	}
+	serve("registry", regL, reg.Handler())
+
+	// Builder, runtime, pipeline.
+	builder, err := build.New(build.Options{WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), Log: log.WithName("builder")})
+	if err != nil {
+		return nil, fmt.Errorf("creating the builder: %w", err)
+	}
+	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps")})
+	*stops = append(*stops, func() { _ = rt.Close() })
+
+	edgeL, err := listen("edge")
+	if err != nil {
+		return nil, err
+	}
+	edgePort := edgeL.Addr().(*net.TCPAddr).Port
+	urlOf := func(tenant, app string) string {
+		return fmt.Sprintf("http://%s:%d", edge.Hostname(tenant, app, appDomain), edgePort)
+	}
+	pl, err := pipeline.New(pipeline.Options{
+		Store: st, Kube: kube, Builder: builder, Runtime: rt,
+		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("pipeline"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := edge.New(&edge.DefaultHosts{Domain: appDomain, Apps: rt}, edge.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("creating the edge: %w", err)
+	}
+	serve("edge", edgeL, proxy)
+
+	// Git receiver.
+	git, err := gitserver.New(gitserver.Options{
+		Root: filepath.Join(o.StateDir, "git"), Auth: gitAuth{store: st}, Repos: appRepos{kube: kube},
+		Deployer: pl, Log: log.WithName("git"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	gitL, err := listen("git-http")
+	if err != nil {
+		return nil, err
+	}
+	gitSrv := &http.Server{Handler: git.HTTPHandler(), ReadHeaderTimeout: 30 * time.Second} // no write timeout: builds stream
+	go func() { _ = gitSrv.Serve(gitL) }()
+	*stops = append(*stops, func() { _ = gitSrv.Close() })
+	sshL, err := listen("git-ssh")
+	if err != nil {
+		return nil, err
+	}
+	hostKey, err := loadHostKey(filepath.Join(o.StateDir, "ssh_host_ed25519_key"))
+	if err != nil {
+		return nil, err
+	}
+	sshCtx, cancelSSH := context.WithCancel(ctx)
+	go func() { _ = git.ServeSSH(sshCtx, sshL, hostKey) }()
+	*stops = append(*stops, func() { cancelSSH(); sshL.Close() })
+
+	// API.
+	gitBase := "http://" + gitL.Addr().String()
+	apiSrv, err := api.New(api.Options{
+		Store: st, Kube: kube, Deployer: pl, Logs: runtimeLogs{driver: rt},
+		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgePort), Log: log.WithName("api"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	apiL, err := listen("api")
+	if err != nil {
+		return nil, err
+	}
+	serve("api", apiL, apiSrv.Handler())
+
+	devToken, err := o.ensureTenant(ctx, kube, st, devTenant, filepath.Join(o.StateDir, "dev-token"), false)
+	if err != nil {
+		return nil, err
+	}
+	opToken, err := o.ensureTenant(ctx, kube, st, "", filepath.Join(o.StateDir, "operator-token"), true)
+	if err != nil {
+		return nil, err
+	}
+	apiURL := "http://" + apiL.Addr().String()
+	httpURL := fmt.Sprintf("http://127.0.0.1:%d", edgePort)
+	sshURL := "ssh://git@" + sshL.Addr().String()
+	return &services{
+		pipeline: pl,
+		env: []envVar{
+			{"BEX_API", apiURL}, {"BEX_GIT", gitBase}, {"BEX_GIT_SSH", sshURL}, {"BEX_TOKEN", devToken},
+			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, edgePort)},
+		},
+		summary: [][2]string{
+			{"API", apiURL}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
+			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d", appDomain, edgePort)}, {"registry", regL.Addr().String()},
+		},
+	}, nil
+}
+
+// ensureTenant makes sure a tenant (or, with operator, an operator user)
+// exists and that the token kept in tokenFile is valid, creating both when
+// not, and returns the token.
+func (o *Options) ensureTenant(ctx context.Context, kube client.Client, st *store.Store, name, tokenFile string, operator bool) (string, error) {
+	if data, err := os.ReadFile(tokenFile); err == nil {
+		secret := strings.TrimSpace(string(data))
+		if _, err := st.AuthenticateToken(ctx, secret); err == nil {
+			return secret, nil
+		}
+	}
+	var tenantID, userID string
+	if operator {
+		u, err := st.CreateUser(ctx, store.NewUser{Email: "operator@" + appDomain, Role: store.RoleOperator})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return "", fmt.Errorf("creating the operator: %w", err)
+		}
+		if err != nil {
+			return "", fmt.Errorf("the operator exists but %s is missing or refused: delete the state directory to start over: %w", tokenFile, err)
+		}
+		userID = u.ID
+	} else {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.TenantLabel: name}}}
+		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+		t, err := st.GetTenantByName(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			t, err = st.CreateTenant(ctx, name)
+		}
+		if err != nil {
+			return "", fmt.Errorf("creating tenant %s: %w", name, err)
+		}
+		tenantID = t.ID
+	}
+	secret, _, err := st.CreateToken(ctx, tenantID, userID, "make-run")
+	if err != nil {
+		return "", fmt.Errorf("creating a token: %w", err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// ports remembers which port each service listened on, so that URLs in
+// .bex/env and image references in the registry stay valid across runs.
+type ports struct {
+	path  string
+	Ports map[string]int `json:"ports"`
+}
+
+func loadPorts(path string) (*ports, error) {
+	p := &ports{path: path, Ports: map[string]int{}}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, p); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if p.Ports == nil {
+		p.Ports = map[string]int{}
+	}
+	return p, nil
+}
+
+func (p *ports) save() error {
+	data, _ := json.MarshalIndent(p, "", "  ")
+	return os.WriteFile(p.path, data, 0o644)
+}
+
+// loadHostKey reads the git SSH server's host key, creating it once.
+func loadHostKey(path string) (ssh.Signer, error) {
+	if data, err := os.ReadFile(path); err == nil {
+		return ssh.ParsePrivateKey(data)
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(key, "bex git host key")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, err
+	}
+	return ssh.NewSignerFromKey(key)
+}
+
+var _ io.Closer = (*process.Driver)(nil)

@@ -1,0 +1,15 @@
+// Package pipeline turns a push into a running release: it is the git
+// receiver's Deployer and the API's Releaser.
+//
+// For a push it records a build in the store, runs the builder with the
+// build's output going both to the pusher (through the git side-band) and to
+// the store, rolls the image out with the runtime driver, records the
+// release — numbered, immutable — only once the runtime reports it healthy,
+// and writes the App's status.currentRelease and status.url. A failed build
+// or rollout changes nothing that is running. Rollback rolls an earlier
+// release's image and config out as a new release.
+//
+// EnsureRunning brings the runtime back to the App's current release after a
+// restart; the App controller calls it, level-based. Work on one app is
+// serialised; different apps proceed in parallel.
+package pipeline

@@ -1,0 +1,416 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
+)
+
+// Options configure a Pipeline.
+type Options struct {
+	Store   *store.Store
+	Kube    client.Client
+	Builder *build.Builder
+	Runtime runtime.Driver
+	// ReleasesDir holds unpacked images for the process runtime:
+	// <ReleasesDir>/<tenant>/<app>/v<N>.
+	ReleasesDir string
+	// BinDir is added to every app's PATH (bex-static lives there).
+	BinDir string
+	// URL returns an app's public URL.
+	URL func(tenant, app string) string
+	Log logr.Logger
+}
+
+// Pipeline builds, releases and rolls back apps.
+type Pipeline struct {
+	opts  Options
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+var _ gitserver.Deployer = (*Pipeline)(nil)
+
+// New checks the options.
+func New(opts Options) (*Pipeline, error) {
+	switch {
+	case opts.Store == nil:
+		return nil, errors.New("pipeline: Store is nil")
+	case opts.Kube == nil:
+		return nil, errors.New("pipeline: Kube is nil")
+	case opts.Builder == nil:
+		return nil, errors.New("pipeline: Builder is nil")
+	case opts.Runtime == nil:
+		return nil, errors.New("pipeline: Runtime is nil")
+	case opts.ReleasesDir == "":
+		return nil, errors.New("pipeline: ReleasesDir is empty")
+	case opts.URL == nil:
+		return nil, errors.New("pipeline: URL is nil")
+	}
+	return &Pipeline{opts: opts, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// lock serialises work on one app.
+func (p *Pipeline) lock(tenant, app string) func() {
+	p.mu.Lock()
+	l, ok := p.locks[tenant+"/"+app]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[tenant+"/"+app] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Deploy builds push.New, rolls it out and records the release.
+func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Writer) (gitserver.DeployResult, error) {
+	defer p.lock(push.Tenant, push.App)()
+	tenant, err := p.opts.Store.GetTenantByName(ctx, push.Tenant)
+	if err != nil {
+		return gitserver.DeployResult{}, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
+	}
+	app, err := p.app(ctx, push.Tenant, push.App)
+	if err != nil {
+		return gitserver.DeployResult{}, err
+	}
+	b, err := p.opts.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack)})
+	if err != nil {
+		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
+	}
+	logs := newLogWriter(ctx, p.opts.Store, b.ID)
+	out := io.MultiWriter(log, logs)
+	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
+	res, buildErr := p.opts.Builder.Build(ctx, build.Request{
+		Tenant: push.Tenant, App: push.App, RepoDir: push.RepoDir, Commit: push.New,
+		Stack: app.Spec.Build.Stack, Command: app.Spec.Build.Command, Dockerfile: app.Spec.Build.Dockerfile,
+	}, out)
+	if buildErr != nil {
+		logs.Close()
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error()})
+		return gitserver.DeployResult{}, buildErr
+	}
+
+	latest, err := p.latestNumber(ctx, tenant.ID, push.App)
+	if err != nil {
+		logs.Close()
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Image: res.Image, Error: err.Error()})
+		return gitserver.DeployResult{}, err
+	}
+	config := configOf(app)
+	number := latest + 1
+	fmt.Fprintf(out, "-----> Releasing v%d\n", number)
+	if err := p.rollout(ctx, app, number, res.Image, config, out); err != nil {
+		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
+		logs.Close()
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Image: res.Image, Error: "release failed: " + err.Error()})
+		return gitserver.DeployResult{}, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
+	}
+	logs.Close()
+	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image})
+	rel, err := p.opts.Store.CreateRelease(ctx, store.NewRelease{
+		TenantID: tenant.ID, App: push.App, BuildID: b.ID, Image: res.Image, Config: config,
+		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
+	})
+	if err != nil {
+		return gitserver.DeployResult{}, fmt.Errorf("recording release v%d: %w", number, err)
+	}
+	url := p.opts.URL(push.Tenant, push.App)
+	if err := p.setCurrent(ctx, app, rel.Number, url); err != nil {
+		return gitserver.DeployResult{}, err
+	}
+	return gitserver.DeployResult{Release: rel.Number, URL: url}, nil
+}
+
+// Rollback rolls release `to` out again as a new release.
+func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
+	defer p.lock(tenantName, appName)()
+	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
+	if err != nil {
+		return 0, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
+	}
+	app, err := p.app(ctx, tenantName, appName)
+	if err != nil {
+		return 0, err
+	}
+	target, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, to)
+	if err != nil {
+		return 0, fmt.Errorf("release v%d: %w", to, err)
+	}
+	latest, err := p.latestNumber(ctx, tenant.ID, appName)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.rollout(ctx, app, latest+1, target.Image, target.Config, io.Discard); err != nil {
+		return 0, fmt.Errorf("rolling back to v%d failed, the current release keeps serving: %w", to, err)
+	}
+	rel, err := p.opts.Store.CreateRollbackRelease(ctx, tenant.ID, appName, to, actor)
+	if err != nil {
+		return 0, fmt.Errorf("recording the rollback: %w", err)
+	}
+	if err := p.setCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
+		return 0, err
+	}
+	return rel.Number, nil
+}
+
+// EnsureRunning makes the runtime run the App's current release, rolling it
+// out again when the runtime does not (after a restart of the platform).
+func (p *Pipeline) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
+	if app.Status.CurrentRelease == 0 {
+		return nil
+	}
+	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
+	if err == nil && st.Release == int(app.Status.CurrentRelease) && len(st.Instances) > 0 {
+		return nil
+	}
+	defer p.lock(app.Namespace, app.Name)()
+	tenant, err := p.opts.Store.GetTenantByName(ctx, app.Namespace)
+	if err != nil {
+		return fmt.Errorf("looking up tenant %s: %w", app.Namespace, err)
+	}
+	rel, err := p.opts.Store.GetRelease(ctx, tenant.ID, app.Name, int(app.Status.CurrentRelease))
+	if err != nil {
+		return fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
+	}
+	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard)
+}
+
+// Remove stops everything the runtime runs for the app.
+func (p *Pipeline) Remove(ctx context.Context, tenant, app string) error {
+	defer p.lock(tenant, app)()
+	if err := p.opts.Runtime.Remove(ctx, tenant, app); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(p.opts.ReleasesDir, tenant, app))
+}
+
+// rollout unpacks image and hands the release to the runtime.
+func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
+	dir := filepath.Join(p.opts.ReleasesDir, app.Namespace, app.Name, fmt.Sprintf("v%d", number))
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	img, err := build.Unpack(ctx, image, dir)
+	if err != nil {
+		return fmt.Errorf("unpacking %s: %w", image, err)
+	}
+	env, err := p.environment(ctx, app.Namespace, img, config)
+	if err != nil {
+		return err
+	}
+	rel := runtime.Release{
+		Tenant: app.Namespace, App: app.Name, Number: number, Image: image, Dir: img.WorkingDir,
+		Env: env, Processes: processes(app, img.Processes), HealthCheck: healthCheck(app),
+	}
+	if app.Spec.Resources != nil {
+		if app.Spec.Resources.CPU != nil {
+			rel.Resources.CPU = app.Spec.Resources.CPU.String()
+		}
+		if app.Spec.Resources.Memory != nil {
+			rel.Resources.Memory = app.Spec.Resources.Memory.String()
+		}
+	}
+	return p.opts.Runtime.Deploy(ctx, rel, out)
+}
+
+// environment is the image's env, the platform's PATH addition and the
+// release config with secrets read from the tenant's namespace.
+func (p *Pipeline) environment(ctx context.Context, namespace string, img build.ImageConfig, config map[string]store.ConfigValue) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range img.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if p.opts.BinDir != "" {
+		if env["PATH"] == "" {
+			env["PATH"] = os.Getenv("PATH")
+		}
+		env["PATH"] = env["PATH"] + string(os.PathListSeparator) + p.opts.BinDir
+	}
+	for name, v := range config {
+		switch {
+		case v.Value != nil:
+			env[name] = *v.Value
+		case v.SecretKeyRef != nil:
+			var sec corev1.Secret
+			if err := p.opts.Kube.Get(ctx, types.NamespacedName{Namespace: namespace, Name: v.SecretKeyRef.Name}, &sec); err != nil {
+				return nil, fmt.Errorf("reading secret %s for %s: %w", v.SecretKeyRef.Name, name, err)
+			}
+			val, ok := sec.Data[v.SecretKeyRef.Key]
+			if !ok {
+				return nil, fmt.Errorf("secret %s has no key %s (for %s)", v.SecretKeyRef.Name, v.SecretKeyRef.Key, name)
+			}
+			env[name] = string(val)
+		}
+	}
+	return env, nil
+}
+
+func (p *Pipeline) app(ctx context.Context, tenant, name string) (*platformv1alpha1.App, error) {
+	app := &platformv1alpha1.App{}
+	if err := p.opts.Kube.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, app); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("app %s does not exist: create it with `bex apps create %s`", name, name)
+		}
+		return nil, fmt.Errorf("reading app %s: %w", name, err)
+	}
+	return app, nil
+}
+
+func (p *Pipeline) latestNumber(ctx context.Context, tenantID, app string) (int, error) {
+	rel, err := p.opts.Store.LatestRelease(ctx, tenantID, app)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the latest release: %w", err)
+	}
+	return rel.Number, nil
+}
+
+func (p *Pipeline) setCurrent(ctx context.Context, app *platformv1alpha1.App, number int, url string) error {
+	base := app.DeepCopy()
+	app.Status.CurrentRelease = int64(number)
+	app.Status.URL = url
+	if err := p.opts.Kube.Status().Patch(ctx, app, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("recording release v%d on the app: %w", number, err)
+	}
+	return nil
+}
+
+func (p *Pipeline) finish(buildID string, res store.BuildResult) {
+	// The build's outcome is recorded even when the push was cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.opts.Store.FinishBuild(ctx, buildID, res); err != nil {
+		p.opts.Log.Error(err, "Recording build result", "build", buildID)
+	}
+}
+
+// configOf snapshots the App's env as release config.
+func configOf(app *platformv1alpha1.App) map[string]store.ConfigValue {
+	config := map[string]store.ConfigValue{}
+	for _, e := range app.Spec.Env {
+		switch {
+		case e.Value != nil:
+			v := *e.Value
+			config[e.Name] = store.ConfigValue{Value: &v}
+		case e.SecretKeyRef != nil:
+			config[e.Name] = store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: e.SecretKeyRef.Name, Key: e.SecretKeyRef.Key}}
+		}
+	}
+	return config
+}
+
+// processes combines the image's commands with the App's overrides. As on
+// Heroku, web runs one instance unless told otherwise and other types none.
+func processes(app *platformv1alpha1.App, image map[string]string) map[string]runtime.Process {
+	out := map[string]runtime.Process{}
+	for name, cmd := range image {
+		replicas := 0
+		if name == "web" {
+			replicas = 1
+		}
+		out[name] = runtime.Process{Command: cmd, Replicas: replicas}
+	}
+	for _, pr := range app.Spec.Processes {
+		p := out[pr.Name]
+		if pr.Command != "" {
+			p.Command = pr.Command
+		}
+		if pr.Replicas != nil {
+			p.Replicas = int(*pr.Replicas)
+		}
+		out[pr.Name] = p
+	}
+	return out
+}
+
+func healthCheck(app *platformv1alpha1.App) runtime.HealthCheck {
+	hc := app.Spec.HealthCheck
+	if hc == nil {
+		return runtime.HealthCheck{}
+	}
+	out := runtime.HealthCheck{
+		Path:             hc.Path,
+		Timeout:          time.Duration(hc.TimeoutSeconds) * time.Second,
+		Interval:         time.Duration(hc.IntervalSeconds) * time.Second,
+		SuccessThreshold: int(hc.SuccessThreshold),
+		FailureThreshold: int(hc.FailureThreshold),
+	}
+	if hc.Port != nil {
+		out.Port = int(*hc.Port)
+	}
+	return out
+}
+
+func short(commit string) string {
+	if len(commit) > 7 {
+		return commit[:7]
+	}
+	return commit
+}
+
+// logWriter appends a build's output to the store line by line.
+type logWriter struct {
+	ctx     context.Context
+	store   *store.Store
+	buildID string
+	pw      *io.PipeWriter
+	done    chan struct{}
+}
+
+func newLogWriter(ctx context.Context, st *store.Store, buildID string) *logWriter {
+	pr, pw := io.Pipe()
+	w := &logWriter{ctx: context.WithoutCancel(ctx), store: st, buildID: buildID, pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			_ = st.AppendBuildLog(w.ctx, buildID, sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	return w
+}
+
+func (w *logWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }
+
+// Close flushes the lines written so far into the store.
+func (w *logWriter) Close() {
+	w.pw.Close()
+	<-w.done
+}
+
+// Health reports whether the runtime serves the app's current release.
+func (p *Pipeline) Health(ctx context.Context, tenant, app string) (bool, string, error) {
+	st, err := p.opts.Runtime.Status(ctx, tenant, app)
+	if err != nil {
+		return false, "", err
+	}
+	return st.Ready, st.Message, nil
+}

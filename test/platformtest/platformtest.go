@@ -1,0 +1,182 @@
+package platformtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/controllers"
+)
+
+// BuildBinaries builds the platform's commands into one directory (as make
+// build does into bin/) and returns it.
+func BuildBinaries(t testing.TB, cmds ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, c := range cmds {
+		out, err := exec.Command("go", "build", "-o", dir+"/", "bex.co/bex/cmd/"+c).CombinedOutput()
+		if err != nil {
+			t.Fatalf("building %s: %v\n%s", c, err, out)
+		}
+	}
+	return dir
+}
+
+// Platform is a running bex-embedded.
+type Platform struct {
+	cmd   *exec.Cmd
+	State string
+	mu    sync.Mutex
+	out   bytes.Buffer
+	done  chan error
+}
+
+// Start runs binDir/bex-embedded on state with DATABASE_URL=dbURL. The
+// platform is interrupted at the end of the test if it still runs.
+func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string) *Platform {
+	t.Helper()
+	p := &Platform{State: state, done: make(chan error, 1)}
+	p.cmd = exec.CommandContext(ctx, filepath.Join(binDir, "bex-embedded"), "--state-dir", state)
+	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+	p.cmd.Stdout = (*lockedWriter)(p)
+	p.cmd.Stderr = (*lockedWriter)(p)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-p.done:
+			case <-time.After(time.Minute):
+				_ = p.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("bex-embedded output:\n%s", p.Output())
+		}
+	})
+	return p
+}
+
+type lockedWriter Platform
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.Write(b)
+}
+
+// Output returns what the platform printed so far.
+func (p *Platform) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// WaitEnv waits for <state>/env and parses it.
+func (p *Platform) WaitEnv(ctx context.Context, t testing.TB) map[string]string {
+	t.Helper()
+	path := filepath.Join(p.State, "env")
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			return ParseEnv(string(data))
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("bex-embedded exited before it was ready: %v\n%s", err, p.Output())
+		case <-ctx.Done():
+			t.Fatalf("bex-embedded not ready: %v\n%s", ctx.Err(), p.Output())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Interrupt sends SIGINT, as Ctrl-C does, and waits for a clean exit.
+func (p *Platform) Interrupt(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("bex-embedded exited with %v after SIGINT\n%s", err, p.Output())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("bex-embedded did not stop within 2 minutes of SIGINT\n%s", p.Output())
+	}
+}
+
+// Children lists the processes whose parent is the platform.
+func (p *Platform) Children(t testing.TB) []int {
+	t.Helper()
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(p.cmd.Process.Pid)).Output()
+	if err != nil {
+		t.Fatalf("listing the platform's processes: %v", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		var pid int
+		if _, err := fmt.Sscan(f, &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// ParseEnv reads the export lines of an env file.
+func ParseEnv(s string) map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "export ")
+		if !ok {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		out[k] = strings.Trim(v, "'")
+	}
+	return out
+}
+
+// Client returns a controller-runtime client for a kubeconfig.
+func Client(t testing.TB, kubeconfig string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// WaitFor polls ok until it is true or ctx ends.
+func WaitFor(ctx context.Context, t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package push_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/test/platformtest"
+)
+
+// tenant is a user of the platform: the bex CLI with a token, and git.
+type tenant struct {
+	t       *testing.T
+	bin     string
+	env     map[string]string
+	token   string
+	home    string
+	keyFile string
+}
+
+func (u *tenant) bex(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(u.bin, "bex"), args...)
+	cmd.Env = append(os.Environ(), "BEX_API="+u.env["BEX_API"], "BEX_TOKEN="+u.token, "XDG_CONFIG_HOME="+u.home, "HOME="+u.home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (u *tenant) mustBex(args ...string) string {
+	u.t.Helper()
+	out, err := u.bex(args...)
+	if err != nil {
+		u.t.Fatalf("bex %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (u *tenant) git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "HOME="+u.home,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	if u.keyFile != "" {
+		cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND=ssh -i "+u.keyFile+" -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (u *tenant) mustGit(dir string, args ...string) string {
+	u.t.Helper()
+	out, err := u.git(dir, args...)
+	if err != nil {
+		u.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// remote is the HTTP git URL of an app with the token as password.
+func (u *tenant) remote(tenantName, app string) string {
+	base, _ := url.Parse(u.env["BEX_GIT"])
+	base.User = url.UserPassword("bex", u.token)
+	return base.String() + "/" + tenantName + "/" + app + ".git"
+}
+
+// writeApp writes a Go web app answering body on every path but /healthz.
+func writeApp(t *testing.T, dir, body string, compiles bool) {
+	t.Helper()
+	src := fmt.Sprintf(`package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, %q) })
+	fmt.Println("listening on", os.Getenv("PORT"))
+	http.ListenAndServe(":"+os.Getenv("PORT"), nil)
+}
+`, body)
+	if !compiles {
+		src = strings.Replace(src, "func main() {", "func main() {\n\tnotDefinedAnywhere()", 1)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/hello\n\ngo 1.22\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get fetches an app through the edge by its default hostname.
+func get(ctx context.Context, edgeURL, host string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, edgeURL+"/", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+func TestPushToLive(t *testing.T) {
+	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex", "bex-static")
+	state := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	p := platformtest.Start(ctx, t, bin, state, pgtest.NewDatabase(t))
+	env := p.WaitEnv(ctx, t)
+	dev := &tenant{t: t, bin: bin, env: env, token: env["BEX_TOKEN"], home: t.TempDir()}
+	host := "hello-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+
+	info := dev.mustBex("apps", "create", "hello")
+	if !strings.Contains(info, "dev/hello.git") {
+		t.Fatalf("apps create does not print the git remote:\n%s", info)
+	}
+	info = dev.mustBex("apps", "info", "hello")
+	if !strings.Contains(info, "dev/hello.git") || !strings.Contains(info, host) {
+		t.Fatalf("apps info lacks the remote or the URL %s:\n%s", host, info)
+	}
+
+	repo := t.TempDir()
+	dev.mustGit(repo, "init", "-q", "-b", "main")
+	writeApp(t, repo, "hello v1", true)
+	dev.mustGit(repo, "add", ".")
+	dev.mustGit(repo, "commit", "-q", "-m", "v1")
+
+	t.Run("push over HTTP streams the build and goes live", func(t *testing.T) {
+		out := dev.mustGit(repo, "push", dev.remote("dev", "hello"), "main")
+		for _, want := range []string{"remote: ", "go build", "Released v1", host} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("push output lacks %q:\n%s", want, out)
+			}
+		}
+		if code, body, err := get(ctx, env["BEX_HTTP"], host); err != nil || code != 200 || body != "hello v1" {
+			t.Fatalf("GET %s = %d %q %v, want 200 \"hello v1\"", host, code, body, err)
+		}
+	})
+
+	t.Run("second release under load loses no request", func(t *testing.T) {
+		writeApp(t, repo, "hello v2", true)
+		dev.mustGit(repo, "commit", "-q", "-am", "v2")
+		var failures, total atomic.Int64
+		var seenV2 atomic.Bool
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 20000; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, body, err := get(ctx, env["BEX_HTTP"], host)
+					total.Add(1)
+					if err != nil || code != 200 || (body != "hello v1" && body != "hello v2") {
+						failures.Add(1)
+						t.Logf("failed request: %d %q %v", code, body, err)
+					}
+					if body == "hello v2" {
+						seenV2.Store(true)
+					}
+				}
+			}()
+		}
+		out := dev.mustGit(repo, "push", dev.remote("dev", "hello"), "main")
+		// Keep the load on until v2 answers, then a little longer.
+		platformtest.WaitFor(ctx, t, "v2 to answer", seenV2.Load)
+		close(stop)
+		wg.Wait()
+		if !strings.Contains(out, "Released v2") {
+			t.Fatalf("push output lacks Released v2:\n%s", out)
+		}
+		if failures.Load() != 0 {
+			t.Fatalf("%d of %d requests failed during the switch", failures.Load(), total.Load())
+		}
+		t.Logf("%d requests during the switch, none failed", total.Load())
+	})
+
+	t.Run("a push that does not compile is refused and v2 keeps serving", func(t *testing.T) {
+		writeApp(t, repo, "hello v3", false)
+		dev.mustGit(repo, "commit", "-q", "-am", "broken")
+		out, err := dev.git(repo, "push", dev.remote("dev", "hello"), "main")
+		if err == nil {
+			t.Fatalf("push of code that does not compile succeeded:\n%s", out)
+		}
+		if !strings.Contains(out, "notDefinedAnywhere") {
+			t.Fatalf("push output lacks the compiler's error:\n%s", out)
+		}
+		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v2" {
+			t.Fatalf("after a failed build the app answers %q, want \"hello v2\"", body)
+		}
+		log := dev.mustBex("builds", "log", "hello")
+		if !strings.Contains(log, "notDefinedAnywhere") {
+			t.Fatalf("the failed build's log lacks the compiler error:\n%s", log)
+		}
+		dev.mustGit(repo, "reset", "-q", "--hard", "HEAD~1")
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		wrong := &tenant{t: t, bin: bin, env: env, token: "bex_wrongwrongwrong", home: t.TempDir()}
+		if out, err := wrong.git(repo, "push", wrong.remote("dev", "hello"), "main"); err == nil || strings.Contains(out, "Released") {
+			t.Fatalf("push with a wrong token succeeded:\n%s", out)
+		}
+		if out, err := wrong.bex("apps", "create", "sneaky"); err == nil {
+			t.Fatalf("bex with a wrong token succeeded:\n%s", out)
+		}
+		if out := dev.mustBex("apps", "list"); strings.Contains(out, "sneaky") {
+			t.Fatalf("a refused request created an app:\n%s", out)
+		}
+
+		op := &tenant{t: t, bin: bin, env: env, token: env["BEX_OPERATOR_TOKEN"], home: t.TempDir()}
+		created := op.mustBex("admin", "tenant", "create", "other", "-o", "json")
+		otherToken := between(created, `"token": "`, `"`)
+		if otherToken == "" {
+			otherToken = between(created, `"token":"`, `"`)
+		}
+		other := &tenant{t: t, bin: bin, env: env, token: otherToken, home: t.TempDir()}
+		out, err := other.git(repo, "push", other.remote("dev", "hello"), "main")
+		if err == nil || !strings.Contains(out, "not found") {
+			t.Fatalf("another tenant's push to dev/hello: err=%v\n%s", err, out)
+		}
+		if out, err := other.bex("apps", "info", "hello"); err == nil {
+			t.Fatalf("another tenant reads dev's app:\n%s", out)
+		}
+
+		out, err = dev.git(repo, "push", dev.remote("dev", "nosuchapp"), "main")
+		if err == nil || !strings.Contains(out, "does not exist") {
+			t.Fatalf("push to an app that does not exist: err=%v\n%s", err, out)
+		}
+
+		// Non-fast-forward: a clone one commit behind with a new commit.
+		behind := t.TempDir()
+		dev.mustGit(behind, "clone", "-q", dev.remote("dev", "hello"), ".")
+		dev.mustGit(behind, "reset", "-q", "--hard", "HEAD~1")
+		must(t, os.WriteFile(filepath.Join(behind, "NOTES"), []byte("diverged\n"), 0o644))
+		dev.mustGit(behind, "add", ".")
+		dev.mustGit(behind, "commit", "-q", "-m", "diverged")
+		out, err = dev.git(behind, "push", dev.remote("dev", "hello"), "main")
+		if err == nil || !strings.Contains(out, "rejected") {
+			t.Fatalf("non-fast-forward push: err=%v\n%s", err, out)
+		}
+	})
+
+	t.Run("push over SSH", func(t *testing.T) {
+		dir := t.TempDir()
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		must(t, err)
+		block, err := ssh.MarshalPrivateKey(key, "")
+		must(t, err)
+		dev.keyFile = filepath.Join(dir, "id_ed25519")
+		must(t, os.WriteFile(dev.keyFile, pem.EncodeToMemory(block), 0o600))
+		pub, err := ssh.NewPublicKey(key.Public())
+		must(t, err)
+		must(t, os.WriteFile(dev.keyFile+".pub", ssh.MarshalAuthorizedKey(pub), 0o644))
+		dev.mustBex("keys", "add", dev.keyFile+".pub")
+
+		writeApp(t, repo, "hello v4", true)
+		dev.mustGit(repo, "commit", "-q", "-am", "v4")
+		out := dev.mustGit(repo, "push", env["BEX_GIT_SSH"]+"/dev/hello.git", "main")
+		if !strings.Contains(out, "Released v3") {
+			t.Fatalf("SSH push output lacks Released v3:\n%s", out)
+		}
+		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v4" {
+			t.Fatalf("after the SSH push the app answers %q, want \"hello v4\"", body)
+		}
+	})
+
+	t.Run("rollback brings back the previous release", func(t *testing.T) {
+		out := dev.mustBex("rollback", "hello")
+		if !strings.Contains(out, "v2") {
+			t.Fatalf("rollback output does not name v2:\n%s", out)
+		}
+		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v2" {
+			t.Fatalf("after rollback the app answers %q, want \"hello v2\"", body)
+		}
+		if rel := dev.mustBex("releases", "hello"); !strings.Contains(rel, "v4") || !strings.Contains(strings.ToLower(rel), "rollback") {
+			t.Fatalf("releases do not show the rollback as v4:\n%s", rel)
+		}
+	})
+}
+
+func between(s, start, end string) string {
+	i := strings.Index(s, start)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(start):]
+	j := strings.Index(s, end)
+	if j < 0 {
+		return ""
+	}
+	return s[:j]
+}

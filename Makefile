@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade build kubebin generate verify fmt vet clean
+.PHONY: all run test test-upgrade build kubebin generate verify bench-push fmt vet clean
 
 all: build
 
@@ -37,6 +37,10 @@ verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+## bench-push: push-to-live figures on the embedded platform (docs/perf.md)
+bench-push:
+	$(GO) run ./test/bench/pushbench --pushes 6
 
 clean:
 	rm -rf bin out

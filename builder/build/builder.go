@@ -18,6 +18,10 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
 
+// AppBuildPrefix starts the log line that reports how long the stack's own
+// build steps took, followed by the duration ("App build took 1.234s").
+const AppBuildPrefix = "App build took"
+
 // DefaultTimeout is a build's time limit unless Options say otherwise
 // (Heroku's is 15 minutes too).
 const DefaultTimeout = 15 * time.Minute
@@ -75,6 +79,10 @@ type Result struct {
 	// the stack's defaults; commands run in a shell in the app's directory.
 	Processes map[string]string
 	Duration  time.Duration
+	// AppBuild is the time the stack's own build steps took (go build,
+	// npm install, …): the app's compile time, as opposed to the
+	// platform's overhead around it.
+	AppBuild time.Duration
 }
 
 // New checks the options and prepares the work root.
@@ -222,11 +230,16 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		return w.buildDockerfile(ctx, b.opts.BuildKitAddr, p, ref)
 	}
 
+	stepsStart := time.Now()
 	for _, s := range p.steps {
 		fmt.Fprintf(out, "-----> %s\n", s.title)
 		if err := w.runStep(ctx, s); err != nil {
 			return Result{}, w.ctxErr(ctx, err)
 		}
+	}
+	appBuild := time.Since(stepsStart)
+	if len(p.steps) > 0 {
+		fmt.Fprintf(out, "       %s %s\n", AppBuildPrefix, appBuild.Round(time.Millisecond))
 	}
 	procs, err := processes(w.app, p.processes)
 	if err != nil {
@@ -250,6 +263,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		Image:     ref.Context().Digest(digest).String(),
 		Digest:    digest,
 		Processes: procs,
+		AppBuild:  appBuild,
 	}, nil
 }
 

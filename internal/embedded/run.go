@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -89,7 +90,8 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if exe, err := os.Executable(); err == nil {
 		binDir = filepath.Dir(exe)
 	}
-	svc, err := o.startServices(ctx, kube, st, binDir, log, &stops)
+	var ready atomic.Bool
+	svc, err := o.startServices(ctx, kube, st, binDir, &ready, log, &stops)
 	if err != nil {
 		return err
 	}
@@ -126,6 +128,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if err := writeEnv(envFile, env); err != nil {
 		return err
 	}
+	ready.Store(true)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(out, "bex: ready")
 	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", o.KubeVersion, cp.Endpoint())

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -51,7 +52,7 @@ type services struct {
 // startServices starts the registry, builder, runtime, edge, git receiver
 // and API, each on a port remembered in <state>/ports.json, and registers
 // their shutdown in stops.
-func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, log logr.Logger, stops *[]func()) (*services, error) {
+func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, ready *atomic.Bool, log logr.Logger, stops *[]func()) (*services, error) {
 	ports, err := loadPorts(filepath.Join(o.StateDir, "ports.json"))
 	if err != nil {
 		return nil, err
@@ -153,6 +154,21 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	apiSrv, err := api.New(api.Options{
 		Store: st, Kube: kube, Deployer: pl, Logs: runtimeLogs{driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgePort), Log: log.WithName("api"),
+		ReadinessChecks: []func(context.Context) error{
+			func(context.Context) error {
+				if !ready.Load() {
+					return errors.New("the platform is starting")
+				}
+				return nil
+			},
+			func(ctx context.Context) error {
+				var nss corev1.NamespaceList
+				if err := kube.List(ctx, &nss, client.Limit(1)); err != nil {
+					return fmt.Errorf("kube-apiserver: %w", err)
+				}
+				return nil
+			},
+		},
 	})
 	if err != nil {
 		return nil, err

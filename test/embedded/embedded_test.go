@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,16 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("BEX_DATABASE_URL = %q, want the DATABASE_URL given, %q", env["BEX_DATABASE_URL"], dbURL)
 	}
 	c := platformtest.Client(t, env["BEX_KUBECONFIG"])
+
+	// Once the env file is there, the API says every component is ready.
+	resp, err := http.Get(env["BEX_API"] + "/api/v1/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/healthz = %s once ready, want 200", resp.Status)
+	}
 
 	// The apiserver serves the App and Route resources.
 	cfg, _ := clientcmd.BuildConfigFromFlags("", env["BEX_KUBECONFIG"])

@@ -1,0 +1,3 @@
+// Package bench holds scripted measurements that print figures: each
+// subdirectory is a program run with go run (see docs/perf.md).
+package bench

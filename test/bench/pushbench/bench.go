@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/embedded"
+)
+
+type options struct {
+	pushes      int
+	stateDir    string
+	databaseURL string
+}
+
+func newCommand() *cobra.Command {
+	o := &options{pushes: 5}
+	cmd := &cobra.Command{
+		Use:           "pushbench",
+		Short:         "Measure push-to-live on the embedded platform",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
+	}
+	cmd.Flags().IntVar(&o.pushes, "pushes", o.pushes, "how many pushes to time (the first builds with a cold cache)")
+	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "state directory of the platform (default: a temporary one)")
+	cmd.Flags().StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres to use (default $DATABASE_URL, else a private server)")
+	return cmd
+}
+
+type sample struct {
+	total, appBuild time.Duration
+}
+
+func (o *options) run(ctx context.Context, out io.Writer) error {
+	if o.pushes < 2 {
+		return errors.New("--pushes must be at least 2: the first push is cold")
+	}
+	if o.stateDir == "" {
+		dir, err := os.MkdirTemp("", "bex-pushbench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.stateDir = dir
+	}
+	env, stop, err := o.startPlatform(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	if err := createApp(ctx, env["BEX_API"], env["BEX_TOKEN"], "bench"); err != nil {
+		return err
+	}
+	repo, err := os.MkdirTemp("", "bex-pushbench-repo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(repo)
+	remote, _ := url.Parse(env["BEX_GIT"] + "/dev/bench.git")
+	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
+	host := "bench-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	if _, err := git(repo, "init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+
+	var samples []sample
+	for i := 1; i <= o.pushes; i++ {
+		body := fmt.Sprintf("bench %d", i)
+		if err := writeApp(repo, body); err != nil {
+			return err
+		}
+		if _, err := git(repo, "add", "."); err != nil {
+			return err
+		}
+		if _, err := git(repo, "commit", "-q", "-m", body); err != nil {
+			return err
+		}
+		// The clock stops at the first 200 of the new release, which may
+		// come before git push returns (the old release drains after it).
+		start := time.Now()
+		type pushResult struct {
+			out string
+			err error
+		}
+		pushed := make(chan pushResult, 1)
+		go func() {
+			out, err := git(repo, "push", "-q", remote.String(), "main")
+			pushed <- pushResult{out, err}
+		}()
+		if err := waitBody(ctx, env["BEX_HTTP"], host, body); err != nil {
+			return err
+		}
+		total := time.Since(start)
+		res := <-pushed
+		if res.err != nil {
+			return fmt.Errorf("push %d: %w\n%s", i, res.err, res.out)
+		}
+		pushOut := res.out
+		s := sample{total: total, appBuild: appBuildTime(pushOut)}
+		if s.appBuild == 0 {
+			return fmt.Errorf("push %d: the build output has no %q line:\n%s", i, build.AppBuildPrefix, pushOut)
+		}
+		samples = append(samples, s)
+		fmt.Fprintf(os.Stderr, "push %d/%d: %s\n", i, o.pushes, s.total.Round(time.Millisecond))
+	}
+	report(out, samples)
+	return nil
+}
+
+func report(out io.Writer, samples []sample) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "push\tpush-to-live\tapp build\tplatform overhead\toverhead share\t")
+	for i, s := range samples {
+		over := s.total - s.appBuild
+		note := ""
+		if i == 0 {
+			note = " (cold cache)"
+		}
+		fmt.Fprintf(tw, "%d%s\t%.2fs\t%.2fs\t%.2fs\t%.0f%%\t\n", i+1, note, s.total.Seconds(), s.appBuild.Seconds(), over.Seconds(), 100*over.Seconds()/s.total.Seconds())
+	}
+	tw.Flush()
+	warm := samples[1:]
+	med := func(f func(sample) time.Duration) time.Duration {
+		v := make([]time.Duration, len(warm))
+		for i, s := range warm {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	total := med(func(s sample) time.Duration { return s.total })
+	app := med(func(s sample) time.Duration { return s.appBuild })
+	over := med(func(s sample) time.Duration { return s.total - s.appBuild })
+	fmt.Fprintf(out, "\nwarm pushes (median of %d): push-to-live %.2fs = app build %.2fs + platform overhead %.2fs (overhead/app build = %.2f)\n",
+		len(warm), total.Seconds(), app.Seconds(), over.Seconds(), over.Seconds()/app.Seconds())
+}
+
+var appBuildRE = regexp.MustCompile(regexp.QuoteMeta(build.AppBuildPrefix) + ` ([0-9.]+(?:ns|µs|ms|s|m|h)[0-9.a-zµ]*)`)
+
+func appBuildTime(out string) time.Duration {
+	m := appBuildRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(m[1])
+	return d
+}
+
+func (o *options) startPlatform(ctx context.Context) (map[string]string, func(), error) {
+	opts := embedded.NewOptions()
+	opts.StateDir = o.stateDir
+	opts.DatabaseURL = o.databaseURL
+	if err := opts.Complete(); err != nil {
+		return nil, nil, err
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
+	}
+	logFile, err := os.Create(filepath.Join(o.stateDir, "platform.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- opts.Run(runCtx, logFile) }()
+	stop := func() { cancel(); <-done; logFile.Close() }
+	fmt.Fprintf(os.Stderr, "starting the platform in %s (log: %s)\n", o.stateDir, logFile.Name())
+	for {
+		if data, err := os.ReadFile(filepath.Join(o.stateDir, "env")); err == nil {
+			return parseEnv(string(data)), stop, nil
+		}
+		select {
+		case err := <-done:
+			cancel()
+			return nil, nil, fmt.Errorf("the platform stopped before it was ready: %v (see %s)", err, logFile.Name())
+		case <-ctx.Done():
+			stop()
+			return nil, nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func parseEnv(s string) map[string]string {
+	env := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if kv, ok := strings.CutPrefix(line, "export "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = strings.Trim(v, "'")
+		}
+	}
+	return env
+}
+
+func createApp(ctx context.Context, api, token, name string) error {
+	body, _ := json.Marshal(map[string]string{"name": name})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/api/v1/apps", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("creating app %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("creating app %s: %s %s", name, resp.Status, b)
+	}
+	return nil
+}
+
+func waitBody(ctx context.Context, edgeURL, host, want string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, edgeURL+"/", nil)
+		req.Host = host
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && string(b) == want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s never answered %q", host, want)
+}
+
+func writeApp(dir, body string) error {
+	src := fmt.Sprintf(`package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, %q) })
+	http.ListenAndServe(":"+os.Getenv("PORT"), nil)
+}
+`, body)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/bench\n\ngo 1.22\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+}
+
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

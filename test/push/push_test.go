@@ -131,7 +131,8 @@ func TestPushToLive(t *testing.T) {
 	state := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	p := platformtest.Start(ctx, t, bin, state, pgtest.NewDatabase(t))
+	dbURL := pgtest.NewDatabase(t)
+	p := platformtest.Start(ctx, t, bin, state, dbURL)
 	env := p.WaitEnv(ctx, t)
 	dev := &tenant{t: t, bin: bin, env: env, token: env["BEX_TOKEN"], home: t.TempDir()}
 	host := "hello-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
@@ -306,6 +307,22 @@ func TestPushToLive(t *testing.T) {
 		if rel := dev.mustBex("releases", "hello"); !strings.Contains(rel, "v4") || !strings.Contains(strings.ToLower(rel), "rollback") {
 			t.Fatalf("releases do not show the rollback as v4:\n%s", rel)
 		}
+	})
+
+	t.Run("a restarted platform serves the current release again", func(t *testing.T) {
+		p.Interrupt(t)
+		if _, _, err := get(ctx, env["BEX_HTTP"], host); err == nil {
+			t.Fatal("the edge still answers after the platform stopped")
+		}
+		p = platformtest.Start(ctx, t, bin, state, dbURL)
+		env2 := p.WaitEnv(ctx, t)
+		if env2["BEX_HTTP"] != env["BEX_HTTP"] {
+			t.Fatalf("the edge moved across restarts: %s → %s", env["BEX_HTTP"], env2["BEX_HTTP"])
+		}
+		platformtest.WaitFor(ctx, t, "the app to answer after the restart", func() bool {
+			code, body, err := get(ctx, env2["BEX_HTTP"], host)
+			return err == nil && code == 200 && body == "hello v2"
+		})
 	})
 }
 

@@ -1,0 +1,48 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group of this version.
+const GroupName = "scheduling.bex.co"
+
+// SchemeGroupVersion is the group and version of these types.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
+
+// GroupVersion is SchemeGroupVersion, by the name controller-runtime users
+// expect.
+var GroupVersion = SchemeGroupVersion
+
+// Resource takes an unqualified resource and returns a group-qualified
+// GroupResource.
+func Resource(resource string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(resource).GroupResource()
+}
+
+var (
+	// SchemeBuilder adds the types, their defaulting and (for the server)
+	// their conversions to a scheme.
+	SchemeBuilder      runtime.SchemeBuilder
+	localSchemeBuilder = &SchemeBuilder
+	// AddToScheme adds the v1alpha1 types to a scheme.
+	AddToScheme = localSchemeBuilder.AddToScheme
+)
+
+func init() {
+	// The generated conversion and defaulting functions register
+	// themselves with localSchemeBuilder in their own init.
+	localSchemeBuilder.Register(addKnownTypes, addDefaultingFuncs)
+}
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(SchemeGroupVersion,
+		&ClusterCapacity{}, &ClusterCapacityList{},
+		&PlacementReview{},
+		&Placement{}, &PlacementList{},
+	)
+	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
+	return nil
+}

@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"bex.co/bex/apis/scheduling"
+	"bex.co/bex/apis/scheduling/v1alpha1"
+	"bex.co/bex/internal/fleetstate"
+)
+
+func pool(name, cpu, mem string, pods int64) fleetstate.Pool {
+	return fleetstate.Pool{Name: name, Nodes: 1, ReadyNodes: 1, Allocatable: fleetstate.Resources{
+		CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem), Pods: pods}}
+}
+
+func testFleet() []fleetstate.Cluster {
+	return []fleetstate.Cluster{
+		{Name: "a", Region: "eu", Healthy: true, Pools: []fleetstate.Pool{pool("small", "2", "4Gi", 10), pool("large", "8", "16Gi", 10)}},
+		{Name: "b", Region: "eu", Healthy: true, MidUpgrade: true, UpgradeMessage: "two versions", Pools: []fleetstate.Pool{pool("p", "64", "256Gi", 100)}},
+		{Name: "c", Region: "us", Healthy: true, Plans: []string{"pro"}, Pools: []fleetstate.Pool{pool("p", "8", "16Gi", 10)}},
+		{Name: "d", Region: "eu", Healthy: false, HealthMessage: "down", Pools: []fleetstate.Pool{pool("p", "8", "16Gi", 10)}},
+		{Name: "e", Region: "eu", Healthy: true, Cordoned: true, Pools: []fleetstate.Pool{pool("p", "8", "16Gi", 10)}},
+		{Name: "f", Region: "eu", Healthy: true},
+	}
+}
+
+func spec(replicas int32, cpu, mem string, c scheduling.PlacementConstraints) *scheduling.PlacementReviewSpec {
+	return &scheduling.PlacementReviewSpec{Replicas: replicas, Constraints: c,
+		Resources: scheduling.Resources{CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem)}}
+}
+
+func verdicts(st scheduling.PlacementReviewStatus) []string {
+	var out []string
+	for _, c := range st.Candidates {
+		w := c.Cluster
+		if c.Pool != "" {
+			w += "/" + c.Pool
+		}
+		out = append(out, w+"="+c.Reason)
+	}
+	return out
+}
+
+func TestCapacitiesAcceptance(t *testing.T) {
+	req := Requested{}
+	req.Add(&scheduling.PlacementSpec{Cluster: "a", Pool: "small", Replicas: 3, Resources: scheduling.Resources{CPU: resource.MustParse("250m"), Memory: resource.MustParse("256Mi")}})
+	req.Add(&scheduling.PlacementSpec{Cluster: "a", Pool: "gone", Replicas: 1, Resources: scheduling.Resources{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}})
+	caps := Capacities(testFleet(), req)
+	var got []string
+	for _, c := range caps {
+		got = append(got, c.Name+"="+c.Status.Reason)
+	}
+	want := []string{"a=Accepting", "b=MidUpgrade", "c=Accepting", "d=Unhealthy", "e=Cordoned", "f=NoPools"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reasons: got %v, want %v", got, want)
+	}
+	small := caps[0].Status.Pools[1] // sorted: large, small
+	if small.Name != "small" || small.Requested.CPU.MilliValue() != 750 || small.Requested.Memory.Value() != 768<<20 || small.Requested.Pods != 3 {
+		t.Fatalf("small requested: %+v", small.Requested)
+	}
+	// The cluster counts placements on pools it no longer has.
+	if r := caps[0].Status.Requested; r.CPU.MilliValue() != 1750 || r.Pods != 4 {
+		t.Fatalf("a requested: %+v", r)
+	}
+	if a := caps[0].Status.Allocatable; a.CPU.MilliValue() != 10000 || a.Pods != 20 {
+		t.Fatalf("a allocatable: %+v", a)
+	}
+}
+
+func TestReview(t *testing.T) {
+	caps := Capacities(testFleet(), Requested{})
+	tests := []struct {
+		name      string
+		spec      *scheduling.PlacementReviewSpec
+		strategy  string
+		chosen    string
+		verdicts  []string
+		inMessage string
+	}{{
+		name: "bin-pack fills the smaller pool", spec: spec(1, "1", "1Gi", scheduling.PlacementConstraints{}), strategy: v1alpha1.StrategyBinPack,
+		chosen:   "a/small",
+		verdicts: []string{"a/large=LowerScore", "a/small=Chosen", "b=MidUpgrade", "c/p=LowerScore", "d=Unhealthy", "e=Cordoned", "f=NoPools"},
+	}, {
+		name: "spread takes the emptiest; c/p ties with a/large and loses by name", spec: spec(1, "1", "1Gi", scheduling.PlacementConstraints{}), strategy: v1alpha1.StrategySpread,
+		chosen:   "a/large",
+		verdicts: []string{"a/large=Chosen", "a/small=LowerScore", "b=MidUpgrade", "c/p=LowerScore", "d=Unhealthy", "e=Cordoned", "f=NoPools"},
+	}, {
+		name: "region, pool and plan", spec: spec(1, "1", "1Gi", scheduling.PlacementConstraints{Region: "eu", Pool: "large", Plan: "starter"}), strategy: v1alpha1.StrategyBinPack,
+		chosen:   "a/large",
+		verdicts: []string{"a/large=Chosen", "a/small=PoolMismatch", "b=MidUpgrade", "c=RegionMismatch", "d=Unhealthy", "e=Cordoned", "f=NoPools"},
+	}, {
+		name: "plan not offered", spec: spec(1, "1", "1Gi", scheduling.PlacementConstraints{Region: "us", Plan: "starter"}), strategy: v1alpha1.StrategyBinPack,
+		verdicts: []string{"a=RegionMismatch", "b=RegionMismatch", "c=PlanNotOffered", "d=RegionMismatch", "e=RegionMismatch", "f=RegionMismatch"},
+	}, {
+		name: "too big everywhere, each shortage named", spec: spec(3, "3", "8Gi", scheduling.PlacementConstraints{}), strategy: v1alpha1.StrategyBinPack,
+		verdicts:  []string{"a/large=InsufficientCPU", "a/small=InsufficientCPU", "b=MidUpgrade", "c/p=InsufficientCPU", "d=Unhealthy", "e=Cordoned", "f=NoPools"},
+		inMessage: "a/large: InsufficientCPU (cpu: needs 9, 8 free; memory: needs 24Gi, 16Gi free)",
+	}, {
+		name: "pods run out", spec: spec(11, "10m", "1Mi", scheduling.PlacementConstraints{Pool: "small"}), strategy: v1alpha1.StrategyBinPack,
+		verdicts: []string{"a/large=PoolMismatch", "a/small=InsufficientPods", "b=MidUpgrade", "c/p=PoolMismatch", "d=Unhealthy", "e=Cordoned", "f=NoPools"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Review(caps, tt.spec, tt.strategy)
+			got := ""
+			if st.Schedulable {
+				got = st.Cluster + "/" + st.Pool
+			}
+			if got != tt.chosen {
+				t.Errorf("chosen: got %q, want %q (%s)", got, tt.chosen, st.Message)
+			}
+			if v := verdicts(st); !slices.Equal(v, tt.verdicts) {
+				t.Errorf("verdicts:\n got %v\nwant %v", v, tt.verdicts)
+			}
+			if tt.inMessage != "" && !strings.Contains(st.Message, tt.inMessage) {
+				t.Errorf("message %q lacks %q", st.Message, tt.inMessage)
+			}
+		})
+	}
+}
+
+func TestReviewTakesPlanSizes(t *testing.T) {
+	st := Review(Capacities(testFleet(), Requested{}), &scheduling.PlacementReviewSpec{Replicas: 1, Constraints: scheduling.PlacementConstraints{Plan: "standard"}}, v1alpha1.StrategyBinPack)
+	if st.Resources.CPU.Cmp(resource.MustParse("1")) != 0 || st.Resources.Memory.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Fatalf("standard plan resources: %+v", st.Resources)
+	}
+}

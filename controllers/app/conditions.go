@@ -13,7 +13,20 @@ import (
 func setConditions(s *scope) {
 	setBuiltCondition(s)
 	setReleasedCondition(s)
+	setPlacedCondition(s)
 	setReadyCondition(s)
+}
+
+func setPlacedCondition(s *scope) {
+	switch {
+	case !s.placementObserved:
+		meta.RemoveStatusCondition(&s.app.Status.Conditions, platformv1alpha1.AppPlacedCondition)
+	case s.placement.Placed:
+		setCondition(s, platformv1alpha1.AppPlacedCondition, metav1.ConditionTrue, platformv1alpha1.AppScheduledReason, s.placement.Message)
+	default:
+		setCondition(s, platformv1alpha1.AppPlacedCondition, metav1.ConditionFalse, platformv1alpha1.AppUnschedulableReason,
+			"No workload cluster can take the app: "+s.placement.Message)
+	}
 }
 
 func setCondition(s *scope, typ string, status metav1.ConditionStatus, reason, message string) {

@@ -61,3 +61,34 @@ func TestSetConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestSetPlacedCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		observed bool
+		pl       Placement
+		want     *metav1.Condition
+	}{
+		{name: "no placer", want: nil},
+		{name: "placed", observed: true, pl: Placement{Placed: true, Cluster: "local", Pool: "default", Message: "placed on local/default"},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: platformv1alpha1.AppScheduledReason, Message: "placed on local/default"}},
+		{name: "unschedulable", observed: true, pl: Placement{Message: "local: cpu: needs 64, 4 free"},
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: platformv1alpha1.AppUnschedulableReason, Message: "No workload cluster can take the app: local: cpu: needs 64, 4 free"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &platformv1alpha1.App{}
+			s := &scope{app: app, placementObserved: tc.observed, placement: tc.pl}
+			setPlacedCondition(s)
+			got := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppPlacedCondition)
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("Placed = %+v, want none", got)
+				}
+				return
+			}
+			if got == nil || got.Status != tc.want.Status || got.Reason != tc.want.Reason || got.Message != tc.want.Message {
+				t.Fatalf("Placed = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -54,6 +54,9 @@ type Reconciler struct {
 	// cleans up after a deleted App; without it (tests of the API alone)
 	// the controller only reports conditions.
 	Releases Releases
+	// Placer, when set, places each App on a workload cluster through the
+	// scheduler API before anything runs.
+	Placer Placer
 }
 
 // SetupWithManager registers the reconciler; it watches Apps and the Secrets
@@ -107,6 +110,9 @@ type scope struct {
 	runtimeObserved bool
 	runtimeReady    bool
 	runtimeMessage  string
+	// placementObserved is set when a Placer ran: placement is its answer.
+	placementObserved bool
+	placement         Placement
 }
 
 // Reconcile observes the App and writes its status.
@@ -120,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !app.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, app)
 	}
-	if r.Releases != nil && controllerutil.AddFinalizer(app, finalizer) {
+	if (r.Releases != nil || r.Placer != nil) && controllerutil.AddFinalizer(app, finalizer) {
 		if err := r.Client.Update(ctx, app); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -139,6 +145,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 	if err := r.observeSecrets(ctx, s); err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.Placer != nil {
+		pl, err := r.Placer.Place(ctx, app)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		s.placementObserved, s.placement = true, pl
+		app.Status.Cluster = pl.Cluster
 	}
 	var result reconcile.Result
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {
@@ -164,6 +178,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.
 	if r.Releases != nil {
 		if err := r.Releases.Remove(ctx, app.Namespace, app.Name); err != nil {
 			return fmt.Errorf("stopping the app: %w", err)
+		}
+	}
+	if r.Placer != nil {
+		if err := r.Placer.Unplace(ctx, app); err != nil {
+			return err
 		}
 	}
 	controllerutil.RemoveFinalizer(app, finalizer)

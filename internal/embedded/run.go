@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"bex.co/bex/apiserver/local"
 	"bex.co/bex/controllers"
 	"bex.co/bex/deploy"
 	"bex.co/bex/internal/controlplane"
@@ -67,6 +68,12 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
 	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
+	sched, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: filepath.Join(o.StateDir, "bex-apiserver")})
+	if err != nil {
+		return fmt.Errorf("starting bex-apiserver: %w", err)
+	}
+	stops = append(stops, func() { _ = sched.Stop() })
+	fmt.Fprintln(out, "bex: scheduler API registered (scheduling.bex.co/v1alpha1)")
 
 	dbURL, stopDB, err := o.database(ctx, out)
 	if err != nil {
@@ -104,7 +111,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Deps{Releases: svc.pipeline}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Deps{Releases: svc.pipeline, Schedule: true}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	mgrCtx, cancelMgr := context.WithCancel(ctx)

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 )
@@ -80,11 +82,23 @@ func TestMakeRun(t *testing.T) {
 	if err := c.Create(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	// The controller manager runs: the App gets its conditions.
-	platformtest.WaitFor(ctx, t, "the App's Ready condition", func() bool {
+	// The controller manager runs: the App is placed through the scheduler
+	// API (the aggregated bex-apiserver) on the local cluster.
+	platformtest.WaitFor(ctx, t, "the App to be placed", func() bool {
 		got := &platformv1alpha1.App{}
-		return c.Get(ctx, client.ObjectKeyFromObject(good), got) == nil && len(got.Status.Conditions) > 0
+		if c.Get(ctx, client.ObjectKeyFromObject(good), got) != nil {
+			return false
+		}
+		placed := meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.AppPlacedCondition)
+		return placed != nil && placed.Status == metav1.ConditionTrue && got.Status.Cluster == "local"
 	})
+	placement := &schedulingv1alpha1.Placement{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(good), placement); err != nil {
+		t.Fatalf("the App's Placement: %v", err)
+	}
+	if placement.Spec.Cluster != "local" || placement.Spec.App != "kept" {
+		t.Fatalf("Placement spec = %+v, want app kept on cluster local", placement.Spec)
+	}
 
 	pids := p.Children(t)
 	if len(pids) < 2 {

@@ -27,9 +27,11 @@ kubebin:
 test: kubebin
 	$(GO) test $(GOTEST_FLAGS) ./...
 
-## generate: deepcopy code and CRDs from apis/
+## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs
 generate:
 	bash hack/generate.sh
+	bash hack/generate-scheduling.sh
+	bash hack/generate-capi-crds.sh
 
 ## verify: generated code and CRDs up to date, gofmt, go vet
 verify:

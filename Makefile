@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade build kubebin generate verify bench-push fmt vet clean
+.PHONY: all run test build kubebin generate verify bench-push fmt vet clean
 
 all: build
 

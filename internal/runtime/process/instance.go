@@ -213,7 +213,7 @@ func (i *instance) supervise(exited <-chan error) (crashed bool, why string) {
 	case err := <-exited:
 		cancel()
 		// Leave nothing of the group behind.
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid, groupKillWait)
 		if i.stopping() {
 			i.finishStop()
 			return false, ""
@@ -234,7 +234,7 @@ func (i *instance) supervise(exited <-chan error) (crashed bool, why string) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			<-exited
 		}
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid, groupKillWait)
 		i.finishStop()
 		return false, ""
 	}

@@ -41,6 +41,7 @@ func TestAPI(t *testing.T) {
 		{"AdminCreateTenant", testAdminCreateTenant},
 		{"Apps", testApps},
 		{"TenantIsolation", testTenantIsolation},
+		{"DefaultHostnameClash", testDefaultHostnameClash},
 		{"Env", testEnv},
 		{"Builds", testBuilds},
 		{"Rollback", testRollback},
@@ -864,4 +865,24 @@ func testHealthz(t *testing.T, cp *controlplane.ControlPlane) {
 	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.err().Message, "builder not started") {
 		t.Errorf("healthz with a failing check: %d %s, want 503 naming it", a.status, a.body)
 	}
+}
+
+// testDefaultHostnameClash: app "x-y" of tenant "clash-z" and app "x" of
+// tenant "y-clash-z" would share x-y-clash-z; the second is refused, with
+// nothing created.
+func testDefaultHostnameClash(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	_, tokenA := e.TenantToken(t, "clash-z")
+	_, tokenB := e.TenantToken(t, "y-clash-z")
+	createApp(t, e, tokenA, "x-y")
+	got := call(t, e, http.MethodPost, "/apps", tokenB, apiclient.CreateAppRequest{Name: "x"})
+	wantStatus(t, "an app whose default hostname is taken", got, http.StatusConflict)
+	if body := string(got.body); !strings.Contains(body, `"field":"name"`) || !strings.Contains(body, "x-y-clash-z") {
+		t.Fatalf("answer = %s, want field name and the hostname", body)
+	}
+	var app platformv1alpha1.App
+	if err := e.Kube.Get(t.Context(), client.ObjectKey{Namespace: "y-clash-z", Name: "x"}, &app); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused app exists: %v", err)
+	}
+	createApp(t, e, tokenB, "other")
 }

@@ -130,6 +130,9 @@ func (s *Server) createApp(c echo.Context) error {
 	if req.Branch != "" && (len(req.Branch) > 255 || !branchName.MatchString(req.Branch) || strings.Contains(req.Branch, "..")) {
 		return invalid("branch", "branch %q is not a branch name", req.Branch)
 	}
+	if err := s.checkDefaultHostname(c.Request().Context(), req.Name, p.tenant.Name); err != nil {
+		return err
+	}
 	app := &platformv1alpha1.App{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.tenant.Name,
@@ -151,6 +154,25 @@ func (s *Server) createApp(c echo.Context) error {
 	}
 	s.audit(c, "app.create", req.Name, map[string]any{"branch": app.Spec.Source.Branch})
 	return c.JSON(http.StatusCreated, s.appView(app))
+}
+
+// checkDefaultHostname refuses an app whose default hostname,
+// <app>-<tenant>, another app already has: app "x-y" of tenant "z" and app
+// "x" of tenant "y-z" would both answer at x-y-z. The answer does not say
+// whose app holds it.
+func (s *Server) checkDefaultHostname(ctx context.Context, name, tenant string) error {
+	var apps platformv1alpha1.AppList
+	if err := s.kube.List(ctx, &apps); err != nil {
+		return fmt.Errorf("listing apps: %w", err)
+	}
+	label := name + "-" + tenant
+	for _, a := range apps.Items {
+		if a.Namespace != tenant && a.Name+"-"+a.Namespace == label {
+			return &httpError{status: http.StatusConflict, field: "name",
+				message: fmt.Sprintf("app %q would answer at %s.%s, which another app already has: choose another name", name, label, s.appDomain)}
+		}
+	}
+	return nil
 }
 
 func (s *Server) deleteApp(c echo.Context) error {

@@ -67,7 +67,7 @@ func TestMixedVersionProxy(t *testing.T) {
 			}
 			t.Logf("served by 1.37.2 only: %v", skew)
 			gvr := skew[0]
-			path := listPath(gvr)
+			path := mvp.ListPath(gvr)
 
 			before := rerouted(ctx, t, oldCfg, gvr)
 			var got int
@@ -108,13 +108,6 @@ func TestMixedVersionProxy(t *testing.T) {
 			}
 		})
 	}
-}
-
-func listPath(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return "/api/" + gvr.Version + "/" + gvr.Resource
-	}
-	return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
 }
 
 func status(ctx context.Context, t *testing.T, cfg *rest.Config, path string) int {

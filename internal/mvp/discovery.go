@@ -85,3 +85,11 @@ func (r Resources) Minus(other Resources) []schema.GroupVersionResource {
 func (r Resources) Has(gvr schema.GroupVersionResource, verb string) bool {
 	return slices.Contains(r[gvr], verb)
 }
+
+// ListPath returns the URL path that lists gvr across all namespaces.
+func ListPath(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return "/api/" + gvr.Version + "/" + gvr.Resource
+	}
+	return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
+}

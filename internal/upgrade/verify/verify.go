@@ -151,7 +151,7 @@ func probe(ctx context.Context, t Target, gvr schema.GroupVersionResource, local
 		p.Outcome, p.Message = Error, err.Error()
 		return p
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(t.Config.Host, "/")+listPath(gvr)+"?limit=1", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(t.Config.Host, "/")+mvp.ListPath(gvr)+"?limit=1", nil)
 	if err != nil {
 		p.Outcome, p.Message = Error, err.Error()
 		return p
@@ -176,11 +176,4 @@ func probe(ctx context.Context, t Target, gvr schema.GroupVersionResource, local
 		p.Outcome, p.Message = Error, resp.Status
 	}
 	return p
-}
-
-func listPath(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return "/api/" + gvr.Version + "/" + gvr.Resource
-	}
-	return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
 }

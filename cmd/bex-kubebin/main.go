@@ -1,5 +1,6 @@
-// Command bex-kubebin builds the pinned kube-apiserver and etcd binaries into
-// the user's cache directory (once per version) and prints their paths.
+// Command bex-kubebin builds the pinned kube-apiserver and etcd binaries, and
+// the pinned tools named with --tools (pebble, pebble-challtestsrv, caddy),
+// into the user's cache directory (once per version) and prints their paths.
 package main
 
 import (

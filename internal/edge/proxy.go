@@ -24,6 +24,9 @@ type Route struct {
 	Host string
 	// PathPrefix is the path prefix that matched; empty matches every path.
 	PathPrefix string
+	// PlainHTTP is true for a Route that asked for no TLS: it is served on
+	// the HTTP port without a redirect, and no certificate is obtained.
+	PlainHTTP bool
 }
 
 // Resolver finds the route for a request. Resolve is called for every
@@ -44,6 +47,22 @@ type Options struct {
 	Transport http.RoundTripper
 	// Log receives upstream errors; the default discards them.
 	Log logr.Logger
+	// Observe, when set, is called after every request with what happened
+	// (the edge's metrics and access log).
+	Observe func(Observation)
+}
+
+// Observation is one request as the Proxy served it.
+type Observation struct {
+	Request *http.Request
+	// Route is the route that matched; Matched is false for unknown hosts.
+	Route   Route
+	Matched bool
+	// Upstream is the address the request went to last; empty when none.
+	Upstream string
+	Status   int
+	Bytes    int64
+	Duration time.Duration
 }
 
 // Proxy is an http.Handler that routes requests to upstreams.
@@ -51,6 +70,7 @@ type Proxy struct {
 	resolver Resolver
 	rp       *httputil.ReverseProxy
 	log      logr.Logger
+	observe  func(Observation)
 	next     sync.Map // route key → *atomic.Uint64
 }
 
@@ -63,7 +83,7 @@ func New(r Resolver, opts Options) (*Proxy, error) {
 	if base == nil {
 		base = DefaultTransport()
 	}
-	p := &Proxy{resolver: r, log: opts.Log}
+	p := &Proxy{resolver: r, log: opts.Log, observe: opts.Observe}
 	if p.log.GetSink() == nil {
 		p.log = logr.Discard()
 	}
@@ -103,17 +123,65 @@ type targetKey struct{}
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := NormalizeHost(r.Host)
 	route, upstreams, ok := p.resolver.Resolve(host, r.URL.Path)
-	if !ok {
-		plain(w, http.StatusNotFound, "404 no app at this address\n")
-		return
-	}
-	if len(upstreams) == 0 {
-		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("503 %s is not available: no healthy instance is running (it may be starting, restarting after a crash, or scaled to zero)\n", route.App))
-		return
-	}
-	t := &target{host: host, path: r.URL.Path, route: route, upstream: p.pick(route, upstreams, "")}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	p.serve(w, r, host, route, upstreams, ok)
 }
+
+// serve answers a request whose route is already resolved.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, route Route, upstreams []string, ok bool) {
+	var rec *recorder
+	if p.observe != nil {
+		rec = &recorder{ResponseWriter: w, start: time.Now()}
+		w = rec
+	}
+	var t *target
+	switch {
+	case !ok:
+		plain(w, http.StatusNotFound, "404 no app at this address\n")
+	case len(upstreams) == 0:
+		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("503 %s is not available: no healthy instance is running (it may be starting, restarting after a crash, or scaled to zero)\n", route.App))
+	default:
+		t = &target{host: host, path: r.URL.Path, route: route, upstream: p.pick(route, upstreams, "")}
+		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	}
+	if rec != nil {
+		o := Observation{Request: r, Route: route, Matched: ok, Status: rec.status, Bytes: rec.bytes, Duration: time.Since(rec.start)}
+		if o.Status == 0 {
+			o.Status = http.StatusOK
+		}
+		if t != nil {
+			o.Upstream = t.upstream
+		}
+		p.observe(o)
+	}
+}
+
+// recorder notes a response's status and size. Unwrap lets
+// http.ResponseController (which the reverse proxy uses to flush and to
+// hijack for WebSockets) reach the underlying writer.
+type recorder struct {
+	http.ResponseWriter
+	start  time.Time
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 || r.status < 200 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // pick returns the next upstream of route round-robin, avoiding "avoid"
 // when there is another.

@@ -1,0 +1,274 @@
+package edgecmd
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2/textlogger"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/certstore"
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/store"
+)
+
+// LetsEncrypt is the production ACME directory, the default.
+const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
+
+// Options are bex-edge's flags.
+type Options struct {
+	Kubeconfig       string
+	RoutesKubeconfig string
+	DatabaseURL      string
+
+	HTTPListen, HTTPSListen, MetricsListen string
+	PublicHTTPPort, PublicHTTPSPort        int
+	AppDomain                              string
+
+	ACMEDirectory, ACMEEmail, ACMECAFile string
+	LocalCADir                           string
+
+	AccessLog bool
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		HTTPListen: ":80", HTTPSListen: ":443", MetricsListen: ":9090",
+		ACMEDirectory: LetsEncrypt, DatabaseURL: os.Getenv("DATABASE_URL"),
+	}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the cluster the edge runs in (EndpointSlices of the apps' Services); empty: in-cluster")
+	fs.StringVar(&o.RoutesKubeconfig, "routes-kubeconfig", o.RoutesKubeconfig, "Kubeconfig of the management cluster that holds the Routes; empty: --kubeconfig")
+	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL where certificates, ACME accounts and locks are shared [$DATABASE_URL]")
+	fs.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "Address of the HTTP port (ACME challenges, redirects to HTTPS)")
+	fs.StringVar(&o.HTTPSListen, "https-listen", o.HTTPSListen, "Address of the HTTPS port")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "Address of /metrics and /healthz; empty turns it off")
+	fs.IntVar(&o.PublicHTTPPort, "public-http-port", 0, "Port clients reach the HTTP listener on, when a load balancer maps it [the listen port]")
+	fs.IntVar(&o.PublicHTTPSPort, "public-https-port", 0, "Port clients reach the HTTPS listener on; redirects name it [the listen port]")
+	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' default hostnames, <app>-<tenant>.<domain>; empty serves Routes only")
+	fs.StringVar(&o.ACMEDirectory, "acme-directory", o.ACMEDirectory, "ACME directory URL")
+	fs.StringVar(&o.ACMEEmail, "acme-email", o.ACMEEmail, "Contact address of the ACME account")
+	fs.StringVar(&o.ACMECAFile, "acme-ca-file", o.ACMECAFile, "PEM file of CAs to trust for the ACME directory's own HTTPS (pebble)")
+	fs.StringVar(&o.LocalCADir, "local-ca-dir", o.LocalCADir, "Sign certificates with the local CA in this directory instead of ACME (created if missing)")
+	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log every request")
+}
+
+// Complete fills the public ports from the listen addresses.
+func (o *Options) Complete() error {
+	for _, p := range []struct {
+		public *int
+		listen string
+	}{{&o.PublicHTTPPort, o.HTTPListen}, {&o.PublicHTTPSPort, o.HTTPSListen}} {
+		if *p.public != 0 {
+			continue
+		}
+		_, port, err := net.SplitHostPort(p.listen)
+		if err != nil {
+			return fmt.Errorf("listen address %q: %w", p.listen, err)
+		}
+		if *p.public, err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("listen address %q: port is not a number", p.listen)
+		}
+	}
+	return nil
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.DatabaseURL == "" {
+		errs = append(errs, errors.New("--database-url (or DATABASE_URL) is required: certificates are kept in Postgres"))
+	}
+	if o.LocalCADir == "" && o.ACMEDirectory == "" {
+		errs = append(errs, errors.New("set --acme-directory or --local-ca-dir"))
+	}
+	if o.PublicHTTPPort == 0 || o.PublicHTTPSPort == 0 {
+		errs = append(errs, errors.New("listening on port 0 needs --public-http-port and --public-https-port"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx is done.
+func (o *Options) Run(ctx context.Context, log logr.Logger) error {
+	st, err := store.Open(ctx, o.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	storage, err := certstore.New(st.Pool(), certstore.Options{})
+	if err != nil {
+		return err
+	}
+
+	local, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	routesCfg := local
+	if o.RoutesKubeconfig != "" {
+		if routesCfg, err = restConfig(o.RoutesKubeconfig); err != nil {
+			return err
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := platformv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	routeCache, err := cache.New(routesCfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the Route cache: %w", err)
+	}
+	sliceCache := routeCache
+	if o.RoutesKubeconfig != "" {
+		if sliceCache, err = cache.New(local, cache.Options{Scheme: scheme}); err != nil {
+			return fmt.Errorf("creating the EndpointSlice cache: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, c := range uniqueCaches(routeCache, sliceCache) {
+		go func() {
+			if err := c.Start(ctx); err != nil {
+				log.Error(err, "Cache stopped")
+			}
+		}()
+	}
+	apps, err := edge.WatchEndpointSlices(ctx, sliceCache)
+	if err != nil {
+		return err
+	}
+	table := &edge.Table{Apps: apps}
+	if o.AppDomain != "" {
+		table.Defaults = &edge.DefaultHosts{Domain: o.AppDomain, Apps: apps}
+	}
+	if err := edge.WatchRoutes(ctx, routeCache, table, log.WithName("routes")); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sopts := edge.ServerOptions{
+		Table: table, Storage: storage, HTTPPort: o.PublicHTTPPort, HTTPSPort: o.PublicHTTPSPort,
+		Metrics: reg, AccessLog: o.AccessLog, Log: log,
+	}
+	sopts.ListenHost, _, _ = net.SplitHostPort(o.HTTPListen)
+	if o.LocalCADir != "" {
+		if sopts.LocalCA, err = edge.LoadOrCreateLocalCA(o.LocalCADir); err != nil {
+			return err
+		}
+	} else {
+		sopts.ACME = &edge.ACME{Directory: o.ACMEDirectory, Email: o.ACMEEmail}
+		if o.ACMECAFile != "" {
+			pem, err := os.ReadFile(o.ACMECAFile)
+			if err != nil {
+				return fmt.Errorf("reading --acme-ca-file: %w", err)
+			}
+			sopts.ACME.RootCAs = x509.NewCertPool()
+			if !sopts.ACME.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--acme-ca-file %s holds no PEM certificate", o.ACMECAFile)
+			}
+		}
+	}
+	srv, err := edge.NewServer(sopts)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	httpL, err := net.Listen("tcp", o.HTTPListen)
+	if err != nil {
+		return fmt.Errorf("listening for HTTP: %w", err)
+	}
+	httpsL, err := net.Listen("tcp", o.HTTPSListen)
+	if err != nil {
+		httpL.Close()
+		return fmt.Errorf("listening for HTTPS: %w", err)
+	}
+	if o.MetricsListen != "" {
+		ml, err := net.Listen("tcp", o.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listening for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ms.Serve(ml) }()
+		defer ms.Close()
+	}
+	log.Info("Serving", "http", httpL.Addr().String(), "https", httpsL.Addr().String())
+	return srv.Serve(ctx, httpL, httpsL)
+}
+
+func uniqueCaches(a, b cache.Cache) []cache.Cache {
+	if a == b {
+		return []cache.Cache{a}
+	}
+	return []cache.Cache{a, b}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// Main is bex-edge's command line: it parses args (without the program
+// name), then completes, validates and runs the options until ctx ends.
+// Logs and help go to out.
+func Main(ctx context.Context, args []string, out io.Writer) error {
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out)))
+	ctrllog.SetLogger(log)
+	o := NewOptions()
+	fs := pflag.NewFlagSet("bex-edge", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := o.Complete(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.Run(ctx, log)
+}

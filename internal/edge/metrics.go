@@ -1,0 +1,63 @@
+package edge
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the edge's per-route Prometheus metrics. A request no route
+// claims is counted with empty tenant, app and host labels, so that a
+// client inventing hostnames cannot grow the label set.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	bytes    *prometheus.CounterVec
+}
+
+// NewMetrics registers the edge's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	labels := []string{"tenant", "app", "host"}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bex_edge_requests_total",
+			Help: "Requests the edge answered, by route and status code.",
+		}, append(labels, "code")),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bex_edge_request_duration_seconds",
+			Help:    "Time from the request's arrival to the end of its response, by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, labels),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bex_edge_response_bytes_total",
+			Help: "Response body bytes the edge sent, by route.",
+		}, labels),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// observe records one request.
+func (m *Metrics) observe(o Observation) {
+	tenant, app, host := "", "", ""
+	if o.Matched {
+		tenant, app, host = o.Route.Tenant, o.Route.App, o.Route.Host
+	}
+	m.requests.WithLabelValues(tenant, app, host, strconv.Itoa(o.Status)).Inc()
+	m.duration.WithLabelValues(tenant, app, host).Observe(o.Duration.Seconds())
+	m.bytes.WithLabelValues(tenant, app, host).Add(float64(o.Bytes))
+}
+
+// accessLog writes one line per request.
+func accessLog(log logr.Logger, o Observation) {
+	r := o.Request
+	log.Info("Request", "host", r.Host, "method", r.Method, "path", r.URL.Path, "status", o.Status,
+		"bytes", o.Bytes, "duration", o.Duration.Round(time.Microsecond).String(), "tenant", o.Route.Tenant,
+		"app", o.Route.App, "upstream", o.Upstream, "remote", r.RemoteAddr, "proto", r.Proto)
+}

@@ -1,0 +1,254 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// ACME configures certificates from an ACME CA (Let's Encrypt in
+// production, pebble in tests).
+type ACME struct {
+	// Directory is the CA's directory URL.
+	Directory string
+	// Email is the account's contact address; may be empty.
+	Email string
+	// RootCAs, when set, are trusted for the directory's own HTTPS (pebble
+	// serves it with its own CA).
+	RootCAs *x509.CertPool
+}
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	// Table decides where requests go and which hostnames get certificates.
+	Table *Table
+	// Storage keeps certificates, ACME accounts and locks; replicas that
+	// share it share certificates and obtain each one once.
+	Storage certmagic.Storage
+	// ACME or LocalCA is the issuer; exactly one must be set.
+	ACME    *ACME
+	LocalCA *LocalCA
+	// HTTPPort and HTTPSPort are the ports clients reach the edge on: the
+	// redirect to HTTPS names HTTPSPort (omitted when 443), and ACME
+	// challenges are answered on both. 0 means 80 and 443.
+	HTTPPort, HTTPSPort int
+	// ListenHost is the address the ports are bound on; certmagic needs it
+	// to know that the challenge ports are already served.
+	ListenHost string
+	// Transport reaches upstreams; see Options.
+	Transport http.RoundTripper
+	// Metrics, when set, receives the per-route metrics.
+	Metrics prometheus.Registerer
+	// AccessLog writes one line per request to Log.
+	AccessLog bool
+	// Log receives errors, certificate events and, with AccessLog, requests.
+	Log logr.Logger
+}
+
+// Server is the edge: the Proxy behind an HTTP port that answers ACME
+// challenges and redirects to HTTPS, and an HTTPS port whose certificates
+// certmagic obtains on demand, only for hostnames the Table claims.
+type Server struct {
+	opts  ServerOptions
+	proxy *Proxy
+	cache *certmagic.Cache
+	magic *certmagic.Config
+	acme  *certmagic.ACMEIssuer
+	certs *Certificates
+	log   logr.Logger
+}
+
+// NewServer returns a Server; Close releases it.
+func NewServer(opts ServerOptions) (*Server, error) {
+	switch {
+	case opts.Table == nil:
+		return nil, errors.New("edge: no route table")
+	case opts.Storage == nil:
+		return nil, errors.New("edge: no certificate storage")
+	case (opts.ACME == nil) == (opts.LocalCA == nil):
+		return nil, errors.New("edge: set exactly one of ACME and LocalCA")
+	}
+	if opts.HTTPPort == 0 {
+		opts.HTTPPort = 80
+	}
+	if opts.HTTPSPort == 0 {
+		opts.HTTPSPort = 443
+	}
+	log := opts.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	s := &Server{opts: opts, log: log}
+
+	var observers []func(Observation)
+	if opts.Metrics != nil {
+		m, err := NewMetrics(opts.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+		observers = append(observers, m.observe)
+	}
+	if opts.AccessLog {
+		alog := log.WithName("access")
+		observers = append(observers, func(o Observation) { accessLog(alog, o) })
+	}
+	popts := Options{Transport: opts.Transport, Log: log}
+	if len(observers) > 0 {
+		popts.Observe = func(o Observation) {
+			for _, f := range observers {
+				f(o)
+			}
+		}
+	}
+	proxy, err := New(opts.Table, popts)
+	if err != nil {
+		return nil, err
+	}
+	s.proxy = proxy
+
+	s.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return s.magic, nil },
+		Logger:           zap.NewNop(),
+	})
+	s.magic = certmagic.New(s.cache, certmagic.Config{
+		Storage: opts.Storage,
+		Logger:  zap.NewNop(),
+		OnDemand: &certmagic.OnDemandConfig{
+			DecisionFunc: func(_ context.Context, name string) error {
+				if !opts.Table.Claimed(strings.ToLower(name)) {
+					return fmt.Errorf("no Route or app claims %s", name)
+				}
+				return nil
+			},
+		},
+		OnEvent: s.onEvent,
+	})
+	if opts.LocalCA != nil {
+		s.magic.Issuers = []certmagic.Issuer{opts.LocalCA}
+	} else {
+		s.acme = certmagic.NewACMEIssuer(s.magic, certmagic.ACMEIssuer{
+			CA:             opts.ACME.Directory,
+			TestCA:         opts.ACME.Directory,
+			Email:          opts.ACME.Email,
+			Agreed:         true,
+			TrustedRoots:   opts.ACME.RootCAs,
+			ListenHost:     opts.ListenHost,
+			AltHTTPPort:    opts.HTTPPort,
+			AltTLSALPNPort: opts.HTTPSPort,
+			Logger:         zap.NewNop(),
+		})
+		s.magic.Issuers = []certmagic.Issuer{s.acme}
+	}
+	keys := make([]string, 0, len(s.magic.Issuers))
+	for _, is := range s.magic.Issuers {
+		keys = append(keys, is.IssuerKey())
+	}
+	s.certs = &Certificates{Storage: opts.Storage, IssuerKeys: keys}
+	return s, nil
+}
+
+// Certificates returns the view of certificate state in the shared storage.
+func (s *Server) Certificates() *Certificates { return s.certs }
+
+// onEvent records certificate outcomes in the shared storage, where the
+// Route controller reads them, and logs them.
+func (s *Server) onEvent(ctx context.Context, event string, data map[string]any) error {
+	name, _ := data["identifier"].(string)
+	switch event {
+	case "cert_obtained":
+		s.log.Info("Certificate obtained", "host", name)
+		if err := s.certs.ClearFailure(ctx, name); err != nil {
+			s.log.Error(err, "Clearing a certificate failure", "host", name)
+		}
+	case "cert_failed":
+		cause, _ := data["error"].(error)
+		if cause == nil {
+			cause = errors.New("unknown error")
+		}
+		s.log.Info("Certificate failed", "host", name, "err", cause.Error())
+		if err := s.certs.RecordFailure(context.WithoutCancel(ctx), name, time.Now(), cause); err != nil {
+			s.log.Error(err, "Recording a certificate failure", "host", name)
+		}
+	}
+	return nil
+}
+
+// TLSConfig returns the HTTPS listener's configuration: certificates on
+// demand, HTTP/2 and HTTP/1.1, and ACME's TLS-ALPN challenge.
+func (s *Server) TLSConfig() *tls.Config {
+	c := s.magic.TLSConfig()
+	c.NextProtos = []string{"h2", "http/1.1", "acme-tls/1"}
+	c.MinVersion = tls.VersionTLS12
+	return c
+}
+
+// HTTPSHandler serves the HTTPS port.
+func (s *Server) HTTPSHandler() http.Handler { return s.proxy }
+
+// HTTPHandler serves the HTTP port: ACME HTTP-01 challenges, Routes that
+// asked for plain HTTP, a redirect to HTTPS for every other claimed
+// hostname, and 404 for the rest.
+func (s *Server) HTTPHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.acme != nil && s.acme.HandleHTTPChallenge(w, r) {
+			return
+		}
+		host := NormalizeHost(r.Host)
+		route, upstreams, ok := s.opts.Table.Resolve(host, r.URL.Path)
+		if ok && route.PlainHTTP {
+			s.proxy.serve(w, r, host, route, upstreams, ok)
+			return
+		}
+		if !ok {
+			s.proxy.serve(w, r, host, route, upstreams, false)
+			return
+		}
+		target := "https://" + host
+		if s.opts.HTTPSPort != 443 {
+			target += ":" + strconv.Itoa(s.opts.HTTPSPort)
+		}
+		target += r.URL.RequestURI()
+		http.Redirect(w, r, target, http.StatusPermanentRedirect)
+	})
+}
+
+// Serve serves the HTTP and HTTPS ports until ctx is done, then shuts both
+// down, letting requests in flight finish for up to 10 s.
+func (s *Server) Serve(ctx context.Context, httpL, httpsL net.Listener) error {
+	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 30 * time.Second}
+	httpsSrv := &http.Server{Handler: s.HTTPSHandler(), TLSConfig: s.TLSConfig(), ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: nil}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ignoreClosed(httpSrv.Serve(httpL)) })
+	g.Go(func() error { return ignoreClosed(httpsSrv.ServeTLS(httpsL, "", "")) })
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(httpSrv.Shutdown(sctx), httpsSrv.Shutdown(sctx))
+	})
+	return g.Wait()
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops certificate maintenance.
+func (s *Server) Close() { s.cache.Stop() }

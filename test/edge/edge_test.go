@@ -1,0 +1,301 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/controllers"
+	"bex.co/bex/internal/acmetest"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/test/platformtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// freePort returns a loopback port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// edgeProc is one bex-edge process.
+type edgeProc struct {
+	name                     string
+	http, https, metricsPort int
+	mu                       sync.Mutex
+	out                      bytes.Buffer
+}
+
+func (e *edgeProc) Write(b []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.out.Write(b)
+}
+
+func (e *edgeProc) output() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.out.String()
+}
+
+func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, httpsPort int, args ...string) *edgeProc {
+	t.Helper()
+	e := &edgeProc{name: name, http: httpPort, https: httpsPort, metricsPort: freePort(t)}
+	cmd := exec.CommandContext(ctx, bin+"/bex-edge", append([]string{
+		"--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--https-listen", fmt.Sprintf("127.0.0.1:%d", httpsPort),
+		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", e.metricsPort),
+	}, args...)...)
+	cmd.Stdout, cmd.Stderr = e, e
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 15 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, e.output())
+		}
+	})
+	platformtest.WaitFor(ctx, t, name+" to serve", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", e.metricsPort))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return strings.Contains(e.output(), "Serving")
+	})
+	return e
+}
+
+// tlsGet asks the edge at port for https://host/ and returns the answer and
+// the leaf certificate it served.
+func tlsGet(ctx context.Context, port int, host string, roots *x509.CertPool) (string, *x509.Certificate, error) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", port))
+		},
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: host},
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+	if err != nil {
+		return "", nil, err
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 90 * time.Second}).Do(req)
+	if err != nil {
+		return "", nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return string(b), nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return string(b), resp.TLS.PeerCertificates[0], nil
+}
+
+// TestTwoEdgesOneCertificate runs two bex-edge processes on one Postgres in
+// front of an app, with Routes and EndpointSlices in a real apiserver and
+// certificates from pebble. Both serve the Route's hostname with the same
+// certificate, obtained once; a hostname no Route claims gets no
+// certificate and pebble sees no order for it.
+func TestTwoEdgesOneCertificate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin := platformtest.BuildBinaries(t, "bex-edge")
+	cp := cptest.Start(t)
+	dbURL := pgtest.NewDatabase(t)
+	scheme := controllers.NewScheme()
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kube, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The app: one upstream behind a Service's EndpointSlice, as in a
+	// workload cluster.
+	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "shop at %s via %s", r.Host, r.Header.Get("X-Forwarded-Proto"))
+	})}
+	// EndpointSlices refuse loopback addresses, so the app listens on the
+	// machine's own address, as a pod would on its own.
+	appIP := hostIP(t)
+	appL, err := net.Listen("tcp", net.JoinHostPort(appIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Serve(appL) }()
+	t.Cleanup(func() { app.Close() })
+	appPort := int32(appL.Addr().(*net.TCPAddr).Port)
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "acme"}}))
+	must(kube.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80}}},
+	}))
+	must(kube.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "acme", Name: "shop-1", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{appIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: ptr.To(appPort)}},
+	}))
+	route := &platformv1alpha1.Route{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "www-shop-test"},
+		Spec:       platformv1alpha1.RouteSpec{Hostname: "www.shop.test", AppRef: platformv1alpha1.AppReference{Name: "shop"}},
+	}
+	must(kube.Create(ctx, route))
+	// Admission is the Route controller's decision; here the test makes it.
+	meta.SetStatusCondition(&route.Status.Conditions, metav1.Condition{
+		Type: platformv1alpha1.RouteAdmittedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.RouteAcceptedReason, Message: "admitted by the test"})
+	must(kube.Status().Update(ctx, route))
+
+	// pebble validates challenges on edge A's ports; edge B obtains the
+	// certificate only if A answers B's challenge through the shared store.
+	httpA, httpsA, httpB, httpsB := freePort(t), freePort(t), freePort(t), freePort(t)
+	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpA, TLSPort: httpsA})
+	pebble.SetA("www.shop.test", "127.0.0.1")
+	pebble.SetA("evil.shop.test", "127.0.0.1")
+	common := []string{
+		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
+		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
+		"--app-domain", "apps.test",
+	}
+	edgeA := startEdge(ctx, t, bin, "edge-a", httpA, httpsA, common...)
+	edgeB := startEdge(ctx, t, bin, "edge-b", httpB, httpsB, common...)
+
+	roots, err := pebble.IssuerRoots(ctx)
+	must(err)
+	// Both edges get the first request at the same moment.
+	type answer struct {
+		body string
+		cert *x509.Certificate
+		err  error
+	}
+	answers := make([]answer, 2)
+	var wg sync.WaitGroup
+	for i, e := range []*edgeProc{edgeB, edgeA} {
+		wg.Go(func() {
+			var a answer
+			a.body, a.cert, a.err = tlsGet(ctx, e.https, "www.shop.test", roots)
+			answers[i] = a
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.err != nil {
+			t.Fatalf("edge %d: %v\npebble:\n%s", i, a.err, pebble.Log())
+		}
+		if a.body != "shop at www.shop.test via https" {
+			t.Errorf("edge %d answered %q", i, a.body)
+		}
+	}
+	if answers[0].cert.SerialNumber.Cmp(answers[1].cert.SerialNumber) != 0 {
+		t.Errorf("the edges serve different certificates: serials %s and %s", answers[0].cert.SerialNumber, answers[1].cert.SerialNumber)
+	}
+	if n := pebble.Orders("www.shop.test"); n != 1 {
+		t.Errorf("pebble saw %d orders for www.shop.test, want 1", n)
+	}
+
+	// A hostname that resolves here but that no Route claims: no
+	// certificate, no order.
+	for _, e := range []*edgeProc{edgeA, edgeB} {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", e.https),
+			&tls.Config{ServerName: "evil.shop.test", RootCAs: roots})
+		if err == nil {
+			conn.Close()
+			t.Errorf("%s completed a TLS handshake for unclaimed evil.shop.test", e.name)
+		}
+	}
+	if n := pebble.Orders("evil.shop.test"); n != 0 {
+		t.Errorf("pebble saw %d orders for the unclaimed evil.shop.test", n)
+	}
+
+	// Plain HTTP redirects to the HTTPS port.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/cart?x=1", edgeB.http), nil)
+	req.Host = "www.shop.test"
+	resp, err := noFollow.Do(req)
+	must(err)
+	resp.Body.Close()
+	if want := "https://www.shop.test:" + strconv.Itoa(httpsB) + "/cart?x=1"; resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
+		t.Errorf("HTTP answered %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+
+	// The metrics count the route's requests.
+	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", edgeA.metricsPort))
+	must(err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `bex_edge_requests_total{app="shop",code="200",host="www.shop.test",tenant="acme"} 1`) {
+		t.Errorf("edge A's metrics lack the route's request:\n%s", grepLines(string(body), "bex_edge_requests_total"))
+	}
+}
+
+// hostIP returns a non-loopback IPv4 address of this machine.
+func hostIP(t *testing.T) string {
+	t.Helper()
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				return n.IP.String()
+			}
+		}
+	}
+	t.Fatal("this machine has no non-loopback IPv4 address for the test app (EndpointSlices refuse loopback addresses)")
+	return ""
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -2,8 +2,10 @@
 // holding. It owns the schema and its versioned migrations (the SQL files in
 // migrations/, applied in order by Open), and the rows of tenants, users,
 // API tokens, SSH keys and the append-only audit log, builds and their logs,
-// and the immutable, per-app numbered release history; certificates and
-// upgrade runs will join them. Apps themselves are not rows: an App object
+// the immutable, per-app numbered release history, and the records of fleet
+// upgrades (runs, steps, every verifier probe sample). The edge's
+// certificates live in the same database, in tables internal/certstore
+// reads and writes (migration 0004). Apps themselves are not rows: an App object
 // in the tenant's namespace is their desired state, and builds and releases
 // name an app by tenant and App name.
 //

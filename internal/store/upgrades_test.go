@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/store"
+)
+
+func TestUpgradeRecords(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+
+	run, err := s.StartUpgradeRun(ctx, store.NewUpgradeRun{FleetUpgrade: "fleet/to-1-37", UID: "uid-1", TargetVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.State != store.UpgradeRunning || run.FinishedAt != nil {
+		t.Fatalf("new run = %+v", run)
+	}
+	// One run per FleetUpgrade object.
+	again, err := s.StartUpgradeRun(ctx, store.NewUpgradeRun{FleetUpgrade: "fleet/to-1-37", UID: "uid-1", TargetVersion: "v1.37.2"})
+	if err != nil || again.ID != run.ID {
+		t.Fatalf("starting the same UID again = %+v, %v; want run %s", again, err, run.ID)
+	}
+	if _, err := s.StartUpgradeRun(ctx, store.NewUpgradeRun{FleetUpgrade: "x"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a run without UID and version: %v, want ErrInvalid", err)
+	}
+
+	// Steps get consecutive numbers, also when started at once.
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			if _, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: "machine", Machine: "cp-" + string(rune('a'+i))}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	steps, err := s.ListUpgradeSteps(ctx, run.ID)
+	if err != nil || len(steps) != 5 {
+		t.Fatalf("steps = %d, %v", len(steps), err)
+	}
+	for i, st := range steps {
+		if st.Seq != i+1 || st.Outcome != store.StepRunning {
+			t.Fatalf("step %d = %+v", i, st)
+		}
+	}
+	if _, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: "dance"}); err == nil {
+		t.Fatal("a step of an unknown kind was recorded")
+	}
+
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	samples := []store.ProbeSample{
+		{APIServer: "cp-a", Resource: "resource.k8s.io/v1/devicetaintrules", Status: 404, Outcome: "Spurious404", Message: "404 page not found", At: at},
+		{APIServer: "cp-b", Resource: "platform.bex.co/v1alpha1/apps", Verb: "create", Status: 201, Outcome: "ServedLocally", At: at.Add(time.Millisecond)},
+	}
+	if err := s.RecordProbes(ctx, steps[0].ID, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordProbes(ctx, steps[0].ID, []store.ProbeSample{{APIServer: "cp-a", Resource: "x", Status: 200, Outcome: "Fine", At: at}}); err == nil {
+		t.Fatal("a probe with an unknown outcome was recorded")
+	}
+	got, err := s.ListProbes(ctx, steps[0].ID)
+	if err != nil || len(got) != 2 || got[0].Outcome != "Spurious404" || got[0].Verb != "list" || !got[0].At.Equal(at) || got[1].Verb != "create" {
+		t.Fatalf("probes = %+v, %v", got, err)
+	}
+
+	st, err := s.FinishUpgradeStep(ctx, steps[0].ID, store.StepPaused, "spurious 404 on cp-a")
+	if err != nil || st.Outcome != store.StepPaused || st.FinishedAt == nil {
+		t.Fatalf("finished step = %+v, %v", st, err)
+	}
+	if _, err := s.FinishUpgradeStep(ctx, steps[0].ID, store.StepPassed, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("finishing a step twice: %v, want ErrNotFound", err)
+	}
+
+	paused, err := s.SetUpgradeRunState(ctx, run.ID, store.UpgradePaused, "spurious 404 on cp-a")
+	if err != nil || paused.State != store.UpgradePaused || paused.FinishedAt != nil {
+		t.Fatalf("paused run = %+v, %v", paused, err)
+	}
+	done, err := s.SetUpgradeRunState(ctx, run.ID, store.UpgradeAborted, "aborted by the operator")
+	if err != nil || done.FinishedAt == nil || !done.State.Final() {
+		t.Fatalf("aborted run = %+v, %v", done, err)
+	}
+	if _, err := s.SetUpgradeRunState(ctx, run.ID, store.UpgradeRunning, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an ended run changed state: %v", err)
+	}
+	if _, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: "verify"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a step of an ended run: %v, want ErrInvalid", err)
+	}
+	runs, err := s.ListUpgradeRuns(ctx, 10)
+	if err != nil || len(runs) != 1 || runs[0].State != store.UpgradeAborted {
+		t.Fatalf("runs = %+v, %v", runs, err)
+	}
+}

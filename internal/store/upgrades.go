@@ -79,7 +79,7 @@ type UpgradeStep struct {
 
 // NewUpgradeStep is what StartUpgradeStep needs.
 type NewUpgradeStep struct {
-	Cluster, Kind, Machine   string
+	Cluster, Kind, Machine string
 	FromVersion, ToVersion string
 }
 

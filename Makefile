@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test build kubebin generate verify bench-push fmt vet clean
+.PHONY: all run test build kubebin generate verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -19,9 +19,9 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-## kubebin: build the pinned kube-apiserver and etcd binaries (cached per version)
+## kubebin: build the pinned kube-apiserver, etcd and pebble binaries (cached per version)
 kubebin:
-	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS)
+	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv
 
 ## test: the whole test suite against real components
 test: kubebin
@@ -43,6 +43,11 @@ verify:
 ## bench-push: push-to-live figures on the embedded platform (docs/perf.md)
 bench-push:
 	$(GO) run ./test/bench/pushbench --pushes 6
+
+## bench-edge: the edge against the app directly and against Caddy, on loopback (docs/perf.md); builds Caddy first when missing
+bench-edge:
+	$(GO) run ./cmd/bex-kubebin --tools caddy
+	$(GO) run ./test/bench/edgebench --json out/edge-bench.json $(EDGEBENCH_FLAGS)
 
 clean:
 	rm -rf bin out

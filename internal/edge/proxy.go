@@ -88,14 +88,30 @@ func New(r Resolver, opts Options) (*Proxy, error) {
 		p.log = logr.Discard()
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:       p.rewrite,
-		Transport:     &retryTransport{base: base, p: p},
-		FlushInterval: -1,
+		Rewrite:   p.rewrite,
+		Transport: &retryTransport{base: base, p: p},
+		// 0 still flushes at once where it matters: httputil flushes
+		// every write of a text/event-stream response and of one without
+		// a Content-Length. -1 would start a flush timer per response and
+		// send headers and body as separate segments.
+		FlushInterval: 0,
+		BufferPool:    newBufferPool(),
 		ErrorHandler:  p.upstreamError,
 		ErrorLog:      nil,
 	}
 	return p, nil
 }
+
+// bufferPool lends the 32 KiB buffers ReverseProxy copies bodies with;
+// without it every response allocates one.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
 
 // DefaultTransport returns the transport a Proxy uses when Options has none.
 func DefaultTransport() *http.Transport {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConnReadsResponses checks the load generator's HTTP/1.1 reader
+// against net/http: fixed length, chunked, wrong status, and a server that
+// closes the connection.
+func TestConnReadsResponses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chunked":
+			w.(http.Flusher).Flush() // no Content-Length: the body is chunked
+			_, _ = w.Write([]byte(strings.Repeat("x", 5000)))
+		case "/missing":
+			http.NotFound(w, r)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = w.Write([]byte(smallBody))
+		default:
+			_, _ = w.Write([]byte(smallBody))
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	ctx := context.Background()
+	c, err := dial(ctx, target{addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	get := func(path string, size int) (bool, error) {
+		return c.do(target{addr: addr, host: "x.test", path: path}.request(), size)
+	}
+	for range 3 { // on one keep-alive connection
+		if closing, err := get("/", len(smallBody)); err != nil || closing {
+			t.Fatalf("GET /: closing %v, %v", closing, err)
+		}
+		if closing, err := get("/chunked", 5000); err != nil || closing {
+			t.Fatalf("GET /chunked: closing %v, %v", closing, err)
+		}
+	}
+	if _, err := get("/", 99); !errors.Is(err, errUnexpected) {
+		t.Fatalf("wrong size: %v, want errUnexpected", err)
+	}
+	if _, err := get("/missing", len(smallBody)); !errors.Is(err, errUnexpected) {
+		t.Fatalf("404: %v, want errUnexpected", err)
+	}
+	if closing, err := get("/close", len(smallBody)); err != nil || !closing {
+		t.Fatalf("GET /close: closing %v, %v; want closing", closing, err)
+	}
+}
+
+func TestMeasureCountsRequests(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(smallBody))
+	}))
+	defer srv.Close()
+	tg := target{addr: strings.TrimPrefix(srv.URL, "http://"), host: "x.test", path: "/", size: len(smallBody)}
+	m, err := measure(context.Background(), tg, 2, 50*time.Millisecond, 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Requests == 0 || m.Errors != 0 || m.P50 <= 0 || m.P99 < m.P50 || m.Max < m.P99 {
+		t.Fatalf("measurement %+v", m)
+	}
+}
+
+func TestQuantileAndMedian(t *testing.T) {
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5}, {0.9, 9}, {0.99, 10}, {0.01, 1}} {
+		if got := quantile(d, c.q); got != c.want {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3 = %v", got)
+	}
+	if got := median([]float64{4, 1}); got != 2.5 {
+		t.Errorf("median of 2 = %v", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/tcplb"
 )
 
 // Options configures a control plane.
@@ -45,6 +47,16 @@ type Options struct {
 	// StartTimeout bounds how long each server may take to become ready.
 	// Zero means two minutes.
 	StartTimeout time.Duration
+	// LoadBalancer runs a TCP load balancer in front of the apiservers at
+	// LoadBalancerIP (its port is kept in the DataDir), as a cloud load
+	// balancer in front of a real control plane. The endpoint (Endpoint,
+	// RESTConfig, the kubeconfig) then points at it. An apiserver joins it
+	// once its /readyz answers 200 and leaves it when stopped or killed.
+	LoadBalancer bool
+	// DrainTimeout is how long StopAPIServer lets a server that it took out
+	// of the load balancer keep its open connections before it stops the
+	// server. Zero means five seconds.
+	DrainTimeout time.Duration
 }
 
 // APIServerSpec describes one kube-apiserver.
@@ -66,6 +78,11 @@ type APIServerSpec struct {
 	ExtraArgs []string
 }
 
+// LoadBalancerIP is the loopback address of the plane's load balancer, just
+// below the apiservers' 127.0.0.11 and up. Every serving certificate carries
+// it.
+const LoadBalancerIP = "127.0.0.10"
+
 // APIServer is one running kube-apiserver.
 type APIServer struct {
 	Spec    APIServerSpec
@@ -80,7 +97,11 @@ type APIServer struct {
 }
 
 // URL returns the server's own address.
-func (s *APIServer) URL() string { return "https://" + net.JoinHostPort(s.IP, itoa(s.Port)) }
+func (s *APIServer) URL() string { return "https://" + s.Addr() }
+
+// Addr returns the server's host:port, which is also its name in the load
+// balancer.
+func (s *APIServer) Addr() string { return net.JoinHostPort(s.IP, itoa(s.Port)) }
 
 // Running reports whether the server's process is alive.
 func (s *APIServer) Running() bool { return s.proc != nil && !s.proc.exited() }
@@ -103,6 +124,7 @@ type ControlPlane struct {
 	etcd     *process
 	etcdURL  string
 	etcdPath string
+	lb       *tcplb.LB // nil without Options.LoadBalancer
 
 	mu         sync.Mutex
 	apiservers []*APIServer
@@ -115,6 +137,7 @@ type state struct {
 	EtcdPeerPort   int            `json:"etcdPeerPort"`
 	Slots          map[string]int `json:"slots"` // apiserver name → address slot
 	Ports          map[string]int `json:"ports"` // apiserver name → port
+	LBPort         int            `json:"lbPort,omitempty"`
 }
 
 // Start builds (or finds) the binaries and starts etcd and the apiservers,
@@ -125,6 +148,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 5 * time.Second
 	}
 	if len(opts.APIServers) == 0 {
 		opts.APIServers = []APIServerSpec{{}}
@@ -171,6 +197,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := cp.startEtcd(ctx); err != nil {
 		return nil, err
 	}
+	if opts.LoadBalancer {
+		if err := cp.startLoadBalancer(); err != nil {
+			return nil, err
+		}
+	}
 	for i, spec := range opts.APIServers {
 		if spec.Name == "" {
 			spec.Name = fmt.Sprintf("apiserver-%d", i+1)
@@ -181,6 +212,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	cp.mu.Lock()
 	cp.endpoint = cp.apiservers[0].URL()
+	if cp.lb != nil {
+		cp.endpoint = "https://" + cp.lb.Addr()
+	}
 	cp.mu.Unlock()
 	if err := cp.writeKubeconfig(); err != nil {
 		return nil, err
@@ -256,6 +290,29 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	})
 }
 
+// startLoadBalancer starts the load balancer, with no backend yet, on the
+// port of the previous start if there was one.
+func (cp *ControlPlane) startLoadBalancer() error {
+	var err error
+	if cp.state.LBPort == 0 {
+		if cp.state.LBPort, err = freePort(LoadBalancerIP); err != nil {
+			return err
+		}
+		if err := cp.saveState(); err != nil {
+			return err
+		}
+	}
+	if cp.lb, err = tcplb.Listen(net.JoinHostPort(LoadBalancerIP, itoa(cp.state.LBPort)), tcplb.Options{}); err != nil {
+		return fmt.Errorf("starting the load balancer: %w", err)
+	}
+	fmt.Fprintf(cp.log, "load balancer listening on %s\n", cp.lb.Addr())
+	return nil
+}
+
+// LoadBalancer returns the plane's load balancer, or nil when
+// Options.LoadBalancer was not set. Its backends are the apiservers' Addr.
+func (cp *ControlPlane) LoadBalancer() *tcplb.LB { return cp.lb }
+
 // EtcdURL returns etcd's client URL.
 func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
 
@@ -281,7 +338,9 @@ func (cp *ControlPlane) slotFor(name string) int {
 }
 
 // StartAPIServer starts one more apiserver on the plane's etcd and waits for
-// its /readyz. Its name must not be one of a running server.
+// its /readyz; with a load balancer it then adds the server to it, as CAPH
+// adds a target once its apiserver is healthy. Its name must not be one of a
+// running server.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) (*APIServer, error) {
 	spec.Version = versionOr(spec.Version)
 	if spec.Name == "" {
@@ -336,6 +395,10 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 		return httpOK(ctx, client, s.URL()+"/readyz")
 	}); err != nil {
 		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, s.LogFile, tailFile(s.LogFile, 15))
+	}
+	if cp.lb != nil {
+		cp.lb.Add(s.Addr())
+		fmt.Fprintf(cp.log, "kube-apiserver %q added to the load balancer\n", spec.Name)
 	}
 	return s, nil
 }
@@ -445,19 +508,54 @@ func (cp *ControlPlane) APIServer(name string) *APIServer {
 	return nil
 }
 
-// StopAPIServer stops the named apiserver gracefully (SIGTERM, then SIGKILL
-// after 30 seconds), as a machine deletion does.
+// DrainAPIServer takes the named apiserver out of the load balancer, so that
+// no new connection reaches it, and waits until its open connections end,
+// DrainTimeout passes or ctx ends, whichever comes first. Connections still
+// open then are left to the server's own shutdown. The server keeps running.
+// Without a load balancer it returns at once.
+func (cp *ControlPlane) DrainAPIServer(ctx context.Context, name string) error {
+	s := cp.APIServer(name)
+	if s == nil {
+		return fmt.Errorf("no apiserver named %q", name)
+	}
+	if cp.lb == nil {
+		return nil
+	}
+	cp.drain(ctx, s)
+	return nil
+}
+
+func (cp *ControlPlane) drain(ctx context.Context, s *APIServer) {
+	cp.lb.Remove(s.Addr())
+	fmt.Fprintf(cp.log, "kube-apiserver %q removed from the load balancer, draining\n", s.Name)
+	ctx, cancel := context.WithTimeout(ctx, cp.opts.DrainTimeout)
+	defer cancel()
+	if err := cp.lb.WaitDrained(ctx, s.Addr()); err != nil {
+		fmt.Fprintf(cp.log, "kube-apiserver %q: drain ended: %v\n", s.Name, err)
+	}
+}
+
+// StopAPIServer stops the named apiserver as a machine deletion does: with a
+// load balancer it first takes the server out of it and drains it (see
+// DrainAPIServer; a server already out of it is not drained again), then it
+// stops the server gracefully (SIGTERM, then SIGKILL after 30 seconds).
 func (cp *ControlPlane) StopAPIServer(name string) error {
 	s := cp.APIServer(name)
 	if s == nil {
 		return fmt.Errorf("no apiserver named %q", name)
 	}
+	if cp.lb != nil && slices.Contains(cp.lb.Backends(), s.Addr()) {
+		cp.drain(context.Background(), s)
+	}
 	fmt.Fprintf(cp.log, "stopping kube-apiserver %q\n", name)
 	s.proc.stop(30 * time.Second)
+	cp.forget(s)
 	return nil
 }
 
-// KillAPIServer kills the named apiserver with SIGKILL, as a lost machine.
+// KillAPIServer kills the named apiserver with SIGKILL, as a lost machine,
+// and then takes it out of the load balancer. Until then the load balancer's
+// passive health rule skips it.
 func (cp *ControlPlane) KillAPIServer(name string) error {
 	s := cp.APIServer(name)
 	if s == nil {
@@ -465,7 +563,20 @@ func (cp *ControlPlane) KillAPIServer(name string) error {
 	}
 	fmt.Fprintf(cp.log, "killing kube-apiserver %q\n", name)
 	s.proc.kill()
+	cp.forget(s)
 	return nil
+}
+
+// forget takes a server whose process has ended out of the load balancer and
+// closes what is left of its connections.
+func (cp *ControlPlane) forget(s *APIServer) {
+	if cp.lb == nil {
+		return
+	}
+	if cp.lb.Remove(s.Addr()) {
+		fmt.Fprintf(cp.log, "kube-apiserver %q removed from the load balancer\n", s.Name)
+	}
+	cp.lb.CloseConns(s.Addr())
 }
 
 // SetEndpoint points RESTConfig and the admin kubeconfig at url, for example
@@ -570,6 +681,9 @@ func httpOK(ctx context.Context, c *http.Client, url string) error {
 // Stop stops every apiserver, then etcd, and removes a temporary data
 // directory. No process of the plane is left when it returns.
 func (cp *ControlPlane) Stop() {
+	if cp.lb != nil {
+		cp.lb.Close()
+	}
 	cp.mu.Lock()
 	servers := append([]*APIServer(nil), cp.apiservers...)
 	cp.mu.Unlock()

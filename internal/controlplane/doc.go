@@ -12,6 +12,13 @@
 // front-proxy client certificate and the requestheader settings, and on 1.35
 // the UnknownVersionInteroperabilityProxy gate.
 //
+// With Options.LoadBalancer a TCP load balancer (internal/tcplb) listens at
+// LoadBalancerIP (127.0.0.10) in front of the apiservers, as a cloud load
+// balancer does, and the plane's endpoint is the load balancer. It follows
+// what CAPH does on Hetzner: a started apiserver joins it once its /readyz
+// answers 200; a stopped one is first taken out of it and drained, then
+// stopped; a killed one is taken out once it is dead.
+//
 // A ControlPlane writes an admin kubeconfig, hands out rest.Configs for the
 // whole plane and for each apiserver, replaces and kills apiservers one at a
 // time (what a maxSurge-0 rollout does), and tears everything down without

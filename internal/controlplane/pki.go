@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -89,14 +90,41 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 }
 
 // serving returns the serving certificate of the apiserver with the given
-// hostname and address, creating it when missing.
+// hostname and address, creating it when missing. Besides the server's own
+// address it carries the load balancer's, so that clients of the load
+// balancer verify it. A certificate that lacks a name or address (one issued
+// before the plane had a load balancer address) is issued anew.
 func (p *pki) serving(hostname string, ip net.IP) (*keyPair, error) {
-	return loadOrCreate(p.dir, "apiserver-"+hostname, p.ca, certSpec{
+	name := "apiserver-" + hostname
+	spec := certSpec{
 		cn:       "kube-apiserver",
 		dnsNames: append([]string{hostname}, servingDNSNames...),
-		ips:      []net.IP{ip, net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		ips:      []net.IP{ip, net.ParseIP(LoadBalancerIP), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
 		server:   true,
-	})
+	}
+	kp, err := loadOrCreate(p.dir, name, p.ca, spec)
+	if err != nil || covers(kp.cert, spec) {
+		return kp, err
+	}
+	if err := os.Remove(kp.certFile); err != nil {
+		return nil, fmt.Errorf("replacing %s: %w", kp.certFile, err)
+	}
+	return loadOrCreate(p.dir, name, p.ca, spec)
+}
+
+// covers reports whether cert carries every name and address of spec.
+func covers(cert *x509.Certificate, spec certSpec) bool {
+	for _, n := range spec.dnsNames {
+		if !slices.Contains(cert.DNSNames, n) {
+			return false
+		}
+	}
+	for _, ip := range spec.ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 // ClientCert issues a client certificate for user in groups, signed by the

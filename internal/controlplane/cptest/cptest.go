@@ -31,9 +31,19 @@ func Start(t testing.TB, servers ...controlplane.APIServerSpec) *controlplane.Co
 // StartBare is Start without the CRDs.
 func StartBare(t testing.TB, servers ...controlplane.APIServerSpec) *controlplane.ControlPlane {
 	t.Helper()
+	return StartWith(t, controlplane.Options{APIServers: servers})
+}
+
+// StartWith starts a control plane with opts, without the CRDs, and stops it
+// at the end of the test. A nil opts.Log means stderr.
+func StartWith(t testing.TB, opts controlplane.Options) *controlplane.ControlPlane {
+	t.Helper()
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{APIServers: servers, Log: os.Stderr})
+	cp, err := controlplane.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting control plane: %v", err)
 	}

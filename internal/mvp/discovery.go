@@ -87,9 +87,21 @@ func (r Resources) Has(gvr schema.GroupVersionResource, verb string) bool {
 }
 
 // ListPath returns the URL path that lists gvr across all namespaces.
-func ListPath(gvr schema.GroupVersionResource) string {
+func ListPath(gvr schema.GroupVersionResource) string { return Path(gvr, "", "") }
+
+// Path returns the URL path of gvr in namespace (empty: cluster-wide or
+// cluster-scoped), and of the object name when name is set.
+func Path(gvr schema.GroupVersionResource, namespace, name string) string {
+	p := "/apis/" + gvr.Group + "/" + gvr.Version
 	if gvr.Group == "" {
-		return "/api/" + gvr.Version + "/" + gvr.Resource
+		p = "/api/" + gvr.Version
 	}
-	return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
+	if namespace != "" {
+		p += "/namespaces/" + namespace
+	}
+	p += "/" + gvr.Resource
+	if name != "" {
+		p += "/" + name
+	}
+	return p
 }

@@ -5,9 +5,16 @@
 // server answered as if nobody did), an honest 503 (the proxy knew a peer but
 // could not reach it), or an error.
 //
-// The skew set is computed, not listed: for each server, the resources its
-// peers serve locally (their nopeer discovery) that it does not. Every server
-// is also asked for the platform's own CRDs, which MVP never proxies, so
-// each server must serve them itself. The fleet-upgrade controller gates each
-// rollout step on the verdict; `bex upgrade verify` prints it.
+// The skew set is computed, not listed: for each server, the resources the
+// other targets serve locally (their nopeer discovery) that it does not, and
+// those its peer-merged discovery lists for a peer that is not a target (a
+// dead apiserver whose identity lease is left). Each server is also asked
+// for the platform's CRDs (create, get, list, delete of a probe object) and
+// aggregated APIs, which MVP never proxies, so each server must serve them
+// itself. Around the probes the verifier compares each server's merged and
+// nopeer discovery, reads the deltas of its proxy counters, and finds (and
+// on request removes) the identity leases of apiservers that are gone.
+//
+// Run hands a Report to its callers: the fleet-upgrade controller gates each
+// rollout step on Report.Passed; `bex upgrade verify` prints it.
 package verify

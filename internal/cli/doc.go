@@ -1,7 +1,9 @@
 // Package cli is the bex command line, for tenants and operators: login,
 // apps, builds and their logs, releases and rollback, env, runtime logs,
-// SSH keys, and the operators' admin commands. It calls the platform API
-// through web/api/apiclient.
+// SSH keys, custom domains (routes), and the operators' admin and upgrade
+// commands. It calls the platform API through web/api/apiclient, except
+// `bex upgrade verify`, which probes the apiservers of a control plane
+// directly with a kubeconfig.
 //
 // Each subcommand has its own file. NewCommand puts every dependency in
 // place before any RunE runs: the output writers, the configuration

@@ -89,7 +89,9 @@ func NewCommand(streams IO) *cobra.Command {
 		newEnvCommand(st),
 		newLogsCommand(st),
 		newKeysCommand(st),
+		newRoutesCommand(st),
 		newAdminCommand(st),
+		newUpgradeCommand(st),
 	)
 	return root
 }

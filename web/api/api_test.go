@@ -43,6 +43,7 @@ func TestAPI(t *testing.T) {
 		{"TenantIsolation", testTenantIsolation},
 		{"DefaultHostnameClash", testDefaultHostnameClash},
 		{"Env", testEnv},
+		{"Routes", testRoutes},
 		{"Builds", testBuilds},
 		{"Rollback", testRollback},
 		{"RuntimeLogs", testRuntimeLogs},

@@ -189,6 +189,10 @@ func (s *Server) deleteApp(c echo.Context) error {
 	if err := s.deleteEnvSecret(ctx, app); err != nil {
 		s.log.Error(err, "Deleting env secret failed", "app", client.ObjectKeyFromObject(app))
 	}
+	// Its Routes would keep holding their hostnames.
+	if err := s.deleteAppRoutes(ctx, app); err != nil {
+		s.log.Error(err, "Deleting routes failed", "app", client.ObjectKeyFromObject(app))
+	}
 	s.audit(c, "app.delete", app.Name, nil)
 	return c.NoContent(http.StatusNoContent)
 }

@@ -1,12 +1,13 @@
 // Package api is bex's platform JSON API under /api/v1: what the CLI, the
 // dashboard and scripts call. It owns the HTTP surface for tenants (apps,
-// builds and their logs, releases and rollback, env, runtime logs, SSH keys)
-// and for operators (creating tenants), its authentication by bearer token,
-// its error answers, its audit entries and its OpenAPI document.
+// builds and their logs, releases and rollback, env, runtime logs, custom
+// hostnames, SSH keys) and for operators (creating tenants), its
+// authentication by bearer token, its error answers, its audit entries and
+// its OpenAPI document.
 //
-// It takes its state from two places and adds none of its own: the App
-// objects and their env Secrets in the tenant's namespace of the management
-// cluster (a controller-runtime client), and the Postgres store (tenants,
+// It takes its state from two places and adds none of its own: the App and
+// Route objects and the env Secrets in the tenant's namespace of the
+// management cluster (a controller-runtime client), and the Postgres store (tenants,
 // tokens, SSH keys, builds, releases, the audit log). Two small interfaces,
 // Releaser and LogSource, hand rollbacks and runtime log reads to whoever
 // runs apps; embedded mode adapts its runtime to them.

@@ -34,6 +34,8 @@ var schemaTypes = map[string]reflect.Type{
 	"LogLine":             reflect.TypeFor[apiclient.LogLine](),
 	"SSHKey":              reflect.TypeFor[apiclient.SSHKey](),
 	"AddSSHKeyRequest":    reflect.TypeFor[apiclient.AddSSHKeyRequest](),
+	"Route":               reflect.TypeFor[apiclient.Route](),
+	"AddRouteRequest":     reflect.TypeFor[apiclient.AddRouteRequest](),
 }
 
 // obj is a JSON object of the document.
@@ -72,7 +74,7 @@ func (s *Server) OpenAPI() map[string]any {
 		"info": obj{
 			"title":       "bex platform API",
 			"version":     "v1",
-			"description": "Apps, builds, releases, env, logs and SSH keys of a tenant; tenants for operators. Every route but healthz and openapi.json needs Authorization: Bearer <token>. Errors are JSON {message, field}.",
+			"description": "Apps, builds, releases, env, logs, custom hostnames (routes) and SSH keys of a tenant; tenants for operators. Every route but healthz and openapi.json needs Authorization: Bearer <token>. Errors are JSON {message, field}.",
 		},
 		"paths": paths,
 		"components": obj{

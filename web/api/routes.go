@@ -86,6 +86,15 @@ func (s *Server) routeTable() []route {
 			summary: "Set and unset environment variables in one change; with secret=true the values go into the Secret <app>-env",
 			request: "PatchEnvRequest", response: "[]EnvVar"},
 
+		{method: http.MethodGet, path: "/apps/:app/routes", handler: s.listRoutes, access: tenant,
+			summary: "List an app's custom hostnames with what the platform observed: admission, DNS, certificate", response: "[]Route"},
+		{method: http.MethodPost, path: "/apps/:app/routes", handler: s.addRoute, access: tenant,
+			summary: "Add a custom hostname to an app; the answer says which DNS record to create",
+			request: "AddRouteRequest", response: "Route", status: http.StatusCreated},
+		{method: http.MethodDelete, path: "/apps/:app/routes/:hostname", handler: s.removeRoute, access: tenant,
+			summary: "Remove a custom hostname from an app", status: http.StatusNoContent,
+			query: []param{{"pathPrefix", "string", "The route's path prefix (default /)."}}},
+
 		{method: http.MethodGet, path: "/apps/:app/logs", handler: s.appLogs, access: tenant,
 			summary:  "The app's runtime output as JSON lines; with follow=true, streamed until the client goes away",
 			response: "LogLine", responseType: "application/x-ndjson", query: []param{followParam, tailParam}},

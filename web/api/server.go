@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -40,6 +41,10 @@ type Options struct {
 	// AppDomain is the domain under which apps answer:
 	// http://<app>-<tenant>.<AppDomain>.
 	AppDomain string
+	// EdgeAddresses are the edge's public IP addresses, which the DNS
+	// records of custom hostnames may point at with A and AAAA records;
+	// optional (a CNAME to the app's default hostname always works).
+	EdgeAddresses []string
 	// Log receives the server's own failures.
 	Log logr.Logger
 	// ReadinessChecks must all pass for GET /api/v1/healthz to answer 200;
@@ -55,6 +60,7 @@ type Server struct {
 	logs      LogSource
 	gitBase   string
 	appDomain string
+	edgeAddrs []string
 	log       logr.Logger
 	checks    []func(context.Context) error
 
@@ -84,6 +90,11 @@ func New(opts Options) (*Server, error) {
 	if strings.Contains(opts.AppDomain, "/") || strings.HasPrefix(opts.AppDomain, ".") {
 		return nil, fmt.Errorf("creating API server: AppDomain %q is not a domain", opts.AppDomain)
 	}
+	for _, a := range opts.EdgeAddresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return nil, fmt.Errorf("creating API server: EdgeAddresses: %q is not an IP address", a)
+		}
+	}
 	s := &Server{
 		store:     opts.Store,
 		kube:      opts.Kube,
@@ -91,6 +102,7 @@ func New(opts Options) (*Server, error) {
 		logs:      opts.Logs,
 		gitBase:   strings.TrimSuffix(opts.GitBase, "/"),
 		appDomain: opts.AppDomain,
+		edgeAddrs: slices.Clone(opts.EdgeAddresses),
 		log:       opts.Log,
 		checks:    opts.ReadinessChecks,
 	}

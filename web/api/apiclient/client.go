@@ -283,3 +283,25 @@ func (c *Client) AddSSHKey(ctx context.Context, req AddSSHKeyRequest) (SSHKey, e
 func (c *Client) DeleteSSHKey(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/ssh-keys/"+seg(id), nil, nil, nil)
 }
+
+// AddRoute adds a custom hostname to app.
+func (c *Client) AddRoute(ctx context.Context, app string, req AddRouteRequest) (Route, error) {
+	var r Route
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/routes", nil, req, &r)
+}
+
+// ListRoutes lists app's routes by hostname and path prefix.
+func (c *Client) ListRoutes(ctx context.Context, app string) ([]Route, error) {
+	var rs []Route
+	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/routes", nil, nil, &rs)
+}
+
+// RemoveRoute removes app's route for hostname and pathPrefix ("" means
+// "/").
+func (c *Client) RemoveRoute(ctx context.Context, app, hostname, pathPrefix string) error {
+	q := url.Values{}
+	if pathPrefix != "" {
+		q.Set("pathPrefix", pathPrefix)
+	}
+	return c.call(ctx, http.MethodDelete, "/apps/"+seg(app)+"/routes/"+seg(hostname), q, nil, nil)
+}

@@ -164,3 +164,62 @@ type SSHKey struct {
 type Health struct {
 	Status string `json:"status"`
 }
+
+// AddRouteRequest is the body of POST /api/v1/apps/{app}/routes.
+type AddRouteRequest struct {
+	// Hostname is the DNS name to serve, such as www.example.com, or a
+	// wildcard such as *.example.com; it is lowercased.
+	Hostname string `json:"hostname"`
+	// PathPrefix limits the route to request paths under it; default "/".
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	// TLS is Auto (default: a certificate is obtained on the first HTTPS
+	// request once DNS points at the platform) or None (plain HTTP only).
+	TLS string `json:"tls,omitempty"`
+}
+
+// Route is a custom hostname of an app and what the platform observed
+// about it.
+type Route struct {
+	Hostname   string `json:"hostname"`
+	PathPrefix string `json:"pathPrefix"`
+	App        string `json:"app"`
+	// Process is the process that receives the traffic, normally web.
+	Process string `json:"process"`
+	// TLS is Auto, None or Secret.
+	TLS string `json:"tls"`
+	// Ready is true when the platform serves the hostname.
+	Ready bool `json:"ready"`
+	// Status is the Ready condition in a word: "ready", "not ready", or
+	// "pending" before the platform first looked at the route; the
+	// condition's message is in StatusMessage.
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// Conditions are Ready, Admitted, DNSReady and CertificateReady, as the
+	// Route controller last wrote them.
+	Conditions []RouteCondition `json:"conditions"`
+	// DNSTarget is what the hostname's DNS record must point at.
+	DNSTarget DNSTarget `json:"dnsTarget"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// RouteCondition is one condition of a route.
+type RouteCondition struct {
+	Type string `json:"type"`
+	// Status is True, False or Unknown.
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// Since is when the status last changed.
+	Since time.Time `json:"since"`
+}
+
+// DNSTarget is what a route's hostname must point at: a CNAME record to
+// CNAME, or, where a CNAME cannot be (the apex of a zone, such as
+// example.com), A and AAAA records to Addresses.
+type DNSTarget struct {
+	// CNAME is the app's default hostname.
+	CNAME string `json:"cname"`
+	// Addresses are the edge's public addresses; empty when the operator
+	// configured none (then only the CNAME works).
+	Addresses []string `json:"addresses,omitempty"`
+}

@@ -29,6 +29,9 @@ import (
 const (
 	GitBase   = "http://git.bex.test:7000"
 	AppDomain = "apps.bex.test"
+	// EdgeAddress is the edge's public address the API tells tenants to
+	// point A records at.
+	EdgeAddress = "192.0.2.10"
 )
 
 // Env is a running API and what it runs on.
@@ -84,13 +87,14 @@ func Start(t *testing.T, cp *controlplane.ControlPlane) *Env {
 	}
 	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st}, Logs: &Logs{}}
 	srv, err := api.New(api.Options{
-		Store:     st,
-		Kube:      kube,
-		Deployer:  e.Releaser,
-		Logs:      e.Logs,
-		GitBase:   GitBase,
-		AppDomain: AppDomain,
-		Log:       testr.New(t),
+		Store:         st,
+		Kube:          kube,
+		Deployer:      e.Releaser,
+		Logs:          e.Logs,
+		GitBase:       GitBase,
+		AppDomain:     AppDomain,
+		EdgeAddresses: []string{EdgeAddress},
+		Log:           testr.New(t),
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()

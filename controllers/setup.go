@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -12,6 +14,8 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/controllers/app"
+	"bex.co/bex/controllers/fleetupgrade"
+	"bex.co/bex/controllers/route"
 )
 
 // NewScheme returns a scheme with every kind the controllers read.
@@ -22,6 +26,8 @@ func NewScheme() *runtime.Scheme {
 		platformv1alpha1.AddToScheme,
 		fleetv1alpha1.AddToScheme,
 		schedulingv1alpha1.AddToScheme,
+		clusterv1.AddToScheme,
+		controlplanev1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err)) // only a programming error gets here
@@ -31,7 +37,7 @@ func NewScheme() *runtime.Scheme {
 }
 
 // Names returns the names of the controllers Setup registers.
-func Names() []string { return []string{app.ControllerName} }
+func Names() []string { return []string{app.ControllerName, route.ControllerName} }
 
 // Deps are what the controllers need beyond the manager. Nil fields turn
 // the parts that need them off (see each reconciler).
@@ -40,6 +46,26 @@ type Deps struct {
 	Releases app.Releases
 	// Schedule places Apps through the scheduling.bex.co API.
 	Schedule bool
+
+	// DNS looks Routes' hostnames up (net.DefaultResolver in production);
+	// with DNS nil or no EdgeAddresses, Routes' DNSReady stays Unknown.
+	DNS route.Resolver
+	// EdgeAddresses are the edge's public IP addresses, which Routes'
+	// hostnames must resolve to.
+	EdgeAddresses []string
+	// AppDomain is the domain of apps' default hostnames (a port is
+	// ignored); Routes' DNS advice offers a CNAME to them.
+	AppDomain string
+	// Certificates reads the edge's certificate storage (an
+	// *edge.Certificates); nil leaves CertificateReady of Routes with
+	// spec.tls.mode Auto Unknown. A typed nil pointer is not nil here.
+	Certificates route.CertificateStates
+
+	// FleetUpgrades, when set, runs FleetUpgrades: its Verifier, and
+	// optionally Records (the *store.Store), RESTConfig, Capacity and
+	// Options; Setup fills in Client and Events. Nil leaves FleetUpgrades
+	// alone (a cluster without Cluster API's CRDs).
+	FleetUpgrades *fleetupgrade.Reconciler
 }
 
 // Setup registers every controller with mgr.
@@ -56,6 +82,22 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up %s: %w", app.ControllerName, err)
+	}
+	rr := &route.Reconciler{
+		Client:        mgr.GetClient(),
+		DNS:           deps.DNS,
+		EdgeAddresses: deps.EdgeAddresses,
+		AppDomain:     deps.AppDomain,
+		Certificates:  deps.Certificates,
+	}
+	if err := rr.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up %s: %w", route.ControllerName, err)
+	}
+	if fu := deps.FleetUpgrades; fu != nil {
+		fu.Client, fu.Events = mgr.GetClient(), mgr.GetEventRecorder(fleetupgrade.ControllerName)
+		if err := fu.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", fleetupgrade.ControllerName, err)
+		}
 	}
 	return nil
 }

@@ -33,6 +33,9 @@ const (
 	// FleetUpgradeInProgressReason (Ready=False, Progressing=True): clusters
 	// remain to be upgraded.
 	FleetUpgradeInProgressReason = "InProgress"
+	// FleetUpgradePendingReason (Progressing=False, on a cluster): the
+	// cluster's turn has not come yet.
+	FleetUpgradePendingReason = "Pending"
 	// FleetUpgradeFailedReason (Ready=False): a cluster failed to upgrade;
 	// the message names it.
 	FleetUpgradeFailedReason = "Failed"
@@ -76,6 +79,13 @@ const (
 	// FleetUpgradeDiscoveryMismatchReason (Verified=False): the peer-merged
 	// discovery of two apiservers differs.
 	FleetUpgradeDiscoveryMismatchReason = "DiscoveryMismatch"
+	// FleetUpgradeProbeFailedReason (Verified=False): an apiserver answered
+	// a probe with a 503 or an error, or the verifier found something wrong
+	// besides the probes; the message carries the evidence.
+	FleetUpgradeProbeFailedReason = "ProbeFailed"
+	// FleetUpgradeAwaitingVerificationReason (Verified=Unknown): the
+	// verifier has not run on the cluster yet.
+	FleetUpgradeAwaitingVerificationReason = "AwaitingVerification"
 )
 
 // FleetUpgradePhase is where a FleetUpgrade stands.
@@ -331,12 +341,52 @@ type ClusterUpgradeStatus struct {
 	// +optional
 	Steps []UpgradeStep `json:"steps,omitempty"`
 
+	// StartedAt is when the controller started on the cluster (its
+	// preflight).
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// FinishedAt is when the cluster's last machine was verified; the soak
+	// of its stage runs from the last FinishedAt of the stage.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// LastVerification is the MVP verifier's latest verdict on the cluster.
+	// +optional
+	LastVerification *Verification `json:"lastVerification,omitempty"`
+
 	// Conditions are PreflightPassed, Progressing, Paused and Verified for
 	// this cluster.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Verification is one run of the MVP verifier against every apiserver of a
+// cluster.
+type Verification struct {
+	// Time is when the verifier ran.
+	Time metav1.Time `json:"time"`
+
+	// Passed is true when the gate let the rollout go on.
+	Passed bool `json:"passed"`
+
+	// Reason is the Verified condition's reason it led to: MVPVerified,
+	// Spurious404, ProbeFailed or ClusterUnreachable.
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+
+	// Message is the verdict, with the evidence (apiserver, resource,
+	// status, answer) when it failed.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// APIServers are the names of the apiservers probed.
+	// +listType=atomic
+	// +optional
+	APIServers []string `json:"apiservers,omitempty"`
 }
 
 // UpgradeStep is the replacement of one control plane machine and the

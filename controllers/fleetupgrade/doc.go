@@ -1,0 +1,25 @@
+// Package fleetupgrade reconciles FleetUpgrade objects: it moves the Cluster
+// API (v1beta2) clusters a FleetUpgrade selects to the next Kubernetes minor
+// version, canary first, then the waves, one KubeadmControlPlane machine at
+// a time, and stops the rollout when the Mixed Version Proxy verifier sees a
+// tenant request fail.
+//
+// It owns the FleetUpgrade's status (phase, conditions, one entry per
+// cluster with a step per machine replaced) and writes three things in the
+// workload clusters' Cluster API objects: the KubeadmControlPlane's
+// apiServer extraArgs (the wire-MVP step, preflight.WireMVPPatch), its
+// spec.version (the version bump), and the Cluster's spec.paused, which it
+// sets after every machine replacement so that KubeadmControlPlane stops
+// before it deletes the next machine, and clears once the verifier passed.
+// A Cluster it paused carries the annotation PausedByAnnotation; it never
+// clears a pause it did not set.
+//
+// What it needs from elsewhere comes through small interfaces: the plan
+// (internal/upgrade/plan) and preflight (internal/upgrade/preflight)
+// packages are called directly; the verifier (Verifier, by default
+// internal/upgrade/verify.Run), the construction of a workload cluster's
+// rest.Config from its kubeconfig Secret (RESTConfigFunc), the upgrade
+// records (Records, implemented by *store.Store) and the surge capacity
+// (preflight.Capacity) are injected. Docs: docs/upgrades.md, "How the
+// controller runs a FleetUpgrade".
+package fleetupgrade

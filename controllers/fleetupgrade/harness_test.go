@@ -1,0 +1,608 @@
+package fleetupgrade_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
+	"bex.co/bex/controllers"
+	"bex.co/bex/controllers/fleetupgrade"
+	capicrds "bex.co/bex/deploy/capi-crds"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/internal/upgrade/verify"
+)
+
+// env is a real apiserver with the fleet and Cluster API CRDs, the
+// FleetUpgrade controller running in a manager, a scripted verifier and
+// in-memory records.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	verifier *fakeVerifier
+	records  *fakeRecords
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	ctrl.SetLogger(logr.Discard())
+	cp := cptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
+		t.Fatalf("installing Cluster API CRDs: %v", err)
+	}
+	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test runs its own manager in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, verifier: &fakeVerifier{}, records: &fakeRecords{}}
+	r := &fleetupgrade.Reconciler{
+		Client:   mgr.GetClient(),
+		Verifier: e.verifier,
+		Records:  e.records,
+		Events:   mgr.GetEventRecorder(fleetupgrade.ControllerName),
+		Options:  fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 500 * time.Millisecond},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(mgrCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	scheme := controllers.NewScheme()
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if e.c, err = client.New(cp.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// eventually polls cond until it returns "" or the context ends; the last
+// answer says what was missing.
+func (e *env) eventually(what string, cond func() string) {
+	e.t.Helper()
+	last := ""
+	for {
+		if last = cond(); last == "" {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("%s: never happened; last: %s", what, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) get(obj client.Object, ns, name string) {
+	e.t.Helper()
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) upgrade(name string) *fleetv1.FleetUpgrade {
+	e.t.Helper()
+	fu := &fleetv1.FleetUpgrade{}
+	e.get(fu, "", name)
+	return fu
+}
+
+// waitCondition waits until the FleetUpgrade's condition has status and
+// reason, and returns the FleetUpgrade.
+func (e *env) waitCondition(name, typ string, status metav1.ConditionStatus, reason string) *fleetv1.FleetUpgrade {
+	e.t.Helper()
+	var fu *fleetv1.FleetUpgrade
+	e.eventually(fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() string {
+		fu = e.upgrade(name)
+		c := meta.FindStatusCondition(fu.Status.Conditions, typ)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Sprintf("phase %s, %s: %+v", fu.Status.Phase, typ, c)
+		}
+		return ""
+	})
+	return fu
+}
+
+func (e *env) waitPhase(name string, phase fleetv1.FleetUpgradePhase) *fleetv1.FleetUpgrade {
+	e.t.Helper()
+	var fu *fleetv1.FleetUpgrade
+	e.eventually(fmt.Sprintf("%s phase %s", name, phase), func() string {
+		fu = e.upgrade(name)
+		if fu.Status.Phase != phase {
+			return fmt.Sprintf("phase %s, conditions %+v", fu.Status.Phase, fu.Status.Conditions)
+		}
+		return ""
+	})
+	return fu
+}
+
+// fixture is one workload cluster: a Cluster, its KubeadmControlPlane
+// (three replicas, maxSurge 0), its kubeconfig Secret and three Machines.
+type fixture struct {
+	ns, name, version string
+	labels            map[string]string
+	extraArgs         []bootstrapv1.Arg
+}
+
+// wired are the extraArgs of a 1.36+ control plane with MVP wired.
+var wired = []bootstrapv1.Arg{{Name: "peer-ca-file", Value: ptr.To("/etc/kubernetes/pki/ca.crt")}}
+
+func (e *env) createCluster(f fixture) *kcpSim {
+	e.t.Helper()
+	ctx := e.ctx
+	if err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name, Labels: f.labels},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef:      clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: f.name},
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "lb." + f.name + ".example", Port: 6443},
+		},
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](3),
+			Version:  f.version,
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "HCloudMachineTemplate", Name: f.name},
+			}},
+			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{ClusterConfiguration: bootstrapv1.ClusterConfiguration{
+				APIServer: bootstrapv1.APIServer{ExtraArgs: f.extraArgs},
+			}},
+			Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
+				Type:          controlplanev1.RollingUpdateStrategyType,
+				RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(0))},
+			}},
+		},
+	}
+	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{f.name: {Server: "https://lb." + f.name + ".example:6443", CertificateAuthorityData: []byte("not a real CA")}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {Token: "admin-token"}},
+		Contexts:       map[string]*clientcmdapi.Context{f.name: {Cluster: f.name, AuthInfo: "admin"}},
+		CurrentContext: f.name,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name + "-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}}
+	for _, obj := range []client.Object{cluster, kcp, secret} {
+		if err := e.c.Create(ctx, obj); err != nil {
+			e.t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	sim := &kcpSim{c: e.c, ns: f.ns, name: f.name, settle: 2 * time.Second, joinAfter: 300 * time.Millisecond}
+	sim.seed(ctx, e.t)
+	return sim
+}
+
+// kcpSim behaves like KubeadmControlPlane with maxSurge 0 for one control
+// plane: while the Cluster is not paused and a Machine is outdated (another
+// version, or extraArgs it was not created with), it deletes the oldest
+// outdated Machine, then creates its replacement, which joins (apiserver
+// healthy, an address) after joinAfter; it waits settle after a join
+// before it deletes the next machine, as KCP waits for etcd and the
+// control-plane components to be healthy. It keeps the KCP's status.
+type kcpSim struct {
+	c                 client.Client
+	ns, name          string
+	settle, joinAfter time.Duration
+
+	mu         sync.Mutex
+	next       int
+	lastJoined time.Time
+	deleted    []string
+	created    []simMachine // replacements, in order
+}
+
+type simMachine struct{ name, version, config string }
+
+const configAnnotation = "sim.test/config"
+
+func configOf(kcp *controlplanev1.KubeadmControlPlane) string {
+	var parts []string
+	for _, a := range kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs {
+		parts = append(parts, a.Name+"="+ptr.Deref(a.Value, ""))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *kcpSim) seed(ctx context.Context, t *testing.T) {
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, kcp); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m, err := s.create(ctx, kcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.join(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	s.created, s.lastJoined = nil, time.Time{}
+	s.mu.Unlock()
+	if err := s.updateStatus(ctx, kcp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *kcpSim) create(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) (*clusterv1.Machine, error) {
+	s.mu.Lock()
+	s.next++
+	name := fmt.Sprintf("cp-%d", s.next)
+	s.mu.Unlock()
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name,
+			Labels:      map[string]string{clusterv1.MachineControlPlaneNameLabel: kcp.Name, clusterv1.ClusterNameLabel: s.name},
+			Annotations: map[string]string{configAnnotation: configOf(kcp)}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       s.name,
+			Version:           kcp.Spec.Version,
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			InfrastructureRef: kcp.Spec.MachineTemplate.Spec.InfrastructureRef,
+		},
+	}
+	if err := s.c.Create(ctx, m); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.created = append(s.created, simMachine{name: name, version: m.Spec.Version, config: configOf(kcp)})
+	s.mu.Unlock()
+	return m, nil
+}
+
+func (s *kcpSim) join(ctx context.Context, m *clusterv1.Machine) error {
+	var n int
+	fmt.Sscanf(m.Name, "cp-%d", &n)
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
+	m.Status.Addresses = clusterv1.MachineAddresses{
+		{Type: clusterv1.MachineHostName, Address: m.Name},
+		{Type: clusterv1.MachineInternalIP, Address: fmt.Sprintf("10.0.0.%d", n)},
+	}
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition,
+		Status: metav1.ConditionTrue, Reason: "PodHealthy"})
+	if err := s.c.Status().Update(ctx, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lastJoined = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+func joined(m *clusterv1.Machine) bool {
+	return meta.IsStatusConditionTrue(m.Status.Conditions, controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition)
+}
+
+// run steps the simulator until ctx ends.
+func (s *kcpSim) run(ctx context.Context) {
+	for {
+		_ = s.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *kcpSim) step(ctx context.Context) error {
+	cluster := &clusterv1.Cluster{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, cluster); err != nil {
+		return err
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, kcp); err != nil {
+		return err
+	}
+	if ptr.Deref(cluster.Spec.Paused, false) {
+		return s.updateStatus(ctx, kcp)
+	}
+	machines, err := s.machines(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range machines {
+		if m := &machines[i]; !joined(m) && time.Since(m.CreationTimestamp.Time) >= s.joinAfter {
+			if err := s.join(ctx, m); err != nil {
+				return err
+			}
+			return s.updateStatus(ctx, kcp)
+		}
+	}
+	var outdated []clusterv1.Machine
+	allJoined := true
+	for _, m := range machines {
+		if m.Spec.Version != kcp.Spec.Version || m.Annotations[configAnnotation] != configOf(kcp) {
+			outdated = append(outdated, m)
+		}
+		allJoined = allJoined && joined(&m)
+	}
+	s.mu.Lock()
+	settled := time.Since(s.lastJoined) >= s.settle
+	s.mu.Unlock()
+	if len(outdated) > 0 && allJoined && len(machines) == 3 && settled {
+		old := outdated[0]
+		if err := s.c.Delete(ctx, &old); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.deleted = append(s.deleted, old.Name)
+		s.mu.Unlock()
+		if _, err := s.create(ctx, kcp); err != nil {
+			return err
+		}
+	}
+	return s.updateStatus(ctx, kcp)
+}
+
+func (s *kcpSim) machines(ctx context.Context) ([]clusterv1.Machine, error) {
+	var list clusterv1.MachineList
+	if err := s.c.List(ctx, &list, client.InNamespace(s.ns), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: s.name}); err != nil {
+		return nil, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		var a, b int
+		fmt.Sscanf(list.Items[i].Name, "cp-%d", &a)
+		fmt.Sscanf(list.Items[j].Name, "cp-%d", &b)
+		return a < b
+	})
+	return list.Items, nil
+}
+
+func (s *kcpSim) updateStatus(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
+	machines, err := s.machines(ctx)
+	if err != nil {
+		return err
+	}
+	var ready, upToDate int32
+	versions := map[string]int32{}
+	for _, m := range machines {
+		versions[m.Spec.Version]++
+		if joined(&m) {
+			ready++
+			if m.Spec.Version == kcp.Spec.Version && m.Annotations[configAnnotation] == configOf(kcp) {
+				upToDate++
+			}
+		}
+	}
+	base := kcp.DeepCopy()
+	kcp.Status.Replicas = ptr.To(int32(len(machines)))
+	kcp.Status.ReadyReplicas, kcp.Status.AvailableReplicas, kcp.Status.UpToDateReplicas = ptr.To(ready), ptr.To(ready), ptr.To(upToDate)
+	kcp.Status.Versions = nil
+	for v, n := range versions {
+		kcp.Status.Versions = append(kcp.Status.Versions, clusterv1.StatusVersion{Version: v, Replicas: n})
+	}
+	sort.Slice(kcp.Status.Versions, func(i, j int) bool { return kcp.Status.Versions[i].Version < kcp.Status.Versions[j].Version })
+	kcp.Status.ObservedGeneration = kcp.Generation
+	return s.c.Status().Patch(ctx, kcp, client.MergeFrom(base))
+}
+
+func (s *kcpSim) deletedMachines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.deleted...)
+}
+
+func (s *kcpSim) createdMachines() []simMachine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]simMachine(nil), s.created...)
+}
+
+// fakeVerifier answers as the test scripts it, and remembers each call's
+// targets.
+type fakeVerifier struct {
+	mu     sync.Mutex
+	calls  [][]verify.Target
+	answer func(targets []verify.Target) verify.Report
+}
+
+var devicetaintrules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
+
+func (f *fakeVerifier) Verify(_ context.Context, targets []verify.Target) (verify.Report, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, targets)
+	answer := f.answer
+	f.mu.Unlock()
+	if answer != nil {
+		return answer(targets), nil
+	}
+	return passing(targets), nil
+}
+
+func (f *fakeVerifier) script(answer func(targets []verify.Target) verify.Report) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answer = answer
+}
+
+func (f *fakeVerifier) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func (f *fakeVerifier) lastCall() []verify.Target {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) == 0 {
+		return nil
+	}
+	return f.calls[len(f.calls)-1]
+}
+
+func passing(targets []verify.Target) verify.Report {
+	var rep verify.Report
+	for _, t := range targets {
+		rep.Probes = append(rep.Probes, verify.Probe{APIServer: t.Name, Resource: devicetaintrules, Verb: "list", Status: 200, Outcome: verify.Proxied, At: time.Now()})
+	}
+	return rep
+}
+
+// spurious404OnCP2AfterFirstMachine fails as soon as a replacement joined:
+// cp-2, still at the old version, answers 404 for devicetaintrules.
+func spurious404OnCP2AfterFirstMachine(targets []verify.Target) verify.Report {
+	rep := passing(targets)
+	for _, t := range targets {
+		if t.Name != "cp-1" && t.Name != "cp-2" && t.Name != "cp-3" {
+			for i := range rep.Probes {
+				if rep.Probes[i].APIServer == "cp-2" {
+					rep.Probes[i].Status, rep.Probes[i].Outcome = 404, verify.Spurious404
+					rep.Probes[i].Message = `the server could not find the requested resource`
+				}
+			}
+		}
+	}
+	return rep
+}
+
+// fakeRecords keeps what the controller records in memory.
+type fakeRecords struct {
+	mu     sync.Mutex
+	runs   map[string]*store.UpgradeRun
+	steps  []store.UpgradeStep
+	probes map[string][]store.ProbeSample
+}
+
+var _ fleetupgrade.Records = (*fakeRecords)(nil)
+
+func (f *fakeRecords) StartUpgradeRun(_ context.Context, n store.NewUpgradeRun) (store.UpgradeRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]*store.UpgradeRun{}
+	}
+	if r, ok := f.runs[n.UID]; ok {
+		return *r, nil
+	}
+	r := &store.UpgradeRun{ID: "run-" + n.UID, FleetUpgrade: n.FleetUpgrade, UID: n.UID, TargetVersion: n.TargetVersion, State: store.UpgradeRunning}
+	f.runs[n.UID] = r
+	return *r, nil
+}
+
+func (f *fakeRecords) SetUpgradeRunState(_ context.Context, runID string, state store.UpgradeRunState, message string) (store.UpgradeRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.runs {
+		if r.ID == runID {
+			if r.State.Final() {
+				return store.UpgradeRun{}, store.ErrNotFound
+			}
+			r.State, r.Message = state, message
+			return *r, nil
+		}
+	}
+	return store.UpgradeRun{}, store.ErrNotFound
+}
+
+func (f *fakeRecords) StartUpgradeStep(_ context.Context, runID string, n store.NewUpgradeStep) (store.UpgradeStep, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := store.UpgradeStep{ID: fmt.Sprintf("step-%d", len(f.steps)+1), RunID: runID, Seq: len(f.steps) + 1, Cluster: n.Cluster, Kind: n.Kind,
+		Machine: n.Machine, FromVersion: n.FromVersion, ToVersion: n.ToVersion, Outcome: store.StepRunning}
+	f.steps = append(f.steps, st)
+	return st, nil
+}
+
+func (f *fakeRecords) FinishUpgradeStep(_ context.Context, stepID string, outcome store.UpgradeStepOutcome, message string) (store.UpgradeStep, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.steps {
+		if f.steps[i].ID == stepID {
+			f.steps[i].Outcome, f.steps[i].Message = outcome, message
+			return f.steps[i], nil
+		}
+	}
+	return store.UpgradeStep{}, store.ErrNotFound
+}
+
+func (f *fakeRecords) RecordProbes(_ context.Context, stepID string, samples []store.ProbeSample) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.probes == nil {
+		f.probes = map[string][]store.ProbeSample{}
+	}
+	f.probes[stepID] = append(f.probes[stepID], samples...)
+	return nil
+}
+
+// stepsOf returns the recorded steps of a kind, in order.
+func (f *fakeRecords) stepsOf(kind string) []store.UpgradeStep {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.UpgradeStep
+	for _, s := range f.steps {
+		if s.Kind == kind {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// kinds returns the kinds of the recorded steps, in order.
+func (f *fakeRecords) kinds() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, s := range f.steps {
+		out = append(out, s.Kind)
+	}
+	return out
+}
+
+func (f *fakeRecords) probesOf(stepID string) []store.ProbeSample {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes[stepID]
+}
+
+func (f *fakeRecords) runState(uid string) store.UpgradeRunState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.runs[uid]; ok {
+		return r.State
+	}
+	return ""
+}

@@ -252,3 +252,10 @@ func ignoreClosed(err error) error {
 
 // Close stops certificate maintenance.
 func (s *Server) Close() { s.cache.Stop() }
+
+// ACMEIssuerKey is the issuer key of certificates from the ACME directory:
+// where certmagic stores them, for readers of the storage such as the Route
+// controller.
+func ACMEIssuerKey(directory string) string {
+	return (&certmagic.ACMEIssuer{CA: directory}).IssuerKey()
+}

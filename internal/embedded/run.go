@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"bex.co/bex/controllers"
 	"bex.co/bex/deploy"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgserver"
 	"bex.co/bex/internal/store"
@@ -111,7 +113,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Deps{Releases: svc.pipeline, Schedule: true}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Deps{
+		Releases: svc.pipeline, Schedule: true,
+		DNS: net.DefaultResolver, EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
+	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
 	mgrCtx, cancelMgr := context.WithCancel(ctx)
@@ -123,6 +128,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	cancelSync()
 	if !synced {
 		return errors.New("controller manager caches did not sync within a minute")
+	}
+	if err := edge.WatchRoutes(mgrCtx, mgr.GetCache(), svc.table, log.WithName("edge")); err != nil {
+		return err
 	}
 
 	env := []envVar{

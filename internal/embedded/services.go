@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
@@ -38,6 +40,10 @@ import (
 // devTenant is the tenant make run creates for its user.
 const devTenant = "dev"
 
+// edgeAddresses are where the embedded edge listens, the addresses a
+// Route's hostname must resolve to.
+var edgeAddresses = []string{"127.0.0.1"}
+
 // appDomain is where apps answer in embedded mode: <app>-<tenant>.localhost
 // resolves to the loopback address without any DNS set-up.
 const appDomain = "localhost"
@@ -45,8 +51,16 @@ const appDomain = "localhost"
 // services are the platform's own servers in embedded mode.
 type services struct {
 	pipeline *pipeline.Pipeline
-	env      []envVar
-	summary  [][2]string
+	// table is the edge's routing table; Routes are fed into it once the
+	// controller manager's cache runs.
+	table *edge.Table
+	// certs is the edge's view of certificate state, for the Route
+	// controller.
+	certs *edge.Certificates
+	// metrics holds the edge's per-route metrics.
+	metrics *prometheus.Registry
+	env     []envVar
+	summary [][2]string
 }
 
 // startServices starts the registry, builder, runtime, edge, git receiver
@@ -105,9 +119,13 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	edgePort := edgeL.Addr().(*net.TCPAddr).Port
+	edgeTLSL, err := listen("edge-https")
+	if err != nil {
+		return nil, err
+	}
+	edgePort, edgeTLSPort := edgeL.Addr().(*net.TCPAddr).Port, edgeTLSL.Addr().(*net.TCPAddr).Port
 	urlOf := func(tenant, app string) string {
-		return fmt.Sprintf("http://%s:%d", edge.Hostname(tenant, app, appDomain), edgePort)
+		return fmt.Sprintf("https://%s:%d", edge.Hostname(tenant, app, appDomain), edgeTLSPort)
 	}
 	pl, err := pipeline.New(pipeline.Options{
 		Store: st, Kube: kube, Builder: builder, Runtime: rt,
@@ -116,11 +134,32 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := edge.New(&edge.DefaultHosts{Domain: appDomain, Apps: rt}, edge.Options{})
+	ca, err := edge.LoadOrCreateLocalCA(filepath.Join(o.StateDir, "ca"))
+	if err != nil {
+		return nil, err
+	}
+	certs, err := certstore.New(st.Pool(), certstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: appDomain, Apps: rt}}
+	metrics := prometheus.NewRegistry()
+	edgeSrv, err := edge.NewServer(edge.ServerOptions{
+		Table: table, Storage: certs, LocalCA: ca, HTTPPort: edgePort, HTTPSPort: edgeTLSPort,
+		ListenHost: "127.0.0.1", Metrics: metrics, Log: log.WithName("edge"),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the edge: %w", err)
 	}
-	serve("edge", edgeL, proxy)
+	edgeCtx, stopEdge := context.WithCancel(context.WithoutCancel(ctx))
+	edgeDone := make(chan struct{})
+	go func() {
+		defer close(edgeDone)
+		if err := edgeSrv.Serve(edgeCtx, edgeL, edgeTLSL); err != nil {
+			log.Error(err, "Edge stopped")
+		}
+	}()
+	*stops = append(*stops, func() { stopEdge(); <-edgeDone; edgeSrv.Close() })
 
 	// Git receiver.
 	git, err := gitserver.New(gitserver.Options{
@@ -153,7 +192,8 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	gitBase := "http://" + gitL.Addr().String()
 	apiSrv, err := api.New(api.Options{
 		Store: st, Kube: kube, Deployer: pl, Logs: runtimeLogs{driver: rt},
-		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgePort), Log: log.WithName("api"),
+		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
+		Log: log.WithName("api"),
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {
@@ -189,16 +229,20 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	}
 	apiURL := "http://" + apiL.Addr().String()
 	httpURL := fmt.Sprintf("http://127.0.0.1:%d", edgePort)
+	httpsURL := fmt.Sprintf("https://127.0.0.1:%d", edgeTLSPort)
 	sshURL := "ssh://git@" + sshL.Addr().String()
 	return &services{
-		pipeline: pl,
+		pipeline: pl, table: table, certs: edgeSrv.Certificates(), metrics: metrics,
 		env: []envVar{
 			{"BEX_API", apiURL}, {"BEX_GIT", gitBase}, {"BEX_GIT_SSH", sshURL}, {"BEX_TOKEN", devToken},
-			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, edgePort)},
+			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_HTTPS", httpsURL}, {"BEX_CA", ca.CertFile()},
+			{"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, edgeTLSPort)},
 		},
 		summary: [][2]string{
 			{"API", apiURL}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
-			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d", appDomain, edgePort)}, {"registry", regL.Addr().String()},
+			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, edgeTLSPort)},
+			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, edgePort)},
+			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String()},
 		},
 	}, nil
 }

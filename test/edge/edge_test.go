@@ -21,14 +21,21 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/acmetest"
+	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -176,15 +183,13 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{appIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: ptr.To(appPort)}},
 	}))
-	route := &platformv1alpha1.Route{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "www-shop-test"},
-		Spec:       platformv1alpha1.RouteSpec{Hostname: "www.shop.test", AppRef: platformv1alpha1.AppReference{Name: "shop"}},
+	must(kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
+	for _, host := range []string{"www.shop.test", "dark.shop.test"} {
+		must(kube.Create(ctx, &platformv1alpha1.Route{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: strings.ReplaceAll(host, ".", "-")},
+			Spec:       platformv1alpha1.RouteSpec{Hostname: host, AppRef: platformv1alpha1.AppReference{Name: "shop"}},
+		}))
 	}
-	must(kube.Create(ctx, route))
-	// Admission is the Route controller's decision; here the test makes it.
-	meta.SetStatusCondition(&route.Status.Conditions, metav1.Condition{
-		Type: platformv1alpha1.RouteAdmittedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.RouteAcceptedReason, Message: "admitted by the test"})
-	must(kube.Status().Update(ctx, route))
 
 	// pebble validates challenges on edge A's ports; edge B obtains the
 	// certificate only if A answers B's challenge through the shared store.
@@ -192,6 +197,10 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpA, TLSPort: httpsA})
 	pebble.SetA("www.shop.test", "127.0.0.1")
 	pebble.SetA("evil.shop.test", "127.0.0.1")
+	// dark.shop.test has a Route but no DNS record: its challenge fails.
+	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
+	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
+	waitRoute(ctx, t, kube, "dark-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
 	common := []string{
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
@@ -247,6 +256,28 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 		t.Errorf("pebble saw %d orders for the unclaimed evil.shop.test", n)
 	}
 
+	// The Route controller reads the outcome from the shared storage.
+	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason)
+	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteReadyCondition, platformv1alpha1.RouteServingReason)
+
+	// A Route whose hostname does not point here: the first handshake
+	// places an order, the challenge fails, and the Route says why.
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 90 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", edgeB.https),
+		&tls.Config{ServerName: "dark.shop.test", RootCAs: roots})
+	if err == nil {
+		conn.Close()
+		t.Fatal("TLS handshake for dark.shop.test succeeded without a DNS record")
+	}
+	dark := waitRoute(ctx, t, kube, "dark-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteChallengeFailedReason)
+	if c := meta.FindStatusCondition(dark.Status.Conditions, platformv1alpha1.RouteCertificateReadyCondition); !strings.Contains(c.Message, "dark.shop.test") {
+		t.Errorf("ChallengeFailed message does not carry the CA's answer about the name: %q", c.Message)
+	}
+	dns := meta.FindStatusCondition(dark.Status.Conditions, platformv1alpha1.RouteDNSReadyCondition)
+	if dns == nil || dns.Reason != platformv1alpha1.RouteDNSNotPointingHereReason {
+		t.Errorf("DNSReady of dark.shop.test = %+v, want %s", dns, platformv1alpha1.RouteDNSNotPointingHereReason)
+	}
+	t.Logf("dark.shop.test: %s; %s", dns.Message, meta.FindStatusCondition(dark.Status.Conditions, platformv1alpha1.RouteCertificateReadyCondition).Message)
+
 	// Plain HTTP redirects to the HTTPS port.
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/cart?x=1", edgeB.http), nil)
@@ -288,6 +319,58 @@ func hostIP(t *testing.T) string {
 	}
 	t.Fatal("this machine has no non-loopback IPv4 address for the test app (EndpointSlices refuse loopback addresses)")
 	return ""
+}
+
+// startRouteController runs the platform's controllers against the test's
+// apiserver, with the real DNS of the test (pebble's challtestsrv) and the
+// edges' certificate storage.
+func startRouteController(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, dbURL string, pebble *acmetest.Pebble) {
+	t.Helper()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	storage, err := certstore.New(st.Pool(), certstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, pebble.DNSAddr())
+	}}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.Setup(mgr, controllers.Deps{
+		DNS: resolver, EdgeAddresses: []string{"127.0.0.1"}, AppDomain: "apps.test",
+		Certificates: &edge.Certificates{Storage: storage, IssuerKeys: []string{edge.ACMEIssuerKey(pebble.DirectoryURL())}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller manager: %v", err)
+		}
+	})
+}
+
+// waitRoute waits until the Route's condition has reason, and returns it.
+func waitRoute(ctx context.Context, t *testing.T, kube client.Client, name, condition, reason string) *platformv1alpha1.Route {
+	t.Helper()
+	r := &platformv1alpha1.Route{}
+	platformtest.WaitFor(ctx, t, fmt.Sprintf("Route %s %s=%s", name, condition, reason), func() bool {
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: "acme", Name: name}, r); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(r.Status.Conditions, condition)
+		return c != nil && c.Reason == reason
+	})
+	return r
 }
 
 func grepLines(s, sub string) string {

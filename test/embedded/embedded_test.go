@@ -36,7 +36,7 @@ func TestMakeRun(t *testing.T) {
 
 	p := platformtest.Start(ctx, t, bin, state, dbURL)
 	env := p.WaitEnv(ctx, t)
-	for _, k := range []string{"BEX_KUBECONFIG", "BEX_DATABASE_URL", "BEX_APISERVER", "BEX_STATE_DIR", "BEX_API", "BEX_GIT", "BEX_TOKEN", "BEX_HTTP", "BEX_DOMAIN"} {
+	for _, k := range []string{"BEX_KUBECONFIG", "BEX_DATABASE_URL", "BEX_APISERVER", "BEX_STATE_DIR", "BEX_API", "BEX_GIT", "BEX_TOKEN", "BEX_HTTP", "BEX_HTTPS", "BEX_CA", "BEX_DOMAIN"} {
 		if env[k] == "" {
 			t.Fatalf("env file lacks %s: %v", k, env)
 		}
@@ -116,7 +116,7 @@ func TestMakeRun(t *testing.T) {
 
 	p = platformtest.Start(ctx, t, bin, state, dbURL)
 	env2 := p.WaitEnv(ctx, t)
-	for _, k := range []string{"BEX_APISERVER", "BEX_API", "BEX_GIT", "BEX_TOKEN", "BEX_HTTP"} {
+	for _, k := range []string{"BEX_APISERVER", "BEX_API", "BEX_GIT", "BEX_TOKEN", "BEX_HTTP", "BEX_HTTPS", "BEX_CA"} {
 		if env2[k] != env[k] {
 			t.Fatalf("%s changed across restarts: %s → %s", k, env[k], env2[k])
 		}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,7 +41,20 @@ func setCondition(s *scope, typ string, status metav1.ConditionStatus, reason, m
 	})
 }
 
+// keepsServing says what serves while a newer build or release failed.
+func keepsServing(s *scope) string {
+	if s.app.Status.CurrentRelease == 0 {
+		return "nothing was released yet"
+	}
+	return "v" + strconv.FormatInt(s.app.Status.CurrentRelease, 10) + " keeps serving"
+}
+
 func setBuiltCondition(s *scope) {
+	if lb := s.lastBuild; lb.Failed && !lb.Rollout {
+		setCondition(s, platformv1alpha1.AppBuiltCondition, metav1.ConditionFalse, platformv1alpha1.AppBuildFailedReason,
+			fmt.Sprintf("Build %d failed (%s): %s. Fix it and push again; `bex builds log %s` shows its output.", lb.Number, keepsServing(s), lb.Message, s.app.Name))
+		return
+	}
 	if s.app.Status.CurrentRelease == 0 {
 		setCondition(s, platformv1alpha1.AppBuiltCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
 			"Nothing has been pushed yet: git push to the app's repository to build it.")
@@ -49,6 +64,11 @@ func setBuiltCondition(s *scope) {
 }
 
 func setReleasedCondition(s *scope) {
+	if lb := s.lastBuild; lb.Failed && lb.Rollout {
+		setCondition(s, platformv1alpha1.AppReleasedCondition, metav1.ConditionFalse, platformv1alpha1.AppRolloutFailedReason,
+			fmt.Sprintf("The release of build %d never became healthy and got no traffic (%s): %s", lb.Number, keepsServing(s), lb.Message))
+		return
+	}
 	if s.app.Status.CurrentRelease == 0 {
 		setCondition(s, platformv1alpha1.AppReleasedCondition, metav1.ConditionFalse, platformv1alpha1.AppAwaitingPushReason,
 			"No release yet: the first successful build creates release 1.")

@@ -18,6 +18,7 @@ func TestSetConditions(t *testing.T) {
 		observed       bool
 		healthy        bool
 		runtimeMsg     string
+		lastBuild      LastBuild
 		readyStatus    metav1.ConditionStatus
 		readyReason    string
 		builtStatus    metav1.ConditionStatus
@@ -36,6 +37,17 @@ func TestSetConditions(t *testing.T) {
 			readyReason: platformv1alpha1.AppUnhealthyReason, builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
 		{name: "release not running", release: 4, runtimeMsg: "release v4 is not running: unpacking failed", readyStatus: metav1.ConditionFalse,
 			readyReason: platformv1alpha1.AppUnhealthyReason, builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "failed build, previous release serves", release: 2, observed: true, healthy: true,
+			lastBuild:   LastBuild{Number: 3, Failed: true, Message: "go build: undefined: x"},
+			readyStatus: metav1.ConditionTrue, readyReason: platformv1alpha1.AppHealthyReason,
+			builtStatus: metav1.ConditionFalse, releasedReason: platformv1alpha1.AppRolledOutReason},
+		{name: "failed rollout, previous release serves", release: 2, observed: true, healthy: true,
+			lastBuild:   LastBuild{Number: 3, Failed: true, Rollout: true, Message: "web.0 failed its health check"},
+			readyStatus: metav1.ConditionTrue, readyReason: platformv1alpha1.AppHealthyReason,
+			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolloutFailedReason},
+		{name: "a later good build clears the failure", release: 3, observed: true, healthy: true, lastBuild: LastBuild{Number: 4},
+			readyStatus: metav1.ConditionTrue, readyReason: platformv1alpha1.AppHealthyReason,
+			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
 		{name: "released, health unknown", release: 1, readyStatus: metav1.ConditionUnknown, readyReason: platformv1alpha1.AppRollingOutReason,
 			builtStatus: metav1.ConditionTrue, releasedReason: platformv1alpha1.AppRolledOutReason},
 	} {
@@ -43,7 +55,7 @@ func TestSetConditions(t *testing.T) {
 			app := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
 			app.Spec.Suspended = tc.suspended
 			app.Status.CurrentRelease = tc.release
-			s := &scope{app: app, missingSecrets: tc.missing, runtimeObserved: tc.observed, runtimeReady: tc.healthy, runtimeMessage: tc.runtimeMsg}
+			s := &scope{app: app, missingSecrets: tc.missing, runtimeObserved: tc.observed, runtimeReady: tc.healthy, runtimeMessage: tc.runtimeMsg, lastBuild: tc.lastBuild}
 			setConditions(s)
 			ready := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition)
 			if ready == nil || ready.Status != tc.readyStatus || ready.Reason != tc.readyReason {

@@ -45,6 +45,21 @@ type Releases interface {
 	Health(ctx context.Context, tenant, app string) (ready bool, message string, err error)
 	// Remove stops everything that runs for the app and forgets its files.
 	Remove(ctx context.Context, tenant, app string) error
+	// LastBuild reports the outcome of the app's newest build; the zero
+	// value when it has none.
+	LastBuild(ctx context.Context, tenant, app string) (LastBuild, error)
+}
+
+// LastBuild is the outcome of an App's newest build, so that a build or a
+// release that failed shows on the App while the previous release serves.
+type LastBuild struct {
+	// Number is the build's number; 0 when the app has no build.
+	Number int
+	// Failed is true when the build failed, or built but its release never
+	// became healthy (Rollout).
+	Failed, Rollout bool
+	// Message is the failure, in the pipeline's words.
+	Message string
 }
 
 // Reconciler reconciles Apps.
@@ -113,6 +128,8 @@ type scope struct {
 	// placementObserved is set when a Placer ran: placement is its answer.
 	placementObserved bool
 	placement         Placement
+	// lastBuild is the newest build's outcome, when Releases reported it.
+	lastBuild LastBuild
 }
 
 // Reconcile observes the App and writes its status.
@@ -166,6 +183,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 			s.runtimeObserved, s.runtimeReady, s.runtimeMessage = true, ready, msg
 		}
+	}
+	if r.Releases != nil {
+		lb, err := r.Releases.LastBuild(ctx, app.Namespace, app.Name)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading the last build: %w", err)
+		}
+		s.lastBuild = lb
 	}
 	setConditions(s)
 	return result, nil

@@ -21,6 +21,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
 )
@@ -48,7 +49,10 @@ type Pipeline struct {
 	locks map[string]*sync.Mutex
 }
 
-var _ gitserver.Deployer = (*Pipeline)(nil)
+var (
+	_ gitserver.Deployer = (*Pipeline)(nil)
+	_ appctrl.Releases   = (*Pipeline)(nil)
+)
 
 // New checks the options.
 func New(opts Options) (*Pipeline, error) {
@@ -113,7 +117,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	latest, err := p.latestNumber(ctx, tenant.ID, push.App)
 	if err != nil {
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Image: res.Image, Error: err.Error()})
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: err.Error()})
 		return gitserver.DeployResult{}, err
 	}
 	config := configOf(app)
@@ -122,7 +126,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err := p.rollout(ctx, app, number, res.Image, config, out); err != nil {
 		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Image: res.Image, Error: "release failed: " + err.Error()})
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: rolloutFailedPrefix + err.Error()})
 		return gitserver.DeployResult{}, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
 	}
 	logs.Close()
@@ -404,6 +408,31 @@ func (w *logWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }
 func (w *logWriter) Close() {
 	w.pw.Close()
 	<-w.done
+}
+
+// rolloutFailedPrefix starts the error of a build whose release never
+// became healthy.
+const rolloutFailedPrefix = "release failed: "
+
+// LastBuild reports the outcome of the app's newest build.
+func (p *Pipeline) LastBuild(ctx context.Context, tenantName, appName string) (appctrl.LastBuild, error) {
+	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
+	if errors.Is(err, store.ErrNotFound) {
+		return appctrl.LastBuild{}, nil
+	}
+	if err != nil {
+		return appctrl.LastBuild{}, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
+	}
+	builds, err := p.opts.Store.ListBuilds(ctx, tenant.ID, appName, 1)
+	if err != nil || len(builds) == 0 {
+		return appctrl.LastBuild{}, err
+	}
+	b := builds[0]
+	lb := appctrl.LastBuild{Number: b.Number, Failed: b.Status == store.BuildFailed}
+	if lb.Failed {
+		lb.Message, lb.Rollout = strings.CutPrefix(b.Error, rolloutFailedPrefix)
+	}
+	return lb, nil
 }
 
 // Health reports whether the runtime serves the app's current release.

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -79,6 +82,10 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	remote, _ := url.Parse(env["BEX_GIT"] + "/dev/bench.git")
 	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
 	host := "bench-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	apps, err := appClient(env)
+	if err != nil {
+		return err
+	}
 	if _, err := git(repo, "init", "-q", "-b", "main"); err != nil {
 		return err
 	}
@@ -107,7 +114,7 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 			out, err := git(repo, "push", "-q", remote.String(), "main")
 			pushed <- pushResult{out, err}
 		}()
-		if err := waitBody(ctx, env["BEX_HTTP"], host, body); err != nil {
+		if err := waitBody(ctx, apps, host, body); err != nil {
 			return err
 		}
 		total := time.Since(start)
@@ -232,12 +239,34 @@ func createApp(ctx context.Context, api, token, name string) error {
 	return nil
 }
 
-func waitBody(ctx context.Context, edgeURL, host, want string) error {
+// appClient reaches apps at the edge's HTTPS port (BEX_HTTPS) whatever
+// their hostname, trusting the local CA (BEX_CA), as curl --cacert does.
+func appClient(env map[string]string) (*http.Client, error) {
+	pem, err := os.ReadFile(env["BEX_CA"])
+	if err != nil {
+		return nil, fmt.Errorf("reading BEX_CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("BEX_CA %s holds no certificate", env["BEX_CA"])
+	}
+	u, err := url.Parse(env["BEX_HTTPS"])
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("BEX_HTTPS %q is not a URL", env["BEX_HTTPS"])
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, u.Host)
+		},
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+	}}, nil
+}
+
+func waitBody(ctx context.Context, c *http.Client, host, want string) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, edgeURL+"/", nil)
-		req.Host = host
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+		if resp, err := c.Do(req); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && string(b) == want {

@@ -222,9 +222,12 @@ func TestStreaming(t *testing.T) {
 	close(release)
 }
 
-func TestWebSocket(t *testing.T) {
+// wsEcho starts a WebSocket upstream that answers each message with
+// "echo: " and the message.
+func wsEcho(t *testing.T) string {
+	t.Helper()
 	upgrader := websocket.Upgrader{}
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	return upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		c, err := upgrader.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -240,6 +243,10 @@ func TestWebSocket(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestWebSocket(t *testing.T) {
+	up := wsEcho(t)
 	s := newProxy(t, &table{routes: map[string][]string{"ws.bex.test": {up}}})
 	dialer := websocket.Dialer{
 		NetDial: func(network, addr string) (net.Conn, error) {

@@ -191,23 +191,7 @@ func mustCounter(t *testing.T, reg *prometheus.Registry, name string, labels map
 }
 
 func TestServerWebSocketOverTLS(t *testing.T) {
-	upgrader := websocket.Upgrader{}
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		c, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			mt, msg, err := c.ReadMessage()
-			if err != nil {
-				return
-			}
-			if err := c.WriteMessage(mt, append([]byte("echo: "), msg...)); err != nil {
-				return
-			}
-		}
-	})
+	up := wsEcho(t)
 	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: "apps.test", Apps: apps{{"acme", "chat"}: {up}}}}
 	e := startServer(t, table)
 	dialer := websocket.Dialer{

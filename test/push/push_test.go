@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,7 +18,10 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 )
@@ -110,20 +112,9 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// get fetches an app through the edge by its default hostname.
-func get(ctx context.Context, edgeURL, host string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, edgeURL+"/", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Host = host
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), nil
+// get fetches an app through the edge's HTTPS port by its default hostname.
+func get(ctx context.Context, c *http.Client, host string) (int, string, error) {
+	return platformtest.GetApp(ctx, c, host)
 }
 
 func TestPushToLive(t *testing.T) {
@@ -136,6 +127,7 @@ func TestPushToLive(t *testing.T) {
 	env := p.WaitEnv(ctx, t)
 	dev := &tenant{t: t, bin: bin, env: env, token: env["BEX_TOKEN"], home: t.TempDir()}
 	host := "hello-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	apps := platformtest.AppClient(t, env)
 
 	info := dev.mustBex("apps", "create", "hello")
 	if !strings.Contains(info, "dev/hello.git") {
@@ -159,8 +151,23 @@ func TestPushToLive(t *testing.T) {
 				t.Fatalf("push output lacks %q:\n%s", want, out)
 			}
 		}
-		if code, body, err := get(ctx, env["BEX_HTTP"], host); err != nil || code != 200 || body != "hello v1" {
+		if code, body, err := get(ctx, apps, host); err != nil || code != 200 || body != "hello v1" {
 			t.Fatalf("GET %s = %d %q %v, want 200 \"hello v1\"", host, code, body, err)
+		}
+	})
+
+	t.Run("curl with BEX_CA reaches the app over HTTPS, plain HTTP redirects", func(t *testing.T) {
+		_, httpsPort, _ := strings.Cut(env["BEX_DOMAIN"], ":")
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "--cacert", env["BEX_CA"], "https://"+host+":"+httpsPort+"/").CombinedOutput()
+		if err != nil || string(out) != "hello v1" {
+			t.Fatalf("curl --cacert $BEX_CA https://%s:%s/ = %q, %v", host, httpsPort, out, err)
+		}
+		httpURL, err := url.Parse(env["BEX_HTTP"])
+		must(t, err)
+		out, err = exec.CommandContext(ctx, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+			"http://"+host+":"+httpURL.Port()+"/path?q=1").CombinedOutput()
+		if want := "308 https://" + host + ":" + httpsPort + "/path?q=1"; err != nil || string(out) != want {
+			t.Fatalf("plain HTTP answered %q (%v), want %q", out, err, want)
 		}
 	})
 
@@ -181,7 +188,7 @@ func TestPushToLive(t *testing.T) {
 						return
 					default:
 					}
-					code, body, err := get(ctx, env["BEX_HTTP"], host)
+					code, body, err := get(ctx, apps, host)
 					total.Add(1)
 					if err != nil || code != 200 || (body != "hello v1" && body != "hello v2") {
 						failures.Add(1)
@@ -217,13 +224,76 @@ func TestPushToLive(t *testing.T) {
 		if !strings.Contains(out, "notDefinedAnywhere") {
 			t.Fatalf("push output lacks the compiler's error:\n%s", out)
 		}
-		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v2" {
+		if _, body, _ := get(ctx, apps, host); body != "hello v2" {
 			t.Fatalf("after a failed build the app answers %q, want \"hello v2\"", body)
 		}
 		log := dev.mustBex("builds", "log", "hello")
 		if !strings.Contains(log, "notDefinedAnywhere") {
 			t.Fatalf("the failed build's log lacks the compiler error:\n%s", log)
 		}
+		dev.mustGit(repo, "reset", "-q", "--hard", "HEAD~1")
+	})
+
+	t.Run("a release that fails its health check never gets traffic", func(t *testing.T) {
+		kube := platformtest.Client(t, env["BEX_KUBECONFIG"])
+		app := &platformv1alpha1.App{}
+		must(t, kube.Get(ctx, client.ObjectKey{Namespace: "dev", Name: "hello"}, app))
+		base := app.DeepCopy()
+		app.Spec.HealthCheck = &platformv1alpha1.HealthCheck{Path: "/healthz", IntervalSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 2, SuccessThreshold: 1}
+		must(t, kube.Patch(ctx, app, client.MergeFrom(base)))
+
+		writeApp(t, repo, "hello sick", true)
+		main := filepath.Join(repo, "main.go")
+		src, err := os.ReadFile(main)
+		must(t, err)
+		sick := strings.Replace(string(src), `fmt.Fprint(w, "ok")`, `w.WriteHeader(http.StatusInternalServerError)`, 1)
+		must(t, os.WriteFile(main, []byte(sick), 0o644))
+		dev.mustGit(repo, "commit", "-q", "-am", "sick")
+
+		var sickAnswers, failures, total atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, body, err := get(ctx, apps, host)
+					total.Add(1)
+					switch {
+					case err != nil || code != 200:
+						failures.Add(1)
+						t.Logf("failed request: %d %q %v", code, body, err)
+					case body != "hello v2":
+						sickAnswers.Add(1)
+					}
+				}
+			})
+		}
+		out, err := dev.git(repo, "push", dev.remote("dev", "hello"), "main")
+		close(stop)
+		wg.Wait()
+		if err == nil {
+			t.Fatalf("push of an app failing its health check succeeded:\n%s", out)
+		}
+		if !strings.Contains(out, "health check") {
+			t.Errorf("push output does not say the health check failed:\n%s", out)
+		}
+		if sickAnswers.Load() != 0 || failures.Load() != 0 {
+			t.Fatalf("during the failed release %d of %d requests reached it and %d failed", sickAnswers.Load(), total.Load(), failures.Load())
+		}
+		t.Logf("%d requests during the failed release, all answered by v2", total.Load())
+		platformtest.WaitFor(ctx, t, "the App to say the rollout failed", func() bool {
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReleasedCondition)
+			return c != nil && c.Reason == platformv1alpha1.AppRolloutFailedReason && strings.Contains(c.Message, "health check") &&
+				strings.Contains(c.Message, "v2 keeps serving")
+		})
 		dev.mustGit(repo, "reset", "-q", "--hard", "HEAD~1")
 	})
 
@@ -291,7 +361,7 @@ func TestPushToLive(t *testing.T) {
 		if !strings.Contains(out, "Released v3") {
 			t.Fatalf("SSH push output lacks Released v3:\n%s", out)
 		}
-		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v4" {
+		if _, body, _ := get(ctx, apps, host); body != "hello v4" {
 			t.Fatalf("after the SSH push the app answers %q, want \"hello v4\"", body)
 		}
 	})
@@ -301,7 +371,7 @@ func TestPushToLive(t *testing.T) {
 		if !strings.Contains(out, "v2") {
 			t.Fatalf("rollback output does not name v2:\n%s", out)
 		}
-		if _, body, _ := get(ctx, env["BEX_HTTP"], host); body != "hello v2" {
+		if _, body, _ := get(ctx, apps, host); body != "hello v2" {
 			t.Fatalf("after rollback the app answers %q, want \"hello v2\"", body)
 		}
 		if rel := dev.mustBex("releases", "hello"); !strings.Contains(rel, "v4") || !strings.Contains(strings.ToLower(rel), "rollback") {
@@ -311,16 +381,17 @@ func TestPushToLive(t *testing.T) {
 
 	t.Run("a restarted platform serves the current release again", func(t *testing.T) {
 		p.Interrupt(t)
-		if _, _, err := get(ctx, env["BEX_HTTP"], host); err == nil {
+		if _, _, err := get(ctx, apps, host); err == nil {
 			t.Fatal("the edge still answers after the platform stopped")
 		}
 		p = platformtest.Start(ctx, t, bin, state, dbURL)
 		env2 := p.WaitEnv(ctx, t)
-		if env2["BEX_HTTP"] != env["BEX_HTTP"] {
-			t.Fatalf("the edge moved across restarts: %s → %s", env["BEX_HTTP"], env2["BEX_HTTP"])
+		if env2["BEX_HTTPS"] != env["BEX_HTTPS"] || env2["BEX_CA"] != env["BEX_CA"] {
+			t.Fatalf("the edge or its CA moved across restarts: %s %s → %s %s", env["BEX_HTTPS"], env["BEX_CA"], env2["BEX_HTTPS"], env2["BEX_CA"])
 		}
+		apps2 := platformtest.AppClient(t, env2)
 		platformtest.WaitFor(ctx, t, "the app to answer after the restart", func() bool {
-			code, body, err := get(ctx, env2["BEX_HTTP"], host)
+			code, body, err := get(ctx, apps2, host)
 			return err == nil && code == 200 && body == "hello v2"
 		})
 	})

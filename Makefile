@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test build kubebin generate verify bench-push bench-edge fmt vet clean
+.PHONY: all run test test-upgrade build kubebin generate verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -26,6 +26,11 @@ kubebin:
 ## test: the whole test suite against real components
 test: kubebin
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+## test-upgrade: the mixed-version suite: real upgrades under a tenant's load, gated by the verifier (out/upgrade-report.md)
+test-upgrade:
+	$(GO) run ./cmd/bex-kubebin --versions 1.35.4,1.36.3,1.37.2
+	BEX_TEST_UPGRADE=1 $(GO) test -count=1 -timeout 40m ./test/upgrade/ -run . -v
 
 ## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs
 generate:

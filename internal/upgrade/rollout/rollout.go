@@ -116,6 +116,13 @@ type Options struct {
 	// from the old server's (MVP wiring, feature gates, runtime config and
 	// extra arguments) with the new name and version.
 	Spec func(*controlplane.APIServerSpec)
+	// Outdated, when set, chooses the running servers to replace, instead
+	// of "not at Version": for a rollout that changes flags and keeps the
+	// version (wiring MVP on 1.35, say, outdated = NoMVP), as KCP rolls a
+	// machine whose spec differs from its template. It must turn false for
+	// a replacement, which Spec should see to, or the rollout never ends.
+	// Servers are still replaced by servers at Version.
+	Outdated func(*controlplane.APIServer) bool
 }
 
 // Validate reports what is wrong with the options.
@@ -253,10 +260,15 @@ func (r *runner) running() []*controlplane.APIServer {
 	return out
 }
 
-// outdated returns the running apiservers not at the target version, oldest
-// first, as KCP picks the oldest outdated machine.
+// outdated returns the running apiservers to replace (Options.Outdated, or
+// those not at the target version), oldest first, as KCP picks the oldest
+// outdated machine.
 func (r *runner) outdated() []*controlplane.APIServer {
-	return slices.DeleteFunc(r.running(), func(s *controlplane.APIServer) bool { return s.Version == r.target })
+	outdated := r.opts.Outdated
+	if outdated == nil {
+		outdated = func(s *controlplane.APIServer) bool { return s.Version != r.target }
+	}
+	return slices.DeleteFunc(r.running(), func(s *controlplane.APIServer) bool { return !outdated(s) })
 }
 
 // taken reports whether a server of that name was ever started on the plane.

@@ -215,6 +215,58 @@ func TestRolloutRefusesTooFewServers(t *testing.T) {
 	}
 }
 
+// TestRolloutOutdated rolls three 1.36.3 apiservers without MVP to 1.36.3
+// with MVP: a flags-only rollout, as wiring MVP is. With Options.Outdated
+// choosing the unwired servers and Options.Spec wiring each replacement,
+// every server is replaced once, under a new name, and the rollout ends;
+// without Outdated the same target version means nothing to do.
+func TestRolloutOutdated(t *testing.T) {
+	cp := cptest.StartWith(t, controlplane.Options{
+		LoadBalancer: true,
+		DrainTimeout: time.Second,
+		APIServers: []controlplane.APIServerSpec{
+			{Name: "apiserver-1", Version: fromVersion, NoMVP: true},
+			{Name: "apiserver-2", Version: fromVersion, NoMVP: true},
+			{Name: "apiserver-3", Version: fromVersion, NoMVP: true},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	res, err := rollout.Run(ctx, cp, rollout.Options{Version: fromVersion})
+	if err != nil || len(res.Steps) != 0 {
+		t.Fatalf("same version without Outdated: %d steps, %v; want nothing done", len(res.Steps), err)
+	}
+
+	rec := newRecorder(t)
+	res, err = rollout.Run(ctx, cp, rollout.Options{
+		Version:  fromVersion,
+		OnEvent:  rec.record,
+		Outdated: func(s *controlplane.APIServer) bool { return s.Spec.NoMVP },
+		Spec:     func(s *controlplane.APIServerSpec) { s.NoMVP = false },
+	})
+	rec.report(rec.start)
+	if err != nil {
+		t.Fatalf("flags-only rollout: %v", err)
+	}
+	if len(res.Steps) != 3 {
+		t.Fatalf("steps done = %d, want 3", len(res.Steps))
+	}
+	var names []string
+	for _, s := range running(cp) {
+		names = append(names, s.Name)
+		if s.Version != fromVersion || s.Spec.NoMVP {
+			t.Errorf("%s runs %s with NoMVP=%t, want %s wired", s.Name, s.Version, s.Spec.NoMVP, fromVersion)
+		}
+	}
+	sort.Strings(names)
+	want := []string{"apiserver-1-" + fromVersion, "apiserver-2-" + fromVersion, "apiserver-3-" + fromVersion}
+	if !slices.Equal(names, want) {
+		t.Fatalf("running after the rollout: %v, want %v", names, want)
+	}
+	assertRotationIsRunning(t, cp)
+	rec.assertMaxSurgeZero(3)
+}
+
 func running(cp *controlplane.ControlPlane) []*controlplane.APIServer {
 	return slices.DeleteFunc(cp.APIServers(), func(s *controlplane.APIServer) bool { return !s.Running() })
 }

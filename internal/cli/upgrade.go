@@ -10,6 +10,14 @@ func newUpgradeCommand(st *state) *cobra.Command {
 		Short: "Operators' commands for Kubernetes upgrades of control planes",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newUpgradeVerifyCommand(st))
+	cmd.AddCommand(
+		newUpgradeVerifyCommand(st),
+		newUpgradePlanCommand(st),
+		newUpgradeStartCommand(st),
+		newUpgradeStatusCommand(st),
+		newUpgradePauseCommand(st),
+		newUpgradeResumeCommand(st),
+		newUpgradeAbortCommand(st),
+	)
 	return cmd
 }

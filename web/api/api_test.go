@@ -44,6 +44,7 @@ func TestAPI(t *testing.T) {
 		{"DefaultHostnameClash", testDefaultHostnameClash},
 		{"Env", testEnv},
 		{"Routes", testRoutes},
+		{"Upgrades", testUpgrades},
 		{"Builds", testBuilds},
 		{"Rollback", testRollback},
 		{"RuntimeLogs", testRuntimeLogs},

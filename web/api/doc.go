@@ -1,20 +1,24 @@
 // Package api is bex's platform JSON API under /api/v1: what the CLI, the
 // dashboard and scripts call. It owns the HTTP surface for tenants (apps,
 // builds and their logs, releases and rollback, env, runtime logs, custom
-// hostnames, SSH keys) and for operators (creating tenants), its
+// hostnames, SSH keys) and for operators (creating tenants; planning,
+// starting, following, pausing, resuming and aborting fleet upgrades), its
 // authentication by bearer token, its error answers, its audit entries and
 // its OpenAPI document.
 //
 // It takes its state from two places and adds none of its own: the App and
 // Route objects and the env Secrets in the tenant's namespace of the
-// management cluster (a controller-runtime client), and the Postgres store (tenants,
-// tokens, SSH keys, builds, releases, the audit log). Two small interfaces,
+// management cluster (a controller-runtime client), the cluster-scoped
+// FleetUpgrades and the Cluster API Clusters and KubeadmControlPlanes it
+// plans over, and the Postgres store (tenants, tokens, SSH keys, builds,
+// releases, the audit log, the fleet-upgrade records). Two small interfaces,
 // Releaser and LogSource, hand rollbacks and runtime log reads to whoever
 // runs apps; embedded mode adapts its runtime to them.
 //
 // Every route but healthz and openapi.json needs "Authorization: Bearer
 // <token>". A tenant's token reaches only its tenant: another tenant's app
 // answers 404 as if it did not exist. An operator's token reaches
-// /api/v1/admin/. Errors are JSON {"message", "field"}; a refused request
-// changes nothing; every change writes one audit entry.
+// /api/v1/admin/ and /api/v1/upgrades. Errors are JSON {"message",
+// "field"}; a refused request changes nothing; every change writes one
+// audit entry.
 package api

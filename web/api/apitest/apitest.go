@@ -1,6 +1,7 @@
 // Package apitest runs the real platform API (package web/api) for tests:
 // on a fresh Postgres database from pgtest and a real control plane from
-// cptest, behind an httptest server, with an operator's token, a Releaser
+// cptest (plus the Cluster API v1beta2 CRDs of deploy/capi-crds, which the
+// fleet-upgrade routes plan over), behind an httptest server, with an operator's token, a Releaser
 // that records each rollback as a release in the store, and a LogSource the
 // test feeds. Tests of the API and of the CLI use it.
 //
@@ -15,11 +16,19 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1alpha1 "bex.co/bex/apis/fleet/v1alpha1"
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	capicrds "bex.co/bex/deploy/capi-crds"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
@@ -58,24 +67,31 @@ func (e *Env) SetNotReady(err error) {
 	e.notReady = err
 }
 
-// NewScheme returns the scheme of the API's cluster client: core and
-// platform.bex.co kinds.
+// NewScheme returns the scheme of the API's cluster client: core,
+// platform.bex.co and fleet.bex.co kinds, and Cluster API's Cluster and
+// KubeadmControlPlane (v1beta2).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	if err := corev1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := platformv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, platformv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme,
+		clusterv1.AddToScheme, controlplanev1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
 	}
 	return s
 }
 
-// Start runs the API on a new database and on cp, and stops it when t
-// ends. Tests that share cp must use distinct tenant names.
+// Start runs the API on a new database and on cp, with the Cluster API
+// CRDs installed on cp, and stops it when t ends. Tests that share cp must
+// use distinct tenant names (and FleetUpgrade and Cluster names).
 func Start(t *testing.T, cp *controlplane.ControlPlane) *Env {
 	t.Helper()
 	ctx := context.Background()
+	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
+		t.Fatalf("installing Cluster API CRDs: %v", err)
+	}
 	st, err := store.Open(ctx, pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
@@ -256,3 +272,36 @@ var (
 	_ api.Releaser  = (*Releaser)(nil)
 	_ api.LogSource = (*Logs)(nil)
 )
+
+// CreateCluster creates a Cluster API (v1beta2) Cluster in namespace ns
+// (created when missing) with labels, and its KubeadmControlPlane of the
+// same name that runs version, as a management cluster holds them; no
+// controller acts on them.
+func (e *Env) CreateCluster(t testing.TB, ns, name, version string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: name},
+		},
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To[int32](3),
+			Version:  version,
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "HCloudMachineTemplate", Name: name},
+			}},
+		},
+	}
+	for _, obj := range []client.Object{cluster, kcp} {
+		if err := e.Kube.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T %s/%s: %v", obj, ns, name, err)
+		}
+	}
+}

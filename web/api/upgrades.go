@@ -1,0 +1,584 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/internal/upgrade/plan"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// Fleet upgrades, for operators.
+//
+// A FleetUpgrade is cluster-scoped (its CRD says so), so it lives in no
+// namespace and the API creates none. The API writes only the spec: the
+// FleetUpgrade controller does the rollout and reports in the status, and
+// records each run in Postgres (internal/store, upgrade_runs). Plans and
+// new FleetUpgrades are validated by the apiserver (a dry-run create for a
+// plan), so the CRD's OpenAPI and CEL rules are the only rules; their
+// refusals are answered 422 on the request's field.
+
+// runLookupLimit is how many of the newest recorded runs are searched for
+// a FleetUpgrade's run.
+const runLookupLimit = 1000
+
+// upgradeSpecFields maps the FleetUpgrade's fields to the request's, for
+// the apiserver's and the planner's refusals.
+var upgradeSpecFields = []struct{ spec, field string }{
+	{"metadata.name", "name"},
+	{"spec.targetVersion", "targetVersion"},
+	{"spec.fromVersion", "fromVersion"},
+	{"spec.clusterSelector", "clusterSelector"},
+	{"spec.canaryCluster", "canaryCluster"},
+	{"spec.waves", "waves"},
+	{"spec.maxParallelClusters", "maxParallelClusters"},
+	{"spec.soakTime", "soak"},
+	{"spec.wireMVP", "wireMVP"},
+}
+
+// requestField turns a FleetUpgrade field path (spec.waves[0].name) into
+// the request's (waves[0].name); "" when the request has no such field.
+func requestField(path string) string {
+	for _, f := range upgradeSpecFields {
+		if rest, ok := strings.CutPrefix(path, f.spec); ok {
+			return f.field + rest
+		}
+	}
+	return ""
+}
+
+// invalidUpgrade turns the apiserver's Invalid answer into a 422 on the
+// first request field it names (targetVersion when it names none), with
+// every cause in the message.
+func invalidUpgrade(err error) error {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) || se.Status().Details == nil || len(se.Status().Details.Causes) == 0 {
+		return invalid("targetVersion", "the cluster refused the fleet upgrade: %v", err)
+	}
+	field := ""
+	var msgs []string
+	for _, c := range se.Status().Details.Causes {
+		f := cmp.Or(requestField(c.Field), c.Field)
+		if field == "" && requestField(c.Field) != "" {
+			field = f
+		}
+		msgs = append(msgs, f+": "+specFieldsAsRequest(strings.TrimPrefix(c.Message, "Invalid value: ")))
+	}
+	return invalid(cmp.Or(field, "targetVersion"), "the cluster refused the fleet upgrade: %s", strings.Join(msgs, "; "))
+}
+
+// invalidPlan turns plan.ErrInvalidSpec into a 422 on the field it names
+// first, with the spec's field names written as the request's.
+func invalidPlan(err error) error {
+	msg := strings.TrimPrefix(err.Error(), plan.ErrInvalidSpec.Error()+": ")
+	field, first := "targetVersion", len(msg)
+	for _, f := range upgradeSpecFields {
+		if i := strings.Index(msg, f.spec); i >= 0 && i < first {
+			field, first = f.field, i
+		}
+	}
+	return invalid(field, "%s", specFieldsAsRequest(msg))
+}
+
+// specFieldsAsRequest writes the FleetUpgrade's field names in msg as the
+// request's ("spec.waves[0].name in body should match" becomes "should
+// match", after the field).
+func specFieldsAsRequest(msg string) string {
+	msg = regexpSpecInBody.ReplaceAllString(msg, "")
+	for _, f := range upgradeSpecFields {
+		msg = strings.ReplaceAll(msg, f.spec, f.field)
+	}
+	return msg
+}
+
+// regexpSpecInBody matches the field path the apiserver's schema errors
+// repeat ("spec.maxParallelClusters in body ").
+var regexpSpecInBody = regexp.MustCompile(`\bspec\.[A-Za-z0-9.\[\]]+ in body `)
+
+// noClusterAPI answers when the management cluster does not serve Cluster
+// API's kinds.
+func noClusterAPI(err error) error {
+	return &httpError{status: http.StatusServiceUnavailable,
+		message: fmt.Sprintf("the management cluster does not serve Cluster API v1beta2 (%v): install Cluster API (clusterctl init) before planning or starting a fleet upgrade", err)}
+}
+
+// parseSelector reads a label selector in kubectl's syntax as a 422 on
+// field.
+func parseSelector(field, s string) (metav1.LabelSelector, error) {
+	if strings.TrimSpace(s) == "" {
+		return metav1.LabelSelector{}, nil
+	}
+	sel, err := metav1.ParseToLabelSelector(s)
+	if err != nil {
+		return metav1.LabelSelector{}, invalid(field, "selector %q: %v (write it as kubectl -l does: env=prod,tier!=db,zone in (a,b))", s, err)
+	}
+	return *sel, nil
+}
+
+// selectorString writes a label selector in kubectl's syntax; "" selects
+// everything.
+func selectorString(sel metav1.LabelSelector) string {
+	s, err := metav1.LabelSelectorAsSelector(&sel)
+	if err != nil {
+		return "<invalid>"
+	}
+	return s.String()
+}
+
+// upgradeSpec builds a FleetUpgrade spec from the request's fields; what
+// it can check before the apiserver does is answered 422.
+func upgradeSpec(req apiclient.UpgradePlanRequest, soak string, wireMVP bool) (fleetv1.FleetUpgradeSpec, error) {
+	spec := fleetv1.FleetUpgradeSpec{
+		TargetVersion:       strings.TrimSpace(req.TargetVersion),
+		FromVersion:         strings.TrimSpace(req.FromVersion),
+		MaxParallelClusters: req.MaxParallelClusters,
+		WireMVP:             wireMVP,
+	}
+	if spec.TargetVersion == "" {
+		return spec, invalid("targetVersion", "which version? give the Kubernetes version to upgrade to, such as v1.37.2")
+	}
+	var err error
+	if spec.ClusterSelector, err = parseSelector("clusterSelector", req.ClusterSelector); err != nil {
+		return spec, err
+	}
+	if req.CanaryCluster != "" {
+		ns, name, ok := strings.Cut(req.CanaryCluster, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return spec, invalid("canaryCluster", "canary cluster %q: write it as NAMESPACE/NAME", req.CanaryCluster)
+		}
+		spec.CanaryCluster = &fleetv1.ClusterReference{Namespace: ns, Name: name}
+	}
+	for i, w := range req.Waves {
+		sel, err := parseSelector(fmt.Sprintf("waves[%d].clusterSelector", i), w.ClusterSelector)
+		if err != nil {
+			return spec, err
+		}
+		spec.Waves = append(spec.Waves, fleetv1.Wave{Name: w.Name, MaxParallel: w.MaxParallel, ClusterSelector: sel})
+	}
+	if soak != "" {
+		d, err := time.ParseDuration(soak)
+		if err != nil {
+			return spec, invalid("soak", "soak %q: want a duration such as 10m or 1h30m", soak)
+		}
+		spec.SoakTime = &metav1.Duration{Duration: d}
+	}
+	return spec, nil
+}
+
+// computePlan reads the fleet and plans fu over it.
+func (s *Server) computePlan(ctx context.Context, fu *fleetv1.FleetUpgrade) (*plan.Plan, error) {
+	var clusters clusterv1.ClusterList
+	if err := s.kube.List(ctx, &clusters); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, noClusterAPI(err)
+		}
+		return nil, fmt.Errorf("listing clusters: %w", err)
+	}
+	var kcps controlplanev1.KubeadmControlPlaneList
+	if err := s.kube.List(ctx, &kcps); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, noClusterAPI(err)
+		}
+		return nil, fmt.Errorf("listing kubeadm control planes: %w", err)
+	}
+	p, err := plan.Compute(plan.Input{Upgrade: fu, Clusters: clusters.Items, ControlPlanes: kcps.Items})
+	if errors.Is(err, plan.ErrInvalidSpec) {
+		return nil, invalidPlan(err)
+	}
+	return p, err
+}
+
+// createFleetUpgrade creates fu (only validates it with dryRun), mapping
+// the apiserver's refusals to the request's fields.
+func (s *Server) createFleetUpgrade(ctx context.Context, fu *fleetv1.FleetUpgrade, dryRun bool) error {
+	var opts []client.CreateOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	err := s.kube.Create(ctx, fu, opts...)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsInvalid(err):
+		return invalidUpgrade(err)
+	case apierrors.IsAlreadyExists(err):
+		return &httpError{status: http.StatusConflict, field: "name",
+			message: fmt.Sprintf("fleet upgrade %q exists already: pick another name, or see it with bex upgrade status %s", fu.Name, fu.Name)}
+	case meta.IsNoMatchError(err):
+		return &httpError{status: http.StatusServiceUnavailable,
+			message: fmt.Sprintf("the management cluster does not serve FleetUpgrades (%v): install bex's CRDs (deploy/crds)", err)}
+	}
+	return fmt.Errorf("creating fleet upgrade: %w", err)
+}
+
+func (s *Server) planUpgrade(c echo.Context) error {
+	var req apiclient.UpgradePlanRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	spec, err := upgradeSpec(req, "", false)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	// A dry-run create: the CRD's rules check the spec, its defaults fill
+	// it in, and nothing is written.
+	fu := &fleetv1.FleetUpgrade{ObjectMeta: metav1.ObjectMeta{GenerateName: "plan-"}, Spec: spec}
+	if err := s.createFleetUpgrade(ctx, fu, true); err != nil {
+		return err
+	}
+	p, err := s.computePlan(ctx, fu)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, planView(p))
+}
+
+// planView is what the API shows of a plan.
+func planView(p *plan.Plan) apiclient.UpgradePlan {
+	v := apiclient.UpgradePlan{TargetVersion: p.Target, Stages: []apiclient.UpgradeStage{},
+		Skipped: []apiclient.UpgradeDecision{}, Refused: []apiclient.UpgradeDecision{}}
+	for _, st := range p.Stages {
+		sv := apiclient.UpgradeStage{Name: st.Name, Kind: string(st.Kind), MaxParallel: st.MaxParallel}
+		for _, c := range st.Clusters {
+			sv.Clusters = append(sv.Clusters, apiclient.PlannedCluster{
+				Name: c.Name(), ControlPlane: c.ControlPlane.String(), FromVersion: c.FromVersion, ToVersion: c.ToVersion, Management: c.Management,
+			})
+		}
+		v.Stages = append(v.Stages, sv)
+	}
+	decisions := func(ds []plan.Decision, decision string) []apiclient.UpgradeDecision {
+		out := []apiclient.UpgradeDecision{}
+		for _, d := range ds {
+			out = append(out, apiclient.UpgradeDecision{Cluster: d.Key.String(), Version: d.Version, Decision: decision, Reason: d.Reason, Message: d.Message})
+		}
+		return out
+	}
+	v.Skipped = decisions(p.Skipped, "skipped")
+	v.Refused = decisions(p.Refused, "refused")
+	return v
+}
+
+func (s *Server) createUpgrade(c echo.Context) error {
+	var req apiclient.CreateUpgradeRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		return invalid("name", "a fleet upgrade needs a name, such as to-1-37")
+	}
+	spec, err := upgradeSpec(apiclient.UpgradePlanRequest{
+		TargetVersion: req.TargetVersion, FromVersion: req.FromVersion, ClusterSelector: req.ClusterSelector,
+		CanaryCluster: req.CanaryCluster, Waves: req.Waves, MaxParallelClusters: req.MaxParallelClusters,
+	}, req.Soak, req.WireMVP)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	fu := &fleetv1.FleetUpgrade{ObjectMeta: metav1.ObjectMeta{Name: req.Name}, Spec: spec}
+	// Validate, then plan on the defaulted spec: a canary that does not
+	// exist is refused now rather than as a condition later. Clusters the
+	// plan refuses are not: the controller waits until they are fixed.
+	dry := fu.DeepCopy()
+	if err := s.createFleetUpgrade(ctx, dry, true); err != nil {
+		return err
+	}
+	if _, err := s.computePlan(ctx, dry); err != nil {
+		return err
+	}
+	if err := s.createFleetUpgrade(ctx, fu, false); err != nil {
+		return err
+	}
+	s.audit(c, "upgrade.start", fu.Name, map[string]any{
+		"targetVersion": spec.TargetVersion, "fromVersion": spec.FromVersion, "clusterSelector": req.ClusterSelector,
+		"canaryCluster": req.CanaryCluster, "waves": len(spec.Waves), "wireMVP": spec.WireMVP, "soak": upgradeView(fu, nil).Soak,
+	})
+	return c.JSON(http.StatusCreated, upgradeView(fu, nil))
+}
+
+// getUpgradeObject reads the FleetUpgrade the path names.
+func (s *Server) getUpgradeObject(c echo.Context) (*fleetv1.FleetUpgrade, error) {
+	name := c.Param("name")
+	fu := &fleetv1.FleetUpgrade{}
+	if err := s.kube.Get(c.Request().Context(), types.NamespacedName{Name: name}, fu); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, notFound("fleet upgrade %q not found: bex upgrade status lists them", name)
+		}
+		if meta.IsNoMatchError(err) {
+			return nil, notFound("fleet upgrade %q not found: the management cluster does not serve FleetUpgrades", name)
+		}
+		return nil, fmt.Errorf("reading fleet upgrade %s: %w", name, err)
+	}
+	return fu, nil
+}
+
+// runsByUID returns the newest recorded runs by FleetUpgrade UID.
+func (s *Server) runsByUID(ctx context.Context) (map[string]store.UpgradeRun, error) {
+	runs, err := s.store.ListUpgradeRuns(ctx, runLookupLimit)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]store.UpgradeRun, len(runs))
+	for _, r := range runs {
+		m[r.UID] = r
+	}
+	return m, nil
+}
+
+func (s *Server) listUpgrades(c echo.Context) error {
+	ctx := c.Request().Context()
+	var list fleetv1.FleetUpgradeList
+	if err := s.kube.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return c.JSON(http.StatusOK, []apiclient.Upgrade{})
+		}
+		return fmt.Errorf("listing fleet upgrades: %w", err)
+	}
+	runs, err := s.runsByUID(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(list.Items, func(a, b fleetv1.FleetUpgrade) int {
+		return cmp.Or(b.CreationTimestamp.Compare(a.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+	})
+	views := make([]apiclient.Upgrade, 0, len(list.Items))
+	for i := range list.Items {
+		fu := &list.Items[i]
+		var run *apiclient.UpgradeRun
+		if r, ok := runs[string(fu.UID)]; ok {
+			run = runView(r)
+		}
+		views = append(views, upgradeView(fu, run))
+	}
+	return c.JSON(http.StatusOK, views)
+}
+
+func (s *Server) getUpgrade(c echo.Context) error {
+	withProbes, _ := strconv.ParseBool(c.QueryParam("probes"))
+	fu, err := s.getUpgradeObject(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	runs, err := s.runsByUID(ctx)
+	if err != nil {
+		return err
+	}
+	var run *apiclient.UpgradeRun
+	if r, ok := runs[string(fu.UID)]; ok {
+		run = runView(r)
+		steps, err := s.store.ListUpgradeSteps(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		for _, st := range steps {
+			probes, err := s.store.ListProbes(ctx, st.ID)
+			if err != nil {
+				return err
+			}
+			run.Steps = append(run.Steps, recordedStepView(st, probes, withProbes))
+		}
+	}
+	return c.JSON(http.StatusOK, upgradeView(fu, run))
+}
+
+// failedProbe reports whether a recorded probe outcome is a failure.
+func failedProbe(outcome string) bool {
+	switch outcome {
+	case "ServedLocally", "Proxied", "Unserved":
+		return false
+	}
+	return true
+}
+
+func recordedStepView(st store.UpgradeStep, probes []store.ProbeSample, withFailed bool) apiclient.UpgradeRecordedStep {
+	v := apiclient.UpgradeRecordedStep{
+		Seq: st.Seq, Cluster: st.Cluster, Kind: st.Kind, Machine: st.Machine, FromVersion: st.FromVersion, ToVersion: st.ToVersion,
+		Outcome: string(st.Outcome), Message: st.Message, StartedAt: st.StartedAt.UTC(), FinishedAt: utcPtr(st.FinishedAt),
+	}
+	for _, p := range probes {
+		if v.Probes == nil {
+			v.Probes = map[string]int{}
+		}
+		v.Probes[p.Outcome]++
+		if withFailed && failedProbe(p.Outcome) {
+			v.FailedProbes = append(v.FailedProbes, apiclient.UpgradeProbe{
+				APIServer: p.APIServer, Resource: p.Resource, Verb: p.Verb, Status: p.Status, Outcome: p.Outcome, Message: p.Message, At: p.At.UTC(),
+			})
+		}
+	}
+	return v
+}
+
+func runView(r store.UpgradeRun) *apiclient.UpgradeRun {
+	return &apiclient.UpgradeRun{ID: r.ID, State: string(r.State), Message: r.Message, StartedAt: r.StartedAt.UTC(), FinishedAt: utcPtr(r.FinishedAt)}
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func metaTimePtr(t *metav1.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// upgradeConditionOrder is the order in which conditions are shown.
+var upgradeConditionOrder = []string{
+	fleetv1.FleetUpgradeReadyCondition,
+	fleetv1.FleetUpgradePausedCondition,
+	fleetv1.FleetUpgradeVerifiedCondition,
+	fleetv1.FleetUpgradeProgressingCondition,
+	fleetv1.FleetUpgradePreflightPassedCondition,
+}
+
+func conditionViews(conds []metav1.Condition) []apiclient.UpgradeCondition {
+	conds = slices.Clone(conds)
+	rank := func(typ string) int {
+		if i := slices.Index(upgradeConditionOrder, typ); i >= 0 {
+			return i
+		}
+		return len(upgradeConditionOrder)
+	}
+	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return cmp.Compare(rank(a.Type), rank(b.Type)) })
+	out := make([]apiclient.UpgradeCondition, 0, len(conds))
+	for _, c := range conds {
+		out = append(out, apiclient.UpgradeCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.UTC()})
+	}
+	return out
+}
+
+// upgradeView is what the API shows of a FleetUpgrade and its run.
+func upgradeView(fu *fleetv1.FleetUpgrade, run *apiclient.UpgradeRun) apiclient.Upgrade {
+	spec := fu.Spec
+	v := apiclient.Upgrade{
+		Name:                fu.Name,
+		TargetVersion:       spec.TargetVersion,
+		FromVersion:         spec.FromVersion,
+		ClusterSelector:     selectorString(spec.ClusterSelector),
+		MaxParallelClusters: max(spec.MaxParallelClusters, 1),
+		Soak:                "10m0s",
+		WireMVP:             spec.WireMVP,
+		Paused:              spec.Paused,
+		Aborted:             spec.Abort,
+		Phase:               string(fu.Status.Phase),
+		Conditions:          conditionViews(fu.Status.Conditions),
+		Clusters:            []apiclient.UpgradeClusterStatus{},
+		Run:                 run,
+		CreatedAt:           fu.CreationTimestamp.UTC(),
+	}
+	if spec.SoakTime != nil {
+		v.Soak = spec.SoakTime.Duration.String()
+	}
+	if spec.CanaryCluster != nil {
+		v.CanaryCluster = spec.CanaryCluster.Namespace + "/" + spec.CanaryCluster.Name
+	}
+	for _, w := range spec.Waves {
+		v.Waves = append(v.Waves, apiclient.UpgradeWave{Name: w.Name, ClusterSelector: selectorString(w.ClusterSelector), MaxParallel: max(w.MaxParallel, 1)})
+	}
+	for _, cs := range fu.Status.Clusters {
+		cv := apiclient.UpgradeClusterStatus{
+			Name: cs.Name, Wave: cs.Wave, Phase: string(cs.Phase), FromVersion: cs.FromVersion, ToVersion: cs.ToVersion,
+			Steps: []apiclient.UpgradeMachineStep{}, StartedAt: metaTimePtr(cs.StartedAt), FinishedAt: metaTimePtr(cs.FinishedAt),
+			Conditions: conditionViews(cs.Conditions),
+		}
+		for _, st := range cs.Steps {
+			cv.Steps = append(cv.Steps, apiclient.UpgradeMachineStep{
+				Machine: st.Machine, OldVersion: st.OldVersion, NewVersion: st.NewVersion,
+				StartedAt: metaTimePtr(st.StartedAt), FinishedAt: metaTimePtr(st.FinishedAt), Verdict: string(st.Verdict), Message: st.Message,
+			})
+		}
+		if lv := cs.LastVerification; lv != nil {
+			cv.LastVerification = &apiclient.UpgradeVerification{
+				Time: lv.Time.UTC(), Passed: lv.Passed, Reason: lv.Reason, Message: lv.Message, APIServers: lv.APIServers,
+			}
+		}
+		v.Clusters = append(v.Clusters, cv)
+	}
+	return v
+}
+
+// What pause, resume and abort say happens now.
+const (
+	pausedMessage = "paused: no new cluster starts and no version is bumped; a cluster whose rollout runs stops at the next machine boundary " +
+		"(after the machine being replaced has joined and been verified), never in the middle of a replacement. Resume with bex upgrade resume %s"
+	resumedMessage = "resumed: the controller unpauses the Clusters it paused and the rollout goes on"
+	abortedMessage = "aborted, for good: it cannot be resumed. Clusters not yet bumped are left as they are; a cluster in the middle of its " +
+		"version rollout is paused at the next machine boundary and left paused, at mixed versions (finish it by hand: " +
+		"kubectl patch cluster NAME -n NS --type merge -p '{\"spec\":{\"paused\":false}}'). To go on, start a new fleet upgrade"
+)
+
+func (s *Server) pauseUpgrade(c echo.Context) error  { return s.changeUpgrade(c, "pause") }
+func (s *Server) resumeUpgrade(c echo.Context) error { return s.changeUpgrade(c, "resume") }
+func (s *Server) abortUpgrade(c echo.Context) error  { return s.changeUpgrade(c, "abort") }
+
+// changeUpgrade sets spec.paused or spec.abort. An aborted FleetUpgrade
+// can be neither paused nor resumed (409). The patch is conditional on the
+// object read, so a concurrent abort is never undone.
+func (s *Server) changeUpgrade(c echo.Context, action string) error {
+	fu, err := s.getUpgradeObject(c)
+	if err != nil {
+		return err
+	}
+	if fu.Spec.Abort && action != "abort" {
+		return &httpError{status: http.StatusConflict, message: fmt.Sprintf(
+			"fleet upgrade %s was aborted, which is final: it cannot be paused or resumed. Start a new fleet upgrade to go on "+
+				"(bex upgrade start NAME --to %s); clusters it left paused at mixed versions are unpaused by hand", fu.Name, fu.Spec.TargetVersion)}
+	}
+	before := fu.DeepCopy()
+	var changed bool
+	var message string
+	switch action {
+	case "pause":
+		changed, fu.Spec.Paused = !fu.Spec.Paused, true
+		message = fmt.Sprintf(pausedMessage, fu.Name)
+	case "resume":
+		changed, fu.Spec.Paused = fu.Spec.Paused, false
+		message = resumedMessage
+		if p := meta.FindStatusCondition(fu.Status.Conditions, fleetv1.FleetUpgradePausedCondition); !changed && p != nil &&
+			p.Status == metav1.ConditionTrue && p.Reason == fleetv1.FleetUpgradeGateFailedReason {
+			message = "not paused by an operator: a gate holds it (" + p.Message + "); it goes on by itself once the verifier passes"
+		} else if !changed {
+			message = "not paused: nothing to resume"
+		}
+	case "abort":
+		changed, fu.Spec.Abort = !fu.Spec.Abort, true
+		message = abortedMessage
+	}
+	if changed {
+		if err := s.kube.Patch(c.Request().Context(), fu, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsNotFound(err) {
+				return notFound("fleet upgrade %q not found", fu.Name)
+			}
+			return fmt.Errorf("patching fleet upgrade %s: %w", fu.Name, err)
+		}
+		s.audit(c, "upgrade."+action, fu.Name, map[string]any{"targetVersion": fu.Spec.TargetVersion})
+	}
+	return c.JSON(http.StatusOK, apiclient.UpgradeChange{Upgrade: upgradeView(fu, nil), Changed: changed, Message: message})
+}

@@ -43,7 +43,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope, n store.NewUpgradeSte
 	if len(probes) > 0 {
 		samples := make([]store.ProbeSample, len(probes))
 		for i, p := range probes {
-			samples[i] = store.ProbeSample{APIServer: p.APIServer, Resource: p.Resource.String(), Verb: p.Verb,
+			samples[i] = store.ProbeSample{APIServer: p.APIServer, Resource: verify.GVRString(p.Resource), Verb: p.Verb,
 				Status: p.Status, Outcome: string(p.Outcome), Message: p.Message, At: p.At}
 		}
 		if err := r.Records.RecordProbes(ctx, step.ID, samples); err != nil {

@@ -57,6 +57,7 @@ func TestUpgradeRecords(t *testing.T) {
 	samples := []store.ProbeSample{
 		{APIServer: "cp-a", Resource: "resource.k8s.io/v1/devicetaintrules", Status: 404, Outcome: "Spurious404", Message: "404 page not found", At: at},
 		{APIServer: "cp-b", Resource: "platform.bex.co/v1alpha1/apps", Verb: "create", Status: 201, Outcome: "ServedLocally", At: at.Add(time.Millisecond)},
+		{APIServer: "cp-b", Resource: "resource.k8s.io/v1/devicetaintrules", Status: 404, Outcome: "Unserved", At: at.Add(2 * time.Millisecond)},
 	}
 	if err := s.RecordProbes(ctx, steps[0].ID, samples); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestUpgradeRecords(t *testing.T) {
 		t.Fatal("a probe with an unknown outcome was recorded")
 	}
 	got, err := s.ListProbes(ctx, steps[0].ID)
-	if err != nil || len(got) != 2 || got[0].Outcome != "Spurious404" || got[0].Verb != "list" || !got[0].At.Equal(at) || got[1].Verb != "create" {
+	if err != nil || len(got) != 3 || got[0].Outcome != "Spurious404" || got[0].Verb != "list" || !got[0].At.Equal(at) || got[1].Verb != "create" {
 		t.Fatalf("probes = %+v, %v", got, err)
 	}
 

@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade build kubebin generate verify bench-push bench-edge fmt vet clean
+.PHONY: all run test test-upgrade build kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -19,9 +19,9 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-## kubebin: build the pinned kube-apiserver, etcd and pebble binaries (cached per version)
+## kubebin: build the pinned kube-apiserver, etcd, pebble and helm binaries (cached per version)
 kubebin:
-	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv
+	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv,helm
 
 ## test: the whole test suite against real components
 test: kubebin
@@ -37,6 +37,10 @@ generate:
 	bash hack/generate.sh
 	bash hack/generate-scheduling.sh
 	bash hack/generate-capi-crds.sh
+
+## generate-install-crds: the third-party CRDs test/install dry-runs the chart and the Hetzner templates against (CAPH needs CAPH_SRC=<clone> when the module proxy lacks it)
+generate-install-crds:
+	bash hack/generate-install-crds.sh
 
 ## verify: generated code and CRDs up to date, gofmt, go vet
 verify:

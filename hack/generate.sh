@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # generate.sh regenerates what controller-gen derives from the CRD types in
 # apis/: the deep-copy functions (apis/<group>/<version>/zz_generated.deepcopy.go)
-# and the CRDs (deploy/crds/<group>_<plural>.yaml). `make generate` runs it;
+# and the CRDs (deploy/crds/<group>_<plural>.yaml), and copies the CRDs into the
+# Helm chart (deploy/chart/bex/crds/), whose copies must be identical. `make generate` runs it;
 # commit its output. hack/verify-generated.sh checks that it is current.
 #
 # The CRD packages are those whose doc.go carries +kubebuilder:object:generate=true
@@ -16,3 +17,7 @@ paths="$(hack/crd-packages.sh)"
 go tool controller-gen object paths="$paths"
 rm -f deploy/crds/*.yaml
 go tool controller-gen crd paths="$paths" output:crd:artifacts:config=deploy/crds
+
+rm -f deploy/chart/bex/crds/*.yaml
+mkdir -p deploy/chart/bex/crds
+cp deploy/crds/*.yaml deploy/chart/bex/crds/

@@ -23,6 +23,12 @@ if ! diff -r -u "$crd_dir" "$tmp/crds"; then
 	stale=1
 fi
 
+chart_crds="$root/deploy/chart/bex/crds"
+if ! diff -r -u "$root/deploy/crds" "$chart_crds"; then
+	echo "verify-generated: the chart's CRDs in $chart_crds differ from deploy/crds" >&2
+	stale=1
+fi
+
 # Each package goes to its own directory: the object generator names every
 # file zz_generated.deepcopy.go.
 while IFS= read -r pkg; do

@@ -15,6 +15,8 @@ const (
 	PebbleChallTestSrv = "pebble-challtestsrv"
 	// Caddy is the Caddy web server with its standard modules, for benchmarks.
 	Caddy = "caddy"
+	// Helm is the Helm 3 CLI, to lint and render deploy/chart/bex in tests.
+	Helm = "helm"
 )
 
 // tool is one row of the tools table: which recipe builds a binary, and what
@@ -28,12 +30,14 @@ type tool struct {
 }
 
 // toolTable lists the tools Tool can build. Both pebble binaries come from one
-// recipe whose go.mod names them with tool directives.
+// recipe whose go.mod names them with tool directives; helm's recipe names
+// helm.sh/helm/v3/cmd/helm the same way.
 func toolTable() []tool {
 	return []tool{
 		{name: Pebble, recipe: "pebble-v2.10.3", version: "v2.10.3", pkg: "github.com/letsencrypt/pebble/v2/cmd/pebble", estimate: "about a minute"},
 		{name: PebbleChallTestSrv, recipe: "pebble-v2.10.3", version: "v2.10.3", pkg: "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv", estimate: "under a minute"},
 		{name: Caddy, recipe: "caddy-v2.11.9", version: "v2.11.9", pkg: ".", estimate: "about 8 minutes"},
+		{name: Helm, recipe: "helm-v3.22.0", version: "v3.22.0", pkg: "helm.sh/helm/v3/cmd/helm", estimate: "about 4 minutes"},
 	}
 }
 

@@ -13,8 +13,9 @@ func TestToolRecipesMatchTable(t *testing.T) {
 		Pebble:             "github.com/letsencrypt/pebble/v2",
 		PebbleChallTestSrv: "github.com/letsencrypt/pebble/v2",
 		Caddy:              "github.com/caddyserver/caddy/v2",
+		Helm:               "helm.sh/helm/v3",
 	}
-	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy" {
+	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy,helm" {
 		t.Fatalf("Tools() = %s", got)
 	}
 	for _, tl := range toolTable() {

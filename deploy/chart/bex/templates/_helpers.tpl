@@ -1,0 +1,112 @@
+{{/* bex.fullname is the prefix of every object's name. */}}
+{{- define "bex.fullname" -}}
+{{- if contains "bex" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "bex-%s" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* bex.name gives a component's object name: (dict "root" $ "component" "edge"). */}}
+{{- define "bex.name" -}}
+{{- printf "%s-%s" (include "bex.fullname" .root) .component -}}
+{{- end -}}
+
+{{/* bex.selectorLabels select a component's pods. */}}
+{{- define "bex.selectorLabels" -}}
+app.kubernetes.io/name: bex
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* bex.labels are on every object of a component. */}}
+{{- define "bex.labels" -}}
+{{ include "bex.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{/* bex.image is registry/repository:tag of (dict "root" $ "image" .Values.x.image). */}}
+{{- define "bex.image" -}}
+{{- $tag := default .root.Chart.AppVersion .image.tag -}}
+{{- if contains "/" .image.repository -}}
+{{- printf "%s:%s" .image.repository $tag -}}
+{{- else -}}
+{{- printf "%s/%s:%s" .root.Values.global.imageRegistry .image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* bex.podSecurity is the pod-level securityContext of bex's own components. */}}
+{{- define "bex.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* bex.containerSecurity is the container securityContext of bex's own components. */}}
+{{- define "bex.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* bex.databaseEnv is DATABASE_URL from the Postgres Secret. */}}
+{{- define "bex.databaseEnv" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.postgres.existingSecret }}
+      key: {{ .Values.postgres.urlKey }}
+{{- end -}}
+
+{{/* bex.podSpecCommon: service account, pull secrets. Argument: (dict "root" $ "component" "x"). */}}
+{{- define "bex.podSpecCommon" -}}
+serviceAccountName: {{ include "bex.name" . }}
+{{- with .root.Values.global.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* NetworkPolicy egress and ingress rules shared by the components. */}}
+{{- define "bex.np.kubeAPI" -}}
+# the Kubernetes API (this cluster's, and the workload clusters')
+- to:
+  {{- range .Values.networkPolicies.apiServerCIDRs }}
+    - ipBlock: {cidr: {{ . }}}
+  {{- end }}
+  ports:
+    - {port: 443, protocol: TCP}
+    - {port: 6443, protocol: TCP}
+{{- end -}}
+{{- define "bex.np.postgres" -}}
+# the external Postgres
+- to:
+  {{- range .Values.networkPolicies.postgresCIDRs }}
+    - ipBlock: {cidr: {{ . }}}
+  {{- end }}
+  ports:
+    - {port: {{ .Values.networkPolicies.postgresPort }}, protocol: TCP}
+{{- end -}}
+{{- define "bex.np.dns" -}}
+# cluster DNS
+- to:
+    - namespaceSelector: {}
+  ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+{{- end -}}
+{{- define "bex.np.metricsIngress" -}}
+# Prometheus, from any namespace, on the metrics port only
+- from:
+    - namespaceSelector: {}
+  ports:
+    - {port: metrics, protocol: TCP}
+{{- end -}}

@@ -22,6 +22,7 @@ const (
 	CheckHostnames          = "Hostnames"
 	CheckRolloutStrategy    = "RolloutStrategy"
 	CheckSurgeCapacity      = "SurgeCapacity"
+	CheckGracefulShutdown   = "GracefulShutdown"
 	CheckVersion            = "Version"
 )
 
@@ -108,6 +109,18 @@ const (
 	// ReasonServingCertificateNamed (Info): the custom serving certificate
 	// carries kubernetes.default.svc.
 	ReasonServingCertificateNamed = "ServingCertificateNamed"
+
+	// ReasonShutdownDelayUnset (Warning): --shutdown-delay-duration is not
+	// set (kubeadm leaves it at 0), so a request on a connection still open
+	// to an apiserver that a rollout stops gets "503 apiserver is shutting
+	// down".
+	ReasonShutdownDelayUnset = "ShutdownDelayUnset"
+	// ReasonShutdownRetryAfterUnset (Warning): --shutdown-send-retry-after
+	// is not true, so requests that arrive while an apiserver drains get a
+	// 503 instead of a 429 with Retry-After that clients retry.
+	ReasonShutdownRetryAfterUnset = "ShutdownRetryAfterUnset"
+	// ReasonGracefulShutdown (Info): both are set.
+	ReasonGracefulShutdown = "GracefulShutdown"
 
 	// ReasonDuplicateHostname (Blocker): two control-plane machines share a
 	// hostname; the apiserver identity lease is per hostname.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -51,6 +52,7 @@ func Run(ctx context.Context, in Input, capacity Capacity) []Finding {
 	out = append(out, peerAddressFindings(kcp)...)
 	out = append(out, servingCertFindings(kcp)...)
 	out = append(out, hostnameFindings(kcp, in.Machines)...)
+	out = append(out, shutdownFindings(kcp)...)
 	rollout, surge := rolloutFindings(kcp)
 	out = append(out, rollout...)
 	out = append(out, capacityFindings(ctx, in, surge, capacity)...)
@@ -88,7 +90,11 @@ func MVPWired(kcp *controlplanev1.KubeadmControlPlane) (bool, []Finding) {
 // Before 1.36 (or when version does not parse) it also turns
 // UnknownVersionInteroperabilityProxy on in feature-gates; from 1.36 it only
 // removes an explicit "=false". List-valued flags keep their values and gain
-// the one MVP needs. Writing the result rolls the control plane.
+// the one MVP needs. It also sets graceful shutdown
+// (--shutdown-delay-duration=5s, --shutdown-send-retry-after=true) when the
+// operator has not, so that the version bump that follows fails no request
+// on connections still open to a stopping apiserver. Writing the result
+// rolls the control plane.
 func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraArg {
 	certDir := certificatesDir(kcp)
 	var out []ExtraArg
@@ -163,6 +169,12 @@ func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraAr
 	ensureListed(flagRequestHeaderUsernameHeaders, headerUser, false)
 	ensureListed(flagRequestHeaderGroupHeaders, headerGroup, false)
 	ensureListed(flagRequestHeaderExtraPrefix, headerExtraPrefix, false)
+	// Graceful shutdown: the version bump that follows stops every
+	// apiserver once; with these its clients do not see a 503.
+	if cur, _ := value("shutdown-delay-duration"); !positiveDuration(cur) {
+		set("shutdown-delay-duration", "5s")
+	}
+	ensure("shutdown-send-retry-after", "true")
 	return out
 }
 
@@ -345,6 +357,37 @@ func peerAddressFindings(kcp *controlplanev1.KubeadmControlPlane) []Finding {
 	case !hasIP:
 		out = append(out, mk(Info, ReasonPeerAdvertiseDefault,
 			"peers reach each apiserver at its --advertise-address and --secure-port (kubeadm sets them per machine)"))
+	}
+	return out
+}
+
+// positiveDuration reports whether s is a duration longer than zero.
+func positiveDuration(s string) bool {
+	d, err := time.ParseDuration(s)
+	return err == nil && d > 0
+}
+
+// shutdownFindings checks that an apiserver a rollout stops lets its
+// clients go without failing their requests.
+func shutdownFindings(kcp *controlplanev1.KubeadmControlPlane) []Finding {
+	args := argsOf(kcp)
+	delay, hasDelay := args.get("shutdown-delay-duration")
+	retry, hasRetry := args.get("shutdown-send-retry-after")
+	ev := evidenceArg("shutdown-delay-duration", delay, hasDelay) + "; " + evidenceArg("shutdown-send-retry-after", retry, hasRetry)
+	mk := func(sev Severity, reason, msg string) Finding {
+		return Finding{Check: CheckGracefulShutdown, Severity: sev, Reason: reason, Message: msg, Evidence: ev}
+	}
+	var out []Finding
+	if !hasDelay || !positiveDuration(delay) {
+		out = append(out, mk(Warning, ReasonShutdownDelayUnset,
+			"--shutdown-delay-duration is 0 (kubeadm's default): when the rollout stops an apiserver, requests on connections still open to it get \"503 apiserver is shutting down\". Set it in apiServer.extraArgs to a few seconds longer than the load balancer's health-check interval (the platform's template uses 5s)"))
+	}
+	if !hasRetry || retry != "true" {
+		out = append(out, mk(Warning, ReasonShutdownRetryAfterUnset,
+			"--shutdown-send-retry-after is not true: requests that reach an apiserver while it drains get a 503 instead of a 429 with Retry-After, which client-go and kubectl retry on their own. Set it to \"true\" in apiServer.extraArgs"))
+	}
+	if len(out) == 0 {
+		out = append(out, mk(Info, ReasonGracefulShutdown, "apiservers drain gracefully: --shutdown-delay-duration and --shutdown-send-retry-after are set"))
 	}
 	return out
 }

@@ -35,6 +35,8 @@ var wiredArgs = []string{
 	"requestheader-username-headers=X-Remote-User",
 	"requestheader-group-headers=X-Remote-Group",
 	"requestheader-extra-headers-prefix=X-Remote-Extra-",
+	"shutdown-delay-duration=5s",
+	"shutdown-send-retry-after=true",
 }
 
 func kcp(version string, replicas int32, maxSurge *int, args ...string) *controlplanev1.KubeadmControlPlane {
@@ -506,6 +508,8 @@ func TestWireMVPPatch(t *testing.T) {
 				"requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt",
 				"requestheader-group-headers=X-Remote-Group",
 				"requestheader-extra-headers-prefix=X-Remote-Extra-",
+				"shutdown-delay-duration=5s",
+				"shutdown-send-retry-after=true",
 			},
 		},
 		{

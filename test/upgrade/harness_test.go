@@ -124,6 +124,15 @@ type pause struct {
 	ResumedAt time.Time
 }
 
+// gracefulShutdownArgs are the apiserver flags the platform's cluster
+// template sets so that a rollout can stop a server without failing the
+// requests on connections still open to it: the server keeps answering for
+// the delay after SIGTERM, then asks clients to retry (429 with
+// Retry-After, which client-go follows) instead of answering 503.
+func gracefulShutdownArgs() []string {
+	return []string{"--shutdown-delay-duration=3s", "--shutdown-send-retry-after=true"}
+}
+
 // newHarness starts the scenario's plane: three apiservers at sc.from
 // behind the load balancer, the platform CRDs, bex-apiserver registered as
 // the scheduler's APIService, the tenant with its RBAC, and the tenant's
@@ -136,7 +145,8 @@ func newHarness(t *testing.T, sc scenario, served servedSets, st *store.Store) *
 
 	var specs []controlplane.APIServerSpec
 	for i := 1; i <= 3; i++ {
-		specs = append(specs, controlplane.APIServerSpec{Name: fmt.Sprintf("apiserver-%d", i), Version: sc.from, NoMVP: !sc.wired})
+		specs = append(specs, controlplane.APIServerSpec{Name: fmt.Sprintf("apiserver-%d", i), Version: sc.from, NoMVP: !sc.wired,
+			ExtraArgs: gracefulShutdownArgs()})
 	}
 	h.cp = cptest.StartWith(t, controlplane.Options{LoadBalancer: true, DrainTimeout: 3 * time.Second, APIServers: specs})
 	up := time.Now()

@@ -59,7 +59,12 @@ type tenantSummary struct {
 	Status503        int            `json:"status503"`
 	// Unserved404 are 404s for a skew resource while no apiserver served
 	// it: what a single-version plane answers, not failures.
-	Unserved404   int                  `json:"unserved404"`
+	Unserved404 int `json:"unserved404"`
+	// Retried are requests that succeeded only after retries client-go
+	// makes by itself (429 or 5xx with Retry-After, a broken GET), and
+	// Retries how many such retries there were.
+	Retried       int                  `json:"retried"`
+	Retries       int                  `json:"retries"`
 	ByKind        map[string]kindCount `json:"byKind"`
 	FirstFailures []string             `json:"firstFailures,omitempty"`
 }
@@ -200,6 +205,10 @@ func (h *harness) buildReport() *scenarioReport {
 		k := t.ByKind[r.Kind()]
 		k.Requests++
 		t.Requests++
+		if r.Retries > 0 {
+			t.Retried++
+			t.Retries += r.Retries
+		}
 		switch c {
 		case "ok":
 		case "unserved":
@@ -219,7 +228,7 @@ func (h *harness) buildReport() *scenarioReport {
 				t.Status503++
 			}
 			t.FailuresByStatus[key]++
-			if len(t.FirstFailures) < 12 {
+			if len(t.FirstFailures) < 12 || r.Status != 404 {
 				t.FirstFailures = append(t.FirstFailures, fmt.Sprintf("%+.1fs %s %s (%s): %s", h.since(r.At), r.Worker, r.Kind(), c, r.Message))
 			}
 		}

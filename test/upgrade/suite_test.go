@@ -187,6 +187,7 @@ func (h *harness) complete(ctx context.Context, res rollout.Result, err error) {
 func (h *harness) assertClean() {
 	h.t.Helper()
 	r := h.report
+	h.t.Logf("%d tenant requests succeeded only after client-go's own retries (%d retries)", r.Tenant.Retried, r.Tenant.Retries)
 	if r.Tenant.Failures > 0 {
 		h.t.Errorf("%d of %d tenant requests failed (%v); first: %s", r.Tenant.Failures, r.Tenant.Requests, r.Tenant.FailuresByStatus, strings.Join(r.Tenant.FirstFailures, "\n  "))
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -142,6 +144,9 @@ type tenantRequest struct {
 	// Skew marks a list of a resource only the other version serves: its
 	// 404 is a failure only while an apiserver serves it (classify).
 	Skew bool
+	// Retries counts the transparent retries client-go would have made
+	// (see retryLikeClientGo) before this answer.
+	Retries int
 }
 
 // Kind names the request, such as "create platform.bex.co/v1alpha1/apps".
@@ -275,7 +280,22 @@ func (l *tenantLoad) do(ctx context.Context, worker string, client *http.Client,
 			contentType = "application/merge-patch+json"
 		}
 	}
-	status, answer, err := send(ctx, client, l.host, method, path, contentType, body)
+	var status int
+	var answer []byte
+	var err error
+	for {
+		var header http.Header
+		status, answer, header, err = sendWithHeader(ctx, client, l.host, method, path, contentType, body)
+		wait, again := retryLikeClientGo(method, status, header, err, r.Retries)
+		if !again {
+			break
+		}
+		r.Retries++
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
 	r.Duration = time.Since(r.At)
 	r.Status = status
 	switch {
@@ -306,15 +326,47 @@ func (l *tenantLoad) snapshot() []tenantRequest {
 	return append([]tenantRequest(nil), l.requests...)
 }
 
+// retryLikeClientGo says whether client-go (and so kubectl and every
+// controller) would retry an answer transparently, and after how long: a
+// 429 or 5xx with Retry-After (what an apiserver with
+// --shutdown-send-retry-after answers while it shuts down, and what
+// priority and fairness answers), and a GET whose connection broke before an
+// answer — at most 10 times, as client-go's default.
+func retryLikeClientGo(method string, status int, header http.Header, err error, retries int) (time.Duration, bool) {
+	if retries >= 10 {
+		return 0, false
+	}
+	if err != nil {
+		msg := err.Error()
+		probableEOF := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "connection reset by peer") ||
+			strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "server sent GOAWAY")
+		return 100 * time.Millisecond, method == http.MethodGet && probableEOF
+	}
+	if status != http.StatusTooManyRequests && status < 500 {
+		return 0, false
+	}
+	secs, perr := strconv.Atoi(header.Get("Retry-After"))
+	if perr != nil || secs < 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
+}
+
 // send sends one request and returns the status and the start of the body.
 func send(ctx context.Context, client *http.Client, host, method, path, contentType string, body []byte) (int, []byte, error) {
+	status, answer, _, err := sendWithHeader(ctx, client, host, method, path, contentType, body)
+	return status, answer, err
+}
+
+// sendWithHeader is send that also returns the answer's header.
+func sendWithHeader(ctx context.Context, client *http.Client, host, method, path, contentType string, body []byte) (int, []byte, http.Header, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, host+path, r)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if contentType != "" {
@@ -322,9 +374,9 @@ func send(ctx context.Context, client *http.Client, host, method, path, contentT
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
-	return resp.StatusCode, answer, nil
+	return resp.StatusCode, answer, resp.Header, nil
 }

@@ -215,20 +215,8 @@ func TestCLI(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := bex(t, dir, tc.env, tc.stdin, tc.args...)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("bex %s: err = %v, want it to say %q", strings.Join(tc.args, " "), err, tc.wantErr)
-				}
+			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("bex %s: %v", strings.Join(tc.args, " "), err)
-			}
-			if tc.want != "" && out != tc.want {
-				t.Errorf("bex %s printed\n%s\nwant\n%s", strings.Join(tc.args, " "), out, tc.want)
-			}
-			if tc.match != "" && !regexp.MustCompile(tc.match).MatchString(out) {
-				t.Errorf("bex %s printed\n%s\nwant it to match %s", strings.Join(tc.args, " "), out, tc.match)
 			}
 			if tc.absent != "" && strings.Contains(out, tc.absent) {
 				t.Errorf("bex %s printed %q, which must not show", strings.Join(tc.args, " "), tc.absent)
@@ -258,4 +246,30 @@ func TestCLI(t *testing.T) {
 	if _, err := bex(t, dir, nil, "", "apps", "list"); err == nil || err.Error() != "the token was refused: check it or ask your operator for a new one, then run `bex login --api URL --token TOKEN`" {
 		t.Errorf("apps list with a revoked token: err = %v", err)
 	}
+}
+
+// checkRun compares what a bex command printed and returned with a case's
+// expectations: wantErr, when set, must be in the error; else the command
+// must succeed, print exactly want (when set) and match the regular
+// expression match (when set). It reports whether the command succeeded,
+// so that the case's own checks of the output can follow.
+func checkRun(t *testing.T, args []string, out string, err error, wantErr, want, match string) bool {
+	t.Helper()
+	cmd := strings.Join(args, " ")
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("bex %s: err = %v, want it to say %q", cmd, err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("bex %s: %v", cmd, err)
+	}
+	if want != "" && out != want {
+		t.Errorf("bex %s printed\n%s\nwant\n%s", cmd, out, want)
+	}
+	if match != "" && !regexp.MustCompile(match).MatchString(out) {
+		t.Errorf("bex %s printed\n%s\nwant it to match %s", cmd, out, match)
+	}
+	return true
 }

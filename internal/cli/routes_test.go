@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"encoding/json"
-	"regexp"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -121,20 +119,8 @@ func TestRoutesCLI(t *testing.T) {
 				tc.env = env
 			}
 			out, err := bex(t, dir, tc.env, "", tc.args...)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("bex %s: err = %v, want it to say %q", strings.Join(tc.args, " "), err, tc.wantErr)
-				}
+			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("bex %s: %v", strings.Join(tc.args, " "), err)
-			}
-			if tc.want != "" && out != tc.want {
-				t.Errorf("bex %s printed\n%s\nwant\n%s", strings.Join(tc.args, " "), out, tc.want)
-			}
-			if tc.match != "" && !regexp.MustCompile(tc.match).MatchString(out) {
-				t.Errorf("bex %s printed\n%s\nwant it to match %s", strings.Join(tc.args, " "), out, tc.match)
 			}
 			if tc.json != nil {
 				tc.json(t, []byte(out))

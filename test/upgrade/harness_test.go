@@ -51,20 +51,23 @@ type harness struct {
 	begun  time.Time // the subtest's start
 	origin time.Time // the tenant load's start: the timeline's zero
 
-	mu       sync.Mutex
-	lanes    []*lane
-	steps    []*stepRec
-	rounds   []round
-	pauses   []pause
-	rollout  string // the rollout in progress ("wire", "upgrade"), or ""
-	step     rollout.Step
-	hold     *pause // a failed background round asks the next gate to hold
-	inGate   bool
-	outcome  string
-	notes    []string
-	blockers []string // preflight's, as it last ran
-	finished time.Time
-	report   *scenarioReport
+	mu      sync.Mutex
+	lanes   []*lane
+	steps   []*stepRec
+	rounds  []round
+	pauses  []pause
+	rollout string // the rollout in progress ("wire", "upgrade"), or ""
+	step    rollout.Step
+	hold    *pause // a failed background round asks the next gate to hold
+	inGate  bool
+	// beforeGate, when set, runs at the start of each gate, before the
+	// verifier (a scenario's fault injection).
+	beforeGate func(ctx context.Context, s rollout.Step)
+	outcome    string
+	notes      []string
+	blockers   []string // preflight's, as it last ran
+	finished   time.Time
+	report     *scenarioReport
 }
 
 // lane is one apiserver's life, a lane of the timeline.
@@ -413,11 +416,32 @@ func (h *harness) watch(ctx context.Context) {
 	}
 }
 
+// killServer SIGKILLs a running apiserver outside the rollout (a machine
+// lost), and marks its lane as killed.
+func (h *harness) killServer(name string) error {
+	if err := h.cp.KillAPIServer(name); err != nil {
+		return err
+	}
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.lanes {
+		if l.Name == name {
+			l.End, l.Leave, l.Killed = now, now, true
+		}
+	}
+	return nil
+}
+
 // gate is the rollout's gate after step s.
 func (h *harness) gate(ctx context.Context, s rollout.Step, onPause func(context.Context, rollout.Step, *pause) error) error {
 	h.mu.Lock()
 	h.inGate = true
+	before := h.beforeGate
 	h.mu.Unlock()
+	if before != nil {
+		before(ctx, s)
+	}
 	defer func() {
 		h.mu.Lock()
 		h.inGate, h.hold = false, nil

@@ -128,6 +128,8 @@ func scenarios() []scenario {
 			from: v135, to: v136, wired: false, run: runWireThenUpgrade},
 		{name: "sigkill", title: "1.36.3 → 1.37.2, MVP wired, step 2's old apiserver killed with SIGKILL: the verifier removes its stale identity lease.",
 			from: v136, to: v137, wired: true, staleLeaseAfter: 15 * time.Second, run: runSIGKILL},
+		{name: "sigkill-new", title: "1.36.3 → 1.37.2, MVP wired, the first new apiserver killed with SIGKILL right after it joined: the old ones proxy into the dead peer (503) until the verifier removes its identity lease; a replacement then joins and the rollout continues.",
+			from: v136, to: v137, wired: true, staleLeaseAfter: 15 * time.Second, run: runSIGKILLNew},
 	}
 }
 
@@ -370,6 +372,97 @@ func runSIGKILL(t *testing.T, h *harness) {
 		killed, k.KilledAt, k.Tenant503, k.Verifier503, k.Duration503, secs(k.LeaseRemovedAt))
 	if k.Last503 != nil && *k.Last503 > *k.LeaseRemovedAt {
 		t.Errorf("a 503 at %s, after the lease's removal at %s", secs(k.Last503), secs(k.LeaseRemovedAt))
+	}
+}
+
+// runSIGKILLNew kills the first replacement right after it joined: it alone
+// serves the 1.37-only resources, so the old servers keep proxying them into
+// a dead peer and answer 503 until its identity lease goes.
+func runSIGKILLNew(t *testing.T, h *harness) {
+	ctx := t.Context()
+	if bl := preflight.Blockers(h.checkPreflight(ctx)); len(bl) > 0 {
+		t.Fatalf("preflight refuses a wired plane: %v", blockerText(bl))
+	}
+	h.soak(5 * time.Second)
+	var killed string
+	var replacedAt time.Time
+	h.mu.Lock()
+	h.beforeGate = func(ctx context.Context, s rollout.Step) {
+		if s.Index != 1 || killed != "" {
+			return
+		}
+		// Let the old servers sync with the new peer, so that they route
+		// its resources to it, then lose it.
+		h.verifyUntil(ctx, "before-kill", 30*time.Second, round.green)
+		killed = s.New
+		if err := h.killServer(killed); err != nil {
+			t.Errorf("killing %s: %v", killed, err)
+		}
+		h.note("SIGKILL of %s (the only 1.37.2 server) right after it joined", killed)
+	}
+	h.mu.Unlock()
+	removeReplaceAndContinue := func(ctx context.Context, s rollout.Step, p *pause) error {
+		r := h.verifyUntil(ctx, "decide", 2*time.Minute, round.green)
+		if !r.green() {
+			return fmt.Errorf("still failing after removing stale leases: %s", describe(r))
+		}
+		// A MachineHealthCheck replaces the lost machine: a new server at
+		// the target version.
+		dead := h.cp.APIServer(killed)
+		spec := dead.Spec
+		spec.Name = killed + "-r"
+		replacedAt = time.Now()
+		if _, err := h.cp.StartAPIServer(ctx, spec); err != nil {
+			return fmt.Errorf("starting a replacement for %s: %w", killed, err)
+		}
+		h.mu.Lock()
+		h.lanes = append(h.lanes, &lane{Name: spec.Name, Version: spec.Version, Wired: !spec.NoMVP, Start: time.Now(), Ready: time.Now()})
+		h.mu.Unlock()
+		p.Decision = "stale lease removed, the verifier passed, " + spec.Name + " replaces the lost server; continue"
+		return nil
+	}
+	res, err := h.upgrade(ctx, removeReplaceAndContinue, nil)
+	if err != nil {
+		h.complete(ctx, res, err)
+		t.Fatalf("the rollout did not complete after the lost server: %v", err)
+	}
+	final := h.verifyUntil(ctx, "after", 30*time.Second, round.green)
+	h.complete(ctx, res, nil)
+	if !final.green() {
+		t.Errorf("the verifier does not pass after the kill: %s", describe(final))
+	}
+	k := h.report.Kill
+	if k == nil || k.LeaseRemovedAt == nil {
+		t.Fatalf("the identity lease of the killed %s was not removed: %+v", killed, k)
+	}
+	t.Logf("SIGKILL of %s at %+.1fs: %d tenant 503s, %d verifier Honest503s; 503s (any cause) from %s to %s; lease removed at %s",
+		killed, k.KilledAt, k.Tenant503, k.Verifier503, secs(k.First503), secs(k.Last503), secs(k.LeaseRemovedAt))
+	if k.Verifier503+k.Tenant503 == 0 {
+		t.Errorf("no 503 after losing the only server of the 1.37-only resources: the trap this scenario is about did not form")
+	}
+	// The trap is the dead peer's: from the kill until its lease goes. Once
+	// the replacement starts, new 503s are the new-peer window the wired
+	// scenario measures, not this trap.
+	removed := *k.LeaseRemovedAt + 1 // a second for the servers to see the lease go
+	var trapEnd float64
+	var after []string
+	for _, r := range h.load.snapshot() {
+		at := h.since(r.At)
+		if r.Status != 503 || at < k.KilledAt || (!replacedAt.IsZero() && r.At.After(replacedAt)) {
+			continue
+		}
+		if at > trapEnd {
+			trapEnd = at
+		}
+		if at > removed {
+			after = append(after, fmt.Sprintf("%+.1fs %s", at, r.Kind()))
+		}
+	}
+	h.note("the dead peer's 503 trap: from the kill at %+.1fs to the last 503 at %+.1fs (%.1f s); lease removed at %s; the replacement started at %+.1fs",
+		k.KilledAt, trapEnd, trapEnd-k.KilledAt, secs(k.LeaseRemovedAt), h.since(replacedAt))
+	t.Logf("the trap lasted %.1f s (kill %+.1fs, last 503 %+.1fs, lease removed %s)", trapEnd-k.KilledAt, k.KilledAt, trapEnd, secs(k.LeaseRemovedAt))
+	if len(after) > 0 {
+		t.Errorf("%d 503s after the lease's removal at %s and before the replacement started: %s", len(after), secs(k.LeaseRemovedAt), strings.Join(after, "; "))
 	}
 }
 

@@ -149,6 +149,27 @@ func (s *Store) GetUpgradeRun(ctx context.Context, runID string) (UpgradeRun, er
 	return r, err
 }
 
+// UpgradeRunsByUID returns the runs of the FleetUpgrades with the given
+// UIDs, by UID; a UID without a run is absent from the map.
+func (s *Store) UpgradeRunsByUID(ctx context.Context, uids []string) (map[string]UpgradeRun, error) {
+	out := make(map[string]UpgradeRun, len(uids))
+	if len(uids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+upgradeRunColumns+" FROM upgrade_runs WHERE uid = ANY($1)", uids)
+	if err != nil {
+		return nil, fmt.Errorf("reading upgrade runs: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UpgradeRun, error) { return scanUpgradeRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("reading upgrade runs: %w", err)
+	}
+	for _, r := range runs {
+		out[r.UID] = r
+	}
+	return out, nil
+}
+
 // ListUpgradeRuns returns the newest runs first.
 func (s *Store) ListUpgradeRuns(ctx context.Context, limit int) ([]UpgradeRun, error) {
 	rows, err := s.pool.Query(ctx, "SELECT "+upgradeRunColumns+" FROM upgrade_runs ORDER BY started_at DESC, id LIMIT "+

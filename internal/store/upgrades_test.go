@@ -92,6 +92,10 @@ func TestUpgradeRecords(t *testing.T) {
 	if _, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: "verify"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("a step of an ended run: %v, want ErrInvalid", err)
 	}
+	byUID, err := s.UpgradeRunsByUID(ctx, []string{"uid-1", "uid-none"})
+	if err != nil || len(byUID) != 1 || byUID["uid-1"].ID != run.ID {
+		t.Fatalf("runs by UID = %+v, %v; want only uid-1's run", byUID, err)
+	}
 	runs, err := s.ListUpgradeRuns(ctx, 10)
 	if err != nil || len(runs) != 1 || runs[0].State != store.UpgradeAborted {
 		t.Fatalf("runs = %+v, %v", runs, err)

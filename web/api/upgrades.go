@@ -24,6 +24,7 @@ import (
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/plan"
+	"bex.co/bex/internal/upgrade/verify"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -36,10 +37,6 @@ import (
 // new FleetUpgrades are validated by the apiserver (a dry-run create for a
 // plan), so the CRD's OpenAPI and CEL rules are the only rules; their
 // refusals are answered 422 on the request's field.
-
-// runLookupLimit is how many of the newest recorded runs are searched for
-// a FleetUpgrade's run.
-const runLookupLimit = 1000
 
 // upgradeSpecFields maps the FleetUpgrade's fields to the request's, for
 // the apiserver's and the planner's refusals.
@@ -331,17 +328,13 @@ func (s *Server) getUpgradeObject(c echo.Context) (*fleetv1.FleetUpgrade, error)
 	return fu, nil
 }
 
-// runsByUID returns the newest recorded runs by FleetUpgrade UID.
-func (s *Server) runsByUID(ctx context.Context) (map[string]store.UpgradeRun, error) {
-	runs, err := s.store.ListUpgradeRuns(ctx, runLookupLimit)
-	if err != nil {
-		return nil, err
+// runsOf returns the recorded runs of the given FleetUpgrades, by UID.
+func (s *Server) runsOf(ctx context.Context, fus ...*fleetv1.FleetUpgrade) (map[string]store.UpgradeRun, error) {
+	uids := make([]string, len(fus))
+	for i, fu := range fus {
+		uids[i] = string(fu.UID)
 	}
-	m := make(map[string]store.UpgradeRun, len(runs))
-	for _, r := range runs {
-		m[r.UID] = r
-	}
-	return m, nil
+	return s.store.UpgradeRunsByUID(ctx, uids)
 }
 
 func (s *Server) listUpgrades(c echo.Context) error {
@@ -353,7 +346,11 @@ func (s *Server) listUpgrades(c echo.Context) error {
 		}
 		return fmt.Errorf("listing fleet upgrades: %w", err)
 	}
-	runs, err := s.runsByUID(ctx)
+	fus := make([]*fleetv1.FleetUpgrade, len(list.Items))
+	for i := range list.Items {
+		fus[i] = &list.Items[i]
+	}
+	runs, err := s.runsOf(ctx, fus...)
 	if err != nil {
 		return err
 	}
@@ -379,7 +376,7 @@ func (s *Server) getUpgrade(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	runs, err := s.runsByUID(ctx)
+	runs, err := s.runsOf(ctx, fu)
 	if err != nil {
 		return err
 	}
@@ -401,15 +398,6 @@ func (s *Server) getUpgrade(c echo.Context) error {
 	return c.JSON(http.StatusOK, upgradeView(fu, run))
 }
 
-// failedProbe reports whether a recorded probe outcome is a failure.
-func failedProbe(outcome string) bool {
-	switch outcome {
-	case "ServedLocally", "Proxied", "Unserved":
-		return false
-	}
-	return true
-}
-
 func recordedStepView(st store.UpgradeStep, probes []store.ProbeSample, withFailed bool) apiclient.UpgradeRecordedStep {
 	v := apiclient.UpgradeRecordedStep{
 		Seq: st.Seq, Cluster: st.Cluster, Kind: st.Kind, Machine: st.Machine, FromVersion: st.FromVersion, ToVersion: st.ToVersion,
@@ -420,7 +408,7 @@ func recordedStepView(st store.UpgradeStep, probes []store.ProbeSample, withFail
 			v.Probes = map[string]int{}
 		}
 		v.Probes[p.Outcome]++
-		if withFailed && failedProbe(p.Outcome) {
+		if withFailed && verify.Outcome(p.Outcome).Failed() {
 			v.FailedProbes = append(v.FailedProbes, apiclient.UpgradeProbe{
 				APIServer: p.APIServer, Resource: p.Resource, Verb: p.Verb, Status: p.Status, Outcome: p.Outcome, Message: p.Message, At: p.At.UTC(),
 			})

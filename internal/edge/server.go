@@ -208,12 +208,9 @@ func (s *Server) HTTPHandler() http.Handler {
 		}
 		host := NormalizeHost(r.Host)
 		route, upstreams, ok := s.opts.Table.Resolve(host, r.URL.Path)
-		if ok && route.PlainHTTP {
+		if !ok || route.PlainHTTP {
+			// The proxy answers unknown hosts with its 404 page.
 			s.proxy.serve(w, r, host, route, upstreams, ok)
-			return
-		}
-		if !ok {
-			s.proxy.serve(w, r, host, route, upstreams, false)
 			return
 		}
 		target := "https://" + host

@@ -123,7 +123,7 @@ func TestCLI(t *testing.T) {
 	}{
 		{name: "create app", args: []string{"apps", "create", "web"}, want: "Created app web.\n" +
 			"  git remote: http://git.bex.test:7000/cliacme/web.git\n" +
-			"  url:        http://web-cliacme.apps.bex.test\n\n" +
+			"  url:        https://web-cliacme.apps.bex.test\n\n" +
 			"Deploy it with:\n  git remote add bex http://git.bex.test:7000/cliacme/web.git\n  git push bex main\n"},
 		{name: "create app json", args: []string{"apps", "create", "api", "--branch", "prod", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var a apiclient.App
@@ -134,17 +134,17 @@ func TestCLI(t *testing.T) {
 		{name: "invalid name", args: []string{"apps", "create", "Web_1"}, wantErr: "(field name)"},
 		{name: "list apps", args: []string{"apps", "list"}, want: "" +
 			"NAME  STATUS   RELEASE  URL\n" +
-			"api   pending  -        http://api-cliacme.apps.bex.test\n" +
-			"web   pending  -        http://web-cliacme.apps.bex.test\n"},
+			"api   pending  -        https://api-cliacme.apps.bex.test\n" +
+			"web   pending  -        https://web-cliacme.apps.bex.test\n"},
 		{name: "apps alone lists", args: []string{"apps"}, match: `(?m)^web   pending`},
 		{name: "list apps json", args: []string{"apps", "list", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var as []apiclient.App
-			if err := json.Unmarshal(out, &as); err != nil || len(as) != 2 || as[1].URL != "http://web-cliacme.apps.bex.test" {
+			if err := json.Unmarshal(out, &as); err != nil || len(as) != 2 || as[1].URL != "https://web-cliacme.apps.bex.test" {
 				t.Errorf("apps = %+v, %v", as, err)
 			}
 		}},
 		{name: "app info", args: []string{"apps", "info", "web"},
-			match: `(?s)^Name:       web\nGit remote: http://git\.bex\.test:7000/cliacme/web\.git\nURL:        http://web-cliacme\.apps\.bex\.test\nBranch:     main\nRelease:    -\nStatus:     pending\nCreated:    \d{4}-\d\d-\d\d \d\d:\d\d\n$`},
+			match: `(?s)^Name:       web\nGit remote: http://git\.bex\.test:7000/cliacme/web\.git\nURL:        https://web-cliacme\.apps\.bex\.test\nBranch:     main\nRelease:    -\nStatus:     pending\nCreated:    \d{4}-\d\d-\d\d \d\d:\d\d\n$`},
 		{name: "missing app", args: []string{"apps", "info", "nope"}, wantErr: `app "nope" not found`},
 		{name: "bad output", args: []string{"apps", "list", "-o", "yaml"}, wantErr: "-o yaml: want table or json"},
 

@@ -309,7 +309,7 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 	want := apiclient.App{
 		Name: "web", Tenant: "appsacme", Branch: "main", Status: "pending",
 		GitRemote: apitest.GitBase + "/appsacme/web.git",
-		URL:       "http://web-appsacme." + apitest.AppDomain,
+		URL:       "https://web-appsacme." + apitest.AppDomain,
 	}
 	app.CreatedAt = time.Time{}
 	if app != want {

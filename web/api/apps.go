@@ -79,7 +79,7 @@ func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
 		Tenant:         tenant,
 		Branch:         app.Spec.Source.Branch,
 		GitRemote:      s.gitBase + "/" + tenant + "/" + app.Name + ".git",
-		URL:            "http://" + app.Name + "-" + tenant + "." + s.appDomain,
+		URL:            "https://" + app.Name + "-" + tenant + "." + s.appDomain,
 		CurrentRelease: app.Status.CurrentRelease,
 		Status:         "pending",
 		CreatedAt:      app.CreationTimestamp.UTC(),

@@ -39,7 +39,7 @@ type Options struct {
 	// <GitBase>/<tenant>/<app>.git.
 	GitBase string
 	// AppDomain is the domain under which apps answer:
-	// http://<app>-<tenant>.<AppDomain>.
+	// https://<app>-<tenant>.<AppDomain> (the edge redirects plain HTTP there).
 	AppDomain string
 	// EdgeAddresses are the edge's public IP addresses, which the DNS
 	// records of custom hostnames may point at with A and AAAA records;

@@ -45,6 +45,8 @@ func TestAPI(t *testing.T) {
 		{"Env", testEnv},
 		{"Routes", testRoutes},
 		{"Upgrades", testUpgrades},
+		{"Fleet", testFleet},
+		{"Audit", testAudit},
 		{"Builds", testBuilds},
 		{"Rollback", testRollback},
 		{"RuntimeLogs", testRuntimeLogs},

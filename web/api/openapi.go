@@ -41,6 +41,8 @@ var schemaTypes = map[string]reflect.Type{
 	"CreateUpgradeRequest": reflect.TypeFor[apiclient.CreateUpgradeRequest](),
 	"Upgrade":              reflect.TypeFor[apiclient.Upgrade](),
 	"UpgradeChange":        reflect.TypeFor[apiclient.UpgradeChange](),
+	"FleetCluster":         reflect.TypeFor[apiclient.FleetCluster](),
+	"AuditEntry":           reflect.TypeFor[apiclient.AuditEntry](),
 }
 
 // obj is a JSON object of the document.

@@ -55,6 +55,20 @@ func (s *Server) routeTable() []route {
 			summary: "Create a tenant: its namespace, its row and a first API token, whose secret is answered once (operators)",
 			request: "CreateTenantRequest", response: "CreatedTenant", status: http.StatusCreated},
 
+		{method: http.MethodGet, path: "/admin/audit", handler: s.listAudit, access: operator,
+			summary: "The audit log, newest first (operators)", response: "[]AuditEntry",
+			query: []param{
+				{"tenant", "string", "Only entries of this tenant (its name)."},
+				{"actor", "string", "Only entries by this actor: an email or token:<name>."},
+				{"action", "string", "Only this action, such as app.create."},
+				{"since", "string", "Only entries since a duration ago (24h) or an RFC 3339 time."},
+				{"before", "integer", "Only entries older than this ID, to page back."},
+				limitParam,
+			}},
+		{method: http.MethodGet, path: "/fleet", handler: s.listFleet, access: operator,
+			summary:  "The Cluster API clusters of the fleet: control-plane machines and versions, and whether MVP is wired (operators)",
+			response: "[]FleetCluster"},
+
 		{method: http.MethodPost, path: "/upgrades/plan", handler: s.planUpgrade, access: operator,
 			summary: "Plan a fleet upgrade over the Cluster API clusters of the management cluster: stages, and the clusters skipped or refused with why; changes nothing (operators)",
 			request: "UpgradePlanRequest", response: "UpgradePlan"},

@@ -382,37 +382,72 @@ func (s *Server) getUpgrade(c echo.Context) error {
 	}
 	var run *apiclient.UpgradeRun
 	if r, ok := runs[string(fu.UID)]; ok {
-		run = runView(r)
-		steps, err := s.store.ListUpgradeSteps(ctx, r.ID)
-		if err != nil {
+		if run, err = s.recordedRun(ctx, r, withProbes); err != nil {
 			return err
-		}
-		for _, st := range steps {
-			probes, err := s.store.ListProbes(ctx, st.ID)
-			if err != nil {
-				return err
-			}
-			run.Steps = append(run.Steps, recordedStepView(st, probes, withProbes))
 		}
 	}
 	return c.JSON(http.StatusOK, upgradeView(fu, run))
 }
 
-func recordedStepView(st store.UpgradeStep, probes []store.ProbeSample, withFailed bool) apiclient.UpgradeRecordedStep {
+// failedOutcomes are the outcomes of a failed probe.
+func failedOutcomes() []string {
+	var out []string
+	for _, o := range verify.Outcomes() {
+		if o.Failed() {
+			out = append(out, string(o))
+		}
+	}
+	return out
+}
+
+// recordedRun returns the run r with its steps, each with its probes
+// counted by outcome and by apiserver and, with withFailed, its failed
+// probes; three queries whatever the run's length.
+func (s *Server) recordedRun(ctx context.Context, r store.UpgradeRun, withFailed bool) (*apiclient.UpgradeRun, error) {
+	run := runView(r)
+	steps, err := s.store.ListUpgradeSteps(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	tallies, err := s.store.TallyProbes(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	var failed map[string][]store.ProbeSample
+	if withFailed {
+		if failed, err = s.store.ListRunProbes(ctx, r.ID, failedOutcomes()); err != nil {
+			return nil, err
+		}
+	}
+	byStep := map[string][]store.ProbeTally{}
+	for _, t := range tallies {
+		byStep[t.StepID] = append(byStep[t.StepID], t)
+	}
+	for _, st := range steps {
+		run.Steps = append(run.Steps, recordedStepView(st, byStep[st.ID], failed[st.ID]))
+	}
+	return run, nil
+}
+
+func recordedStepView(st store.UpgradeStep, tallies []store.ProbeTally, failed []store.ProbeSample) apiclient.UpgradeRecordedStep {
 	v := apiclient.UpgradeRecordedStep{
 		Seq: st.Seq, Cluster: st.Cluster, Kind: st.Kind, Machine: st.Machine, FromVersion: st.FromVersion, ToVersion: st.ToVersion,
 		Outcome: string(st.Outcome), Message: st.Message, StartedAt: st.StartedAt.UTC(), FinishedAt: utcPtr(st.FinishedAt),
 	}
-	for _, p := range probes {
+	for _, t := range tallies {
 		if v.Probes == nil {
-			v.Probes = map[string]int{}
+			v.Probes, v.ProbesByAPIServer = map[string]int{}, map[string]map[string]int{}
 		}
-		v.Probes[p.Outcome]++
-		if withFailed && verify.Outcome(p.Outcome).Failed() {
-			v.FailedProbes = append(v.FailedProbes, apiclient.UpgradeProbe{
-				APIServer: p.APIServer, Resource: p.Resource, Verb: p.Verb, Status: p.Status, Outcome: p.Outcome, Message: p.Message, At: p.At.UTC(),
-			})
+		v.Probes[t.Outcome] += t.Count
+		if v.ProbesByAPIServer[t.APIServer] == nil {
+			v.ProbesByAPIServer[t.APIServer] = map[string]int{}
 		}
+		v.ProbesByAPIServer[t.APIServer][t.Outcome] += t.Count
+	}
+	for _, p := range failed {
+		v.FailedProbes = append(v.FailedProbes, apiclient.UpgradeProbe{
+			APIServer: p.APIServer, Resource: p.Resource, Verb: p.Verb, Status: p.Status, Outcome: p.Outcome, Message: p.Message, At: p.At.UTC(),
+		})
 	}
 	return v
 }

@@ -242,7 +242,8 @@ func testUpgrades(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatalf("run = %+v", got.Run)
 	}
 	if s := got.Run.Steps[1]; s.Seq != 2 || s.Kind != "verify" || s.Outcome != "failed" || s.Machine != "canary-b" ||
-		fmt.Sprint(s.Probes) != "map[ServedLocally:2 Spurious404:1]" || s.FailedProbes != nil {
+		fmt.Sprint(s.Probes) != "map[ServedLocally:2 Spurious404:1]" || s.FailedProbes != nil ||
+		fmt.Sprint(s.ProbesByAPIServer) != "map[cp-1:map[ServedLocally:1 Spurious404:1] cp-2:map[ServedLocally:1]]" {
 		t.Errorf("verify step = %+v", s)
 	}
 	if s := got.Run.Steps[0]; s.Kind != "bump" || s.Probes != nil {

@@ -45,6 +45,11 @@ const (
 // Failed reports whether a tenant request would have failed.
 func (o Outcome) Failed() bool { return o == Spurious404 || o == Honest503 || o == Error }
 
+// Outcomes are all the outcomes a probe can have.
+func Outcomes() []Outcome {
+	return []Outcome{ServedLocally, Proxied, Spurious404, Honest503, Unserved, Error}
+}
+
 // Verbs of the probes.
 const (
 	VerbList   = "list"

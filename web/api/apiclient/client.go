@@ -140,6 +140,24 @@ func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return ts, c.call(ctx, http.MethodGet, "/admin/tenants", nil, nil, &ts)
 }
 
+// ListAudit lists audit entries, newest first (operator tokens only).
+func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"tenant": q.Tenant, "actor": q.Actor, "action": q.Action, "since": q.Since} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Before > 0 {
+		v.Set("before", strconv.FormatInt(q.Before, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out []AuditEntry
+	return out, c.call(ctx, http.MethodGet, "/admin/audit", v, nil, &out)
+}
+
 // CreateApp creates an app.
 func (c *Client) CreateApp(ctx context.Context, req CreateAppRequest) (App, error) {
 	var a App

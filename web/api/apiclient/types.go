@@ -1,6 +1,9 @@
 package apiclient
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ErrorBody is the JSON body of every error answer.
 type ErrorBody struct {
@@ -222,4 +225,30 @@ type DNSTarget struct {
 	// Addresses are the edge's public addresses; empty when the operator
 	// configured none (then only the CNAME works).
 	Addresses []string `json:"addresses,omitempty"`
+}
+
+// AuditEntry is one line of the audit log: who did what to what, from
+// where.
+type AuditEntry struct {
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
+	// Tenant is the tenant acted on or for; empty for platform actions.
+	Tenant string `json:"tenant,omitempty"`
+	// Actor is a user's email, "token:<name>" or a component's name.
+	Actor string `json:"actor"`
+	// Action is a dotted verb: "app.create", "release.rollback".
+	Action     string          `json:"action"`
+	Target     string          `json:"target,omitempty"`
+	SourceAddr string          `json:"sourceAddr,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
+}
+
+// AuditQuery filters GET /api/v1/admin/audit. Zero fields select all.
+type AuditQuery struct {
+	Tenant, Actor, Action string
+	// Since is a duration back from now ("24h") or an RFC 3339 time.
+	Since string
+	// Before pages back: entries older than this ID.
+	Before int64
+	Limit  int
 }

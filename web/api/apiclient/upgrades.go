@@ -226,6 +226,8 @@ type UpgradeRecordedStep struct {
 	// Probes counts the step's probe samples by outcome (ServedLocally,
 	// Proxied, Spurious404, Honest503, Error).
 	Probes map[string]int `json:"probes,omitempty"`
+	// ProbesByAPIServer counts them per apiserver, then by outcome.
+	ProbesByAPIServer map[string]map[string]int `json:"probesByAPIServer,omitempty"`
 	// FailedProbes are the samples that failed (Spurious404, Honest503,
 	// Error), with ?probes=true.
 	FailedProbes []UpgradeProbe `json:"failedProbes,omitempty"`
@@ -304,4 +306,64 @@ func (c *Client) AbortUpgrade(ctx context.Context, name string) (UpgradeChange, 
 func (c *Client) changeUpgrade(ctx context.Context, name, action string) (UpgradeChange, error) {
 	var ch UpgradeChange
 	return ch, c.call(ctx, http.MethodPost, "/upgrades/"+seg(name)+"/"+action, nil, nil, &ch)
+}
+
+// FleetCluster is a Cluster API cluster of the fleet: its control plane's
+// machines and whether its apiservers run the Mixed Version Proxy.
+type FleetCluster struct {
+	// Name is the Cluster's "namespace/name".
+	Name string `json:"name"`
+	// ControlPlane is its KubeadmControlPlane's "namespace/name"; empty
+	// when it has none.
+	ControlPlane string `json:"controlPlane,omitempty"`
+	// Version is the control plane's desired Kubernetes version.
+	Version  string `json:"version,omitempty"`
+	Replicas int32  `json:"replicas,omitempty"`
+	// MaxSurge is the control plane's rollout maxSurge (0 or 1).
+	MaxSurge string `json:"maxSurge,omitempty"`
+	// Paused is the Cluster's spec.paused: Cluster API holds its rollout.
+	Paused bool `json:"paused"`
+	// Management is true for the management cluster.
+	Management bool `json:"management,omitempty"`
+	// Machines are the control plane's machines, oldest first.
+	Machines []FleetMachine `json:"machines"`
+	MVP      FleetMVP       `json:"mvp"`
+}
+
+// FleetMachine is one control-plane machine.
+type FleetMachine struct {
+	Name    string `json:"name"`
+	Node    string `json:"node,omitempty"`
+	Version string `json:"version"`
+	// Address is its InternalIP, where the verifier reaches its apiserver.
+	Address string `json:"address,omitempty"`
+	// Healthy is true when its apiserver pod is healthy.
+	Healthy   bool      `json:"healthy"`
+	Deleting  bool      `json:"deleting,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// FleetMVP says whether a control plane's apiserver flags run the Mixed
+// Version Proxy on the version it runs now, from the upgrade preflight.
+type FleetMVP struct {
+	Wired bool `json:"wired"`
+	// Findings are the preflight's wiring, gate and peer-address findings.
+	Findings []FleetFinding `json:"findings,omitempty"`
+}
+
+// FleetFinding is one preflight finding.
+type FleetFinding struct {
+	Reason string `json:"reason"`
+	// Severity is Blocker or Warning.
+	Severity string `json:"severity,omitempty"`
+	// Message says what is wrong and what to do.
+	Message string `json:"message"`
+	// FixedByWireMVP is true when an upgrade's wire-MVP step fixes it.
+	FixedByWireMVP bool `json:"fixedByWireMVP,omitempty"`
+}
+
+// ListFleet lists the fleet's clusters (operator tokens only).
+func (c *Client) ListFleet(ctx context.Context) ([]FleetCluster, error) {
+	var out []FleetCluster
+	return out, c.call(ctx, http.MethodGet, "/fleet", nil, nil, &out)
 }

@@ -23,9 +23,11 @@ build:
 kubebin:
 	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv,helm
 
-## test: the whole test suite against real components
+## test: the whole test suite against real components (the browser tests leave screenshots in out/screenshots/)
 test: kubebin
+	bash hack/ensure-test-tools.sh
 	$(GO) test $(GOTEST_FLAGS) ./...
+	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
 
 ## test-upgrade: the mixed-version suite: real upgrades under a tenant's load, gated by the verifier (out/upgrade-report.md)
 test-upgrade:

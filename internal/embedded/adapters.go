@@ -13,9 +13,11 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
+	"bex.co/bex/web/dashboard"
 )
 
 // gitAuth authenticates pushers with the store's tokens and SSH keys.
@@ -96,4 +98,16 @@ func (l runtimeLogs) Logs(ctx context.Context, tenant, app string, tail int, fol
 		}
 	}()
 	return out, nil
+}
+
+// edgeTraffic gives the dashboard the edge's traffic per app.
+type edgeTraffic struct{ rec *edge.TrafficRecorder }
+
+func (t edgeTraffic) Traffic(tenant, app string) []dashboard.TrafficPoint {
+	pts := t.rec.Traffic(tenant, app)
+	out := make([]dashboard.TrafficPoint, len(pts))
+	for i, p := range pts {
+		out[i] = dashboard.TrafficPoint{At: p.At, Requests: p.Requests, Errors: p.Errors}
+	}
+	return out
 }

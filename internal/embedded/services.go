@@ -35,6 +35,7 @@ import (
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
+	"bex.co/bex/web/dashboard"
 )
 
 // devTenant is the tenant make run creates for its user.
@@ -217,7 +218,22 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	serve("api", apiL, apiSrv.Handler())
+	apiURL := "http://" + apiL.Addr().String()
+	cookieKey, err := loadCookieKey(filepath.Join(o.StateDir, "dashboard-cookie-key"))
+	if err != nil {
+		return nil, err
+	}
+	traffic := edge.NewTrafficRecorder(metrics, 360)
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	go traffic.Run(trafficCtx, 10*time.Second)
+	*stops = append(*stops, stopTraffic)
+	dash, err := dashboard.New(dashboard.Options{
+		API: apiURL, CookieKey: cookieKey, Traffic: edgeTraffic{traffic}, Log: log.WithName("dashboard"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	serve("api", apiL, dash.WithAPI(apiSrv.Handler()))
 
 	devToken, err := o.ensureTenant(ctx, kube, st, devTenant, filepath.Join(o.StateDir, "dev-token"), false)
 	if err != nil {
@@ -227,24 +243,38 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	apiURL := "http://" + apiL.Addr().String()
 	httpURL := fmt.Sprintf("http://127.0.0.1:%d", edgePort)
 	httpsURL := fmt.Sprintf("https://127.0.0.1:%d", edgeTLSPort)
 	sshURL := "ssh://git@" + sshL.Addr().String()
 	return &services{
 		pipeline: pl, table: table, certs: edgeSrv.Certificates(), metrics: metrics,
 		env: []envVar{
-			{"BEX_API", apiURL}, {"BEX_GIT", gitBase}, {"BEX_GIT_SSH", sshURL}, {"BEX_TOKEN", devToken},
+			{"BEX_API", apiURL}, {"BEX_DASHBOARD", apiURL + "/"}, {"BEX_GIT", gitBase}, {"BEX_GIT_SSH", sshURL}, {"BEX_TOKEN", devToken},
 			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_HTTPS", httpsURL}, {"BEX_CA", ca.CertFile()},
 			{"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, edgeTLSPort)},
 		},
 		summary: [][2]string{
-			{"API", apiURL}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
+			{"dashboard", apiURL + "/ (sign in with BEX_TOKEN, or BEX_OPERATOR_TOKEN for the console)"}, {"API", apiURL + api.Prefix}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
 			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, edgeTLSPort)},
 			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, edgePort)},
 			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String()},
 		},
 	}, nil
+}
+
+// loadCookieKey reads the dashboard's cookie key, creating it once.
+func loadCookieKey(path string) ([]byte, error) {
+	if data, err := os.ReadFile(path); err == nil && len(data) == 32 {
+		return data, nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the dashboard's cookie key: %w", err)
+	}
+	return key, nil
 }
 
 // ensureTenant makes sure a tenant (or, with operator, an operator user)

@@ -1,0 +1,201 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// browser is one headless Chromium with one tab.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// chromium finds Debian's Chromium (or another Chrome) on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium on PATH: install Debian's chromium (apt-get install chromium); .ci/run does")
+	return ""
+}
+
+// newBrowser starts Chromium for the test; it is stopped when t ends.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	// The first Do starts the browser; it lives as long as bctx.
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	return &browser{t: t, ctx: bctx}
+}
+
+func (b *browser) timeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, 90*time.Second)
+}
+
+// do runs steps, failing the test with what when they fail.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := b.timeout()
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v (page %s)", what, err, b.location())
+	}
+}
+
+// open loads url and returns the HTTP status of the document it ends on.
+func (b *browser) open(url string) int {
+	b.t.Helper()
+	ctx, cancel := b.timeout()
+	defer cancel()
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
+		b.t.Fatalf("opening %s: %v", url, err)
+	}
+	return status(resp)
+}
+
+// clickAndLoad clicks sel, which loads another page (a link, a form's
+// button), waits until that page has loaded and returns its status.
+func (b *browser) clickAndLoad(what, sel string) int {
+	b.t.Helper()
+	ctx, cancel := b.timeout()
+	defer cancel()
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("%s: %v (page %s)", what, err, b.location())
+	}
+	return status(resp)
+}
+
+func status(r *network.Response) int {
+	if r == nil {
+		return 0
+	}
+	return int(r.Status)
+}
+
+func (b *browser) location() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	return loc
+}
+
+// text returns the text of the first element sel matches.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`(document.querySelector(%q) || {innerText: ""}).innerText`, sel))
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browser, js string) T {
+	b.t.Helper()
+	ctx, cancel := b.timeout()
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v (page %s)", js, err, b.location())
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it is true or timeout passes.
+func (b *browser) waitFor(what, js string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: not within %s (page %s):\n%s", what, timeout, b.location(), b.text("body"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// screenshot saves the whole page as out/screenshots/<name>.png at the
+// repository's root and logs the path.
+func (b *browser) screenshot(name string) string {
+	b.t.Helper()
+	ctx, cancel := b.timeout()
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("taking a screenshot: %v", err)
+	}
+	dir := filepath.Join(repoRoot(b.t), "out", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", path)
+	return path
+}
+
+// repoRoot is the directory of go.mod above the working directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// signIn signs in on the dashboard at base with token and returns the
+// status of the page it lands on.
+func (b *browser) signIn(base, token string) int {
+	b.t.Helper()
+	b.open(base + "/signin")
+	b.do("typing the token", chromedp.SetValue(chromedp.CSS("#token"), token))
+	return b.clickAndLoad("signing in", "#signin")
+}
+
+// signOut submits the sign-out form.
+func (b *browser) signOut() {
+	b.t.Helper()
+	b.clickAndLoad("signing out", "form.signout button")
+}

@@ -1,0 +1,223 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// writeNodeApp writes a Node.js app that answers body on every path. Its
+// build step prints a line, waits until the file gate exists, then prints
+// another: the test decides when the build ends.
+func writeNodeApp(t *testing.T, dir, body, gate string) {
+	t.Helper()
+	files := map[string]string{
+		"package.json": `{"name": "hello", "version": "1.0.0", "scripts": {"build": "node build.js"}}` + "\n",
+		"build.js": fmt.Sprintf(`const fs = require("fs");
+console.log("build: waiting for the go-ahead");
+const timer = setInterval(() => {
+  if (fs.existsSync(%q)) {
+    clearInterval(timer);
+    console.log("build: go-ahead received, %s is ready");
+  }
+}, 100);
+`, gate, body),
+		"server.js": fmt.Sprintf(`require("http").createServer((req, res) => res.end(%q)).listen(process.env.PORT);
+console.log("listening on", process.env.PORT);
+`, body),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// git runs the real git client in dir.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitErr(dir, args...)
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func gitErr(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "HOME="+dir,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestTenantDashboard: a tenant signs in, creates an app, watches the build
+// log of a real git push arrive live, rolls back from the release list;
+// another tenant gets 404 for that app and 403 for the console.
+func TestTenantDashboard(t *testing.T) {
+	bin := platformtest.BuildBinaries(t, "bex-embedded")
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	p := platformtest.Start(ctx, t, bin, t.TempDir(), pgtest.NewDatabase(t))
+	env := p.WaitEnv(ctx, t)
+	base := strings.TrimSuffix(env["BEX_DASHBOARD"], "/")
+	token := env["BEX_TOKEN"]
+	api, err := apiclient.New(env["BEX_API"], token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t)
+
+	// Without a session, a page sends to the sign-in page; a wrong token
+	// is refused there.
+	b.open(base + "/apps")
+	if loc := b.location(); loc != base+"/signin?next=%2Fapps" {
+		t.Fatalf("an anonymous /apps landed on %s, want the sign-in page", loc)
+	}
+	if st := b.signIn(base, "bex_not-a-token"); st != 401 || !strings.Contains(b.text("#signin-error"), "refused") {
+		t.Fatalf("signing in with a wrong token: status %d, page %q", st, b.text("main"))
+	}
+	if st := b.signIn(base, token); st != 200 || b.location() != base+"/apps" {
+		t.Fatalf("signing in: status %d at %s, want 200 at /apps", st, b.location())
+	}
+	if cookies := eval[string](b, "document.cookie"); strings.Contains(cookies, "bex_session") {
+		t.Errorf("the session cookie is readable by scripts: %q", cookies)
+	}
+
+	// Creating an app: a bad name is refused on the form, a good one
+	// opens the app's page with its git remote.
+	b.do("typing a bad name", chromedp.SetAttributeValue(chromedp.CSS(`#create-app input[name=name]`), "pattern", ".*"),
+		chromedp.SetValue(chromedp.CSS(`#create-app input[name=name]`), "Bad_Name"))
+	if st := b.clickAndLoad("creating a badly named app", "#create-app button"); st != 422 || b.text("#create-error") == "" {
+		t.Fatalf("a bad app name: status %d, page %q", st, b.text("main"))
+	}
+	b.do("typing the name", chromedp.SetValue(chromedp.CSS(`#create-app input[name=name]`), "hello"))
+	if st := b.clickAndLoad("creating the app", "#create-app button"); st != 200 || b.location() != base+"/apps/hello" {
+		t.Fatalf("creating hello: status %d at %s", st, b.location())
+	}
+	remote := eval[string](b, `document.querySelector("#git-remote").value`)
+	if !strings.HasSuffix(remote, "/dev/hello.git") {
+		t.Fatalf("the app page shows the git remote %q", remote)
+	}
+
+	// A real push; the build waits for the test's go-ahead, so the build
+	// page is open while it runs.
+	repo := t.TempDir()
+	gate := filepath.Join(t.TempDir(), "go-ahead")
+	git(t, repo, "init", "-q", "-b", "main")
+	writeNodeApp(t, repo, "hello v1", gate)
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "v1")
+	pushURL, err := url.Parse(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushURL.User = url.UserPassword("bex", token)
+	pushed := make(chan error, 1)
+	go func() {
+		out, err := gitErr(repo, "push", pushURL.String(), "main")
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, out)
+		}
+		pushed <- err
+	}()
+	platformtest.WaitFor(ctx, t, "build 1 to run", func() bool {
+		var log strings.Builder
+		return api.BuildLog(ctx, "hello", 1, false, &log) == nil && strings.Contains(log.String(), "waiting for the go-ahead")
+	})
+	if st := b.open(base + "/apps/hello/builds/1"); st != 200 {
+		t.Fatalf("the build page: status %d", st)
+	}
+	if b.text("#build-status") != "running" || !strings.Contains(b.text("#log"), "waiting for the go-ahead") {
+		t.Fatalf("the build page of a running build shows %q / %q", b.text("#build-status"), b.text("#log"))
+	}
+	eval[bool](b, "window.__sameDocument = true")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the build's end streamed into the page", `document.querySelector("#log").dataset.ended === "succeeded"`, 3*time.Minute)
+	if log := b.text("#log"); !strings.Contains(log, "go-ahead received, hello v1 is ready") {
+		t.Errorf("the live log lacks the build's last lines:\n%s", log)
+	}
+	b.waitFor("the build's facts to show its end", `document.querySelector("#build-status").innerText === "succeeded" && document.querySelector("#build-facts").innerText.includes("node")`, 30*time.Second)
+	if !eval[bool](b, "window.__sameDocument === true") {
+		t.Error("the page was reloaded: the log did not arrive in the open page")
+	}
+	b.screenshot("build-log-live")
+	if err := <-pushed; err != nil {
+		t.Fatalf("git push: %v", err)
+	}
+
+	// A second release, then a rollback to the first from the list.
+	writeNodeApp(t, repo, "hello v2", gate)
+	git(t, repo, "commit", "-q", "-am", "v2")
+	if out, err := gitErr(repo, "push", pushURL.String(), "main"); err != nil {
+		t.Fatalf("pushing v2: %v\n%s", err, out)
+	}
+	apps := platformtest.AppClient(t, env)
+	host := "hello-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	serves := func(body string) func() bool {
+		return func() bool {
+			code, got, err := platformtest.GetApp(ctx, apps, host)
+			return err == nil && code == 200 && got == body
+		}
+	}
+	platformtest.WaitFor(ctx, t, "v2 to serve", serves("hello v2"))
+	b.open(base + "/apps/hello")
+	if st := b.clickAndLoad("rolling back to v1", `button[data-rollback="1"]`); st != 200 {
+		t.Fatalf("rolling back: status %d", st)
+	}
+	if notice := b.text("#notice"); notice != "Rolled back: release v3 runs what v1 ran." {
+		t.Fatalf("after the rollback the page says %q", notice)
+	}
+	platformtest.WaitFor(ctx, t, "v1 to serve again", serves("hello v1"))
+	if rel := b.text(`tr[data-release="3"]`); !strings.Contains(rel, "serving") {
+		t.Errorf("release v3 is not shown serving: %q", rel)
+	}
+	b.screenshot("app-after-rollback")
+
+	// On a phone's screen the page fits its width: wide tables scroll in
+	// their own box.
+	b.do("emulating a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.open(base + "/apps/hello")
+	if w := eval[int](b, "document.documentElement.scrollWidth"); w > 390 {
+		t.Errorf("on a 390-pixel-wide screen the app page is %d pixels wide", w)
+	}
+	b.screenshot("app-on-a-phone")
+	b.do("back to the laptop", chromedp.EmulateReset())
+
+	// Another tenant: the app is not found, the console is refused.
+	op, err := apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := op.CreateTenant(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.signOut()
+	b.signIn(base, other.Token)
+	if st := b.open(base + "/apps/hello"); st != 404 {
+		t.Errorf("another tenant opening dev's app: status %d, want 404: %q", st, b.text("main"))
+	}
+	if st := b.open(base + "/apps/hello/builds/1"); st != 404 {
+		t.Errorf("another tenant opening dev's build: status %d, want 404", st)
+	}
+	if st := b.open(base + "/console"); st != 403 {
+		t.Errorf("a tenant opening the console: status %d, want 403", st)
+	}
+	b.screenshot("tenant-refused-console")
+}

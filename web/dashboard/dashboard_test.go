@@ -1,0 +1,232 @@
+package dashboard_test
+
+import (
+	"crypto/rand"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/web/api/apitest"
+	"bex.co/bex/web/dashboard"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// user is a browser without JavaScript: a cookie jar that does not follow
+// redirects.
+type user struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newUser(t *testing.T, base string) *user {
+	jar, _ := cookiejar.New(nil)
+	return &user{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type page struct {
+	status int
+	body   string
+	header http.Header
+}
+
+func (u *user) get(path string) page {
+	u.t.Helper()
+	resp, err := u.c.Get(u.base + path)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return read(u.t, resp)
+}
+
+func (u *user) post(path string, form url.Values) page {
+	u.t.Helper()
+	resp, err := u.c.PostForm(u.base+path, form)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return read(u.t, resp)
+}
+
+func read(t *testing.T, resp *http.Response) page {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page{status: resp.StatusCode, body: string(b), header: resp.Header}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf reads the CSRF secret from a page's forms.
+func (p page) csrf(t *testing.T) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no CSRF field on the page:\n%s", p.body)
+	}
+	return m[1]
+}
+
+func TestDashboard(t *testing.T) {
+	cp := cptest.Start(t)
+	e := apitest.Start(t, cp)
+	key := make([]byte, 32)
+	rand.Read(key)
+	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(srv.Close)
+	ctx := t.Context()
+	_, ann := e.TenantToken(t, "ann")
+	_, bob := e.TenantToken(t, "bob")
+
+	anon := newUser(t, srv.URL)
+	if p := anon.get("/apps/shop"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/signin?next=%2Fapps%2Fshop" {
+		t.Errorf("an anonymous GET /apps/shop = %d to %q, want 303 to the sign-in page", p.status, p.header.Get("Location"))
+	}
+	if p := anon.post("/signin", url.Values{"token": {"bex_nope"}}); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "refused") {
+		t.Errorf("signing in with an unknown token = %d", p.status)
+	}
+
+	a := newUser(t, srv.URL)
+	p := a.post("/signin", url.Values{"token": {ann}, "next": {"https://evil.test/"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/apps" {
+		t.Fatalf("signing in = %d to %q, want 303 to /apps (not the foreign next)", p.status, p.header.Get("Location"))
+	}
+	ck := p.header.Get("Set-Cookie")
+	for _, attr := range []string{"bex_session=", "HttpOnly", "Secure", "SameSite=Lax", "Path=/"} {
+		if !strings.Contains(ck, attr) {
+			t.Errorf("the session cookie lacks %s: %s", attr, ck)
+		}
+	}
+	// Secure cookies are not sent back over plain HTTP by a jar; send it
+	// by hand, as a browser does to a loopback address.
+	a.c.Jar, _ = cookiejar.New(nil)
+	a.c.Jar.SetCookies(mustURL(t, srv.URL), []*http.Cookie{{Name: "bex_session", Value: strings.TrimPrefix(strings.Split(ck, ";")[0], "bex_session=")}})
+
+	apps := a.get("/apps")
+	if apps.status != http.StatusOK || !strings.Contains(apps.body, "No apps yet") {
+		t.Fatalf("the apps page = %d:\n%s", apps.status, apps.body)
+	}
+	for _, h := range []string{"Content-Security-Policy", "X-Content-Type-Options"} {
+		if apps.header.Get(h) == "" {
+			t.Errorf("the page lacks %s", h)
+		}
+	}
+	// A change without the session's CSRF secret is refused and changes
+	// nothing.
+	if p := a.post("/apps", url.Values{"name": {"shop"}}); p.status != http.StatusForbidden {
+		t.Errorf("creating an app without the CSRF field = %d, want 403", p.status)
+	}
+	if p := a.post("/apps", url.Values{"name": {"shop"}, "csrf": {"forged"}}); p.status != http.StatusForbidden {
+		t.Errorf("creating an app with a forged CSRF field = %d, want 403", p.status)
+	}
+	var list platformv1alpha1.AppList
+	if err := e.Kube.List(ctx, &list, client.InNamespace("ann")); err != nil || len(list.Items) != 0 {
+		t.Fatalf("apps after refused forms: %d, %v", len(list.Items), err)
+	}
+	csrf := apps.csrf(t)
+	if p := a.post("/apps", url.Values{"name": {"Shop!"}, "csrf": {csrf}}); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, `id="create-error"`) {
+		t.Errorf("a bad app name = %d, want 422 with the API's message on the form", p.status)
+	}
+	if p := a.post("/apps", url.Values{"name": {"shop"}, "csrf": {csrf}}); p.status != http.StatusSeeOther || p.header.Get("Location") != "/apps/shop" {
+		t.Fatalf("creating shop = %d to %q", p.status, p.header.Get("Location"))
+	}
+
+	// The app page reads without JavaScript: remote, releases, builds.
+	shop := a.get("/apps/shop")
+	if shop.status != http.StatusOK || !strings.Contains(shop.body, apitest.GitBase+"/ann/shop.git") {
+		t.Fatalf("the app page = %d:\n%s", shop.status, shop.body)
+	}
+
+	// Bob sees nothing of ann's; tenants get 403 on the console, and an
+	// operator 403 on tenants' pages.
+	b := newUser(t, srv.URL)
+	signIn(t, b, bob)
+	if p := b.get("/apps/shop"); p.status != http.StatusNotFound {
+		t.Errorf("bob opening ann's app = %d, want 404", p.status)
+	}
+	if p := b.get("/apps"); strings.Contains(p.body, "shop") {
+		t.Error("bob's app list shows ann's app")
+	}
+	if p := b.get("/apps/shop/builds/1"); p.status != http.StatusNotFound {
+		t.Errorf("bob opening ann's build = %d, want 404", p.status)
+	}
+	bobApps := b.get("/apps")
+	if p := b.post("/apps/shop/delete", url.Values{"confirm": {"shop"}, "csrf": {bobApps.csrf(t)}}); p.status != http.StatusNotFound {
+		t.Errorf("bob deleting ann's app = %d, want 404", p.status)
+	}
+	if err := e.Kube.List(ctx, &list, client.InNamespace("ann")); err != nil || len(list.Items) != 1 {
+		t.Fatalf("ann's apps after bob's attempt: %d, %v", len(list.Items), err)
+	}
+	if p := b.get("/console"); p.status != http.StatusForbidden {
+		t.Errorf("a tenant opening the console = %d, want 403", p.status)
+	}
+	op := newUser(t, srv.URL)
+	signIn(t, op, e.OperatorToken)
+	if p := op.get("/apps"); p.status != http.StatusForbidden {
+		t.Errorf("an operator opening /apps = %d, want 403", p.status)
+	}
+	console := op.get("/console")
+	if console.status != http.StatusOK {
+		t.Fatalf("the console = %d:\n%s", console.status, console.body)
+	}
+
+	// Pages are small: the heaviest page with its stylesheet and script
+	// stays under 100 KB.
+	assets := len(a.get("/static/style.css").body) + len(a.get("/static/app.js").body)
+	for name, pg := range map[string]page{"apps": apps, "app": shop, "console": console, "audit": op.get("/console/audit")} {
+		if n := len(pg.body) + assets; n > 100<<10 {
+			t.Errorf("the %s page weighs %d bytes with its assets, want under 100 KB", name, n)
+		}
+	}
+
+	// Deleting needs the app's name typed again.
+	if p := a.post("/apps/shop/delete", url.Values{"confirm": {"nope"}, "csrf": {csrf}}); p.status != http.StatusUnprocessableEntity {
+		t.Errorf("deleting without the name = %d, want 422", p.status)
+	}
+	if p := a.post("/apps/shop/delete", url.Values{"confirm": {"shop"}, "csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Errorf("deleting = %d, want 303", p.status)
+	}
+	// Signing out ends the session in the browser.
+	if p := a.post("/signout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("signing out = %d, cookie %q", p.status, p.header.Get("Set-Cookie"))
+	}
+}
+
+// signIn signs u in with token and keeps the session cookie.
+func signIn(t *testing.T, u *user, token string) {
+	t.Helper()
+	p := u.post("/signin", url.Values{"token": {token}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("signing in = %d:\n%s", p.status, p.body)
+	}
+	ck := strings.Split(p.header.Get("Set-Cookie"), ";")[0]
+	u.c.Jar.SetCookies(mustURL(t, u.base), []*http.Cookie{{Name: "bex_session", Value: strings.TrimPrefix(ck, "bex_session=")}})
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

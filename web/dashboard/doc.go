@@ -1,0 +1,19 @@
+// Package dashboard is the platform's web pages: the tenant dashboard
+// (apps, releases with rollback, builds with their logs streamed live,
+// runtime logs, environment, routes, traffic) and the operator console
+// (the fleet's control planes and MVP readiness, fleet upgrades with a live
+// timeline of versions and probe outcomes per apiserver, pause, resume and
+// abort, and the audit log).
+//
+// The pages are rendered on the server with html/template and read without
+// JavaScript; a small script (static/app.js) refreshes the live parts and
+// streams logs with server-sent events. Every read and every change goes
+// through the platform's JSON API (web/api) with the signed-in user's
+// token, so the API's rules are the only rules: a tenant sees only its own
+// apps, and the console needs an operator's token.
+//
+// Sign-in takes an API token. The session is a cookie sealed with
+// AES-GCM under Options.CookieKey: it holds the token, whom it acts for and
+// a CSRF secret, and it is HttpOnly, SameSite=Lax and Secure. Every form carries the CSRF secret, and a
+// change without it is refused with 403.
+package dashboard

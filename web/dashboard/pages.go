@@ -1,0 +1,65 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"path"
+	"strings"
+	"time"
+)
+
+// pageNames are the templates under templates/, each rendered inside
+// layout.html.
+var pageNames = []string{"signin", "apps", "app", "build", "logs", "console", "upgrade", "audit", "error"}
+
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"ago":     ago,
+		"took":    took,
+		"short":   func(s string) string { return s[:min(len(s), 8)] },
+		"version": func(v string) string { return strings.TrimPrefix(v, "v") },
+		"deref": func(p *string) string {
+			if p == nil {
+				return ""
+			}
+			return *p
+		},
+		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"lower": strings.ToLower,
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", path.Join("templates", name+".html"))
+		if err != nil {
+			return nil, fmt.Errorf("parsing the %s page: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// ago says how long before now t was, roughly.
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case t.IsZero():
+		return ""
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	default:
+		return t.UTC().Format("2006-01-02")
+	}
+}
+
+// took says how long from start to end (or until now while running).
+func took(start time.Time, end *time.Time) string {
+	e := time.Now()
+	if end != nil {
+		e = *end
+	}
+	return e.Sub(start).Round(time.Second).String()
+}

@@ -1,0 +1,244 @@
+package dashboard
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// appsPage lists the tenant's apps with their status, and a form to
+// create one.
+func (d *Dashboard) appsPage(c echo.Context) error {
+	return d.renderApps(c, http.StatusOK, nil)
+}
+
+func (d *Dashboard) renderApps(c echo.Context, status int, formErr *apiclient.Error) error {
+	apps, err := d.client(c).ListApps(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"Title": "Apps", "Apps": apps}
+	if formErr != nil {
+		data["FormError"] = formErr.Message
+		data["Name"] = c.FormValue("name")
+		data["Branch"] = c.FormValue("branch")
+	}
+	return d.render(c, status, "apps", data)
+}
+
+// createApp creates an app; the API's refusal is shown on the form.
+func (d *Dashboard) createApp(c echo.Context) error {
+	req := apiclient.CreateAppRequest{Name: strings.TrimSpace(c.FormValue("name")), Branch: strings.TrimSpace(c.FormValue("branch"))}
+	app, err := d.client(c).CreateApp(c.Request().Context(), req)
+	var ae *apiclient.Error
+	if asAPIError(err, &ae) && ae.Status/100 == 4 && ae.Status != http.StatusUnauthorized {
+		return d.renderApps(c, ae.Status, ae)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(app.Name))
+}
+
+// appPage shows one app: status, how to push, releases with rollback,
+// builds, charts, environment and routes.
+func (d *Dashboard) appPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	name := c.Param("app")
+	app, err := cl.GetApp(ctx, name)
+	if err != nil {
+		return err
+	}
+	releases, err := cl.ListReleases(ctx, name)
+	if err != nil {
+		return err
+	}
+	builds, err := cl.ListBuilds(ctx, name)
+	if err != nil {
+		return err
+	}
+	env, err := cl.ListEnv(ctx, name)
+	if err != nil {
+		return err
+	}
+	routes, err := cl.ListRoutes(ctx, name)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{
+		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
+		"BuildChart": buildChart(builds, d.now()),
+		"Notice":     c.QueryParam("notice"),
+	}
+	if d.traffic != nil {
+		data["TrafficChart"] = trafficChart(d.traffic.Traffic(sessionOf(c).Tenant, app.Name))
+	}
+	return d.render(c, http.StatusOK, "app", data)
+}
+
+// rollback rolls the app back to the release the form names.
+func (d *Dashboard) rollback(c echo.Context) error {
+	name := c.Param("app")
+	to, err := strconv.Atoi(c.FormValue("release"))
+	if err != nil || to < 1 {
+		return &pageError{status: http.StatusBadRequest, title: "Bad request", message: "The form names no release to roll back to."}
+	}
+	rb, err := d.client(c).Rollback(c.Request().Context(), name, to)
+	if err != nil {
+		return err
+	}
+	notice := fmt.Sprintf("Rolled back: release v%d runs what v%d ran.", rb.Release, rb.RolledBackTo)
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#releases")
+}
+
+// setEnv sets or unsets one variable.
+func (d *Dashboard) setEnv(c echo.Context) error {
+	name := c.Param("app")
+	key := strings.TrimSpace(c.FormValue("name"))
+	req := apiclient.PatchEnvRequest{}
+	if c.FormValue("unset") != "" {
+		req.Unset = []string{key}
+	} else {
+		req.Set = map[string]string{key: c.FormValue("value")}
+		req.Secret = c.FormValue("secret") != ""
+	}
+	if _, err := d.client(c).PatchEnv(c.Request().Context(), name, req); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape("Environment changed: a new release rolls out.")+"#env")
+}
+
+// deleteApp deletes the app once its name was typed again.
+func (d *Dashboard) deleteApp(c echo.Context) error {
+	name := c.Param("app")
+	if c.FormValue("confirm") != name {
+		return &pageError{status: http.StatusUnprocessableEntity, title: "Not deleted", message: fmt.Sprintf("Type the app's name, %s, to delete it.", name)}
+	}
+	if err := d.client(c).DeleteApp(c.Request().Context(), name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps")
+}
+
+// buildPage shows a build and its log so far; the script follows the log.
+func (d *Dashboard) buildPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	name := c.Param("app")
+	n, err := buildNumber(c)
+	if err != nil {
+		return err
+	}
+	app, err := cl.GetApp(ctx, name)
+	if err != nil {
+		return err
+	}
+	b, err := cl.GetBuild(ctx, name, n)
+	if err != nil {
+		return err
+	}
+	var log bytes.Buffer
+	if err := cl.BuildLog(ctx, name, b.Number, false, &log); err != nil {
+		return err
+	}
+	return d.render(c, http.StatusOK, "build", map[string]any{
+		"Title": fmt.Sprintf("%s build %d", app.Name, b.Number), "App": app, "Build": b, "Log": log.String(),
+	})
+}
+
+func buildNumber(c echo.Context) (int, error) {
+	n, err := strconv.Atoi(c.Param("build"))
+	if err != nil || n < 1 {
+		return 0, &pageError{status: http.StatusNotFound, title: "Not found", message: fmt.Sprintf("There is no build %q.", c.Param("build"))}
+	}
+	return n, nil
+}
+
+// buildLogStream sends the build's log as server-sent events, one "line"
+// per line, until the build ends; then one "end" with its status.
+func (d *Dashboard) buildLogStream(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	name := c.Param("app")
+	n, err := buildNumber(c)
+	if err != nil {
+		return err
+	}
+	if _, err := cl.GetBuild(ctx, name, n); err != nil {
+		return err
+	}
+	ev := startEvents(c)
+	lw := &lineWriter{send: func(line string) error { return ev.send("line", line) }}
+	if err := cl.BuildLog(ctx, name, n, true, lw); err != nil {
+		return ev.fail(err)
+	}
+	if err := lw.flush(); err != nil {
+		return nil
+	}
+	b, err := cl.GetBuild(ctx, name, n)
+	if err != nil {
+		return ev.fail(err)
+	}
+	return ev.send("end", b.Status)
+}
+
+// logsPage shows the app's recent runtime output; the script follows it.
+func (d *Dashboard) logsPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	app, err := cl.GetApp(ctx, c.Param("app"))
+	if err != nil {
+		return err
+	}
+	var lines []string
+	if err := cl.Logs(ctx, app.Name, 200, false, func(l apiclient.LogLine) error {
+		lines = append(lines, formatLogLine(l))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return d.render(c, http.StatusOK, "logs", map[string]any{"Title": app.Name + " logs", "App": app, "Log": strings.Join(lines, "\n")})
+}
+
+// logsStream sends the app's runtime output as server-sent events, the
+// last 200 lines then new ones, until the page goes away.
+func (d *Dashboard) logsStream(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	name := c.Param("app")
+	if _, err := cl.GetApp(ctx, name); err != nil {
+		return err
+	}
+	ev := startEvents(c)
+	err := cl.Logs(ctx, name, 200, true, func(l apiclient.LogLine) error { return ev.send("line", formatLogLine(l)) })
+	if err != nil && ctx.Err() == nil {
+		return ev.fail(err)
+	}
+	return nil
+}
+
+func formatLogLine(l apiclient.LogLine) string {
+	who := l.Process
+	if l.Instance != "" {
+		who += "." + l.Instance
+	}
+	return l.Time.UTC().Format("15:04:05") + " " + who + ": " + l.Text
+}
+
+// currentRelease returns the release that serves, if any.
+func currentRelease(rs []apiclient.Release) (apiclient.Release, bool) {
+	i := slices.IndexFunc(rs, func(r apiclient.Release) bool { return r.Current })
+	if i < 0 {
+		return apiclient.Release{}, false
+	}
+	return rs[i], true
+}

@@ -62,9 +62,12 @@ type Deps struct {
 	Certificates route.CertificateStates
 
 	// FleetUpgrades, when set, runs FleetUpgrades: its Verifier, and
-	// optionally Records (the *store.Store), RESTConfig, Capacity and
-	// Options; Setup fills in Client and Events. Nil leaves FleetUpgrades
-	// alone (a cluster without Cluster API's CRDs).
+	// optionally Records (the *store.Store), RESTConfig, Capacity,
+	// LoadBalancers and Options; Setup fills in Client and Events. Nil
+	// leaves FleetUpgrades alone (a cluster without Cluster API's CRDs).
+	// LoadBalancers (fleetupgrade.HetznerLoadBalancers with an hcloud
+	// client) turns the Hetzner load-balancer hand-off on; nil upgrades
+	// without it.
 	FleetUpgrades *fleetupgrade.Reconciler
 }
 

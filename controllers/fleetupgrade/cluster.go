@@ -30,6 +30,9 @@ const (
 	StepKindBump      = "bump"
 	StepKindMachine   = "machine"
 	StepKindVerify    = "verify"
+	// StepKindLBHandoff is a server leaving or joining the cluster's API
+	// load balancer (the Hetzner hand-off), or a failed attempt.
+	StepKindLBHandoff = "lb-handoff"
 )
 
 // observe reads the cluster's Cluster, KubeadmControlPlane and
@@ -88,6 +91,12 @@ func (r *Reconciler) advance(ctx context.Context, s *scope, cs *clusterScope) er
 	if err != nil || !found {
 		return err
 	}
+	// Every control-plane Machine carries the hand-off hook before
+	// KubeadmControlPlane may delete one: the hooks are written before
+	// the wiring or the version bump below start a rollout.
+	if err := r.handoff(ctx, s, cs, true); err != nil {
+		return err
+	}
 	if !sameVersion(cs.kcp.Spec.Version, s.target) {
 		return r.beforeBump(ctx, s, cs)
 	}
@@ -110,6 +119,10 @@ func (r *Reconciler) beforeBump(ctx context.Context, s *scope, cs *clusterScope)
 	}
 	blockers := preflight.Blockers(findings)
 	if len(blockers) > 0 && preflight.OnlyWireMVPBlockers(findings) && s.fu.Spec.WireMVP && !s.fu.Spec.Paused {
+		if cs.handoffFailed != "" {
+			cs.waiting = "the load-balancer hand-off fails; the MVP wiring waits for it"
+			return nil
+		}
 		return r.wireMVP(ctx, s, cs)
 	}
 	cs.blockers = blockers
@@ -128,6 +141,10 @@ func (r *Reconciler) beforeBump(ctx context.Context, s *scope, cs *clusterScope)
 		cs.heldForOperator = true
 		cs.status.Phase = fleetv1.ClusterUpgradePhasePaused
 		cs.waiting = "spec.paused holds the cluster before its version bump"
+		return nil
+	}
+	if cs.handoffFailed != "" {
+		cs.waiting = "the load-balancer hand-off fails; the version bump waits for it"
 		return nil
 	}
 	if s.gateOn() {
@@ -190,6 +207,21 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 				return err
 			}
 		}
+		// The new servers join the load balancer before the verifier
+		// lets the rollout go on; until they are in, the Cluster stays
+		// paused, whatever the gate.
+		ok, err := r.addServers(ctx, s, cs, fresh)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := r.pauseCluster(ctx, s, cs); err != nil {
+				return err
+			}
+			cs.status.Phase = fleetv1.ClusterUpgradePhasePaused
+			cs.waiting = "waiting for " + strings.Join(fresh, ", ") + " to join the load balancer"
+			return nil
+		}
 		verdict := "not verified: gates.mvpVerified is false"
 		if s.gateOn() {
 			ok, err := r.gate(ctx, s, cs, fresh)
@@ -207,6 +239,10 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 	}
 	if outdated == 0 && settled(cs.kcp, cs.machines, s.target) {
 		if err := r.unpauseCluster(ctx, s.fu, cs.cluster); err != nil {
+			return err
+		}
+		// Done: the Machines go back to Cluster API without the hook.
+		if err := r.releaseHooks(ctx, cs, false); err != nil {
 			return err
 		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded
@@ -338,10 +374,13 @@ func pausedPhase(cs *clusterScope, fresh []string) fleetv1.ClusterUpgradePhase {
 
 // abortRollingCluster pauses a cluster whose rollout runs at the next
 // machine boundary and marks it Aborted; a cluster that already finished
-// is Succeeded.
+// is Succeeded. Either way the hand-off hook comes off its Machines.
 func (r *Reconciler) abortRollingCluster(ctx context.Context, s *scope, cs *clusterScope) error {
 	_, outdated := r.newMachines(s, cs)
 	if outdated == 0 && settled(cs.kcp, cs.machines, s.target) {
+		if err := r.releaseHooks(ctx, cs, false); err != nil {
+			return err
+		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded
 		cs.status.FinishedAt = s.nowTime()
 		return nil
@@ -355,6 +394,11 @@ func (r *Reconciler) abortRollingCluster(ctx context.Context, s *scope, cs *clus
 		if err := r.pauseCluster(ctx, s, cs); err != nil {
 			return err
 		}
+	}
+	// The hand-off ends with the abort: the Machines the operator lets
+	// KubeadmControlPlane replace later go without it.
+	if err := r.releaseHooks(ctx, cs, false); err != nil {
+		return err
 	}
 	cs.status.Phase = fleetv1.ClusterUpgradePhaseAborted
 	cs.waiting = fmt.Sprintf("aborted with the Cluster paused at %s: unpause it (spec.paused: false) to let KubeadmControlPlane finish rolling to %s", rolloutSummary(cs.kcp, cs.machines), s.target)

@@ -97,6 +97,8 @@ func setClusterPreflightCondition(s *scope, cs *clusterScope) {
 // message.
 func clusterHold(cs *clusterScope) (reason, message string) {
 	switch {
+	case cs.handoffFailed != "":
+		return LoadBalancerHandoffFailedReason, cs.handoffFailed
 	case cs.gateFailed:
 		msg := "the verifier failed"
 		if v := cs.status.LastVerification; v != nil {
@@ -198,7 +200,7 @@ func setPhase(s *scope) {
 			continue
 		}
 		active++
-		if cs.gateFailed {
+		if cs.gateFailed || cs.handoffFailed != "" {
 			gated++
 		}
 		switch p {
@@ -279,10 +281,13 @@ func setPreflightPassedCondition(s *scope) {
 
 func setPausedCondition(s *scope) {
 	conds, gen := &s.fu.Status.Conditions, s.fu.Generation
-	var gated []string
+	var gated, handoffs []string
 	for _, cs := range s.clusters {
-		if reason, msg := clusterHold(cs); reason == fleetv1.FleetUpgradeGateFailedReason {
+		switch reason, msg := clusterHold(cs); reason {
+		case fleetv1.FleetUpgradeGateFailedReason:
 			gated = append(gated, cs.status.Name+": "+msg)
+		case LoadBalancerHandoffFailedReason:
+			handoffs = append(handoffs, cs.status.Name+": "+msg)
 		}
 	}
 	switch {
@@ -294,6 +299,9 @@ func setPausedCondition(s *scope) {
 			return
 		}
 		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionFalse, fleetv1.FleetUpgradeAbortedReason, "aborted; no cluster is paused")
+	case len(handoffs) > 0:
+		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, LoadBalancerHandoffFailedReason,
+			"the Hetzner load-balancer hand-off holds the rollout (retried with backoff; spec.abort stops for good):\n"+strings.Join(handoffs, "\n"))
 	case len(gated) > 0:
 		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetv1.FleetUpgradeGateFailedReason,
 			"the MVP gate holds the rollout (the verifier runs again until it passes; spec.abort stops for good):\n"+strings.Join(gated, "\n"))

@@ -150,6 +150,19 @@ func TestSetConditions(t *testing.T) {
 				fleetv1.FleetUpgradeVerifiedCondition:    {metav1.ConditionFalse, fleetv1.FleetUpgradeSpurious404Reason, "f/a: apiserver cp-2 answered 404"},
 				fleetv1.FleetUpgradeProgressingCondition: {metav1.ConditionFalse, fleetv1.FleetUpgradeGateFailedReason, "cp-2"},
 			}},
+		{name: "a failing hand-off holds ahead of a failed gate", scope: scope{clusters: []*clusterScope{
+			cluster("f/a", plan.RemainingStage, fleetv1.ClusterUpgradePhaseUpgrading, func(cs *clusterScope) {
+				cs.handoffFailed = "removing server cp-1 failed: insufficient permissions (forbidden)"
+			}),
+			cluster("f/b", plan.RemainingStage, fleetv1.ClusterUpgradePhasePaused, func(cs *clusterScope) {
+				cs.gateFailed, cs.status.LastVerification = true, failedVerification
+			}),
+		}}, phase: fleetv1.FleetUpgradePhasePaused,
+			want: map[string]want{
+				fleetv1.FleetUpgradePausedCondition:      {metav1.ConditionTrue, LoadBalancerHandoffFailedReason, "f/a: removing server cp-1 failed: insufficient permissions (forbidden)"},
+				fleetv1.FleetUpgradeProgressingCondition: {metav1.ConditionFalse, LoadBalancerHandoffFailedReason, "insufficient permissions"},
+				fleetv1.FleetUpgradeVerifiedCondition:    {metav1.ConditionFalse, fleetv1.FleetUpgradeSpurious404Reason, "f/b"},
+			}},
 		{name: "paused by the operator", spec: fleetv1.FleetUpgradeSpec{Paused: true}, scope: scope{clusters: []*clusterScope{
 			cluster("f/a", plan.RemainingStage, fleetv1.ClusterUpgradePhasePaused, func(cs *clusterScope) { cs.heldForOperator, cs.waiting = true, "held" }),
 		}}, phase: fleetv1.FleetUpgradePhasePaused,

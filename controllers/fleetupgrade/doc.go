@@ -14,12 +14,22 @@
 // A Cluster it paused carries the annotation PausedByAnnotation; it never
 // clears a pause it did not set.
 //
+// With LoadBalancers set it also hands control-plane servers off between a
+// Hetzner API load balancer and Cluster API (handoff.go): it puts the
+// pre-drain deletion hook HandoffHook on the control-plane Machines of the
+// clusters it upgrades, removes a Machine's server from the load balancer
+// (internal/hetzner) when Cluster API starts deleting the Machine and only
+// then removes the hook, and adds each new Machine's server before the
+// verifier round that lets the rollout go on. The hook comes off again
+// when the cluster is done, aborted, or the FleetUpgrade deleted.
+//
 // What it needs from elsewhere comes through small interfaces: the plan
 // (internal/upgrade/plan) and preflight (internal/upgrade/preflight)
 // packages are called directly; the verifier (Verifier, by default
 // internal/upgrade/verify.Run), the construction of a workload cluster's
 // rest.Config from its kubeconfig Secret (RESTConfigFunc), the upgrade
-// records (Records, implemented by *store.Store) and the surge capacity
-// (preflight.Capacity) are injected. Docs: docs/upgrades.md, "How the
+// records (Records, implemented by *store.Store), the surge capacity
+// (preflight.Capacity) and the load balancers (LoadBalancerFunc, by default
+// HetznerLoadBalancers) are injected. Docs: docs/upgrades.md, "How the
 // controller runs a FleetUpgrade".
 package fleetupgrade

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
@@ -33,6 +35,7 @@ import (
 	"bex.co/bex/controllers/fleetupgrade"
 	capicrds "bex.co/bex/deploy/capi-crds"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/hetzner/hcloudfake"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/verify"
@@ -49,7 +52,9 @@ type env struct {
 	records  *fakeRecords
 }
 
-func startEnv(t *testing.T) *env {
+// startEnv starts the env; configure (if any) changes the reconciler
+// before it is set up.
+func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	cp := cptest.Start(t)
@@ -75,6 +80,9 @@ func startEnv(t *testing.T) *env {
 		Records:  e.records,
 		Events:   mgr.GetEventRecorder(fleetupgrade.ControllerName),
 		Options:  fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 500 * time.Millisecond},
+	}
+	for _, c := range configure {
+		c(r)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -108,6 +116,24 @@ func (e *env) eventually(what string, cond func() string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitEvent waits for an Event with reason about the FleetUpgrade named
+// upgrade whose note contains note.
+func (e *env) waitEvent(upgrade, reason, note string) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func() string {
+		var evs eventsv1.EventList
+		if err := e.c.List(e.ctx, &evs); err != nil {
+			return err.Error()
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == reason && ev.Regarding.Name == upgrade && strings.Contains(ev.Note, note) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("none among %d events", len(evs.Items))
+	})
 }
 
 func (e *env) get(obj client.Object, ns, name string) {
@@ -155,10 +181,16 @@ func (e *env) waitPhase(name string, phase fleetv1.FleetUpgradePhase) *fleetv1.F
 
 // fixture is one workload cluster: a Cluster, its KubeadmControlPlane
 // (three replicas, maxSurge 0), its kubeconfig Secret and three Machines.
+// With hcloud, each Machine has a server of its name in the fake Hetzner
+// API; with loadBalancer too, the three first servers are the targets of
+// a load balancer of that name, which the Cluster's
+// fleetupgrade.LoadBalancerAnnotation names.
 type fixture struct {
 	ns, name, version string
 	labels            map[string]string
 	extraArgs         []bootstrapv1.Arg
+	hcloud            *hcloudfake.Fake
+	loadBalancer      string
 }
 
 // wired are the extraArgs of a 1.36+ control plane with MVP wired.
@@ -170,8 +202,12 @@ func (e *env) createCluster(f fixture) *kcpSim {
 	if err := e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.t.Fatal(err)
 	}
+	var annotations map[string]string
+	if f.loadBalancer != "" {
+		annotations = map[string]string{fleetupgrade.LoadBalancerAnnotation: f.loadBalancer}
+	}
 	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name, Labels: f.labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name, Labels: f.labels, Annotations: annotations},
 		Spec: clusterv1.ClusterSpec{
 			ControlPlaneRef:      clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: f.name},
 			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "lb." + f.name + ".example", Port: 6443},
@@ -209,28 +245,47 @@ func (e *env) createCluster(f fixture) *kcpSim {
 			e.t.Fatalf("creating %T: %v", obj, err)
 		}
 	}
-	sim := &kcpSim{c: e.c, ns: f.ns, name: f.name, settle: 2 * time.Second, joinAfter: 300 * time.Millisecond}
+	sim := &kcpSim{c: e.c, ns: f.ns, name: f.name, settle: 2 * time.Second, joinAfter: 300 * time.Millisecond, hcloud: f.hcloud}
+	if f.hcloud != nil {
+		sim.hclient = f.hcloud.Client()
+	}
 	sim.seed(ctx, e.t)
+	if f.loadBalancer != "" {
+		sim.loadBalancer = f.hcloud.AddLoadBalancer(hcloudfake.LoadBalancerSpec{Name: f.loadBalancer, Location: "fsn1", ListenPorts: []int{6443},
+			Targets: []int64{sim.serverID("cp-1"), sim.serverID("cp-2"), sim.serverID("cp-3")}})
+	}
 	return sim
 }
 
 // kcpSim behaves like KubeadmControlPlane with maxSurge 0 for one control
 // plane: while the Cluster is not paused and a Machine is outdated (another
 // version, or extraArgs it was not created with), it deletes the oldest
-// outdated Machine, then creates its replacement, which joins (apiserver
-// healthy, an address) after joinAfter; it waits settle after a join
-// before it deletes the next machine, as KCP waits for etcd and the
-// control-plane components to be healthy. It keeps the KCP's status.
+// outdated Machine, waits until it is gone, then creates its replacement,
+// which joins (apiserver healthy, an address) after joinAfter; it waits
+// settle after a join before it deletes the next machine, as KCP waits for
+// etcd and the control-plane components to be healthy. It keeps the KCP's
+// status.
+//
+// It also plays Cluster API's machine controller (and CAPH's server
+// handling): a Machine carries the finalizer clusterv1.MachineFinalizer
+// from its creation; once it is being deleted and no pre-drain or
+// pre-terminate deletion hook annotation is left on it, the sim deletes its
+// server through the (fake) Hetzner API, when there is one, and removes the
+// finalizer. A Machine's server is created in the fake with the Machine.
 type kcpSim struct {
 	c                 client.Client
 	ns, name          string
 	settle, joinAfter time.Duration
+	hcloud            *hcloudfake.Fake
+	hclient           *hcloud.Client
+	loadBalancer      int64
 
 	mu         sync.Mutex
 	next       int
 	lastJoined time.Time
 	deleted    []string
 	created    []simMachine // replacements, in order
+	servers    map[string]int64
 }
 
 type simMachine struct{ name, version, config string }
@@ -275,12 +330,16 @@ func (s *kcpSim) create(ctx context.Context, kcp *controlplanev1.KubeadmControlP
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name,
 			Labels:      map[string]string{clusterv1.MachineControlPlaneNameLabel: kcp.Name, clusterv1.ClusterNameLabel: s.name},
-			Annotations: map[string]string{configAnnotation: configOf(kcp)}},
+			Annotations: map[string]string{configAnnotation: configOf(kcp)},
+			Finalizers:  []string{clusterv1.MachineFinalizer}},
 		Spec: clusterv1.MachineSpec{
-			ClusterName:       s.name,
-			Version:           kcp.Spec.Version,
-			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
-			InfrastructureRef: kcp.Spec.MachineTemplate.Spec.InfrastructureRef,
+			ClusterName: s.name,
+			Version:     kcp.Spec.Version,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			// The HCloudMachine cloned from the template, named like the
+			// Machine; CAPH names the server after it.
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: kcp.Spec.MachineTemplate.Spec.InfrastructureRef.APIGroup,
+				Kind: "HCloudMachine", Name: name},
 		},
 	}
 	if err := s.c.Create(ctx, m); err != nil {
@@ -289,7 +348,56 @@ func (s *kcpSim) create(ctx context.Context, kcp *controlplanev1.KubeadmControlP
 	s.mu.Lock()
 	s.created = append(s.created, simMachine{name: name, version: m.Spec.Version, config: configOf(kcp)})
 	s.mu.Unlock()
+	if s.hcloud != nil {
+		var n int
+		fmt.Sscanf(name, "cp-%d", &n)
+		id := s.hcloud.AddServer(hcloudfake.ServerSpec{Name: name, Location: "fsn1", IPv4: fmt.Sprintf("192.0.2.%d", n), PrivateIP: fmt.Sprintf("10.0.0.%d", n)})
+		s.mu.Lock()
+		if s.servers == nil {
+			s.servers = map[string]int64{}
+		}
+		s.servers[name] = id
+		s.mu.Unlock()
+	}
 	return m, nil
+}
+
+// serverID is the fake Hetzner server of a Machine.
+func (s *kcpSim) serverID(machine string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.servers[machine]
+}
+
+// hasDeletionHook reports whether a Cluster API deletion hook holds the
+// Machine: an annotation with the pre-drain or pre-terminate prefix.
+func hasDeletionHook(m *clusterv1.Machine) bool {
+	for k := range m.Annotations {
+		if strings.HasPrefix(k, clusterv1.PreDrainDeleteHookAnnotationPrefix) || strings.HasPrefix(k, clusterv1.PreTerminateDeleteHookAnnotationPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// finishDeletion is Cluster API's machine controller on a Machine being
+// deleted that no hook holds: its server goes (CAPH deletes it through the
+// API), then the finalizer.
+func (s *kcpSim) finishDeletion(ctx context.Context, m *clusterv1.Machine) error {
+	if s.hclient != nil {
+		srv, _, err := s.hclient.Server.GetByName(ctx, m.Name)
+		if err != nil {
+			return err
+		}
+		if srv != nil {
+			if _, _, err := s.hclient.Server.DeleteWithResult(ctx, srv); err != nil {
+				return err
+			}
+		}
+	}
+	base := m.DeepCopy()
+	controllerutil.RemoveFinalizer(m, clusterv1.MachineFinalizer)
+	return s.c.Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 func (s *kcpSim) join(ctx context.Context, m *clusterv1.Machine) error {
@@ -343,8 +451,22 @@ func (s *kcpSim) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	deleting := false
 	for i := range machines {
-		if m := &machines[i]; !joined(m) && time.Since(m.CreationTimestamp.Time) >= s.joinAfter {
+		m := &machines[i]
+		if m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		deleting = true
+		if !hasDeletionHook(m) && controllerutil.ContainsFinalizer(m, clusterv1.MachineFinalizer) {
+			if err := s.finishDeletion(ctx, m); err != nil {
+				return err
+			}
+			return s.updateStatus(ctx, kcp)
+		}
+	}
+	for i := range machines {
+		if m := &machines[i]; !joined(m) && m.DeletionTimestamp.IsZero() && time.Since(m.CreationTimestamp.Time) >= s.joinAfter {
 			if err := s.join(ctx, m); err != nil {
 				return err
 			}
@@ -362,7 +484,14 @@ func (s *kcpSim) step(ctx context.Context) error {
 	s.mu.Lock()
 	settled := time.Since(s.lastJoined) >= s.settle
 	s.mu.Unlock()
-	if len(outdated) > 0 && allJoined && len(machines) == 3 && settled {
+	switch {
+	case deleting:
+		// KCP waits until the machine it deleted is gone.
+	case len(machines) < 3:
+		if _, err := s.create(ctx, kcp); err != nil {
+			return err
+		}
+	case len(outdated) > 0 && allJoined && settled:
 		old := outdated[0]
 		if err := s.c.Delete(ctx, &old); err != nil {
 			return err
@@ -370,9 +499,6 @@ func (s *kcpSim) step(ctx context.Context) error {
 		s.mu.Lock()
 		s.deleted = append(s.deleted, old.Name)
 		s.mu.Unlock()
-		if _, err := s.create(ctx, kcp); err != nil {
-			return err
-		}
 	}
 	return s.updateStatus(ctx, kcp)
 }

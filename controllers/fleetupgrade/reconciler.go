@@ -55,6 +55,17 @@ type Options struct {
 	// unset); set it when the load balancer's port differs from the
 	// apiservers' (CAPH's load balancer listens on 443, for example).
 	APIServerPort int32
+	// HandoffRetryInterval is how long after a failed load-balancer
+	// hand-off it is tried again; each further failure of the same
+	// hand-off doubles the wait, up to HandoffMaxRetryInterval.
+	// DefaultHandoffRetryInterval and DefaultHandoffMaxRetryInterval when
+	// zero.
+	HandoffRetryInterval    time.Duration
+	HandoffMaxRetryInterval time.Duration
+	// HandoffTimeout bounds one hand-off call: a removal with its drain
+	// period, or an addition with the wait for the load balancer's health
+	// checks. DefaultHandoffTimeout when zero.
+	HandoffTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -63,6 +74,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.VerifyRetryInterval <= 0 {
 		o.VerifyRetryInterval = DefaultVerifyRetryInterval
+	}
+	if o.HandoffRetryInterval <= 0 {
+		o.HandoffRetryInterval = DefaultHandoffRetryInterval
+	}
+	if o.HandoffMaxRetryInterval <= 0 {
+		o.HandoffMaxRetryInterval = DefaultHandoffMaxRetryInterval
+	}
+	if o.HandoffTimeout <= 0 {
+		o.HandoffTimeout = DefaultHandoffTimeout
 	}
 	return o
 }
@@ -85,6 +105,13 @@ type Reconciler struct {
 	Records Records
 	// Capacity, when set, answers preflight's surge-capacity check.
 	Capacity preflight.Capacity
+	// LoadBalancers, when set, turns the Hetzner load-balancer hand-off
+	// on (HetznerLoadBalancers): the control-plane Machines of a cluster
+	// being upgraded carry HandoffHook, a Machine's server leaves the
+	// cluster's API load balancer before Cluster API drains and deletes
+	// it, and a new Machine's server joins it before the verifier lets the
+	// rollout go on. Nil: no hand-off.
+	LoadBalancers LoadBalancerFunc
 	// Events, when set, receives an Event for each bump, wiring, gate
 	// failure and finished cluster.
 	Events events.EventRecorder
@@ -92,6 +119,8 @@ type Reconciler struct {
 	Options Options
 	// Now returns the time; time.Now when nil (tests move it).
 	Now func() time.Time
+
+	retries retries
 }
 
 // SetupWithManager registers the reconciler: it watches FleetUpgrades and
@@ -204,10 +233,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 
 // reconcileDelete hands the Clusters this FleetUpgrade paused back to
 // Cluster API — unless it was aborted: an abort leaves them paused, and
-// deleting the FleetUpgrade does not take the abort back.
+// deleting the FleetUpgrade does not take the abort back. The hand-off hook
+// it set comes off every Machine, also one being deleted: Cluster API then
+// deletes it without the hand-off.
 func (r *Reconciler) reconcileDelete(ctx context.Context, fu *fleetv1.FleetUpgrade) error {
 	if !controllerutil.ContainsFinalizer(fu, Finalizer) {
 		return nil
+	}
+	if err := r.releaseAllHooks(ctx, fu); err != nil {
+		return err
 	}
 	if !fu.Spec.Abort {
 		var clusters clusterv1.ClusterList

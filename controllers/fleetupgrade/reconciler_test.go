@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -228,18 +227,7 @@ func TestGateFailurePausesBeforeTheNextMachine(t *testing.T) {
 	if st := e.records.runState(string(got.UID)); st != store.UpgradePaused {
 		t.Errorf("run state %q", st)
 	}
-	e.eventually("a GateFailed event", func() string {
-		var evs eventsv1.EventList
-		if err := e.c.List(e.ctx, &evs); err != nil {
-			return err.Error()
-		}
-		for _, ev := range evs.Items {
-			if ev.Reason == fleetv1.FleetUpgradeGateFailedReason && ev.Regarding.Name == "gated" && strings.Contains(ev.Note, "cp-2") {
-				return ""
-			}
-		}
-		return "no event among " + strings.Repeat(".", len(evs.Items))
-	})
+	e.waitEvent("gated", fleetv1.FleetUpgradeGateFailedReason, "cp-2")
 
 	// Green: the rollout resumes and finishes.
 	e.verifier.script(nil)

@@ -68,6 +68,12 @@ type clusterScope struct {
 	pausedElsewhere bool
 	// waiting says what the cluster waits for, for Progressing.
 	waiting string
+	// loadBalancer is the cluster's API load balancer when the
+	// load-balancer hand-off applies to it this round.
+	loadBalancer string
+	// handoffFailed is set, with the Hetzner API's error, while a
+	// load-balancer hand-off fails.
+	handoffFailed string
 }
 
 func newScope(fu *fleetv1.FleetUpgrade, now time.Time, opts Options) *scope {
@@ -223,7 +229,23 @@ func (r *Reconciler) abortPhase(ctx context.Context, s *scope) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if found {
+			// A Machine being deleted leaves the load balancer first,
+			// also when aborting; the cluster ends once it did.
+			if err := r.handoff(ctx, s, cs, false); err != nil {
+				return false, err
+			}
+			if cs.handoffFailed != "" {
+				cs.waiting = "aborting once the machine being deleted has left the load balancer"
+				continue
+			}
+		}
 		if !found || !sameVersion(cs.kcp.Spec.Version, s.target) {
+			if found {
+				if err := r.releaseHooks(ctx, cs, false); err != nil {
+					return false, err
+				}
+			}
 			cs.status.Phase = fleetv1.ClusterUpgradePhaseAborted
 			continue
 		}

@@ -61,7 +61,8 @@ const (
 )
 
 // UpgradeStep is one step of a run on one cluster: preflight, wire-mvp,
-// bump, machine (one control-plane machine replaced), verify, soak.
+// bump, machine (one control-plane machine replaced), verify, soak,
+// lb-handoff (a server leaving or joining the cluster's API load balancer).
 type UpgradeStep struct {
 	ID          string             `json:"id"`
 	RunID       string             `json:"runID"`

@@ -101,3 +101,24 @@ func TestUpgradeRecords(t *testing.T) {
 		t.Fatalf("runs = %+v, %v", runs, err)
 	}
 }
+
+// Every kind of step the FleetUpgrade controller records is accepted,
+// lb-handoff (migration 0007) included.
+func TestUpgradeStepKinds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	run, err := s.StartUpgradeRun(ctx, store.NewUpgradeRun{FleetUpgrade: "fleet/kinds", UID: "uid-kinds", TargetVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"preflight", "wire-mvp", "bump", "machine", "verify", "soak", "lb-handoff"} {
+		st, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: kind, Machine: "cp-a"})
+		if err != nil {
+			t.Fatalf("recording a %s step: %v", kind, err)
+		}
+		if _, err := s.FinishUpgradeStep(ctx, st.ID, store.StepFailed, "removing server cp-a from load balancer c1-kube-api failed: forbidden"); err != nil {
+			t.Fatalf("finishing a %s step: %v", kind, err)
+		}
+	}
+}

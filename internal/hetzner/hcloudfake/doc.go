@@ -17,7 +17,9 @@
 //     error body {"error":{"code":...,"message":...}};
 //   - targets carry a health status per service port that starts "unknown"
 //     and moves on with each read of the load balancer, as scripted;
-//   - RateLimit answers the next requests with 429 "rate_limit_exceeded".
+//   - RateLimit answers the next requests with 429 "rate_limit_exceeded";
+//     FailNext fails the next request to a path with a given API error,
+//     FailAlways every one until ClearFailures.
 //
 // Every change is appended to an ordered event log (target added or
 // removed, server deleted, with the time and a sequence number), so a test

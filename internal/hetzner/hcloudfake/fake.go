@@ -117,6 +117,8 @@ type failure struct {
 	method, path string
 	status       int
 	code, msg    string
+	// always keeps the failure after it answered (FailAlways).
+	always bool
 }
 
 // New starts a fake.
@@ -301,6 +303,23 @@ func (f *Fake) FailNext(method, path string, status int, code, message string) {
 	f.failures = append(f.failures, failure{method: method, path: path, status: status, code: code, msg: message})
 }
 
+// FailAlways makes every request with method and path fail as FailNext
+// does, until ClearFailures: a project token without the permission, an
+// outage.
+func (f *Fake) FailAlways(method, path string, status int, code, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = append(f.failures, failure{method: method, path: path, status: status, code: code, msg: message, always: true})
+}
+
+// ClearFailures drops the failures FailNext and FailAlways scripted and
+// not yet answered.
+func (f *Fake) ClearFailures() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = nil
+}
+
 // FailNextAction makes the next action the fake starts finish with status
 // "error" and this code and message, without its effect.
 func (f *Fake) FailNextAction(code, message string) {
@@ -397,7 +416,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, fl := range f.failures {
 		if fl.method == r.Method && fl.path == r.URL.Path {
-			f.failures = append(f.failures[:i], f.failures[i+1:]...)
+			if !fl.always {
+				f.failures = append(f.failures[:i], f.failures[i+1:]...)
+			}
 			writeError(w, apiError{fl.status, fl.code, fl.msg})
 			return
 		}

@@ -120,3 +120,29 @@ func TestPagination(t *testing.T) {
 		t.Fatalf("got %d servers, %v", len(all), err)
 	}
 }
+
+// FailAlways fails every matching request until ClearFailures; FailNext
+// only the next one.
+func TestFailAlwaysUntilCleared(t *testing.T) {
+	f := hcloudfake.New(hcloudfake.Options{})
+	defer f.Close()
+	s := f.AddServer(hcloudfake.ServerSpec{Name: "a"})
+	path := "/servers/" + strconv.FormatInt(s, 10)
+	f.FailAlways(http.MethodGet, path, http.StatusForbidden, "forbidden", "insufficient permissions for this request")
+	for i := range 3 {
+		if status, _, body := get(t, f, http.MethodGet, path, ""); status != http.StatusForbidden || errorCode(body) != "forbidden" {
+			t.Fatalf("request %d: %d %v", i, status, body)
+		}
+	}
+	f.ClearFailures()
+	if status, _, body := get(t, f, http.MethodGet, path, ""); status != http.StatusOK {
+		t.Fatalf("after ClearFailures: %d %v", status, body)
+	}
+	f.FailNext(http.MethodGet, path, http.StatusServiceUnavailable, "unavailable", "try again")
+	if status, _, _ := get(t, f, http.MethodGet, path, ""); status != http.StatusServiceUnavailable {
+		t.Fatalf("FailNext: %d", status)
+	}
+	if status, _, _ := get(t, f, http.MethodGet, path, ""); status != http.StatusOK {
+		t.Fatalf("after FailNext: %d", status)
+	}
+}

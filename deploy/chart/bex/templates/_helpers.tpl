@@ -110,3 +110,61 @@ imagePullSecrets:
   ports:
     - {port: metrics, protocol: TCP}
 {{- end -}}
+
+{{/* bex.runtimeArgs are the release pipeline's flags (internal/clustermode),
+   shared by the controller manager, web and the git receiver. A missing
+   registry or domain is left out: the binaries then refuse to start and
+   say which flag is missing (NOTES.txt warns too). */}}
+{{- define "bex.runtimeArgs" -}}
+- --work-dir=/var/lib/bex/work
+{{- with .Values.registry }}
+- --registry={{ . }}
+{{- end }}
+{{- with .Values.domain }}
+- --app-domain={{ . }}
+{{- end }}
+{{- if .Values.workloadCluster.kubeconfigSecret }}
+- --workload-kubeconfig=/etc/bex/workload/{{ .Values.workloadCluster.kubeconfigKey }}
+{{- end }}
+{{- end -}}
+
+{{/* bex.runtimeEnv: DATABASE_URL, and a writable HOME for git. */}}
+{{- define "bex.runtimeEnv" -}}
+{{ include "bex.databaseEnv" . }}
+- name: HOME
+  value: /tmp
+{{- end -}}
+
+{{/* bex.runtimeVolumeMounts: the pipeline's scratch directory, /tmp and the
+   workload cluster's kubeconfig. */}}
+{{- define "bex.runtimeVolumeMounts" -}}
+- name: work
+  mountPath: /var/lib/bex/work
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.workloadCluster.kubeconfigSecret }}
+- name: workload-kubeconfig
+  mountPath: /etc/bex/workload
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "bex.runtimeVolumes" -}}
+- name: work
+  emptyDir: {}
+- name: tmp
+  emptyDir: {}
+{{- with .Values.workloadCluster.kubeconfigSecret }}
+- name: workload-kubeconfig
+  secret:
+    secretName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "bex.np.registry" -}}
+# the image registry (app images pushed, or read back at release)
+- ports:
+  {{- range .Values.networkPolicies.registryPorts }}
+    - {port: {{ . }}, protocol: TCP}
+  {{- end }}
+{{- end -}}

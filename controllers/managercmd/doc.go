@@ -1,0 +1,13 @@
+// Package managercmd is the bex-controller-manager command: a
+// controller-runtime manager with leader election that runs the App, Route
+// and FleetUpgrade controllers (controllers.Setup) of a cluster deployment.
+//
+// It hands the controllers what a cluster has: the release pipeline over the
+// kube runtime driver (internal/clustermode) as the App controller's
+// Releases, the scheduling.bex.co API for placements, the system resolver
+// and the edge's public addresses for Routes' DNS, the edge's certificate
+// storage in Postgres for Routes' certificates, and the MVP verifier with
+// the store as records for FleetUpgrades. Surge capacity (the hcloud check
+// of the preflight) is not wired: FleetUpgrades' preflight reports it as
+// unknown.
+package managercmd

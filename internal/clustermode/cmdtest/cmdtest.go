@@ -1,0 +1,165 @@
+package cmdtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"bex.co/bex/test/platformtest"
+)
+
+// Build builds bex.co/bex/cmd/<name> into a temporary directory and returns
+// the binary's path.
+func Build(t testing.TB, name string) string {
+	t.Helper()
+	return filepath.Join(platformtest.BuildBinaries(t, name), name)
+}
+
+// FreePort returns a loopback port nothing listens on.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Addr is 127.0.0.1:port.
+func Addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+// Run runs bin with args to its end and returns its combined output and
+// exit code.
+func Run(t testing.TB, bin string, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("running %s: %v", bin, err)
+	return "", 0
+}
+
+// Proc is a running command.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (p *Proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+// Output is what the process wrote so far.
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Start starts bin with args (and env added to the test's environment); at
+// the end of the test it is interrupted, and its output logged if the test
+// failed.
+func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Name: filepath.Base(bin), cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Stop(t)
+		if t.Failed() {
+			t.Logf("%s output:\n%s", p.Name, p.Output())
+		}
+	})
+	return p
+}
+
+// Stop interrupts the process and waits for it (killing it after 30 s).
+func (p *Proc) Stop(t testing.TB) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("%s did not stop within 30 s of an interrupt", p.Name)
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitOK polls GET url until it answers 200, failing t when ctx ends or the
+// process exits first.
+func (p *Proc) WaitOK(ctx context.Context, t testing.TB, url string) {
+	t.Helper()
+	platformtest.WaitFor(ctx, t, p.Name+" to answer "+url, func() bool {
+		if p.Exited() {
+			t.Fatalf("%s exited (%v) before answering %s:\n%s", p.Name, p.err, url, p.Output())
+		}
+		code, _, err := Get(ctx, url, "")
+		return err == nil && code == http.StatusOK
+	})
+}
+
+// Get fetches url, with a bearer token when token is set, and returns the
+// status and body.
+func Get(ctx context.Context, url, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}

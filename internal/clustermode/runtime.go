@@ -1,0 +1,144 @@
+package clustermode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/builder/build"
+	appctrl "bex.co/bex/controllers/app"
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/pipeline"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/internal/store"
+)
+
+// RuntimeOptions are the flags of the release pipeline: the cluster
+// releases run in, the registry images live in, the scratch directory, and
+// the domain of apps' URLs.
+type RuntimeOptions struct {
+	// WorkloadKubeconfig is the kubeconfig of the cluster apps run in; empty
+	// means the cluster the process runs in.
+	WorkloadKubeconfig string
+	// Registry is the host[:port] of the platform registry built images are
+	// pushed to and the workload cluster pulls from.
+	Registry string
+	// WorkDir holds builds' work directories and caches, and the image
+	// configuration the pipeline reads from each release's image.
+	WorkDir string
+	// AppDomain is the domain of apps' URLs, https://<app>-<tenant>.<domain>.
+	AppDomain string
+	// BuildKitAddr is the buildkitd Dockerfile builds go to (bex-git only).
+	BuildKitAddr string
+}
+
+// AddFlags binds the options to fs; withBuild adds --buildkit-addr, which
+// only the command that builds takes.
+func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
+	fs.StringVar(&o.WorkloadKubeconfig, "workload-kubeconfig", o.WorkloadKubeconfig, "Kubeconfig of the cluster apps run in (Deployments in the tenants' namespaces); empty: the cluster this runs in")
+	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
+	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Scratch directory: build work trees and caches, images read back at release")
+	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
+	if withBuild {
+		fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
+	}
+}
+
+// Validate returns what is wrong with the options.
+func (o *RuntimeOptions) Validate() []error {
+	var errs []error
+	if o.Registry == "" {
+		errs = append(errs, errors.New("--registry is required: built images are pushed there and pulled from there"))
+	} else if _, err := name.NewRegistry(o.Registry); err != nil {
+		errs = append(errs, fmt.Errorf("--registry %q: %w", o.Registry, err))
+	}
+	if o.WorkDir == "" {
+		errs = append(errs, errors.New("--work-dir is empty"))
+	}
+	if o.AppDomain == "" {
+		errs = append(errs, errors.New("--app-domain is required: apps' URLs are https://<app>-<tenant>.<domain>"))
+	}
+	return errs
+}
+
+// Runtime is the release side of a cluster deployment: the kube driver for
+// the workload cluster and the pipeline over it.
+type Runtime struct {
+	Driver   *kube.Driver
+	Pipeline *pipeline.Pipeline
+}
+
+// NewRuntime builds the kube driver for the workload cluster and the
+// pipeline that records builds and releases in st and App status through
+// kubeClient (the management cluster).
+//
+// pipeline.New requires a builder even where nothing is built (the
+// controller manager, bex-web): one is created on WorkDir and never called
+// there; it needs git on PATH.
+func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, log logr.Logger) (*Runtime, error) {
+	cfg, err := RESTConfig(o.WorkloadKubeconfig, "workload cluster")
+	if err != nil {
+		return nil, err
+	}
+	driver, err := kube.New(cfg, kube.Options{})
+	if err != nil {
+		return nil, err
+	}
+	builder, err := build.New(build.Options{
+		WorkRoot: filepath.Join(o.WorkDir, "build"), Registry: o.Registry, BuildKitAddr: o.BuildKitAddr,
+		Log: log.WithName("builder"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the builder: %w", err)
+	}
+	domain := o.AppDomain
+	pl, err := pipeline.New(pipeline.Options{
+		Store: st, Kube: kubeClient, Builder: builder, Runtime: driver,
+		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
+		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
+		Log:         log.WithName("pipeline"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{Driver: driver, Pipeline: pl}, nil
+}
+
+// Releases is the App controller's view of the pipeline in a cluster.
+type Releases struct {
+	*pipeline.Pipeline
+	Driver runtime.Driver
+}
+
+var _ appctrl.Releases = Releases{}
+
+// Releases returns the App controller's Releases over r.
+func (r *Runtime) Releases() Releases { return Releases{Pipeline: r.Pipeline, Driver: r.Driver} }
+
+// EnsureRunning rolls the App's current release out again only when the
+// workload cluster runs nothing for the app (its Deployments were deleted,
+// or the cluster is new). While any Deployment of the app exists, whatever
+// release it runs, it leaves it alone: in a cluster the git receiver
+// deploys in another process, and a release newer than the App's status
+// may be rolling out there (pipeline.EnsureRunning would roll it back).
+func (r Releases) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
+	if app.Status.CurrentRelease == 0 {
+		return nil
+	}
+	_, err := r.Driver.Status(ctx, app.Namespace, app.Name)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, runtime.ErrNotFound) {
+		return err
+	}
+	return r.Pipeline.EnsureRunning(ctx, app)
+}

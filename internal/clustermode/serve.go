@@ -1,0 +1,78 @@
+package clustermode
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2/textlogger"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// readyTimeout bounds the checks of one /readyz request.
+const readyTimeout = 5 * time.Second
+
+// NewLogger returns the text logger a command writes to out, and makes it
+// controller-runtime's.
+func NewLogger(out io.Writer) logr.Logger {
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out)))
+	ctrllog.SetLogger(log)
+	return log
+}
+
+// Check is one readiness condition; its error says what is not ready.
+type Check func(context.Context) error
+
+// OpsHandler serves /metrics (Go and process collectors), /healthz (200
+// while the process serves: liveness) and /readyz (200 when every check
+// passes, else 503 with the first failure: readiness).
+func OpsHandler(checks ...Check) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		for _, c := range checks {
+			if err := c(ctx); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// Serve serves h on l until ctx ends, then shuts the server down, giving
+// requests in flight up to grace to finish. It returns nil after a
+// shutdown and the server's error otherwise. Without a write timeout: git
+// pushes and log streams last as long as they last.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"bex.co/bex/apiserver"
+	"bex.co/bex/builder/gitcmd"
+	"bex.co/bex/controllers/managercmd"
+	"bex.co/bex/internal/edge/edgecmd"
+	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/web/webcmd"
+)
+
+// command is what the chart must agree with about one binary: its flags,
+// and which of its listen flags serves which probe paths.
+type command struct {
+	// flags binds a fresh set of the binary's options; validate, when set,
+	// completes and validates them as the binary does (with the database
+	// URL the chart gives through DATABASE_URL).
+	flags func(fs *pflag.FlagSet) (validate func() error)
+	// serves maps a listen flag to the paths served there.
+	serves map[string][]string
+}
+
+// commands are the chart's images of bex binaries, by image repository.
+var commands = map[string]command{
+	"bex-controller-manager": {
+		flags: func(fs *pflag.FlagSet) func() error {
+			o := managercmd.NewOptions()
+			o.AddFlags(fs)
+			return func() error {
+				o.DatabaseURL = "postgres://from-the-secret"
+				if err := o.Complete(); err != nil {
+					return err
+				}
+				return o.Validate()
+			}
+		},
+		serves: map[string][]string{"health-probe-bind-address": {"/healthz", "/readyz"}, "metrics-bind-address": {"/metrics"}},
+	},
+	"bex-web": {
+		flags: func(fs *pflag.FlagSet) func() error {
+			o := webcmd.NewOptions()
+			o.AddFlags(fs)
+			return func() error { o.DatabaseURL = "postgres://from-the-secret"; return o.Validate() }
+		},
+		serves: map[string][]string{"listen": {"/api/v1/healthz"}, "ops-listen": {"/healthz", "/readyz", "/metrics"}},
+	},
+	"bex-git": {
+		flags: func(fs *pflag.FlagSet) func() error {
+			o := gitcmd.NewOptions()
+			o.AddFlags(fs)
+			return func() error { o.DatabaseURL = "postgres://from-the-secret"; o.Complete(); return o.Validate() }
+		},
+		serves: map[string][]string{"ops-listen": {"/healthz", "/readyz", "/metrics"}},
+	},
+	"bex-edge": {
+		flags: func(fs *pflag.FlagSet) func() error {
+			o := edgecmd.NewOptions()
+			o.AddFlags(fs)
+			return func() error {
+				o.DatabaseURL = "postgres://from-the-secret"
+				if err := o.Complete(); err != nil {
+					return err
+				}
+				return o.Validate()
+			}
+		},
+		serves: map[string][]string{"metrics-listen": {"/healthz", "/metrics"}},
+	},
+	"bex-apiserver": {
+		flags: func(fs *pflag.FlagSet) func() error {
+			apiserver.NewOptions().AddFlags(fs)
+			return nil
+		},
+		serves: map[string][]string{"secure-port": {"/livez", "/readyz"}},
+	},
+}
+
+// TestChartCommands renders the chart with its default and its production
+// values and checks every container that runs a bex binary against that
+// binary's own flag set: every arg is a flag it has, with a value it
+// parses; with the production values the options also validate (the
+// defaults leave registry and domain to the operator, and NOTES.txt says
+// so). Every HTTP probe names a container port that one of the binary's
+// listen flags binds, and a path served there. Every bex binary of the
+// chart has a command line (no Deployment runs an image with nothing to
+// do).
+func TestChartCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	b, err := kubebin.NewBuilder(kubebin.Options{Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := b.Tool(ctx, kubebin.Helm)
+	if err != nil {
+		t.Fatalf("building helm: %v", err)
+	}
+	for _, values := range []string{"", "values-production.yaml"} {
+		args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}
+		name := "defaults"
+		if values != "" {
+			name = values
+			args = append(args, "-f", filepath.Join(chartDir, values))
+		}
+		out, err := runHelm(ctx, helm, args...)
+		if err != nil {
+			t.Fatalf("helm template (%s): %v\n%s", name, err, out)
+		}
+		objs, err := decode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, o := range objs {
+			var pod corev1.PodTemplateSpec
+			switch o.GetKind() {
+			case "Deployment":
+				var d appsv1.Deployment
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+					t.Fatal(err)
+				}
+				pod = d.Spec.Template
+			case "StatefulSet":
+				var s appsv1.StatefulSet
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &s); err != nil {
+					t.Fatal(err)
+				}
+				pod = s.Spec.Template
+			default:
+				continue
+			}
+			for _, c := range pod.Spec.Containers {
+				repo := c.Image[strings.LastIndex(c.Image, "/")+1:]
+				repo, _, _ = strings.Cut(repo, ":")
+				cmd, ok := commands[repo]
+				if !ok {
+					continue
+				}
+				seen[repo] = true
+				checkContainer(t, fmt.Sprintf("%s: %s/%s", name, o.GetName(), c.Name), cmd, c, values != "")
+			}
+		}
+		for repo := range commands {
+			if !seen[repo] {
+				t.Errorf("%s: no container runs %s", name, repo)
+			}
+		}
+	}
+}
+
+func checkContainer(t *testing.T, where string, cmd command, c corev1.Container, validate bool) {
+	t.Helper()
+	if len(c.Args) == 0 && len(c.Command) == 0 {
+		t.Errorf("%s: no command line", where)
+		return
+	}
+	fs := pflag.NewFlagSet(where, pflag.ContinueOnError)
+	fs.SetOutput(&strings.Builder{})
+	check := cmd.flags(fs)
+	if err := fs.Parse(c.Args); err != nil {
+		t.Errorf("%s: args %q: %v", where, c.Args, err)
+		return
+	}
+	if validate && check != nil {
+		if err := check(); err != nil {
+			t.Errorf("%s: the options do not validate: %v", where, err)
+		}
+	}
+	// Which paths each container port serves, from the listen flags.
+	served := map[int32][]string{}
+	for flag, paths := range cmd.serves {
+		f := fs.Lookup(flag)
+		if f == nil {
+			t.Fatalf("%s: the binary has no --%s", where, flag)
+		}
+		port := f.Value.String()
+		if _, p, err := net.SplitHostPort(port); err == nil {
+			port = p
+		}
+		var n int32
+		if _, err := fmt.Sscan(port, &n); err != nil {
+			t.Errorf("%s: --%s=%s names no port", where, flag, f.Value)
+			continue
+		}
+		served[n] = append(served[n], paths...)
+	}
+	for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil {
+			t.Errorf("%s: no %s probe", where, kind)
+			continue
+		}
+		if p.HTTPGet == nil {
+			continue
+		}
+		port := p.HTTPGet.Port.IntVal
+		if name := p.HTTPGet.Port.StrVal; name != "" {
+			i := slices.IndexFunc(c.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == name })
+			if i < 0 {
+				t.Errorf("%s: %s probe names port %q, which the container does not have", where, kind, name)
+				continue
+			}
+			port = c.Ports[i].ContainerPort
+		}
+		if !slices.Contains(served[port], p.HTTPGet.Path) {
+			t.Errorf("%s: %s probe GET %s on port %d: the binary serves %v there", where, kind, p.HTTPGet.Path, port, served[port])
+		}
+	}
+}

@@ -666,6 +666,12 @@ func (f *fakeRecords) SetUpgradeRunState(_ context.Context, runID string, state 
 func (f *fakeRecords) StartUpgradeStep(_ context.Context, runID string, n store.NewUpgradeStep) (store.UpgradeStep, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// As the store: a machine's join is recorded once per run and cluster.
+	for _, st := range f.steps {
+		if n.Kind == fleetupgrade.StepKindMachine && st.RunID == runID && st.Kind == n.Kind && st.Cluster == n.Cluster && st.Machine == n.Machine {
+			return st, nil
+		}
+	}
 	st := store.UpgradeStep{ID: fmt.Sprintf("step-%d", len(f.steps)+1), RunID: runID, Seq: len(f.steps) + 1, Cluster: n.Cluster, Kind: n.Kind,
 		Machine: n.Machine, FromVersion: n.FromVersion, ToVersion: n.ToVersion, Outcome: store.StepRunning}
 	f.steps = append(f.steps, st)

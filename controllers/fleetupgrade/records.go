@@ -40,6 +40,11 @@ func (r *Reconciler) record(ctx context.Context, s *scope, n store.NewUpgradeSte
 	if err != nil {
 		return fmt.Errorf("recording a %s step: %w", n.Kind, err)
 	}
+	if step.Outcome != store.StepRunning {
+		// Recorded by an earlier round whose status write failed (a
+		// machine's join is recorded once).
+		return nil
+	}
 	if len(probes) > 0 {
 		samples := make([]store.ProbeSample, len(probes))
 		for i, p := range probes {

@@ -190,7 +190,11 @@ func scanUpgradeStep(row pgx.Row) (UpgradeStep, error) {
 	return st, err
 }
 
-// StartUpgradeStep records a step of a run that has not ended.
+// StartUpgradeStep records a step of a run that has not ended. A machine
+// step (kind "machine": a replacement machine joined) is recorded once per
+// run, cluster and machine: starting it again returns the step recorded
+// first, finished or not, so that a caller that recorded it and then failed
+// to write its own status does not record the join twice.
 func (s *Store) StartUpgradeStep(ctx context.Context, runID string, n NewUpgradeStep) (UpgradeStep, error) {
 	if !isUUID(runID) {
 		return UpgradeStep{}, fmt.Errorf("upgrade run %q: %w", runID, ErrNotFound)
@@ -207,6 +211,17 @@ func (s *Store) StartUpgradeStep(ctx context.Context, runID string, n NewUpgrade
 		}
 		if !open {
 			return fmt.Errorf("upgrade run %s has ended: %w", runID, ErrInvalid)
+		}
+		if n.Kind == "machine" && n.Machine != "" {
+			existing, err := scanUpgradeStep(tx.QueryRow(ctx, `SELECT `+upgradeStepColumns+` FROM upgrade_steps
+				WHERE run_id = $1 AND kind = 'machine' AND cluster = $2 AND machine = $3 ORDER BY seq LIMIT 1`, runID, n.Cluster, n.Machine))
+			if err == nil {
+				st = existing
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
 		}
 		var err error
 		st, err = scanUpgradeStep(tx.QueryRow(ctx, `

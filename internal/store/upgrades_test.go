@@ -122,3 +122,43 @@ func TestUpgradeStepKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineStepRecordedOnce: a replacement machine's join is one step per
+// run and cluster, however often it is started; other kinds repeat.
+func TestMachineStepRecordedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	run, err := s.StartUpgradeRun(ctx, store.NewUpgradeRun{FleetUpgrade: "once", UID: "uid-once", TargetVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(n store.NewUpgradeStep) store.UpgradeStep {
+		t.Helper()
+		st, err := s.StartUpgradeStep(ctx, run.ID, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	cp4 := store.NewUpgradeStep{Cluster: "fleet/prod", Kind: "machine", Machine: "cp-4", FromVersion: "v1.36.3", ToVersion: "v1.37.2"}
+	first := start(cp4)
+	if _, err := s.FinishUpgradeStep(ctx, first.ID, store.StepPassed, "joined"); err != nil {
+		t.Fatal(err)
+	}
+	again := start(cp4)
+	if again.ID != first.ID || again.Outcome != store.StepPassed {
+		t.Errorf("starting cp-4's machine step again = %+v, want the first one, passed", again)
+	}
+	if other := start(store.NewUpgradeStep{Cluster: "fleet/other", Kind: "machine", Machine: "cp-4"}); other.ID == first.ID {
+		t.Error("a machine of the same name in another cluster got the first cluster's step")
+	}
+	v1, v2 := start(store.NewUpgradeStep{Cluster: "fleet/prod", Kind: "verify", Machine: "cp-4"}), start(store.NewUpgradeStep{Cluster: "fleet/prod", Kind: "verify", Machine: "cp-4"})
+	if v1.ID == v2.ID {
+		t.Error("two verifier rounds share a step")
+	}
+	steps, err := s.ListUpgradeSteps(ctx, run.ID)
+	if err != nil || len(steps) != 4 {
+		t.Fatalf("steps = %d, %v; want 4 (one machine step for cp-4 in prod)", len(steps), err)
+	}
+}

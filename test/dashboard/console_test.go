@@ -117,6 +117,11 @@ func TestOperatorConsole(t *testing.T) {
 	}
 	b.waitFor("the controller to report the pause", `document.querySelector("#phase").innerText === "Paused"`, 2*time.Minute)
 	b.screenshot("console-upgrade-paused")
+	// Each replacement machine's join is one step in the records and on
+	// the page.
+	if machines := eval[[]string](b, `Array.from(document.querySelectorAll("#steps tr")).map(r => r.cells[2].innerText).filter(s => s.startsWith("machine "))`); len(machines) == 0 || len(machines) != len(slices.Compact(slices.Sorted(slices.Values(machines)))) {
+		t.Errorf("machine steps on the page = %q, want each machine once", machines)
+	}
 
 	// The audit log shows the operator's pause.
 	b.open(web.URL + "/console/audit?action=upgrade.pause")

@@ -2,9 +2,6 @@ package gitcmd
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -135,7 +132,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		addrs = append(addrs, "http", l.Addr().String())
 	}
 	if o.SSHListen != "" {
-		hostKey, err := loadHostKey(o.SSHHostKey)
+		hostKey, err := gitserver.LoadOrCreateHostKey(o.SSHHostKey)
 		if err != nil {
 			return err
 		}
@@ -175,34 +172,6 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		cancel()
 	}
 	return errors.Join(errs...)
-}
-
-// loadHostKey reads the SSH host key at path, creating an ed25519 key there
-// when the file does not exist.
-func loadHostKey(path string) (ssh.Signer, error) {
-	data, err := os.ReadFile(path)
-	if err == nil {
-		signer, err := ssh.ParsePrivateKey(data)
-		if err != nil {
-			return nil, fmt.Errorf("reading SSH host key %s: %w", path, err)
-		}
-		return signer, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading SSH host key: %w", err)
-	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(key, "bex git host key")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, fmt.Errorf("writing SSH host key: %w", err)
-	}
-	return ssh.NewSignerFromKey(key)
 }
 
 // Main is bex-git's command line: it parses args (without the program

@@ -3,7 +3,8 @@
 // every one of them takes, how each builds its rest.Config (a kubeconfig
 // file, else in-cluster), the release pipeline over the kube runtime driver,
 // and the store- and Kubernetes-backed implementations of the git
-// receiver's and the API's contracts.
+// receiver's and the API's contracts (which make run's bex-embedded uses
+// too).
 //
 // In a cluster the pipeline is a library each process holds, not a service:
 // the git receiver deploys pushes with it, bex-web rolls back with it, and

@@ -2,10 +2,8 @@ package embedded
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +26,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/certstore"
+	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
@@ -164,7 +162,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 
 	// Git receiver.
 	git, err := gitserver.New(gitserver.Options{
-		Root: filepath.Join(o.StateDir, "git"), Auth: gitAuth{store: st}, Repos: appRepos{kube: kube},
+		Root: filepath.Join(o.StateDir, "git"), Auth: clustermode.GitAuth{Store: st}, Repos: clustermode.AppRepos{Kube: kube},
 		Deployer: pl, Log: log.WithName("git"),
 	})
 	if err != nil {
@@ -181,7 +179,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	hostKey, err := loadHostKey(filepath.Join(o.StateDir, "ssh_host_ed25519_key"))
+	hostKey, err := gitserver.LoadOrCreateHostKey(filepath.Join(o.StateDir, "ssh_host_ed25519_key"))
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +190,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	// API.
 	gitBase := "http://" + gitL.Addr().String()
 	apiSrv, err := api.New(api.Options{
-		Store: st, Kube: kube, Deployer: pl, Logs: runtimeLogs{driver: rt},
+		Store: st, Kube: kube, Deployer: pl, Logs: clustermode.RuntimeLogs{Driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
 		Log: log.WithName("api"),
 		ReadinessChecks: []func(context.Context) error{
@@ -351,23 +349,5 @@ func (p *ports) save() error {
 	return os.WriteFile(p.path, data, 0o644)
 }
 
-// loadHostKey reads the git SSH server's host key, creating it once.
-func loadHostKey(path string) (ssh.Signer, error) {
-	if data, err := os.ReadFile(path); err == nil {
-		return ssh.ParsePrivateKey(data)
-	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(key, "bex git host key")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, err
-	}
-	return ssh.NewSignerFromKey(key)
-}
 
 var _ io.Closer = (*process.Driver)(nil)

@@ -3,9 +3,9 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,14 +18,11 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
-// writeNodeApp writes a Node.js app that answers body on every path. Its
-// build step prints a line, waits until the file gate exists, then prints
-// another: the test decides when the build ends.
-func writeNodeApp(t *testing.T, dir, body, gate string) {
-	t.Helper()
-	files := map[string]string{
-		"package.json": `{"name": "hello", "version": "1.0.0", "scripts": {"build": "node build.js"}}` + "\n",
-		"build.js": fmt.Sprintf(`const fs = require("fs");
+// goAhead is the build step of the test's app: it prints a line, waits
+// until the file gate exists, then prints another, so that the test
+// decides when the build ends.
+func goAhead(gate, body string) string {
+	return fmt.Sprintf(`const fs = require("fs");
 console.log("build: waiting for the go-ahead");
 const timer = setInterval(() => {
   if (fs.existsSync(%q)) {
@@ -33,35 +30,7 @@ const timer = setInterval(() => {
     console.log("build: go-ahead received, %s is ready");
   }
 }, 100);
-`, gate, body),
-		"server.js": fmt.Sprintf(`require("http").createServer((req, res) => res.end(%q)).listen(process.env.PORT);
-console.log("listening on", process.env.PORT);
-`, body),
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// git runs the real git client in dir.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitErr(dir, args...)
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func gitErr(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "HOME="+dir,
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+`, gate, body)
 }
 
 // TestTenantDashboard: a tenant signs in, creates an app, watches the build
@@ -117,10 +86,10 @@ func TestTenantDashboard(t *testing.T) {
 	// page is open while it runs.
 	repo := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go-ahead")
-	git(t, repo, "init", "-q", "-b", "main")
-	writeNodeApp(t, repo, "hello v1", gate)
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "v1")
+	platformtest.Git(t, repo, "init", "-q", "-b", "main")
+	platformtest.WriteNodeApp(t, repo, "hello v1", goAhead(gate, "hello v1"))
+	platformtest.Git(t, repo, "add", ".")
+	platformtest.Git(t, repo, "commit", "-q", "-m", "v1")
 	pushURL, err := url.Parse(remote)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +97,7 @@ func TestTenantDashboard(t *testing.T) {
 	pushURL.User = url.UserPassword("bex", token)
 	pushed := make(chan error, 1)
 	go func() {
-		out, err := gitErr(repo, "push", pushURL.String(), "main")
+		out, err := platformtest.GitErr(repo, "push", pushURL.String(), "main")
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, out)
 		}
@@ -162,9 +131,9 @@ func TestTenantDashboard(t *testing.T) {
 	}
 
 	// A second release, then a rollback to the first from the list.
-	writeNodeApp(t, repo, "hello v2", gate)
-	git(t, repo, "commit", "-q", "-am", "v2")
-	if out, err := gitErr(repo, "push", pushURL.String(), "main"); err != nil {
+	platformtest.WriteNodeApp(t, repo, "hello v2", goAhead(gate, "hello v2"))
+	platformtest.Git(t, repo, "commit", "-q", "-am", "v2")
+	if out, err := platformtest.GitErr(repo, "push", pushURL.String(), "main"); err != nil {
 		t.Fatalf("pushing v2: %v\n%s", err, out)
 	}
 	apps := platformtest.AppClient(t, env)
@@ -188,6 +157,26 @@ func TestTenantDashboard(t *testing.T) {
 		t.Errorf("release v3 is not shown serving: %q", rel)
 	}
 	b.screenshot("app-after-rollback")
+
+	// The runtime logs page follows the app's output: a request made
+	// while it is open shows up in it.
+	b.open(base + "/apps/hello/logs")
+	eval[bool](b, "window.__sameDocument = true")
+	marker := fmt.Sprintf("/seen-live-%d", time.Now().UnixNano())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+marker, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := apps.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	b.waitFor("the request's log line in the open logs page", fmt.Sprintf(`document.querySelector("#log").innerText.includes(%q)`, "served "+marker), time.Minute)
+	if !eval[bool](b, "window.__sameDocument === true") {
+		t.Error("the logs page was reloaded: the line did not arrive in the open page")
+	}
+	b.screenshot("runtime-logs-live")
 
 	// On a phone's screen the page fits its width: wide tables scroll in
 	// their own box.

@@ -349,5 +349,4 @@ func (p *ports) save() error {
 	return os.WriteFile(p.path, data, 0o644)
 }
 
-
 var _ io.Closer = (*process.Driver)(nil)

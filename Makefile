@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade build kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
+.PHONY: all run test test-upgrade test-continuity build kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -23,16 +23,22 @@ build:
 kubebin:
 	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv,helm
 
-## test: the whole test suite against real components (the browser tests leave screenshots in out/screenshots/)
+## test: the whole test suite against real components, the continuity suite included (screenshots in out/screenshots/, out/continuity-report.md)
 test: kubebin
 	bash hack/ensure-test-tools.sh
-	$(GO) test $(GOTEST_FLAGS) ./...
+	BEX_TEST_CONTINUITY=1 $(GO) test $(GOTEST_FLAGS) ./...
 	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
 
 ## test-upgrade: the mixed-version suite: real upgrades under a tenant's load, gated by the verifier (out/upgrade-report.md)
 test-upgrade:
 	$(GO) run ./cmd/bex-kubebin --versions 1.35.4,1.36.3,1.37.2
 	BEX_TEST_UPGRADE=1 $(GO) test -count=1 -timeout 40m ./test/upgrade/ -run . -v
+
+## test-continuity: tenants push, call the API and the CLI while the management plane rolls 1.36.3 -> 1.37.2 (out/continuity-report.md)
+test-continuity:
+	$(GO) run ./cmd/bex-kubebin --versions 1.36.3,1.37.2
+	bash hack/ensure-test-tools.sh
+	BEX_TEST_CONTINUITY=1 $(GO) test -count=1 -timeout 30m ./test/continuity/ -run . -v
 
 ## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs
 generate:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
 )
 
@@ -24,6 +25,17 @@ type Options struct {
 	// PostgresPort is the private Postgres server's port on 127.0.0.1; zero
 	// means the one it had last time, else a free one.
 	PostgresPort int
+	// APIServers is how many management apiservers run. More than one puts
+	// a load balancer in front of them, as in front of a management
+	// cluster's control plane, and the platform talks to it. Zero means one.
+	APIServers int
+	// NoMVP leaves the Mixed Version Proxy unwired on the apiservers, as
+	// kubeadm does.
+	NoMVP bool
+	// ControlPlaneStarted, when set, is called with the control plane once
+	// it serves, before the platform starts on it: a test that rolls the
+	// apiservers keeps it.
+	ControlPlaneStarted func(*controlplane.ControlPlane)
 }
 
 // NewOptions returns Options with their defaults.
@@ -37,6 +49,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KubeVersion, "kube-version", o.KubeVersion, "pinned Kubernetes version of the management apiserver ("+strings.Join(kubebin.KubeVersions(), ", ")+")")
 	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL to use instead of a private server (default $DATABASE_URL)")
 	fs.IntVar(&o.PostgresPort, "postgres-port", o.PostgresPort, "port of the private Postgres server (default: the last one, else a free one)")
+	fs.IntVar(&o.APIServers, "apiservers", o.APIServers, "how many management apiservers run, behind a load balancer when more than one (default 1)")
 }
 
 // Complete fills in what the flags left out.
@@ -66,6 +79,9 @@ func (o *Options) Validate() error {
 	}
 	if !found {
 		errs = append(errs, fmt.Errorf("--kube-version %q is not pinned; use one of %s", o.KubeVersion, strings.Join(pinned, ", ")))
+	}
+	if o.APIServers < 0 || o.APIServers > 5 {
+		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

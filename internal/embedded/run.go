@@ -17,18 +17,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"bex.co/bex/apiserver/local"
 	"bex.co/bex/controllers"
+	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/deploy"
+	capicrds "bex.co/bex/deploy/capi-crds"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgserver"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/internal/upgrade/verify"
 )
 
 // Run starts the platform, writes <state>/env once it is ready, and runs
@@ -54,22 +59,36 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	}()
 
 	fmt.Fprintf(out, "bex: state in %s\n", o.StateDir)
+	specs := make([]controlplane.APIServerSpec, max(o.APIServers, 1))
+	for i := range specs {
+		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		DataDir:    filepath.Join(o.StateDir, "controlplane"),
-		APIServers: []controlplane.APIServerSpec{{Name: "kube-apiserver-1", Version: o.KubeVersion}},
-		Log:        prefixed(out, "controlplane: "),
-		Fsync:      true,
+		DataDir:      filepath.Join(o.StateDir, "controlplane"),
+		APIServers:   specs,
+		LoadBalancer: len(specs) > 1,
+		Log:          prefixed(out, "controlplane: "),
+		Fsync:        true,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	stops = append(stops, cp.Stop)
+	if o.ControlPlaneStarted != nil {
+		o.ControlPlaneStarted(cp)
+	}
 	cfg := cp.RESTConfig()
 	crds, err := kubeapply.InstallCRDs(ctx, cfg, deploy.CRDs())
 	if err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
 	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
+	// Cluster API's CRDs, so that the operator console, bex upgrade and the
+	// FleetUpgrade controller work here as on a management cluster (with no
+	// workload cluster until one is created).
+	if _, err := kubeapply.InstallCRDs(ctx, cfg, capicrds.CRDs()); err != nil {
+		return fmt.Errorf("installing Cluster API's CRDs: %w", err)
+	}
 	sched, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: filepath.Join(o.StateDir, "bex-apiserver")})
 	if err != nil {
 		return fmt.Errorf("starting bex-apiserver: %w", err)
@@ -109,6 +128,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// A process may run the platform more than once (the continuity
+		// suite does, one scenario after the other).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
@@ -116,6 +138,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if err := controllers.Setup(mgr, controllers.Deps{
 		Releases: svc.pipeline, Schedule: true,
 		DNS: net.DefaultResolver, EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
+		FleetUpgrades: &fleetupgrade.Reconciler{
+			Verifier: fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			Records:  st,
+		},
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
@@ -147,9 +173,12 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(out, "bex: ready")
 	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", o.KubeVersion, cp.Endpoint())
+	if len(specs) > 1 {
+		fmt.Fprintf(tw, "  \t(a load balancer in front of %d apiservers)\n", len(specs))
+	}
 	fmt.Fprintf(tw, "  etcd\t%s\n", cp.EtcdURL())
 	fmt.Fprintf(tw, "  postgres\t%s\n", redact(dbURL))
-	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(controllers.Names(), ", "))
+	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(append(controllers.Names(), fleetupgrade.ControllerName), ", "))
 	for _, kv := range svc.summary {
 		fmt.Fprintf(tw, "  %s\t%s\n", kv[0], kv[1])
 	}

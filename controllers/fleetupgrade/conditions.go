@@ -98,7 +98,7 @@ func setClusterPreflightCondition(s *scope, cs *clusterScope) {
 func clusterHold(cs *clusterScope) (reason, message string) {
 	switch {
 	case cs.handoffFailed != "":
-		return LoadBalancerHandoffFailedReason, cs.handoffFailed
+		return fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, cs.handoffFailed
 	case cs.gateFailed:
 		msg := "the verifier failed"
 		if v := cs.status.LastVerification; v != nil {
@@ -286,7 +286,7 @@ func setPausedCondition(s *scope) {
 		switch reason, msg := clusterHold(cs); reason {
 		case fleetv1.FleetUpgradeGateFailedReason:
 			gated = append(gated, cs.status.Name+": "+msg)
-		case LoadBalancerHandoffFailedReason:
+		case fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason:
 			handoffs = append(handoffs, cs.status.Name+": "+msg)
 		}
 	}
@@ -300,7 +300,7 @@ func setPausedCondition(s *scope) {
 		}
 		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionFalse, fleetv1.FleetUpgradeAbortedReason, "aborted; no cluster is paused")
 	case len(handoffs) > 0:
-		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, LoadBalancerHandoffFailedReason,
+		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason,
 			"the Hetzner load-balancer hand-off holds the rollout (retried with backoff; spec.abort stops for good):\n"+strings.Join(handoffs, "\n"))
 	case len(gated) > 0:
 		setCondition(conds, gen, fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetv1.FleetUpgradeGateFailedReason,

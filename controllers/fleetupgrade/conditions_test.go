@@ -159,8 +159,8 @@ func TestSetConditions(t *testing.T) {
 			}),
 		}}, phase: fleetv1.FleetUpgradePhasePaused,
 			want: map[string]want{
-				fleetv1.FleetUpgradePausedCondition:      {metav1.ConditionTrue, LoadBalancerHandoffFailedReason, "f/a: removing server cp-1 failed: insufficient permissions (forbidden)"},
-				fleetv1.FleetUpgradeProgressingCondition: {metav1.ConditionFalse, LoadBalancerHandoffFailedReason, "insufficient permissions"},
+				fleetv1.FleetUpgradePausedCondition:      {metav1.ConditionTrue, fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, "f/a: removing server cp-1 failed: insufficient permissions (forbidden)"},
+				fleetv1.FleetUpgradeProgressingCondition: {metav1.ConditionFalse, fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, "insufficient permissions"},
 				fleetv1.FleetUpgradeVerifiedCondition:    {metav1.ConditionFalse, fleetv1.FleetUpgradeSpurious404Reason, "f/b"},
 			}},
 		{name: "paused by the operator", spec: fleetv1.FleetUpgradeSpec{Paused: true}, scope: scope{clusters: []*clusterScope{

@@ -37,13 +37,6 @@ const HandoffHook = clusterv1.PreDrainDeleteHookAnnotationPrefix + "/bex-lb-hand
 // value turns the hand-off off for the cluster.
 const LoadBalancerAnnotation = "fleet.bex.co/hcloud-load-balancer"
 
-// LoadBalancerHandoffFailedReason (Paused=True, Progressing=False, on the
-// FleetUpgrade and the cluster): the Hetzner API refused or failed a
-// load-balancer hand-off; the message has the API's error. The Machine
-// keeps HandoffHook, so Cluster API does not delete it, and the hand-off is
-// retried with backoff.
-const LoadBalancerHandoffFailedReason = "LoadBalancerHandoffFailed"
-
 // HetznerClusterKind is CAPH's infrastructure kind of a Cluster.
 const HetznerClusterKind = "HetznerCluster"
 
@@ -319,7 +312,7 @@ func (r *Reconciler) handoffFailed(ctx context.Context, s *scope, cs *clusterSco
 		log = log.WithValues("machine", klog.KObj(m))
 	}
 	log.Info("Load-balancer hand-off failed", "action", action, "message", msg)
-	r.event(s, corev1.EventTypeWarning, LoadBalancerHandoffFailedReason, action, "Cluster %s: %s", cs.key, cs.handoffFailed)
+	r.event(s, corev1.EventTypeWarning, fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, action, "Cluster %s: %s", cs.key, cs.handoffFailed)
 }
 
 // recordHandoffFailure records a failed lb-handoff step when the failure

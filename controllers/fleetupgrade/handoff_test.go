@@ -166,7 +166,7 @@ func TestLoadBalancerHandoffFailureHoldsTheMachine(t *testing.T) {
 	if err := e.c.Create(e.ctx, newUpgrade("refused", "v1.37.2", "i")); err != nil {
 		t.Fatal(err)
 	}
-	got := e.waitCondition("refused", fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetupgrade.LoadBalancerHandoffFailedReason)
+	got := e.waitCondition("refused", fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason)
 	paused := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePausedCondition)
 	for _, want := range []string{"fleet-i/india", "cp-1", "india-kube-api", "insufficient permissions for this request", fleetupgrade.HandoffHook} {
 		if !strings.Contains(paused.Message, want) {
@@ -212,7 +212,7 @@ func TestLoadBalancerHandoffFailureHoldsTheMachine(t *testing.T) {
 	if len(failed) != 1 || failed[0].Machine != "cp-1" || !strings.Contains(failed[0].Message, "insufficient permissions") {
 		t.Errorf("failed hand-off steps = %+v, want one for cp-1 with the API's error", failed)
 	}
-	e.waitEvent("refused", fleetupgrade.LoadBalancerHandoffFailedReason, "insufficient permissions")
+	e.waitEvent("refused", fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, "insufficient permissions")
 
 	// The API accepts the removal: the rollout goes on to the end.
 	hc.ClearFailures()

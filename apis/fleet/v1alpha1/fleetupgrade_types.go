@@ -68,6 +68,12 @@ const (
 	// FleetUpgradeGateFailedReason (Paused=True): a gate stopped the
 	// rollout; the message carries the evidence.
 	FleetUpgradeGateFailedReason = "GateFailed"
+	// FleetUpgradeLoadBalancerHandoffFailedReason (Paused=True,
+	// Progressing=False): the Hetzner API refused or failed a control-plane
+	// server's load-balancer hand-off; the message has the API's error. The
+	// Machine keeps its pre-drain hook, so Cluster API does not delete it,
+	// and the hand-off is retried with backoff.
+	FleetUpgradeLoadBalancerHandoffFailedReason = "LoadBalancerHandoffFailed"
 	// FleetUpgradeMVPVerifiedReason (Verified=True): every probe passed.
 	FleetUpgradeMVPVerifiedReason = "MVPVerified"
 	// FleetUpgradeSpurious404Reason (Verified=False): an apiserver answered

@@ -19,7 +19,9 @@ import (
 )
 
 // GitAuth authenticates pushers with the store's API tokens (HTTP) and SSH
-// keys. Operator tokens, which belong to no tenant, are refused.
+// keys. Operator tokens, which belong to no tenant, are refused. The actor
+// a push is recorded under is the API's: the token's user's email, else
+// token:<name>; sshkey:<name> for an SSH key.
 type GitAuth struct{ Store *store.Store }
 
 var _ gitserver.Authenticator = GitAuth{}
@@ -33,7 +35,15 @@ func (a GitAuth) AuthenticatePassword(ctx context.Context, _, password string) (
 	if err != nil {
 		return gitserver.Principal{}, err
 	}
-	return a.principal(ctx, tok.TenantID, "token "+tok.Name)
+	actor := "token:" + tok.Name
+	if tok.UserID != "" {
+		u, err := a.Store.GetUser(ctx, tok.UserID)
+		if err != nil {
+			return gitserver.Principal{}, fmt.Errorf("reading the token's user: %w", err)
+		}
+		actor = u.Email
+	}
+	return a.principal(ctx, tok.TenantID, actor)
 }
 
 // AuthenticatePublicKey implements gitserver.Authenticator.
@@ -45,7 +55,7 @@ func (a GitAuth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (
 	if err != nil {
 		return gitserver.Principal{}, err
 	}
-	return a.principal(ctx, k.TenantID, "ssh key "+k.Name)
+	return a.principal(ctx, k.TenantID, "sshkey:"+k.Name)
 }
 
 func (a GitAuth) principal(ctx context.Context, tenantID, actor string) (gitserver.Principal, error) {

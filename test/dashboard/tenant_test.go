@@ -156,6 +156,11 @@ func TestTenantDashboard(t *testing.T) {
 	if rel := b.text(`tr[data-release="3"]`); !strings.Contains(rel, "serving") {
 		t.Errorf("release v3 is not shown serving: %q", rel)
 	}
+	// A push and a rollback by the same token name the same author.
+	byJS := `document.querySelector('tr[data-release="%d"]').cells[2].innerText`
+	if pushed, rolled := eval[string](b, fmt.Sprintf(byJS, 1)), eval[string](b, fmt.Sprintf(byJS, 3)); pushed != "token:make-run" || rolled != pushed {
+		t.Errorf("release authors: v1 (a push) %q, v3 (a rollback) %q; want token:make-run for both", pushed, rolled)
+	}
 	b.screenshot("app-after-rollback")
 
 	// The runtime logs page follows the app's output: a request made

@@ -53,6 +53,9 @@ type Options struct {
 	// RESTConfig, the kubeconfig) then points at it. An apiserver joins it
 	// once its /readyz answers 200 and leaves it when stopped or killed.
 	LoadBalancer bool
+	// APIServerPort, when set, is the port of every apiserver, each on its
+	// own address, as on machines; zero gives each a free port.
+	APIServerPort int
 	// DrainTimeout is how long StopAPIServer lets a server that it took out
 	// of the load balancer keep its open connections before it stops the
 	// server. Zero means five seconds.
@@ -361,6 +364,9 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 	ip := fmt.Sprintf("127.0.0.%d", 10+slot)
 	port := cp.state.Ports[spec.Name]
 	cp.mu.Unlock()
+	if port == 0 {
+		port = cp.opts.APIServerPort
+	}
 	if port == 0 {
 		if port, err = freePort(ip); err != nil {
 			return nil, err

@@ -29,6 +29,9 @@ type Options struct {
 	// a load balancer in front of them, as in front of a management
 	// cluster's control plane, and the platform talks to it. Zero means one.
 	APIServers int
+	// APIServerPort, when set, is every management apiserver's port (each
+	// has its own loopback address), as on machines behind a load balancer.
+	APIServerPort int
 	// NoMVP leaves the Mixed Version Proxy unwired on the apiservers, as
 	// kubeadm does.
 	NoMVP bool

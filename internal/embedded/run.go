@@ -64,11 +64,12 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		DataDir:      filepath.Join(o.StateDir, "controlplane"),
-		APIServers:   specs,
-		LoadBalancer: len(specs) > 1,
-		Log:          prefixed(out, "controlplane: "),
-		Fsync:        true,
+		DataDir:       filepath.Join(o.StateDir, "controlplane"),
+		APIServers:    specs,
+		LoadBalancer:  len(specs) > 1,
+		APIServerPort: o.APIServerPort,
+		Log:           prefixed(out, "controlplane: "),
+		Fsync:         true,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)

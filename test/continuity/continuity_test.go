@@ -2,8 +2,10 @@ package continuity_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,17 +18,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/embedded"
 	"bex.co/bex/internal/pgtest"
-	"bex.co/bex/internal/upgrade/rollout"
-	"bex.co/bex/internal/upgrade/verify"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
 )
@@ -37,9 +33,10 @@ const (
 	// warmUp and coolDown are how long the tenant works before the rollout
 	// starts and after it ended.
 	warmUp, coolDown = 20 * time.Second, 20 * time.Second
-	// gateTimeout is how long the gate lets the verifier fail before it
-	// stops the rollout for good.
-	gateTimeout = 45 * time.Second
+	// heldFor is how long the FleetUpgrade may stay paused by a failed
+	// verification before the suite aborts it: more than two of the
+	// controller's 30-second retries.
+	heldFor = 75 * time.Second
 )
 
 type scenario struct {
@@ -238,6 +235,15 @@ func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[s
 	o.KubeVersion = fromVersion
 	o.DatabaseURL = pgtest.NewDatabase(t)
 	o.APIServers = 3
+	// One port for every apiserver, each on its own address, as on
+	// machines: the FleetUpgrade controller reaches each machine's
+	// apiserver at its address and the Cluster's port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.APIServerPort = l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	o.NoMVP = sc.noMVP
 	cps := make(chan *controlplane.ControlPlane, 1)
 	o.ControlPlaneStarted = func(cp *controlplane.ControlPlane) { cps <- cp }
@@ -293,24 +299,6 @@ func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[s
 	}
 }
 
-// verifier probes every running apiserver directly.
-type verifier struct {
-	cp   *controlplane.ControlPlane
-	opts verify.Options
-}
-
-func (v verifier) run(ctx context.Context) (verify.Report, error) {
-	var targets []verify.Target
-	for _, s := range v.cp.APIServers() {
-		if s.Running() {
-			targets = append(targets, verify.Target{Name: s.Name, Config: s.RESTConfig()})
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	return verify.Run(ctx, targets, v.opts)
-}
-
 func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	started := time.Now()
 	cp, env := startPlatform(t, sc)
@@ -335,14 +323,6 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
 
 	kube := platformtest.Client(t, env["BEX_KUBECONFIG"])
-	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bex-verify"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	v := verifier{cp: cp, opts: verify.Options{
-		CRDs: []verify.CRDProbe{verify.AppProbe()}, Namespace: "bex-verify",
-		Aggregated:        []schema.GroupVersionResource{{Group: "scheduling.bex.co", Version: "v1alpha1", Resource: "clustercapacities"}},
-		RemoveStaleLeases: true,
-	}}
 	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion, MVPWired: !sc.noMVP}
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -361,50 +341,95 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	wg.Go(func() { u.apiLoop(loadCtx) })
 	wg.Go(func() { u.cliLoop(loadCtx) })
 
+	// The management plane as Cluster API sees it, and KubeadmControlPlane
+	// played on the real apiservers.
+	mc := &managementCluster{cp: cp, kube: kube}
+	if err := mc.create(ctx, env["BEX_KUBECONFIG"]); err != nil {
+		t.Fatal(err)
+	}
+	driverCtx, stopDriver := context.WithCancel(ctx)
+	defer stopDriver()
+	go mc.run(driverCtx, t.Logf)
+
 	time.Sleep(warmUp)
 	u.phase.Store(during)
-	rep.RolloutStart = time.Now()
-	var events []rollout.Event
-	res, rerr := rollout.Run(ctx, cp, rollout.Options{
-		Version: toVersion,
-		OnEvent: func(e rollout.Event) { events = append(events, e) },
-		Gate: func(ctx context.Context, s rollout.Step) error {
-			gs := gateReport{Step: s.Index, Old: s.Old, New: s.New, Started: time.Now()}
-			defer func() { rep.Gates = append(rep.Gates, gs) }()
-			for {
-				r, err := v.run(ctx)
-				verdict := verdictOf(r, err)
-				gs.Rounds = append(gs.Rounds, verdict)
-				if err == nil && r.Passed() {
-					gs.Passed, gs.Seconds = true, time.Since(gs.Started).Seconds()
-					return nil
-				}
-				if time.Since(gs.Started) > gateTimeout {
-					gs.Seconds = time.Since(gs.Started).Seconds()
-					return fmt.Errorf("the verifier has not passed for %s: %s", gateTimeout, verdict)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(2 * time.Second):
-				}
-			}
-		},
-	})
-	rep.RolloutEnd = time.Now()
-	rep.StepsDone = len(res.Steps)
-	if rerr != nil {
-		rep.Rollout = "stopped: " + rerr.Error()
-	} else {
-		rep.Rollout = "completed"
+	op, err := apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	planned, err := op.PlanUpgrade(ctx, apiclient.UpgradePlanRequest{TargetVersion: "v" + toVersion})
+	if err != nil {
+		t.Fatalf("planning: %v", err)
+	}
+	for _, st := range planned.Stages {
+		rep.Plan = append(rep.Plan, st.Name)
+	}
+	const upgrade = "management-to-1-37"
+	rep.RolloutStart = time.Now()
+	if _, err := op.CreateUpgrade(ctx, apiclient.CreateUpgradeRequest{Name: upgrade, TargetVersion: "v" + toVersion}); err != nil {
+		t.Fatalf("starting the FleetUpgrade: %v", err)
+	}
+	handedOver := ""
+	var up apiclient.Upgrade
+	var pausedAt time.Time
+	for deadline := time.Now().Add(8 * time.Minute); ; {
+		up, err = op.GetUpgrade(ctx, upgrade, true)
+		if err != nil {
+			t.Fatalf("reading the FleetUpgrade: %v", err)
+		}
+		_, replaced := mc.result()
+		if replaced >= 1 && handedOver == "" {
+			// A controller manager replica goes away mid-rollout.
+			handedOver = ld.handOver()
+		}
+		var lv *apiclient.UpgradeVerification
+		if len(up.Clusters) > 0 {
+			lv = up.Clusters[0].LastVerification
+		}
+		if up.Phase == "Succeeded" {
+			rep.Rollout = "completed"
+			break
+		}
+		if up.Phase == "Failed" || up.Phase == "Aborted" {
+			rep.Rollout = up.Phase + ": " + conditionMessage(up)
+			break
+		}
+		if up.Phase == "Paused" && lv != nil && !lv.Passed {
+			if pausedAt.IsZero() {
+				pausedAt = time.Now()
+			}
+			// The wired plane goes on once its verifier passes; a plane
+			// that stays refused is held, and then aborted.
+			if time.Since(pausedAt) > heldFor {
+				rep.Rollout = "paused by the verifier: " + lv.Message
+				if _, err := op.AbortUpgrade(ctx, upgrade); err != nil {
+					t.Errorf("aborting: %v", err)
+				}
+				break
+			}
+		} else {
+			pausedAt = time.Time{}
+		}
+		if time.Now().After(deadline) {
+			rep.Rollout = "timed out in phase " + up.Phase
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	rep.RolloutEnd = time.Now()
+	stopDriver()
+	events, replaced := mc.result()
+	rep.StepsDone = replaced
+	rep.LeaderHandedOverBy = handedOver
+	rep.Gates = gatesOf(up)
 	u.phase.Store(after)
 	time.Sleep(coolDown)
 	stopLoad()
 	wg.Wait()
 
 	// What the platform did with the pushes.
-	releases, err := api.ListReleases(context.Background(), "site")
+	var releases []apiclient.Release
+	err = getAll(env, "/apps/site/releases", &releases)
 	if err != nil {
 		t.Fatalf("listing releases: %v", err)
 	}
@@ -413,7 +438,8 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 			rep.ReleasesFromPushes++
 		}
 	}
-	builds, err := api.ListBuilds(context.Background(), "site")
+	var builds []apiclient.Build
+	err = getAll(env, "/apps/site/builds", &builds)
 	if err != nil {
 		t.Fatalf("listing builds: %v", err)
 	}
@@ -427,19 +453,60 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	return rep
 }
 
-func verdictOf(r verify.Report, err error) string {
+// gatesOf turns the controller's machine steps and its recorded verifier
+// rounds into the report's gates.
+func gatesOf(up apiclient.Upgrade) []gateReport {
+	var rounds []string
+	if up.Run != nil {
+		for _, st := range up.Run.Steps {
+			if st.Kind == "verify" {
+				rounds = append(rounds, st.Outcome+": "+st.Message)
+			}
+		}
+	}
+	var gates []gateReport
+	for _, cs := range up.Clusters {
+		for i, st := range cs.Steps {
+			g := gateReport{Step: i + 1, New: st.Machine, Passed: st.Verdict == "Passed"}
+			if st.StartedAt != nil {
+				g.Started = *st.StartedAt
+				if st.FinishedAt != nil {
+					g.Seconds = st.FinishedAt.Sub(*st.StartedAt).Seconds()
+				}
+			}
+			if i == len(cs.Steps)-1 {
+				g.Rounds = rounds
+			}
+			gates = append(gates, g)
+		}
+	}
+	return gates
+}
+
+func conditionMessage(up apiclient.Upgrade) string {
+	for _, c := range up.Conditions {
+		if c.Type == "Ready" {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// getAll reads a list of the tenant's through the API, up to the API's
+// largest page (the client's calls take the default of 50).
+func getAll(env map[string]string, path string, out any) error {
+	req, err := http.NewRequest(http.MethodGet, env["BEX_API"]+"/api/v1"+path+"?limit=1000", nil)
 	if err != nil {
-		return "error: " + err.Error()
+		return err
 	}
-	if r.Passed() {
-		return fmt.Sprintf("passed (%d probes)", len(r.Probes))
+	req.Header.Set("Authorization", "Bearer "+env["BEX_TOKEN"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
 	}
-	var parts []string
-	for _, p := range r.Failures() {
-		parts = append(parts, fmt.Sprintf("%s %s on %s", p.Outcome, verify.GVRString(p.Resource), p.APIServer))
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	for _, f := range r.Findings {
-		parts = append(parts, f.Reason+": "+f.Message)
-	}
-	return "failed: " + strings.Join(parts[:min(len(parts), 6)], "; ")
+	return json.NewDecoder(resp.Body).Decode(out)
 }

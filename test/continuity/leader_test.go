@@ -18,8 +18,10 @@ import (
 // default, and keeps when each led: two leaders at once would show as
 // overlapping terms.
 type leaders struct {
-	mu    sync.Mutex
-	terms []term
+	mu      sync.Mutex
+	terms   []term
+	cancels map[string]context.CancelFunc
+	start   func(id string)
 }
 
 // term is one candidate's time as leader; End is zero while it leads.
@@ -36,9 +38,8 @@ func (l *leaders) run(ctx context.Context, cfg *rest.Config, n int) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	for i := range n {
-		id := fmt.Sprintf("candidate-%d", i+1)
+	l.cancels = map[string]context.CancelFunc{}
+	l.start = func(id string) {
 		lock := &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: "kube-system", Name: "bex-continuity-leader"},
 			Client:     cs.CoordinationV1(),
@@ -53,18 +54,47 @@ func (l *leaders) run(ctx context.Context, cfg *rest.Config, n int) error {
 			},
 		})
 		if err != nil {
-			return err
+			panic(err) // fixed durations and a lock: NewLeaderElector refuses neither
 		}
-		wg.Go(func() {
+		cctx, cancel := context.WithCancel(ctx)
+		l.mu.Lock()
+		l.cancels[id] = cancel
+		l.mu.Unlock()
+		go func() {
 			// A candidate that lost its term stands again, as a
 			// restarted controller manager would.
-			for ctx.Err() == nil {
-				le.Run(ctx)
+			for cctx.Err() == nil {
+				le.Run(cctx)
 			}
-		})
+		}()
 	}
-	go func() { wg.Wait() }()
+	for i := range n {
+		l.start(fmt.Sprintf("candidate-%d", i+1))
+	}
 	return nil
+}
+
+// handOver makes the leader step down (it releases the Lease, as a
+// controller manager that stops does) and stand again; it returns the
+// leader's name, or "" when none leads.
+func (l *leaders) handOver() string {
+	l.mu.Lock()
+	leader := ""
+	for i := len(l.terms) - 1; i >= 0; i-- {
+		if l.terms[i].End.IsZero() {
+			leader = l.terms[i].Candidate
+			break
+		}
+	}
+	cancel := l.cancels[leader]
+	l.mu.Unlock()
+	if leader == "" {
+		return ""
+	}
+	cancel()
+	time.Sleep(time.Second)
+	l.start(leader)
+	return leader
 }
 
 func (l *leaders) started(id string) {

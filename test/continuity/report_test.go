@@ -24,7 +24,9 @@ type scenarioReport struct {
 	MVPWired bool   `json:"mvpWired"`
 	// Rollout is "completed" or "stopped: why"; StepsDone counts the
 	// apiservers replaced.
-	Rollout      string       `json:"rollout"`
+	Rollout string `json:"rollout"`
+	// Plan are the FleetUpgrade plan's stages, in order.
+	Plan         []string     `json:"plan"`
 	StepsDone    int          `json:"stepsDone"`
 	RolloutStart time.Time    `json:"rolloutStart"`
 	RolloutEnd   time.Time    `json:"rolloutEnd"`
@@ -46,11 +48,13 @@ type scenarioReport struct {
 	// ReleasesFromPushes counts the app's releases that run a build.
 	// LeaderTerms are the leader election's terms; LeaderOverlaps the
 	// moments two candidates led at once (none, or the election is broken).
-	LeaderTerms        []term   `json:"leaderTerms"`
-	LeaderOverlaps     []string `json:"leaderOverlaps"`
-	ReleasesFromPushes int      `json:"releasesFromPushes"`
-	BuildsStuck        []int    `json:"buildsStuck"`
-	Seconds            float64  `json:"seconds"`
+	LeaderTerms    []term   `json:"leaderTerms"`
+	LeaderOverlaps []string `json:"leaderOverlaps"`
+	// LeaderHandedOverBy is the leader that stepped down mid-rollout.
+	LeaderHandedOverBy string  `json:"leaderHandedOverBy,omitempty"`
+	ReleasesFromPushes int     `json:"releasesFromPushes"`
+	BuildsStuck        []int   `json:"buildsStuck"`
+	Seconds            float64 `json:"seconds"`
 
 	events  []rollout.Event
 	samples []sample
@@ -140,16 +144,22 @@ func (r *scenarioReport) check(t *testing.T) {
 	if len(r.LeaderTerms) == 0 || len(r.LeaderOverlaps) > 0 {
 		t.Errorf("leader election: %d terms, overlaps %v; want a leader and never two", len(r.LeaderTerms), r.LeaderOverlaps)
 	}
+	if len(r.Plan) == 0 || r.Plan[len(r.Plan)-1] != "(management)" {
+		t.Errorf("plan stages %v: want the management cluster's stage last", r.Plan)
+	}
+	if r.LeaderHandedOverBy == "" || len(r.LeaderTerms) < 2 {
+		t.Errorf("leader election: %d terms, handed over by %q; want a hand-over mid-rollout", len(r.LeaderTerms), r.LeaderHandedOverBy)
+	}
 	if !r.MVPWired {
-		// The verifier must have stopped the rollout after the first
+		// The verifier must have held the rollout after the first
 		// apiserver was replaced; what tenants saw is reported.
-		if r.StepsDone != 1 || !strings.HasPrefix(r.Rollout, "stopped") {
-			t.Errorf("MVP not wired: the rollout %s after %d steps, want it stopped by the verifier after the first", r.Rollout, r.StepsDone)
+		if r.StepsDone != 1 || !strings.HasPrefix(r.Rollout, "paused by the verifier") {
+			t.Errorf("MVP not wired: the rollout %s after %d replaced apiservers, want it paused by the verifier after the first", r.Rollout, r.StepsDone)
 		}
 		return
 	}
 	if r.Rollout != "completed" || r.StepsDone != 3 {
-		t.Errorf("the rollout %s after %d steps, want completed in 3", r.Rollout, r.StepsDone)
+		t.Errorf("the rollout %s after %d replaced apiservers, want completed in 3", r.Rollout, r.StepsDone)
 	}
 	if r.PushesSucceeded != r.PushesAttempted || r.PushesServed != r.PushesSucceeded {
 		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
@@ -204,9 +214,14 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 	for _, r := range reports {
 		fmt.Fprintf(&md, "\n## %s\n\n", r.Name)
 		for _, g := range r.Gates {
-			fmt.Fprintf(&md, "- gate after step %d (%s → %s): passed %t after %.1f s; verifier rounds: %s\n", g.Step, g.Old, g.New, g.Passed, g.Seconds, compress(g.Rounds))
+			fmt.Fprintf(&md, "- machine %d (%s): verified %t", g.Step, g.New, g.Passed)
+			if len(g.Rounds) > 0 {
+				fmt.Fprintf(&md, "; the run's verifier rounds: %s", compress(g.Rounds))
+			}
+			md.WriteString("\n")
 		}
-		fmt.Fprintf(&md, "- leader election through the load balancer: %d term(s), %d overlap(s)\n", len(r.LeaderTerms), len(r.LeaderOverlaps))
+		fmt.Fprintf(&md, "- FleetUpgrade plan: %s\n", strings.Join(r.Plan, ", "))
+		fmt.Fprintf(&md, "- leader election through the load balancer: %d term(s), %d overlap(s); %s stepped down mid-rollout\n", len(r.LeaderTerms), len(r.LeaderOverlaps), r.LeaderHandedOverBy)
 		if r.failed() == 0 {
 			md.WriteString("- no tenant action failed: the platform's own requests (Apps, Routes, the scheduling API) are CRDs and an aggregated API, which every apiserver serves itself; what a client of the skew resources would have got is in the verifier's rounds above\n")
 		}

@@ -1,0 +1,253 @@
+package continuity_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/upgrade/plan"
+	"bex.co/bex/internal/upgrade/preflight"
+	"bex.co/bex/internal/upgrade/rollout"
+)
+
+// managementCluster describes the platform's own control plane to Cluster
+// API (a Cluster labelled the management cluster, its
+// KubeadmControlPlane, a Machine per apiserver) and plays
+// KubeadmControlPlane's maxSurge-0 rollout on the real apiservers: while
+// the Cluster is not paused and a Machine runs another version than the
+// KubeadmControlPlane, it deletes the oldest such Machine, drains its
+// apiserver out of the load balancer, stops it, starts its replacement at
+// the new version and creates its Machine once it is ready. The
+// FleetUpgrade controller of the platform drives it through the Cluster's
+// pause, as it drives KubeadmControlPlane.
+type managementCluster struct {
+	cp   *controlplane.ControlPlane
+	kube client.Client
+
+	mu         sync.Mutex
+	events     []rollout.Event
+	replaced   int
+	lastJoined time.Time
+}
+
+const (
+	fleetNamespace  = "bex-fleet"
+	clusterName     = "management"
+	settleAfterJoin = 3 * time.Second
+)
+
+// create writes the Cluster API objects of the running plane. The
+// KubeadmControlPlane's apiServer.extraArgs wire MVP (preflight passes),
+// also when the servers themselves run without it: a flag that does not
+// reach the servers is what only the verifier sees.
+func (m *managementCluster) create(ctx context.Context, kubeconfigPath string) error {
+	if err := m.kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}}); err != nil {
+		return err
+	}
+	servers := m.cp.APIServers()
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: clusterName},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To(int32(len(servers))),
+			Version:  "v" + fromVersion,
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "LocalMachineTemplate", Name: clusterName},
+			}},
+			Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
+				Type:          controlplanev1.RollingUpdateStrategyType,
+				RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: ptr.To(intstr.FromInt32(0))},
+			}},
+		},
+	}
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, "v"+fromVersion)
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: clusterName, Labels: map[string]string{plan.ManagementLabel: "true"}},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: clusterName},
+			// The load balancer's address, and the apiservers' port.
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: controlplane.LoadBalancerIP, Port: int32(servers[0].Port)},
+		},
+	}
+	kubeconfig, err := os.ReadFile(kubeconfigPath)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: clusterName + "-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}}
+	for _, obj := range []client.Object{cluster, kcp, secret} {
+		if err := m.kube.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T: %w", obj, err)
+		}
+	}
+	for _, s := range servers {
+		if err := m.createMachine(ctx, s); err != nil {
+			return err
+		}
+	}
+	m.emit(rollout.PhaseStarted)
+	m.lastJoined = time.Time{}
+	return m.updateStatus(ctx)
+}
+
+func (m *managementCluster) createMachine(ctx context.Context, s *controlplane.APIServer) error {
+	mc := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: s.Name, Labels: map[string]string{
+			clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: clusterName, clusterv1.ClusterNameLabel: clusterName}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: clusterName, Version: "v" + s.Version, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(s.Name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "LocalMachine", Name: s.Name},
+		},
+	}
+	if err := m.kube.Create(ctx, mc); err != nil {
+		return err
+	}
+	// The node name is the apiserver's hostname, its identity.
+	mc.Status.NodeRef = clusterv1.MachineNodeReference{Name: s.Name}
+	mc.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: s.Name}, {Type: clusterv1.MachineInternalIP, Address: s.IP}}
+	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition, Status: metav1.ConditionTrue, Reason: "PodHealthy"})
+	if err := m.kube.Status().Update(ctx, mc); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.lastJoined = time.Now()
+	m.mu.Unlock()
+	return nil
+}
+
+// run steps the control plane until ctx ends.
+func (m *managementCluster) run(ctx context.Context, logf func(string, ...any)) {
+	for ctx.Err() == nil {
+		if err := m.step(ctx); err != nil && ctx.Err() == nil {
+			logf("control plane: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (m *managementCluster) step(ctx context.Context) error {
+	cluster := &clusterv1.Cluster{}
+	if err := m.kube.Get(ctx, client.ObjectKey{Namespace: fleetNamespace, Name: clusterName}, cluster); err != nil {
+		return err
+	}
+	kcp, machines, err := m.observe(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	settled := time.Since(m.lastJoined) >= settleAfterJoin
+	m.mu.Unlock()
+	i := slices.IndexFunc(machines, func(mc clusterv1.Machine) bool { return mc.Spec.Version != kcp.Spec.Version })
+	if ptr.Deref(cluster.Spec.Paused, false) || i < 0 || len(machines) != 3 || !settled {
+		return m.updateStatus(ctx)
+	}
+	old := m.cp.APIServer(machines[i].Name)
+	if old == nil {
+		return fmt.Errorf("machine %s has no apiserver", machines[i].Name)
+	}
+	if err := m.kube.Delete(ctx, &machines[i]); err != nil {
+		return err
+	}
+	if err := m.cp.DrainAPIServer(ctx, old.Name); err != nil {
+		return fmt.Errorf("draining %s: %w", old.Name, err)
+	}
+	if err := m.cp.StopAPIServer(old.Name); err != nil {
+		return fmt.Errorf("stopping %s: %w", old.Name, err)
+	}
+	m.emit(rollout.PhaseStopped)
+	spec := old.Spec
+	spec.Version = strings.TrimPrefix(kcp.Spec.Version, "v")
+	spec.Name = replacementName(old.Name, spec.Version)
+	s, err := m.cp.StartAPIServer(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", spec.Name, err)
+	}
+	m.emit(rollout.PhaseReady)
+	m.mu.Lock()
+	m.replaced++
+	m.mu.Unlock()
+	if err := m.createMachine(ctx, s); err != nil {
+		return err
+	}
+	return m.updateStatus(ctx)
+}
+
+func replacementName(old, version string) string {
+	base, _, _ := strings.Cut(old, "-v")
+	return base + "-v" + strings.ReplaceAll(version, ".", "-")
+}
+
+func (m *managementCluster) observe(ctx context.Context) (*controlplanev1.KubeadmControlPlane, []clusterv1.Machine, error) {
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := m.kube.Get(ctx, client.ObjectKey{Namespace: fleetNamespace, Name: clusterName}, kcp); err != nil {
+		return nil, nil, err
+	}
+	var list clusterv1.MachineList
+	if err := m.kube.List(ctx, &list, client.InNamespace(fleetNamespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: clusterName}); err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(list.Items, func(a, b clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return kcp, list.Items, nil
+}
+
+// updateStatus writes the KubeadmControlPlane's status as KCP would.
+func (m *managementCluster) updateStatus(ctx context.Context) error {
+	kcp, machines, err := m.observe(ctx)
+	if err != nil {
+		return err
+	}
+	var upToDate int32
+	versions := map[string]int32{}
+	for _, mc := range machines {
+		versions[mc.Spec.Version]++
+		if mc.Spec.Version == kcp.Spec.Version {
+			upToDate++
+		}
+	}
+	n := int32(len(machines))
+	kcp.Status.Replicas, kcp.Status.ReadyReplicas, kcp.Status.AvailableReplicas, kcp.Status.UpToDateReplicas = &n, &n, &n, &upToDate
+	kcp.Status.Versions = nil
+	for v, c := range versions {
+		kcp.Status.Versions = append(kcp.Status.Versions, clusterv1.StatusVersion{Version: v, Replicas: c})
+	}
+	slices.SortFunc(kcp.Status.Versions, func(a, b clusterv1.StatusVersion) int { return strings.Compare(a.Version, b.Version) })
+	kcp.Status.ObservedGeneration = kcp.Generation
+	return m.kube.Status().Update(ctx, kcp)
+}
+
+// emit keeps the running apiservers at a moment, for the timeline.
+func (m *managementCluster) emit(p rollout.Phase) {
+	e := rollout.Event{Time: time.Now(), Phase: p}
+	for _, s := range m.cp.APIServers() {
+		if s.Running() {
+			e.Servers = append(e.Servers, rollout.Server{Name: s.Name, Version: s.Version})
+		}
+	}
+	m.mu.Lock()
+	m.events = append(m.events, e)
+	m.mu.Unlock()
+}
+
+func (m *managementCluster) result() ([]rollout.Event, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.events), m.replaced
+}
+
+var _ = strconv.Itoa

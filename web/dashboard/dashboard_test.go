@@ -207,6 +207,19 @@ func TestDashboard(t *testing.T) {
 	if p := a.post("/apps/shop/delete", url.Values{"confirm": {"shop"}, "csrf": {csrf}}); p.status != http.StatusSeeOther {
 		t.Errorf("deleting = %d, want 303", p.status)
 	}
+	// A revoked token ends its session: the next page says so and drops
+	// the cookie.
+	tok, err := e.Store.AuthenticateToken(ctx, bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.RevokeToken(ctx, tok.TenantID, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/apps"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "no longer takes your token") || !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("a page after the token was revoked = %d, cookie %q:\n%s", p.status, p.header.Get("Set-Cookie"), p.body)
+	}
+
 	// Signing out ends the session in the browser.
 	if p := a.post("/signout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
 		t.Errorf("signing out = %d, cookie %q", p.status, p.header.Get("Set-Cookie"))

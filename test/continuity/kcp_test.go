@@ -23,6 +23,7 @@ import (
 	"bex.co/bex/internal/upgrade/plan"
 	"bex.co/bex/internal/upgrade/preflight"
 	"bex.co/bex/internal/upgrade/rollout"
+	"bex.co/bex/test/platformtest"
 )
 
 // managementCluster describes the platform's own control plane to Cluster
@@ -194,41 +195,11 @@ func replacementName(old, version string) string {
 }
 
 func (m *managementCluster) observe(ctx context.Context) (*controlplanev1.KubeadmControlPlane, []clusterv1.Machine, error) {
-	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := m.kube.Get(ctx, client.ObjectKey{Namespace: fleetNamespace, Name: clusterName}, kcp); err != nil {
-		return nil, nil, err
-	}
-	var list clusterv1.MachineList
-	if err := m.kube.List(ctx, &list, client.InNamespace(fleetNamespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: clusterName}); err != nil {
-		return nil, nil, err
-	}
-	slices.SortFunc(list.Items, func(a, b clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	return kcp, list.Items, nil
+	return platformtest.ControlPlane(ctx, m.kube, fleetNamespace, clusterName)
 }
 
-// updateStatus writes the KubeadmControlPlane's status as KCP would.
 func (m *managementCluster) updateStatus(ctx context.Context) error {
-	kcp, machines, err := m.observe(ctx)
-	if err != nil {
-		return err
-	}
-	var upToDate int32
-	versions := map[string]int32{}
-	for _, mc := range machines {
-		versions[mc.Spec.Version]++
-		if mc.Spec.Version == kcp.Spec.Version {
-			upToDate++
-		}
-	}
-	n := int32(len(machines))
-	kcp.Status.Replicas, kcp.Status.ReadyReplicas, kcp.Status.AvailableReplicas, kcp.Status.UpToDateReplicas = &n, &n, &n, &upToDate
-	kcp.Status.Versions = nil
-	for v, c := range versions {
-		kcp.Status.Versions = append(kcp.Status.Versions, clusterv1.StatusVersion{Version: v, Replicas: c})
-	}
-	slices.SortFunc(kcp.Status.Versions, func(a, b clusterv1.StatusVersion) int { return strings.Compare(a.Version, b.Version) })
-	kcp.Status.ObservedGeneration = kcp.Generation
-	return m.kube.Status().Update(ctx, kcp)
+	return platformtest.WriteControlPlaneStatus(ctx, m.kube, fleetNamespace, clusterName)
 }
 
 // emit keeps the running apiservers at a moment, for the timeline.

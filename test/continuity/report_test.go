@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"bex.co/bex/internal/upgrade/rollout"
+	"bex.co/bex/test/platformtest"
 )
 
 // scenarioReport is one scenario's figures, as out/continuity-report.json
@@ -186,7 +187,7 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 	if len(reports) == 0 {
 		return
 	}
-	dir := filepath.Join(repoRoot(t), "out")
+	dir := filepath.Join(platformtest.RepoRoot(t), "out")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Error(err)
 		return
@@ -360,19 +361,4 @@ func timelineSVG(r *scenarioReport) string {
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">green: a push; red: a failed push or call</text>`, left+170, ly)
 	b.WriteString(`</svg>`)
 	return b.String()
-}
-
-// repoRoot is the directory of go.mod above the working directory.
-func repoRoot(t *testing.T) string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "."
-		}
-		dir = parent
-	}
 }

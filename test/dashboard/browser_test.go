@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"bex.co/bex/test/platformtest"
 )
 
 // browser is one headless Chromium with one tab.
@@ -154,7 +156,7 @@ func (b *browser) screenshot(name string) string {
 	if err != nil {
 		b.t.Fatalf("taking a screenshot: %v", err)
 	}
-	dir := filepath.Join(repoRoot(b.t), "out", "screenshots")
+	dir := filepath.Join(platformtest.RepoRoot(b.t), "out", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.t.Fatal(err)
 	}
@@ -164,25 +166,6 @@ func (b *browser) screenshot(name string) string {
 	}
 	b.t.Logf("screenshot: %s", path)
 	return path
-}
-
-// repoRoot is the directory of go.mod above the working directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // signIn signs in on the dashboard at base with token and returns the

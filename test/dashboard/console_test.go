@@ -32,6 +32,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/upgrade/preflight"
 	"bex.co/bex/internal/upgrade/verify"
+	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 	"bex.co/bex/web/dashboard"
@@ -309,43 +310,12 @@ func (s *simCluster) step(ctx context.Context) error {
 	return s.updateStatus(ctx)
 }
 
-// observe returns the KubeadmControlPlane and its machines, oldest first.
 func (s *simCluster) observe(ctx context.Context) (*controlplanev1.KubeadmControlPlane, []clusterv1.Machine, error) {
-	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, kcp); err != nil {
-		return nil, nil, err
-	}
-	var list clusterv1.MachineList
-	if err := s.c.List(ctx, &list, client.InNamespace(s.ns), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: s.name}); err != nil {
-		return nil, nil, err
-	}
-	slices.SortFunc(list.Items, func(a, b clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	return kcp, list.Items, nil
+	return platformtest.ControlPlane(ctx, s.c, s.ns, s.name)
 }
 
-// updateStatus writes the KubeadmControlPlane's status as KCP would.
 func (s *simCluster) updateStatus(ctx context.Context) error {
-	kcp, machines, err := s.observe(ctx)
-	if err != nil {
-		return err
-	}
-	var upToDate int32
-	versions := map[string]int32{}
-	for _, m := range machines {
-		versions[m.Spec.Version]++
-		if m.Spec.Version == kcp.Spec.Version {
-			upToDate++
-		}
-	}
-	n := int32(len(machines))
-	kcp.Status.Replicas, kcp.Status.ReadyReplicas, kcp.Status.AvailableReplicas, kcp.Status.UpToDateReplicas = &n, &n, &n, &upToDate
-	kcp.Status.Versions = nil
-	for v, count := range versions {
-		kcp.Status.Versions = append(kcp.Status.Versions, clusterv1.StatusVersion{Version: v, Replicas: count})
-	}
-	slices.SortFunc(kcp.Status.Versions, func(a, b clusterv1.StatusVersion) int { return strings.Compare(a.Version, b.Version) })
-	kcp.Status.ObservedGeneration = kcp.Generation
-	return s.c.Status().Update(ctx, kcp)
+	return platformtest.WriteControlPlaneStatus(ctx, s.c, s.ns, s.name)
 }
 
 func splitHostPort(t *testing.T, endpoint string) (string, int32) {

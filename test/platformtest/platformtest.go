@@ -180,3 +180,23 @@ func WaitFor(ctx context.Context, t testing.TB, what string, ok func() bool) {
 		}
 	}
 }
+
+// RepoRoot is the directory of go.mod above the working directory, where
+// tests write their reports and screenshots (out/).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

@@ -1,6 +1,7 @@
 // Package process is the runtime driver of embedded mode: it runs each
 // instance of a release as an OS process in its own process group on this
-// machine, with PORT set to a free port on 127.0.0.1 for web instances.
+// machine, with PORT set for web instances to a port free on every address, taken
+// from a range outside the kernel's ephemeral ports.
 //
 // It owns the processes it starts (supervision, health checks, crash restart
 // with exponential backoff, stdout/stderr capture into a per-app ring buffer

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +43,11 @@ type Options struct {
 	// PATH is the PATH of the processes, unless the release's env sets one
 	// [this process's PATH].
 	PATH string
+	// FirstPort and LastPort bound the ports given to web instances as PORT
+	// [20000-29999]. The range should lie outside the kernel's ephemeral
+	// range (net.ipv4.ip_local_port_range), or an outgoing connection may
+	// take an instance's port between its choice and the app's bind.
+	FirstPort, LastPort int
 }
 
 func (o *Options) complete() {
@@ -76,6 +80,12 @@ func (o *Options) complete() {
 	if o.PATH == "" {
 		o.PATH = "/usr/local/bin:/usr/bin:/bin"
 	}
+	if o.FirstPort <= 0 || o.LastPort <= 0 {
+		o.FirstPort, o.LastPort = defaultFirstPort, defaultLastPort
+	}
+	if o.LastPort < o.FirstPort {
+		o.LastPort = o.FirstPort
+	}
 }
 
 // Driver runs releases as supervised OS processes. It implements
@@ -84,6 +94,7 @@ func (o *Options) complete() {
 type Driver struct {
 	opts        Options
 	probeClient *http.Client
+	ports       *ports
 
 	mu     sync.Mutex
 	apps   map[appKey]*app
@@ -123,7 +134,8 @@ func New(opts Options) *Driver {
 			Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		apps: map[appKey]*app{},
+		ports: newPorts(opts.FirstPort, opts.LastPort),
+		apps:  map[appKey]*app{},
 	}
 }
 
@@ -305,7 +317,7 @@ func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*rele
 			}
 			delete(env, "PORT")
 			if name == runtime.WebProcess {
-				port, err := freePort()
+				port, err := d.ports.take()
 				if err != nil {
 					stopAll(r.instances)
 					return nil, fmt.Errorf("finding a port for %s: %w", i.name(), err)
@@ -357,15 +369,6 @@ func stopAll(instances []*instance) {
 	for _, i := range instances {
 		<-i.done
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Remove implements runtime.Driver: it cancels a running Deploy, stops every

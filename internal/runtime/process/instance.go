@@ -121,6 +121,9 @@ func (i *instance) stopping() bool {
 // run is the supervisor loop.
 func (i *instance) run() {
 	defer close(i.done)
+	if i.port != 0 {
+		defer i.d.ports.give(i.port)
+	}
 	backoff := i.d.opts.BackoffMin
 	for {
 		started := time.Now()

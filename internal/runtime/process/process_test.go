@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -580,5 +582,42 @@ func TestUnhealthyInstanceGetsNoTraffic(t *testing.T) {
 		if body, err := get(p, "sickly", "/"); err != nil || strings.TrimSpace(body) != "v1" {
 			t.Fatalf("GET through the edge: %q, %v", body, err)
 		}
+	}
+}
+
+// A web instance's port must be free on every address, not only on
+// 127.0.0.1: apps bind ":$PORT", and anything else on the machine holding
+// the port on another address would make them exit at start-up.
+func TestPortInUseOnAnotherAddressIsSkipped(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := busy.Addr().(*net.TCPAddr).Port
+	probe, err := net.Listen("tcp", ":"+strconv.Itoa(taken+1))
+	if err != nil {
+		t.Skipf("port %d, needed free beside the busy one, is in use: %v", taken+1, err)
+	}
+	probe.Close()
+
+	d := newDriver(t, process.Options{FirstPort: taken, LastPort: taken + 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.Deploy(ctx, webRelease(t, "ports", 1, 1, "v1", nil), nil); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	if got, want := d.Upstreams(tenant, "ports"), []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(taken+1))}; !slices.Equal(got, want) {
+		t.Fatalf("upstreams %v, want %v (port %d is in use on 127.0.0.2)", got, want, taken)
+	}
+
+	// With every port of the range in use, the deploy says so and the
+	// serving release is untouched.
+	err = d.Deploy(ctx, webRelease(t, "ports", 2, 1, "v2", nil), nil)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("no free port in %d-%d", taken, taken+1)) {
+		t.Fatalf("Deploy with the range exhausted: %v, want no free port", err)
+	}
+	if body, err := get(newEdge(t, d), "ports", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+		t.Fatalf("after the refused deploy GET: %q, %v; want v1 serving", body, err)
 	}
 }

@@ -135,6 +135,9 @@ func (o *Options) Config() (*Config, error) {
 	sc.OpenAPIConfig.Info.Title, sc.OpenAPIConfig.Info.Version = "bex scheduling", "v1alpha1"
 	sc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	sc.OpenAPIV3Config.Info.Title, sc.OpenAPIV3Config.Info.Version = "bex scheduling", "v1alpha1"
+	if err := o.disableUnservedAdmissionPlugins(); err != nil {
+		return nil, err
+	}
 	if err := o.RecommendedOptions.ApplyTo(sc); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}

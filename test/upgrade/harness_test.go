@@ -160,17 +160,7 @@ func newHarness(t *testing.T, sc scenario, served servedSets, st *store.Store) *
 	if _, err := kubeapply.InstallCRDs(ctx, admin, deploy.CRDs()); err != nil {
 		t.Fatalf("installing the platform CRDs: %v", err)
 	}
-	// bex-apiserver's generic apiserver (k8s.io/apiserver 0.37) runs the
-	// MutatingAdmissionPolicy admission plugin, whose informer waits for
-	// admissionregistration.k8s.io/v1 mutatingadmissionpolicies: a 1.35
-	// kube-apiserver does not serve them, and bex-apiserver never becomes
-	// ready. On a 1.35 plane the suite turns the plugin off.
-	var args []string
-	if strings.HasPrefix(sc.from, "1.35.") {
-		args = append(args, "--disable-admission-plugins=MutatingAdmissionPolicy")
-		h.notes = append(h.notes, "bex-apiserver runs with --disable-admission-plugins=MutatingAdmissionPolicy: without it, it never becomes ready on a 1.35 control plane (its MutatingAdmissionPolicy informer lists admissionregistration.k8s.io/v1 mutatingadmissionpolicies, which 1.35 does not serve)")
-	}
-	srv, err := local.Start(t.Context(), local.Options{ControlPlane: h.cp, Dir: t.TempDir(), Timeout: 3 * time.Minute, Args: args})
+	srv, err := local.Start(t.Context(), local.Options{ControlPlane: h.cp, Dir: t.TempDir(), Timeout: 3 * time.Minute})
 	if err != nil {
 		t.Fatalf("starting bex-apiserver: %v", err)
 	}

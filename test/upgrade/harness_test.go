@@ -3,6 +3,8 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -129,11 +131,14 @@ type pause struct {
 
 // gracefulShutdownArgs are the apiserver flags the platform's cluster
 // template sets so that a rollout can stop a server without failing the
-// requests on connections still open to it: the server keeps answering for
-// the delay after SIGTERM, then asks clients to retry (429 with
-// Retry-After, which client-go follows) instead of answering 503.
+// requests on connections still open to it. The plane's load balancer takes
+// the server out and drains it before the rollout stops it, as the
+// platform's hand-off does on Hetzner; after SIGTERM the server asks clients
+// to retry elsewhere at once (429 with Retry-After, which client-go
+// follows). No delay: during one it would still serve, but answer 503 to
+// whatever it proxies, its peer-endpoint store being closed already.
 func gracefulShutdownArgs() []string {
-	return []string{"--shutdown-delay-duration=3s", "--shutdown-send-retry-after=true"}
+	return []string{"--shutdown-delay-duration=0s", "--shutdown-send-retry-after=true"}
 }
 
 // newHarness starts the scenario's plane: three apiservers at sc.from
@@ -152,6 +157,13 @@ func newHarness(t *testing.T, sc scenario, served servedSets, st *store.Store) *
 			ExtraArgs: gracefulShutdownArgs()})
 	}
 	h.cp = cptest.StartWith(t, controlplane.Options{LoadBalancer: true, DrainTimeout: 3 * time.Second, APIServers: specs})
+	// A failed scenario keeps its servers' logs (the plane's directory goes
+	// with it): the evidence of what each apiserver answered and why.
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, filepath.Join(h.cp.DataDir(), "logs"), filepath.Join(outDir(t), "upgrade-logs", sc.name))
+		}
+	})
 	up := time.Now()
 	for _, s := range h.cp.APIServers() {
 		h.lanes = append(h.lanes, &lane{Name: s.Name, Version: s.Version, Wired: !s.Spec.NoMVP, Start: h.begun, Ready: up})
@@ -606,4 +618,32 @@ func (h *harness) setOutcome(format string, args ...any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.outcome = fmt.Sprintf(format, args...)
+}
+
+// keepLogs copies the log files of dir into dst, replacing what an earlier
+// run left there, and prints where they are.
+func keepLogs(t *testing.T, dir, dst string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Logf("keeping the servers' logs: %v", err)
+		return
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		t.Logf("keeping the servers' logs: %v", err)
+		return
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Logf("keeping the servers' logs: %v", err)
+		return
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keeping %s: %v", e.Name(), err)
+		}
+	}
+	fmt.Println("upgrade logs:", dst)
 }

@@ -110,16 +110,20 @@ const (
 	// carries kubernetes.default.svc.
 	ReasonServingCertificateNamed = "ServingCertificateNamed"
 
-	// ReasonShutdownDelayUnset (Warning): --shutdown-delay-duration is not
-	// set (kubeadm leaves it at 0), so a request on a connection still open
-	// to an apiserver that a rollout stops gets "503 apiserver is shutting
-	// down".
-	ReasonShutdownDelayUnset = "ShutdownDelayUnset"
+	// ReasonShutdownDelayBreaksPeerProxy (Warning): MVP is wired and
+	// --shutdown-delay-duration is above zero. For that long after SIGTERM
+	// a stopping apiserver keeps serving but has already closed its
+	// peer-endpoint store (kube-apiserver does so in a pre-shutdown hook, up
+	// to 1.37 at least), so every request it would proxy to a peer gets
+	// "503 Error getting ip and port info of the remote server while
+	// proxying".
+	ReasonShutdownDelayBreaksPeerProxy = "ShutdownDelayBreaksPeerProxy"
 	// ReasonShutdownRetryAfterUnset (Warning): --shutdown-send-retry-after
 	// is not true, so requests that arrive while an apiserver drains get a
 	// 503 instead of a 429 with Retry-After that clients retry.
 	ReasonShutdownRetryAfterUnset = "ShutdownRetryAfterUnset"
-	// ReasonGracefulShutdown (Info): both are set.
+	// ReasonGracefulShutdown (Info): Retry-After is on and no delay keeps
+	// a stopping apiserver proxying with a closed peer-endpoint store.
 	ReasonGracefulShutdown = "GracefulShutdown"
 
 	// ReasonDuplicateHostname (Blocker): two control-plane machines share a

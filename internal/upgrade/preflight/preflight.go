@@ -91,10 +91,9 @@ func MVPWired(kcp *controlplanev1.KubeadmControlPlane) (bool, []Finding) {
 // UnknownVersionInteroperabilityProxy on in feature-gates; from 1.36 it only
 // removes an explicit "=false". List-valued flags keep their values and gain
 // the one MVP needs. It also sets graceful shutdown
-// (--shutdown-delay-duration=5s, --shutdown-send-retry-after=true) when the
-// operator has not, so that the version bump that follows fails no request
-// on connections still open to a stopping apiserver. Writing the result
-// rolls the control plane.
+// (--shutdown-delay-duration=0s, --shutdown-send-retry-after=true), so that
+// the version bump that follows fails no request on connections still open
+// to a stopping apiserver. Writing the result rolls the control plane.
 func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraArg {
 	certDir := certificatesDir(kcp)
 	var out []ExtraArg
@@ -170,11 +169,13 @@ func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraAr
 	ensureListed(flagRequestHeaderGroupHeaders, headerGroup, false)
 	ensureListed(flagRequestHeaderExtraPrefix, headerExtraPrefix, false)
 	// Graceful shutdown: the version bump that follows stops every
-	// apiserver once; with these its clients do not see a 503.
-	if cur, _ := value("shutdown-delay-duration"); !positiveDuration(cur) {
-		set("shutdown-delay-duration", "5s")
+	// apiserver once. No delay (a stopping server would proxy with its
+	// peer-endpoint store closed, answering 503), and Retry-After, so that
+	// requests still reaching it are retried on another server.
+	if cur, ok := value(flagShutdownDelay); !ok || cur == "" || positiveDuration(cur) {
+		set(flagShutdownDelay, "0s")
 	}
-	ensure("shutdown-send-retry-after", "true")
+	ensure(flagShutdownRetryAfter, "true")
 	return out
 }
 
@@ -367,27 +368,38 @@ func positiveDuration(s string) bool {
 	return err == nil && d > 0
 }
 
+// The graceful-shutdown flags.
+const (
+	flagShutdownDelay      = "shutdown-delay-duration"
+	flagShutdownRetryAfter = "shutdown-send-retry-after"
+)
+
 // shutdownFindings checks that an apiserver a rollout stops lets its
-// clients go without failing their requests.
+// clients go without failing their requests. The load-balancer hand-off
+// takes the server out of the load balancer and drains it before its
+// machine goes, so the server need not keep serving after SIGTERM: with
+// MVP wired it should not, since it would proxy with its peer-endpoint
+// store already closed.
 func shutdownFindings(kcp *controlplanev1.KubeadmControlPlane) []Finding {
 	args := argsOf(kcp)
-	delay, hasDelay := args.get("shutdown-delay-duration")
-	retry, hasRetry := args.get("shutdown-send-retry-after")
-	ev := evidenceArg("shutdown-delay-duration", delay, hasDelay) + "; " + evidenceArg("shutdown-send-retry-after", retry, hasRetry)
+	delay, hasDelay := args.get(flagShutdownDelay)
+	retry, hasRetry := args.get(flagShutdownRetryAfter)
+	_, wired := args.get(flagPeerCAFile)
+	ev := evidenceArg(flagShutdownDelay, delay, hasDelay) + "; " + evidenceArg(flagShutdownRetryAfter, retry, hasRetry)
 	mk := func(sev Severity, reason, msg string) Finding {
 		return Finding{Check: CheckGracefulShutdown, Severity: sev, Reason: reason, Message: msg, Evidence: ev}
 	}
 	var out []Finding
-	if !hasDelay || !positiveDuration(delay) {
-		out = append(out, mk(Warning, ReasonShutdownDelayUnset,
-			"--shutdown-delay-duration is 0 (kubeadm's default): when the rollout stops an apiserver, requests on connections still open to it get \"503 apiserver is shutting down\". Set it in apiServer.extraArgs to a few seconds longer than the load balancer's health-check interval (the platform's template uses 5s)"))
+	if wired && hasDelay && positiveDuration(delay) {
+		out = append(out, mk(Warning, ReasonShutdownDelayBreaksPeerProxy,
+			"--shutdown-delay-duration is "+delay+" with MVP wired: for that long after SIGTERM a stopping apiserver keeps serving with its peer-endpoint store already closed, so every request it would proxy to a peer gets \"503 Error getting ip and port info of the remote server while proxying\". The load-balancer hand-off takes the server out of the load balancer and drains it before its machine is deleted; set it to 0s in apiServer.extraArgs (the wire-MVP step does) and keep --shutdown-send-retry-after=true"))
 	}
 	if !hasRetry || retry != "true" {
 		out = append(out, mk(Warning, ReasonShutdownRetryAfterUnset,
 			"--shutdown-send-retry-after is not true: requests that reach an apiserver while it drains get a 503 instead of a 429 with Retry-After, which client-go and kubectl retry on their own. Set it to \"true\" in apiServer.extraArgs"))
 	}
 	if len(out) == 0 {
-		out = append(out, mk(Info, ReasonGracefulShutdown, "apiservers drain gracefully: --shutdown-delay-duration and --shutdown-send-retry-after are set"))
+		out = append(out, mk(Info, ReasonGracefulShutdown, "a stopping apiserver sends its clients elsewhere at once: --shutdown-send-retry-after=true and no --shutdown-delay-duration that would keep it proxying with a closed peer-endpoint store"))
 	}
 	return out
 }

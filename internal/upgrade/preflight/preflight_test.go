@@ -35,7 +35,7 @@ var wiredArgs = []string{
 	"requestheader-username-headers=X-Remote-User",
 	"requestheader-group-headers=X-Remote-Group",
 	"requestheader-extra-headers-prefix=X-Remote-Extra-",
-	"shutdown-delay-duration=5s",
+	"shutdown-delay-duration=0s",
 	"shutdown-send-retry-after=true",
 }
 
@@ -383,6 +383,25 @@ func TestFindings(t *testing.T) {
 			message:  []string{"out of stock", "set maxSurge to 0"},
 		},
 		{
+			name:     "MVP wired with a shutdown delay: the stopping server would proxy with a closed store",
+			kcp:      kcp("v1.37.2", 3, intp(0), with(wiredArgs, "shutdown-delay-duration=5s")...),
+			warnings: []string{preflight.ReasonShutdownDelayBreaksPeerProxy},
+			message:  []string{"is 5s with MVP wired", "Error getting ip and port info", "set it to 0s"},
+		},
+		{
+			name:     "not wired, a shutdown delay is no MVP matter",
+			kcp:      kcp("v1.37.2", 3, intp(0), with(without(wiredArgs, "peer-ca-file"), "shutdown-delay-duration=5s")...),
+			blockers: []string{preflight.ReasonPeerCAFileMissing},
+			info:     []string{preflight.ReasonGracefulShutdown},
+			wire:     true,
+		},
+		{
+			name:     "no Retry-After on shutdown",
+			kcp:      kcp("v1.37.2", 3, intp(0), without(wiredArgs, "shutdown-send-retry-after")...),
+			warnings: []string{preflight.ReasonShutdownRetryAfterUnset},
+			message:  []string{"429 with Retry-After"},
+		},
+		{
 			name:     "capacity unreadable",
 			kcp:      kcp("v1.37.2", 3, intp(1), wiredArgs...),
 			capacity: &fakeCapacity{err: errors.New("hcloud: unauthorized")},
@@ -508,9 +527,18 @@ func TestWireMVPPatch(t *testing.T) {
 				"requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt",
 				"requestheader-group-headers=X-Remote-Group",
 				"requestheader-extra-headers-prefix=X-Remote-Extra-",
-				"shutdown-delay-duration=5s",
+				"shutdown-delay-duration=0s",
 				"shutdown-send-retry-after=true",
 			},
+		},
+		{
+			name:    "a shutdown delay is set to 0s",
+			kcp:     kcp("v1.37.2", 3, intp(0), "shutdown-delay-duration=5s", "shutdown-send-retry-after=false"),
+			version: "v1.37.2",
+			// Flags the KCP has keep their place; an explicit Retry-After
+			// is the operator's (preflight warns about it).
+			want: append([]string{"shutdown-delay-duration=0s", "shutdown-send-retry-after=false"},
+				without(without(wiredArgs, "shutdown-delay-duration"), "shutdown-send-retry-after")...),
 		},
 		{
 			name:    "1.37 with the gate explicitly off: turned on",

@@ -226,8 +226,14 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	a.pending = next
 	a.mu.Unlock()
 
-	if err := waitHealthy(ctx, next, log); err != nil {
+	if failed, err := waitHealthy(ctx, next, log); err != nil {
 		fmt.Fprintf(log, "Release %d failed: %v\n", rel.Number, err)
+		if lines := failed.lastOutput(); len(lines) > 0 {
+			fmt.Fprintf(log, "Last output of %s:\n", failed.name())
+			for _, l := range lines {
+				fmt.Fprintf(log, "  %s\n", l)
+			}
+		}
 		a.mu.Lock()
 		a.pending = nil
 		a.mu.Unlock()
@@ -343,22 +349,23 @@ func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*rele
 	return r, nil
 }
 
-// waitHealthy waits for every instance's first outcome.
-func waitHealthy(ctx context.Context, r *release, log io.Writer) error {
+// waitHealthy waits for every instance's first outcome; on a failure it
+// returns the instance that failed.
+func waitHealthy(ctx context.Context, r *release, log io.Writer) (*instance, error) {
 	for _, i := range r.instances {
 		select {
 		case err := <-i.first:
 			if err != nil {
-				return err
+				return i, err
 			}
 			if i.hc != nil {
 				fmt.Fprintf(log, "%s passed its health check (%s)\n", i.name(), i.hc)
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("%s not healthy before the deadline (%s): %w", i.name(), i.snapshot().State, context.Cause(ctx))
+			return i, fmt.Errorf("%s not healthy before the deadline (%s): %w", i.name(), i.snapshot().State, context.Cause(ctx))
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // stopAll stops instances in parallel and waits until they are gone.

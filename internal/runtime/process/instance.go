@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -43,6 +44,9 @@ type instance struct {
 	restarts int
 	healthy  bool
 	pid      int
+	// recent are the last lines the process wrote, for the deploy log of
+	// a release that does not start.
+	recent []string
 
 	// first receives the outcome of the first start: nil once healthy
 	// (running, for a worker), or why it never got there.
@@ -195,10 +199,25 @@ func (i *instance) start() (<-chan error, error) {
 	return exited, nil
 }
 
+// recentLines is how many of its last output lines an instance keeps.
+const recentLines = 10
+
 func (i *instance) emitter(stream string) func(string) {
 	return func(text string) {
 		i.a.logs.add(runtime.LogLine{Time: time.Now(), Process: i.process, Instance: i.index, Stream: stream, Text: text})
+		i.mu.Lock()
+		if i.recent = append(i.recent, text); len(i.recent) > recentLines {
+			i.recent = i.recent[len(i.recent)-recentLines:]
+		}
+		i.mu.Unlock()
 	}
+}
+
+// lastOutput returns the last lines the process wrote.
+func (i *instance) lastOutput() []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return slices.Clone(i.recent)
 }
 
 // supervise waits until the process exits or the instance is stopped. It

@@ -389,9 +389,14 @@ func TestFirstDeployThatCrashesLeavesNothing(t *testing.T) {
 	d := newDriver(t, process.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := d.Deploy(ctx, webRelease(t, "broken", 1, 1, "v1", map[string]string{runtimetest.EnvCrash: "1"}), nil)
+	var deployLog strings.Builder
+	err := d.Deploy(ctx, webRelease(t, "broken", 1, 1, "v1", map[string]string{runtimetest.EnvCrash: "1"}), &deployLog)
 	if err == nil || !strings.Contains(err.Error(), "web.0 exited during start-up: exit status 3") {
 		t.Fatalf("Deploy error %v, want web.0 exited during start-up: exit status 3", err)
+	}
+	// The deploy log, which the push shows, says what the app said.
+	if !strings.Contains(deployLog.String(), "Last output of web.0:\n") || !strings.Contains(deployLog.String(), "crashing on purpose") {
+		t.Errorf("the deploy log lacks the app's last output:\n%s", deployLog.String())
 	}
 	if _, err := d.Status(ctx, tenant, "broken"); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Status: %v, want ErrNotFound", err)

@@ -132,7 +132,7 @@ func (u *tenant) pushLoop(ctx context.Context, repo string) {
 		platformtest.Git(u.t, repo, "commit", "-q", "-m", body)
 		out, err := platformtest.GitErr(repo, "push", u.remote, "main")
 		if err != nil {
-			u.record("push", start, false, "error", lastLines(out, 6))
+			u.record("push", start, false, "error", lastLines(out, 16))
 		} else {
 			u.record("push", start, true, "ok", "")
 			u.mu.Lock()

@@ -166,7 +166,11 @@ func (r *scenarioReport) check(t *testing.T) {
 		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
 	}
 	if n := r.failed(); n != 0 {
-		t.Errorf("%d tenant actions failed: %v", n, r.Failures)
+		var first []string
+		for _, s := range r.FailedSamples[:min(3, len(r.FailedSamples))] {
+			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
+		}
+		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
 	}
 	if r.ReleasesFromPushes != r.PushesSucceeded {
 		t.Errorf("%d releases run a build, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)

@@ -2,10 +2,17 @@ package fleetupgrade
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/verify"
 )
@@ -29,6 +36,52 @@ var _ Verifier = RunVerifier{}
 // Verify implements Verifier.
 func (v RunVerifier) Verify(ctx context.Context, targets []verify.Target) (verify.Report, error) {
 	return verify.Run(ctx, targets, v.Options)
+}
+
+// ProbeNamespace holds the Apps the management cluster's verifier creates
+// and deletes on each apiserver.
+const ProbeNamespace = "bex-verify"
+
+// ManagementRunVerifier is the Verifier of the management cluster, where the
+// platform's own APIs are served: verify.Run with Options, plus, on every
+// apiserver, the App CRD (an App created, read, listed and deleted in
+// ProbeNamespace, which it creates when missing) and the scheduling API's
+// clustercapacities (listed). MVP proxies neither, so each server must
+// serve them itself.
+type ManagementRunVerifier struct {
+	Options verify.Options
+}
+
+var _ Verifier = ManagementRunVerifier{}
+
+// Verify implements Verifier.
+func (v ManagementRunVerifier) Verify(ctx context.Context, targets []verify.Target) (verify.Report, error) {
+	opts := v.Options
+	opts.CRDs = append(slices.Clone(opts.CRDs), verify.AppProbe())
+	opts.Namespace = ProbeNamespace
+	capacities := schedulingv1alpha1.SchemeGroupVersion.WithResource("clustercapacities")
+	if !slices.Contains(opts.Aggregated, capacities) {
+		opts.Aggregated = append(slices.Clone(opts.Aggregated), capacities)
+	}
+	if len(targets) > 0 && targets[0].Config != nil {
+		if err := ensureNamespace(ctx, targets[0].Config, ProbeNamespace); err != nil {
+			return verify.Report{}, err
+		}
+	}
+	return verify.Run(ctx, targets, opts)
+}
+
+// ensureNamespace creates namespace name unless it exists.
+func ensureNamespace(ctx context.Context, cfg *rest.Config, name string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client for the probes' namespace %s: %w", name, err)
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the probes' namespace %s: %w", name, err)
+	}
+	return nil
 }
 
 // RESTConfigFunc builds the rest.Config of a workload cluster from the

@@ -98,6 +98,11 @@ type Reconciler struct {
 	// Verifier probes the apiservers of a cluster after each machine
 	// replacement (and before the version bump). Required.
 	Verifier Verifier
+	// ManagementVerifier, when set, verifies the management cluster (its
+	// Cluster labelled bex.co/management=true) instead of Verifier, so
+	// that the platform's own APIs are probed there as well
+	// (ManagementRunVerifier).
+	ManagementVerifier Verifier
 	// RESTConfig builds a workload cluster's rest.Config from its
 	// kubeconfig Secret; DefaultRESTConfig when nil.
 	RESTConfig RESTConfigFunc

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
+	"bex.co/bex/internal/upgrade/plan"
 	"bex.co/bex/internal/upgrade/verify"
 )
 
@@ -32,7 +33,11 @@ func (r *Reconciler) verify(ctx context.Context, s *scope, cs *clusterScope) (fl
 	for _, t := range targets {
 		v.APIServers = append(v.APIServers, t.Name)
 	}
-	rep, err := r.Verifier.Verify(ctx, targets)
+	verifier := r.Verifier
+	if r.ManagementVerifier != nil && cs.cluster.Labels[plan.ManagementLabel] == "true" {
+		verifier = r.ManagementVerifier
+	}
+	rep, err := verifier.Verify(ctx, targets)
 	if err != nil {
 		v.Reason, v.Message = fleetv1.FleetUpgradeClusterUnreachableReason, "the verifier could not verify: "+err.Error()
 		return v, rep.Probes

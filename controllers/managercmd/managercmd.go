@@ -182,9 +182,10 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	if o.FleetUpgrades {
 		deps.FleetUpgrades = &fleetupgrade.Reconciler{
-			Verifier: fleetupgrade.RunVerifier{Options: verify.Options{Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
-			Records:  st,
-			Options:  fleetupgrade.Options{APIServerPort: o.UpgradeAPIServerPort},
+			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
+			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
+			Records:            st,
+			Options:            fleetupgrade.Options{APIServerPort: o.UpgradeAPIServerPort},
 		}
 		if o.HCloudTokenFile != "" {
 			token, err := os.ReadFile(o.HCloudTokenFile)

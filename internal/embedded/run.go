@@ -140,8 +140,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		Releases: svc.pipeline, Schedule: true,
 		DNS: net.DefaultResolver, EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
 		FleetUpgrades: &fleetupgrade.Reconciler{
-			Verifier: fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
-			Records:  st,
+			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			Records:            st,
 		},
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)

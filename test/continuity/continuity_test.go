@@ -422,6 +422,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	rep.StepsDone = replaced
 	rep.LeaderHandedOverBy = handedOver
 	rep.Gates = gatesOf(up)
+	rep.Verified = verifiedOf(up)
 	u.phase.Store(after)
 	time.Sleep(coolDown)
 	stopLoad()
@@ -481,6 +482,28 @@ func gatesOf(up apiclient.Upgrade) []gateReport {
 		}
 	}
 	return gates
+}
+
+// verifiedOf returns the run's passed verifier rounds with their probes
+// per apiserver.
+func verifiedOf(up apiclient.Upgrade) []verifiedRound {
+	var out []verifiedRound
+	if up.Run == nil {
+		return nil
+	}
+	for _, st := range up.Run.Steps {
+		if st.Kind != "verify" || st.Outcome != "passed" {
+			continue
+		}
+		v := verifiedRound{Machine: st.Machine, ByAPIServer: map[string]int{}}
+		for server, byOutcome := range st.ProbesByAPIServer {
+			for _, n := range byOutcome {
+				v.ByAPIServer[server] += n
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func conditionMessage(up apiclient.Upgrade) string {

@@ -32,6 +32,9 @@ type scenarioReport struct {
 	RolloutStart time.Time    `json:"rolloutStart"`
 	RolloutEnd   time.Time    `json:"rolloutEnd"`
 	Gates        []gateReport `json:"gates"`
+	// Verified are the recorded verifier rounds that passed: for each, the
+	// probes per apiserver.
+	Verified []verifiedRound `json:"verified"`
 
 	PushesAttempted int `json:"pushesAttempted"`
 	PushesSucceeded int `json:"pushesSucceeded"`
@@ -60,6 +63,19 @@ type scenarioReport struct {
 	events  []rollout.Event
 	samples []sample
 }
+
+// verifiedRound is one passed verifier round as recorded: its machine and
+// how many probes each apiserver answered.
+type verifiedRound struct {
+	Machine     string         `json:"machine"`
+	ByAPIServer map[string]int `json:"byAPIServer"`
+}
+
+// minPlatformProbes is what each apiserver of the management cluster must
+// answer in a passed round besides the skew set: the App CRD's create,
+// get, list and delete, and a list of the scheduling API's
+// clustercapacities.
+const minPlatformProbes = 5
 
 // gateReport is the verifier's verdicts after one step.
 type gateReport struct {
@@ -181,6 +197,21 @@ func (r *scenarioReport) check(t *testing.T) {
 	for _, g := range r.Gates {
 		if !g.Passed {
 			t.Errorf("the gate after step %d did not pass: %v", g.Step, g.Rounds)
+		}
+	}
+	// The platform's own APIs are probed on every apiserver of the
+	// management cluster in every passed round: MVP proxies neither CRDs
+	// nor aggregated APIs, so each server must serve them itself.
+	if len(r.Verified) < 3 {
+		t.Errorf("%d passed verifier rounds recorded, want one per replaced machine at least", len(r.Verified))
+	}
+	for _, v := range r.Verified {
+		short := len(v.ByAPIServer) != 3
+		for _, n := range v.ByAPIServer {
+			short = short || n < minPlatformProbes
+		}
+		if short {
+			t.Errorf("the passed round after machine %s probed %v: want 3 apiservers with at least %d probes each (the App CRD and the scheduling API)", v.Machine, v.ByAPIServer, minPlatformProbes)
 		}
 	}
 }

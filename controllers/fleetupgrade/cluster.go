@@ -110,7 +110,8 @@ func (r *Reconciler) beforeBump(ctx context.Context, s *scope, cs *clusterScope)
 		cs.status.Phase = fleetv1.ClusterUpgradePhasePreflight
 	}
 	s.requeueAfter(s.opts.PollInterval)
-	findings := preflight.Run(ctx, preflight.Input{Cluster: cs.cluster, ControlPlane: cs.kcp, Machines: cs.machines}, r.Capacity)
+	findings := preflight.Run(ctx, preflight.Input{Cluster: cs.cluster, ControlPlane: cs.kcp, Machines: cs.machines,
+		LoadBalancerHandoff: cs.loadBalancer != ""}, r.Capacity)
 	cs.preflightRan = true
 	for _, f := range findings {
 		if f.Severity == preflight.Warning {

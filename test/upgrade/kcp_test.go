@@ -120,7 +120,9 @@ func runPreflight(ctx context.Context, cp *controlplane.ControlPlane, name strin
 	if err != nil {
 		return nil, err
 	}
-	return preflight.Run(ctx, preflight.Input{ControlPlane: kcp, Machines: machines}, nil), nil
+	// The plane's load balancer takes a server out and drains it before the
+	// rollout stops it, as the hand-off does.
+	return preflight.Run(ctx, preflight.Input{ControlPlane: kcp, Machines: machines, LoadBalancerHandoff: true}, nil), nil
 }
 
 // blockerText renders the Blocker findings, one a line.

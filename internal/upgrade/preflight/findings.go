@@ -110,20 +110,25 @@ const (
 	// carries kubernetes.default.svc.
 	ReasonServingCertificateNamed = "ServingCertificateNamed"
 
-	// ReasonShutdownDelayBreaksPeerProxy (Warning): MVP is wired and
-	// --shutdown-delay-duration is above zero. For that long after SIGTERM
+	// ReasonShutdownDelayBreaksPeerProxy (Warning): the load-balancer
+	// hand-off runs, MVP is wired and --shutdown-delay-duration is above
+	// zero. For that long after SIGTERM
 	// a stopping apiserver keeps serving but has already closed its
 	// peer-endpoint store (kube-apiserver does so in a pre-shutdown hook, up
 	// to 1.37 at least), so every request it would proxy to a peer gets
 	// "503 Error getting ip and port info of the remote server while
 	// proxying".
 	ReasonShutdownDelayBreaksPeerProxy = "ShutdownDelayBreaksPeerProxy"
+	// ReasonShutdownDelayUnset (Warning): no load-balancer hand-off and
+	// --shutdown-delay-duration is 0, so the load balancer keeps sending
+	// new connections to a stopping apiserver that no longer listens.
+	ReasonShutdownDelayUnset = "ShutdownDelayUnset"
 	// ReasonShutdownRetryAfterUnset (Warning): --shutdown-send-retry-after
 	// is not true, so requests that arrive while an apiserver drains get a
 	// 503 instead of a 429 with Retry-After that clients retry.
 	ReasonShutdownRetryAfterUnset = "ShutdownRetryAfterUnset"
-	// ReasonGracefulShutdown (Info): Retry-After is on and no delay keeps
-	// a stopping apiserver proxying with a closed peer-endpoint store.
+	// ReasonGracefulShutdown (Info): Retry-After is on, and the delay
+	// suits the hand-off: none with it (and MVP wired), some without it.
 	ReasonGracefulShutdown = "GracefulShutdown"
 
 	// ReasonDuplicateHostname (Blocker): two control-plane machines share a

@@ -28,6 +28,11 @@ type Input struct {
 	// another control plane (cluster.x-k8s.io/control-plane-name) are
 	// ignored.
 	Machines []clusterv1.Machine
+	// LoadBalancerHandoff reports that each control-plane server leaves
+	// the API load balancer and drains before its machine is deleted (the
+	// platform's Hetzner hand-off): a stopping apiserver then gets no new
+	// connections, and needs no shutdown delay.
+	LoadBalancerHandoff bool
 }
 
 // Run checks one cluster and returns its findings in a stable order: by
@@ -52,7 +57,7 @@ func Run(ctx context.Context, in Input, capacity Capacity) []Finding {
 	out = append(out, peerAddressFindings(kcp)...)
 	out = append(out, servingCertFindings(kcp)...)
 	out = append(out, hostnameFindings(kcp, in.Machines)...)
-	out = append(out, shutdownFindings(kcp)...)
+	out = append(out, shutdownFindings(kcp, in.LoadBalancerHandoff)...)
 	rollout, surge := rolloutFindings(kcp)
 	out = append(out, rollout...)
 	out = append(out, capacityFindings(ctx, in, surge, capacity)...)
@@ -375,31 +380,43 @@ const (
 )
 
 // shutdownFindings checks that an apiserver a rollout stops lets its
-// clients go without failing their requests. The load-balancer hand-off
-// takes the server out of the load balancer and drains it before its
-// machine goes, so the server need not keep serving after SIGTERM: with
-// MVP wired it should not, since it would proxy with its peer-endpoint
-// store already closed.
-func shutdownFindings(kcp *controlplanev1.KubeadmControlPlane) []Finding {
+// clients go without failing their requests. With the load-balancer
+// hand-off the server is out of the load balancer and drained before its
+// machine goes, so it need not keep serving after SIGTERM, and with MVP
+// wired it should not: it would proxy with its peer-endpoint store already
+// closed. Without the hand-off only a delay keeps the load balancer's new
+// connections from a server that stopped listening.
+func shutdownFindings(kcp *controlplanev1.KubeadmControlPlane, handoff bool) []Finding {
 	args := argsOf(kcp)
 	delay, hasDelay := args.get(flagShutdownDelay)
 	retry, hasRetry := args.get(flagShutdownRetryAfter)
 	_, wired := args.get(flagPeerCAFile)
 	ev := evidenceArg(flagShutdownDelay, delay, hasDelay) + "; " + evidenceArg(flagShutdownRetryAfter, retry, hasRetry)
+	if !handoff {
+		ev += "; no load-balancer hand-off"
+	}
 	mk := func(sev Severity, reason, msg string) Finding {
 		return Finding{Check: CheckGracefulShutdown, Severity: sev, Reason: reason, Message: msg, Evidence: ev}
 	}
+	delayed := hasDelay && positiveDuration(delay)
 	var out []Finding
-	if wired && hasDelay && positiveDuration(delay) {
+	switch {
+	case handoff && wired && delayed:
 		out = append(out, mk(Warning, ReasonShutdownDelayBreaksPeerProxy,
 			"--shutdown-delay-duration is "+delay+" with MVP wired: for that long after SIGTERM a stopping apiserver keeps serving with its peer-endpoint store already closed, so every request it would proxy to a peer gets \"503 Error getting ip and port info of the remote server while proxying\". The load-balancer hand-off takes the server out of the load balancer and drains it before its machine is deleted; set it to 0s in apiServer.extraArgs (the wire-MVP step does) and keep --shutdown-send-retry-after=true"))
+	case !handoff && !delayed:
+		msg := "--shutdown-delay-duration is 0 and nothing takes an apiserver out of the load balancer before it stops (the load-balancer hand-off runs on Hetzner only): the load balancer keeps sending new connections to a server that no longer listens until its health check notices. Set it in apiServer.extraArgs to a few seconds more than the load balancer's health-check interval"
+		if wired {
+			msg += ", knowing that during the delay the server answers 503 to every request it would proxy to a peer (its peer-endpoint store is closed already); a load balancer that drains a server on demand avoids both"
+		}
+		out = append(out, mk(Warning, ReasonShutdownDelayUnset, msg))
 	}
 	if !hasRetry || retry != "true" {
 		out = append(out, mk(Warning, ReasonShutdownRetryAfterUnset,
 			"--shutdown-send-retry-after is not true: requests that reach an apiserver while it drains get a 503 instead of a 429 with Retry-After, which client-go and kubectl retry on their own. Set it to \"true\" in apiServer.extraArgs"))
 	}
 	if len(out) == 0 {
-		out = append(out, mk(Info, ReasonGracefulShutdown, "a stopping apiserver sends its clients elsewhere at once: --shutdown-send-retry-after=true and no --shutdown-delay-duration that would keep it proxying with a closed peer-endpoint store"))
+		out = append(out, mk(Info, ReasonGracefulShutdown, "a stopping apiserver lets its clients go: --shutdown-send-retry-after=true, and the shutdown delay suits the load-balancer hand-off (or its absence)"))
 	}
 	return out
 }

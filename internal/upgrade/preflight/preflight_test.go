@@ -133,8 +133,40 @@ func find(fs []preflight.Finding, reason string) (preflight.Finding, bool) {
 	return preflight.Finding{}, false
 }
 
+// run runs preflight on a cluster with the load-balancer hand-off, as the
+// platform's Hetzner clusters have it.
 func run(k *controlplanev1.KubeadmControlPlane, ms []clusterv1.Machine, c preflight.Capacity) []preflight.Finding {
-	return preflight.Run(context.Background(), preflight.Input{Cluster: &clusterv1.Cluster{}, ControlPlane: k, Machines: ms}, c)
+	return preflight.Run(context.Background(), preflight.Input{Cluster: &clusterv1.Cluster{}, ControlPlane: k, Machines: ms, LoadBalancerHandoff: true}, c)
+}
+
+// Without the hand-off nothing takes a stopping apiserver out of the load
+// balancer: the shutdown delay is what keeps new connections working, so
+// its absence is the warning, and with MVP wired the message says what the
+// delay costs.
+func TestShutdownDelayWithoutHandoff(t *testing.T) {
+	noHandoff := func(k *controlplanev1.KubeadmControlPlane) []preflight.Finding {
+		return preflight.Run(context.Background(), preflight.Input{Cluster: &clusterv1.Cluster{}, ControlPlane: k, Machines: machines(3)}, nil)
+	}
+	fs := noHandoff(kcp("v1.37.2", 3, intp(0), wiredArgs...))
+	if got := reasons(fs, preflight.Warning); !reflect.DeepEqual(got, []string{preflight.ReasonShutdownDelayUnset}) {
+		t.Fatalf("warnings = %v, want ShutdownDelayUnset\n%s", got, dump(fs))
+	}
+	f, _ := find(fs, preflight.ReasonShutdownDelayUnset)
+	for _, want := range []string{"nothing takes an apiserver out of the load balancer", "health-check interval", "answers 503 to every request it would proxy"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("message %q lacks %q", f.Message, want)
+		}
+	}
+	if !strings.Contains(f.Evidence, "no load-balancer hand-off") {
+		t.Errorf("evidence %q does not say there is no hand-off", f.Evidence)
+	}
+	fs = noHandoff(kcp("v1.37.2", 3, intp(0), with(wiredArgs, "shutdown-delay-duration=5s")...))
+	if got := reasons(fs, preflight.Warning); len(got) != 0 {
+		t.Errorf("a delay without the hand-off: warnings %v, want none\n%s", got, dump(fs))
+	}
+	if f, ok := find(fs, preflight.ReasonGracefulShutdown); !ok || f.Severity != preflight.Info {
+		t.Errorf("a delay without the hand-off: no Info GracefulShutdown\n%s", dump(fs))
+	}
 }
 
 func TestWiredControlPlanePasses(t *testing.T) {

@@ -164,7 +164,7 @@ func (r *Reconciler) wireMVP(ctx context.Context, s *scope, cs *clusterScope) er
 	}
 	ver := "v" + current.String()
 	base := cs.kcp.DeepCopy()
-	cs.kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(cs.kcp, ver)
+	cs.kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(cs.kcp, ver, cs.loadBalancer != "")
 	if err := r.Client.Patch(ctx, cs.kcp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("wiring MVP on %s: %w", cs.key, err)
 	}

@@ -75,7 +75,7 @@ func (m *managementCluster) create(ctx context.Context, kubeconfigPath string) e
 			}},
 		},
 	}
-	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, "v"+fromVersion)
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, "v"+fromVersion, true)
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: clusterName, Labels: map[string]string{plan.ManagementLabel: "true"}},
 		Spec: clusterv1.ClusterSpec{

@@ -219,7 +219,7 @@ func newCluster(t *testing.T, ctx context.Context, c client.Client, cp *controlp
 			}},
 		},
 	}
-	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, ver)
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, ver, true)
 	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func testFleet(t *testing.T, cp *controlplane.ControlPlane) {
 	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wired"}, kcp); err != nil {
 		t.Fatal(err)
 	}
-	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, "v1.36.3")
+	kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(kcp, "v1.36.3", true)
 	if err := e.Kube.Update(ctx, kcp); err != nil {
 		t.Fatal(err)
 	}

@@ -96,10 +96,12 @@ func MVPWired(kcp *controlplanev1.KubeadmControlPlane) (bool, []Finding) {
 // UnknownVersionInteroperabilityProxy on in feature-gates; from 1.36 it only
 // removes an explicit "=false". List-valued flags keep their values and gain
 // the one MVP needs. It also sets graceful shutdown
-// (--shutdown-delay-duration=0s, --shutdown-send-retry-after=true), so that
-// the version bump that follows fails no request on connections still open
-// to a stopping apiserver. Writing the result rolls the control plane.
-func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraArg {
+// (--shutdown-send-retry-after=true, and --shutdown-delay-duration 0s with
+// the load-balancer hand-off, else 5s unless a delay is set), so that the
+// version bump that follows fails no request on connections still open to
+// a stopping apiserver (shutdownFindings). Writing the result rolls the
+// control plane.
+func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string, handoff bool) []ExtraArg {
 	certDir := certificatesDir(kcp)
 	var out []ExtraArg
 	index := map[string]int{}
@@ -174,11 +176,16 @@ func WireMVPPatch(kcp *controlplanev1.KubeadmControlPlane, ver string) []ExtraAr
 	ensureListed(flagRequestHeaderGroupHeaders, headerGroup, false)
 	ensureListed(flagRequestHeaderExtraPrefix, headerExtraPrefix, false)
 	// Graceful shutdown: the version bump that follows stops every
-	// apiserver once. No delay (a stopping server would proxy with its
-	// peer-endpoint store closed, answering 503), and Retry-After, so that
-	// requests still reaching it are retried on another server.
-	if cur, ok := value(flagShutdownDelay); !ok || cur == "" || positiveDuration(cur) {
+	// apiserver once. With the hand-off no delay (a stopping server would
+	// proxy with its peer-endpoint store closed, answering 503); without
+	// it a delay, so that the load balancer notices before the server
+	// stops listening. Retry-After sends what still reaches it elsewhere.
+	cur, ok := value(flagShutdownDelay)
+	switch {
+	case handoff && (!ok || cur == "" || positiveDuration(cur)):
 		set(flagShutdownDelay, "0s")
+	case !handoff && !positiveDuration(cur):
+		set(flagShutdownDelay, "5s")
 	}
 	ensure(flagShutdownRetryAfter, "true")
 	return out

@@ -526,7 +526,23 @@ func TestWireMVPPatch(t *testing.T) {
 		kcp     *controlplanev1.KubeadmControlPlane
 		version string
 		want    []string
+		// noHandoff patches a cluster without the load-balancer hand-off.
+		noHandoff bool
 	}{
+		{
+			name:      "without the hand-off: a 5s delay",
+			kcp:       kcp("v1.37.2", 3, intp(0)),
+			version:   "v1.37.2",
+			want:      with(wiredArgs, "shutdown-delay-duration=5s"),
+			noHandoff: true,
+		},
+		{
+			name:      "without the hand-off: the operator's delay is kept",
+			kcp:       kcp("v1.37.2", 3, intp(0), "shutdown-delay-duration=12s"),
+			version:   "v1.37.2",
+			want:      append([]string{"shutdown-delay-duration=12s"}, without(wiredArgs, "shutdown-delay-duration")...),
+			noHandoff: true,
+		},
 		{
 			name:    "bare 1.36: flags only, no gate",
 			kcp:     kcp("v1.36.3", 3, intp(0)),
@@ -597,7 +613,7 @@ func TestWireMVPPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := preflight.WireMVPPatch(tt.kcp, tt.version)
+			got := preflight.WireMVPPatch(tt.kcp, tt.version, !tt.noHandoff)
 			if !reflect.DeepEqual(render(got), tt.want) {
 				t.Errorf("WireMVPPatch:\n got %v\nwant %v", render(got), tt.want)
 			}
@@ -607,12 +623,12 @@ func TestWireMVPPatch(t *testing.T) {
 			if wired, fs := preflight.MVPWired(patched); !wired {
 				t.Errorf("not wired after the patch: %+v", preflight.Blockers(fs))
 			}
-			if again := preflight.WireMVPPatch(patched, tt.version); !reflect.DeepEqual(render(again), render(got)) {
+			if again := preflight.WireMVPPatch(patched, tt.version, !tt.noHandoff); !reflect.DeepEqual(render(again), render(got)) {
 				t.Errorf("patch not idempotent:\n%v\n%v", render(again), render(got))
 			}
 			// The input is not modified.
 			before := tt.kcp.DeepCopy()
-			preflight.WireMVPPatch(tt.kcp, tt.version)
+			preflight.WireMVPPatch(tt.kcp, tt.version, !tt.noHandoff)
 			if !reflect.DeepEqual(before, tt.kcp) {
 				t.Errorf("WireMVPPatch modified its input")
 			}

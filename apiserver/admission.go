@@ -7,9 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"bex.co/bex/internal/kubeconfig"
 )
 
 // listedByPlugin is what an admission plugin of the generic apiserver lists
@@ -36,7 +36,7 @@ func (o *Options) disableUnservedAdmissionPlugins() error {
 	if ro.CoreAPI == nil || ro.Admission == nil {
 		return nil
 	}
-	cfg, err := coreAPIConfig(ro.CoreAPI.CoreAPIKubeconfigPath)
+	cfg, err := kubeconfig.Load(ro.CoreAPI.CoreAPIKubeconfigPath, "management cluster")
 	if err != nil {
 		return err
 	}
@@ -71,23 +71,4 @@ func (o *Options) disableUnservedAdmissionPlugins() error {
 		ro.Admission.DisablePlugins = append(ro.Admission.DisablePlugins, p.plugin)
 	}
 	return nil
-}
-
-// coreAPIConfig loads the management cluster's client configuration as the
-// generic apiserver's CoreAPI options do: the kubeconfig when given, else
-// in-cluster.
-func coreAPIConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading the in-cluster configuration (or give --kubeconfig): %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading --kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/controllers"
+	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/store"
 )
 
@@ -71,23 +71,6 @@ func Parse(fs *pflag.FlagSet, args []string) (done bool, err error) {
 	return false, nil
 }
 
-// RESTConfig loads kubeconfig, or the in-cluster configuration when it is
-// empty. what names the cluster in errors.
-func RESTConfig(kubeconfig, what string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig for the %s and not in a cluster: %w", what, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s of the %s: %w", kubeconfig, what, err)
-	}
-	return cfg, nil
-}
-
 // Clients are the store and the management cluster's client every command
 // opens first.
 type Clients struct {
@@ -101,8 +84,8 @@ type Clients struct {
 
 // Open opens the store (migrating it) and a client of the management
 // cluster (kubeconfig, else in-cluster). Close the store when done.
-func Open(ctx context.Context, databaseURL, kubeconfig string) (*Clients, error) {
-	cfg, err := RESTConfig(kubeconfig, "management cluster")
+func Open(ctx context.Context, databaseURL, kubeconfigPath string) (*Clients, error) {
+	cfg, err := kubeconfig.Load(kubeconfigPath, "management cluster")
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"bex.co/bex/builder/build"
 	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
@@ -84,7 +85,7 @@ type Runtime struct {
 // controller manager, bex-web): one is created on WorkDir and never called
 // there; it needs git on PATH.
 func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, log logr.Logger) (*Runtime, error) {
-	cfg, err := RESTConfig(o.WorkloadKubeconfig, "workload cluster")
+	cfg, err := kubeconfig.Load(o.WorkloadKubeconfig, "workload cluster")
 	if err != nil {
 		return nil, err
 	}

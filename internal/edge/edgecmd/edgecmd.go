@@ -19,8 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,6 +26,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/store"
 )
 
@@ -123,13 +122,13 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 
-	local, err := restConfig(o.Kubeconfig)
+	local, err := kubeconfig.Load(o.Kubeconfig, "cluster")
 	if err != nil {
 		return err
 	}
 	routesCfg := local
 	if o.RoutesKubeconfig != "" {
-		if routesCfg, err = restConfig(o.RoutesKubeconfig); err != nil {
+		if routesCfg, err = kubeconfig.Load(o.RoutesKubeconfig, "cluster of the Routes"); err != nil {
 			return err
 		}
 	}
@@ -231,21 +230,6 @@ func uniqueCaches(a, b cache.Cache) []cache.Cache {
 		return []cache.Cache{a}
 	}
 	return []cache.Cache{a, b}
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }
 
 // Main is bex-edge's command line: it parses args (without the program

@@ -623,27 +623,13 @@ func (h *harness) setOutcome(format string, args ...any) {
 // keepLogs copies the log files of dir into dst, replacing what an earlier
 // run left there, and prints where they are.
 func keepLogs(t *testing.T, dir, dst string) {
-	entries, err := os.ReadDir(dir)
+	err := os.RemoveAll(dst)
+	if err == nil {
+		err = os.CopyFS(dst, os.DirFS(dir))
+	}
 	if err != nil {
 		t.Logf("keeping the servers' logs: %v", err)
 		return
-	}
-	if err := os.RemoveAll(dst); err != nil {
-		t.Logf("keeping the servers' logs: %v", err)
-		return
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Logf("keeping the servers' logs: %v", err)
-		return
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Logf("keeping %s: %v", e.Name(), err)
-		}
 	}
 	fmt.Println("upgrade logs:", dst)
 }

@@ -46,7 +46,7 @@ generate:
 	bash hack/generate-scheduling.sh
 	bash hack/generate-capi-crds.sh
 
-## generate-install-crds: the third-party CRDs test/install dry-runs the chart and the Hetzner templates against (CAPH needs CAPH_SRC=<clone> when the module proxy lacks it)
+## generate-install-crds: the third-party CRDs test/install dry-runs the chart and the Hetzner templates against (CAPH's two kinds from test/install/caph/v1beta1)
 generate-install-crds:
 	bash hack/generate-install-crds.sh
 

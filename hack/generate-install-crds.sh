@@ -9,19 +9,17 @@
 #
 #   Cluster API (the version go.mod pins): MachineHealthCheck,
 #     KubeadmConfigTemplate (v1beta2)
-#   CAPH $CAPH_VERSION: HetznerCluster, HCloudMachineTemplate
+#   CAPH (test/install/caph/v1beta1): HetznerCluster, HCloudMachineTemplate
 #   prometheus-operator monitoring $PROMOP_VERSION: ServiceMonitor
 #   cert-manager $CERTMANAGER_VERSION: Certificate, Issuer
 #
-# CAPH is not on every Go module proxy (proxy.golang.org answers 403 for
-# github.com/syself/cluster-api-provider-hetzner). The script tries the
-# proxy first; when that fails, set CAPH_SRC to a git clone of
-# https://github.com/syself/cluster-api-provider-hetzner and it takes the CRDs
-# CAPH ships at the $CAPH_VERSION tag (see below). Everything else comes from the module proxy.
+# CAPH's Go module is not on the module proxy (proxy.golang.org answers 403
+# for github.com/syself/cluster-api-provider-hetzner), so its two kinds come
+# from test/install/caph/v1beta1: the fields bex's template uses, described
+# from CAPH's API reference, with unknown fields refused.
 # The third-party generation runs in temporary modules: it never edits go.mod.
 set -euo pipefail
 
-CAPH_VERSION="${CAPH_VERSION:-v1.1.8}"
 PROMOP_VERSION="${PROMOP_VERSION:-v0.95.2}"
 CERTMANAGER_VERSION="${CERTMANAGER_VERSION:-v1.21.2}"
 
@@ -42,25 +40,8 @@ gen="$tmp/controller-gen"
   paths=sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2 \
   output:crd:artifacts:config="$tmp/capi"
 
-# CAPH: its own module, as released. When the proxy has it, controller-gen
-# runs over its api/v1beta1 in that module. Otherwise the CRDs come from the
-# $CAPH_VERSION tag of a clone (config/crd/bases, which CAPH generates with
-# controller-gen from the same api/v1beta1): its API package imports modules
-# that are not on every proxy either (github.com/guettli/check-conditions), so
-# generating from the clone is not always possible.
-caph="$tmp/caph"
-mkdir -p "$caph" "$tmp/caph-crds"
-if dir="$(cd "$tmp" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "github.com/syself/cluster-api-provider-hetzner@$CAPH_VERSION" 2>/dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')" && [ -n "$dir" ]; then
-  cp -r "$dir/." "$caph/"
-  chmod -R u+w "$caph"
-  (cd "$caph" && GOWORK=off GOFLAGS=-mod=mod "$gen" crd paths=./api/v1beta1/... output:crd:artifacts:config="$tmp/caph-crds")
-elif [ -n "${CAPH_SRC:-}" ]; then
-  git -C "$CAPH_SRC" archive "$CAPH_VERSION" config/crd/bases | tar -x -C "$caph"
-  cp "$caph"/config/crd/bases/*.yaml "$tmp/caph-crds/"
-else
-  echo "generate-install-crds: github.com/syself/cluster-api-provider-hetzner@$CAPH_VERSION is not on the module proxy; set CAPH_SRC to a git clone of it" >&2
-  exit 1
-fi
+# CAPH: the part of its API that the template uses (see the package's doc).
+"$gen" crd paths=./test/install/caph/v1beta1 output:crd:artifacts:config="$tmp/caph-crds"
 
 # prometheus-operator and cert-manager: a temporary module that requires them.
 mod="$tmp/mod"

@@ -181,6 +181,57 @@ func TestInstallArtifacts(t *testing.T) {
 		}
 	})
 
+	// The Hetzner kinds are checked against test/install/caph/v1beta1's
+	// schema: a mistake in the template's Hetzner objects is refused, not
+	// waved through as an unknown kind's free-form fields would be.
+	t.Run("hetzner-schema", func(t *testing.T) {
+		objs, err := decode(substitute(t, "cluster-template.yaml", templateVars("v1.36.3")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		find := func(kind string) *unstructured.Unstructured {
+			for _, o := range objs {
+				if o.GetKind() == kind {
+					return o.DeepCopy()
+				}
+			}
+			t.Fatalf("the template has no %s", kind)
+			return nil
+		}
+		for _, tc := range []struct {
+			name, kind string
+			mutate     func(o *unstructured.Unstructured)
+			want       string // in the apiserver's refusal
+		}{
+			{"misspelt field", "HetznerCluster", func(o *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(o.Object, "lb11", "spec", "controlPlaneLoadBalancer", "size")
+			}, "size"},
+			{"unknown region", "HetznerCluster", func(o *unstructured.Unstructured) {
+				_ = unstructured.SetNestedStringSlice(o.Object, []string{"fra1"}, "spec", "controlPlaneRegions")
+			}, "fra1"},
+			{"no token Secret", "HetznerCluster", func(o *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(o.Object, "spec", "hetznerSecretRef")
+			}, "hetznerSecretRef"},
+			{"unknown load balancer type", "HetznerCluster", func(o *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(o.Object, "lb99", "spec", "controlPlaneLoadBalancer", "type")
+			}, "lb99"},
+			{"no server type", "HCloudMachineTemplate", func(o *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(o.Object, "spec", "template", "spec", "type")
+			}, "type"},
+		} {
+			o := find(tc.kind)
+			tc.mutate(o)
+			err := applyDryRun(ctx, dyn, mapper, o)
+			if err == nil {
+				t.Errorf("%s: a %s with a %s passed the dry-run", tc.name, tc.kind, tc.name)
+				continue
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: refusal does not name %q: %v", tc.name, tc.want, err)
+			}
+		}
+	})
+
 	t.Run("stock-kcp", func(t *testing.T) {
 		for _, tc := range []struct {
 			version string

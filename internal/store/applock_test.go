@@ -1,0 +1,159 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/store"
+)
+
+// waitingForAppLocks counts the sessions of the database waiting for an
+// advisory lock.
+func waitingForAppLocks(t *testing.T, s *store.Store) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lockAsync takes the lock in a goroutine and reports when it holds it.
+func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan func(), <-chan error) {
+	held, failed := make(chan func(), 1), make(chan error, 1)
+	go func() {
+		unlock, err := s.LockApp(ctx, tenant, app)
+		if err != nil {
+			failed <- err
+			return
+		}
+		held <- unlock
+	}()
+	return held, failed
+}
+
+// Two stores on one database stand for two processes (the git receiver and
+// the web API): a rollback in one waits for a deploy of the same app in the
+// other.
+func TestLockAppSerialisesProcesses(t *testing.T) {
+	a, dbURL := newStoreURL(t)
+	b, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	unlockA, err := a.LockApp(t.Context(), "acme", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, failed := lockAsync(t.Context(), b, "acme", "web")
+	waitFor(t, "the second process to wait for the lock", func() bool { return waitingForAppLocks(t, a) == 1 })
+	select {
+	case <-held:
+		t.Fatal("the second process took the lock while the first held it")
+	case err := <-failed:
+		t.Fatalf("LockApp: %v", err)
+	default:
+	}
+
+	// Another app, and the same app name of another tenant, are not held up.
+	for _, other := range [][2]string{{"acme", "api"}, {"globex", "web"}} {
+		unlock, err := b.LockApp(t.Context(), other[0], other[1])
+		if err != nil {
+			t.Fatalf("LockApp(%s/%s): %v", other[0], other[1], err)
+		}
+		unlock()
+	}
+
+	unlockA()
+	select {
+	case unlockB := <-held:
+		unlockB()
+	case err := <-failed:
+		t.Fatalf("LockApp after the first unlocked: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second process did not get the lock after the first released it")
+	}
+}
+
+// A process that dies while it holds the lock does not hold up the others:
+// the lock goes with its connection.
+func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
+	a, dbURL := newStoreURL(t)
+	b, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	unlockA, err := a.LockApp(t.Context(), "acme", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlockA()
+	held, failed := lockAsync(t.Context(), b, "acme", "web")
+	waitFor(t, "the second process to wait for the lock", func() bool { return waitingForAppLocks(t, a) == 1 })
+
+	// The holder's session ends as it would when its process is killed.
+	var killed bool
+	if err := a.Pool().QueryRow(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminating the holder's session: %v %v", killed, err)
+	}
+	select {
+	case unlockB := <-held:
+		unlockB()
+	case err := <-failed:
+		t.Fatalf("LockApp: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lock was not released when its holder's session ended")
+	}
+}
+
+// A wait that is given up returns the context's error and leaves nothing
+// waiting or held.
+func TestLockAppWaitEndsWithItsContext(t *testing.T) {
+	s := newStore(t)
+	unlock, err := s.LockApp(t.Context(), "acme", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	held, failed := lockAsync(ctx, s, "acme", "web")
+	waitFor(t, "the second caller to wait for the lock", func() bool { return waitingForAppLocks(t, s) == 1 })
+	cancel()
+	select {
+	case err := <-failed:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("LockApp after cancel: %v, want context.Canceled", err)
+		}
+	case u := <-held:
+		u()
+		t.Fatal("LockApp took the lock after its context was cancelled")
+	case <-time.After(20 * time.Second):
+		t.Fatal("LockApp did not return after its context was cancelled")
+	}
+	waitFor(t, "the abandoned wait to go", func() bool { return waitingForAppLocks(t, s) == 0 })
+	unlock()
+	again, err := s.LockApp(t.Context(), "acme", "web")
+	if err != nil {
+		t.Fatalf("LockApp after the holder unlocked: %v", err)
+	}
+	again()
+}

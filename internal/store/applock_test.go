@@ -6,32 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
-
-// waitingForAppLocks counts the sessions of the database waiting for an
-// advisory lock.
-func waitingForAppLocks(t *testing.T, s *store.Store) int {
-	t.Helper()
-	var n int
-	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
-		WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // lockAsync takes the lock in a goroutine and reports when it holds it.
 func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan func(), <-chan error) {
@@ -51,6 +29,8 @@ func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan 
 // the web API): a rollback in one waits for a deploy of the same app in the
 // other.
 func TestLockAppSerialisesProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	a, dbURL := newStoreURL(t)
 	b, err := store.Open(t.Context(), dbURL)
 	if err != nil {
@@ -63,7 +43,7 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	held, failed := lockAsync(t.Context(), b, "acme", "web")
-	waitFor(t, "the second process to wait for the lock", func() bool { return waitingForAppLocks(t, a) == 1 })
+	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
 	select {
 	case <-held:
 		t.Fatal("the second process took the lock while the first held it")
@@ -95,6 +75,8 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 // A process that dies while it holds the lock does not hold up the others:
 // the lock goes with its connection.
 func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	a, dbURL := newStoreURL(t)
 	b, err := store.Open(t.Context(), dbURL)
 	if err != nil {
@@ -108,7 +90,7 @@ func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
 	}
 	defer unlockA()
 	held, failed := lockAsync(t.Context(), b, "acme", "web")
-	waitFor(t, "the second process to wait for the lock", func() bool { return waitingForAppLocks(t, a) == 1 })
+	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
 
 	// The holder's session ends as it would when its process is killed.
 	var killed bool
@@ -134,10 +116,12 @@ func TestLockAppWaitEndsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	held, failed := lockAsync(ctx, s, "acme", "web")
-	waitFor(t, "the second caller to wait for the lock", func() bool { return waitingForAppLocks(t, s) == 1 })
-	cancel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	held, failed := lockAsync(waitCtx, s, "acme", "web")
+	platformtest.WaitFor(ctx, t, "the second caller to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, s.Pool()) == 1 })
+	stopWaiting()
 	select {
 	case err := <-failed:
 		if !errors.Is(err, context.Canceled) {
@@ -149,7 +133,7 @@ func TestLockAppWaitEndsWithItsContext(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("LockApp did not return after its context was cancelled")
 	}
-	waitFor(t, "the abandoned wait to go", func() bool { return waitingForAppLocks(t, s) == 0 })
+	platformtest.WaitFor(ctx, t, "the abandoned wait to go", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, s.Pool()) == 0 })
 	unlock()
 	again, err := s.LockApp(t.Context(), "acme", "web")
 	if err != nil {

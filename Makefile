@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade test-continuity build kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
+.PHONY: all run test test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -18,6 +18,22 @@ run: build
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
+
+## images: build the chart's component images and push them to REGISTRY (docs/images.md); bex-git needs TOOLCHAIN_BASE
+REGISTRY ?=
+TAG ?=
+PLATFORMS ?= linux/amd64
+COMPONENTS ?=
+TOOLCHAIN_BASE ?=
+GIT_BASE ?=
+STATIC_BASE ?=
+INSECURE ?=
+IMAGES_FLAGS ?=
+images:
+	$(GO) run ./cmd/bex-images --registry "$(REGISTRY)" --platform "$(PLATFORMS)" \
+	  $(if $(TAG),--tag "$(TAG)") $(if $(COMPONENTS),--components "$(COMPONENTS)") \
+	  $(if $(TOOLCHAIN_BASE),--toolchain-base "$(TOOLCHAIN_BASE)") $(if $(GIT_BASE),--git-base "$(GIT_BASE)") \
+	  $(if $(STATIC_BASE),--static-base "$(STATIC_BASE)") $(if $(INSECURE),--insecure) $(IMAGES_FLAGS)
 
 ## kubebin: build the pinned kube-apiserver, etcd, pebble and helm binaries (cached per version)
 kubebin:

@@ -42,6 +42,18 @@ type Options struct {
 	// BuildKitAddr is the address of a buildkitd (as buildctl --addr takes
 	// it). Without it, repositories with a Dockerfile are refused.
 	BuildKitAddr string
+	// RunImage is the image reference built images are laid on: its layers
+	// first, then the app's under /app; its environment (PATH in
+	// particular) merged with the stack's, its OS and architecture. It is
+	// what runs the app in a container, so it must carry /bin/sh and the
+	// stacks' runtimes (see docs/builds.md). A multi-platform image gives
+	// its linux image of the builder's architecture, which the app's files
+	// are built for. It is pulled from its registry with the credentials
+	// of the docker configuration (authn.DefaultKeychain); a reference by
+	// digest is read once, a tag is checked on every build. Empty: images
+	// have no base (one layer on an empty image), which only the process
+	// runtime can run. Dockerfile builds ignore it.
+	RunImage string
 	// Log receives the builder's own log (not the build's output).
 	Log logr.Logger
 }
@@ -50,6 +62,8 @@ type Options struct {
 // own work directory; caches are shared.
 type Builder struct {
 	opts Options
+	// run resolves opts.RunImage; nil without one.
+	run *runImage
 }
 
 // Request says what to build.
@@ -121,7 +135,13 @@ func New(opts Options) (*Builder, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Builder{opts: opts}, nil
+	b := &Builder{opts: opts}
+	if opts.RunImage != "" {
+		if b.run, err = newRunImage(opts.RunImage); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 var (
@@ -229,6 +249,17 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	if p.stack == platformv1alpha1.StackDockerfile {
 		return w.buildDockerfile(ctx, b.opts.BuildKitAddr, p, ref)
 	}
+	// The run image is resolved before the app's build steps, so that one
+	// that cannot be pulled fails the build before minutes of compiling.
+	var run *runBase
+	if b.run != nil {
+		img, pinned, err := b.run.get(ctx)
+		if err != nil {
+			return Result{}, w.ctxErr(ctx, err)
+		}
+		run = &runBase{img: img, pinned: pinned}
+		fmt.Fprintf(out, "-----> Building on run image %s\n", pinned)
+	}
 
 	stepsStart := time.Now()
 	for _, s := range p.steps {
@@ -248,7 +279,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	fmt.Fprintf(out, "-----> Discovering process types\n       %s\n", describeProcesses(procs))
 
 	fmt.Fprintf(out, "-----> Assembling image\n")
-	img, size, err := w.image(p, procs)
+	img, size, err := w.image(p, procs, run)
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}

@@ -3,7 +3,10 @@
 // commit out into a fresh work directory, detects the stack (Go, Node,
 // Python, static site, Procfile, or Dockerfile through BuildKit), runs the
 // stack's build commands with a clean environment and a time limit, and
-// pushes the result as a one-layer image whose files live under /app.
+// pushes the result as an image whose files live under /app: one layer on
+// the run image (Options.RunImage, the base that carries /bin/sh and the
+// stacks' runtimes, which a container needs), or on nothing at all for the
+// process runtime, which runs the app on its host.
 //
 // The git receiver calls Builder.Build and streams the log it writes, line by
 // line, to the pusher; the release records the Result (image digest and

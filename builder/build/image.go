@@ -32,48 +32,110 @@ const (
 	// LabelProcessPrefix prefixes one label per process type:
 	// co.bex.process.web = "./bin/app".
 	LabelProcessPrefix = "co.bex.process."
+	// LabelRunImage is the run image the app is laid on, by digest
+	// (registry/repository@sha256:…, the image of the builder's platform);
+	// absent on images without one.
+	LabelRunImage = "co.bex.run-image"
+	// LabelAppLayer is the uncompressed digest (diff ID) of the layer that
+	// holds /app; Unpack reads only that layer when it is the image's last.
+	LabelAppLayer = "co.bex.app-layer"
 )
+
+// labelDomain starts every label this package sets; a run image's own are
+// dropped (a run image built by bex must not lend the app its processes).
+const labelDomain = "co.bex."
 
 // AppDir is where an image's files live.
 const AppDir = "/app"
 
+// runBase is the run image of one build, resolved.
+type runBase struct {
+	img v1.Image
+	// pinned names img by digest.
+	pinned name.Digest
+}
+
 // image assembles the app directory into an image: one layer with the files
 // under /app, a config with the stack's environment, /app as working
-// directory and the web process as command. It returns the layer's
-// compressed size.
-func (w *workspace) image(p *buildPlan, procs map[string]string) (v1.Image, int64, error) {
+// directory and the web process as command. Without run, the layer is the
+// image's only one, on an empty base of the builder's platform; with run,
+// it goes on top of the run image's layers, the config is the run image's
+// with the stack's environment merged into its own (runEnv), and the OS and
+// architecture are the run image's. It returns the layer's compressed size.
+func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (v1.Image, int64, error) {
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	cf := &v1.ConfigFile{
+		Architecture: runtime.GOARCH,
+		OS:           runtime.GOOS,
+		RootFS:       v1.RootFS{Type: "layers"},
+		Config:       v1.Config{Env: append([]string(nil), p.env...)},
+	}
+	layerType := types.OCILayer
+	if run != nil {
+		base = run.img
+		mt, err := base.MediaType()
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading run image %s: %w", run.pinned, err)
+		}
+		if mt == types.DockerManifestSchema2 {
+			layerType = types.DockerLayer // a Docker manifest keeps Docker layers
+		}
+		rcf, err := base.ConfigFile()
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading run image %s: %w", run.pinned, err)
+		}
+		cf = rcf.DeepCopy()
+		cf.Created = v1.Time{}
+		cf.Config.Env = runEnv(rcf.Config.Env, p.env)
+		// The runtime starts processes itself; the run image's own
+		// command and health check are not the app's.
+		cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.Healthcheck = nil, nil, nil
+		for k := range cf.Config.Labels {
+			if strings.HasPrefix(k, labelDomain) {
+				delete(cf.Config.Labels, k)
+			}
+		}
+	}
+
 	layerPath := filepath.Join(w.root, "layer.tar.gz")
 	size, err := writeLayer(w.app, layerPath)
 	if err != nil {
 		return nil, 0, err
 	}
-	layer, err := tarball.LayerFromFile(layerPath, tarball.WithMediaType(types.OCILayer))
+	layer, err := tarball.LayerFromFile(layerPath, tarball.WithMediaType(layerType))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading layer: %w", err)
 	}
-	labels := map[string]string{LabelStack: string(p.stack), LabelCommit: w.commit}
+	diffID, err := layer.DiffID()
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading layer: %w", err)
+	}
+
+	if cf.Config.Labels == nil {
+		cf.Config.Labels = map[string]string{}
+	}
+	labels := map[string]string{LabelStack: string(p.stack), LabelCommit: w.commit, LabelAppLayer: diffID.String()}
+	if run != nil {
+		labels[LabelRunImage] = run.pinned.String()
+	}
 	for k, v := range procs {
 		labels[LabelProcessPrefix+k] = v
 	}
-	cfg := v1.Config{
-		Env:        append([]string(nil), p.env...),
-		WorkingDir: AppDir,
-		Labels:     labels,
+	for k, v := range labels {
+		cf.Config.Labels[k] = v
 	}
+	cf.Config.WorkingDir = AppDir
 	if web, ok := procs["web"]; ok {
-		cfg.Cmd = []string{"/bin/sh", "-c", web}
+		cf.Config.Cmd = []string{"/bin/sh", "-c", web}
 	}
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
-		Architecture: runtime.GOARCH,
-		OS:           runtime.GOOS,
-		Config:       cfg,
-		RootFS:       v1.RootFS{Type: "layers"},
-	})
+	base, err = mutate.ConfigFile(base, cf)
 	if err != nil {
 		return nil, 0, fmt.Errorf("writing image config: %w", err)
 	}
-	img, err := mutate.AppendLayers(base, layer)
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer: layer, MediaType: layerType,
+		History: v1.History{CreatedBy: "bex build: " + AppDir + " (" + string(p.stack) + " stack, commit " + w.commit + ")"},
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("assembling image: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -282,5 +283,44 @@ func TestExtractKeepsModesAndLinks(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dir, missing)); !os.IsNotExist(err) {
 			t.Errorf("%s exists", missing)
 		}
+	}
+}
+
+func TestRunEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		base, stack []string
+		want        []string
+	}{
+		{
+			name:  "stack values win, the run image's PATH follows the app's entries",
+			base:  []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "NODE_ENV=development"},
+			stack: []string{"PATH=/app/node_modules/.bin:/app/bin:" + defaultPath, "NODE_ENV=production"},
+			want:  []string{"PATH=/app/node_modules/.bin:/app/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "NODE_ENV=production"},
+		},
+		{
+			name:  "no PATH in the run image",
+			base:  []string{"LANG=C.UTF-8"},
+			stack: []string{"PATH=/app/bin:" + defaultPath, "VIRTUAL_ENV=/app/.venv"},
+			want:  []string{"LANG=C.UTF-8", "PATH=/app/bin:" + defaultPath, "VIRTUAL_ENV=/app/.venv"},
+		},
+		{
+			name:  "an empty PATH counts as none",
+			base:  []string{"PATH="},
+			stack: []string{"PATH=/app/bin:" + defaultPath},
+			want:  []string{"PATH=/app/bin:" + defaultPath},
+		},
+		{
+			name:  "not /application",
+			base:  []string{"PATH=/bin"},
+			stack: []string{"PATH=/application/bin:/app:/app/bin"},
+			want:  []string{"PATH=/app:/app/bin:/bin"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runEnv(tc.base, tc.stack); !slices.Equal(got, tc.want) {
+				t.Errorf("runEnv = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -46,7 +46,8 @@ type ImageConfig struct {
 
 // Unpack pulls image (best named by digest, as Result.Image is) and
 // extracts the files it keeps under /app into dir, which must be missing or
-// empty. Extraction stays inside dir: entries with ".." or absolute names
+// empty. Of an image laid on a run image it reads only the app's layer (the
+// last, named by LabelAppLayer), never the run image's. Extraction stays inside dir: entries with ".." or absolute names
 // are refused, symbolic and hard links must point inside dir, and only
 // regular files, directories and links are created, with their permission
 // bits (never setuid) and modification times.
@@ -82,6 +83,12 @@ func Unpack(ctx context.Context, image string, dir string) (ImageConfig, error) 
 	layers, err := img.Layers()
 	if err != nil {
 		return ImageConfig{}, fmt.Errorf("reading layers: %w", err)
+	}
+	// An image laid on a run image says which layer is the app's: only
+	// that one is read, the run image's layers are not even fetched.
+	if app := cf.Config.Labels[LabelAppLayer]; app != "" && len(layers) > 1 &&
+		len(cf.RootFS.DiffIDs) == len(layers) && cf.RootFS.DiffIDs[len(layers)-1].String() == app {
+		layers = layers[len(layers)-1:]
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

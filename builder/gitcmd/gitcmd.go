@@ -80,6 +80,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--max-push-bytes %d: must be positive", o.MaxPushBytes))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
+	errs = append(errs, o.Runtime.ValidateBuild()...)
 	return errors.Join(errs...)
 }
 

@@ -22,8 +22,9 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestCommandLine: an unknown flag and a missing required one are refused
-// with exit code 2 and a message naming the flag.
+// TestCommandLine: an unknown flag, a missing required one (--registry,
+// --run-image) and an invalid run image reference are refused with exit
+// code 2 and a message naming the flag.
 func TestCommandLine(t *testing.T) {
 	bin := cmdtest.Build(t, "bex-git")
 	out, code := cmdtest.Run(t, bin, nil, "--root", "/tmp")
@@ -33,6 +34,17 @@ func TestCommandLine(t *testing.T) {
 	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--app-domain", "apps.example.test")
 	if code != 2 || !strings.Contains(out, "--registry is required") {
 		t.Errorf("missing --registry: exit %d, output:\n%s", code, out)
+	}
+	// The kube driver cannot run an image without a run image.
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000")
+	if code != 2 || !strings.Contains(out, "--run-image is required") {
+		t.Errorf("missing --run-image: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--run-image", "Not A Reference")
+	if code != 2 || !strings.Contains(out, `--run-image "Not A Reference"`) {
+		t.Errorf("invalid --run-image: exit %d, output:\n%s", code, out)
 	}
 }
 
@@ -89,7 +101,8 @@ func TestServesGit(t *testing.T) {
 	p := cmdtest.Start(t, bin, []string{"DATABASE_URL=", "BEX_DATABASE_URL=" + dbURL},
 		"--kubeconfig", cp.KubeconfigPath(), "--workload-kubeconfig", cp.KubeconfigPath(),
 		"--root-dir", root, "--http-listen", httpAddr, "--ssh-listen", sshAddr, "--ops-listen", ops,
-		"--work-dir", t.TempDir(), "--registry", "127.0.0.1:5000", "--app-domain", "apps.example.test")
+		"--work-dir", t.TempDir(), "--registry", "127.0.0.1:5000", "--run-image", "127.0.0.1:5000/bex/run:1",
+		"--app-domain", "apps.example.test")
 	p.WaitOK(ctx, t, "http://"+ops+"/readyz")
 	if code, _, err := cmdtest.Get(ctx, "http://"+ops+"/healthz", ""); err != nil || code != 200 {
 		t.Errorf("GET /healthz: %d %v", code, err)

@@ -39,10 +39,14 @@ type RuntimeOptions struct {
 	AppDomain string
 	// BuildKitAddr is the buildkitd Dockerfile builds go to (bex-git only).
 	BuildKitAddr string
+	// RunImage is the image built apps are laid on (bex-git only; see
+	// build.Options.RunImage): the kube driver runs images as containers,
+	// which need /bin/sh and the stacks' runtimes.
+	RunImage string
 }
 
-// AddFlags binds the options to fs; withBuild adds --buildkit-addr, which
-// only the command that builds takes.
+// AddFlags binds the options to fs; withBuild adds --buildkit-addr and
+// --run-image, which only the command that builds takes.
 func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
 	fs.StringVar(&o.WorkloadKubeconfig, "workload-kubeconfig", o.WorkloadKubeconfig, "Kubeconfig of the cluster apps run in (Deployments in the tenants' namespaces); empty: the cluster this runs in")
 	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
@@ -50,6 +54,7 @@ func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
 	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
 	if withBuild {
 		fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
+		fs.StringVar(&o.RunImage, "run-image", o.RunImage, "Run image: the base built apps are laid on and run from as containers, with /bin/sh and the stacks' runtimes; of an index, linux/<this machine's architecture> (required; docs/builds.md)")
 	}
 }
 
@@ -70,6 +75,19 @@ func (o *RuntimeOptions) Validate() []error {
 	return errs
 }
 
+// ValidateBuild returns what is wrong with the options of the command that
+// builds: the kube driver runs built images as containers, which cannot
+// start without a run image, so --run-image is required.
+func (o *RuntimeOptions) ValidateBuild() []error {
+	if o.RunImage == "" {
+		return []error{errors.New("--run-image is required: apps run as containers of the built image, which needs a base with /bin/sh and the stacks' runtimes (docs/builds.md, \"The run image\")")}
+	}
+	if _, err := name.ParseReference(o.RunImage); err != nil {
+		return []error{fmt.Errorf("--run-image %q: %w", o.RunImage, err)}
+	}
+	return nil
+}
+
 // Runtime is the release side of a cluster deployment: the kube driver for
 // the workload cluster and the pipeline over it.
 type Runtime struct {
@@ -83,7 +101,8 @@ type Runtime struct {
 //
 // pipeline.New requires a builder even where nothing is built (the
 // controller manager, bex-web): one is created on WorkDir and never called
-// there; it needs git on PATH.
+// there; it needs git on PATH. Those commands have no --run-image, so their
+// builder has none.
 func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, log logr.Logger) (*Runtime, error) {
 	cfg, err := kubeconfig.Load(o.WorkloadKubeconfig, "workload cluster")
 	if err != nil {
@@ -95,7 +114,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 	}
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(o.WorkDir, "build"), Registry: o.Registry, BuildKitAddr: o.BuildKitAddr,
-		Log: log.WithName("builder"),
+		RunImage: o.RunImage, Log: log.WithName("builder"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)

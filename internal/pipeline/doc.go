@@ -10,6 +10,10 @@
 // release's image and config out as a new release.
 //
 // EnsureRunning brings the runtime back to the App's current release after a
-// restart; the App controller calls it, level-based. Work on one app is
-// serialised; different apps proceed in parallel.
+// restart; the App controller calls it, level-based, and it reads the App
+// again under the app's lock rather than trust the caller's copy. Work on one
+// app is serialised, within the process and, through the store's app lock
+// (store.LockApp), across every process on the same database: a rollback in
+// the web API waits for a push's deploy in the git receiver. Different apps
+// proceed in parallel.
 package pipeline

@@ -73,8 +73,10 @@ func New(opts Options) (*Pipeline, error) {
 	return &Pipeline{opts: opts, locks: map[string]*sync.Mutex{}}, nil
 }
 
-// lock serialises work on one app.
-func (p *Pipeline) lock(tenant, app string) func() {
+// lock serialises work on one app: first among this process's goroutines,
+// then, through the store's app lock, among every process on the database
+// (a rollback in the web API waits for a push's deploy in the git receiver).
+func (p *Pipeline) lock(ctx context.Context, tenant, app string) (unlock func(), err error) {
 	p.mu.Lock()
 	l, ok := p.locks[tenant+"/"+app]
 	if !ok {
@@ -83,12 +85,24 @@ func (p *Pipeline) lock(tenant, app string) func() {
 	}
 	p.mu.Unlock()
 	l.Lock()
-	return l.Unlock
+	unlockApp, err := p.opts.Store.LockApp(ctx, tenant, app)
+	if err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlockApp()
+		l.Unlock()
+	}, nil
 }
 
 // Deploy builds push.New, rolls it out and records the release.
 func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Writer) (gitserver.DeployResult, error) {
-	defer p.lock(push.Tenant, push.App)()
+	unlock, err := p.lock(ctx, push.Tenant, push.App)
+	if err != nil {
+		return gitserver.DeployResult{}, err
+	}
+	defer unlock()
 	tenant, err := p.opts.Store.GetTenantByName(ctx, push.Tenant)
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
@@ -147,7 +161,11 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 
 // Rollback rolls release `to` out again as a new release.
 func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
-	defer p.lock(tenantName, appName)()
+	unlock, err := p.lock(ctx, tenantName, appName)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
 	if err != nil {
 		return 0, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
@@ -179,15 +197,27 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 
 // EnsureRunning makes the runtime run the App's current release, rolling it
 // out again when the runtime does not (after a restart of the platform).
+//
+// app may be stale: a deploy or rollback that held the app's lock may have
+// made a newer release current since it was read. So once it holds the lock,
+// EnsureRunning reads the App and the runtime again and acts on what it
+// finds then, never on the release app names.
 func (p *Pipeline) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
-	if app.Status.CurrentRelease == 0 {
+	if app.Status.CurrentRelease == 0 || p.running(ctx, app) {
 		return nil
 	}
-	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
-	if err == nil && st.Release == int(app.Status.CurrentRelease) && len(st.Instances) > 0 {
+	unlock, err := p.lock(ctx, app.Namespace, app.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	app, err = p.app(ctx, app.Namespace, app.Name)
+	if err != nil {
+		return err
+	}
+	if app.Status.CurrentRelease == 0 || p.running(ctx, app) {
 		return nil
 	}
-	defer p.lock(app.Namespace, app.Name)()
 	tenant, err := p.opts.Store.GetTenantByName(ctx, app.Namespace)
 	if err != nil {
 		return fmt.Errorf("looking up tenant %s: %w", app.Namespace, err)
@@ -199,9 +229,19 @@ func (p *Pipeline) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard)
 }
 
+// running reports whether the runtime serves the App's current release.
+func (p *Pipeline) running(ctx context.Context, app *platformv1alpha1.App) bool {
+	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
+	return err == nil && st.Release == int(app.Status.CurrentRelease) && len(st.Instances) > 0
+}
+
 // Remove stops everything the runtime runs for the app.
 func (p *Pipeline) Remove(ctx context.Context, tenant, app string) error {
-	defer p.lock(tenant, app)()
+	unlock, err := p.lock(ctx, tenant, app)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := p.opts.Runtime.Remove(ctx, tenant, app); err != nil {
 		return err
 	}
@@ -221,13 +261,13 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	if err != nil {
 		return fmt.Errorf("unpacking %s: %w", image, err)
 	}
-	env, err := p.environment(ctx, app.Namespace, img, config)
+	env, err := p.environment(ctx, app.Namespace, config)
 	if err != nil {
 		return err
 	}
 	rel := runtime.Release{
 		Tenant: app.Namespace, App: app.Name, Number: number, Image: image, Dir: img.WorkingDir,
-		Env: env, Processes: processes(app, img.Processes), HealthCheck: healthCheck(app),
+		ImageEnv: p.imageEnv(img), Env: env, Processes: processes(app, img.Processes), HealthCheck: healthCheck(app),
 	}
 	if app.Spec.Resources != nil {
 		if app.Spec.Resources.CPU != nil {
@@ -240,9 +280,10 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	return p.opts.Runtime.Deploy(ctx, rel, out)
 }
 
-// environment is the image's env, the platform's PATH addition and the
-// release config with secrets read from the tenant's namespace.
-func (p *Pipeline) environment(ctx context.Context, namespace string, img build.ImageConfig, config map[string]store.ConfigValue) (map[string]string, error) {
+// imageEnv is the unpacked image's environment, with the platform's binary
+// directory (bex-static) on PATH: what a driver that runs the unpacked
+// directory starts from.
+func (p *Pipeline) imageEnv(img build.ImageConfig) map[string]string {
 	env := map[string]string{}
 	for _, kv := range img.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -254,6 +295,13 @@ func (p *Pipeline) environment(ctx context.Context, namespace string, img build.
 		}
 		env["PATH"] = env["PATH"] + string(os.PathListSeparator) + p.opts.BinDir
 	}
+	return env
+}
+
+// environment is the release config, with secrets read from the tenant's
+// namespace: what the platform sets on top of the image.
+func (p *Pipeline) environment(ctx context.Context, namespace string, config map[string]store.ConfigValue) (map[string]string, error) {
+	env := map[string]string{}
 	for name, v := range config {
 		switch {
 		case v.Value != nil:

@@ -87,8 +87,15 @@ type Release struct {
 	Image string
 	// Dir is an unpacked image directory (process driver); commands run in it.
 	Dir string
-	// Env is the final environment, secrets resolved. The driver sets PORT
-	// for web instances and overrides any PORT given here.
+	// ImageEnv is the image's own environment as the unpacked Dir sees it
+	// (its /app paths mapped to Dir, the platform's binary directory on
+	// PATH). A driver that runs Dir starts from it; a driver that runs Image
+	// ignores it, since the image's environment applies there by itself,
+	// with the image's own paths.
+	ImageEnv map[string]string
+	// Env is what the platform sets on top of the image: the app's config,
+	// secrets resolved. It wins over ImageEnv. The driver sets PORT for web
+	// instances and overrides any PORT given here.
 	Env map[string]string
 	// Processes maps process types ("web", "worker", ...) to what they run.
 	Processes map[string]Process
@@ -126,9 +133,11 @@ func (r Release) Validate() error {
 			return fmt.Errorf("process %s: replicas %d is negative", name, p.Replicas)
 		}
 	}
-	for k := range r.Env {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
+	for _, env := range []map[string]string{r.ImageEnv, r.Env} {
+		for k := range env {
+			if !envName.MatchString(k) {
+				return fmt.Errorf("invalid environment variable name %q", k)
+			}
 		}
 	}
 	if r.HealthCheck.Path != "" && r.HealthCheck.Path[0] != '/' {

@@ -261,6 +261,9 @@ func shopRelease(number int, image string) runtime.Release {
 	return runtime.Release{
 		Tenant: "acme", App: "shop", Number: number, Image: image,
 		Env: map[string]string{"B_VAR": "b", "A_VAR": "a", "PORT": "9999"},
+		// The image's environment as an unpacked copy on the platform's
+		// machine sees it: host paths, which a container must not get.
+		ImageEnv: map[string]string{"PATH": "/var/lib/bex/releases/acme/shop/v1/bin:/usr/bin", "VIRTUAL_ENV": "/var/lib/bex/releases/acme/shop/v1/.venv"},
 		Processes: map[string]runtime.Process{
 			runtime.WebProcess: {Command: "./server --web", Replicas: 2},
 			"worker":           {Command: "./server --worker", Replicas: 1},
@@ -352,7 +355,7 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		env = append(env, e.Name+"="+e.Value)
 	}
 	if got, want := strings.Join(env, " "), "A_VAR=a B_VAR=b PORT=8080"; got != want {
-		t.Errorf("env %q, want %q (PORT set by the driver)", got, want)
+		t.Errorf("env %q, want %q (PORT set by the driver; the image's own environment left to the image)", got, want)
 	}
 	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != 8080 || ctr.Ports[0].Name != "http" {
 		t.Errorf("ports %+v", ctr.Ports)

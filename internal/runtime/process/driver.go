@@ -318,8 +318,10 @@ func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*rele
 				first: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{}),
 			}
 			env := map[string]string{"PATH": d.opts.PATH, "HOME": rel.Dir}
-			for k, v := range rel.Env {
-				env[k] = v
+			for _, vars := range []map[string]string{rel.ImageEnv, rel.Env} {
+				for k, v := range vars {
+					env[k] = v
+				}
 			}
 			delete(env, "PORT")
 			if name == runtime.WebProcess {

@@ -626,3 +626,31 @@ func TestPortInUseOnAnotherAddressIsSkipped(t *testing.T) {
 		t.Fatalf("after the refused deploy GET: %q, %v; want v1 serving", body, err)
 	}
 }
+
+// The process driver has no image to take an environment from: it starts
+// from the release's ImageEnv, and the platform's Env wins over it.
+func TestImageEnvUnderEnv(t *testing.T) {
+	d := newDriver(t, process.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := newEdge(t, d)
+
+	rel := webRelease(t, "imgenv", 1, 1, "", nil)
+	delete(rel.Env, runtimetest.EnvVersion)
+	rel.ImageEnv = map[string]string{runtimetest.EnvVersion: "from-image"}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	if body, err := get(p, "imgenv", "/"); err != nil || strings.TrimSpace(body) != "from-image" {
+		t.Fatalf("GET with the version only in ImageEnv: %q, %v; want from-image", body, err)
+	}
+
+	rel = webRelease(t, "imgenv", 2, 1, "from-config", nil)
+	rel.ImageEnv = map[string]string{runtimetest.EnvVersion: "from-image"}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	if body, err := get(p, "imgenv", "/"); err != nil || strings.TrimSpace(body) != "from-config" {
+		t.Fatalf("GET with the version in both: %q, %v; want from-config (Env wins)", body, err)
+	}
+}

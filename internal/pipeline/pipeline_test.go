@@ -1,0 +1,260 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/controllers"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/pipeline"
+	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one tenant's app on a real apiserver and Postgres, with two
+// pipelines over two stores of one database: two processes of a cluster
+// install (the git receiver and the web API), sharing the runtime.
+type env struct {
+	kube         client.Client
+	a, b         *pipeline.Pipeline
+	st           *store.Store
+	rt           *process.Driver
+	repo, bare   string
+	tenant, name string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := t.Context()
+	cp := cptest.Start(t)
+	kube, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbURL := pgtest.NewDatabase(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	stA, stB := open(), open()
+
+	e := &env{kube: kube, st: stA, tenant: "acme", name: "web"}
+	if _, err := stA.CreateTenant(ctx, e.tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.tenant}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: e.tenant, Name: e.name}}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	reg, err := registry.New(filepath.Join(dir, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regSrv := httptest.NewServer(reg.Handler())
+	t.Cleanup(regSrv.Close)
+	builder, err := build.New(build.Options{WorkRoot: filepath.Join(dir, "builds"), Registry: regSrv.Listener.Addr().String(), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
+	t.Cleanup(func() { _ = e.rt.Close() })
+	newPipeline := func(st *store.Store, releases string) *pipeline.Pipeline {
+		pl, err := pipeline.New(pipeline.Options{
+			Store: st, Kube: kube, Builder: builder, Runtime: e.rt,
+			ReleasesDir: filepath.Join(dir, releases),
+			URL:         func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
+			Log:         testr.New(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	e.a, e.b = newPipeline(stA, "releases-a"), newPipeline(stB, "releases-b")
+
+	e.repo, e.bare = filepath.Join(dir, "work"), filepath.Join(dir, "web.git")
+	if err := os.MkdirAll(e.repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Git(t, dir, "init", "-q", "--bare", e.bare)
+	platformtest.Git(t, e.repo, "init", "-q", "-b", "main")
+	return e
+}
+
+// commit writes version body of the app (with buildJS as its build step),
+// commits it into the bare repository and returns the push of it.
+func (e *env) commit(t *testing.T, body, buildJS string) gitserver.Push {
+	t.Helper()
+	platformtest.WriteNodeApp(t, e.repo, body, buildJS)
+	platformtest.Git(t, e.repo, "add", ".")
+	platformtest.Git(t, e.repo, "commit", "-q", "-m", body)
+	platformtest.Git(t, e.repo, "push", "-q", e.bare, "main")
+	return gitserver.Push{
+		Tenant: e.tenant, App: e.name, Branch: "main", Actor: "user:test",
+		New: platformtest.Git(t, e.repo, "rev-parse", "HEAD")[:40], RepoDir: e.bare,
+	}
+}
+
+func (e *env) deploy(t *testing.T, pl *pipeline.Pipeline, push gitserver.Push) int {
+	t.Helper()
+	res, err := pl.Deploy(t.Context(), push, testWriter{t})
+	if err != nil {
+		t.Fatalf("deploying %s: %v", push.New[:7], err)
+	}
+	return res.Release
+}
+
+func (e *env) app(t *testing.T) *platformv1alpha1.App {
+	t.Helper()
+	app := &platformv1alpha1.App{}
+	if err := e.kube.Get(t.Context(), client.ObjectKey{Namespace: e.tenant, Name: e.name}, app); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// serving is the release the runtime runs for the app.
+func (e *env) serving(t *testing.T) int {
+	t.Helper()
+	st, err := e.rt.Status(t.Context(), e.tenant, e.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Release
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// goAhead is a build step that waits until the file gate exists.
+func goAhead(gate string) string {
+	return fmt.Sprintf(`const fs = require("fs");
+const timer = setInterval(() => { if (fs.existsSync(%q)) clearInterval(timer); }, 50);
+`, gate)
+}
+
+func TestPipelineAcrossProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	if got := e.deploy(t, e.a, e.commit(t, "v1", "")); got != 1 {
+		t.Fatalf("first deploy made release v%d, want v1", got)
+	}
+
+	// A rollback asked of the web API while the git receiver deploys the
+	// same app waits for the deploy, then rolls back from what the deploy
+	// left: the rollback is the newest release, and it is what serves.
+	t.Run("rollback waits for a deploy in another process", func(t *testing.T) {
+		gate := filepath.Join(t.TempDir(), "go")
+		push := e.commit(t, "v2", goAhead(gate))
+		deployed := make(chan int, 1)
+		go func() {
+			res, err := e.a.Deploy(ctx, push, testWriter{t})
+			if err != nil {
+				t.Errorf("deploying v2: %v", err)
+			}
+			deployed <- res.Release
+		}()
+		// The deploy holds the app's lock while its build waits; then the
+		// rollback starts and must wait for the lock.
+		platformtest.WaitFor(ctx, t, "the v2 build to start", func() bool {
+			bs, err := e.st.ListBuilds(ctx, mustTenantID(t, e.st, e.tenant), e.name, 10)
+			return err == nil && len(bs) == 2
+		})
+		rolledBack := make(chan int, 1)
+		go func() {
+			n, err := e.b.Rollback(ctx, e.tenant, e.name, 1, "user:test")
+			if err != nil {
+				t.Errorf("rolling back to v1: %v", err)
+			}
+			rolledBack <- n
+		}()
+		waitCtx, stop := context.WithTimeout(ctx, time.Minute)
+		defer stop()
+		platformtest.WaitFor(waitCtx, t, "the rollback to wait for the app's lock", func() bool { return pgtest.AdvisoryLockWaiters(ctx, t, e.st.Pool()) == 1 })
+		select {
+		case n := <-rolledBack:
+			t.Fatalf("the rollback made v%d while the deploy held the app", n)
+		default:
+		}
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-deployed; got != 2 {
+			t.Fatalf("the deploy made v%d, want v2", got)
+		}
+		if got := <-rolledBack; got != 3 {
+			t.Fatalf("the rollback made v%d, want v3 (after the deploy's v2)", got)
+		}
+		if got := e.app(t).Status.CurrentRelease; got != 3 {
+			t.Errorf("App's current release v%d, want v3", got)
+		}
+		if got := e.serving(t); got != 3 {
+			t.Errorf("the runtime serves v%d, want v3", got)
+		}
+	})
+
+	// The App controller may hold an App read before a deploy made a newer
+	// release current; EnsureRunning with it must not roll the app back.
+	t.Run("EnsureRunning with a stale App", func(t *testing.T) {
+		stale := e.app(t)
+		now := e.deploy(t, e.a, e.commit(t, "v4", ""))
+		if err := e.b.EnsureRunning(ctx, stale); err != nil {
+			t.Fatalf("EnsureRunning: %v", err)
+		}
+		if got := e.serving(t); got != now {
+			t.Errorf("after EnsureRunning with an App read at v%d the runtime serves v%d, want v%d", stale.Status.CurrentRelease, got, now)
+		}
+	})
+
+	// After a restart nothing runs: EnsureRunning brings back the current
+	// release.
+	t.Run("EnsureRunning after a restart", func(t *testing.T) {
+		if err := e.rt.Remove(ctx, e.tenant, e.name); err != nil {
+			t.Fatal(err)
+		}
+		app := e.app(t)
+		if err := e.b.EnsureRunning(ctx, app); err != nil {
+			t.Fatalf("EnsureRunning: %v", err)
+		}
+		if got := e.serving(t); got != int(app.Status.CurrentRelease) {
+			t.Errorf("the runtime serves v%d, want v%d", got, app.Status.CurrentRelease)
+		}
+	})
+}
+
+func mustTenantID(t *testing.T, st *store.Store, name string) string {
+	t.Helper()
+	tenant, err := st.GetTenantByName(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant.ID
+}

@@ -25,19 +25,26 @@ func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan 
 	return held, failed
 }
 
+// twoProcesses opens two stores on one new database, as two processes of
+// a cluster install would.
+func twoProcesses(t *testing.T) (a, b *store.Store) {
+	t.Helper()
+	a, dbURL := newStoreURL(t)
+	b, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return a, b
+}
+
 // Two stores on one database stand for two processes (the git receiver and
 // the web API): a rollback in one waits for a deploy of the same app in the
 // other.
 func TestLockAppSerialisesProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	a, dbURL := newStoreURL(t)
-	b, err := store.Open(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-
+	a, b := twoProcesses(t)
 	unlockA, err := a.LockApp(t.Context(), "acme", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -77,13 +84,7 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	a, dbURL := newStoreURL(t)
-	b, err := store.Open(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-
+	a, b := twoProcesses(t)
 	unlockA, err := a.LockApp(t.Context(), "acme", "web")
 	if err != nil {
 		t.Fatal(err)

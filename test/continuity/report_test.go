@@ -243,9 +243,13 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 			l := r.PushLatency[p]
 			lat = append(lat, fmt.Sprintf("%.1f / %.1f", l[0], l[1]))
 		}
-		fmt.Fprintf(&md, "| %s | %s | %s (%d steps) | %d / %d / %d | %s | %d | %d | %d %s | %v |\n",
+		stuck := "none"
+		if len(r.BuildsStuck) > 0 {
+			stuck = fmt.Sprint(r.BuildsStuck)
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s (machines replaced: %d) | %d / %d / %d | %s | %d | %d | %d %s | %s |\n",
 			r.Name, mvp, short(r.Rollout, 90), r.StepsDone, r.PushesAttempted, r.PushesSucceeded, r.PushesServed, strings.Join(lat, ", "),
-			r.ReleasesFromPushes, r.requests(), r.failed(), failuresText(r.Failures), r.BuildsStuck)
+			r.ReleasesFromPushes, r.requests(), r.failed(), failuresText(r.Failures), stuck)
 	}
 	for _, r := range reports {
 		fmt.Fprintf(&md, "\n## %s\n\n", r.Name)

@@ -4,20 +4,24 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -243,12 +247,30 @@ func linkInside(rel, link string) bool {
 
 // push writes img to ref and returns its digest.
 func push(ctx context.Context, ref name.Tag, img v1.Image) (string, error) {
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
-		return "", fmt.Errorf("pushing image to %s: %w", ref.RegistryStr(), err)
+	if err := remote.Write(ref, img, registryOptions(ctx)...); err != nil {
+		return "", fmt.Errorf("pushing image to %s: %w", ref.RegistryStr(), registryError(err))
 	}
 	d, err := img.Digest()
 	if err != nil {
 		return "", err
 	}
 	return d.String(), nil
+}
+
+// registryOptions are the options of every request to the platform's
+// registry: credentials from the docker configuration ($DOCKER_CONFIG, else
+// ~/.docker/config.json, and its credential helpers), as docker and crane
+// use them; none when it names none for the registry.
+func registryOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+}
+
+// registryError adds to a refusal for want of credentials where they come
+// from.
+func registryError(err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return fmt.Errorf("%w (the registry's credentials come from the docker configuration: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)", err)
+	}
+	return err
 }

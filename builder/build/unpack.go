@@ -56,9 +56,9 @@ func Unpack(ctx context.Context, image string, dir string) (ImageConfig, error) 
 	if err != nil {
 		return ImageConfig{}, fmt.Errorf("parsing image reference: %w", err)
 	}
-	img, err := remote.Image(ref, remote.WithContext(ctx))
+	img, err := remote.Image(ref, registryOptions(ctx)...)
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("pulling %s: %w", image, err)
+		return ImageConfig{}, fmt.Errorf("pulling %s: %w", image, registryError(err))
 	}
 	digest, err := img.Digest()
 	if err != nil {

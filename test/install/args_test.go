@@ -152,7 +152,11 @@ func TestChartCommands(t *testing.T) {
 					continue
 				}
 				seen[repo] = true
-				checkContainer(t, fmt.Sprintf("%s: %s/%s", name, o.GetName(), c.Name), cmd, c, values != "")
+				where := fmt.Sprintf("%s: %s/%s", name, o.GetName(), c.Name)
+				checkContainer(t, where, cmd, c, values != "")
+				if values != "" && slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--registry=") }) {
+					checkRegistryCredentials(t, where, pod.Spec, c, "bex-registry")
+				}
 			}
 		}
 		for repo := range commands {
@@ -161,6 +165,40 @@ func TestChartCommands(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkRegistryCredentials requires that c, which talks to the app
+// registry, finds the credentials of Secret secret as its docker
+// configuration: DOCKER_CONFIG names a directory where that Secret's
+// .dockerconfigjson is mounted as config.json.
+func checkRegistryCredentials(t *testing.T, where string, pod corev1.PodSpec, c corev1.Container, secret string) {
+	t.Helper()
+	var dir string
+	for _, e := range c.Env {
+		if e.Name == "DOCKER_CONFIG" {
+			dir = e.Value
+		}
+	}
+	if dir == "" {
+		t.Errorf("%s: talks to the registry without DOCKER_CONFIG", where)
+		return
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != dir {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Secret == nil || v.Secret.SecretName != secret {
+				continue
+			}
+			for _, it := range v.Secret.Items {
+				if it.Key == corev1.DockerConfigJsonKey && it.Path == "config.json" {
+					return
+				}
+			}
+		}
+	}
+	t.Errorf("%s: DOCKER_CONFIG=%s is not Secret %s's %s mounted as config.json", where, dir, secret, corev1.DockerConfigJsonKey)
 }
 
 func checkContainer(t *testing.T, where string, cmd command, c corev1.Container, validate bool) {

@@ -128,11 +128,16 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
-{{/* bex.runtimeEnv: DATABASE_URL, and a writable HOME for git. */}}
+{{/* bex.runtimeEnv: DATABASE_URL, a writable HOME for git, and the
+   registry's credentials as a docker configuration. */}}
 {{- define "bex.runtimeEnv" -}}
 {{ include "bex.databaseEnv" . }}
 - name: HOME
   value: /tmp
+{{- if .Values.registryCredentials.existingSecret }}
+- name: DOCKER_CONFIG
+  value: /etc/bex/registry
+{{- end }}
 {{- end -}}
 
 {{/* bex.runtimeVolumeMounts: the pipeline's scratch directory, /tmp and the
@@ -147,6 +152,11 @@ imagePullSecrets:
   mountPath: /etc/bex/workload
   readOnly: true
 {{- end }}
+{{- if .Values.registryCredentials.existingSecret }}
+- name: registry-credentials
+  mountPath: /etc/bex/registry
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "bex.runtimeVolumes" -}}
@@ -158,6 +168,14 @@ imagePullSecrets:
 - name: workload-kubeconfig
   secret:
     secretName: {{ . }}
+{{- end }}
+{{- with .Values.registryCredentials.existingSecret }}
+- name: registry-credentials
+  secret:
+    secretName: {{ . }}
+    items:
+      - key: .dockerconfigjson
+        path: config.json
 {{- end }}
 {{- end -}}
 

@@ -65,7 +65,7 @@ func NewCA(spec Spec) (*KeyPair, error) {
 	}
 	cert, err := create(tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return nil, fmt.Errorf("creating CA certificate %q: %w", spec.CommonName, err)
+		return nil, fmt.Errorf("self-signing: %w", err)
 	}
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
@@ -95,7 +95,7 @@ func (ca *KeyPair) Sign(spec Spec, pub crypto.PublicKey) (*x509.Certificate, err
 	}
 	cert, err := create(tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
-		return nil, fmt.Errorf("signing certificate %q %v: %w", spec.CommonName, spec.DNSNames, err)
+		return nil, fmt.Errorf("signing: %w", err)
 	}
 	return cert, nil
 }

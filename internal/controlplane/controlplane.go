@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,7 +120,7 @@ type ControlPlane struct {
 	dataDir string
 	temp    bool
 	log     io.Writer
-	pki     *pki
+	pki     *planePKI
 	state   *state
 
 	etcd     *process
@@ -447,9 +446,9 @@ func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 		"--bind-address=" + s.IP,
 		"--advertise-address=" + s.IP,
 		"--secure-port=" + itoa(s.Port),
-		"--tls-cert-file=" + serving.certFile,
-		"--tls-private-key-file=" + serving.keyFile,
-		"--client-ca-file=" + p.ca.certFile,
+		"--tls-cert-file=" + serving.CertFile,
+		"--tls-private-key-file=" + serving.KeyFile,
+		"--client-ca-file=" + p.ca.CertFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.saPubFile,
 		"--service-account-signing-key-file=" + p.saKeyFile,
@@ -457,9 +456,9 @@ func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
 		// Front proxy: used by the aggregator and by peers when MVP proxies.
-		"--proxy-client-cert-file=" + p.frontProxy.certFile,
-		"--proxy-client-key-file=" + p.frontProxy.keyFile,
-		"--requestheader-client-ca-file=" + p.frontProxyCA.certFile,
+		"--proxy-client-cert-file=" + p.frontProxy.CertFile,
+		"--proxy-client-key-file=" + p.frontProxy.KeyFile,
+		"--requestheader-client-ca-file=" + p.frontProxyCA.CertFile,
 		"--requestheader-allowed-names=" + FrontProxyClientName,
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
@@ -474,7 +473,7 @@ func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 		gates[k] = v
 	}
 	if !s.Spec.NoMVP {
-		args = append(args, "--peer-ca-file="+p.ca.certFile)
+		args = append(args, "--peer-ca-file="+p.ca.CertFile)
 		if strings.HasPrefix(s.Version, "1.35.") {
 			if _, set := gates["UnknownVersionInteroperabilityProxy"]; !set {
 				gates["UnknownVersionInteroperabilityProxy"] = true
@@ -606,12 +605,12 @@ func (cp *ControlPlane) RESTConfig() *rest.Config { return cp.configFor(cp.Endpo
 
 // CAFile returns the cluster CA certificate: it signs every serving
 // certificate and the client certificates the apiservers accept.
-func (cp *ControlPlane) CAFile() string { return cp.pki.ca.certFile }
+func (cp *ControlPlane) CAFile() string { return cp.pki.ca.CertFile }
 
 // FrontProxy returns the files of the front-proxy CA and client certificate,
 // for an aggregated API server's requestheader settings.
 func (cp *ControlPlane) FrontProxy() (caFile, certFile, keyFile string) {
-	return cp.pki.frontProxyCA.certFile, cp.pki.frontProxy.certFile, cp.pki.frontProxy.keyFile
+	return cp.pki.frontProxyCA.CertFile, cp.pki.frontProxy.CertFile, cp.pki.frontProxy.KeyFile
 }
 
 // UserConfig returns a config that authenticates to the plane's endpoint as
@@ -631,9 +630,9 @@ func (cp *ControlPlane) configFor(url string) *rest.Config {
 	return &rest.Config{
 		Host: url,
 		TLSClientConfig: rest.TLSClientConfig{
-			CAFile:   cp.pki.ca.certFile,
-			CertFile: cp.pki.admin.certFile,
-			KeyFile:  cp.pki.admin.keyFile,
+			CAFile:   cp.pki.ca.CertFile,
+			CertFile: cp.pki.admin.CertFile,
+			KeyFile:  cp.pki.admin.KeyFile,
 		},
 		QPS:   200,
 		Burst: 400,
@@ -645,8 +644,8 @@ func (cp *ControlPlane) KubeconfigPath() string { return filepath.Join(cp.dataDi
 
 func (cp *ControlPlane) writeKubeconfig() error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.certFile}
-	kc.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{ClientCertificate: cp.pki.admin.certFile, ClientKey: cp.pki.admin.keyFile}
+	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.CertFile}
+	kc.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{ClientCertificate: cp.pki.admin.CertFile, ClientKey: cp.pki.admin.KeyFile}
 	kc.Contexts["bex"] = &clientcmdapi.Context{Cluster: "bex", AuthInfo: AdminUser}
 	kc.CurrentContext = "bex"
 	if err := clientcmd.WriteToFile(*kc, cp.KubeconfigPath()); err != nil {
@@ -658,12 +657,12 @@ func (cp *ControlPlane) writeKubeconfig() error {
 // httpClient returns a client that trusts the plane's CA and presents the
 // admin certificate.
 func (cp *ControlPlane) httpClient() *http.Client {
-	pool := x509.NewCertPool()
-	pool.AddCert(cp.pki.ca.cert)
-	cert := tls.Certificate{Certificate: [][]byte{cp.pki.admin.cert.Raw}, PrivateKey: cp.pki.admin.key}
 	return &http.Client{
-		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}},
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs:      cp.pki.ca.Pool(),
+			Certificates: []tls.Certificate{cp.pki.admin.TLSCertificate()},
+		}},
 	}
 }
 

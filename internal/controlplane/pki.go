@@ -1,21 +1,17 @@
 package controlplane
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
+
+	"bex.co/bex/internal/pki"
 )
 
 // Names every apiserver's serving certificate carries: peers verify each
@@ -33,16 +29,20 @@ const (
 	AdminUser = "bex-admin"
 )
 
+// certValidity is how long every certificate of the plane is valid.
+const certValidity = 10 * 365 * 24 * time.Hour
+
+// caKeyUsage is the key usage of the plane's CAs.
+const caKeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+
 // keyPair is a certificate with its key, and the PEM files that hold them.
 type keyPair struct {
-	cert     *x509.Certificate
-	key      crypto.Signer
-	certFile string
-	keyFile  string
+	*pki.KeyPair
+	pki.Files
 }
 
-// pki holds the plane's certificate authorities and shared credentials.
-type pki struct {
+// planePKI holds the plane's certificate authorities and shared credentials.
+type planePKI struct {
 	dir          string
 	ca           *keyPair // cluster CA: serving certs, client certs, peer CA
 	frontProxyCA *keyPair
@@ -53,32 +53,32 @@ type pki struct {
 }
 
 // loadOrCreatePKI reads the PKI in dir, creating what is missing.
-func loadOrCreatePKI(dir string) (*pki, error) {
+func loadOrCreatePKI(dir string) (*planePKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pki directory: %w", err)
 	}
-	p := &pki{dir: dir}
+	p := &planePKI{dir: dir}
 	var err error
-	if p.ca, err = loadOrCreate(dir, "ca", nil, certSpec{cn: "bex-ca", ca: true}); err != nil {
+	if p.ca, err = loadOrCreate(dir, "ca", nil, pki.Spec{CommonName: "bex-ca"}); err != nil {
 		return nil, err
 	}
-	if p.frontProxyCA, err = loadOrCreate(dir, "front-proxy-ca", nil, certSpec{cn: "bex-front-proxy-ca", ca: true}); err != nil {
+	if p.frontProxyCA, err = loadOrCreate(dir, "front-proxy-ca", nil, pki.Spec{CommonName: "bex-front-proxy-ca"}); err != nil {
 		return nil, err
 	}
-	if p.frontProxy, err = loadOrCreate(dir, "front-proxy-client", p.frontProxyCA, certSpec{cn: FrontProxyClientName, client: true}); err != nil {
+	if p.frontProxy, err = loadOrCreate(dir, "front-proxy-client", p.frontProxyCA, clientSpec(FrontProxyClientName)); err != nil {
 		return nil, err
 	}
-	if p.admin, err = loadOrCreate(dir, "admin", p.ca, certSpec{cn: AdminUser, orgs: []string{"system:masters"}, client: true}); err != nil {
+	if p.admin, err = loadOrCreate(dir, "admin", p.ca, clientSpec(AdminUser, "system:masters")); err != nil {
 		return nil, err
 	}
-	sa, err := loadOrCreate(dir, "sa", nil, certSpec{cn: "service-accounts", ca: true})
+	sa, err := loadOrCreate(dir, "sa", nil, pki.Spec{CommonName: "service-accounts"})
 	if err != nil {
 		return nil, err
 	}
-	p.saKeyFile = sa.keyFile
+	p.saKeyFile = sa.KeyFile
 	p.saPubFile = filepath.Join(dir, "sa.pub")
 	if _, err := os.Stat(p.saPubFile); err != nil {
-		der, err := x509.MarshalPKIXPublicKey(sa.key.Public())
+		der, err := x509.MarshalPKIXPublicKey(sa.Key.Public())
 		if err != nil {
 			return nil, err
 		}
@@ -94,155 +94,73 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 // address it carries the load balancer's, so that clients of the load
 // balancer verify it. A certificate that lacks a name or address (one issued
 // before the plane had a load balancer address) is issued anew.
-func (p *pki) serving(hostname string, ip net.IP) (*keyPair, error) {
+func (p *planePKI) serving(hostname string, ip net.IP) (*keyPair, error) {
 	name := "apiserver-" + hostname
-	spec := certSpec{
-		cn:       "kube-apiserver",
-		dnsNames: append([]string{hostname}, servingDNSNames...),
-		ips:      []net.IP{ip, net.ParseIP(LoadBalancerIP), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-		server:   true,
+	spec := pki.Spec{
+		CommonName:  "kube-apiserver",
+		DNSNames:    append([]string{hostname}, servingDNSNames...),
+		IPAddresses: []net.IP{ip, net.ParseIP(LoadBalancerIP), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	kp, err := loadOrCreate(p.dir, name, p.ca, spec)
-	if err != nil || covers(kp.cert, spec) {
+	if err != nil || pki.Covers(kp.Cert, spec) {
 		return kp, err
 	}
-	if err := os.Remove(kp.certFile); err != nil {
-		return nil, fmt.Errorf("replacing %s: %w", kp.certFile, err)
+	if err := os.Remove(kp.CertFile); err != nil {
+		return nil, fmt.Errorf("replacing %s: %w", kp.CertFile, err)
 	}
 	return loadOrCreate(p.dir, name, p.ca, spec)
 }
 
-// covers reports whether cert carries every name and address of spec.
-func covers(cert *x509.Certificate, spec certSpec) bool {
-	for _, n := range spec.dnsNames {
-		if !slices.Contains(cert.DNSNames, n) {
-			return false
-		}
-	}
-	for _, ip := range spec.ips {
-		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
-			return false
-		}
-	}
-	return true
-}
-
-// ClientCert issues a client certificate for user in groups, signed by the
+// clientCert issues a client certificate for user in groups, signed by the
 // cluster CA, and returns its PEM certificate and key.
-func (p *pki) clientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
-	kp, err := newKeyPair(p.ca, certSpec{cn: user, orgs: groups, client: true})
+func (p *planePKI) clientCert(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	kp, err := newKeyPair(p.ca, clientSpec(user, groups...))
 	if err != nil {
 		return nil, nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(kp.key)
+	keyPEM, err = kp.KeyPEM()
 	if err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.cert.Raw}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+	return kp.CertPEM(), keyPEM, nil
 }
 
-type certSpec struct {
-	cn       string
-	orgs     []string
-	dnsNames []string
-	ips      []net.IP
-	ca       bool
-	client   bool
-	server   bool
+// clientSpec is the certificate of user in groups.
+func clientSpec(user string, groups ...string) pki.Spec {
+	return pki.Spec{CommonName: user, Organization: groups, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 }
 
-func loadOrCreate(dir, name string, signer *keyPair, spec certSpec) (*keyPair, error) {
-	kp := &keyPair{certFile: filepath.Join(dir, name+".crt"), keyFile: filepath.Join(dir, name+".key")}
-	certPEM, cerr := os.ReadFile(kp.certFile)
-	keyPEM, kerr := os.ReadFile(kp.keyFile)
-	if cerr == nil && kerr == nil {
-		if err := kp.parse(certPEM, keyPEM); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", kp.certFile, err)
-		}
+// loadOrCreate reads the key pair name.crt and name.key in dir, or, when one
+// of them is missing, creates it with newKeyPair and writes it there.
+func loadOrCreate(dir, name string, signer *keyPair, spec pki.Spec) (*keyPair, error) {
+	kp := &keyPair{Files: pki.Files{
+		CertFile: filepath.Join(dir, name+".crt"),
+		KeyFile:  filepath.Join(dir, name+".key"),
+		CertMode: 0o644,
+	}}
+	var err error
+	if kp.KeyPair, err = kp.Read(); err == nil {
 		return kp, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading %s certificate: %w", name, err)
 	}
-	fresh, err := newKeyPair(signer, spec)
-	if err != nil {
+	if kp.KeyPair, err = newKeyPair(signer, spec); err != nil {
 		return nil, fmt.Errorf("creating %s certificate: %w", name, err)
 	}
-	fresh.certFile, fresh.keyFile = kp.certFile, kp.keyFile
-	keyDER, err := x509.MarshalPKCS8PrivateKey(fresh.key)
-	if err != nil {
-		return nil, err
+	if err := kp.Files.Write(kp.KeyPair); err != nil {
+		return nil, fmt.Errorf("writing %s certificate: %w", name, err)
 	}
-	if err := os.WriteFile(fresh.keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", fresh.keyFile, err)
-	}
-	if err := os.WriteFile(fresh.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: fresh.cert.Raw}), 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", fresh.certFile, err)
-	}
-	return fresh, nil
+	return kp, nil
 }
 
-func (kp *keyPair) parse(certPEM, keyPEM []byte) error {
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return errors.New("not PEM")
+// newKeyPair issues spec, valid for certValidity, signed by signer, or as a
+// self-signed CA when signer is nil.
+func newKeyPair(signer *keyPair, spec pki.Spec) (*pki.KeyPair, error) {
+	spec.NotAfter = time.Now().Add(certValidity)
+	if signer == nil {
+		spec.KeyUsage = caKeyUsage
+		return pki.NewCA(spec)
 	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return err
-	}
-	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		return err
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return errors.New("key cannot sign")
-	}
-	kp.cert, kp.key = cert, signer
-	return nil
-}
-
-func newKeyPair(signer *keyPair, spec certSpec) (*keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: spec.cn, Organization: spec.orgs},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		DNSNames:     spec.dnsNames,
-		IPAddresses:  spec.ips,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	if spec.ca {
-		tmpl.IsCA = true
-		tmpl.BasicConstraintsValid = true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign | x509.KeyUsageCRLSign
-	}
-	if spec.client {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-	}
-	if spec.server {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	}
-	parent, parentKey := tmpl, crypto.Signer(key)
-	if signer != nil {
-		parent, parentKey = signer.cert, signer.key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{cert: cert, key: key}, nil
+	return signer.Issue(spec)
 }

@@ -1,9 +1,12 @@
 package controlplane
 
 import (
+	"crypto/x509"
 	"net"
 	"slices"
 	"testing"
+
+	"bex.co/bex/internal/pki"
 )
 
 // TestServingCertificateCarriesLoadBalancerIP shows that a serving
@@ -16,13 +19,14 @@ func TestServingCertificateCarriesLoadBalancerIP(t *testing.T) {
 	}
 	ip := net.ParseIP("127.0.0.11")
 	lbIP := net.ParseIP(LoadBalancerIP)
-	old, err := loadOrCreate(p.dir, "apiserver-old", p.ca, certSpec{
-		cn: "kube-apiserver", dnsNames: []string{"old"}, ips: []net.IP{ip}, server: true,
+	old, err := loadOrCreate(p.dir, "apiserver-old", p.ca, pki.Spec{
+		CommonName: "kube-apiserver", DNSNames: []string{"old"}, IPAddresses: []net.IP{ip},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.ContainsFunc(old.cert.IPAddresses, lbIP.Equal) {
+	if slices.ContainsFunc(old.Cert.IPAddresses, lbIP.Equal) {
 		t.Fatal("the certificate issued the old way already carries the load balancer's IP")
 	}
 
@@ -32,18 +36,18 @@ func TestServingCertificateCarriesLoadBalancerIP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []net.IP{ip, lbIP} {
-			if !slices.ContainsFunc(kp.cert.IPAddresses, want.Equal) {
-				t.Fatalf("serving certificate of %q lacks %s: %v", name, want, kp.cert.IPAddresses)
+			if !slices.ContainsFunc(kp.Cert.IPAddresses, want.Equal) {
+				t.Fatalf("serving certificate of %q lacks %s: %v", name, want, kp.Cert.IPAddresses)
 			}
 		}
-		if !slices.Contains(kp.cert.DNSNames, "kubernetes.default.svc") || !slices.Contains(kp.cert.DNSNames, name) {
-			t.Fatalf("serving certificate of %q lacks a name: %v", name, kp.cert.DNSNames)
+		if !slices.Contains(kp.Cert.DNSNames, "kubernetes.default.svc") || !slices.Contains(kp.Cert.DNSNames, name) {
+			t.Fatalf("serving certificate of %q lacks a name: %v", name, kp.Cert.DNSNames)
 		}
 		again, err := p.serving(name, ip)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.cert.Equal(kp.cert) {
+		if !again.Cert.Equal(kp.Cert) {
 			t.Fatalf("a complete certificate of %q was issued anew", name)
 		}
 	}

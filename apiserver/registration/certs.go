@@ -1,20 +1,14 @@
 package registration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
+
+	"bex.co/bex/internal/pki"
 )
 
 // ServingCert is a serving certificate of bex-apiserver and the CA that
@@ -29,109 +23,77 @@ type ServingCert struct {
 // certificate for.
 func DNSName(service, namespace string) string { return service + "." + namespace + ".svc" }
 
+// renewBefore is how long before it expires the serving certificate is
+// issued anew.
+const renewBefore = 7 * 24 * time.Hour
+
 // EnsureServingCert returns the serving certificate in dir (ca.crt,
 // tls.crt, tls.key), making a new CA and certificate when they are missing,
 // expire within a week, or do not carry every name. The certificate is for
-// <service>.<namespace>.svc, localhost and 127.0.0.1.
+// <service>.<namespace>.svc, localhost and 127.0.0.1. The CA's key is not
+// kept: a new certificate comes with a new CA.
 func EnsureServingCert(dir, service, namespace string) (*ServingCert, error) {
 	sc := &ServingCert{
 		CertFile: filepath.Join(dir, "tls.crt"),
 		KeyFile:  filepath.Join(dir, "tls.key"),
 		CAFile:   filepath.Join(dir, "ca.crt"),
 	}
-	names := []string{DNSName(service, namespace), DNSName(service, namespace) + ".cluster.local", "localhost"}
-	if ca, ok := currentCert(sc, names); ok {
+	files := pki.Files{CertFile: sc.CertFile, KeyFile: sc.KeyFile, CertMode: 0o600, ECKey: true}
+	now := time.Now()
+	name := DNSName(service, namespace)
+	spec := pki.Spec{
+		CommonName:  name,
+		DNSNames:    []string{name, name + ".cluster.local", "localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotAfter:    now.AddDate(1, 0, 0),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ca, ok := currentCert(sc.CAFile, files, spec); ok {
 		sc.CA = ca
 		return sc, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating certificate directory: %w", err)
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(now.UnixNano()),
-		Subject:               pkix.Name{CommonName: "bex-apiserver-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := pki.NewCA(pki.Spec{
+		CommonName: "bex-apiserver-ca",
+		NotAfter:   now.AddDate(10, 0, 0),
+		KeyUsage:   x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating CA certificate: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(now.UnixNano() + 1),
-		Subject:      pkix.Name{CommonName: DNSName(service, namespace)},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(1, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     names,
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	serving, err := ca.Issue(spec)
 	if err != nil {
 		return nil, fmt.Errorf("creating serving certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
+	sc.CA = ca.CertPEM()
+	if err := os.WriteFile(sc.CAFile, sc.CA, 0o600); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", filepath.Base(sc.CAFile), err)
 	}
-	sc.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{
-		{sc.CAFile, sc.CA},
-		{sc.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
-		{sc.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})},
-	} {
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", filepath.Base(f.path), err)
-		}
+	if err := files.Write(serving); err != nil {
+		return nil, err
 	}
 	return sc, nil
 }
 
-// currentCert returns the CA PEM when the files in sc hold a key pair that
-// chains to the CA, carries names, and is valid for at least a week.
-func currentCert(sc *ServingCert, names []string) ([]byte, bool) {
-	caPEM, err := os.ReadFile(sc.CAFile)
+// currentCert returns the PEM in caFile when files hold a key pair that
+// chains to that CA, carries the names of spec, and is valid for at least
+// renewBefore.
+func currentCert(caFile string, files pki.Files, spec pki.Spec) ([]byte, bool) {
+	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, false
 	}
-	pair, err := tls.LoadX509KeyPair(sc.CertFile, sc.KeyFile)
-	if err != nil {
+	kp, err := files.Read()
+	if err != nil || !pki.ValidFor(kp.Cert, renewBefore) || !pki.Covers(kp.Cert, spec) {
 		return nil, false
-	}
-	cert, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil || time.Until(cert.NotAfter) < 7*24*time.Hour {
-		return nil, false
-	}
-	for _, n := range names {
-		if !slices.Contains(cert.DNSNames, n) {
-			return nil, false
-		}
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, false
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: names[0]}); err != nil {
+	if _, err := kp.Cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: spec.DNSNames[0]}); err != nil {
 		return nil, false
 	}
 	return caPEM, true

@@ -99,7 +99,7 @@ func Start(t testing.TB, opts Options) *Pebble {
 		t.Fatalf("acmetest: %v", err)
 	}
 	p.client = &http.Client{
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.certs.pool}},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.certs.ca.Pool()}},
 		Timeout:   10 * time.Second,
 	}
 	for attempt := 1; ; attempt++ {
@@ -170,15 +170,10 @@ func (p *Pebble) start(ctx context.Context, opts Options, pebbleBin, challBin st
 	if err != nil {
 		return fmt.Errorf("listening for the directory proxy: %w", err)
 	}
-	cert, err := tls.X509KeyPair(p.certs.certPEM, p.certs.keyPEM)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("loading directory certificate: %w", err)
-	}
 	p.orders = newOrderCounter(&url.URL{Scheme: "https", Host: pebbleAddr}, p.client.Transport, p.log)
 	p.proxy = &http.Server{
 		Handler:           p.orders,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{p.certs.serving.TLSCertificate()}},
 		ErrorLog:          log.New(p.log, "acmetest proxy: ", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -213,8 +208,8 @@ func (p *Pebble) writeConfig(path string, opts Options, listen, management strin
 	}
 	c.Pebble.ListenAddress = listen
 	c.Pebble.ManagementListenAddress = management
-	c.Pebble.Certificate = p.certs.certFile
-	c.Pebble.PrivateKey = p.certs.keyFile
+	c.Pebble.Certificate = p.certs.files.CertFile
+	c.Pebble.PrivateKey = p.certs.files.KeyFile
 	c.Pebble.HTTPPort = opts.HTTPPort
 	c.Pebble.TLSPort = opts.TLSPort
 	c.Pebble.KeyAlgorithm = "ecdsa"
@@ -321,7 +316,7 @@ func (p *Pebble) DirectoryURL() string { return p.directoryURL }
 
 // DirectoryCA returns a pool holding the CA of the certificate the ACME
 // directory is served with, for the ACME client under test to trust.
-func (p *Pebble) DirectoryCA() *x509.CertPool { return p.certs.pool.Clone() }
+func (p *Pebble) DirectoryCA() *x509.CertPool { return p.certs.ca.Pool() }
 
 // DirectoryCAFile returns the path of that CA certificate as a PEM file.
 func (p *Pebble) DirectoryCAFile() string { return p.certs.caFile }

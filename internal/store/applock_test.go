@@ -69,14 +69,7 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 	}
 
 	unlockA()
-	select {
-	case unlockB := <-held:
-		unlockB()
-	case err := <-failed:
-		t.Fatalf("LockApp after the first unlocked: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the second process did not get the lock after the first released it")
-	}
+	awaitLock(t, held, failed, "after the first process released it")
 }
 
 // A process that dies while it holds the lock does not hold up the others:
@@ -99,13 +92,20 @@ func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
 		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminating the holder's session: %v %v", killed, err)
 	}
+	awaitLock(t, held, failed, "after its holder's session ended")
+}
+
+// awaitLock waits for lockAsync's lock, and releases it; it fails t when
+// the lock is not taken within 20 s (after what it says).
+func awaitLock(t *testing.T, held <-chan func(), failed <-chan error, after string) {
+	t.Helper()
 	select {
-	case unlockB := <-held:
-		unlockB()
+	case unlock := <-held:
+		unlock()
 	case err := <-failed:
-		t.Fatalf("LockApp: %v", err)
+		t.Fatalf("LockApp %s: %v", after, err)
 	case <-time.After(20 * time.Second):
-		t.Fatal("the lock was not released when its holder's session ended")
+		t.Fatalf("the lock was not taken %s", after)
 	}
 }
 

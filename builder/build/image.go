@@ -257,10 +257,11 @@ func push(ctx context.Context, ref name.Tag, img v1.Image) (string, error) {
 	return d.String(), nil
 }
 
-// registryOptions are the options of every request to the platform's
-// registry: credentials from the docker configuration ($DOCKER_CONFIG, else
-// ~/.docker/config.json, and its credential helpers), as docker and crane
-// use them; none when it names none for the registry.
+// registryOptions are the options of every request the builder makes to a
+// registry (the platform's, and the run image's): credentials from the
+// docker configuration ($DOCKER_CONFIG, else ~/.docker/config.json, and its
+// credential helpers), as docker and crane use them; none when it names none
+// for the registry.
 func registryOptions(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 }

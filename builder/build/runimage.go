@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -60,10 +59,7 @@ func (r *runImage) get(ctx context.Context) (v1.Image, name.Digest, error) {
 	if _, byDigest := r.ref.(name.Digest); byDigest && r.img != nil {
 		return r.img, r.pinned, nil
 	}
-	opts := []remote.Option{
-		remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
-		remote.WithPlatform(r.platform), remote.WithUserAgent("bex-builder"),
-	}
+	opts := append(registryOptions(ctx), remote.WithPlatform(r.platform), remote.WithUserAgent("bex-builder"))
 	desc, err := remote.Head(r.ref, opts...)
 	if err != nil {
 		// A HEAD answer has no body; GET says why (MANIFEST_UNKNOWN, …).

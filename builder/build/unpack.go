@@ -47,10 +47,11 @@ type ImageConfig struct {
 // Unpack pulls image (best named by digest, as Result.Image is) and
 // extracts the files it keeps under /app into dir, which must be missing or
 // empty. Of an image laid on a run image it reads only the app's layer (the
-// last, named by LabelAppLayer), never the run image's. Extraction stays inside dir: entries with ".." or absolute names
-// are refused, symbolic and hard links must point inside dir, and only
-// regular files, directories and links are created, with their permission
-// bits (never setuid) and modification times.
+// last, named by LabelAppLayer), never the run image's. Extraction stays
+// inside dir: entries with ".." or absolute names are refused, symbolic and
+// hard links must point inside dir, and only regular files, directories and
+// links are created, with their permission bits (never setuid) and
+// modification times.
 func Unpack(ctx context.Context, image string, dir string) (ImageConfig, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {

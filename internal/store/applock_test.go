@@ -25,32 +25,34 @@ func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan 
 	return held, failed
 }
 
-// twoProcesses opens two stores on one new database, as two processes of
-// a cluster install would.
-func twoProcesses(t *testing.T) (a, b *store.Store) {
+// contended opens two stores on one new database, as two processes of a
+// cluster install would, lets the first take acme/web's lock and returns
+// once the second waits for it (lockAsync's channels). The first store and
+// its unlock are returned too.
+func contended(t *testing.T) (a *store.Store, unlockA func(), held <-chan func(), failed <-chan error) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	a, dbURL := newStoreURL(t)
 	b, err := store.Open(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	return a, b
+	unlockA, err = a.LockApp(t.Context(), "acme", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, failed = lockAsync(t.Context(), b, "acme", "web")
+	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
+	return a, unlockA, held, failed
 }
 
 // Two stores on one database stand for two processes (the git receiver and
 // the web API): a rollback in one waits for a deploy of the same app in the
 // other.
 func TestLockAppSerialisesProcesses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	a, b := twoProcesses(t)
-	unlockA, err := a.LockApp(t.Context(), "acme", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, failed := lockAsync(t.Context(), b, "acme", "web")
-	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
+	a, unlockA, held, failed := contended(t)
 	select {
 	case <-held:
 		t.Fatal("the second process took the lock while the first held it")
@@ -61,7 +63,7 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 
 	// Another app, and the same app name of another tenant, are not held up.
 	for _, other := range [][2]string{{"acme", "api"}, {"globex", "web"}} {
-		unlock, err := b.LockApp(t.Context(), other[0], other[1])
+		unlock, err := a.LockApp(t.Context(), other[0], other[1])
 		if err != nil {
 			t.Fatalf("LockApp(%s/%s): %v", other[0], other[1], err)
 		}
@@ -75,16 +77,8 @@ func TestLockAppSerialisesProcesses(t *testing.T) {
 // A process that dies while it holds the lock does not hold up the others:
 // the lock goes with its connection.
 func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	a, b := twoProcesses(t)
-	unlockA, err := a.LockApp(t.Context(), "acme", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, unlockA, held, failed := contended(t)
 	defer unlockA()
-	held, failed := lockAsync(t.Context(), b, "acme", "web")
-	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
 
 	// The holder's session ends as it would when its process is killed.
 	var killed bool

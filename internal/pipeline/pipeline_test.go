@@ -2,7 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -153,13 +152,6 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// goAhead is a build step that waits until the file gate exists.
-func goAhead(gate string) string {
-	return fmt.Sprintf(`const fs = require("fs");
-const timer = setInterval(() => { if (fs.existsSync(%q)) clearInterval(timer); }, 50);
-`, gate)
-}
-
 func TestPipelineAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -173,7 +165,7 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 	// left: the rollback is the newest release, and it is what serves.
 	t.Run("rollback waits for a deploy in another process", func(t *testing.T) {
 		gate := filepath.Join(t.TempDir(), "go")
-		push := e.commit(t, "v2", goAhead(gate))
+		push := e.commit(t, "v2", platformtest.GoAheadBuildJS(gate, "v2"))
 		deployed := make(chan int, 1)
 		go func() {
 			res, err := e.a.Deploy(ctx, push, testWriter{t})

@@ -18,21 +18,6 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
-// goAhead is the build step of the test's app: it prints a line, waits
-// until the file gate exists, then prints another, so that the test
-// decides when the build ends.
-func goAhead(gate, body string) string {
-	return fmt.Sprintf(`const fs = require("fs");
-console.log("build: waiting for the go-ahead");
-const timer = setInterval(() => {
-  if (fs.existsSync(%q)) {
-    clearInterval(timer);
-    console.log("build: go-ahead received, %s is ready");
-  }
-}, 100);
-`, gate, body)
-}
-
 // TestTenantDashboard: a tenant signs in, creates an app, watches the build
 // log of a real git push arrive live, rolls back from the release list;
 // another tenant gets 404 for that app and 403 for the console.
@@ -87,7 +72,7 @@ func TestTenantDashboard(t *testing.T) {
 	repo := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go-ahead")
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
-	platformtest.WriteNodeApp(t, repo, "hello v1", goAhead(gate, "hello v1"))
+	platformtest.WriteNodeApp(t, repo, "hello v1", platformtest.GoAheadBuildJS(gate, "hello v1"))
 	platformtest.Git(t, repo, "add", ".")
 	platformtest.Git(t, repo, "commit", "-q", "-m", "v1")
 	pushURL, err := url.Parse(remote)
@@ -131,7 +116,7 @@ func TestTenantDashboard(t *testing.T) {
 	}
 
 	// A second release, then a rollback to the first from the list.
-	platformtest.WriteNodeApp(t, repo, "hello v2", goAhead(gate, "hello v2"))
+	platformtest.WriteNodeApp(t, repo, "hello v2", platformtest.GoAheadBuildJS(gate, "hello v2"))
 	platformtest.Git(t, repo, "commit", "-q", "-am", "v2")
 	if out, err := platformtest.GitErr(repo, "push", pushURL.String(), "main"); err != nil {
 		t.Fatalf("pushing v2: %v\n%s", err, out)

@@ -51,3 +51,19 @@ func GitErr(dir string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// GoAheadBuildJS is a build step for WriteNodeApp that lets a test decide
+// when the build ends: it prints "build: waiting for the go-ahead", waits
+// until the file gate exists, then prints "build: go-ahead received, <body>
+// is ready".
+func GoAheadBuildJS(gate, body string) string {
+	return fmt.Sprintf(`const fs = require("fs");
+console.log("build: waiting for the go-ahead");
+const timer = setInterval(() => {
+  if (fs.existsSync(%q)) {
+    clearInterval(timer);
+    console.log("build: go-ahead received, %s is ready");
+  }
+}, 100);
+`, gate, body)
+}

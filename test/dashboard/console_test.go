@@ -55,6 +55,10 @@ func TestOperatorConsole(t *testing.T) {
 	e := apitest.Start(t, cp)
 	sim := newCluster(t, ctx, e.Kube, cp, "fleet", "prod", "v1.36.3")
 	startController(t, ctx, cp, e)
+	// The first machine is replaced while the page is open; the second
+	// waits until the operator has paused, so that the pause lands in a
+	// running rollout however slow the machine is.
+	sim.hold(1)
 	go sim.run(ctx)
 
 	key := make([]byte, 32)
@@ -113,6 +117,7 @@ func TestOperatorConsole(t *testing.T) {
 	if !fu.Spec.Paused {
 		t.Fatal("the Pause button did not pause the FleetUpgrade")
 	}
+	sim.release()
 	if b.text("#held") == "" || eval[int](b, `document.querySelectorAll("#resume").length`) != 1 {
 		t.Errorf("the page after pausing: %q", b.text("main"))
 	}
@@ -175,7 +180,9 @@ func startController(t *testing.T, ctx context.Context, cp *controlplane.Control
 // while the Cluster is not paused and a machine runs another version than
 // the KubeadmControlPlane, it deletes the oldest such machine and creates
 // its replacement, which joins at once; it waits settle after a join, as
-// KCP waits for the new machine to be healthy.
+// KCP waits for the new machine to be healthy. After holdAfter
+// replacements (0: never) it starts no other until release, so that a test
+// can act while the rollout is certainly under way.
 type simCluster struct {
 	t        *testing.T
 	c        client.Client
@@ -187,6 +194,24 @@ type simCluster struct {
 	mu         sync.Mutex
 	next       int
 	lastJoined time.Time
+	replaced   int
+	holdAfter  int
+	released   bool
+}
+
+// hold makes the simulator start no replacement after the n-th until
+// release.
+func (s *simCluster) hold(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holdAfter = n
+}
+
+// release lets the simulator go on replacing machines.
+func (s *simCluster) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = true
 }
 
 // newCluster creates the Cluster, a KubeadmControlPlane of three at ver
@@ -297,15 +322,19 @@ func (s *simCluster) step(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	settled := time.Since(s.lastJoined) >= s.settle
+	held := s.holdAfter > 0 && s.replaced >= s.holdAfter && !s.released
 	s.mu.Unlock()
 	i := slices.IndexFunc(machines, func(m clusterv1.Machine) bool { return m.Spec.Version != kcp.Spec.Version })
-	if i >= 0 && len(machines) == 3 && settled {
+	if i >= 0 && len(machines) == 3 && settled && !held {
 		if err := s.c.Delete(ctx, &machines[i]); err != nil {
 			return err
 		}
 		if err := s.createMachine(ctx, kcp.Spec.Version); err != nil {
 			return err
 		}
+		s.mu.Lock()
+		s.replaced++
+		s.mu.Unlock()
 	}
 	return s.updateStatus(ctx)
 }

@@ -64,11 +64,14 @@ func (h HealthCheck) String() string {
 	return "GET " + h.Path
 }
 
-// Process is one process type of a release. Command runs in a shell; empty
-// means the image's own entrypoint (kube driver only: the process driver
-// needs a command).
+// Process is one process type of a release. Command runs in a shell
+// (/bin/sh -c); Args, when set instead, run as they are, with no shell (an
+// image's ENTRYPOINT and CMD, for images that may have no shell at all).
+// Both empty means the image's own entrypoint (kube driver only: the
+// process driver needs one of them).
 type Process struct {
 	Command  string
+	Args     []string
 	Replicas int
 }
 
@@ -85,8 +88,16 @@ type Release struct {
 	Number int
 	// Image is the OCI image reference (kube driver).
 	Image string
-	// Dir is an unpacked image directory (process driver); commands run in it.
+	// Dir is an unpacked image directory (process driver): the image's
+	// /app, for images the platform built on its run image. Commands run in
+	// it; in a sandbox it is mounted at /app.
 	Dir string
+	// RootFS, instead of Dir, is the whole unpacked root filesystem of an
+	// image that brings its own (a Dockerfile build): the sandbox runs it as
+	// the container's root, and WorkDir is the working directory inside it
+	// ("/" when empty). Only a sandboxing driver runs such a release.
+	RootFS  string
+	WorkDir string
 	// ImageEnv is the image's own environment as the unpacked Dir sees it
 	// (its /app paths mapped to Dir, the platform's binary directory on
 	// PATH). A driver that runs Dir starts from it; a driver that runs Image

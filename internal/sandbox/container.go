@@ -1,0 +1,322 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// AppDir is where a release's files are in a container of the run base.
+const AppDir = "/app"
+
+// AppUID is the uid (and gid) processes run as in a container of the run
+// base; the release's files belong to it.
+const AppUID = 1000
+
+// Limits bound one container. Zero fields take the defaults in brackets.
+type Limits struct {
+	// Memory is the memory limit in bytes, tmpfs pages included [512 MiB].
+	Memory int64
+	// CPUMilli is the CPU limit in thousandths of a core [none].
+	CPUMilli int64
+	// Pids bounds the processes and threads [256].
+	Pids int64
+	// Files bounds the open files of each process [4096].
+	Files uint64
+	// Tmp is the size of /tmp [64 MiB].
+	Tmp int64
+	// AppWrites bounds what processes may write under /app [64 MiB].
+	AppWrites int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Memory <= 0 {
+		l.Memory = 512 << 20
+	}
+	if l.Pids <= 0 {
+		l.Pids = 256
+	}
+	if l.Files == 0 {
+		l.Files = 4096
+	}
+	if l.Tmp <= 0 {
+		l.Tmp = 64 << 20
+	}
+	if l.AppWrites <= 0 {
+		l.AppWrites = 64 << 20
+	}
+	return l
+}
+
+// Spec is what one container runs.
+type Spec struct {
+	// Tenant picks the host uid range.
+	Tenant string
+	// Hostname is the container's hostname.
+	Hostname string
+	// AppDir is a host directory seen at /app, over the run base; the
+	// Manager gives its files to the tenant's app user. Or RootFS is the
+	// whole root filesystem of an image, given to the tenant's root.
+	AppDir, RootFS string
+	// WorkDir is where the process starts [/app, or / for a RootFS].
+	WorkDir string
+	// Args is the process; Env its environment (KEY=value).
+	Args []string
+	Env  []string
+	// Limits bound it.
+	Limits Limits
+}
+
+// Container is one prepared container: Command starts it, Destroy removes
+// everything of it.
+type Container struct {
+	m      *Manager
+	id     string
+	dir    string
+	addr   netip.Addr
+	cgroup string
+	limits Limits
+
+	destroyOnce sync.Once
+}
+
+var instanceSeq atomic.Uint64
+
+// Create prepares a container for spec: its network namespace and address,
+// its scratch mounts and its OCI bundle. Nothing runs until Command's
+// process starts.
+func (m *Manager) Create(spec Spec) (c *Container, err error) {
+	if len(spec.Args) == 0 {
+		return nil, errors.New("sandbox: no command to run")
+	}
+	if (spec.AppDir == "") == (spec.RootFS == "") {
+		return nil, errors.New("sandbox: give either an app directory or a root filesystem")
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errors.New("sandbox manager is closed")
+	}
+	hostUID, err := m.HostUID(spec.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	seq := instanceSeq.Add(1)
+	c = &Container{
+		m:      m,
+		id:     fmt.Sprintf("%s-%d", m.bridge, seq),
+		limits: spec.Limits.withDefaults(),
+	}
+	c.dir = filepath.Join(m.dir, "instances", c.id)
+	c.cgroup = "/bex-sandbox/" + c.id
+	defer func() {
+		if err != nil {
+			c.Destroy()
+		}
+	}()
+	if err := os.Mkdir(c.dir, 0o711); err != nil {
+		return nil, err
+	}
+	if c.addr, err = m.allocate(); err != nil {
+		return nil, err
+	}
+	if err := m.plumb(c.id, fmt.Sprintf("bv%dx%d", m.slot, seq), c.addr); err != nil {
+		return nil, fmt.Errorf("setting up the network of %s: %w", spec.Hostname, err)
+	}
+	var root string
+	var mounts []mount
+	user := AppUID
+	workDir := spec.WorkDir
+	if spec.AppDir != "" {
+		if root, err = m.runBase(); err != nil {
+			return nil, err
+		}
+		app, err := c.appOverlay(spec.AppDir, hostUID+AppUID)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(m.baseMounts(), mount{dst: AppDir, src: app, opts: []string{"rbind", "rw", "nosuid", "nodev"}})
+		if workDir == "" {
+			workDir = AppDir
+		}
+	} else {
+		root = spec.RootFS
+		user = 0
+		if err := prepareRootFS(root, hostUID); err != nil {
+			return nil, err
+		}
+		if workDir == "" {
+			workDir = "/"
+		}
+	}
+	cfg := c.config(spec, root, user, workDir, hostUID, mounts)
+	b, err := json.MarshalIndent(cfg, "", "\t")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "config.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ID is the container's runc id.
+func (c *Container) ID() string { return c.id }
+
+// Addr is the container's address on the slot's bridge.
+func (c *Container) Addr() netip.Addr { return c.addr }
+
+// Command returns the command that runs the container in the foreground:
+// runc's standard output and error are the process's, and it exits with
+// the process's status. The caller sets Stdout and Stderr and starts it.
+// The container is kept after its process exits, so that OOMKilled can
+// read its cgroup; Destroy removes it.
+func (c *Container) Command() *exec.Cmd {
+	cmd := exec.Command(c.m.opts.Runc, c.m.runcArgs("run", "--keep", "--bundle", c.dir, c.id)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// Signal sends sig to every process of the container.
+func (c *Container) Signal(sig syscall.Signal) error {
+	return run("", c.m.opts.Runc, c.m.runcArgs("kill", "--all", c.id, strconv.Itoa(int(sig)))...)
+}
+
+// OOMKilled reports whether the kernel killed a process of the container
+// for going past its memory limit. Call it after the process exited and
+// before Destroy.
+func (c *Container) OOMKilled() bool {
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", c.cgroup, "memory.oom_control"))
+	if err != nil {
+		b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", c.cgroup, "memory.events"))
+		if err != nil {
+			return false
+		}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// MemoryLimit is the container's memory limit in bytes.
+func (c *Container) MemoryLimit() int64 { return c.limits.Memory }
+
+// Destroy kills what still runs and removes the container, its network
+// namespace, address and scratch mounts. It may be called more than once.
+func (c *Container) Destroy() error {
+	var err error
+	c.destroyOnce.Do(func() {
+		var errs []string
+		if _, statErr := os.Stat(filepath.Join(c.m.dir, "runc", c.id)); statErr == nil {
+			if e := run("", c.m.opts.Runc, c.m.runcArgs("delete", "-f", c.id)...); e != nil {
+				errs = append(errs, e.Error())
+			}
+		}
+		if _, statErr := os.Stat("/var/run/netns/" + c.id); statErr == nil {
+			if e := run("", "ip", "netns", "del", c.id); e != nil {
+				errs = append(errs, e.Error())
+			}
+		}
+		if c.addr.IsValid() {
+			c.m.release(c.addr)
+		}
+		if e := unmountUnder(c.dir); e != nil {
+			errs = append(errs, e.Error())
+		}
+		if e := os.RemoveAll(c.dir); e != nil {
+			errs = append(errs, e.Error())
+		}
+		if len(errs) > 0 {
+			err = fmt.Errorf("removing container %s: %s", c.id, strings.Join(errs, "; "))
+		}
+	})
+	return err
+}
+
+// appOverlay mounts the container's /app: the release's files (given to
+// the tenant's app user) under a writable layer on a tmpfs of
+// Limits.AppWrites, so that what the app writes stays its own, bounded,
+// and goes with the container.
+func (c *Container) appOverlay(lower string, uid uint32) (string, error) {
+	if err := chownTree(lower, uid); err != nil {
+		return "", fmt.Errorf("giving %s to the app user: %w", lower, err)
+	}
+	rw := filepath.Join(c.dir, "rw")
+	app := filepath.Join(c.dir, "app")
+	for _, d := range []string{rw, app} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return "", err
+		}
+	}
+	if err := syscall.Mount("tmpfs", rw, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", c.limits.AppWrites)); err != nil {
+		return "", fmt.Errorf("mounting the app's scratch space: %w", err)
+	}
+	upper, work := filepath.Join(rw, "upper"), filepath.Join(rw, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chown(upper, int(uid), int(uid)); err != nil {
+		return "", err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+	if err := syscall.Mount("overlay", app, "overlay", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		return "", fmt.Errorf("mounting the app's overlay: %w", err)
+	}
+	return app, nil
+}
+
+// chownTree gives every file under dir (links themselves, not what they
+// name) to uid, unless dir already belongs to it.
+func chownTree(dir string, uid uint32) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid == uid && s.Gid == uid {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(uid), int(uid))
+	})
+}
+
+// prepareRootFS gives an image's root filesystem to the tenant's root and
+// makes the mount points the container needs, so that nothing is created
+// in it from inside.
+func prepareRootFS(root string, uid uint32) error {
+	if err := chownTree(root, uid); err != nil {
+		return fmt.Errorf("giving %s to the tenant: %w", root, err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, d := range []string{"proc", "dev", "tmp"} {
+		if err := r.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("making /%s in the image: %w", d, err)
+		}
+	}
+	// Through the root: an image's /tmp that is a link leads nowhere
+	// outside it.
+	return r.Chmod("tmp", 0o777|fs.ModeSticky)
+}

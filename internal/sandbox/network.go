@@ -1,0 +1,276 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// toolTimeout bounds one call of ip, nft or runc that should be quick.
+const toolTimeout = 30 * time.Second
+
+// run runs a tool and returns its error with its output.
+func run(stdin string, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// output runs a tool and returns its standard output.
+func output(name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return string(out), nil
+}
+
+// setup cleans what a dead holder of the slot left, then makes the
+// slot's bridge, firewall and directories.
+func (m *Manager) setup() error {
+	if err := m.teardown(); err != nil {
+		return fmt.Errorf("cleaning sandbox slot %d: %w", m.slot, err)
+	}
+	if err := m.checkRoutes(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(m.dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(m.dir, "runc"), 0o700); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(m.dir, "instances"), 0o711); err != nil {
+		return err
+	}
+	if err := run("", "ip", "link", "add", m.bridge, "type", "bridge"); err != nil {
+		return fmt.Errorf("creating bridge %s: %w", m.bridge, err)
+	}
+	disableIPv6(m.bridge)
+	if err := run("", "ip", "addr", "add", netip.PrefixFrom(m.gw, 24).String(), "dev", m.bridge); err != nil {
+		return err
+	}
+	if err := run("", "ip", "link", "set", m.bridge, "up"); err != nil {
+		return err
+	}
+	if err := run(m.firewall(), "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("installing the sandbox firewall: %w", err)
+	}
+	if m.opts.Outbound {
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
+			return fmt.Errorf("turning IPv4 forwarding on for outbound traffic: %w", err)
+		}
+	}
+	return nil
+}
+
+// table is the slot's nftables table.
+func (m *Manager) table() string { return "bex_sandbox_" + fmt.Sprint(m.slot) }
+
+// firewall is the slot's nftables table: nothing new from the bridge to the
+// host, nothing between containers (the bridge's ports are isolated too),
+// nothing from outside to containers, and beyond the machine only with
+// Outbound.
+func (m *Manager) firewall() string {
+	t, br := m.table(), m.bridge
+	out := "drop"
+	nat := ""
+	if m.opts.Outbound {
+		out = "accept"
+		nat = fmt.Sprintf(`
+	chain postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip saddr %s oifname != "%s" masquerade
+	}`, m.prefix, br)
+	}
+	return fmt.Sprintf(`table inet %[1]s
+delete table inet %[1]s
+table inet %[1]s {
+	chain input {
+		type filter hook input priority filter - 10; policy accept;
+		iifname "%[2]s" ct state established,related accept
+		iifname "%[2]s" drop
+	}
+	chain forward {
+		type filter hook forward priority filter - 10; policy accept;
+		iifname "%[2]s" oifname "bex-*" drop
+		oifname "%[2]s" ct state established,related accept
+		oifname "%[2]s" drop
+		iifname "%[2]s" %[3]s
+	}%[4]s
+}
+`, t, br, out, nat)
+}
+
+// checkRoutes refuses a slot subnet that a route of the machine overlaps.
+func (m *Manager) checkRoutes() error {
+	out, err := output("ip", "-4", "route", "show", "table", "all")
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		dst := f[0]
+		if dst == "broadcast" || dst == "local" || dst == "unicast" {
+			if len(f) < 2 {
+				continue
+			}
+			dst = f[1]
+		}
+		if dst == "default" {
+			continue
+		}
+		if !strings.Contains(dst, "/") {
+			dst += "/32"
+		}
+		p, err := netip.ParsePrefix(dst)
+		if err != nil || !p.Overlaps(m.prefix) {
+			continue
+		}
+		return fmt.Errorf("the sandbox subnet %s (slot %d of %s) overlaps the route %q of this machine: choose another subnet (--sandbox-subnet)", m.prefix, m.slot, m.opts.Subnet, sc.Text())
+	}
+	return nil
+}
+
+// teardown removes everything of the slot: containers, network namespaces,
+// scratch mounts, the bridge and the firewall table. It is what setup does
+// first, for a slot whose last holder died.
+func (m *Manager) teardown() error {
+	var errs []string
+	root := filepath.Join(m.dir, "runc")
+	if ids, err := output(m.opts.Runc, m.runcArgs("list", "-q")...); err == nil {
+		for _, id := range strings.Fields(ids) {
+			if err := run("", m.opts.Runc, m.runcArgs("delete", "-f", id)...); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	} else if _, statErr := os.Stat(root); statErr == nil {
+		errs = append(errs, err.Error())
+	}
+	if list, err := output("ip", "netns", "list"); err == nil {
+		for _, line := range strings.Split(list, "\n") {
+			f := strings.Fields(line)
+			if len(f) > 0 && strings.HasPrefix(f[0], m.bridge+"-") {
+				if err := run("", "ip", "netns", "del", f[0]); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+	}
+	if err := unmountUnder(m.dir); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if err := os.RemoveAll(filepath.Join(m.dir, "instances")); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if _, err := os.Stat("/sys/class/net/" + m.bridge); err == nil {
+		if err := run("", "ip", "link", "del", m.bridge); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	_ = run(fmt.Sprintf("table inet %[1]s\ndelete table inet %[1]s\n", m.table()), "nft", "-f", "-")
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// unmountUnder unmounts every mount below dir, deepest first.
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+			return fmt.Errorf("unmounting %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// disableIPv6 turns IPv6 off on a host interface, so that no link-local
+// address of the host is reachable from a container.
+func disableIPv6(ifname string) {
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+ifname+"/disable_ipv6", []byte("1\n"), 0o644)
+}
+
+// allocate takes a free address of the slot.
+func (m *Manager) allocate() (netip.Addr, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for a := m.gw.Next(); m.prefix.Contains(a); a = a.Next() {
+		if a.As4()[3] == 255 {
+			break
+		}
+		if !m.used[a] {
+			m.used[a] = true
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free sandbox address in %s: too many instances run on this platform", m.prefix)
+}
+
+func (m *Manager) release(a netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.used, a)
+}
+
+// plumb gives the network namespace ns one veth port on the slot's
+// bridge, isolated from the bridge's other ports, with address a.
+func (m *Manager) plumb(ns, hostIf string, a netip.Addr) error {
+	if err := run("", "ip", "netns", "add", ns); err != nil {
+		return err
+	}
+	if err := run("", "ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+		return err
+	}
+	disableIPv6(hostIf)
+	if err := run("", "ip", "link", "set", hostIf, "master", m.bridge, "up"); err != nil {
+		return err
+	}
+	if err := run("", "ip", "link", "set", "dev", hostIf, "type", "bridge_slave", "isolated", "on"); err != nil {
+		return err
+	}
+	batch := fmt.Sprintf("link set lo up\naddr add %s dev eth0\nlink set eth0 up\nroute add default via %s\n",
+		netip.PrefixFrom(a, 24), m.gw)
+	return run(batch, "ip", "-n", ns, "-batch", "-")
+}

@@ -1,0 +1,197 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// Defaults of Options.
+const (
+	DefaultSubnet = "10.231.0.0/16"
+	DefaultRunDir = "/run/bex-sandbox"
+	// MaxSlots is how many Managers one machine runs at once.
+	MaxSlots = 32
+	// uidBase is the first host uid given to tenants; each slot has
+	// uidsPerSlot of them, each tenant uidsPerTenant.
+	uidBase       = 1 << 20
+	uidsPerSlot   = 1 << 26
+	uidsPerTenant = 1 << 16
+	// maxTenants is how many tenants one slot maps.
+	maxTenants = uidsPerSlot / uidsPerTenant
+)
+
+// Options configures a Manager. Zero fields take the defaults in brackets.
+type Options struct {
+	// Runc is the runc binary ["runc" on PATH].
+	Runc string
+	// Subnet is the pool the slots' /24s come from [10.231.0.0/16]. It must
+	// be an IPv4 prefix of /16 to /19 that no route of the machine overlaps.
+	Subnet string
+	// RunDir holds the slots' locks, runc state, bundles and scratch mounts
+	// [/run/bex-sandbox].
+	RunDir string
+	// StateDir, when set, keeps the tenants' uid ranges across restarts
+	// (sandbox-tenants.json); without it they are given anew.
+	StateDir string
+	// ReadOnlyPaths are host directories that containers of the run base
+	// see read-only at the same path: toolchains that releases were built
+	// against (a Python installation outside /usr) and the platform's
+	// binary directory (bex-static). /usr is always there.
+	ReadOnlyPaths []string
+	// Outbound lets containers open connections beyond the machine (NAT
+	// through the host's default route). Connections to the host itself and
+	// to other containers stay closed either way [off].
+	Outbound bool
+}
+
+// Manager runs containers in its slot. It is safe for concurrent use.
+type Manager struct {
+	opts   Options
+	slot   int
+	lock   *os.File
+	dir    string // RunDir/<slot>
+	bridge string
+	prefix netip.Prefix // the slot's /24
+	gw     netip.Addr
+
+	mu      sync.Mutex
+	used    map[netip.Addr]bool
+	tenants *tenantMap
+	base    string // the run base's root, made once
+	closed  bool
+}
+
+// New checks that this machine can run sandboxes, claims a free slot,
+// cleans what a dead holder of that slot left, and sets up its bridge and
+// firewall. The error says what is missing and how to get it.
+func New(opts Options) (*Manager, error) {
+	if opts.Runc == "" {
+		opts.Runc = "runc"
+	}
+	if opts.Subnet == "" {
+		opts.Subnet = DefaultSubnet
+	}
+	if opts.RunDir == "" {
+		opts.RunDir = DefaultRunDir
+	}
+	if err := Check(opts.Runc); err != nil {
+		return nil, err
+	}
+	runc, err := exec.LookPath(opts.Runc)
+	if err != nil {
+		return nil, err
+	}
+	opts.Runc = runc
+	pool, err := netip.ParsePrefix(opts.Subnet)
+	if err != nil || !pool.Addr().Is4() || pool.Bits() < 16 || pool.Bits() > 19 {
+		return nil, fmt.Errorf("invalid sandbox subnet %q: want an IPv4 prefix from /16 to /19, such as %s", opts.Subnet, DefaultSubnet)
+	}
+	pool = pool.Masked()
+	// Traversable, not listable: runc, inside the container's user
+	// namespace, reaches the root and the binds below it.
+	if err := os.MkdirAll(opts.RunDir, 0o711); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", opts.RunDir, err)
+	}
+	if err := os.Chmod(opts.RunDir, 0o711); err != nil {
+		return nil, err
+	}
+	slots := min(MaxSlots, 1<<(24-pool.Bits()))
+	m := &Manager{opts: opts, used: map[netip.Addr]bool{}}
+	for slot := range slots {
+		f, err := os.OpenFile(filepath.Join(opts.RunDir, fmt.Sprintf("slot-%d.lock", slot)), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		m.slot, m.lock = slot, f
+		break
+	}
+	if m.lock == nil {
+		return nil, fmt.Errorf("no free sandbox slot: %d platforms already run on this machine (locks in %s)", slots, opts.RunDir)
+	}
+	a := pool.Addr().As4()
+	a[2] += byte(m.slot)
+	m.prefix = netip.PrefixFrom(netip.AddrFrom4(a), 24)
+	a[3] = 1
+	m.gw = netip.AddrFrom4(a)
+	m.bridge = "bex-" + strconv.Itoa(m.slot)
+	m.dir = filepath.Join(opts.RunDir, strconv.Itoa(m.slot))
+	m.tenants, err = loadTenants(opts.StateDir)
+	if err != nil {
+		m.lock.Close()
+		return nil, err
+	}
+	if err := m.setup(); err != nil {
+		m.teardown()
+		m.lock.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Check reports what this machine lacks to run sandboxes: root, runc, ip
+// (iproute2), nft (nftables), user namespaces. New calls it; callers may
+// call it first to explain themselves.
+func Check(runc string) error {
+	if runc == "" {
+		runc = "runc"
+	}
+	var missing []error
+	if os.Geteuid() != 0 {
+		missing = append(missing, errors.New("it runs as root (it creates network namespaces, a bridge, firewall rules and cgroups)"))
+	}
+	for _, tool := range []struct{ bin, pkg string }{{runc, "runc"}, {"ip", "iproute2"}, {"nft", "nftables"}} {
+		if _, err := exec.LookPath(tool.bin); err != nil {
+			missing = append(missing, fmt.Errorf("%s is installed (apt-get install %s)", tool.bin, tool.pkg))
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && string(b) == "0\n" {
+		missing = append(missing, errors.New("user namespaces are enabled (sysctl user.max_user_namespaces)"))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	msg := "tenant sandboxes need that"
+	for i, e := range missing {
+		if i > 0 {
+			msg += ";"
+		}
+		msg += " " + e.Error()
+	}
+	return errors.New(msg)
+}
+
+// Slot is the slot the Manager holds; Bridge, Subnet and Gateway its network.
+func (m *Manager) Slot() int            { return m.slot }
+func (m *Manager) Bridge() string       { return m.bridge }
+func (m *Manager) Subnet() netip.Prefix { return m.prefix }
+func (m *Manager) Gateway() netip.Addr  { return m.gw }
+func (m *Manager) runcArgs(args ...string) []string {
+	return append([]string{"--root", filepath.Join(m.dir, "runc")}, args...)
+}
+
+// Close removes every container of the slot, its network and firewall,
+// and gives the slot up. Containers should be destroyed first; those that
+// are not are killed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	err := m.teardown()
+	m.lock.Close()
+	return err
+}

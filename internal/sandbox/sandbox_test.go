@@ -1,0 +1,271 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/sandbox/sandboxtest"
+)
+
+// appDir is a release directory with the probe in it.
+func appDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "release")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.BuildProbe(t, dir)
+	return dir
+}
+
+// runToEnd runs spec's container until its process exits and returns
+// what it printed and its exit error.
+func runToEnd(t *testing.T, m *sandbox.Manager, spec sandbox.Spec) (string, *sandbox.Container, error) {
+	t.Helper()
+	c, err := m.Create(spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { c.Destroy() })
+	var out bytes.Buffer
+	cmd := c.Command()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting runc: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		c.Signal(syscall.SIGKILL)
+		t.Fatalf("container did not exit; output:\n%s", out.String())
+	}
+	return out.String(), c, err
+}
+
+func wantLine(t *testing.T, out, line string) {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, line) {
+			return
+		}
+	}
+	t.Errorf("no line starting %q in:\n%s", line, out)
+}
+
+func TestFilesOfTheHostAreOutOfReach(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	dir := appDir(t)
+	secret := filepath.Join(t.TempDir(), "operator-token")
+	if err := os.WriteFile(secret, []byte("s3cr3t-operator-token"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args: []string{"/app/probe", "read", secret, "/etc/shadow", "/proc/1/environ", "../../../../" + secret},
+	})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "s3cr3t") {
+		t.Fatalf("the tenant read the operator's token:\n%s", out)
+	}
+	wantLine(t, out, "read "+secret+": denied")
+	wantLine(t, out, "read /etc/shadow: denied")
+
+	out, _, err = runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args: []string{"/app/probe", "write", "/usr/bin/evil", "/etc/passwd", "/app/new-file", "/tmp/scratch"},
+	})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	wantLine(t, out, "write /usr/bin/evil: denied")
+	wantLine(t, out, "write /etc/passwd: denied")
+	wantLine(t, out, "write /app/new-file: ok")
+	wantLine(t, out, "write /tmp/scratch: ok")
+	if _, err := os.Stat(filepath.Join(dir, "new-file")); err == nil {
+		t.Errorf("a write under /app reached the release directory, which other instances share")
+	}
+}
+
+func TestProcessesRunUnprivilegedInTheirTenantsRange(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	dir := appDir(t)
+	a, err := m.HostUID("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.HostUID("globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b || a < 65536 || b < 65536 {
+		t.Fatalf("host uids of two tenants: %d and %d; want distinct unprivileged ranges", a, b)
+	}
+	out, _, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args: []string{"/app/probe", "read", "/proc/self/uid_map", "/proc/self/status"},
+	})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf(`0 %10d      65536`, a)) && !strings.Contains(out, fmt.Sprintf(" %d ", a)) {
+		t.Errorf("uid map does not map the tenant to its range starting at %d:\n%s", a, out)
+	}
+	for _, want := range []string{`Uid:\t1000\t1000\t1000\t1000`, `CapEff:\t0000000000000000`, `NoNewPrivs:\t1`, `Seccomp:\t2`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSeccompRefusesNamespacesAndMounts(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	dir := appDir(t)
+	out, _, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args: []string{"/bin/sh", "-c", "unshare -Ur true; echo unshare=$?; mount -t tmpfs x /tmp 2>&1; echo mount=$?"},
+	})
+	if err != nil {
+		t.Fatalf("sh: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "unshare=1") || strings.Contains(out, "mount=0") {
+		t.Errorf("a tenant made a namespace or a mount:\n%s", out)
+	}
+}
+
+func TestNetworkReachesNeitherHostNorOtherTenants(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	dir := appDir(t)
+	// Services of the host: one on every address, one on loopback.
+	any, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer any.Close()
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	for _, l := range []net.Listener{any, lo} {
+		go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "platform") }))
+	}
+	anyPort := strconv.Itoa(any.Addr().(*net.TCPAddr).Port)
+	loPort := strconv.Itoa(lo.Addr().(*net.TCPAddr).Port)
+
+	// Another tenant's instance, serving.
+	other, err := m.Create(sandbox.Spec{Tenant: "globex", Hostname: "web-0", AppDir: appDir(t), Args: []string{"/app/probe", "listen", ":5000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Destroy()
+	cmd := other.Command()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Signal(syscall.SIGKILL); cmd.Wait() }()
+	otherAddr := net.JoinHostPort(other.Addr().String(), "5000")
+	// The platform (the edge) reaches it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + otherAddr + "/")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), "hello from web-0") {
+				t.Fatalf("the other tenant's instance answered %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host cannot reach an instance at %s: %v", otherAddr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	targets := []string{
+		net.JoinHostPort(m.Gateway().String(), anyPort),
+		"127.0.0.1:" + loPort,
+		"127.0.0.1:" + anyPort,
+		otherAddr,
+	}
+	for _, a := range hostAddrs(t) {
+		targets = append(targets, net.JoinHostPort(a, anyPort))
+	}
+	out, _, err := runToEnd(t, m, sandbox.Spec{Tenant: "acme", Hostname: "web-0", AppDir: dir, Args: append([]string{"/app/probe", "dial"}, targets...)})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	for _, a := range targets {
+		wantLine(t, out, "dial "+a+": denied")
+	}
+}
+
+// hostAddrs are the machine's own IPv4 addresses outside loopback.
+func hostAddrs(t *testing.T) []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			out = append(out, n.IP.String())
+		}
+	}
+	return out
+}
+
+func TestLimitsHoldAndTheHostStaysUp(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	dir := appDir(t)
+	out, c, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args:   []string{"/app/probe", "alloc", "512"},
+		Limits: sandbox.Limits{Memory: 64 << 20},
+	})
+	if err == nil || strings.Contains(out, "alloc: ok") {
+		t.Errorf("an app allocated 512 MiB under a 64 MiB limit:\n%s", out)
+	}
+	if !c.OOMKilled() {
+		t.Errorf("the container was not OOM-killed (exit: %v)", err)
+	}
+
+	out, _, err = runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args:   []string{"/app/probe", "fork", "500"},
+		Limits: sandbox.Limits{Pids: 64},
+	})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "fork: stopped after") {
+		t.Errorf("a fork bomb of 500 was not stopped by a pids limit of 64:\n%s", out)
+	}
+
+	out, _, err = runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: dir,
+		Args:   []string{"/bin/sh", "-c", "head -c 20000000 /dev/zero > /tmp/big; echo tmp=$?; head -c 20000000 /dev/zero > /app/big; echo app=$?"},
+		Limits: sandbox.Limits{Tmp: 8 << 20, AppWrites: 8 << 20},
+	})
+	if err != nil {
+		t.Fatalf("sh: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "tmp=1") || !strings.Contains(out, "app=1") {
+		t.Errorf("writes past the /tmp and /app limits succeeded:\n%s", out)
+	}
+}

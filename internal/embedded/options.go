@@ -11,6 +11,7 @@ import (
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/sandbox"
 )
 
 // Options configures an embedded platform.
@@ -39,6 +40,17 @@ type Options struct {
 	// it serves, before the platform starts on it: a test that rolls the
 	// apiservers keeps it.
 	ControlPlaneStarted func(*controlplane.ControlPlane)
+	// UnsafeNoSandbox runs tenant apps as plain processes of this
+	// machine's user, for a single-user machine that cannot run sandboxes;
+	// every start warns. Without it the platform refuses to start where
+	// sandboxes cannot run.
+	UnsafeNoSandbox bool
+	// SandboxSubnet is the pool of the sandboxes' addresses (default
+	// sandbox.DefaultSubnet).
+	SandboxSubnet string
+	// SandboxOutbound lets tenant apps open connections beyond this
+	// machine.
+	SandboxOutbound bool
 }
 
 // NewOptions returns Options with their defaults.
@@ -53,6 +65,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL to use instead of a private server (default $DATABASE_URL)")
 	fs.IntVar(&o.PostgresPort, "postgres-port", o.PostgresPort, "port of the private Postgres server (default: the last one, else a free one)")
 	fs.IntVar(&o.APIServers, "apiservers", o.APIServers, "how many management apiservers run, behind a load balancer when more than one (default 1)")
+	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
+	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
+	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
 }
 
 // Complete fills in what the flags left out.

@@ -32,6 +32,7 @@ import (
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgserver"
+	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/verify"
 )
@@ -59,6 +60,11 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	}()
 
 	fmt.Fprintf(out, "bex: state in %s\n", o.StateDir)
+	if o.UnsafeNoSandbox {
+		fmt.Fprintln(out, "bex: WARNING: --unsafe-no-sandbox: tenant apps run as plain processes of this user and can read and reach everything it can; use it on a single-user machine only")
+	} else if err := sandbox.Check(""); err != nil {
+		return fmt.Errorf("tenant apps run in runc sandboxes, and this machine cannot run them: %w; on a single-user machine, --unsafe-no-sandbox runs them unconfined", err)
+	}
 	specs := make([]controlplane.APIServerSpec, max(o.APIServers, 1))
 	for i := range specs {
 		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}

@@ -111,8 +111,16 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
-	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps")})
+	sb, err := o.sandbox(binDir)
+	if err != nil {
+		return nil, err
+	}
+	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps"), Sandbox: sb})
 	*stops = append(*stops, func() { _ = rt.Close() })
+	if sb != nil {
+		*stops = append(*stops, func() { _ = sb.Close() })
+		log.Info("Tenant sandboxes ready", "bridge", sb.Bridge(), "subnet", sb.Subnet().String())
+	}
 
 	edgeL, err := listen("edge")
 	if err != nil {

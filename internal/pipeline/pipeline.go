@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/apiserver/scheduler"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	appctrl "bex.co/bex/controllers/app"
@@ -269,15 +270,31 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		Tenant: app.Namespace, App: app.Name, Number: number, Image: image, Dir: img.WorkingDir,
 		ImageEnv: p.imageEnv(img), Env: env, Processes: processes(app, img.Processes), HealthCheck: healthCheck(app),
 	}
+	rel.Resources = resourcesOf(app)
+	return p.opts.Runtime.Deploy(ctx, rel, out)
+}
+
+// resourcesOf is what each instance of the app gets: spec.resources, and
+// the plan's (starter when none is named) where they say nothing. A
+// sandboxing runtime enforces them as limits.
+func resourcesOf(app *platformv1alpha1.App) runtime.Resources {
+	plan := string(app.Spec.Plan)
+	if plan == "" {
+		plan = string(platformv1alpha1.PlanStarter)
+	}
+	var r runtime.Resources
+	if pr, ok := scheduler.PlanResources(plan); ok {
+		r.CPU, r.Memory = pr.CPU.String(), pr.Memory.String()
+	}
 	if app.Spec.Resources != nil {
 		if app.Spec.Resources.CPU != nil {
-			rel.Resources.CPU = app.Spec.Resources.CPU.String()
+			r.CPU = app.Spec.Resources.CPU.String()
 		}
 		if app.Spec.Resources.Memory != nil {
-			rel.Resources.Memory = app.Spec.Resources.Memory.String()
+			r.Memory = app.Spec.Resources.Memory.String()
 		}
 	}
-	return p.opts.Runtime.Deploy(ctx, rel, out)
+	return r
 }
 
 // imageEnv is the unpacked image's environment, with the platform's binary

@@ -181,11 +181,17 @@ func (c *Container) Addr() netip.Addr { return c.addr }
 // runc's standard output and error are the process's, and it exits with
 // the process's status. The caller sets Stdout and Stderr and starts it.
 // The container is kept after its process exits, so that OOMKilled can
-// read its cgroup; Destroy removes it.
-func (c *Container) Command() *exec.Cmd {
+// read its cgroup; the next Command (a restart, in the same network
+// namespace and with the same /app) or Destroy removes it.
+func (c *Container) Command() (*exec.Cmd, error) {
+	if _, err := os.Stat(filepath.Join(c.m.dir, "runc", c.id)); err == nil {
+		if err := run("", c.m.opts.Runc, c.m.runcArgs("delete", "-f", c.id)...); err != nil {
+			return nil, err
+		}
+	}
 	cmd := exec.Command(c.m.opts.Runc, c.m.runcArgs("run", "--keep", "--bundle", c.dir, c.id)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd
+	return cmd, nil
 }
 
 // Signal sends sig to every process of the container.

@@ -232,17 +232,24 @@ func disableIPv6(ifname string) {
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+ifname+"/disable_ipv6", []byte("1\n"), 0o644)
 }
 
-// allocate takes a free address of the slot.
+// allocate takes a free address of the slot, the next after the last one
+// given, so that an address is not given again soon after its container
+// went (a peer may still hold it in a cache).
 func (m *Manager) allocate() (netip.Addr, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for a := m.gw.Next(); m.prefix.Contains(a); a = a.Next() {
-		if a.As4()[3] == 255 {
-			break
-		}
+	first := m.gw.Next()
+	a := m.last.Next()
+	if !m.last.IsValid() || !m.prefix.Contains(a) || a.As4()[3] == 255 {
+		a = first
+	}
+	for range 253 {
 		if !m.used[a] {
-			m.used[a] = true
+			m.used[a], m.last = true, a
 			return a, nil
+		}
+		if a = a.Next(); !m.prefix.Contains(a) || a.As4()[3] == 255 {
+			a = first
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("no free sandbox address in %s: too many instances run on this platform", m.prefix)
@@ -260,7 +267,11 @@ func (m *Manager) plumb(ns, hostIf string, a netip.Addr) error {
 	if err := run("", "ip", "netns", "add", ns); err != nil {
 		return err
 	}
-	if err := run("", "ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+	// The container's MAC follows from its address, as Docker's do, so
+	// that the host's neighbour cache is right for an address given again.
+	b := a.As4()
+	mac := fmt.Sprintf("02:62:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+	if err := run("", "ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", ns); err != nil {
 		return err
 	}
 	disableIPv6(hostIf)

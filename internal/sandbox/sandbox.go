@@ -63,6 +63,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	used    map[netip.Addr]bool
+	last    netip.Addr
 	tenants *tenantMap
 	base    string // the run base's root, made once
 	closed  bool

@@ -39,7 +39,10 @@ func runToEnd(t *testing.T, m *sandbox.Manager, spec sandbox.Spec) (string, *san
 	}
 	t.Cleanup(func() { c.Destroy() })
 	var out bytes.Buffer
-	cmd := c.Command()
+	cmd, err := c.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting runc: %v", err)
@@ -173,7 +176,10 @@ func TestNetworkReachesNeitherHostNorOtherTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Destroy()
-	cmd := other.Command()
+	cmd, err := other.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/sandbox"
 )
 
 var _ runtime.Driver = (*Driver)(nil)
@@ -48,6 +49,15 @@ type Options struct {
 	// range (net.ipv4.ip_local_port_range), or an outgoing connection may
 	// take an instance's port between its choice and the app's bind.
 	FirstPort, LastPort int
+	// Sandbox, when set, runs every instance in a container of its own
+	// (internal/sandbox): the release's files at /app, its own network
+	// address, the release's resources as limits. Without it instances
+	// are plain processes of this machine's user, which only a
+	// single-user machine may accept (bex-embedded --unsafe-no-sandbox).
+	Sandbox *sandbox.Manager
+	// SandboxPort is the PORT of sandboxed web instances, each on its own
+	// address [5000].
+	SandboxPort int
 }
 
 func (o *Options) complete() {
@@ -85,6 +95,9 @@ func (o *Options) complete() {
 	}
 	if o.LastPort < o.FirstPort {
 		o.LastPort = o.FirstPort
+	}
+	if o.SandboxPort <= 0 {
+		o.SandboxPort = 5000
 	}
 }
 
@@ -198,7 +211,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	if log == nil {
 		log = io.Discard
 	}
-	if err := validate(rel); err != nil {
+	if err := d.validate(rel); err != nil {
 		return err
 	}
 	a, err := d.app(rel.Tenant, rel.App)
@@ -266,20 +279,34 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	return nil
 }
 
-func validate(rel runtime.Release) error {
+func (d *Driver) validate(rel runtime.Release) error {
 	if err := rel.Validate(); err != nil {
 		return err
 	}
-	if rel.Dir == "" {
+	dir := rel.Dir
+	if rel.RootFS != "" {
+		if d.opts.Sandbox == nil {
+			return errors.New("this image brings its own root filesystem (a Dockerfile build), which runs only in a sandbox: start the platform without --unsafe-no-sandbox")
+		}
+		dir = rel.RootFS
+	}
+	if dir == "" {
 		return errors.New("release has no directory to run in")
 	}
-	if st, err := os.Stat(rel.Dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("release directory %s is not a directory", rel.Dir)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("release directory %s is not a directory", dir)
 	}
 	for _, name := range rel.ProcessNames() {
-		if p := rel.Processes[name]; p.Replicas > 0 && strings.TrimSpace(p.Command) == "" {
+		p := rel.Processes[name]
+		if p.Replicas > 0 && strings.TrimSpace(p.Command) == "" && len(p.Args) == 0 {
 			return fmt.Errorf("process %s has no command", name)
 		}
+		if len(p.Args) > 0 && d.opts.Sandbox == nil {
+			return fmt.Errorf("process %s runs the image's own command, which runs only in a sandbox", name)
+		}
+	}
+	if _, err := limitsOf(rel.Resources); err != nil {
+		return err
 	}
 	return nil
 }
@@ -313,34 +340,35 @@ func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*rele
 		for idx := range p.Replicas {
 			i := &instance{
 				d: d, a: a, process: name, index: idx, release: rel.Number,
-				command: p.Command, dir: rel.Dir,
+				command: p.Command, args: p.Args, dir: rel.Dir, rel: &rel,
+				host:  "127.0.0.1",
 				state: runtime.Starting, since: time.Now(),
 				first: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{}),
 			}
-			env := map[string]string{"PATH": d.opts.PATH, "HOME": rel.Dir}
-			for _, vars := range []map[string]string{rel.ImageEnv, rel.Env} {
-				for k, v := range vars {
-					env[k] = v
-				}
-			}
-			delete(env, "PORT")
+			env := d.baseEnv(rel)
 			if name == runtime.WebProcess {
-				port, err := d.ports.take()
-				if err != nil {
-					stopAll(r.instances)
-					return nil, fmt.Errorf("finding a port for %s: %w", i.name(), err)
-				}
-				i.port = port
 				hc := hc
 				i.hc = &hc
-				env["PORT"] = strconv.Itoa(port)
+				if d.opts.Sandbox != nil {
+					i.port = d.opts.SandboxPort
+				} else {
+					port, err := d.ports.take()
+					if err != nil {
+						stopAll(r.instances)
+						return nil, fmt.Errorf("finding a port for %s: %w", i.name(), err)
+					}
+					i.port, i.heldPort = port, true
+				}
+				env["PORT"] = strconv.Itoa(i.port)
 			}
 			for k, v := range env {
 				i.env = append(i.env, k+"="+v)
 			}
 			sort.Strings(i.env)
 			r.instances = append(r.instances, i)
-			if i.port != 0 {
+			if i.port != 0 && d.opts.Sandbox != nil {
+				fmt.Fprintf(log, "Starting %s of release %d in a sandbox\n", i.name(), rel.Number)
+			} else if i.port != 0 {
 				fmt.Fprintf(log, "Starting %s of release %d on port %d\n", i.name(), rel.Number, i.port)
 			} else {
 				fmt.Fprintf(log, "Starting %s of release %d\n", i.name(), rel.Number)
@@ -349,6 +377,43 @@ func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*rele
 		}
 	}
 	return r, nil
+}
+
+// baseEnv is an instance's environment before PORT: the image's, then the
+// release's own on top. In a sandbox the release's directory is /app and
+// the image's paths say so; on the host they are the directory's own.
+func (d *Driver) baseEnv(rel runtime.Release) map[string]string {
+	env := map[string]string{"PATH": d.opts.PATH, "HOME": rel.Dir}
+	switch {
+	case d.opts.Sandbox != nil && rel.RootFS != "":
+		env = map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/"}
+	case d.opts.Sandbox != nil:
+		env = map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": sandbox.AppDir}
+	}
+	for k, v := range rel.ImageEnv {
+		if d.opts.Sandbox != nil && rel.RootFS == "" {
+			v = inApp(v, rel.Dir)
+		}
+		env[k] = v
+	}
+	for k, v := range rel.Env {
+		env[k] = v
+	}
+	delete(env, "PORT")
+	return env
+}
+
+// inApp maps the paths under dir in a value (a path list, say) to /app.
+func inApp(v, dir string) string {
+	elems := strings.Split(v, ":")
+	for i, e := range elems {
+		if e == dir {
+			elems[i] = sandbox.AppDir
+		} else if rest, ok := strings.CutPrefix(e, dir+"/"); ok {
+			elems[i] = sandbox.AppDir + "/" + rest
+		}
+	}
+	return strings.Join(elems, ":")
 }
 
 // waitHealthy waits for every instance's first outcome; on a failure it

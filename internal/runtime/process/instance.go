@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/sandbox"
 )
 
 // startupProbeInterval is how often a starting instance is checked until it
@@ -33,10 +35,19 @@ type instance struct {
 	index   int
 	release int
 	command string
+	args    []string // the image's own command, sandbox only
 	dir     string
+	rel     *runtime.Release
 	env     []string
 	port    int                  // 0 for workers
 	hc      *runtime.HealthCheck // nil for workers
+	// heldPort says port was taken from the driver's range (host
+	// processes share this machine's addresses).
+	heldPort bool
+	// host is the address the instance listens on: 127.0.0.1 on the host,
+	// its container's address in a sandbox.
+	host      string
+	container *sandbox.Container
 
 	mu       sync.Mutex
 	state    runtime.InstanceState
@@ -60,7 +71,11 @@ type instance struct {
 
 func (i *instance) name() string { return runtime.InstanceName(i.process, i.index) }
 
-func (i *instance) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(i.port)) }
+func (i *instance) addr() string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return net.JoinHostPort(i.host, strconv.Itoa(i.port))
+}
 
 func (i *instance) report(err error) {
 	i.firstOnce.Do(func() { i.first <- err })
@@ -125,8 +140,26 @@ func (i *instance) stopping() bool {
 // run is the supervisor loop.
 func (i *instance) run() {
 	defer close(i.done)
-	if i.port != 0 {
+	if i.heldPort {
 		defer i.d.ports.give(i.port)
+	}
+	if i.d.opts.Sandbox != nil {
+		c, err := i.createContainer()
+		if err != nil {
+			i.report(fmt.Errorf("%s could not start: %w", i.name(), err))
+			i.system("Could not start: %v", err)
+			i.mu.Lock()
+			i.state, i.since = runtime.Crashed, time.Now()
+			i.mu.Unlock()
+			<-i.stop
+			i.setState(runtime.Stopped)
+			return
+		}
+		defer func() {
+			if err := c.Destroy(); err != nil {
+				i.system("Could not remove its container: %v", err)
+			}
+		}()
 	}
 	backoff := i.d.opts.BackoffMin
 	for {
@@ -163,15 +196,59 @@ func (i *instance) run() {
 	}
 }
 
+// createContainer prepares the instance's container: its network, its
+// /app and its limits. Its address is the instance's from then on.
+func (i *instance) createContainer() (*sandbox.Container, error) {
+	limits, err := limitsOf(i.rel.Resources)
+	if err != nil {
+		return nil, err
+	}
+	args := i.args
+	if len(args) == 0 {
+		// The command runs as a child of a shell that waits for it, so
+		// that it is not the container's PID 1: a PID 1 without a
+		// handler ignores SIGTERM, a child does not.
+		args = []string{"/bin/sh", "-c", `/bin/sh -c "$1" & wait $!`, "sh", i.command}
+	}
+	spec := sandbox.Spec{
+		Tenant:   i.rel.Tenant,
+		Hostname: i.process + "-" + strconv.Itoa(i.index),
+		Args:     args,
+		Env:      i.env,
+		Limits:   limits,
+	}
+	if i.rel.RootFS != "" {
+		spec.RootFS, spec.WorkDir = i.rel.RootFS, i.rel.WorkDir
+	} else {
+		spec.AppDir = i.dir
+	}
+	c, err := i.d.opts.Sandbox.Create(spec)
+	if err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	i.container, i.host = c, c.Addr().String()
+	i.mu.Unlock()
+	return c, nil
+}
+
 // start starts the process; exited receives its exit once its output is drained.
 func (i *instance) start() (<-chan error, error) {
 	if i.stopping() {
 		return nil, errors.New("stopped")
 	}
-	cmd := exec.Command("/bin/sh", "-c", i.command)
-	cmd.Dir = i.dir
-	cmd.Env = i.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var cmd *exec.Cmd
+	if i.container != nil {
+		var err error
+		if cmd, err = i.container.Command(); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd = exec.Command("/bin/sh", "-c", i.command)
+		cmd.Dir = i.dir
+		cmd.Env = i.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	stdout := &lineWriter{emit: i.emitter(runtime.Stdout)}
 	stderr := &lineWriter{emit: i.emitter(runtime.Stderr)}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -188,7 +265,11 @@ func (i *instance) start() (<-chan error, error) {
 		i.state, i.since = runtime.Running, time.Now()
 	}
 	i.mu.Unlock()
-	i.system("Started process %d: %s", cmd.Process.Pid, i.command)
+	if i.container != nil {
+		i.system("Started container %s at %s: %s", i.container.ID(), i.host, i.commandLine())
+	} else {
+		i.system("Started process %d: %s", cmd.Process.Pid, i.command)
+	}
 	exited := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
@@ -240,26 +321,49 @@ func (i *instance) supervise(exited <-chan error) (crashed bool, why string) {
 			i.finishStop()
 			return false, ""
 		}
-		return true, exitReason(err)
+		why := exitReason(err)
+		if i.container != nil && i.container.OOMKilled() {
+			why = fmt.Sprintf("killed for going past its memory limit (%d MiB)", i.container.MemoryLimit()>>20)
+		}
+		return true, why
 	case <-i.stop:
 		cancel()
 		i.setHealthy(false)
 		i.setState(runtime.Stopped)
 		i.system("Stopping process %d (SIGTERM)", pid)
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		i.signal(pid, syscall.SIGTERM)
 		t := time.NewTimer(i.d.opts.GracePeriod)
 		defer t.Stop()
 		select {
 		case <-exited:
 		case <-t.C:
 			i.system("Process %d still running after %s: SIGKILL", pid, i.d.opts.GracePeriod)
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			i.signal(pid, syscall.SIGKILL)
 			<-exited
 		}
 		killGroup(pid, groupKillWait)
 		i.finishStop()
 		return false, ""
 	}
+}
+
+// signal sends sig to every process of the instance: its container's, or
+// its process group on the host.
+func (i *instance) signal(pid int, sig syscall.Signal) {
+	if i.container != nil {
+		if err := i.container.Signal(sig); err == nil {
+			return
+		}
+	}
+	_ = syscall.Kill(-pid, sig)
+}
+
+// commandLine is what the instance runs, as the log shows it.
+func (i *instance) commandLine() string {
+	if len(i.args) > 0 {
+		return strings.Join(i.args, " ")
+	}
+	return i.command
 }
 
 func (i *instance) finishStop() {
@@ -356,7 +460,9 @@ func (i *instance) checkHealth(ctx context.Context) {
 func (i *instance) probe(ctx context.Context, hc runtime.HealthCheck, port int) (connected bool, result string) {
 	ctx, cancel := context.WithTimeout(ctx, hc.Timeout)
 	defer cancel()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	i.mu.Lock()
+	addr := net.JoinHostPort(i.host, strconv.Itoa(port))
+	i.mu.Unlock()
 	if hc.Path == "" {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)

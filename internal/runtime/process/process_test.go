@@ -23,6 +23,8 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/sandbox/sandboxtest"
 )
 
 const (
@@ -112,7 +114,20 @@ func newEdge(t *testing.T, d *process.Driver) *edge.Proxy {
 }
 
 func TestDriverSuite(t *testing.T) {
-	runtimetest.RunDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t, process.Options{}) }, runtimetest.Harness{
+	runDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t, process.Options{}) })
+}
+
+// TestDriverSuiteInSandbox runs the suite with every instance in a runc
+// container: what the driver promises holds there too.
+func TestDriverSuiteInSandbox(t *testing.T) {
+	sandboxtest.Require(t)
+	runDriverSuite(t, func(t *testing.T) runtime.Driver {
+		return newDriver(t, process.Options{Sandbox: sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})})
+	})
+}
+
+func runDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver) {
+	runtimetest.RunDriverSuite(t, newDriver, runtimetest.Harness{
 		Complete: complete,
 		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
 			p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d.(*process.Driver)}, edge.Options{})

@@ -88,6 +88,12 @@ func newBuilder(t *testing.T, mod ...func(*build.Options)) *build.Builder {
 // executable.
 func gitRepo(t *testing.T, files map[string]string) (string, string) {
 	t.Helper()
+	return gitTree(t, files, nil)
+}
+
+// gitTree is gitRepo with symbolic links as well (path -> target).
+func gitTree(t *testing.T, files, links map[string]string) (string, string) {
+	t.Helper()
 	work := t.TempDir()
 	git := func(dir string, args ...string) string {
 		t.Helper()
@@ -111,6 +117,15 @@ func gitRepo(t *testing.T, files map[string]string) (string, string) {
 			mode = 0o755
 		}
 		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range links {
+		p := filepath.Join(work, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +157,13 @@ func (l *logBuffer) String() string {
 
 func buildRepo(t *testing.T, b *build.Builder, files map[string]string, edit func(*build.Request)) (build.Result, string, error) {
 	t.Helper()
-	repo, commit := gitRepo(t, files)
+	return buildTree(t, b, files, nil, edit)
+}
+
+// buildTree is buildRepo with symbolic links in the repository as well.
+func buildTree(t *testing.T, b *build.Builder, files, links map[string]string, edit func(*build.Request)) (build.Result, string, error) {
+	t.Helper()
+	repo, commit := gitTree(t, files, links)
 	req := build.Request{Tenant: "acme", App: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), RepoDir: repo, Commit: commit}
 	if len(req.App) > 40 {
 		req.App = req.App[:40]

@@ -21,6 +21,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/testtree"
 )
 
 // registryAddr is the platform registry every test pushes to, served from
@@ -107,28 +108,7 @@ func gitTree(t *testing.T, files, links map[string]string) (string, string) {
 		return strings.TrimSpace(string(out))
 	}
 	git(work, "init", "-q", "-b", "main")
-	for name, content := range files {
-		p := filepath.Join(work, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, target := range links {
-		p := filepath.Join(work, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, work, files, links)
 	git(work, "add", "-A")
 	git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "app")
 	commit := git(work, "rev-parse", "HEAD")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"bex.co/bex/internal/staticserve"
+	"bex.co/bex/internal/testtree"
 )
 
 func TestHandler(t *testing.T) {
@@ -81,24 +82,7 @@ func TestRunServesNothingOutsideTheDirectory(t *testing.T) {
 		"latest":          "a/up/v2", // inside, through a/up
 		"home.html":       "index.html",
 	}
-	for name, content := range files {
-		p := filepath.Join(app, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, target := range links {
-		p := filepath.Join(app, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, app, files, links)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/testtree"
 )
 
 // registryAddr is the platform registry every test pushes to, served from
@@ -88,6 +89,12 @@ func newBuilder(t *testing.T, mod ...func(*build.Options)) *build.Builder {
 // executable.
 func gitRepo(t *testing.T, files map[string]string) (string, string) {
 	t.Helper()
+	return gitTree(t, files, nil)
+}
+
+// gitTree is gitRepo with symbolic links as well (path -> target).
+func gitTree(t *testing.T, files, links map[string]string) (string, string) {
+	t.Helper()
 	work := t.TempDir()
 	git := func(dir string, args ...string) string {
 		t.Helper()
@@ -101,19 +108,7 @@ func gitRepo(t *testing.T, files map[string]string) (string, string) {
 		return strings.TrimSpace(string(out))
 	}
 	git(work, "init", "-q", "-b", "main")
-	for name, content := range files {
-		p := filepath.Join(work, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, work, files, links)
 	git(work, "add", "-A")
 	git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "app")
 	commit := git(work, "rev-parse", "HEAD")
@@ -142,7 +137,13 @@ func (l *logBuffer) String() string {
 
 func buildRepo(t *testing.T, b *build.Builder, files map[string]string, edit func(*build.Request)) (build.Result, string, error) {
 	t.Helper()
-	repo, commit := gitRepo(t, files)
+	return buildTree(t, b, files, nil, edit)
+}
+
+// buildTree is buildRepo with symbolic links in the repository as well.
+func buildTree(t *testing.T, b *build.Builder, files, links map[string]string, edit func(*build.Request)) (build.Result, string, error) {
+	t.Helper()
+	repo, commit := gitTree(t, files, links)
 	req := build.Request{Tenant: "acme", App: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), RepoDir: repo, Commit: commit}
 	if len(req.App) > 40 {
 		req.App = req.App[:40]

@@ -235,12 +235,27 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		return Result{}, w.ctxErr(ctx, err)
 	}
 	w.commit = commit
+	// From here on the builder reads the tenant's files only through the
+	// root: no symbolic link leads it outside the checkout.
+	if w.tree, err = os.OpenRoot(w.app); err != nil {
+		return Result{}, fmt.Errorf("opening the checkout: %w", err)
+	}
+	defer w.tree.Close()
 
-	p, err := plan(w.app, req, b.opts.BuildKitAddr != "")
+	p, err := plan(w.tree.FS(), req, b.opts.BuildKitAddr != "")
 	if err != nil {
 		return Result{}, err
 	}
 	fmt.Fprintf(out, "-----> %s detected\n", p.title)
+	if p.stack != platformv1alpha1.StackDockerfile {
+		// The stack's own steps (go build -o bin/app, the venv) write into
+		// the tree and its image must be complete on its own: a link that
+		// leads outside fails the build before any step follows it. A
+		// Dockerfile's context is BuildKit's, which copies links as links.
+		if err := checkLinks(w.tree); err != nil {
+			return Result{}, err
+		}
+	}
 
 	ref, err := name.NewTag(fmt.Sprintf("%s/%s/%s:%s", b.opts.Registry, req.Tenant, req.App, commit))
 	if err != nil {
@@ -272,7 +287,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	if len(p.steps) > 0 {
 		fmt.Fprintf(out, "       %s %s\n", AppBuildPrefix, appBuild.Round(time.Millisecond))
 	}
-	procs, err := processes(w.app, p.processes)
+	procs, err := processes(w.tree.FS(), p.processes)
 	if err != nil {
 		return Result{}, err
 	}

@@ -17,8 +17,11 @@ import (
 
 // workspace is one build's directories and output.
 type workspace struct {
-	root    string // the build's own directory, removed afterwards
-	app     string // the checkout, which becomes /app
+	root string // the build's own directory, removed afterwards
+	app  string // the checkout, which becomes /app
+	// tree is the checkout opened as an os.Root, set once it is checked
+	// out: what the builder reads or writes of it goes through tree.
+	tree    *os.Root
 	home    string // $HOME of build commands
 	tmp     string // $TMPDIR of build commands
 	cache   string // shared caches

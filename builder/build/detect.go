@@ -2,11 +2,13 @@ package build
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -62,7 +64,11 @@ func detect(fsys fs.FS, override platformv1alpha1.Stack, dockerfile string) (pla
 			if override == platformv1alpha1.StackDockerfile && dockerfile != "" {
 				files = []string{dockerfile}
 			}
-			if anyExists(fsys, files) {
+			ok, err := anyFile(fsys, files)
+			if err != nil {
+				return "", err
+			}
+			if ok {
 				return override, nil
 			}
 			return "", fmt.Errorf("the app's stack is %s, but the repository has no %s at its root", override, strings.Join(files, " or "))
@@ -71,7 +77,11 @@ func detect(fsys fs.FS, override platformv1alpha1.Stack, dockerfile string) (pla
 	}
 	var looked []string
 	for _, sf := range stackFiles {
-		if anyExists(fsys, sf.files) {
+		ok, err := anyFile(fsys, sf.files)
+		if err != nil {
+			return "", err
+		}
+		if ok {
 			return sf.stack, nil
 		}
 		looked = append(looked, sf.files...)
@@ -79,18 +89,9 @@ func detect(fsys fs.FS, override platformv1alpha1.Stack, dockerfile string) (pla
 	return "", fmt.Errorf("could not detect the app's stack: the repository root has none of %s; add one of them, or set the app's build stack", strings.Join(looked, ", "))
 }
 
-func anyExists(fsys fs.FS, files []string) bool {
-	for _, f := range files {
-		if fi, err := fs.Stat(fsys, f); err == nil && fi.Mode().IsRegular() {
-			return true
-		}
-	}
-	return false
-}
-
-// plan detects the stack of the checkout in dir and says how to build it.
-func plan(dir string, req Request, haveBuildKit bool) (*buildPlan, error) {
-	fsys := os.DirFS(dir)
+// plan detects the stack of the checkout in fsys (its os.Root's FS) and
+// says how to build it.
+func plan(fsys fs.FS, req Request, haveBuildKit bool) (*buildPlan, error) {
 	stack, err := detect(fsys, req.Stack, req.Dockerfile)
 	if err != nil {
 		return nil, err
@@ -108,9 +109,15 @@ func plan(dir string, req Request, haveBuildKit bool) (*buildPlan, error) {
 		if !fs.ValidPath(df) {
 			return nil, fmt.Errorf("invalid Dockerfile path %q", df)
 		}
+		// BuildKit reads the ignore files next to the Dockerfile itself.
+		for _, f := range []string{df + ".dockerignore", ".dockerignore"} {
+			if _, err := isFile(fsys, f); err != nil {
+				return nil, err
+			}
+		}
 		p = &buildPlan{title: "Dockerfile", dockerfile: df}
 	case platformv1alpha1.StackGo:
-		p = goPlan(fsys)
+		p, err = goPlan(fsys)
 	case platformv1alpha1.StackNode:
 		p, err = nodePlan(fsys)
 	case platformv1alpha1.StackPython:
@@ -168,9 +175,13 @@ func imagePath(stack platformv1alpha1.Stack) string {
 	}
 }
 
-func goPlan(fsys fs.FS) *buildPlan {
+func goPlan(fsys fs.FS) (*buildPlan, error) {
 	env := []string{"CGO_ENABLED=0"}
-	if anyExists(fsys, []string{"vendor/modules.txt"}) {
+	vendored, err := isFile(fsys, "vendor/modules.txt")
+	if err != nil {
+		return nil, err
+	}
+	if vendored {
 		// A vendored app builds from its vendor directory, offline.
 		env = append(env, "GOFLAGS=-mod=vendor")
 	}
@@ -182,7 +193,7 @@ func goPlan(fsys fs.FS) *buildPlan {
 			env:   env,
 		}},
 		processes: map[string]string{"web": "./bin/app"},
-	}
+	}, nil
 }
 
 // packageJSON is what the Node stack reads from package.json.
@@ -194,7 +205,7 @@ type packageJSON struct {
 }
 
 func nodePlan(fsys fs.FS) (*buildPlan, error) {
-	b, err := fs.ReadFile(fsys, "package.json")
+	b, err := readFile(fsys, "package.json")
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +216,11 @@ func nodePlan(fsys fs.FS) (*buildPlan, error) {
 	p := &buildPlan{title: "Node.js app", env: []string{"NODE_ENV=production"}, processes: map[string]string{}}
 	if len(pkg.Dependencies)+len(pkg.DevDependencies) > 0 {
 		install := step{title: "Installing dependencies with npm install", argv: []string{"npm", "install", "--include=dev", "--no-progress"}}
-		if anyExists(fsys, []string{"package-lock.json", "npm-shrinkwrap.json"}) {
+		locked, err := anyFile(fsys, []string{"package-lock.json", "npm-shrinkwrap.json"})
+		if err != nil {
+			return nil, err
+		}
+		if locked {
 			install = step{title: "Installing dependencies with npm ci", argv: []string{"npm", "ci", "--include=dev", "--no-progress"}}
 		}
 		p.steps = append(p.steps, install)
@@ -223,10 +238,14 @@ func nodePlan(fsys fs.FS) (*buildPlan, error) {
 		p.processes["web"] = "npm start"
 	case pkg.Main != "":
 		p.processes["web"] = "node " + shellQuote(pkg.Main)
-	case anyExists(fsys, []string{"server.js"}):
-		p.processes["web"] = "node server.js"
-	case anyExists(fsys, []string{"index.js"}):
-		p.processes["web"] = "node index.js"
+	default:
+		web, err := firstFile(fsys, "server.js", "index.js")
+		if err != nil {
+			return nil, err
+		}
+		if web != "" {
+			p.processes["web"] = "node " + web
+		}
 	}
 	return p, nil
 }
@@ -241,11 +260,21 @@ func pythonPlan(fsys fs.FS) (*buildPlan, error) {
 	// image must not. Without anything to install, pip stays out.
 	venv := step{title: "Creating a virtualenv", argv: []string{"python3", "-m", "venv", "--copies", ".venv"}}
 	pip := []string{".venv/bin/python", "-m", "pip", "install", "--no-input"}
+	hasReqs, err := isFile(fsys, "requirements.txt")
+	if err != nil {
+		return nil, err
+	}
+	var reqs []byte
+	if hasReqs {
+		if reqs, err = readFile(fsys, "requirements.txt"); err != nil {
+			return nil, err
+		}
+	}
 	switch {
-	case anyExists(fsys, []string{"requirements.txt"}) && !hasRequirements(fsys, "requirements.txt"):
+	case hasReqs && !hasRequirements(reqs):
 		venv.argv = append(venv.argv, "--without-pip")
 		p.steps = append(p.steps, venv, step{title: "No requirements to install", fn: func(*workspace) error { return nil }})
-	case anyExists(fsys, []string{"requirements.txt"}):
+	case hasReqs:
 		p.steps = append(p.steps, venv, step{
 			title:   "Installing requirements with pip",
 			argv:    append(pip, "-r", "requirements.txt"),
@@ -261,23 +290,31 @@ func pythonPlan(fsys fs.FS) (*buildPlan, error) {
 		})
 	}
 	p.steps = append(p.steps, step{title: "Making the virtualenv relocatable", fn: relocateVenv})
-	for _, f := range []string{"app.py", "main.py"} {
-		if anyExists(fsys, []string{f}) {
-			p.processes["web"] = "python " + f
-			break
-		}
+	web, err := firstFile(fsys, "app.py", "main.py")
+	if err != nil {
+		return nil, err
+	}
+	if web != "" {
+		p.processes["web"] = "python " + web
 	}
 	return p, nil
 }
 
-// hasRequirements reports whether a requirements file names anything.
-func hasRequirements(fsys fs.FS, name string) bool {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return false
+// firstFile returns the first of files that is a regular file in fsys, or
+// "" when none is.
+func firstFile(fsys fs.FS, files ...string) (string, error) {
+	for _, f := range files {
+		ok, err := isFile(fsys, f)
+		if err != nil || ok {
+			return f, err
+		}
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return "", nil
+}
+
+// hasRequirements reports whether a requirements file names anything.
+func hasRequirements(b []byte) bool {
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line != "" && !strings.HasPrefix(line, "#") {
@@ -313,8 +350,9 @@ func pipIndex() string {
 // venv's scripts, so that they work wherever the app is unpacked: the
 // image's PATH starts with the venv's bin directory.
 func relocateVenv(w *workspace) error {
-	bin := filepath.Join(w.app, ".venv", "bin")
-	entries, err := os.ReadDir(bin)
+	const rel = ".venv/bin"
+	bin := filepath.Join(w.app, filepath.FromSlash(rel))
+	entries, err := fs.ReadDir(w.tree.FS(), rel)
 	if err != nil {
 		return err
 	}
@@ -322,17 +360,17 @@ func relocateVenv(w *workspace) error {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		p := filepath.Join(bin, e.Name())
-		b, err := os.ReadFile(p)
+		p := path.Join(rel, e.Name())
+		b, err := w.tree.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		if fixed, ok := relocateScript(b, bin); ok {
-			fi, err := e.Info()
+			fi, err := w.tree.Lstat(p)
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(p, fixed, fi.Mode().Perm()); err != nil {
+			if err := w.tree.WriteFile(p, fixed, fi.Mode().Perm()); err != nil {
 				return err
 			}
 		}

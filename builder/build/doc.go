@@ -13,6 +13,11 @@
 // process commands). The process runtime calls Unpack to turn an image back
 // into a directory it can run, with the environment the image asks for.
 //
+// What the builder reads or writes of the checkout itself (stack files, the
+// Procfile, the files it packs) goes through an os.Root at the checkout, so
+// no symbolic link, nor chain of links, leads it outside; a link that would
+// fails the build with a *LinkError naming it (tree.go).
+//
 // Builds run the tenant's own commands as the builder's user, with no sandbox
 // beyond the clean environment, the work directory and the time limit; see
 // docs/builds.md.

@@ -59,7 +59,7 @@ func (w *workspace) buildDockerfile(ctx context.Context, addr string, p *buildPl
 		}
 		defaults["web"] = strings.Join(quoted, " ")
 	}
-	procs, err := processes(w.app, defaults)
+	procs, err := processes(w.tree.FS(), defaults)
 	if err != nil {
 		return Result{}, err
 	}

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -102,7 +101,7 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 	}
 
 	layerPath := filepath.Join(w.root, "layer.tar.gz")
-	size, err := writeLayer(w.app, layerPath)
+	size, err := writeLayer(w.tree, layerPath)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -146,11 +145,12 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 	return img, size, nil
 }
 
-// writeLayer writes the files of dir, under app/, as a gzipped tar at dst
+// writeLayer writes the files of root, under app/, as a gzipped tar at dst
 // and returns its size. Owners are root; modes, symbolic links and
-// modification times are kept. A symbolic link that leads outside dir is
-// refused: the image must be complete on its own.
-func writeLayer(dir, dst string) (int64, error) {
+// modification times are kept. A symbolic link that leads outside root is
+// refused (linkInside): the image must be complete on its own. Files are
+// read through root, so none is read from outside it.
+func writeLayer(root *os.Root, dst string) (int64, error) {
 	f, err := os.Create(dst)
 	if err != nil {
 		return 0, fmt.Errorf("creating layer: %w", err)
@@ -165,30 +165,25 @@ func writeLayer(dir, dst string) (int64, error) {
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: base + "/", Mode: 0o755}); err != nil {
 		return 0, err
 	}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil || rel == "." {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
 		if rel == ".git" && d.IsDir() {
 			return filepath.SkipDir
 		}
-		fi, err := d.Info()
+		fi, err := root.Lstat(rel)
 		if err != nil {
 			return err
 		}
 		var link string
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
+			if err := linkInside(root, rel); err != nil {
 				return err
 			}
-			if !linkInside(rel, link) {
-				return fmt.Errorf("%s is a symbolic link to %s, outside the app; make it relative and inside the repository", rel, link)
+			if link, err = root.Readlink(rel); err != nil {
+				return err
 			}
 		case fi.Mode().IsRegular(), fi.IsDir():
 		default:
@@ -211,12 +206,12 @@ func writeLayer(dir, dst string) (int64, error) {
 		if !fi.Mode().IsRegular() {
 			return nil
 		}
-		src, err := os.Open(p)
+		src, err := root.Open(rel)
 		if err != nil {
 			return err
 		}
 		defer src.Close()
-		_, err = io.Copy(tw, src)
+		_, err = io.CopyN(tw, src, hdr.Size)
 		return err
 	})
 	if err != nil {
@@ -233,16 +228,6 @@ func writeLayer(dir, dst string) (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), f.Close()
-}
-
-// linkInside reports whether a symbolic link at rel (slash-separated,
-// relative to the app root) with target link stays inside the app root.
-func linkInside(rel, link string) bool {
-	if path.IsAbs(link) {
-		return false
-	}
-	target := path.Join(path.Dir(rel), link)
-	return target != ".." && !strings.HasPrefix(target, "../")
 }
 
 // push writes img to ref and returns its digest.

@@ -3,6 +3,8 @@ package build
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/testtree"
 )
 
 func TestDetect(t *testing.T) {
@@ -153,7 +156,7 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-func TestLinkInside(t *testing.T) {
+func TestLinkTextInside(t *testing.T) {
 	for _, tc := range []struct {
 		rel, link string
 		want      bool
@@ -165,9 +168,125 @@ func TestLinkInside(t *testing.T) {
 		{"a", "/etc/passwd", false},
 		{"a", "/app/b", false},
 	} {
-		if got := linkInside(tc.rel, tc.link); got != tc.want {
-			t.Errorf("linkInside(%q, %q) = %v, want %v", tc.rel, tc.link, got, tc.want)
+		if got := linkTextInside(tc.rel, tc.link); got != tc.want {
+			t.Errorf("linkTextInside(%q, %q) = %v, want %v", tc.rel, tc.link, got, tc.want)
 		}
+	}
+}
+
+// linkTree makes a tree of files (path -> content) and links (path ->
+// target) in a directory app next to a file secret, and returns the
+// directory opened as a root.
+func linkTree(t *testing.T, files, links map[string]string) *os.Root {
+	t.Helper()
+	parent := t.TempDir()
+	if err := os.WriteFile(filepath.Join(parent, "secret"), []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "app")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testtree.Write(t, dir, files, links)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
+}
+
+func TestCheckLinksFollowsChains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		links   map[string]string
+		wantErr string
+	}{
+		// Each link of the chain reads as inside; b resolves to app/..
+		{"chain", map[string]string{"a/up": "..", "b": "a/up/.."}, "b is a symbolic link that leads outside the repository"},
+		{"longer chain", map[string]string{"a/up": "..", "x/b": "../a/up/a/up/..", "x/c": "b/secret"}, "x/b is a symbolic link that leads outside"},
+		{"loop", map[string]string{"p": "q", "q": "p"}, "p is a symbolic link that never resolves"},
+		{"absolute", map[string]string{"abs": "/etc/passwd"}, "abs is a symbolic link that leads outside"},
+		{"up", map[string]string{"d/s": "../../secret"}, "d/s is a symbolic link that leads outside"},
+		{"inside", map[string]string{"a/up": "..", "again": "a/up/a/up/a", "dangling": "missing/file", "self": "."}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkLinks(linkTree(t, nil, tc.links))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("checkLinks = %v, want nil", err)
+				}
+				return
+			}
+			var le *LinkError
+			if !errors.As(err, &le) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("checkLinks = %v, want a *LinkError containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadFileThroughRoot(t *testing.T) {
+	root := linkTree(t, map[string]string{"docs/Procfile": "web: x\n"},
+		map[string]string{"a/up": "..", "b": "a/up/..", "Procfile": "b/secret", "abs": "/etc/hostname", "inside": "docs/Procfile"})
+	fsys := root.FS()
+	for _, name := range []string{"Procfile", "abs"} {
+		b, err := readFile(fsys, name)
+		var le *LinkError
+		if !errors.As(err, &le) || le.Name != name || len(b) != 0 {
+			t.Errorf("readFile(%s) = %q, %v; want a *LinkError naming it", name, b, err)
+		}
+		if ok, err := isFile(fsys, name); ok || !errors.As(err, &le) {
+			t.Errorf("isFile(%s) = %v, %v; want a *LinkError", name, ok, err)
+		}
+	}
+	if b, err := readFile(fsys, "inside"); err != nil || string(b) != "web: x\n" {
+		t.Errorf("readFile(inside) = %q, %v", b, err)
+	}
+	if _, err := readFile(fsys, "missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("readFile(missing) = %v, want fs.ErrNotExist", err)
+	}
+	if err := root.WriteFile("big", make([]byte, maxStackFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readFile(fsys, "big"); err == nil || !strings.Contains(err.Error(), "big is larger than 1024 KiB") {
+		t.Errorf("readFile(big) = %v, want the size refused", err)
+	}
+}
+
+func TestExtractRefusesChains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		wantErr string
+	}{
+		{"chain", []entry{
+			{name: "app/a/up", link: "..", typ: tar.TypeSymlink},
+			{name: "app/b", link: "a/up/..", typ: tar.TypeSymlink},
+		}, "symbolic link b leaves the directory"},
+		// b is checked on its own before a/up exists to make it escape.
+		{"chain, the link first", []entry{
+			{name: "app/b", link: "a/up/..", typ: tar.TypeSymlink},
+			{name: "app/a/up", link: "..", typ: tar.TypeSymlink},
+		}, "symbolic link b leaves the directory"},
+		// A hard link to a link is a link whose text was never checked
+		// where it lands.
+		{"hard link to a link", []entry{
+			{name: "app/a/up", link: "..", typ: tar.TypeSymlink},
+			{name: "app/top", link: "app/a/up", typ: tar.TypeLink},
+		}, "symbolic link top leaves the directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := linkTree(t, nil, nil)
+			x := &extractor{root: root}
+			err := x.extract(tarOf(t, tc.entries))
+			if err == nil {
+				err = x.finish()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("extract = %v, want error containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -47,17 +45,18 @@ func parseProcfile(data string) (map[string]string, error) {
 	return procs, nil
 }
 
-// processes merges the Procfile in dir over the stack's defaults.
-func processes(dir string, defaults map[string]string) (map[string]string, error) {
+// processes merges the Procfile of the checkout in fsys (its os.Root's FS)
+// over the stack's defaults.
+func processes(fsys fs.FS, defaults map[string]string) (map[string]string, error) {
 	procs := map[string]string{}
 	for k, v := range defaults {
 		procs[k] = v
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "Procfile"))
+	b, err := readFile(fsys, "Procfile")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, fmt.Errorf("reading Procfile: %w", err)
+		return nil, err
 	default:
 		declared, err := parseProcfile(string(b))
 		if err != nil {

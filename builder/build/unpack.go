@@ -49,7 +49,8 @@ type ImageConfig struct {
 // empty. Of an image laid on a run image it reads only the app's layer (the
 // last, named by LabelAppLayer), never the run image's. Extraction stays
 // inside dir: entries with ".." or absolute names are refused, symbolic and
-// hard links must point inside dir, and only regular files, directories and
+// hard links must point inside dir (a chain of links too, checked once the
+// tree is complete), and only regular files, directories and
 // links are created, with their permission bits (never setuid) and
 // modification times.
 func Unpack(ctx context.Context, image string, dir string) (ImageConfig, error) {
@@ -265,7 +266,7 @@ func (x *extractor) entry(rel string, hdr *tar.Header, r io.Reader) error {
 		}
 		return x.root.Chtimes(rel, hdr.ModTime, hdr.ModTime)
 	case tar.TypeSymlink:
-		if !linkInside(rel, hdr.Linkname) {
+		if !linkTextInside(rel, hdr.Linkname) {
 			return fmt.Errorf("symbolic link to %s leaves the directory", hdr.Linkname)
 		}
 		if err := x.replace(rel); err != nil {
@@ -302,8 +303,18 @@ func (x *extractor) replace(rel string) error {
 	return x.root.Remove(rel)
 }
 
-// finish applies directory modes and times, deepest first.
+// finish refuses a tree with a link that leads outside the directory, then
+// applies directory modes and times, deepest first. Links are checked once
+// the tree is complete: whether a chain of links leaves depends on links a
+// later entry (or a hard link to a link) adds.
 func (x *extractor) finish() error {
+	if err := checkLinks(x.root); err != nil {
+		var le *LinkError
+		if errors.As(err, &le) {
+			return fmt.Errorf("symbolic link %s leaves the directory", le.Name)
+		}
+		return err
+	}
 	names := make([]string, 0, len(x.dirs))
 	for n := range x.dirs {
 		names = append(names, n)

@@ -6,4 +6,6 @@
 // It serves the directory's files as they are, "/" and directories from
 // their index.html, answers a missing file with the site's 404.html when it
 // has one, and never serves dotfiles (.env, .git) except under /.well-known/.
+// The directory is opened as an os.Root: a symbolic link (or a chain of
+// links) that leads outside it answers 404; links inside it are followed.
 package staticserve

@@ -61,13 +61,21 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Run serves until ctx is done, then shuts down gracefully.
+// Run serves until ctx is done, then shuts down gracefully. The directory
+// is the tenant's: it is served through an os.Root, so that a symbolic link,
+// or a chain of links, that leads outside it answers 404, never the file;
+// links that stay inside are followed.
 func (o *Options) Run(ctx context.Context) error {
+	root, err := os.OpenRoot(o.Dir)
+	if err != nil {
+		return fmt.Errorf("opening the directory to serve: %w", err)
+	}
+	defer root.Close()
 	l, err := net.Listen("tcp", net.JoinHostPort(o.Host, o.Port))
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: Handler(os.DirFS(o.Dir)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: Handler(root.FS()), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
@@ -83,7 +91,9 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handler serves the files of fsys.
+// Handler serves the files of fsys. fsys decides which links are followed:
+// give it an os.Root's FS (as Run does), never os.DirFS, which follows
+// links out of the directory.
 func Handler(fsys fs.FS) http.Handler {
 	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -3,10 +3,8 @@ package pgserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,35 +20,6 @@ local   all   all                  scram-sha-256
 host    all   all   127.0.0.1/32   scram-sha-256
 host    all   all   ::1/128        scram-sha-256
 `
-
-// loadOrCreatePassword returns the password kept in path, creating the file
-// (mode 0600) with a random one when it is missing; created says so.
-func loadOrCreatePassword(path string) (password string, created bool, err error) {
-	data, err := os.ReadFile(path)
-	if err == nil {
-		if password = strings.TrimSpace(string(data)); password == "" {
-			return "", false, fmt.Errorf("password file %s is empty: delete it to have a new password set", path)
-		}
-		return password, false, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Errorf("reading the password: %w", err)
-	}
-	password = rand.Text()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", false, fmt.Errorf("creating the password file: %w", err)
-	}
-	_, err = f.WriteString(password + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return "", false, fmt.Errorf("writing the password file: %w", err)
-	}
-	return password, true, nil
-}
 
 // secure makes the stopped cluster in dataDir ask every connection for
 // password: unless its pg_hba.conf is already hbaConf and the password is

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"bex.co/bex/internal/secretfile"
 )
 
 const (
@@ -127,9 +129,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if passwordFile == "" {
 		passwordFile = dataDir + ".password"
 	}
-	password, created, err := loadOrCreatePassword(passwordFile)
+	password, created, err := secretfile.LoadOrCreate(passwordFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the superuser's password: %w", err)
 	}
 
 	out := &tail{w: opts.Log}

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -298,9 +299,68 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cp.EtcdTLSConfig()}}
-	return waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
+	if err := waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
 		return httpOK(ctx, client, cp.etcdURL+"/health")
-	})
+	}); err != nil {
+		return err
+	}
+	return cp.advertisePeerURL(ctx, client, peer)
+}
+
+// advertisePeerURL makes the member's recorded peer URL peer: etcd ignores
+// --initial-advertise-peer-urls once it has data, so a member made when
+// peers spoke plain HTTP would go on advertising http://.
+func (cp *ControlPlane) advertisePeerURL(ctx context.Context, client *http.Client, peer string) error {
+	type member struct {
+		ID       string   `json:"ID"`
+		PeerURLs []string `json:"peerURLs"`
+	}
+	var list struct {
+		Members []member `json:"members"`
+	}
+	if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/list", struct{}{}, &list); err != nil {
+		return fmt.Errorf("listing etcd members: %w", err)
+	}
+	for _, m := range list.Members {
+		if slices.Equal(m.PeerURLs, []string{peer}) {
+			continue
+		}
+		if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/update", member{ID: m.ID, PeerURLs: []string{peer}}, nil); err != nil {
+			return fmt.Errorf("updating etcd member's peer URL to %s: %w", peer, err)
+		}
+		fmt.Fprintf(cp.log, "etcd member's peer URL %v changed to %s\n", m.PeerURLs, peer)
+	}
+	return nil
+}
+
+// etcdCall posts in as JSON to an endpoint of etcd's JSON API and decodes
+// the answer into out (unless nil).
+func etcdCall(ctx context.Context, client *http.Client, url string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
 }
 
 // startLoadBalancer starts the load balancer, with no backend yet, on the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,15 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 	}
 	if len(got.KVs) != 1 || got.KVs[0].Value != base64.StdEncoding.EncodeToString([]byte("yes")) {
 		t.Fatalf("the key written before the upgrade reads %s", body)
+	}
+	resp, err = client.Post(cp.EtcdURL()+"/v3/cluster/member/list", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `"https://127.0.0.1:` + itoa(peerPort) + `"`; !strings.Contains(string(members), want) || strings.Contains(string(members), "http://") {
+		t.Errorf("etcd members after the upgrade: %s; want the peer URL %s only", members, want)
 	}
 	if _, err := http.Get(plain + "/health"); err == nil {
 		t.Error("etcd still answers plain HTTP")

@@ -103,8 +103,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	opts := apiserver.NewOptions()
 	fs := pflag.NewFlagSet("bex-apiserver", pflag.ContinueOnError)
 	opts.AddFlags(fs)
+	etcdCA, etcdCert, etcdKey := cp.EtcdClient()
 	args := []string{
 		"--etcd-servers=" + cp.EtcdURL(),
+		"--etcd-cafile=" + etcdCA,
+		"--etcd-certfile=" + etcdCert,
+		"--etcd-keyfile=" + etcdKey,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + cert.CertFile,

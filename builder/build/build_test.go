@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
@@ -27,6 +29,12 @@ import (
 // registryAddr is the platform registry every test pushes to, served from
 // this package's TestMain.
 var registryAddr string
+
+// registryToken opens the test registry, as the platform registry's token
+// does; registryAuth presents it to go-containerregistry.
+const registryToken = "build-test-token"
+
+var registryAuth = remote.WithAuth(registry.Auth(registryToken))
 
 // workRoot and cacheDir are shared by the tests' builders; the cache lives
 // in the user's cache directory so that reruns do not compile the standard
@@ -48,7 +56,7 @@ func run(m *testing.M) int {
 	if uc, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(uc, "bex-test", "build-cache")
 	}
-	reg, err := registry.New(filepath.Join(tmp, "registry"))
+	reg, err := registry.New(filepath.Join(tmp, "registry"), registryToken)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -73,7 +81,7 @@ func run(m *testing.M) int {
 
 func newBuilder(t *testing.T, mod ...func(*build.Options)) *build.Builder {
 	t.Helper()
-	opts := build.Options{WorkRoot: workRoot, CacheDir: cacheDir, Registry: registryAddr}
+	opts := build.Options{WorkRoot: workRoot, CacheDir: cacheDir, Registry: registryAddr, RegistryAuth: registry.Auth(registryToken)}
 	for _, f := range mod {
 		f(&opts)
 	}
@@ -163,7 +171,7 @@ func buildTree(t *testing.T, b *build.Builder, files, links map[string]string, e
 func serveApp(t *testing.T, res build.Result, proc string, extraPath ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "release")
-	cfg, err := build.Unpack(context.Background(), res.Image, dir)
+	cfg, err := build.Unpack(context.Background(), res.Image, dir, newBuilder(t).Keychain())
 	if err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}

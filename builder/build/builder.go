@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -37,6 +38,11 @@ type Options struct {
 	// Registry is the host:port of the platform registry images are pushed
 	// to. Loopback and private addresses are spoken to over plain HTTP.
 	Registry string
+	// RegistryAuth is the credential the builder presents to Registry
+	// (the platform registry's token, see internal/registry.Auth); Keychain
+	// hands it on to Unpack. Nil: the docker configuration's credentials,
+	// as for every other registry.
+	RegistryAuth authn.Authenticator
 	// Timeout bounds one build; the default is DefaultTimeout.
 	Timeout time.Duration
 	// BuildKitAddr is the address of a buildkitd (as buildctl --addr takes
@@ -62,6 +68,8 @@ type Options struct {
 // own work directory; caches are shared.
 type Builder struct {
 	opts Options
+	// keychain resolves the credentials of every registry request.
+	keychain authn.Keychain
 	// run resolves opts.RunImage; nil without one.
 	run *runImage
 }
@@ -135,7 +143,10 @@ func New(opts Options) (*Builder, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	b := &Builder{opts: opts}
+	b := &Builder{opts: opts, keychain: authn.DefaultKeychain}
+	if opts.RegistryAuth != nil {
+		b.keychain = authn.NewMultiKeychain(registryKeychain{registry: opts.Registry, auth: opts.RegistryAuth}, authn.DefaultKeychain)
+	}
 	if opts.RunImage != "" {
 		if b.run, err = newRunImage(opts.RunImage); err != nil {
 			return nil, err
@@ -214,14 +225,15 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		}
 	}()
 	w := &workspace{
-		root:    work,
-		app:     filepath.Join(work, "app"),
-		home:    filepath.Join(work, "home"),
-		tmp:     filepath.Join(work, "tmp"),
-		cache:   b.opts.CacheDir,
-		out:     out,
-		commit:  req.Commit,
-		timeout: b.opts.Timeout,
+		root:     work,
+		app:      filepath.Join(work, "app"),
+		home:     filepath.Join(work, "home"),
+		tmp:      filepath.Join(work, "tmp"),
+		cache:    b.opts.CacheDir,
+		out:      out,
+		commit:   req.Commit,
+		timeout:  b.opts.Timeout,
+		keychain: b.keychain,
 	}
 	for _, d := range []string{w.app, w.home, w.tmp} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -268,7 +280,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	// that cannot be pulled fails the build before minutes of compiling.
 	var run *runBase
 	if b.run != nil {
-		img, pinned, err := b.run.get(ctx)
+		img, pinned, err := b.run.get(ctx, b.keychain)
 		if err != nil {
 			return Result{}, w.ctxErr(ctx, err)
 		}
@@ -300,7 +312,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	}
 	fmt.Fprintf(out, "       Layer of %s\n", humanSize(size))
 	fmt.Fprintf(out, "-----> Pushing %s\n", ref)
-	digest, err := push(ctx, ref, img)
+	digest, err := push(ctx, ref, img, b.keychain)
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
 )
 
 // workspace is one build's directories and output.
@@ -28,6 +30,8 @@ type workspace struct {
 	out     io.Writer
 	commit  string
 	timeout time.Duration
+	// keychain resolves the registries' credentials.
+	keychain authn.Keychain
 }
 
 // step is one build command, or a Go function run in its place.

@@ -43,7 +43,7 @@ func (w *workspace) buildDockerfile(ctx context.Context, addr string, p *buildPl
 		return Result{}, fmt.Errorf("buildctl metadata has no image digest: %s", b)
 	}
 	digestRef := ref.Context().Digest(md.Digest)
-	img, err := remote.Image(digestRef, registryOptions(ctx)...)
+	img, err := remote.Image(digestRef, registryOptions(ctx, w.keychain)...)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the built image: %w", err)
 	}

@@ -231,8 +231,8 @@ func writeLayer(root *os.Root, dst string) (int64, error) {
 }
 
 // push writes img to ref and returns its digest.
-func push(ctx context.Context, ref name.Tag, img v1.Image) (string, error) {
-	if err := remote.Write(ref, img, registryOptions(ctx)...); err != nil {
+func push(ctx context.Context, ref name.Tag, img v1.Image, kc authn.Keychain) (string, error) {
+	if err := remote.Write(ref, img, registryOptions(ctx, kc)...); err != nil {
 		return "", fmt.Errorf("pushing image to %s: %w", ref.RegistryStr(), registryError(err))
 	}
 	d, err := img.Digest()
@@ -243,20 +243,40 @@ func push(ctx context.Context, ref name.Tag, img v1.Image) (string, error) {
 }
 
 // registryOptions are the options of every request the builder makes to a
-// registry (the platform's, and the run image's): credentials from the
+// registry (the platform's, and the run image's), with the credentials kc
+// resolves: Builder.Keychain's, or, for Unpack without one, those of the
 // docker configuration ($DOCKER_CONFIG, else ~/.docker/config.json, and its
-// credential helpers), as docker and crane use them; none when it names none
-// for the registry.
-func registryOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+// credential helpers), as docker and crane use them.
+func registryOptions(ctx context.Context, kc authn.Keychain) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
 }
+
+// registryKeychain gives auth for the registry at host:port registry, and
+// nothing (authn.Anonymous) for any other, which the next keychain of a
+// multi-keychain then resolves.
+type registryKeychain struct {
+	registry string
+	auth     authn.Authenticator
+}
+
+func (k registryKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if r.RegistryStr() == k.registry {
+		return k.auth, nil
+	}
+	return authn.Anonymous, nil
+}
+
+// Keychain returns the credentials the builder presents: Options.RegistryAuth
+// to the platform registry, the docker configuration's to any other. Unpack
+// takes it to pull what the builder pushed.
+func (b *Builder) Keychain() authn.Keychain { return b.keychain }
 
 // registryError adds to a refusal for want of credentials where they come
 // from.
 func registryError(err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
-		return fmt.Errorf("%w (the registry's credentials come from the docker configuration: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)", err)
+		return fmt.Errorf("%w (the platform registry's credentials are the builder's registry token; any other registry's come from the docker configuration: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)", err)
 	}
 	return err
 }

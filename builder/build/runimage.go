@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -53,13 +54,13 @@ func newRunImage(ref string) (*runImage, error) {
 
 // get returns the run image for a build starting now, and its pinned
 // reference.
-func (r *runImage) get(ctx context.Context) (v1.Image, name.Digest, error) {
+func (r *runImage) get(ctx context.Context, kc authn.Keychain) (v1.Image, name.Digest, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, byDigest := r.ref.(name.Digest); byDigest && r.img != nil {
 		return r.img, r.pinned, nil
 	}
-	opts := append(registryOptions(ctx), remote.WithPlatform(r.platform), remote.WithUserAgent("bex-builder"))
+	opts := append(registryOptions(ctx, kc), remote.WithPlatform(r.platform), remote.WithUserAgent("bex-builder"))
 	desc, err := remote.Head(r.ref, opts...)
 	if err != nil {
 		// A HEAD answer has no body; GET says why (MANIFEST_UNKNOWN, …).

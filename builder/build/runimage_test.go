@@ -23,6 +23,7 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/registry"
 )
 
 // nodeApp is a Node app whose build runs no tool: no dependencies, no build
@@ -104,7 +105,7 @@ func digestOf(t *testing.T, d interface{ Digest() (v1.Hash, error) }) v1.Hash {
 
 func pull(t *testing.T, ref string) (v1.Image, *v1.ConfigFile) {
 	t.Helper()
-	img, err := remote.Image(mustRef(t, ref))
+	img, err := remote.Image(mustRef(t, ref), registryAuth)
 	if err != nil {
 		t.Fatalf("pulling %s: %v", ref, err)
 	}
@@ -154,7 +155,7 @@ func TestRunImage(t *testing.T) {
 		mutate.IndexAddendum{Add: native, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}},
 	)
 	ref := registryAddr + "/bex/run:24"
-	if err := remote.WriteIndex(mustRef(t, ref), idx); err != nil {
+	if err := remote.WriteIndex(mustRef(t, ref), idx, registryAuth); err != nil {
 		t.Fatal(err)
 	}
 	b := newBuilder(t, func(o *build.Options) { o.RunImage = ref })
@@ -207,7 +208,7 @@ func TestRunImage(t *testing.T) {
 	// The tag moves to a Docker image: the next build is laid on it, with
 	// a Docker layer.
 	moved := makeRunImage(t, runtime.GOARCH, "sh of "+t.Name()+", moved", true)
-	if err := remote.Write(mustRef(t, ref), moved); err != nil {
+	if err := remote.Write(mustRef(t, ref), moved, registryAuth); err != nil {
 		t.Fatal(err)
 	}
 	res2, _, err := buildRepo(t, b, nodeApp, nil)
@@ -232,6 +233,7 @@ func TestRunImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.SetBasicAuth(registry.Username, registryToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +244,7 @@ func TestRunImage(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "release")
-	ic, err := build.Unpack(context.Background(), res.Image, dir)
+	ic, err := build.Unpack(context.Background(), res.Image, dir, b.Keychain())
 	if err != nil {
 		t.Fatalf("Unpack without the run image's layers: %v", err)
 	}
@@ -281,7 +283,7 @@ func TestRunImageMissing(t *testing.T) {
 // architecture than the builder's is refused, naming both.
 func TestRunImageOfAnotherPlatform(t *testing.T) {
 	ref := registryAddr + "/bex/foreign-run:1"
-	if err := remote.Write(mustRef(t, ref), makeRunImage(t, otherArch(), "sh of "+t.Name(), false)); err != nil {
+	if err := remote.Write(mustRef(t, ref), makeRunImage(t, otherArch(), "sh of "+t.Name(), false), registryAuth); err != nil {
 		t.Fatal(err)
 	}
 	b := newBuilder(t, func(o *build.Options) { o.RunImage = ref })

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -52,13 +53,19 @@ type ImageConfig struct {
 // hard links must point inside dir (a chain of links too, checked once the
 // tree is complete), and only regular files, directories and
 // links are created, with their permission bits (never setuid) and
-// modification times.
-func Unpack(ctx context.Context, image string, dir string) (ImageConfig, error) {
+// modification times. keychains resolve the registry's credentials, the
+// first that has some wins (Builder.Keychain gives the platform registry's);
+// none means the docker configuration's.
+func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Keychain) (ImageConfig, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
 		return ImageConfig{}, fmt.Errorf("parsing image reference: %w", err)
 	}
-	img, err := remote.Image(ref, registryOptions(ctx)...)
+	var kc authn.Keychain = authn.DefaultKeychain
+	if len(keychains) > 0 {
+		kc = authn.NewMultiKeychain(keychains...)
+	}
+	img, err := remote.Image(ref, registryOptions(ctx, kc)...)
 	if err != nil {
 		return ImageConfig{}, fmt.Errorf("pulling %s: %w", image, registryError(err))
 	}

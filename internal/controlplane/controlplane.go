@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -266,8 +267,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 			return err
 		}
 	}
-	cp.etcdURL = "http://127.0.0.1:" + itoa(cp.state.EtcdClientPort)
-	peer := "http://127.0.0.1:" + itoa(cp.state.EtcdPeerPort)
+	cp.etcdURL = "https://127.0.0.1:" + itoa(cp.state.EtcdClientPort)
+	peer := "https://127.0.0.1:" + itoa(cp.state.EtcdPeerPort)
+	p := cp.pki
 	argv := []string{cp.etcdPath,
 		"--name=bex",
 		"--data-dir=" + filepath.Join(cp.dataDir, "etcd"),
@@ -276,20 +278,89 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
 		"--initial-cluster=bex=" + peer,
+		// Clients and peers alike present a certificate of etcd's own CA.
+		"--cert-file=" + p.etcdServer.CertFile,
+		"--key-file=" + p.etcdServer.KeyFile,
+		"--client-cert-auth=true",
+		"--trusted-ca-file=" + p.etcdCA.CertFile,
+		"--peer-cert-file=" + p.etcdPeer.CertFile,
+		"--peer-key-file=" + p.etcdPeer.KeyFile,
+		"--peer-client-cert-auth=true",
+		"--peer-trusted-ca-file=" + p.etcdCA.CertFile,
 		"--log-level=warn",
 	}
 	if !cp.opts.Fsync {
 		argv = append(argv, "--unsafe-no-fsync=true")
 	}
-	fmt.Fprintf(cp.log, "starting etcd v%s on %s\n", kubebin.EtcdVersion, cp.etcdURL)
+	fmt.Fprintf(cp.log, "starting etcd v%s on %s (client certificates required)\n", kubebin.EtcdVersion, cp.etcdURL)
 	if cp.etcd, err = startProcess("etcd", filepath.Join(cp.dataDir, "logs", "etcd.log"), argv); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
-	return waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, cp.etcdURL+"/health")
-	})
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cp.EtcdTLSConfig()}}
+	if err := waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
+		return httpOK(ctx, client, cp.etcdURL+"/health")
+	}); err != nil {
+		return err
+	}
+	return cp.advertisePeerURL(ctx, client, peer)
+}
+
+// advertisePeerURL makes the member's recorded peer URL peer: etcd ignores
+// --initial-advertise-peer-urls once it has data, so a member made when
+// peers spoke plain HTTP would go on advertising http://.
+func (cp *ControlPlane) advertisePeerURL(ctx context.Context, client *http.Client, peer string) error {
+	type member struct {
+		ID       string   `json:"ID"`
+		PeerURLs []string `json:"peerURLs"`
+	}
+	var list struct {
+		Members []member `json:"members"`
+	}
+	if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/list", struct{}{}, &list); err != nil {
+		return fmt.Errorf("listing etcd members: %w", err)
+	}
+	for _, m := range list.Members {
+		if slices.Equal(m.PeerURLs, []string{peer}) {
+			continue
+		}
+		if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/update", member{ID: m.ID, PeerURLs: []string{peer}}, nil); err != nil {
+			return fmt.Errorf("updating etcd member's peer URL to %s: %w", peer, err)
+		}
+		fmt.Fprintf(cp.log, "etcd member's peer URL %v changed to %s\n", m.PeerURLs, peer)
+	}
+	return nil
+}
+
+// etcdCall posts in as JSON to an endpoint of etcd's JSON API and decodes
+// the answer into out (unless nil).
+func etcdCall(ctx context.Context, client *http.Client, url string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
 }
 
 // startLoadBalancer starts the load balancer, with no backend yet, on the
@@ -315,8 +386,27 @@ func (cp *ControlPlane) startLoadBalancer() error {
 // Options.LoadBalancer was not set. Its backends are the apiservers' Addr.
 func (cp *ControlPlane) LoadBalancer() *tcplb.LB { return cp.lb }
 
-// EtcdURL returns etcd's client URL.
+// EtcdURL returns etcd's client URL. etcd serves it over TLS and answers
+// only clients that present a certificate of etcd's own CA: those of
+// EtcdClient.
 func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
+
+// EtcdClient returns the files a client of etcd needs, as kube-apiserver's
+// --etcd-cafile, --etcd-certfile and --etcd-keyfile take them: the CA that
+// signed etcd's serving certificate, and a client certificate and key etcd
+// accepts.
+func (cp *ControlPlane) EtcdClient() (caFile, certFile, keyFile string) {
+	return cp.pki.etcdCA.CertFile, cp.pki.etcdClient.CertFile, cp.pki.etcdClient.KeyFile
+}
+
+// EtcdTLSConfig returns a TLS configuration that trusts etcd's CA and
+// presents the etcd client certificate.
+func (cp *ControlPlane) EtcdTLSConfig() *tls.Config {
+	return &tls.Config{
+		RootCAs:      cp.pki.etcdCA.Pool(),
+		Certificates: []tls.Certificate{cp.pki.etcdClient.TLSCertificate()},
+	}
+}
 
 // DataDir returns the plane's data directory.
 func (cp *ControlPlane) DataDir() string { return cp.dataDir }
@@ -443,6 +533,9 @@ func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 	p := cp.pki
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
+		"--etcd-cafile=" + p.etcdCA.CertFile,
+		"--etcd-certfile=" + p.etcdClient.CertFile,
+		"--etcd-keyfile=" + p.etcdClient.KeyFile,
 		"--bind-address=" + s.IP,
 		"--advertise-address=" + s.IP,
 		"--secure-port=" + itoa(s.Port),

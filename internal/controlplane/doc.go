@@ -19,6 +19,14 @@
 // answers 200; a stopped one is first taken out of it and drained, then
 // stopped; a killed one is taken out once it is dead.
 //
+// etcd listens on 127.0.0.1 over TLS only, for clients and for peers, and
+// answers only those that present a certificate of its own CA (not the
+// cluster CA, whose client certificates UserConfig hands out): the
+// apiservers get one with --etcd-certfile, and EtcdClient gives its files to
+// any other client (bex-apiserver). A process on the machine without it
+// cannot read or write the cluster's state. Certificates missing from a
+// DataDir (one from before etcd asked for them) are issued on start.
+//
 // A ControlPlane writes an admin kubeconfig, hands out rest.Configs for the
 // whole plane and for each apiserver, replaces and kills apiservers one at a
 // time (what a maxSurge-0 rollout does), and tears everything down without

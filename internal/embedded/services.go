@@ -31,6 +31,7 @@ import (
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/secretfile"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/dashboard"
@@ -95,8 +96,14 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		})
 	}
 
-	// Registry.
-	reg, err := registry.New(filepath.Join(o.StateDir, "registry"))
+	// Registry: every request presents its token, which only the builder
+	// and the pipeline's Unpack get.
+	regTokenFile := filepath.Join(o.StateDir, "registry-token")
+	regToken, _, err := secretfile.LoadOrCreate(regTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("the registry's token: %w", err)
+	}
+	reg, err := registry.New(filepath.Join(o.StateDir, "registry"), regToken)
 	if err != nil {
 		return nil, fmt.Errorf("opening the registry: %w", err)
 	}
@@ -107,7 +114,10 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	serve("registry", regL, reg.Handler())
 
 	// Builder, runtime, pipeline.
-	builder, err := build.New(build.Options{WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), Log: log.WithName("builder")})
+	builder, err := build.New(build.Options{
+		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
+		Log: log.WithName("builder"),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
@@ -263,7 +273,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 			{"dashboard", apiURL + "/ (sign in with BEX_TOKEN, or BEX_OPERATOR_TOKEN for the console)"}, {"API", apiURL + api.Prefix}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
 			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, edgeTLSPort)},
 			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, edgePort)},
-			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String()},
+			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String() + " (user " + registry.Username + ", token in " + regTokenFile + ")"},
 		},
 	}, nil
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"bex.co/bex/internal/secretfile"
 )
 
 const (
@@ -55,17 +57,23 @@ type Options struct {
 	// full_page_writes) for speed: only for data that may be lost, as in
 	// tests.
 	Ephemeral bool
+	// PasswordFile keeps the password of the superuser role, which every
+	// connection presents (SCRAM-SHA-256). It is created with a random
+	// password (mode 0600, owned by the caller) when missing. Empty means
+	// DataDir + ".password", beside the data directory.
+	PasswordFile string
 }
 
 // Server is a running postgres process. Its methods are safe for concurrent
 // use.
 type Server struct {
-	port    int
-	dataDir string
-	cmd     *exec.Cmd
-	out     *tail
-	done    chan struct{} // closed once the process has exited
-	waitErr error         // valid once done is closed
+	port     int
+	password string
+	dataDir  string
+	cmd      *exec.Cmd
+	out      *tail
+	done     chan struct{} // closed once the process has exited
+	waitErr  error         // valid once done is closed
 
 	stopOnce sync.Once
 	stopErr  error
@@ -117,11 +125,24 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("no initdb and postgres in %s: %s", binDir, installHint)
 	}
 
+	passwordFile := opts.PasswordFile
+	if passwordFile == "" {
+		passwordFile = dataDir + ".password"
+	}
+	password, created, err := secretfile.LoadOrCreate(passwordFile)
+	if err != nil {
+		return nil, fmt.Errorf("the superuser's password: %w", err)
+	}
+
 	out := &tail{w: opts.Log}
 	if clusterVersion == "" {
-		if err := initdb(ctx, binDir, dataDir, opts.Ephemeral, cred, out); err != nil {
+		// No connection is accepted until secure has set the password.
+		if err := initdb(ctx, binDir, dataDir, "reject", opts.Ephemeral, cred, out); err != nil {
 			return nil, err
 		}
+	}
+	if err := secure(ctx, binDir, dataDir, password, created, cred, out); err != nil {
+		return nil, err
 	}
 
 	for attempt := 1; ; attempt++ {
@@ -131,7 +152,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 				return nil, err
 			}
 		}
-		s, err := start(ctx, binDir, dataDir, socketDir, port, opts.Ephemeral, cred, out)
+		s, err := start(ctx, binDir, dataDir, socketDir, port, password, opts.Ephemeral, cred, out)
 		if err == nil {
 			return s, nil
 		}
@@ -142,11 +163,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // URL returns the URL of database db on the server, as the superuser
-// "postgres" over TCP.
+// "postgres" over TCP, with its password.
 func (s *Server) URL(db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User(superuser),
+		User:     url.UserPassword(superuser, s.password),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -196,7 +217,7 @@ func (s *Server) Stop() error {
 }
 
 // start runs postgres and waits until it accepts connections.
-func start(ctx context.Context, binDir, dataDir, socketDir string, port int, ephemeral bool, cred *syscall.Credential, out *tail) (*Server, error) {
+func start(ctx context.Context, binDir, dataDir, socketDir string, port int, password string, ephemeral bool, cred *syscall.Credential, out *tail) (*Server, error) {
 	args := []string{
 		"-D", dataDir,
 		"-p", strconv.Itoa(port),
@@ -215,7 +236,7 @@ func start(ctx context.Context, binDir, dataDir, socketDir string, port int, eph
 	cmd.SysProcAttr = sysProcAttr(cred, syscall.SIGINT)
 	cmd.WaitDelay = 5 * time.Second
 
-	s := &Server{port: port, dataDir: dataDir, cmd: cmd, out: out, done: make(chan struct{})}
+	s := &Server{port: port, password: password, dataDir: dataDir, cmd: cmd, out: out, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal follows the thread that started the
@@ -266,12 +287,13 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// initdb creates a cluster in the empty directory dataDir.
-func initdb(ctx context.Context, binDir, dataDir string, ephemeral bool, cred *syscall.Credential, out *tail) error {
+// initdb creates a cluster in the empty directory dataDir, with auth as the
+// method of every line of its pg_hba.conf.
+func initdb(ctx context.Context, binDir, dataDir, auth string, ephemeral bool, cred *syscall.Credential, out *tail) error {
 	args := []string{
 		"-D", dataDir,
 		"--username=" + superuser,
-		"--auth=trust",
+		"--auth=" + auth,
 		"--encoding=UTF8",
 		"--locale=C",
 	}

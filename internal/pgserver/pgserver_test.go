@@ -103,7 +103,7 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = second.Stop() })
 	// Over the Unix socket this time.
-	conn, err = pgx.Connect(ctx, "postgres:///postgres?user=postgres&host="+opts.SocketDir+"&port="+strconv.Itoa(second.Port()))
+	conn, err = pgx.Connect(ctx, "postgres:///postgres?user=postgres&host="+opts.SocketDir+"&port="+strconv.Itoa(second.Port())+"&password="+second.password)
 	if err != nil {
 		t.Fatalf("connecting over the socket: %v", err)
 	}
@@ -259,7 +259,11 @@ func TestServerDiesWithParent(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("the helper printed no port; stderr:\n%s", stderr.String())
 	}
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", port)
+	password, err := os.ReadFile(filepath.Join(dir, "data.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", strings.TrimSpace(string(password)), port)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatalf("the helper's server is not up: %v", err)

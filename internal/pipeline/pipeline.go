@@ -258,7 +258,7 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	img, err := build.Unpack(ctx, image, dir)
+	img, err := build.Unpack(ctx, image, dir, p.opts.Builder.Keychain())
 	if err != nil {
 		return fmt.Errorf("unpacking %s: %w", image, err)
 	}

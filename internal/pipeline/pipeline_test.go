@@ -71,13 +71,17 @@ func newEnv(t *testing.T) *env {
 	}
 
 	dir := t.TempDir()
-	reg, err := registry.New(filepath.Join(dir, "registry"))
+	const registryToken = "pipeline-test-token"
+	reg, err := registry.New(filepath.Join(dir, "registry"), registryToken)
 	if err != nil {
 		t.Fatal(err)
 	}
 	regSrv := httptest.NewServer(reg.Handler())
 	t.Cleanup(regSrv.Close)
-	builder, err := build.New(build.Options{WorkRoot: filepath.Join(dir, "builds"), Registry: regSrv.Listener.Addr().String(), Log: testr.New(t)})
+	builder, err := build.New(build.Options{
+		WorkRoot: filepath.Join(dir, "builds"), Registry: regSrv.Listener.Addr().String(),
+		RegistryAuth: registry.Auth(registryToken), Log: testr.New(t),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,12 @@
 //
 // Repository names and references are checked against the distribution
 // specification's grammar before anything is written, so a request cannot
-// reach outside dir. The registry has no authentication: serve it on loopback
-// or on a network only the platform reaches.
+// reach outside dir.
+//
+// Every request presents the registry's token (HTTP basic authentication as
+// Username, see Auth), even on loopback, where any process of the machine,
+// a tenant's included, may connect: one without it gets 401 with a
+// WWW-Authenticate challenge and changes nothing. Embedded mode keeps the
+// token in the state directory (internal/secretfile) and hands it to the
+// builder, which pushes, and to Unpack, which pulls; tenants never get it.
 package registry

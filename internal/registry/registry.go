@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -33,10 +35,22 @@ var (
 	digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 )
 
+// Username is the user name of the registry's one credential, the token
+// being its password (HTTP basic authentication, which go-containerregistry
+// clients and docker speak).
+const Username = "bex"
+
+// Auth returns the credential that opens a registry whose token is token,
+// for go-containerregistry clients (remote.WithAuth, a keychain).
+func Auth(token string) authn.Authenticator {
+	return &authn.Basic{Username: Username, Password: token}
+}
+
 // Registry is an OCI distribution registry whose content is kept in a
 // directory. It is safe for concurrent use.
 type Registry struct {
 	dir     string
+	token   []byte
 	handler http.Handler
 
 	// mu orders manifest writes and deletes so that what is recorded on
@@ -53,10 +67,14 @@ type record struct {
 }
 
 // New opens (creating it when missing) the registry kept in dir and loads the
-// manifests recorded there.
-func New(dir string) (*Registry, error) {
+// manifests recorded there. Every request must present token (see Auth);
+// it may not be empty.
+func New(dir, token string) (*Registry, error) {
 	if dir == "" {
 		return nil, errors.New("registry directory is required")
+	}
+	if token == "" {
+		return nil, errors.New("registry token is required: every request must present one")
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -67,7 +85,7 @@ func New(dir string) (*Registry, error) {
 			return nil, fmt.Errorf("creating registry directory: %w", err)
 		}
 	}
-	r := &Registry{dir: dir}
+	r := &Registry{dir: dir, token: []byte(token)}
 	r.handler = ggcrregistry.New(
 		ggcrregistry.Logger(log.New(io.Discard, "", 0)),
 		ggcrregistry.WithBlobHandler(&diskBlobs{dir: filepath.Join(dir, "blobs"), tmp: filepath.Join(dir, "tmp")}),
@@ -132,7 +150,20 @@ func repoOf(path string) string {
 	return ""
 }
 
+// authorized reports whether req presents the registry's credential.
+func (r *Registry) authorized(req *http.Request) bool {
+	user, password, ok := req.BasicAuth()
+	userOK := subtle.ConstantTimeCompare([]byte(user), []byte(Username))
+	passwordOK := subtle.ConstantTimeCompare([]byte(password), r.token)
+	return ok && userOK&passwordOK == 1
+}
+
 func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	if !r.authorized(req) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="bex registry"`)
+		writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: the platform registry's token")
+		return
+	}
 	if repo := repoOf(req.URL.Path); repo != "" && !repoPattern.MatchString(repo) {
 		writeError(w, http.StatusBadRequest, "NAME_INVALID", "invalid repository name")
 		return

@@ -18,11 +18,17 @@ import (
 	"bex.co/bex/internal/registry"
 )
 
+// testToken is the token of every registry the tests serve.
+const testToken = "test-token"
+
+// auth is the option that presents testToken.
+var auth = remote.WithAuth(registry.Auth(testToken))
+
 // serve starts the registry kept in dir on a loopback port and returns its
 // host:port and a function that stops it and waits for Serve to return.
 func serve(t *testing.T, dir string) (string, func()) {
 	t.Helper()
-	r, err := registry.New(dir)
+	r, err := registry.New(dir, testToken)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -64,7 +70,7 @@ func TestImagesSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(tag, img); err != nil {
+	if err := remote.Write(tag, img, auth); err != nil {
 		t.Fatalf("pushing: %v", err)
 	}
 	stop()
@@ -75,7 +81,7 @@ func TestImagesSurviveRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := remote.Image(r)
+		got, err := remote.Image(r, auth)
 		if err != nil {
 			t.Fatalf("pulling %s after restart: %v", ref, err)
 		}
@@ -115,16 +121,16 @@ func TestDeletedTagStaysDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	tag, _ := name.NewTag(addr + "/acme/web:old")
-	if err := remote.Write(tag, img); err != nil {
+	if err := remote.Write(tag, img, auth); err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Delete(tag); err != nil {
+	if err := remote.Delete(tag, auth); err != nil {
 		t.Fatalf("deleting: %v", err)
 	}
 	stop()
 	addr, _ = serve(t, dir)
 	tag, _ = name.NewTag(addr + "/acme/web:old")
-	_, err = remote.Image(tag)
+	_, err = remote.Image(tag, auth)
 	var terr *transport.Error
 	if !errors.As(err, &terr) || terr.StatusCode != http.StatusNotFound {
 		t.Fatalf("pulling a deleted tag after restart: %v, want 404", err)
@@ -146,6 +152,7 @@ func TestRefusesNamesOutsideGrammar(t *testing.T) {
 		}
 		req.URL.RawPath = "" // keep the path as written
 		req.URL.Opaque = "//" + addr + path
+		req.SetBasicAuth(registry.Username, testToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -155,17 +162,22 @@ func TestRefusesNamesOutsideGrammar(t *testing.T) {
 			t.Errorf("PUT %s: status %d, want 400", path, resp.StatusCode)
 		}
 	}
-	var outside []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			outside = append(outside, p)
-		}
-		return nil
-	})
-	if len(outside) != 0 {
+	if outside := filesUnder(dir); len(outside) != 0 {
 		t.Errorf("refused requests wrote %v", outside)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "etc")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a request reached outside the registry directory")
 	}
+}
+
+// filesUnder returns the files (not directories) under dir.
+func filesUnder(dir string) []string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files
 }

@@ -2,6 +2,8 @@ package embedded_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,6 +57,12 @@ func TestMakeRun(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /api/v1/healthz = %s once ready, want 200", resp.Status)
 	}
+
+	// Its services ask for credentials on loopback too: the registry for its
+	// token (kept 0600 in the state directory), etcd for a client
+	// certificate (plain HTTP gets nothing).
+	assertRegistryWantsToken(t, state)
+	assertEtcdWantsTLS(t, state)
 
 	// The apiserver serves the App and Route resources.
 	cfg, _ := clientcmd.BuildConfigFromFlags("", env["BEX_KUBECONFIG"])
@@ -126,4 +134,52 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("App created before the restart: %v", err)
 	}
 	p.Interrupt(t)
+}
+
+// assertRegistryWantsToken checks that the platform registry answers an
+// anonymous request with 401 and a challenge, and that its token file is the
+// platform user's only.
+func assertRegistryWantsToken(t *testing.T, state string) {
+	t.Helper()
+	var ports struct{ Ports map[string]int }
+	readJSON(t, filepath.Join(state, "ports.json"), &ports)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v2/", ports.Ports["registry"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("anonymous GET /v2/ of the registry: %s, challenge %q; want 401 with one", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
+	fi, err := os.Stat(filepath.Join(state, "registry-token"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("registry-token: %v, %v; want mode 0600", fi, err)
+	}
+}
+
+// assertEtcdWantsTLS checks that etcd answers no plain HTTP request.
+func assertEtcdWantsTLS(t *testing.T, state string) {
+	t.Helper()
+	var cp struct {
+		EtcdClientPort int `json:"etcdClientPort"`
+	}
+	readJSON(t, filepath.Join(state, "controlplane", "state.json"), &cp)
+	c := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/health", cp.EtcdClientPort)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("etcd answered plain HTTP /health with 200")
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
 }

@@ -270,6 +270,9 @@ func validate(rel runtime.Release) error {
 	if err := rel.Validate(); err != nil {
 		return err
 	}
+	if rel.RootFS != "" {
+		return errors.New("a Dockerfile image needs the sandbox; the process driver runs only images the platform built for its stacks, as processes on the host, and never an image's own root filesystem")
+	}
 	if rel.Dir == "" {
 		return errors.New("release has no directory to run in")
 	}

@@ -114,18 +114,23 @@ func (w *workspace) procfile() (map[string]string, error) {
 }
 
 // failedStep matches the line of buildctl's error report that names the
-// Dockerfile step that failed (" > [2/3] RUN make:"), and the Dockerfile
-// line it came from ("Dockerfile:3").
+// Dockerfile step that failed (" > [2/3] RUN make:"), failedFileLine the
+// Dockerfile line it came from ("Dockerfile:3"), and failedSolve buildctl's
+// last word ("error: failed to solve: …").
 var (
 	failedStep     = regexp.MustCompile(`(?m)^ > (\[[^\]]*\] .*?):?\s*$`)
 	failedFileLine = regexp.MustCompile(`(?m)^([^\s:]+:\d+)\s*$`)
+	failedSolve    = regexp.MustCompile(`(?m)^error: (.*\S)\s*$`)
 )
 
 // failedDockerfileStep names the failing step from the end of buildctl's
-// output.
+// output, or, when no step failed (a refused build), what BuildKit said.
 func failedDockerfileStep(tail string) string {
 	m := failedStep.FindAllStringSubmatch(tail, -1)
 	if len(m) == 0 {
+		if e := failedSolve.FindAllStringSubmatch(tail, -1); len(e) > 0 {
+			return "BuildKit: " + e[len(e)-1][1]
+		}
 		return ""
 	}
 	hint := "the Dockerfile step that failed: " + m[len(m)-1][1]

@@ -206,15 +206,20 @@ func TestDockerfileStepFails(t *testing.T) {
 }
 
 // A RUN step is tenant code: it must not reach the platform's loopback
-// services (here the registry), nor anything else.
+// services (here the registry), nor anything else, even when it asks for
+// the host's network.
 func TestDockerfileRunHasNoNetwork(t *testing.T) {
 	b := dockerfileBuilder(t)
 	base := pushBase(t)
-	_, log, err := buildRepo(t, b, map[string]string{
-		"Dockerfile": "FROM " + base + "\nRUN [\"tool\", \"dial\", \"" + registryAddr + "\"]\n",
-	}, nil)
-	if err == nil || !strings.Contains(log, "dial failed") {
-		t.Fatalf("a RUN step reached the platform registry at %s (err %v)", registryAddr, err)
+	for _, run := range []string{"RUN", "RUN --network=host"} {
+		t.Run(run, func(t *testing.T) {
+			_, log, err := buildRepo(t, b, map[string]string{
+				"Dockerfile": "FROM " + base + "\n" + run + " [\"tool\", \"dial\", \"" + registryAddr + "\"]\nCMD [\"tool\", \"serve\"]\n",
+			}, nil)
+			if err == nil || strings.Contains(log, "dial succeeded") {
+				t.Fatalf("a step (%s) reached the platform registry at %s (err %v)", run, registryAddr, err)
+			}
+		})
 	}
 }
 

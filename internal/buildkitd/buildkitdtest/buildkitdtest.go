@@ -112,7 +112,7 @@ func Tool(t testing.TB) string {
 			toolErr = err
 			return
 		}
-		for n, data := range map[string][]byte{"go.mod": []byte("module tool\n\ngo 1.22\n"), "main.go": toolSource} {
+		for n, data := range map[string][]byte{"go.mod": []byte("module example.com/tool\n\ngo 1.22\n"), "main.go": toolSource} {
 			if toolErr = os.WriteFile(filepath.Join(dir, n), data, 0o644); toolErr != nil {
 				return
 			}

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -88,12 +87,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 //go:embed tool.go.txt
 var toolSource []byte
 
-var (
-	toolOnce sync.Once
-	toolPath string
-	toolErr  error
-)
-
 // Tool returns a static program (no libc, so it runs in an image FROM
 // scratch) whose first argument says what it does:
 //
@@ -103,40 +96,24 @@ var (
 //	tool fail            prints "tool fails on purpose" and exits 3
 //	tool serve           answers HTTP on $PORT with "hello from tool"
 //
-// It is built once per test binary.
+// It is built in a directory of the test's (the Go build cache makes every
+// build after the first quick).
 func Tool(t testing.TB) string {
 	t.Helper()
-	toolOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bex-buildkit-tool-")
-		if err != nil {
-			toolErr = err
-			return
+	dir := t.TempDir()
+	for n, data := range map[string][]byte{"go.mod": []byte("module example.com/tool\n\ngo 1.22\n"), "main.go": toolSource} {
+		if err := os.WriteFile(filepath.Join(dir, n), data, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		for n, data := range map[string][]byte{"go.mod": []byte("module example.com/tool\n\ngo 1.22\n"), "main.go": toolSource} {
-			if toolErr = os.WriteFile(filepath.Join(dir, n), data, 0o644); toolErr != nil {
-				return
-			}
-		}
-		toolPath = filepath.Join(dir, "tool")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", toolPath, ".")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			toolErr = &buildError{err: err, out: out}
-		}
-	})
-	if toolErr != nil {
-		t.Fatalf("building the test tool: %v", toolErr)
 	}
-	return toolPath
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", "tool", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the test tool: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "tool")
 }
-
-type buildError struct {
-	err error
-	out []byte
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
 // What PushBase puts in the registry.
 const (

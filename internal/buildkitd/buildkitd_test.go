@@ -10,30 +10,16 @@ import (
 	"time"
 
 	"bex.co/bex/internal/buildkitd"
-	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/buildkitd/buildkitdtest"
 )
 
 // The daemon listens on a socket only its user can open, in a directory
 // only its user can enter, answers buildctl there with its runc worker, and
 // is gone after Stop.
 func TestStart(t *testing.T) {
-	if uid := os.Geteuid(); uid != 0 {
-		t.Skipf("skipping: buildkitd with runc runs as root, and this test runs as uid %d (CI runs it as root)", uid)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	bin, ctl := buildkitdtest.Binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b, err := kubebin.NewBuilder(kubebin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := b.Tool(ctx, kubebin.BuildKitd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := b.Tool(ctx, kubebin.BuildCtl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(t.TempDir(), "buildkit")
 	d, err := buildkitd.Start(ctx, buildkitd.Options{Dir: dir, BuildKitd: bin})
 	if err != nil {

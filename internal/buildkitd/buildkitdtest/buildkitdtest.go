@@ -36,11 +36,10 @@ type Daemon struct {
 	BuildCtl string
 }
 
-// Start starts a buildkitd in a directory of the test's, stopped when the
-// test ends. It skips the test when not root (buildkitd with runc needs
-// root; CI runs as root) and fails it when runc is missing. The pinned
-// buildkitd and buildctl are built first when the cache lacks them.
-func Start(t testing.TB) Daemon {
+// Binaries returns the pinned buildkitd and buildctl, built first when the
+// cache lacks them. It skips the test when not root (buildkitd with runc
+// needs root; CI runs as root) and fails it when runc is missing.
+func Binaries(t testing.TB) (buildkitdPath, buildctlPath string) {
 	t.Helper()
 	if uid := os.Geteuid(); uid != 0 {
 		t.Skipf("skipping: buildkitd with runc runs as root, and this test runs as uid %d (CI runs it as root)", uid)
@@ -62,6 +61,16 @@ func Start(t testing.TB) Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bin, ctl
+}
+
+// Start starts a buildkitd in a directory of the test's, stopped when the
+// test ends, as Binaries says.
+func Start(t testing.TB) Daemon {
+	t.Helper()
+	bin, ctl := Binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	d, err := buildkitd.Start(ctx, buildkitd.Options{Dir: filepath.Join(t.TempDir(), "buildkit"), BuildKitd: bin})
 	if err != nil {
 		t.Fatal(err)

@@ -46,8 +46,16 @@ type Options struct {
 	// Timeout bounds one build; the default is DefaultTimeout.
 	Timeout time.Duration
 	// BuildKitAddr is the address of a buildkitd (as buildctl --addr takes
-	// it). Without it, repositories with a Dockerfile are refused.
+	// it: unix:///path/buildkitd.sock, tcp://host:port). Without it,
+	// repositories with a Dockerfile are refused.
 	BuildKitAddr string
+	// BuildCtl is the buildctl client Dockerfile builds run; empty means
+	// buildctl from PATH.
+	BuildCtl string
+	// NoBuildKitReason, without BuildKitAddr, says why the platform has no
+	// buildkitd ("buildkitd needs root"); a Dockerfile build is refused
+	// with it, so the pusher learns what is missing.
+	NoBuildKitReason string
 	// RunImage is the image reference built images are laid on: its layers
 	// first, then the app's under /app; its environment (PATH in
 	// particular) merged with the stack's, its OS and architecture. It is
@@ -255,6 +263,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	defer w.tree.Close()
 
 	p, err := plan(w.tree.FS(), req, b.opts.BuildKitAddr != "")
+	if errors.Is(err, ErrNoBuildKit) && b.opts.NoBuildKitReason != "" {
+		return Result{}, fmt.Errorf("Dockerfile builds need BuildKit, which this platform does not run: %s", b.opts.NoBuildKitReason)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -274,7 +285,11 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		return Result{}, fmt.Errorf("naming the image: %w", err)
 	}
 	if p.stack == platformv1alpha1.StackDockerfile {
-		return w.buildDockerfile(ctx, b.opts.BuildKitAddr, p, ref)
+		buildctl := b.opts.BuildCtl
+		if buildctl == "" {
+			buildctl = "buildctl"
+		}
+		return w.buildDockerfile(ctx, buildctl, b.opts.BuildKitAddr, p, ref)
 	}
 	// The run image is resolved before the app's build steps, so that one
 	// that cannot be pulled fails the build before minutes of compiling.

@@ -10,15 +10,17 @@
 //
 // The git receiver calls Builder.Build and streams the log it writes, line by
 // line, to the pusher; the release records the Result (image digest and
-// process commands). The process runtime calls Unpack to turn an image back
-// into a directory it can run, with the environment the image asks for.
+// process commands). The pipeline calls Unpack to turn an image back into a
+// directory a runtime can run, with the environment the image asks for: its
+// /app, or, for a Dockerfile image, its whole root filesystem.
 //
 // What the builder reads or writes of the checkout itself (stack files, the
 // Procfile, the files it packs) goes through an os.Root at the checkout, so
 // no symbolic link, nor chain of links, leads it outside; a link that would
 // fails the build with a *LinkError naming it (tree.go).
 //
-// Builds run the tenant's own commands as the builder's user, with no sandbox
-// beyond the clean environment, the work directory and the time limit; see
-// docs/builds.md.
+// Builds of the stacks run the tenant's own commands as the builder's user,
+// with no sandbox beyond the clean environment, the work directory and the
+// time limit; a Dockerfile's steps run in buildkitd's runc containers, with
+// no network. See docs/builds.md.
 package build

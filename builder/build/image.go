@@ -42,6 +42,12 @@ const (
 	// LabelAppLayer is the uncompressed digest (diff ID) of the layer that
 	// holds /app; Unpack reads only that layer when it is the image's last.
 	LabelAppLayer = "co.bex.app-layer"
+	// LabelProcessTypes, on a Dockerfile image, lists the process types
+	// (comma-separated) whose LabelProcessPrefix labels the builder set
+	// from the Procfile; process labels the image inherited from its base
+	// do not count. Empty: the image's ENTRYPOINT and CMD are the web
+	// process.
+	LabelProcessTypes = "co.bex.process-types"
 )
 
 // labelDomain starts every label this package sets; a run image's own are

@@ -21,9 +21,10 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
 
-// ImageConfig is what the process runtime needs to run an unpacked image.
-// Paths under /app in the image's config are rewritten to the directory the
-// image was unpacked into.
+// ImageConfig is what a runtime needs to run an unpacked image. For an
+// image unpacked as its app directory, paths under /app in the image's
+// config are rewritten to the directory the image was unpacked into; for a
+// root filesystem they are the image's own.
 type ImageConfig struct {
 	// Digest is the image's manifest digest.
 	Digest string
@@ -31,31 +32,59 @@ type ImageConfig struct {
 	// this package did not build).
 	Stack  platformv1alpha1.Stack
 	Commit string
+	// RootFS is true when the directory holds the image's whole root
+	// filesystem (see Unpack), false when it holds the image's /app.
+	RootFS bool
 	// Env is the image's environment as KEY=value, PATH included. The
 	// runtime adds its own variables (PORT, the app's config) and may
 	// append its own binary directory to PATH (static sites run
 	// bex-static).
 	Env []string
-	// WorkingDir is where processes start: the unpacked directory.
+	// WorkingDir is where processes start: for an app directory, the
+	// unpacked directory (or the image's working directory under it); for
+	// a root filesystem, the image's working directory inside it ("/"
+	// when the image names none).
 	WorkingDir string
 	// Processes maps process types to shell commands.
 	Processes map[string]string
-	// Cmd is the image's command, the web process for images this package
-	// built.
-	Cmd []string
+	// Entrypoint and Cmd are the image's own; Cmd is the web process for
+	// images this package built, and Entrypoint followed by Cmd is the one
+	// of a Dockerfile image without a Procfile.
+	Entrypoint, Cmd []string
+}
+
+// Args is the image's ENTRYPOINT followed by its CMD, as a container runs
+// them (exec form, no shell); nil when the image has neither.
+func (c ImageConfig) Args() []string {
+	if len(c.Entrypoint)+len(c.Cmd) == 0 {
+		return nil
+	}
+	return append(append([]string(nil), c.Entrypoint...), c.Cmd...)
 }
 
 // Unpack pulls image (best named by digest, as Result.Image is) and
-// extracts the files it keeps under /app into dir, which must be missing or
-// empty. Of an image laid on a run image it reads only the app's layer (the
-// last, named by LabelAppLayer), never the run image's. Extraction stays
-// inside dir: entries with ".." or absolute names are refused, symbolic and
-// hard links must point inside dir (a chain of links too, checked once the
-// tree is complete), and only regular files, directories and
-// links are created, with their permission bits (never setuid) and
-// modification times. keychains resolve the registry's credentials, the
-// first that has some wins (Builder.Keychain gives the platform registry's);
-// none means the docker configuration's.
+// extracts it into dir, which must be missing or empty. keychains resolve
+// the registry's credentials, the first that has some wins
+// (Builder.Keychain gives the platform registry's); none means the docker
+// configuration's.
+//
+// An image this package built for one of its stacks (labelled with its
+// stack, other than dockerfile) is unpacked as its app directory: only the
+// files it keeps under /app land in dir, and of an image laid on a run
+// image only the app's layer (the last, named by LabelAppLayer) is read,
+// never the run image's. Any other image (a Dockerfile build, an image from
+// elsewhere) brings its own root filesystem and is unpacked whole: every
+// layer in order, whiteouts honoured, with the result's RootFS set.
+//
+// Extraction stays inside dir: entries with ".." or absolute names are
+// refused, hard links must point inside dir, nothing is ever written
+// through a symbolic link that leads out of dir, and only regular files,
+// directories and links are created, with their permission bits (never
+// setuid or setgid) and modification times, owned by the caller. An app
+// directory's symbolic links must point inside it (a chain of links too,
+// checked once the tree is complete); a root filesystem's may be absolute
+// (they resolve inside the container's root), and its device nodes and
+// FIFOs are skipped (the container runtime makes /dev).
 func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Keychain) (ImageConfig, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
@@ -93,9 +122,11 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 	if err != nil {
 		return ImageConfig{}, fmt.Errorf("reading layers: %w", err)
 	}
+	stack := platformv1alpha1.Stack(cf.Config.Labels[LabelStack])
+	rootFS := stack == "" || stack == platformv1alpha1.StackDockerfile
 	// An image laid on a run image says which layer is the app's: only
 	// that one is read, the run image's layers are not even fetched.
-	if app := cf.Config.Labels[LabelAppLayer]; app != "" && len(layers) > 1 &&
+	if app := cf.Config.Labels[LabelAppLayer]; !rootFS && app != "" && len(layers) > 1 &&
 		len(cf.RootFS.DiffIDs) == len(layers) && cf.RootFS.DiffIDs[len(layers)-1].String() == app {
 		layers = layers[len(layers)-1:]
 	}
@@ -104,7 +135,7 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 		return ImageConfig{}, err
 	}
 	defer root.Close()
-	x := &extractor{root: root}
+	x := &extractor{root: root, rootFS: rootFS}
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return ImageConfig{}, err
@@ -126,11 +157,18 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 	c := cf.Config
 	out := ImageConfig{
 		Digest:     digest.String(),
-		Stack:      platformv1alpha1.Stack(c.Labels[LabelStack]),
+		Stack:      stack,
 		Commit:     c.Labels[LabelCommit],
+		RootFS:     rootFS,
 		WorkingDir: dir,
-		Processes:  map[string]string{},
+		Processes:  imageProcesses(c.Labels, rootFS),
+		Entrypoint: c.Entrypoint,
 		Cmd:        c.Cmd,
+	}
+	if rootFS {
+		out.WorkingDir = path.Clean("/" + c.WorkingDir)
+		out.Env = append([]string(nil), c.Env...)
+		return out, nil
 	}
 	if wd := rewriteAppPath(c.WorkingDir, dir); strings.HasPrefix(wd, dir) {
 		out.WorkingDir = wd
@@ -143,12 +181,28 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 		}
 		out.Env = append(out.Env, k+"="+strings.Join(elems, ":"))
 	}
-	for k, v := range c.Labels {
+	return out, nil
+}
+
+// imageProcesses reads the process labels. A Dockerfile image may inherit
+// process labels from its base image (one bex built, say); only those the
+// builder named in LabelProcessTypes are its own, so only they count.
+func imageProcesses(labels map[string]string, rootFS bool) map[string]string {
+	out := map[string]string{}
+	if rootFS {
+		for _, t := range strings.Split(labels[LabelProcessTypes], ",") {
+			if cmd := labels[LabelProcessPrefix+t]; t != "" && cmd != "" {
+				out[t] = cmd
+			}
+		}
+		return out
+	}
+	for k, v := range labels {
 		if t, ok := strings.CutPrefix(k, LabelProcessPrefix); ok {
-			out.Processes[t] = v
+			out[t] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // rewriteAppPath maps /app and paths under it to dir.
@@ -162,32 +216,47 @@ func rewriteAppPath(p, dir string) string {
 	return p
 }
 
-// extractor writes tar entries below root.
+// extractor writes tar entries below root: an image's /app, or with rootFS
+// its whole root filesystem.
 type extractor struct {
-	root *os.Root
+	root   *os.Root
+	rootFS bool
 	// dirs get their modes and times once their contents are written.
 	dirs map[string]*tar.Header
 }
 
-// appRel maps a tar entry's name to a path relative to the app directory;
-// ok is false for entries outside /app, which are not extracted.
-func appRel(entry string) (rel string, ok bool, err error) {
-	n := strings.TrimPrefix(entry, "./")
-	if strings.HasPrefix(n, "/") {
-		return "", false, fmt.Errorf("entry %q has an absolute name", entry)
+// rel maps a tar entry's name to a path relative to the directory being
+// written; ok is false for entries outside it (outside /app, unless the
+// whole root filesystem is extracted), which are not extracted.
+func (x *extractor) rel(entry string) (rel string, ok bool, err error) {
+	n, err := cleanEntry(entry)
+	if err != nil {
+		return "", false, err
 	}
-	for _, e := range strings.Split(n, "/") {
-		if e == ".." {
-			return "", false, fmt.Errorf("entry %q leaves the directory", entry)
-		}
+	if x.rootFS {
+		return n, true, nil
 	}
-	n = strings.TrimSuffix(path.Clean(n), "/")
 	base := strings.TrimPrefix(AppDir, "/")
 	if n == base {
 		return ".", true, nil
 	}
 	rel, ok = strings.CutPrefix(n, base+"/")
 	return rel, ok, nil
+}
+
+// cleanEntry checks a tar entry's name and returns it cleaned, relative to
+// the archive's root ("." for the root itself).
+func cleanEntry(entry string) (string, error) {
+	n := strings.TrimPrefix(entry, "./")
+	if strings.HasPrefix(n, "/") {
+		return "", fmt.Errorf("entry %q has an absolute name", entry)
+	}
+	for _, e := range strings.Split(n, "/") {
+		if e == ".." {
+			return "", fmt.Errorf("entry %q leaves the directory", entry)
+		}
+	}
+	return strings.TrimSuffix(path.Clean(n), "/"), nil
 }
 
 func (x *extractor) extract(tr *tar.Reader) error {
@@ -199,7 +268,7 @@ func (x *extractor) extract(tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
-		rel, ok, err := appRel(hdr.Name)
+		rel, ok, err := x.rel(hdr.Name)
 		if err != nil {
 			return err
 		}
@@ -273,7 +342,10 @@ func (x *extractor) entry(rel string, hdr *tar.Header, r io.Reader) error {
 		}
 		return x.root.Chtimes(rel, hdr.ModTime, hdr.ModTime)
 	case tar.TypeSymlink:
-		if !linkTextInside(rel, hdr.Linkname) {
+		// A root filesystem's links resolve inside the container's root,
+		// absolute ones included; the Root refuses to write through one
+		// that leads out of the directory.
+		if !x.rootFS && !linkTextInside(rel, hdr.Linkname) {
 			return fmt.Errorf("symbolic link to %s leaves the directory", hdr.Linkname)
 		}
 		if err := x.replace(rel); err != nil {
@@ -281,7 +353,7 @@ func (x *extractor) entry(rel string, hdr *tar.Header, r io.Reader) error {
 		}
 		return x.root.Symlink(hdr.Linkname, rel)
 	case tar.TypeLink:
-		target, ok, err := appRel(hdr.Linkname)
+		target, ok, err := x.rel(hdr.Linkname)
 		if err != nil || !ok || target == "." {
 			return fmt.Errorf("hard link to %s leaves the directory", hdr.Linkname)
 		}
@@ -289,6 +361,11 @@ func (x *extractor) entry(rel string, hdr *tar.Header, r io.Reader) error {
 			return err
 		}
 		return x.root.Link(target, rel)
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		if x.rootFS {
+			return nil
+		}
+		return fmt.Errorf("unsupported entry type %q", hdr.Typeflag)
 	default:
 		return fmt.Errorf("unsupported entry type %q", hdr.Typeflag)
 	}
@@ -315,7 +392,9 @@ func (x *extractor) replace(rel string) error {
 // the tree is complete: whether a chain of links leaves depends on links a
 // later entry (or a hard link to a link) adds.
 func (x *extractor) finish() error {
-	if err := checkLinks(x.root); err != nil {
+	// A root filesystem's links resolve inside the container's root,
+	// wherever they point; an app directory's must stay inside it.
+	if err := checkLinks(x.root); err != nil && !x.rootFS {
 		var le *LinkError
 		if errors.As(err, &le) {
 			return fmt.Errorf("symbolic link %s leaves the directory", le.Name)

@@ -5,7 +5,10 @@
 // their data under the state directory, installs the platform CRDs, finds
 // Postgres (DATABASE_URL, else a private server from the system's binaries
 // under the state directory, else an error that says what to install), runs
-// the store's migrations, runs the controller manager in-process, and writes
+// the store's migrations, starts buildkitd for Dockerfile builds
+// (internal/buildkitd: as root with runc, under <state>/buildkit; without
+// root or runc, none, and Dockerfile pushes are told what is missing), runs
+// the controller manager in-process, and writes
 // <state>/env — a shell-sourceable file with BEX_KUBECONFIG and
 // BEX_DATABASE_URL — once everything is ready. On SIGINT or SIGTERM it stops
 // everything in reverse order and removes <state>/env. A second run on the

@@ -125,8 +125,12 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	if exe, err := os.Executable(); err == nil {
 		binDir = filepath.Dir(exe)
 	}
+	bk, err := o.startBuildKit(ctx, out, &stops)
+	if err != nil {
+		return err
+	}
 	var ready atomic.Bool
-	svc, err := o.startServices(ctx, kube, st, binDir, &ready, log, &stops)
+	svc, err := o.startServices(ctx, kube, st, binDir, bk, &ready, log, &stops)
 	if err != nil {
 		return err
 	}

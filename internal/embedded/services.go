@@ -65,8 +65,8 @@ type services struct {
 
 // startServices starts the registry, builder, runtime, edge, git receiver
 // and API, each on a port remembered in <state>/ports.json, and registers
-// their shutdown in stops.
-func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, ready *atomic.Bool, log logr.Logger, stops *[]func()) (*services, error) {
+// their shutdown in stops. The builder talks to the buildkitd bk names.
+func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, bk build.Options, ready *atomic.Bool, log logr.Logger, stops *[]func()) (*services, error) {
 	ports, err := loadPorts(filepath.Join(o.StateDir, "ports.json"))
 	if err != nil {
 		return nil, err
@@ -116,7 +116,8 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	// Builder, runtime, pipeline.
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
-		Log: log.WithName("builder"),
+		Log:          log.WithName("builder"),
+		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)

@@ -14,8 +14,10 @@ func TestToolRecipesMatchTable(t *testing.T) {
 		PebbleChallTestSrv: "github.com/letsencrypt/pebble/v2",
 		Caddy:              "github.com/caddyserver/caddy/v2",
 		Helm:               "helm.sh/helm/v3",
+		BuildKitd:          "github.com/moby/buildkit",
+		BuildCtl:           "github.com/moby/buildkit",
 	}
-	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy,helm" {
+	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy,helm,buildkitd,buildctl" {
 		t.Fatalf("Tools() = %s", got)
 	}
 	for _, tl := range toolTable() {

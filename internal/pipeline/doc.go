@@ -9,6 +9,13 @@
 // or rollout changes nothing that is running. Rollback rolls an earlier
 // release's image and config out as a new release.
 //
+// Before a rollout it unpacks the image under ReleasesDir: an image the
+// builder laid out under /app becomes Release.Dir with its processes; a
+// Dockerfile image becomes Release.RootFS, its whole root filesystem, with
+// its WorkingDir, its own environment, and (without a Procfile) its
+// ENTRYPOINT and CMD as the web process's Args. Only a sandboxing driver
+// runs the latter.
+//
 // EnsureRunning brings the runtime back to the App's current release after a
 // restart; the App controller calls it, level-based, and it reads the App
 // again under the app's lock rather than trust the caller's copy. Work on one

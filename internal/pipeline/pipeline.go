@@ -267,8 +267,15 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		return err
 	}
 	rel := runtime.Release{
-		Tenant: app.Namespace, App: app.Name, Number: number, Image: image, Dir: img.WorkingDir,
-		ImageEnv: p.imageEnv(img), Env: env, Processes: processes(app, img.Processes), HealthCheck: healthCheck(app),
+		Tenant: app.Namespace, App: app.Name, Number: number, Image: image,
+		Env: env, Processes: processes(app, img), HealthCheck: healthCheck(app),
+	}
+	if img.RootFS {
+		// An image with its own root filesystem (a Dockerfile build) runs
+		// as it is, with its own paths and environment.
+		rel.RootFS, rel.WorkDir, rel.ImageEnv = dir, img.WorkingDir, envMap(img.Env)
+	} else {
+		rel.Dir, rel.ImageEnv = img.WorkingDir, p.imageEnv(img)
 	}
 	rel.Resources = resourcesOf(app)
 	return p.opts.Runtime.Deploy(ctx, rel, out)
@@ -301,16 +308,22 @@ func resourcesOf(app *platformv1alpha1.App) runtime.Resources {
 // directory (bex-static) on PATH: what a driver that runs the unpacked
 // directory starts from.
 func (p *Pipeline) imageEnv(img build.ImageConfig) map[string]string {
-	env := map[string]string{}
-	for _, kv := range img.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := envMap(img.Env)
 	if p.opts.BinDir != "" {
 		if env["PATH"] == "" {
 			env["PATH"] = os.Getenv("PATH")
 		}
 		env["PATH"] = env["PATH"] + string(os.PathListSeparator) + p.opts.BinDir
+	}
+	return env
+}
+
+// envMap turns KEY=value pairs into a map; a later pair wins.
+func envMap(kvs []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	return env
 }
@@ -396,19 +409,27 @@ func configOf(app *platformv1alpha1.App) map[string]store.ConfigValue {
 
 // processes combines the image's commands with the App's overrides. As on
 // Heroku, web runs one instance unless told otherwise and other types none.
-func processes(app *platformv1alpha1.App, image map[string]string) map[string]runtime.Process {
+// An image with its own root filesystem and no process labels (a Dockerfile
+// build without a Procfile) runs its ENTRYPOINT and CMD as the web process,
+// as they are, with no shell: the image may have none.
+func processes(app *platformv1alpha1.App, img build.ImageConfig) map[string]runtime.Process {
 	out := map[string]runtime.Process{}
-	for name, cmd := range image {
-		replicas := 0
-		if name == "web" {
-			replicas = 1
+	for name, cmd := range img.Processes {
+		out[name] = runtime.Process{Command: cmd}
+	}
+	if args := img.Args(); img.RootFS && len(out) == 0 && len(args) > 0 {
+		out[runtime.WebProcess] = runtime.Process{Args: args}
+	}
+	for name, p := range out {
+		if name == runtime.WebProcess {
+			p.Replicas = 1
+			out[name] = p
 		}
-		out[name] = runtime.Process{Command: cmd, Replicas: replicas}
 	}
 	for _, pr := range app.Spec.Processes {
 		p := out[pr.Name]
 		if pr.Command != "" {
-			p.Command = pr.Command
+			p.Command, p.Args = pr.Command, nil
 		}
 		if pr.Replicas != nil {
 			p.Replicas = int(*pr.Replicas)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -38,9 +40,15 @@ type env struct {
 	rt           *process.Driver
 	repo, bare   string
 	tenant, name string
+	// registry is the platform registry's host:port.
+	registry string
+	// pipelineWith returns a pipeline on the first store, with its own
+	// releases directory, handing releases to rt.
+	pipelineWith func(rt runtime.Driver, binDir string) *pipeline.Pipeline
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv sets the environment up; mod changes the builder's options.
+func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	t.Helper()
 	ctx := t.Context()
 	cp := cptest.Start(t)
@@ -78,18 +86,23 @@ func newEnv(t *testing.T) *env {
 	}
 	regSrv := httptest.NewServer(reg.Handler())
 	t.Cleanup(regSrv.Close)
-	builder, err := build.New(build.Options{
-		WorkRoot: filepath.Join(dir, "builds"), Registry: regSrv.Listener.Addr().String(),
+	e.registry = regSrv.Listener.Addr().String()
+	opts := build.Options{
+		WorkRoot: filepath.Join(dir, "builds"), Registry: e.registry,
 		RegistryAuth: registry.Auth(registryToken), Log: testr.New(t),
-	})
+	}
+	for _, f := range mod {
+		f(&opts)
+	}
+	builder, err := build.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
-	newPipeline := func(st *store.Store, releases string) *pipeline.Pipeline {
+	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string) *pipeline.Pipeline {
 		pl, err := pipeline.New(pipeline.Options{
-			Store: st, Kube: kube, Builder: builder, Runtime: e.rt,
+			Store: st, Kube: kube, Builder: builder, Runtime: rt, BinDir: binDir,
 			ReleasesDir: filepath.Join(dir, releases),
 			URL:         func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
 			Log:         testr.New(t),
@@ -99,7 +112,12 @@ func newEnv(t *testing.T) *env {
 		}
 		return pl
 	}
-	e.a, e.b = newPipeline(stA, "releases-a"), newPipeline(stB, "releases-b")
+	e.a, e.b = newPipeline(stA, "releases-a", e.rt, ""), newPipeline(stB, "releases-b", e.rt, "")
+	more := 0
+	e.pipelineWith = func(rt runtime.Driver, binDir string) *pipeline.Pipeline {
+		more++
+		return newPipeline(stA, "releases-"+strconv.Itoa(more), rt, binDir)
+	}
 
 	e.repo, e.bare = filepath.Join(dir, "work"), filepath.Join(dir, "web.git")
 	if err := os.MkdirAll(e.repo, 0o755); err != nil {

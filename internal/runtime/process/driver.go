@@ -286,7 +286,7 @@ func (d *Driver) validate(rel runtime.Release) error {
 	dir := rel.Dir
 	if rel.RootFS != "" {
 		if d.opts.Sandbox == nil {
-			return errors.New("this image brings its own root filesystem (a Dockerfile build), which runs only in a sandbox: start the platform without --unsafe-no-sandbox")
+			return errors.New("a Dockerfile image needs the sandbox: it brings its own root filesystem, which runs only in a container; start the platform without --unsafe-no-sandbox")
 		}
 		dir = rel.RootFS
 	}

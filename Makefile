@@ -12,6 +12,7 @@ all: build
 
 ## run: the whole platform, embedded, on this machine (foreground; Ctrl-C stops it)
 run: build
+	bash hack/ensure-sandbox-tools.sh
 	bin/bex-embedded --state-dir .bex
 
 ## build: every binary into bin/
@@ -42,6 +43,7 @@ kubebin:
 ## test: the whole test suite against real components, the continuity suite included (screenshots in out/screenshots/, out/continuity-report.md)
 test: kubebin
 	bash hack/ensure-test-tools.sh
+	bash hack/ensure-sandbox-tools.sh
 	BEX_TEST_CONTINUITY=1 $(GO) test $(GOTEST_FLAGS) ./...
 	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
 
@@ -54,6 +56,7 @@ test-upgrade:
 test-continuity:
 	$(GO) run ./cmd/bex-kubebin --versions 1.36.3,1.37.2
 	bash hack/ensure-test-tools.sh
+	bash hack/ensure-sandbox-tools.sh
 	BEX_TEST_CONTINUITY=1 $(GO) test -count=1 -timeout 30m ./test/continuity/ -run . -v
 
 ## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs

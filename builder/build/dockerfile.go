@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,13 @@ func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, 
 		"--metadata-file", meta,
 	)
 	s := step{argv: argv, display: "BuildKit build of " + p.dockerfile, hint: failedDockerfileStep}
+	dockerConfig, err := w.pushConfig(ref.Context())
+	if err != nil {
+		return Result{}, err
+	}
+	if dockerConfig != "" {
+		s.env = append(s.env, "DOCKER_CONFIG="+dockerConfig)
+	}
 	if err := w.run(ctx, w.app, s); err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}
@@ -102,6 +110,36 @@ func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, 
 	}
 	fmt.Fprintf(w.out, "-----> Discovering process types\n       %s\n", describeProcesses(procs))
 	return Result{Stack: p.stack, Image: digestRef.String(), Digest: md.Digest, Processes: procs}, nil
+}
+
+// pushConfig writes, outside the build context, a docker configuration
+// with the credentials the builder holds for repo's registry, for buildctl
+// to push with; "" when it holds none.
+func (w *workspace) pushConfig(repo name.Repository) (string, error) {
+	auth, err := w.keychain.Resolve(repo)
+	if err != nil {
+		return "", fmt.Errorf("resolving the credentials of %s: %w", repo.RegistryStr(), err)
+	}
+	cfg, err := auth.Authorization()
+	if err != nil {
+		return "", fmt.Errorf("reading the credentials of %s: %w", repo.RegistryStr(), err)
+	}
+	if cfg.Username == "" && cfg.Password == "" && cfg.Auth == "" {
+		return "", nil
+	}
+	entry := map[string]string{"auth": cfg.Auth}
+	if cfg.Auth == "" {
+		entry["auth"] = base64.StdEncoding.EncodeToString([]byte(cfg.Username + ":" + cfg.Password))
+	}
+	b, err := json.Marshal(map[string]any{"auths": map[string]any{repo.RegistryStr(): entry}})
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(w.root, "docker-config")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
 }
 
 // procfile returns the checkout's Procfile processes, none when it has no

@@ -29,7 +29,7 @@ func dockerfileBuilder(t *testing.T) *build.Builder {
 // returns its reference by digest.
 func pushBase(t *testing.T) string {
 	t.Helper()
-	return buildkitdtest.PushBase(t, registryAddr+"/base/tool:"+strings.ToLower(t.Name()))
+	return buildkitdtest.PushBase(t, registryAddr+"/base/tool:"+strings.ToLower(t.Name()), registryAuth)
 }
 
 // imageConfig reads the config of the image the registry holds for ref.
@@ -39,7 +39,7 @@ func imageConfig(t *testing.T, ref string) (entrypoint, cmd []string, labels map
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := remote.Image(r)
+	img, err := remote.Image(r, registryAuth)
 	if err != nil {
 		t.Fatalf("the built image is not in the registry: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestDockerfileFromScratch(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "rootfs")
-	cfg, err := build.Unpack(context.Background(), res.Image, dir)
+	cfg, err := build.Unpack(context.Background(), res.Image, dir, b.Keychain())
 	if err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestDockerfileFromRegistryImage(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "rootfs")
-	cfg, err := build.Unpack(context.Background(), res.Image, dir)
+	cfg, err := build.Unpack(context.Background(), res.Image, dir, b.Keychain())
 	if err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestDockerfileWithProcfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	cfg, err := build.Unpack(context.Background(), res.Image, filepath.Join(t.TempDir(), "rootfs"))
+	cfg, err := build.Unpack(context.Background(), res.Image, filepath.Join(t.TempDir(), "rootfs"), b.Keychain())
 	if err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}

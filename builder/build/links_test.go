@@ -106,7 +106,7 @@ func TestLinksInsideTheCheckoutStillWork(t *testing.T) {
 		t.Errorf("processes %v, want those of deploy/Procfile", res.Processes)
 	}
 	dir := filepath.Join(t.TempDir(), "release")
-	if _, err := build.Unpack(context.Background(), res.Image, dir); err != nil {
+	if _, err := build.Unpack(context.Background(), res.Image, dir, b.Keychain()); err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}
 	if l, err := os.Readlink(filepath.Join(dir, "latest")); err != nil || l != "a/up/v2" {

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/buildkitd/buildkitdtest"
+	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/test/platformtest"
 )
@@ -67,7 +70,7 @@ func (e *env) commitFiles(t *testing.T, files map[string]string) gitserver.Push 
 func TestDockerfileRelease(t *testing.T) {
 	d := buildkitdtest.Start(t)
 	e := newEnv(t, func(o *build.Options) { o.BuildKitAddr, o.BuildCtl = d.Addr, d.BuildCtl })
-	base := buildkitdtest.PushBase(t, e.registry+"/base/tool:v1")
+	base := buildkitdtest.PushBase(t, e.registry+"/base/tool:v1", remote.WithAuth(registry.Auth(registryToken)))
 	tool, err := os.ReadFile(buildkitdtest.Tool(t))
 	if err != nil {
 		t.Fatal(err)

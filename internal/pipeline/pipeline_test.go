@@ -48,6 +48,9 @@ type env struct {
 }
 
 // newEnv sets the environment up; mod changes the builder's options.
+// registryToken opens the test registry.
+const registryToken = "pipeline-test-token"
+
 func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	t.Helper()
 	ctx := t.Context()
@@ -79,7 +82,6 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	}
 
 	dir := t.TempDir()
-	const registryToken = "pipeline-test-token"
 	reg, err := registry.New(filepath.Join(dir, "registry"), registryToken)
 	if err != nil {
 		t.Fatal(err)

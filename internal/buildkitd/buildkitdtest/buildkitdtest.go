@@ -143,7 +143,7 @@ const (
 // layer: Tool at BaseToolPath, BaseOldFile, a working directory
 // BaseWorkDir, PATH=/bin and the label BaseProcessLabel. It returns the
 // reference by digest.
-func PushBase(t testing.TB, ref string) string {
+func PushBase(t testing.TB, ref string, opts ...remote.Option) string {
 	t.Helper()
 	tool, err := os.ReadFile(Tool(t))
 	if err != nil {
@@ -199,7 +199,7 @@ func PushBase(t testing.TB, ref string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(tag, img); err != nil {
+	if err := remote.Write(tag, img, opts...); err != nil {
 		t.Fatalf("pushing the base image: %v", err)
 	}
 	d, err := img.Digest()

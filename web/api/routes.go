@@ -43,7 +43,7 @@ var (
 func (s *Server) routeTable() []route {
 	return []route{
 		{method: http.MethodGet, path: "/healthz", handler: s.healthz, access: public,
-			summary: "Readiness: 200 when every component is ready, 503 with the reason otherwise", response: "Health"},
+			summary: "Readiness: 200 {status: ok} when every component is ready, 503 {status: down} otherwise; the reason only for an operator's token", response: "Health"},
 		{method: http.MethodGet, path: "/openapi.json", handler: s.openAPI, access: public,
 			summary: "This document", response: "OpenAPIDocument"},
 		{method: http.MethodGet, path: "/whoami", handler: s.whoAmI, access: anyToken,

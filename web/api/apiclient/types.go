@@ -163,7 +163,8 @@ type SSHKey struct {
 	CreatedAt   time.Time `json:"createdAt"`
 }
 
-// Health answers GET /api/v1/healthz when every check passes.
+// Health answers GET /api/v1/healthz: Status is "ok" (200) or "down"
+// (503).
 type Health struct {
 	Status string `json:"status"`
 }

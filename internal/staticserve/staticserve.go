@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"bex.co/bex/internal/httpserve"
 )
 
 // Options configure a static file server.
@@ -61,13 +63,20 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// Timeouts are bex-static's limits: GET requests without bodies, answered
+// from local files. Write leaves 5 minutes for a large file to a slow
+// client.
+func Timeouts() httpserve.Timeouts {
+	return httpserve.Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 5 * time.Minute, Idle: 120 * time.Second}
+}
+
 // Run serves until ctx is done, then shuts down gracefully.
 func (o *Options) Run(ctx context.Context) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(o.Host, o.Port))
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: Handler(os.DirFS(o.Dir)), ReadHeaderTimeout: 10 * time.Second}
+	srv := Timeouts().Server(Handler(os.DirFS(o.Dir)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -52,6 +52,7 @@ func TestAPI(t *testing.T) {
 		{"RuntimeLogs", testRuntimeLogs},
 		{"SSHKeys", testSSHKeys},
 		{"Healthz", testHealthz},
+		{"SlowClients", testSlowClients},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

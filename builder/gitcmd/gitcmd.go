@@ -16,6 +16,7 @@ import (
 
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/clustermode"
+	"bex.co/bex/internal/httpserve"
 )
 
 // hostKeyName is the SSH host key's file in the repository root, when
@@ -129,7 +130,9 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 		// Pushes stream their build; a long grace lets short ones finish.
-		serves = append(serves, func() error { return clustermode.Serve(ctx, l, git.HTTPHandler(), 30*time.Second) })
+		serves = append(serves, func() error {
+			return clustermode.Serve(ctx, l, gitserver.HTTPTimeouts().Server(git.HTTPHandler()), 30*time.Second)
+		})
 		addrs = append(addrs, "http", l.Addr().String())
 	}
 	if o.SSHListen != "" {
@@ -156,7 +159,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 		serves = append(serves, func() error {
-			return clustermode.Serve(ctx, l, clustermode.OpsHandler(c.StoreReady, c.KubeReady), time.Second)
+			return clustermode.Serve(ctx, l, httpserve.OpsTimeouts().Server(clustermode.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
 		})
 		addrs = append(addrs, "ops", l.Addr().String())
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,9 +150,8 @@ func newEnv(t *testing.T, opts ...func(*Options)) *env {
 		t.Fatal(err)
 	}
 	e.srv = srv
-	hs := httptest.NewServer(srv.HTTPHandler())
-	t.Cleanup(hs.Close)
-	e.httpURL = hs.URL
+	// The server bex-git and make run build, with their timeouts.
+	e.httpURL = "http://" + serveHTTP(t, HTTPTimeouts(), srv.HTTPHandler())
 
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -149,6 +149,8 @@ type Options struct {
 	// MaxPushBytes limits the size of one pushed pack; 0 means
 	// DefaultMaxPushBytes.
 	MaxPushBytes int64
+	// SSH bounds SSH connections; zero fields take SSHTimeouts' values.
+	SSH SSHLimits
 	// Log receives the receiver's own logs; the zero value discards them.
 	Log logr.Logger
 }
@@ -164,6 +166,7 @@ type Server struct {
 	maxPush   int64
 	log       logr.Logger
 	keepAlive time.Duration
+	ssh       SSHLimits
 
 	mu    sync.Mutex               // guards locks and repository creation
 	locks map[string]chan struct{} // repository dir → one-slot semaphore
@@ -198,6 +201,7 @@ func New(opts Options) (*Server, error) {
 		maxPush:   opts.MaxPushBytes,
 		log:       opts.Log,
 		keepAlive: defaultKeepAlive,
+		ssh:       opts.SSH.withDefaults(),
 		locks:     map[string]chan struct{}{},
 	}
 	if s.maxPush == 0 {

@@ -12,9 +12,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// handshakeTimeout bounds an SSH connection's authentication.
-const handshakeTimeout = 30 * time.Second
-
 // Permission extensions carrying the principal from authentication to the
 // session.
 const (
@@ -72,7 +69,8 @@ func (s *Server) serveSSHConn(ctx context.Context, conn net.Conn, cfg *ssh.Serve
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 
-	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	conn = newIdleConn(conn, s.ssh.Idle)
+	_ = conn.SetDeadline(time.Now().Add(s.ssh.Handshake))
 	sconn, chans, reqs, err := ssh.NewServerConn(conn, cfg)
 	if err != nil {
 		s.log.V(1).Info("SSH handshake failed", "remote", conn.RemoteAddr().String(), "error", err.Error())

@@ -53,12 +53,11 @@ func OpsHandler(checks ...Check) http.Handler {
 	return mux
 }
 
-// Serve serves h on l until ctx ends, then shuts the server down, giving
-// requests in flight up to grace to finish. It returns nil after a
-// shutdown and the server's error otherwise. Without a write timeout: git
-// pushes and log streams last as long as they last.
-func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+// Serve serves srv (its timeouts set by the caller, see httpserve)
+// on l until ctx ends, then shuts it down, giving requests in flight up to
+// grace to finish. It returns nil after a shutdown and the server's error
+// otherwise.
+func Serve(ctx context.Context, l net.Listener, srv *http.Server, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

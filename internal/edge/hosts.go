@@ -39,7 +39,7 @@ func (h *DefaultHosts) Resolve(host, path string) (Route, []string, bool) {
 		}
 		app, tenant := label[:i], label[i+1:]
 		if h.Apps.Runs(tenant, app) {
-			return Route{Tenant: tenant, App: app, Host: host}, h.Apps.Upstreams(tenant, app), true
+			return Route{Tenant: tenant, App: app, Host: host, Claim: host}, h.Apps.Upstreams(tenant, app), true
 		}
 	}
 	return Route{}, nil, false

@@ -8,14 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the edge's per-route Prometheus metrics. A request no route
-// claims is counted with empty tenant, app and host labels, so that a
-// client inventing hostnames cannot grow the label set.
+// Metrics are the edge's per-route Prometheus metrics. The host label is
+// the name that claimed the request (Route.Claim: a Route's hostname, a
+// wildcard as "*.example.com", or an app's default hostname), never the
+// hostname the client sent; a request no route claims is counted with
+// empty tenant and app and host "unknown". A client inventing hostnames,
+// under a wildcard Route or outside any, cannot grow the label set.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	bytes    *prometheus.CounterVec
 }
+
+// unknownHost is the host label of requests no route claims.
+const unknownHost = "unknown"
 
 // NewMetrics registers the edge's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -45,9 +51,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // observe records one request.
 func (m *Metrics) observe(o Observation) {
-	tenant, app, host := "", "", ""
+	tenant, app, host := "", "", unknownHost
 	if o.Matched {
-		tenant, app, host = o.Route.Tenant, o.Route.App, o.Route.Host
+		tenant, app, host = o.Route.Tenant, o.Route.App, o.Route.claim()
 	}
 	m.requests.WithLabelValues(tenant, app, host, strconv.Itoa(o.Status)).Inc()
 	m.duration.WithLabelValues(tenant, app, host).Observe(o.Duration.Seconds())

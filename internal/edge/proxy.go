@@ -22,11 +22,25 @@ type Route struct {
 	Tenant, App string
 	// Host is the hostname that matched, lower-case, without port.
 	Host string
+	// Claim is the name that claimed Host: a Route's hostname
+	// ("*.example.com" for a wildcard) or an app's default hostname. There
+	// are as many as there are routes, whatever hostnames clients send, so
+	// metrics and per-route state key on Claim, never on Host. Empty is
+	// taken as Host.
+	Claim string
 	// PathPrefix is the path prefix that matched; empty matches every path.
 	PathPrefix string
 	// PlainHTTP is true for a Route that asked for no TLS: it is served on
 	// the HTTP port without a redirect, and no certificate is obtained.
 	PlainHTTP bool
+}
+
+// claim returns Claim, or Host when the resolver set no Claim.
+func (r Route) claim() string {
+	if r.Claim != "" {
+		return r.Claim
+	}
+	return r.Host
 }
 
 // Resolver finds the route for a request. Resolve is called for every
@@ -202,7 +216,7 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // pick returns the next upstream of route round-robin, avoiding "avoid"
 // when there is another.
 func (p *Proxy) pick(route Route, upstreams []string, avoid string) string {
-	key := route.Host + "\x00" + route.PathPrefix
+	key := route.claim() + "\x00" + route.PathPrefix
 	c, ok := p.next.Load(key)
 	if !ok {
 		c, _ = p.next.LoadOrStore(key, new(atomic.Uint64))

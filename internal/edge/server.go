@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"bex.co/bex/internal/httpserve"
 )
 
 // ACME configures certificates from an ACME CA (Let's Encrypt in
@@ -56,6 +58,22 @@ type ServerOptions struct {
 	AccessLog bool
 	// Log receives errors, certificate events and, with AccessLog, requests.
 	Log logr.Logger
+	// Timeouts bound slow and idle clients on both ports; the zero value
+	// takes Timeouts().
+	Timeouts httpserve.Timeouts
+}
+
+// Timeouts are the edge's limits on both ports:
+//   - ReadHeader 10 s: clients send headers at once; one dripping them is
+//     an attack (slow loris). A TLS handshake counts in it.
+//   - Idle 120 s: a kept-alive connection waiting for its next request.
+//   - Read and Write none: bodies stream between the client and the app,
+//     both ways, for as long as the app wants (uploads, downloads,
+//     server-sent events); a WebSocket leaves the server's deadlines when
+//     the edge hijacks it. How long a request may take is the app's
+//     business, as on Heroku and Render.
+func Timeouts() httpserve.Timeouts {
+	return httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}
 }
 
 // Server is the edge: the Proxy behind an HTTP port that answers ACME
@@ -225,9 +243,13 @@ func (s *Server) HTTPHandler() http.Handler {
 // Serve serves the HTTP and HTTPS ports until ctx is done, then shuts both
 // down, letting requests in flight finish for up to 10 s.
 func (s *Server) Serve(ctx context.Context, httpL, httpsL net.Listener) error {
-	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 30 * time.Second}
-	httpsSrv := &http.Server{Handler: s.HTTPSHandler(), TLSConfig: s.TLSConfig(), ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog: nil}
+	t := s.opts.Timeouts
+	if t == (httpserve.Timeouts{}) {
+		t = Timeouts()
+	}
+	httpSrv := t.Server(s.HTTPHandler())
+	httpsSrv := t.Server(s.HTTPSHandler())
+	httpsSrv.TLSConfig = s.TLSConfig()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ignoreClosed(httpSrv.Serve(httpL)) })
 	g.Go(func() error { return ignoreClosed(httpsSrv.ServeTLS(httpsL, "", "")) })

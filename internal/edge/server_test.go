@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -212,4 +213,55 @@ func TestServerWebSocketOverTLS(t *testing.T) {
 			t.Fatalf("got %q, %v", got, err)
 		}
 	}
+}
+
+// TestMetricsHostsBounded sends requests for 1,000 invented hostnames no
+// route claims and 1,000 under a wildcard Route: neither grows the
+// metrics' series past one per claim.
+func TestMetricsHostsBounded(t *testing.T) {
+	web := upstream(t, named("web"))
+	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: "apps.test", Apps: apps{{"acme", "web"}: {web}}}}
+	table.SetRoutes([]edge.RouteEntry{{Hostname: "*.wild.test", Tenant: "acme", App: "web", PlainHTTP: true}})
+	e := startServer(t, table)
+	c := e.client(false)
+	send := func(host string) {
+		t.Helper()
+		resp, _ := get(t, c, fmt.Sprintf("http://%s:%d/", host, e.httpPort))
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s answered %d", host, resp.StatusCode)
+		}
+	}
+	// One request each first: the unknown bucket and the wildcard's series.
+	send("first.nobody.test")
+	send("first.wild.test")
+	before := seriesCount(t, e.reg)
+	for i := range 1000 {
+		send(fmt.Sprintf("h%d-%s.nobody.test", i, rand.Text()[:8]))
+		send(fmt.Sprintf("h%d-%s.wild.test", i, strings.ToLower(rand.Text()[:8])))
+	}
+	if after := seriesCount(t, e.reg); after != before {
+		t.Errorf("2,000 invented hostnames grew the edge's series from %d to %d", before, after)
+	}
+	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "", "app": "", "host": "unknown", "code": "404"})); n != 1001 {
+		t.Errorf("requests counted for unknown hosts = %v, want 1001", n)
+	}
+	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "acme", "app": "web", "host": "*.wild.test", "code": "200"})); n != 1001 {
+		t.Errorf("requests counted for the wildcard route = %v, want 1001", n)
+	}
+}
+
+// seriesCount counts the series of every edge metric in reg.
+func seriesCount(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "bex_edge_") {
+			n += len(mf.GetMetric())
+		}
+	}
+	return n
 }

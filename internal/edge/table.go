@@ -109,7 +109,7 @@ func (t *Table) Claimed(host string) bool {
 // Resolve implements Resolver.
 func (t *Table) Resolve(host, path string) (Route, []string, bool) {
 	if e, ok := t.Entry(host, path); ok {
-		r := Route{Tenant: e.Tenant, App: e.App, Host: host, PathPrefix: e.PathPrefix, PlainHTTP: e.PlainHTTP}
+		r := Route{Tenant: e.Tenant, App: e.App, Host: host, Claim: e.Hostname, PathPrefix: e.PathPrefix, PlainHTTP: e.PlainHTTP}
 		apps := t.Apps
 		if apps == nil && t.Defaults != nil {
 			apps = t.Defaults.Apps

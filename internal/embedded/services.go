@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
@@ -82,8 +83,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		ports.Ports[name] = l.Addr().(*net.TCPAddr).Port
 		return l, ports.save()
 	}
-	serve := func(name string, l net.Listener, h http.Handler) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	serve := func(name string, l net.Listener, srv *http.Server) {
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error(err, "Server stopped", "server", name)
@@ -111,7 +111,9 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	serve("registry", regL, reg.Handler())
+	// Blobs stream both ways for as long as they take: headers and idle
+	// connections only are bounded.
+	serve("registry", regL, httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}.Server(reg.Handler()))
 
 	// Builder, runtime, pipeline.
 	builder, err := build.New(build.Options{
@@ -191,7 +193,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	gitSrv := &http.Server{Handler: git.HTTPHandler(), ReadHeaderTimeout: 30 * time.Second} // no write timeout: builds stream
+	gitSrv := gitserver.HTTPTimeouts().Server(git.HTTPHandler())
 	go func() { _ = gitSrv.Serve(gitL) }()
 	*stops = append(*stops, func() { _ = gitSrv.Close() })
 	sshL, err := listen("git-ssh")
@@ -250,7 +252,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	if err != nil {
 		return nil, err
 	}
-	serve("api", apiL, dash.WithAPI(apiSrv.Handler()))
+	serve("api", apiL, api.ServerTimeouts().Server(dash.WithAPI(apiSrv.Handler())))
 
 	devToken, err := o.ensureTenant(ctx, kube, st, devTenant, filepath.Join(o.StateDir, "dev-token"), false)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"bex.co/bex/internal/httpserve"
 )
 
 // Options configure a static file server.
@@ -61,6 +63,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// Timeouts are bex-static's limits: GET requests without bodies, answered
+// from local files. Write leaves 5 minutes for a large file to a slow
+// client.
+func Timeouts() httpserve.Timeouts {
+	return httpserve.Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 5 * time.Minute, Idle: 120 * time.Second}
+}
+
 // Run serves until ctx is done, then shuts down gracefully. The directory
 // is the tenant's: it is served through an os.Root, so that a symbolic link,
 // or a chain of links, that leads outside it answers 404, never the file;
@@ -75,7 +84,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	srv := &http.Server{Handler: Handler(root.FS()), ReadHeaderTimeout: 10 * time.Second}
+	srv := Timeouts().Server(Handler(root.FS()))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -41,9 +41,11 @@ func scanSSHKey(row pgx.Row) (SSHKey, error) {
 // of an authorized_keys file, such as the content of id_ed25519.pub; name
 // defaults to its comment. The error wraps ErrInvalid when the line is not
 // one acceptable public key (garbage, options, several keys, a certificate,
-// DSA or RSA under 2048 bits), ErrNotFound when the tenant does not exist,
-// and ErrConflict when the key is registered already (by any tenant) or the
-// tenant has a key with that name.
+// DSA or RSA under 2048 bits) or another tenant registered the key,
+// ErrNotFound when the tenant does not exist, and ErrConflict when the
+// tenant registered the key already or has a key with that name. Callers
+// must not tell a tenant that another tenant holds a key: that would tell
+// who pushes where.
 func (s *Store) AddSSHKey(ctx context.Context, tenantID, name, authorizedKey string) (SSHKey, error) {
 	pub, comment, err := parseAuthorizedKey(authorizedKey)
 	if err != nil {
@@ -71,7 +73,7 @@ func (s *Store) AddSSHKey(ctx context.Context, tenantID, name, authorizedKey str
 		if c == "ssh_keys_tenant_id_name_key" {
 			return SSHKey{}, fmt.Errorf("ssh key named %q: %w", name, ErrConflict)
 		}
-		return SSHKey{}, fmt.Errorf("ssh key %s: %w", fingerprint, ErrConflict)
+		return s.keyTaken(ctx, tenantID, fingerprint)
 	}
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return SSHKey{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
@@ -80,6 +82,21 @@ func (s *Store) AddSSHKey(ctx context.Context, tenantID, name, authorizedKey str
 		return SSHKey{}, fmt.Errorf("adding ssh key %s: %w", fingerprint, err)
 	}
 	return k, nil
+}
+
+// keyTaken is AddSSHKey's error for a key that is registered already:
+// ErrConflict naming the key when tenantID registered it, ErrInvalid when
+// another tenant did.
+func (s *Store) keyTaken(ctx context.Context, tenantID, fingerprint string) (SSHKey, error) {
+	var name string
+	err := s.pool.QueryRow(ctx, "SELECT name FROM ssh_keys WHERE fingerprint = $1 AND tenant_id = $2", fingerprint, tenantID).Scan(&name)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return SSHKey{}, fmt.Errorf("%w ssh key %s: another tenant registered it", ErrInvalid, fingerprint)
+	case err != nil:
+		return SSHKey{}, fmt.Errorf("finding ssh key %s: %w", fingerprint, err)
+	}
+	return SSHKey{}, fmt.Errorf("ssh key %s: registered already, as %q: %w", fingerprint, name, ErrConflict)
 }
 
 // parseAuthorizedKey parses one authorized_keys line and refuses what bex

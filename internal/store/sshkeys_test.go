@@ -52,9 +52,13 @@ func TestSSHKeys(t *testing.T) {
 		t.Errorf("FindSSHKeyByFingerprint = %+v, %v; want %+v", found, err, key)
 	}
 
-	// The same key for another tenant, or again: taken.
-	if _, err := s.AddSSHKey(ctx, other.ID, "mine", line); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("the same key for another tenant: err = %v, want ErrConflict", err)
+	// The same key for another tenant: invalid; again for the tenant:
+	// taken, naming the key.
+	if _, err := s.AddSSHKey(ctx, other.ID, "mine", line); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("the same key for another tenant: err = %v, want ErrInvalid", err)
+	}
+	if _, err := s.AddSSHKey(ctx, acme.ID, "again", line); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "alice@laptop") {
+		t.Errorf("the same key again: err = %v, want ErrConflict naming alice@laptop", err)
 	}
 	// Another key under a name the tenant uses: taken.
 	_, _, line2 := newKey(t)

@@ -49,19 +49,36 @@ type Token struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
 	RevokedAt  *time.Time `json:"revokedAt,omitempty"`
+	// ParentID is, for a session token, the token it was made from; empty
+	// otherwise.
+	ParentID string `json:"parentID,omitempty"`
+	// ExpiresAt is when a session token ends; nil for other tokens.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
+
+// Session reports whether the token is a session token.
+func (t Token) Session() bool { return t.ParentID != "" }
 
 // Revoked reports whether the token has been revoked.
 func (t Token) Revoked() bool { return t.RevokedAt != nil }
 
-const tokenColumns = "id, tenant_id, user_id, name, prefix, created_at, last_used_at, revoked_at"
+const tokenColumns = "id, tenant_id, user_id, name, prefix, created_at, last_used_at, revoked_at, parent_id, expires_at"
+
+// tokenColumnsOf is tokenColumns qualified by a table alias.
+func tokenColumnsOf(alias string) string {
+	cols := strings.Split(tokenColumns, ", ")
+	for i, c := range cols {
+		cols[i] = alias + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
 
 func scanToken(row pgx.Row, extra ...any) (Token, error) {
 	var t Token
-	var tenantID, userID *string
-	dest := append([]any{&t.ID, &tenantID, &userID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt}, extra...)
+	var tenantID, userID, parentID *string
+	dest := append([]any{&t.ID, &tenantID, &userID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &parentID, &t.ExpiresAt}, extra...)
 	err := row.Scan(dest...)
-	t.TenantID, t.UserID = orEmpty(tenantID), orEmpty(userID)
+	t.TenantID, t.UserID, t.ParentID = orEmpty(tenantID), orEmpty(userID), orEmpty(parentID)
 	return t, err
 }
 
@@ -96,16 +113,13 @@ func (s *Store) CreateToken(ctx context.Context, tenantID, userID, name string) 
 		}
 	}
 
-	random := make([]byte, tokenRandomBytes)
-	if _, err := rand.Read(random); err != nil {
-		return "", Token{}, fmt.Errorf("generating token secret: %w", err)
+	secret, hash, err := newTokenSecret()
+	if err != nil {
+		return "", Token{}, err
 	}
-	secret := TokenSecretPrefix + tokenEncoding.EncodeToString(random)
-	hash := sha256.Sum256([]byte(secret))
-
 	t, err := scanToken(s.pool.QueryRow(ctx,
 		"INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash) VALUES ($1, $2, $3, $4, $5) RETURNING "+tokenColumns,
-		nullable(tenantID), nullable(userID), name, secret[:tokenDisplayLen], hash[:]))
+		nullable(tenantID), nullable(userID), name, secret[:tokenDisplayLen], hash))
 	if c, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		switch c {
 		case "api_tokens_tenant_id_fkey":
@@ -122,9 +136,58 @@ func (s *Store) CreateToken(ctx context.Context, tenantID, userID, name string) 
 	return secret, t, nil
 }
 
+// newTokenSecret returns a fresh secret and its SHA-256.
+func newTokenSecret() (string, []byte, error) {
+	random := make([]byte, tokenRandomBytes)
+	if _, err := rand.Read(random); err != nil {
+		return "", nil, fmt.Errorf("generating token secret: %w", err)
+	}
+	secret := TokenSecretPrefix + tokenEncoding.EncodeToString(random)
+	hash := sha256.Sum256([]byte(secret))
+	return secret, hash[:], nil
+}
+
+// CreateSessionToken makes a session token from parent (a token that is
+// not itself a session's): it acts for the same tenant and user, is called
+// name, and ends at expires, when parent is revoked, or when it is revoked
+// itself (signing out). It returns the secret, which is not stored. Session
+// tokens that ended more than a day ago are deleted on the way. The error
+// wraps ErrInvalid when parent is a session token or expires has passed.
+func (s *Store) CreateSessionToken(ctx context.Context, parent Token, name string, expires time.Time) (string, Token, error) {
+	switch {
+	case parent.Session():
+		return "", Token{}, fmt.Errorf("%w session: a session token cannot open another session", ErrInvalid)
+	case !expires.After(time.Now()):
+		return "", Token{}, fmt.Errorf("%w session: it would have ended already", ErrInvalid)
+	case strings.TrimSpace(name) == "":
+		return "", Token{}, fmt.Errorf("%w token name: it is empty", ErrInvalid)
+	}
+	if _, err := s.pool.Exec(ctx,
+		"DELETE FROM api_tokens WHERE parent_id IS NOT NULL AND coalesce(revoked_at, expires_at) < now() - interval '1 day'"); err != nil {
+		return "", Token{}, fmt.Errorf("deleting ended sessions: %w", err)
+	}
+	secret, hash, err := newTokenSecret()
+	if err != nil {
+		return "", Token{}, err
+	}
+	t, err := scanToken(s.pool.QueryRow(ctx,
+		`INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash, parent_id, expires_at)
+		 SELECT tenant_id, user_id, $2, $3, $4, id, $5 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL
+		 RETURNING `+tokenColumns,
+		parent.ID, strings.TrimSpace(name), secret[:tokenDisplayLen], hash, expires))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", Token{}, fmt.Errorf("api token %s: %w", parent.ID, ErrUnauthenticated)
+	}
+	if err != nil {
+		return "", Token{}, fmt.Errorf("creating session token: %w", err)
+	}
+	return secret, t, nil
+}
+
 // AuthenticateToken returns the token whose secret this is, and records
 // that it was used. The error wraps ErrUnauthenticated when the secret is
-// malformed, unknown or revoked, without saying which.
+// malformed, unknown, revoked or expired, or a session's parent is
+// revoked, without saying which.
 func (s *Store) AuthenticateToken(ctx context.Context, secret string) (Token, error) {
 	if len(secret) != tokenSecretLen || !strings.HasPrefix(secret, TokenSecretPrefix) {
 		return Token{}, fmt.Errorf("api token: %w", ErrUnauthenticated)
@@ -134,7 +197,10 @@ func (s *Store) AuthenticateToken(ctx context.Context, secret string) (Token, er
 	// One statement, so that a token revoked concurrently is either used
 	// before its revocation or refused.
 	t, err := scanToken(s.pool.QueryRow(ctx,
-		"UPDATE api_tokens SET last_used_at = now() WHERE hash = $1 AND revoked_at IS NULL RETURNING "+tokenColumns+", hash",
+		`UPDATE api_tokens t SET last_used_at = now()
+		 WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		   AND (parent_id IS NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id = t.parent_id AND p.revoked_at IS NULL))
+		 RETURNING `+tokenColumnsOf("t")+", t.hash",
 		want[:]), &stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Token{}, fmt.Errorf("api token: %w", ErrUnauthenticated)

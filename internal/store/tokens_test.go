@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"bex.co/bex/internal/store"
 )
@@ -207,5 +208,75 @@ func TestTokenOwners(t *testing.T) {
 	}
 	if _, _, err := s.CreateToken(ctx, acme.ID, "", " "); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("empty name: err = %v, want ErrInvalid", err)
+	}
+}
+
+// TestSessionTokens: a session token acts as its parent does, and ends
+// when revoked, when it expires and when its parent is revoked.
+func TestSessionTokens(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	parentSecret, _, err := s.CreateToken(ctx, acme.ID, "", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := s.AuthenticateToken(ctx, parentSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (string, store.Token) {
+		t.Helper()
+		secret, tok, err := s.CreateSessionToken(ctx, parent, "dashboard session", time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatalf("CreateSessionToken: %v", err)
+		}
+		return secret, tok
+	}
+	authenticates := func(secret string) bool {
+		t.Helper()
+		_, err := s.AuthenticateToken(ctx, secret)
+		if err != nil && !errors.Is(err, store.ErrUnauthenticated) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	secret, sess := open()
+	if !sess.Session() || sess.ParentID != parent.ID || sess.TenantID != acme.ID || sess.ExpiresAt == nil {
+		t.Errorf("session token = %+v", sess)
+	}
+	if !authenticates(secret) {
+		t.Fatal("a fresh session token was refused")
+	}
+	if _, _, err := s.CreateSessionToken(ctx, sess, "nested", time.Now().Add(time.Hour)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a session from a session: err = %v, want ErrInvalid", err)
+	}
+	// Signing out.
+	if err := s.RevokeToken(ctx, acme.ID, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if authenticates(secret) {
+		t.Error("a revoked session token still authenticates")
+	}
+	// Expiry.
+	secret, sess = open()
+	if _, err := s.Pool().Exec(ctx, "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = $1", sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if authenticates(secret) {
+		t.Error("an expired session token still authenticates")
+	}
+	// The parent revoked.
+	secret, _ = open()
+	if err := s.RevokeToken(ctx, acme.ID, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if authenticates(secret) {
+		t.Error("a session token of a revoked token still authenticates")
+	}
+	if _, _, err := s.CreateSessionToken(ctx, parent, "late", time.Now().Add(time.Hour)); !errors.Is(err, store.ErrUnauthenticated) {
+		t.Errorf("a session from a revoked token: err = %v, want ErrUnauthenticated", err)
 	}
 }

@@ -52,6 +52,7 @@ func TestAPI(t *testing.T) {
 		{"RuntimeLogs", testRuntimeLogs},
 		{"SSHKeys", testSSHKeys},
 		{"Healthz", testHealthz},
+		{"SlowClients", testSlowClients},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -528,10 +529,14 @@ func testEnv(t *testing.T, cp *controlplane.ControlPlane) {
 		{apiclient.PatchEnvRequest{Set: map[string]string{"OK": "x", "bad-name": "y"}, Secret: true}, "set.bad-name"},
 		{apiclient.PatchEnvRequest{Set: map[string]string{"A": "x"}, Unset: []string{"A"}}, "unset[0]"},
 		{apiclient.PatchEnvRequest{}, "set"},
+		// A process environment cannot carry NUL: every value is a C string.
+		{apiclient.PatchEnvRequest{Set: map[string]string{"GREETING": "hi\x00there"}}, "set.GREETING"},
+		{apiclient.PatchEnvRequest{Set: map[string]string{"OK": "x", "API_KEY": "\x00"}, Secret: true}, "set.API_KEY"},
 	} {
 		a := call(t, e, http.MethodPatch, "/apps/web/env", token, tc.req)
-		if a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field {
-			t.Errorf("patch %+v: %d %s, want 422 with field %s", tc.req, a.status, a.body, tc.field)
+		name, isSet := strings.CutPrefix(tc.field, "set.")
+		if a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field || isSet && !strings.Contains(a.err().Message, name) {
+			t.Errorf("patch %+v: %d %s, want 422 with field %s, naming it", tc.req, a.status, a.body, tc.field)
 		}
 	}
 	after := &platformv1alpha1.App{}
@@ -844,6 +849,13 @@ func testSSHKeys(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("keys = %s", a.body)
 	}
 	_, other := e.TenantToken(t, "keysother")
+	// Another tenant adding the key gets the answer garbage gets: nothing
+	// tells it that someone registered the key.
+	garbage := call(t, e, http.MethodPost, "/ssh-keys", other, apiclient.AddSSHKeyRequest{PublicKey: "not a key"})
+	taken := call(t, e, http.MethodPost, "/ssh-keys", other, apiclient.AddSSHKeyRequest{PublicKey: key})
+	if taken.status != garbage.status || !bytes.Equal(taken.body, garbage.body) {
+		t.Errorf("another tenant adding a registered key: %d %s; garbage: %d %s; want the same answer", taken.status, taken.body, garbage.status, garbage.body)
+	}
 	a = call(t, e, http.MethodDelete, "/ssh-keys/"+k.ID, other, nil)
 	wantStatus(t, "deleting another tenant's key", a, http.StatusNotFound)
 	a = call(t, e, http.MethodDelete, "/ssh-keys/"+k.ID, token, nil)
@@ -864,10 +876,22 @@ func testHealthz(t *testing.T, cp *controlplane.ControlPlane) {
 	e := apitest.Start(t, cp)
 	a := call(t, e, http.MethodGet, "/healthz", "", nil)
 	wantStatus(t, "healthz", a, http.StatusOK)
-	e.SetNotReady(fmt.Errorf("builder not started"))
-	a = call(t, e, http.MethodGet, "/healthz", "", nil)
-	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.err().Message, "builder not started") {
-		t.Errorf("healthz with a failing check: %d %s, want 503 naming it", a.status, a.body)
+	if string(bytes.TrimSpace(a.body)) != `{"status":"ok"}` {
+		t.Errorf("healthz answered %s, want only the status", a.body)
+	}
+	e.SetNotReady(fmt.Errorf("builder v1.2.3 not started: dial tcp 10.0.0.7:5000"))
+	// Anyone, and a tenant, learn only that it is down.
+	_, tenantToken := e.TenantToken(t, "healthacme")
+	for who, token := range map[string]string{"an anonymous caller": "", "a tenant": tenantToken} {
+		a = call(t, e, http.MethodGet, "/healthz", token, nil)
+		if a.status != http.StatusServiceUnavailable || string(bytes.TrimSpace(a.body)) != `{"status":"down"}` {
+			t.Errorf("healthz with a failing check, for %s: %d %s, want 503 {\"status\":\"down\"} alone", who, a.status, a.body)
+		}
+	}
+	// An operator learns why.
+	a = call(t, e, http.MethodGet, "/healthz", e.OperatorToken, nil)
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.err().Message, "builder v1.2.3 not started") {
+		t.Errorf("healthz with a failing check, for an operator: %d %s, want 503 naming it", a.status, a.body)
 	}
 }
 

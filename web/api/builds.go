@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
@@ -115,6 +116,7 @@ func (s *Server) buildLog(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	resp := c.Response()
+	httpserve.Stream(resp)
 	resp.Header().Set(echo.HeaderContentType, echo.MIMETextPlainCharsetUTF8)
 	resp.Header().Set("X-Content-Type-Options", "nosniff")
 	resp.Header().Set("Cache-Control", "no-store")

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +86,10 @@ func validateEnvPatch(req apiclient.PatchEnvRequest) error {
 			return invalid(field, "%s is set by the platform", name)
 		case len(value) > maxEnvValue:
 			return invalid(field, "the value of %s is longer than %d bytes", name, maxEnvValue)
+		case strings.IndexByte(value, 0) >= 0:
+			return invalid(field, "the value of %s has a NUL byte at offset %d: a process environment cannot carry one; remove it (or base64 the value)", name, strings.IndexByte(value, 0))
+		case !utf8.ValidString(value):
+			return invalid(field, "the value of %s is not UTF-8 text", name)
 		}
 	}
 	for i, name := range req.Unset {

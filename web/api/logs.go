@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"bex.co/bex/internal/httpserve"
 )
 
 const (
@@ -35,6 +37,7 @@ func (s *Server) appLogs(c echo.Context) error {
 		return fmt.Errorf("reading the logs of %s: %w", app.Name, err)
 	}
 	resp := c.Response()
+	httpserve.Stream(resp)
 	resp.Header().Set(echo.HeaderContentType, "application/x-ndjson")
 	resp.Header().Set("Cache-Control", "no-store")
 	resp.WriteHeader(http.StatusOK)

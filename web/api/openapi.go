@@ -20,6 +20,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Error":                reflect.TypeFor[apiclient.ErrorBody](),
 	"Health":               reflect.TypeFor[apiclient.Health](),
 	"WhoAmI":               reflect.TypeFor[apiclient.WhoAmI](),
+	"CreateSessionRequest": reflect.TypeFor[apiclient.CreateSessionRequest](),
+	"Session":              reflect.TypeFor[apiclient.Session](),
 	"Tenant":               reflect.TypeFor[apiclient.Tenant](),
 	"CreateTenantRequest":  reflect.TypeFor[apiclient.CreateTenantRequest](),
 	"CreatedTenant":        reflect.TypeFor[apiclient.CreatedTenant](),

@@ -43,11 +43,17 @@ var (
 func (s *Server) routeTable() []route {
 	return []route{
 		{method: http.MethodGet, path: "/healthz", handler: s.healthz, access: public,
-			summary: "Readiness: 200 when every component is ready, 503 with the reason otherwise", response: "Health"},
+			summary: "Readiness: 200 {status: ok} when every component is ready, 503 {status: down} otherwise; the reason only for an operator's token", response: "Health"},
 		{method: http.MethodGet, path: "/openapi.json", handler: s.openAPI, access: public,
 			summary: "This document", response: "OpenAPIDocument"},
 		{method: http.MethodGet, path: "/whoami", handler: s.whoAmI, access: anyToken,
 			summary: "Whom the token acts for", response: "WhoAmI"},
+
+		{method: http.MethodPost, path: "/sessions", handler: s.createSession, access: anyToken,
+			summary: "Open a session: a token of its own that acts as the caller's until it expires, is ended, or the caller's token is revoked (the dashboard's sign-in)",
+			request: "CreateSessionRequest", requestOptional: true, response: "Session", status: http.StatusCreated},
+		{method: http.MethodDelete, path: "/sessions/current", handler: s.endSession, access: anyToken,
+			summary: "End the session whose token calls: it is revoked at once (the dashboard's sign-out)", status: http.StatusNoContent},
 
 		{method: http.MethodGet, path: "/admin/tenants", handler: s.listTenants, access: operator,
 			summary: "List tenants (operators)", response: "[]Tenant"},

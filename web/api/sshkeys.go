@@ -10,6 +10,11 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
+// keyRefused is the answer to every key that cannot be registered.
+const keyRefused = "this key cannot be registered: give one line of your .pub file, alone and without options " +
+	"(ssh-ed25519, ecdsa-sha2-nistp256/384/521, or ssh-rsa of 2048 bits or more; not DSA, not a certificate); " +
+	"ssh-keygen -t ed25519 makes a new one"
+
 func sshKeyView(k store.SSHKey) apiclient.SSHKey {
 	return apiclient.SSHKey{ID: k.ID, Name: k.Name, Fingerprint: k.Fingerprint, PublicKey: k.PublicKey, CreatedAt: k.CreatedAt.UTC()}
 }
@@ -34,7 +39,9 @@ func (s *Server) addSSHKey(c echo.Context) error {
 	k, err := s.store.AddSSHKey(c.Request().Context(), principalOf(c).tenant.ID, req.Name, req.PublicKey)
 	switch {
 	case errors.Is(err, store.ErrInvalid):
-		return invalid("publicKey", "%v", err)
+		// One answer for every refused key, whatever the reason: a key
+		// another tenant registered must not be told apart from garbage.
+		return invalid("publicKey", "%s", keyRefused)
 	case errors.Is(err, store.ErrConflict):
 		return &httpError{status: http.StatusConflict, field: "publicKey", message: err.Error()}
 	case err != nil:

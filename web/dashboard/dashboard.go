@@ -123,7 +123,7 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = d.handleError
-	e.Use(securityHeaders)
+	e.Use(securityHeaders, sameOrigin(http.NewCrossOriginProtection()))
 	static, _ := fs.Sub(staticFS, "static")
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticHandler(static))))
 	e.GET("/", d.home, d.guard(anyone))
@@ -168,6 +168,20 @@ func staticHandler(fsys fs.FS) http.Handler {
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// sameOrigin refuses a POST that a browser says comes from another site
+// (Sec-Fetch-Site, else an Origin that is not this host), before the
+// sign-in form's or the session's CSRF secret is even looked at.
+func sameOrigin(cop *http.CrossOriginProtection) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := cop.Check(c.Request()); err != nil {
+				return &pageError{status: http.StatusForbidden, title: "Refused", message: "The form was sent from another site. Open the dashboard and send it from there."}
+			}
+			return next(c)
+		}
+	}
 }
 
 const sessionKey = "bex.session"

@@ -53,11 +53,53 @@ func (u *user) get(path string) page {
 
 func (u *user) post(path string, form url.Values) page {
 	u.t.Helper()
-	resp, err := u.c.PostForm(u.base+path, form)
+	return u.postWith(path, form, nil)
+}
+
+// postWith sends a form with extra headers, such as the ones a browser
+// adds to a cross-site request.
+func (u *user) postWith(path string, form url.Values, header http.Header) page {
+	u.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := u.c.Do(req)
 	if err != nil {
 		u.t.Fatal(err)
 	}
 	return read(u.t, resp)
+}
+
+// signInForm opens the sign-in page as a browser does and returns the
+// form's fields: its CSRF secret, whose cookie u now holds (sent by hand
+// over plain HTTP, as a browser does to a loopback address).
+func (u *user) signInForm(next string) url.Values {
+	u.t.Helper()
+	p := u.get("/signin?next=" + url.QueryEscape(next))
+	for _, ck := range (&http.Response{Header: p.header}).Cookies() {
+		if ck.Name == "bex_signin" {
+			u.c.Jar.SetCookies(mustURL(u.t, u.base+"/signin"), []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/signin"}})
+		}
+	}
+	return url.Values{"csrf": {p.csrf(u.t)}, "next": {next}}
+}
+
+// sessionCookie keeps the session cookie a sign-in answered with.
+func (u *user) keepSession(p page) string {
+	u.t.Helper()
+	ck := strings.TrimPrefix(strings.Split(p.header.Get("Set-Cookie"), ";")[0], "bex_session=")
+	for _, c := range (&http.Response{Header: p.header}).Cookies() {
+		if c.Name == "bex_session" {
+			ck = c.Value
+		}
+	}
+	u.c.Jar.SetCookies(mustURL(u.t, u.base), []*http.Cookie{{Name: "bex_session", Value: ck}})
+	return ck
 }
 
 func read(t *testing.T, resp *http.Response) page {
@@ -101,12 +143,16 @@ func TestDashboard(t *testing.T) {
 	if p := anon.get("/apps/shop"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/signin?next=%2Fapps%2Fshop" {
 		t.Errorf("an anonymous GET /apps/shop = %d to %q, want 303 to the sign-in page", p.status, p.header.Get("Location"))
 	}
-	if p := anon.post("/signin", url.Values{"token": {"bex_nope"}}); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "refused") {
+	form := anon.signInForm("")
+	form.Set("token", "bex_nope")
+	if p := anon.post("/signin", form); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "refused") {
 		t.Errorf("signing in with an unknown token = %d", p.status)
 	}
 
 	a := newUser(t, srv.URL)
-	p := a.post("/signin", url.Values{"token": {ann}, "next": {"https://evil.test/"}})
+	form = a.signInForm("https://evil.test/")
+	form.Set("token", ann)
+	p := a.post("/signin", form)
 	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/apps" {
 		t.Fatalf("signing in = %d to %q, want 303 to /apps (not the foreign next)", p.status, p.header.Get("Location"))
 	}
@@ -116,10 +162,13 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("the session cookie lacks %s: %s", attr, ck)
 		}
 	}
+	if strings.Contains(ck, ann) {
+		t.Error("the session cookie holds the token pasted")
+	}
 	// Secure cookies are not sent back over plain HTTP by a jar; send it
 	// by hand, as a browser does to a loopback address.
 	a.c.Jar, _ = cookiejar.New(nil)
-	a.c.Jar.SetCookies(mustURL(t, srv.URL), []*http.Cookie{{Name: "bex_session", Value: strings.TrimPrefix(strings.Split(ck, ";")[0], "bex_session=")}})
+	annCookie := a.keepSession(p)
 
 	apps := a.get("/apps")
 	if apps.status != http.StatusOK || !strings.Contains(apps.body, "No apps yet") {
@@ -220,21 +269,88 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("a page after the token was revoked = %d, cookie %q:\n%s", p.status, p.header.Get("Set-Cookie"), p.body)
 	}
 
-	// Signing out ends the session in the browser.
+	// Signing out ends the session in the browser, and at the API: a
+	// copy of the cookie no longer opens a page.
 	if p := a.post("/signout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Set-Cookie"), "Max-Age=0") {
 		t.Errorf("signing out = %d, cookie %q", p.status, p.header.Get("Set-Cookie"))
+	}
+	thief := newUser(t, srv.URL)
+	thief.c.Jar.SetCookies(mustURL(t, srv.URL), []*http.Cookie{{Name: "bex_session", Value: annCookie}})
+	if p := thief.get("/apps"); p.status == http.StatusOK || strings.Contains(p.body, "No apps yet") {
+		t.Errorf("a copy of the cookie after signing out opened /apps: %d", p.status)
+	}
+	if p := thief.post("/apps", url.Values{"name": {"stolen"}, "csrf": {csrf}}); p.status == http.StatusSeeOther {
+		t.Errorf("a copy of the cookie after signing out created an app: %d", p.status)
+	}
+	if err := e.Kube.List(ctx, &list, client.InNamespace("ann")); err != nil || len(list.Items) != 0 {
+		t.Fatalf("ann's apps after the stolen cookie's attempt: %d, %v", len(list.Items), err)
+	}
+}
+
+// TestSignInForgery: a sign-in sent from another site, or without the
+// sign-in page's CSRF secret, opens no session; a next= that leads off
+// the site falls back to the apps page.
+func TestSignInForgery(t *testing.T) {
+	cp := cptest.Start(t)
+	e := apitest.Start(t, cp)
+	key := make([]byte, 32)
+	rand.Read(key)
+	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(srv.Close)
+	_, ann := e.TenantToken(t, "ann")
+
+	u := newUser(t, srv.URL)
+	form := u.signInForm("")
+	form.Set("token", ann)
+	for name, header := range map[string]http.Header{
+		"a cross-site POST":                 {"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}},
+		"a POST from another origin":        {"Origin": {"https://evil.example"}},
+		"a POST from a same-site subdomain": {"Sec-Fetch-Site": {"same-site"}},
+	} {
+		if p := u.postWith("/signin", form, header); p.status != http.StatusForbidden || strings.Contains(p.header.Get("Set-Cookie"), "bex_session=") {
+			t.Errorf("%s to /signin = %d, cookie %q; want 403 and no session", name, p.status, p.header.Get("Set-Cookie"))
+		}
+	}
+	// Without the form's secret, or with another one.
+	noCSRF := newUser(t, srv.URL)
+	if p := noCSRF.post("/signin", url.Values{"token": {ann}}); p.status != http.StatusForbidden || strings.Contains(p.header.Get("Set-Cookie"), "bex_session=") {
+		t.Errorf("a sign-in without the form's CSRF secret = %d, want 403 and no session", p.status)
+	}
+	forged := url.Values{"token": {ann}, "csrf": {"forged"}}
+	if p := u.post("/signin", forged); p.status != http.StatusForbidden {
+		t.Errorf("a sign-in with a forged CSRF secret = %d, want 403", p.status)
+	}
+
+	for _, next := range []string{"/%09/evil.example", "/\t/evil.example", "//evil.example", "/\\evil.example", "https://evil.example", "/%5C/evil.example"} {
+		u := newUser(t, srv.URL)
+		form := u.signInForm(next)
+		form.Set("token", ann)
+		if p := u.post("/signin", form); p.status != http.StatusSeeOther || p.header.Get("Location") != "/apps" {
+			t.Errorf("signing in with next=%q = %d to %q, want 303 to /apps", next, p.status, p.header.Get("Location"))
+		}
+	}
+	u = newUser(t, srv.URL)
+	form = u.signInForm("/apps/shop?tab=env")
+	form.Set("token", ann)
+	if p := u.post("/signin", form); p.header.Get("Location") != "/apps/shop?tab=env" {
+		t.Errorf("signing in with a next of this site went to %q", p.header.Get("Location"))
 	}
 }
 
 // signIn signs u in with token and keeps the session cookie.
 func signIn(t *testing.T, u *user, token string) {
 	t.Helper()
-	p := u.post("/signin", url.Values{"token": {token}})
+	form := u.signInForm("")
+	form.Set("token", token)
+	p := u.post("/signin", form)
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("signing in = %d:\n%s", p.status, p.body)
 	}
-	ck := strings.Split(p.header.Get("Set-Cookie"), ";")[0]
-	u.c.Jar.SetCookies(mustURL(t, u.base), []*http.Cookie{{Name: "bex_session", Value: strings.TrimPrefix(ck, "bex_session=")}})
+	u.keepSession(p)
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

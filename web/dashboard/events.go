@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -17,6 +18,7 @@ type events struct {
 }
 
 func startEvents(c echo.Context) *events {
+	httpserve.Stream(c.Response())
 	h := c.Response().Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -49,6 +49,8 @@ func TestSessionSealing(t *testing.T) {
 func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
 		"/apps/x?tab=1": "/apps/x?tab=1", "": "", "https://evil.test/": "", "//evil.test/": "", "/\\evil.test": "", "/signin": "", "apps": "",
+		"/%09/evil.example": "", "/\t/evil.example": "", "/%2F/evil.example": "", "/\n/evil.example": "", "/ /evil.example": "",
+		"/%5Cevil.example": "", "/apps/%zz": "", "/\u3000/evil.example": "",
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)

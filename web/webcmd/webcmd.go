@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"bex.co/bex/internal/clustermode"
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/dashboard"
 )
@@ -146,7 +147,9 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	servers := 1
-	go func() { errc <- clustermode.Serve(ctx, l, o.handler(apiSrv.Handler()), 10*time.Second) }()
+	go func() {
+		errc <- clustermode.Serve(ctx, l, api.ServerTimeouts().Server(o.handler(apiSrv.Handler())), 10*time.Second)
+	}()
 	if o.OpsListen != "" {
 		ol, err := net.Listen("tcp", o.OpsListen)
 		if err != nil {
@@ -156,7 +159,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		servers++
 		go func() {
-			errc <- clustermode.Serve(ctx, ol, clustermode.OpsHandler(c.StoreReady, c.KubeReady), time.Second)
+			errc <- clustermode.Serve(ctx, ol, httpserve.OpsTimeouts().Server(clustermode.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
 		}()
 		log.Info("Serving", "api", l.Addr().String(), "ops", ol.Addr().String())
 	} else {

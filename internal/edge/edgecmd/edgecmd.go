@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +25,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/store"
 )
@@ -217,7 +217,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		ms := httpserve.OpsTimeouts().Server(mux)
 		go func() { _ = ms.Serve(ml) }()
 		defer ms.Close()
 	}

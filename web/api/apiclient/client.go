@@ -128,6 +128,17 @@ func (c *Client) WhoAmI(ctx context.Context) (WhoAmI, error) {
 	return w, c.call(ctx, http.MethodGet, "/whoami", nil, nil, &w)
 }
 
+// CreateSession makes a session token from the client's token.
+func (c *Client) CreateSession(ctx context.Context, req CreateSessionRequest) (Session, error) {
+	var s Session
+	return s, c.call(ctx, http.MethodPost, "/sessions", nil, req, &s)
+}
+
+// EndSession revokes the client's token, which must be a session token.
+func (c *Client) EndSession(ctx context.Context) error {
+	return c.call(ctx, http.MethodDelete, "/sessions/current", nil, nil, nil)
+}
+
 // CreateTenant creates a tenant and its first token (operator tokens only).
 func (c *Client) CreateTenant(ctx context.Context, name string) (CreatedTenant, error) {
 	var t CreatedTenant

@@ -22,6 +22,25 @@ type WhoAmI struct {
 	Token string `json:"token"`
 }
 
+// CreateSessionRequest is the body of POST /api/v1/sessions.
+type CreateSessionRequest struct {
+	// Name names the session token (such as "dashboard"); empty: "session".
+	Name string `json:"name,omitempty"`
+	// TTLSeconds is how long the session lasts; 0 means 12 hours, at most
+	// 7 days.
+	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
+}
+
+// Session answers POST /api/v1/sessions: a token of its own that acts as
+// the caller's does until ExpiresAt, until it is ended (DELETE
+// /api/v1/sessions/current), or until the caller's token is revoked.
+type Session struct {
+	// Token is the session token's secret, answered once.
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	WhoAmI
+}
+
 // CreateTenantRequest is the body of POST /api/v1/admin/tenants.
 type CreateTenantRequest struct {
 	Name string `json:"name"`
@@ -163,7 +182,8 @@ type SSHKey struct {
 	CreatedAt   time.Time `json:"createdAt"`
 }
 
-// Health answers GET /api/v1/healthz when every check passes.
+// Health answers GET /api/v1/healthz: Status is "ok" (200) or "down"
+// (503).
 type Health struct {
 	Status string `json:"status"`
 }

@@ -119,7 +119,13 @@ func call(t *testing.T, e *apitest.Env, method, path, token string, body any) an
 // status is 200; its body is closed when t ends.
 func stream(t *testing.T, ctx context.Context, e *apitest.Env, path, token string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+api.Prefix+path, nil)
+	return streamAt(t, ctx, e.URL, path, token)
+}
+
+// streamAt is stream against the API at base.
+func streamAt(t *testing.T, ctx context.Context, base, path, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+api.Prefix+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

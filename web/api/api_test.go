@@ -53,6 +53,7 @@ func TestAPI(t *testing.T) {
 		{"SSHKeys", testSSHKeys},
 		{"Healthz", testHealthz},
 		{"SlowClients", testSlowClients},
+		{"Sessions", testSessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

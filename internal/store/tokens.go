@@ -148,19 +148,18 @@ func newTokenSecret() (string, []byte, error) {
 }
 
 // CreateSessionToken makes a session token from parent (a token that is
-// not itself a session's): it acts for the same tenant and user, is called
-// name, and ends at expires, when parent is revoked, or when it is revoked
-// itself (signing out). It returns the secret, which is not stored. Session
+// not itself a session's): it acts for the same tenant and user under the
+// same name, so that audit entries and releases name the same actor, and
+// ends at expires, when parent is revoked, or when it is revoked itself
+// (signing out). It returns the secret, which is not stored. Session
 // tokens that ended more than a day ago are deleted on the way. The error
 // wraps ErrInvalid when parent is a session token or expires has passed.
-func (s *Store) CreateSessionToken(ctx context.Context, parent Token, name string, expires time.Time) (string, Token, error) {
+func (s *Store) CreateSessionToken(ctx context.Context, parent Token, expires time.Time) (string, Token, error) {
 	switch {
 	case parent.Session():
 		return "", Token{}, fmt.Errorf("%w session: a session token cannot open another session", ErrInvalid)
 	case !expires.After(time.Now()):
 		return "", Token{}, fmt.Errorf("%w session: it would have ended already", ErrInvalid)
-	case strings.TrimSpace(name) == "":
-		return "", Token{}, fmt.Errorf("%w token name: it is empty", ErrInvalid)
 	}
 	if _, err := s.pool.Exec(ctx,
 		"DELETE FROM api_tokens WHERE parent_id IS NOT NULL AND coalesce(revoked_at, expires_at) < now() - interval '1 day'"); err != nil {
@@ -172,9 +171,9 @@ func (s *Store) CreateSessionToken(ctx context.Context, parent Token, name strin
 	}
 	t, err := scanToken(s.pool.QueryRow(ctx,
 		`INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash, parent_id, expires_at)
-		 SELECT tenant_id, user_id, $2, $3, $4, id, $5 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL
+		 SELECT tenant_id, user_id, name, $2, $3, id, $4 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL
 		 RETURNING `+tokenColumns,
-		parent.ID, strings.TrimSpace(name), secret[:tokenDisplayLen], hash, expires))
+		parent.ID, secret[:tokenDisplayLen], hash, expires))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", Token{}, fmt.Errorf("api token %s: %w", parent.ID, ErrUnauthenticated)
 	}

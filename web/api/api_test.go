@@ -53,6 +53,7 @@ func TestAPI(t *testing.T) {
 		{"SSHKeys", testSSHKeys},
 		{"Healthz", testHealthz},
 		{"SlowClients", testSlowClients},
+		{"Sessions", testSessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -119,7 +120,13 @@ func call(t *testing.T, e *apitest.Env, method, path, token string, body any) an
 // status is 200; its body is closed when t ends.
 func stream(t *testing.T, ctx context.Context, e *apitest.Env, path, token string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+api.Prefix+path, nil)
+	return streamAt(t, ctx, e.URL, path, token)
+}
+
+// streamAt is stream against the API at base.
+func streamAt(t *testing.T, ctx context.Context, base, path, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+api.Prefix+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

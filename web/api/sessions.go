@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -29,25 +28,17 @@ func (s *Server) createSession(c echo.Context) error {
 	case req.TTLSeconds < 0 || ttl > maxSessionTTL:
 		return invalid("ttlSeconds", "a session lasts from 1 second to %d seconds (7 days), not %d", int64(maxSessionTTL/time.Second), req.TTLSeconds)
 	}
-	name := strings.TrimSpace(req.Name)
-	if name == "" {
-		name = "session"
-	}
-	if len(name) > 100 {
-		return invalid("name", "the session's name is longer than 100 characters")
-	}
 	p := principalOf(c)
 	if p.token.Session() {
 		return &httpError{status: http.StatusForbidden, message: "a session token cannot open another session: use the token you signed in with"}
 	}
-	secret, tok, err := s.store.CreateSessionToken(c.Request().Context(), p.token, name, time.Now().Add(ttl))
+	secret, tok, err := s.store.CreateSessionToken(c.Request().Context(), p.token, time.Now().Add(ttl))
 	if err != nil {
 		return err
 	}
-	s.audit(c, "session.create", tok.ID, map[string]any{"name": name, "expiresAt": tok.ExpiresAt})
+	s.audit(c, "session.create", tok.ID, map[string]any{"expiresAt": tok.ExpiresAt})
 	return c.JSON(http.StatusCreated, apiclient.Session{
-		Token: secret, ExpiresAt: tok.ExpiresAt.UTC(),
-		WhoAmI: apiclient.WhoAmI{Tenant: p.tenant.Name, Operator: p.token.TenantID == "", Token: tok.Name},
+		Token: secret, ExpiresAt: tok.ExpiresAt.UTC(), Tenant: p.tenant.Name, Operator: p.token.TenantID == "",
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"testing"
 	"time"
 
@@ -42,19 +41,7 @@ func testSlowClients(t *testing.T, cp *controlplane.ControlPlane) {
 	servetest.DropsIdle(t, addr, api.Prefix+"/healthz", 20*time.Second)
 
 	// A followed stream keeps going past the write timeout.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+api.Prefix+"/apps/web/logs?follow=true&tail=0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("following logs: %d", resp.StatusCode)
-	}
+	resp := streamAt(t, t.Context(), "http://"+addr, "/apps/web/logs?follow=true&tail=0", token)
 	sc := bufio.NewScanner(resp.Body)
 	start := time.Now()
 	for i := 0; time.Since(start) < 10*tm.Write; i++ {

@@ -20,8 +20,6 @@ const (
 	signInCookie = "bex_signin"
 	// signInFormTTL is how long a sign-in form stays good.
 	signInFormTTL = time.Hour
-	// sessionTokenName names the session tokens the dashboard opens.
-	sessionTokenName = "dashboard"
 )
 
 // home sends a signed-in user to their first page, anyone else to sign in.
@@ -68,7 +66,7 @@ func (d *Dashboard) signIn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := cl.CreateSession(c.Request().Context(), apiclient.CreateSessionRequest{Name: sessionTokenName, TTLSeconds: int64(d.ttl / time.Second)})
+	s, err := cl.CreateSession(c.Request().Context(), apiclient.CreateSessionRequest{TTLSeconds: int64(d.ttl / time.Second)})
 	if apiclient.IsStatus(err, http.StatusUnauthorized) {
 		return fail("That token was refused: it is unknown or revoked.")
 	}

@@ -124,9 +124,11 @@ func (p page) csrf(t *testing.T) string {
 	return m[1]
 }
 
-func TestDashboard(t *testing.T) {
-	cp := cptest.Start(t)
-	e := apitest.Start(t, cp)
+// startDashboard runs the API on a fresh control plane and the dashboard
+// in front of it.
+func startDashboard(t *testing.T) (*apitest.Env, *httptest.Server) {
+	t.Helper()
+	e := apitest.Start(t, cptest.Start(t))
 	key := make([]byte, 32)
 	rand.Read(key)
 	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
@@ -135,6 +137,11 @@ func TestDashboard(t *testing.T) {
 	}
 	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(srv.Close)
+	return e, srv
+}
+
+func TestDashboard(t *testing.T) {
+	e, srv := startDashboard(t)
 	ctx := t.Context()
 	_, ann := e.TenantToken(t, "ann")
 	_, bob := e.TenantToken(t, "bob")
@@ -291,16 +298,7 @@ func TestDashboard(t *testing.T) {
 // sign-in page's CSRF secret, opens no session; a next= that leads off
 // the site falls back to the apps page.
 func TestSignInForgery(t *testing.T) {
-	cp := cptest.Start(t)
-	e := apitest.Start(t, cp)
-	key := make([]byte, 32)
-	rand.Read(key)
-	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(srv.Close)
+	e, srv := startDashboard(t)
 	_, ann := e.TenantToken(t, "ann")
 
 	u := newUser(t, srv.URL)

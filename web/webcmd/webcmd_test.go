@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +92,25 @@ func TestServes(t *testing.T) {
 	if code, body, err := cmdtest.Get(ctx, "http://"+listen+"/signin", ""); err != nil || code != http.StatusOK || !strings.Contains(body, `id="token"`) {
 		t.Errorf("GET /signin: %d %v, want the sign-in form:\n%s", code, err, body)
 	}
+	// The form's CSRF secret and its cookie, as a browser keeps them.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	signin, err := noRedirect.PostForm("http://"+listen+"/signin", url.Values{"token": {token}})
+	form, err := noRedirect.Get("http://" + listen + "/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	formBody, _ := io.ReadAll(form.Body)
+	form.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(formBody)
+	if csrf == nil {
+		t.Fatalf("no CSRF field on the sign-in form:\n%s", formBody)
+	}
+	post, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+listen+"/signin",
+		strings.NewReader(url.Values{"token": {token}, "csrf": {string(csrf[1])}}.Encode()))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range form.Cookies() {
+		post.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	signin, err := noRedirect.Do(post)
 	if err != nil {
 		t.Fatal(err)
 	}

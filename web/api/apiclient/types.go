@@ -24,21 +24,22 @@ type WhoAmI struct {
 
 // CreateSessionRequest is the body of POST /api/v1/sessions.
 type CreateSessionRequest struct {
-	// Name names the session token (such as "dashboard"); empty: "session".
-	Name string `json:"name,omitempty"`
 	// TTLSeconds is how long the session lasts; 0 means 12 hours, at most
 	// 7 days.
 	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
 }
 
 // Session answers POST /api/v1/sessions: a token of its own that acts as
-// the caller's does until ExpiresAt, until it is ended (DELETE
+// the caller's does, under its name, until ExpiresAt, until it is ended (DELETE
 // /api/v1/sessions/current), or until the caller's token is revoked.
 type Session struct {
 	// Token is the session token's secret, answered once.
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expiresAt"`
-	WhoAmI
+	// Tenant is the tenant's name; empty for an operator's session.
+	Tenant string `json:"tenant,omitempty"`
+	// Operator is true for an operator's session.
+	Operator bool `json:"operator"`
 }
 
 // CreateTenantRequest is the body of POST /api/v1/admin/tenants.

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/sandbox"
 )
 
 // AppBuildPrefix starts the log line that reports how long the stack's own
@@ -33,7 +34,8 @@ type Options struct {
 	// ends) and, unless CacheDir is set, the caches shared between builds.
 	WorkRoot string
 	// CacheDir holds the Go build and module caches and the npm and pip
-	// caches shared by every build; the default is WorkRoot/cache.
+	// caches, one set per tenant (CacheDir/tenants/<tenant>), shared by the
+	// tenant's builds and no one else's; the default is WorkRoot/cache.
 	CacheDir string
 	// Registry is the host:port of the platform registry images are pushed
 	// to. Loopback and private addresses are spoken to over plain HTTP.
@@ -68,6 +70,21 @@ type Options struct {
 	// have no base (one layer on an empty image), which only the process
 	// runtime can run. Dockerfile builds ignore it.
 	RunImage string
+	// Sandbox, when set, runs every step of the stacks' builds (go build,
+	// npm ci, pip install, the app's own build scripts: tenant code) in a
+	// container of the tenant (internal/sandbox): it sees the build's work
+	// directory and the tenant's caches at their own paths, the toolchains
+	// read-only, nothing else of this machine; its network reaches package
+	// registries only if the Manager lets containers out. Without it steps
+	// run as the builder's user.
+	Sandbox *sandbox.Manager
+	// SandboxPATH is the PATH of sandboxed steps [/usr/local/go/bin:
+	// /usr/local/bin:/usr/bin:/bin]: the toolchains as the container sees
+	// them.
+	SandboxPATH string
+	// SandboxLimits bound each sandboxed step [2 GiB of memory, 1024 pids,
+	// 16384 open files, the sandbox's defaults otherwise].
+	SandboxLimits sandbox.Limits
 	// Log receives the builder's own log (not the build's output).
 	Log logr.Logger
 }
@@ -150,6 +167,18 @@ func New(opts Options) (*Builder, error) {
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
+	}
+	if opts.SandboxPATH == "" {
+		opts.SandboxPATH = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
+	}
+	if opts.SandboxLimits.Memory == 0 {
+		opts.SandboxLimits.Memory = 2 << 30
+	}
+	if opts.SandboxLimits.Pids == 0 {
+		opts.SandboxLimits.Pids = 1024
+	}
+	if opts.SandboxLimits.Files == 0 {
+		opts.SandboxLimits.Files = 16384
 	}
 	b := &Builder{opts: opts, keychain: authn.DefaultKeychain}
 	if opts.RegistryAuth != nil {
@@ -237,7 +266,11 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		app:      filepath.Join(work, "app"),
 		home:     filepath.Join(work, "home"),
 		tmp:      filepath.Join(work, "tmp"),
-		cache:    b.opts.CacheDir,
+		cache:    filepath.Join(b.opts.CacheDir, "tenants", req.Tenant),
+		tenant:   req.Tenant,
+		sandbox:  b.opts.Sandbox,
+		sbPATH:   b.opts.SandboxPATH,
+		sbLimits: b.opts.SandboxLimits,
 		out:      out,
 		commit:   req.Commit,
 		timeout:  b.opts.Timeout,
@@ -247,6 +280,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return Result{}, fmt.Errorf("creating work directory: %w", err)
 		}
+	}
+	if err := os.MkdirAll(w.cache, 0o755); err != nil {
+		return Result{}, fmt.Errorf("creating the tenant's build cache: %w", err)
 	}
 
 	fmt.Fprintf(out, "-----> Building %s/%s at %s\n", req.Tenant, req.App, short(req.Commit))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"bex.co/bex/internal/sandbox"
 )
 
 // workspace is one build's directories and output.
@@ -23,13 +25,18 @@ type workspace struct {
 	app  string // the checkout, which becomes /app
 	// tree is the checkout opened as an os.Root, set once it is checked
 	// out: what the builder reads or writes of it goes through tree.
-	tree    *os.Root
-	home    string // $HOME of build commands
-	tmp     string // $TMPDIR of build commands
-	cache   string // shared caches
-	out     io.Writer
-	commit  string
-	timeout time.Duration
+	tree   *os.Root
+	home   string // $HOME of build commands
+	tmp    string // $TMPDIR of build commands
+	cache  string // the tenant's caches
+	tenant string
+	// sandbox, when set, runs the steps in containers of the tenant.
+	sandbox  *sandbox.Manager
+	sbPATH   string
+	sbLimits sandbox.Limits
+	out      io.Writer
+	commit   string
+	timeout  time.Duration
 	// keychain resolves the registries' credentials.
 	keychain authn.Keychain
 }
@@ -46,6 +53,9 @@ type step struct {
 	fn func(w *workspace) error
 	// hint explains a failure whose output matches; it may return "".
 	hint func(tail string) string
+	// onHost runs the step on the builder's host even with a sandbox: a
+	// platform tool (buildctl), not tenant code.
+	onHost bool
 }
 
 // tailLines is how many lines of a failed command's output its error keeps.
@@ -146,22 +156,46 @@ func (w *workspace) runStep(ctx context.Context, s step) error {
 }
 
 // run runs s.argv in dir with the clean environment, its stdout and stderr
-// merged and streamed to the log as they come. The command gets its own
-// process group, which is killed whole when ctx ends.
+// merged and streamed to the log as they come: in a container of the tenant
+// when the builder has a sandbox (unless s runs on the host), else in a
+// process group of its own. Everything it started is killed when it ends
+// or ctx does.
 func (w *workspace) run(ctx context.Context, dir string, s step) error {
 	if !strings.Contains(s.argv[0], "/") {
 		if _, err := exec.LookPath(s.argv[0]); err != nil {
 			return &CommandError{Command: s.String(), Err: fmt.Errorf("%s is not installed on the builder", s.argv[0])}
 		}
 	}
+	tail := &tailBuffer{max: tailLines}
+	sink := &syncWriter{w: io.MultiWriter(w.out, tail)}
+	var err error
+	if w.sandbox != nil && !s.onHost {
+		err = w.runSandboxed(ctx, dir, s, sink)
+	} else {
+		err = w.runOnHost(ctx, dir, s, sink)
+	}
+	if lw, ok := w.out.(interface{ Flush() }); ok {
+		lw.Flush()
+	}
+	if err == nil {
+		return nil
+	}
+	ce := &CommandError{Command: s.String(), Tail: tail.String(), Err: err}
+	if s.hint != nil {
+		ce.Hint = s.hint(ce.Tail)
+	}
+	return ce
+}
+
+// runOnHost runs s as a process of the builder's user, in its own process
+// group, which is killed whole when ctx ends.
+func (w *workspace) runOnHost(ctx context.Context, dir string, s step, out io.Writer) error {
 	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = w.env(s.env)
 	cmd.Stdin = nil
-	tail := &tailBuffer{max: tailLines}
-	sink := &syncWriter{w: io.MultiWriter(w.out, tail)}
-	cmd.Stdout = sink
-	cmd.Stderr = sink
+	cmd.Stdout = out
+	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		// The negative pid names the process group: the shell and
@@ -180,17 +214,69 @@ func (w *workspace) run(ctx context.Context, dir string, s step) error {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	if lw, ok := w.out.(interface{ Flush() }); ok {
-		lw.Flush()
+	return err
+}
+
+// runSandboxed runs s in a container of the tenant that sees the build's
+// work directory and the tenant's caches, both given to the container's
+// user first, and is removed with everything it started when s ends or
+// ctx does.
+func (w *workspace) runSandboxed(ctx context.Context, dir string, s step, out io.Writer) error {
+	for _, d := range []string{w.root, w.cache} {
+		if err := w.sandbox.ChownTree(w.tenant, d); err != nil {
+			return fmt.Errorf("preparing the build's sandbox: %w", err)
+		}
 	}
-	if err == nil {
-		return nil
+	env := map[string]string{}
+	for _, kv := range w.env(s.env) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
-	ce := &CommandError{Command: s.String(), Tail: tail.String(), Err: err}
-	if s.hint != nil {
-		ce.Hint = s.hint(ce.Tail)
+	env["PATH"] = w.sbPATH
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env["PATH"] = v
+		}
 	}
-	return ce
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	c, err := w.sandbox.Create(sandbox.Spec{
+		Tenant: w.tenant, Hostname: "build", Args: s.argv, Env: list, WorkDir: dir,
+		Binds:  []sandbox.Bind{{Path: w.root}, {Path: w.cache}},
+		Limits: w.sbLimits,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the build's sandbox: %w", err)
+	}
+	defer c.Destroy()
+	cmd, err := c.Command()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = c.Signal(syscall.SIGKILL)
+		case <-done:
+		}
+	}()
+	err = cmd.Wait()
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil && c.OOMKilled() {
+		return fmt.Errorf("killed for going past the build's memory limit (%d MiB)", c.MemoryLimit()>>20)
+	}
+	return err
 }
 
 // syncWriter serialises writes from the stdout and stderr copiers.

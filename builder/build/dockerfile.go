@@ -66,7 +66,7 @@ func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, 
 		"--output", "type=image,name="+ref.String()+",push=true,registry.insecure=true",
 		"--metadata-file", meta,
 	)
-	s := step{argv: argv, display: "BuildKit build of " + p.dockerfile, hint: failedDockerfileStep}
+	s := step{argv: argv, display: "BuildKit build of " + p.dockerfile, hint: failedDockerfileStep, onHost: true}
 	dockerConfig, err := w.pushConfig(ref.Context())
 	if err != nil {
 		return Result{}, err

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,31 +12,60 @@ import (
 	"bex.co/bex/internal/sandbox"
 )
 
-// sandbox returns the tenant sandboxes' manager, or nil with
-// --unsafe-no-sandbox. Containers see, read-only, the platform's binary
-// directory (bex-static) and the Python installation that builds made
-// their virtualenvs from, when it lies outside /usr.
-func (o *Options) sandbox(binDir string) (*sandbox.Manager, error) {
+// sandboxes are the platform's two sandbox managers: one for tenant apps
+// (no way out of the machine unless --sandbox-outbound), one for builds,
+// whose steps fetch dependencies from package registries beyond it. Both
+// keep their containers from the host and from each other.
+type sandboxes struct {
+	apps, builds *sandbox.Manager
+	// buildPATH is the PATH of build steps: the toolchains as a container
+	// sees them.
+	buildPATH string
+}
+
+func (s *sandboxes) close() {
+	for _, m := range []*sandbox.Manager{s.apps, s.builds} {
+		if m != nil {
+			_ = m.Close()
+		}
+	}
+}
+
+// sandboxes starts the managers, none with --unsafe-no-sandbox. Containers
+// see, read-only, the Python installation that builds make virtualenvs
+// from when it lies outside /usr; apps also the platform's binary directory
+// (bex-static), builds the local wheel directories pip is pointed at.
+func (o *Options) sandboxes(binDir string) (*sandboxes, error) {
+	s := &sandboxes{}
 	if o.UnsafeNoSandbox {
-		return nil, nil
+		return s, nil
 	}
-	var ro []string
+	py := pythonPrefix()
+	var appRO, buildRO []string
+	s.buildPATH = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
+	if py != "" {
+		appRO = append(appRO, py)
+		buildRO = append(buildRO, py)
+		s.buildPATH = filepath.Join(py, "bin") + ":" + s.buildPATH
+	}
 	if binDir != "" {
-		ro = append(ro, binDir)
+		appRO = append(appRO, binDir)
 	}
-	if p := pythonPrefix(); p != "" {
-		ro = append(ro, p)
+	for _, p := range filepath.SplitList(strings.ReplaceAll(os.Getenv("PIP_FIND_LINKS"), " ", string(filepath.ListSeparator))) {
+		if filepath.IsAbs(p) {
+			buildRO = append(buildRO, p)
+		}
 	}
-	m, err := sandbox.New(sandbox.Options{
-		Subnet:        o.SandboxSubnet,
-		StateDir:      o.StateDir,
-		ReadOnlyPaths: ro,
-		Outbound:      o.SandboxOutbound,
-	})
-	if err != nil {
+	var err error
+	if s.apps, err = sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: o.StateDir, ReadOnlyPaths: appRO, Outbound: o.SandboxOutbound}); err != nil {
 		return nil, fmt.Errorf("starting the tenant sandboxes: %w", err)
 	}
-	return m, nil
+	// Builds keep nothing between runs: their uid ranges need no file.
+	if s.builds, err = sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, ReadOnlyPaths: buildRO, Outbound: true}); err != nil {
+		s.close()
+		return nil, fmt.Errorf("starting the build sandboxes: %w", err)
+	}
+	return s, nil
 }
 
 // pythonPrefix is where the python3 on PATH is installed (its

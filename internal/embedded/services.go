@@ -116,23 +116,24 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	serve("registry", regL, httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}.Server(reg.Handler()))
 
 	// Builder, runtime, pipeline.
+	sb, err := o.sandboxes(binDir)
+	if err != nil {
+		return nil, err
+	}
+	*stops = append(*stops, sb.close)
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
 		Log:          log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
+		Sandbox: sb.builds, SandboxPATH: sb.buildPATH,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
-	sb, err := o.sandbox(binDir)
-	if err != nil {
-		return nil, err
-	}
-	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps"), Sandbox: sb})
+	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps"), Sandbox: sb.apps})
 	*stops = append(*stops, func() { _ = rt.Close() })
-	if sb != nil {
-		*stops = append(*stops, func() { _ = sb.Close() })
-		log.Info("Tenant sandboxes ready", "bridge", sb.Bridge(), "subnet", sb.Subnet().String())
+	if sb.apps != nil {
+		log.Info("Tenant sandboxes ready", "apps", sb.apps.Subnet().String(), "builds", sb.builds.Subnet().String())
 	}
 
 	edgeL, err := listen("edge")

@@ -84,6 +84,30 @@ func (m *Manager) runBase() (string, error) {
 	return root, nil
 }
 
+// mountPoint makes the run base's mount point for a bind of the host path
+// p (outside /usr, which the base binds whole).
+func (m *Manager) mountPoint(p string) error {
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) || p == "/" {
+		return fmt.Errorf("sandbox: bind %q is not an absolute path below /", p)
+	}
+	for _, reserved := range []string{"/usr", "/etc", "/proc", "/dev", "/app"} {
+		if p == reserved || strings.HasPrefix(p, reserved+"/") {
+			return fmt.Errorf("sandbox: bind %s would hide or enter %s", p, reserved)
+		}
+	}
+	if p == "/tmp" {
+		return fmt.Errorf("sandbox: bind %s would hide the container's /tmp", p)
+	}
+	if strings.HasPrefix(p, "/tmp/") {
+		// Below the container's own /tmp: runc makes it there.
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return os.MkdirAll(filepath.Join(m.base, p), 0o755)
+}
+
 // extraPaths are Options.ReadOnlyPaths, cleaned, that exist.
 func (m *Manager) extraPaths() []string {
 	var out []string

@@ -73,8 +73,17 @@ type Spec struct {
 	// Args is the process; Env its environment (KEY=value).
 	Args []string
 	Env  []string
+	// Binds are host directories the container sees at their own path
+	// (a build's work directory and its tenant's caches).
+	Binds []Bind
 	// Limits bound it.
 	Limits Limits
+}
+
+// Bind is a host directory seen in a container at the same path.
+type Bind struct {
+	Path     string
+	ReadOnly bool
 }
 
 // Container is one prepared container: Command starts it, Destroy removes
@@ -99,8 +108,11 @@ func (m *Manager) Create(spec Spec) (c *Container, err error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("sandbox: no command to run")
 	}
-	if (spec.AppDir == "") == (spec.RootFS == "") {
-		return nil, errors.New("sandbox: give either an app directory or a root filesystem")
+	if spec.AppDir != "" && spec.RootFS != "" {
+		return nil, errors.New("sandbox: give an app directory or a root filesystem, not both")
+	}
+	if spec.RootFS != "" && len(spec.Binds) > 0 {
+		return nil, errors.New("sandbox: binds go with the run base only")
 	}
 	m.mu.Lock()
 	closed := m.closed
@@ -138,17 +150,33 @@ func (m *Manager) Create(spec Spec) (c *Container, err error) {
 	var mounts []mount
 	user := AppUID
 	workDir := spec.WorkDir
-	if spec.AppDir != "" {
+	if spec.RootFS == "" {
 		if root, err = m.runBase(); err != nil {
 			return nil, err
 		}
-		app, err := c.appOverlay(spec.AppDir, hostUID+AppUID)
-		if err != nil {
-			return nil, err
+		mounts = m.baseMounts()
+		for _, b := range spec.Binds {
+			if err := m.mountPoint(b.Path); err != nil {
+				return nil, err
+			}
+			opts := []string{"rbind", "rw", "nosuid", "nodev"}
+			if b.ReadOnly {
+				opts[1] = "ro"
+			}
+			mounts = append(mounts, mount{dst: b.Path, src: b.Path, opts: opts})
 		}
-		mounts = append(m.baseMounts(), mount{dst: AppDir, src: app, opts: []string{"rbind", "rw", "nosuid", "nodev"}})
+		if spec.AppDir != "" {
+			app, err := c.appOverlay(spec.AppDir, hostUID+AppUID)
+			if err != nil {
+				return nil, err
+			}
+			mounts = append(mounts, mount{dst: AppDir, src: app, opts: []string{"rbind", "rw", "nosuid", "nodev"}})
+			if workDir == "" {
+				workDir = AppDir
+			}
+		}
 		if workDir == "" {
-			workDir = AppDir
+			workDir = "/"
 		}
 	} else {
 		root = spec.RootFS
@@ -287,6 +315,17 @@ func (c *Container) appOverlay(lower string, uid uint32) (string, error) {
 	return app, nil
 }
 
+// ChownTree gives every file under dir to the tenant's app user, as a
+// container of the run base sees it: what a build's work directory and
+// caches need before its steps run there.
+func (m *Manager) ChownTree(tenant, dir string) error {
+	hostUID, err := m.HostUID(tenant)
+	if err != nil {
+		return err
+	}
+	return walkChown(dir, hostUID+AppUID)
+}
+
 // chownTree gives every file under dir (links themselves, not what they
 // name) to uid, unless dir already belongs to it.
 func chownTree(dir string, uid uint32) error {
@@ -297,6 +336,11 @@ func chownTree(dir string, uid uint32) error {
 	if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid == uid && s.Gid == uid {
 		return nil
 	}
+	return walkChown(dir, uid)
+}
+
+// walkChown gives every file under dir to uid, links themselves.
+func walkChown(dir string, uid uint32) error {
 	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err

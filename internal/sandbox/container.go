@@ -104,7 +104,7 @@ var instanceSeq atomic.Uint64
 // Create prepares a container for spec: its network namespace and address,
 // its scratch mounts and its OCI bundle. Nothing runs until Command's
 // process starts.
-func (m *Manager) Create(spec Spec) (c *Container, err error) {
+func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("sandbox: no command to run")
 	}
@@ -125,7 +125,7 @@ func (m *Manager) Create(spec Spec) (c *Container, err error) {
 		return nil, err
 	}
 	seq := instanceSeq.Add(1)
-	c = &Container{
+	c := &Container{
 		m:      m,
 		id:     fmt.Sprintf("%s-%d", m.bridge, seq),
 		limits: spec.Limits.withDefaults(),
@@ -179,10 +179,19 @@ func (m *Manager) Create(spec Spec) (c *Container, err error) {
 			workDir = "/"
 		}
 	} else {
-		root = spec.RootFS
 		user = 0
-		if err := prepareRootFS(root, hostUID); err != nil {
+		if err := prepareRootFS(spec.RootFS, hostUID); err != nil {
 			return nil, err
+		}
+		// runc reaches the root from inside the user namespace: it goes
+		// through the slot's directory, which that user may traverse,
+		// wherever the image was unpacked.
+		root = filepath.Join(c.dir, "rootfs")
+		if err := os.Mkdir(root, 0o755); err != nil {
+			return nil, err
+		}
+		if err := syscall.Mount(spec.RootFS, root, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return nil, fmt.Errorf("binding the image's root filesystem: %w", err)
 		}
 		if workDir == "" {
 			workDir = "/"

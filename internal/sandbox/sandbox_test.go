@@ -275,3 +275,38 @@ func TestLimitsHoldAndTheHostStaysUp(t *testing.T) {
 		t.Errorf("writes past the /tmp and /app limits succeeded:\n%s", out)
 	}
 }
+
+// An image's own root filesystem (a Dockerfile build FROM scratch) runs as
+// the container's root, unpacked wherever the platform keeps releases,
+// even below a directory only root may enter.
+func TestImageRootFilesystem(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	private := filepath.Join(t.TempDir(), "releases")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := filepath.Join(private, "v1")
+	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.BuildProbe(t, filepath.Join(rootfs, "bin"))
+	if err := os.Symlink("/etc", filepath.Join(rootfs, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := m.Create(sandbox.Spec{Tenant: "acme", Hostname: "web-0", RootFS: rootfs, Args: []string{"/bin/probe", "read", "/etc/shadow"}}); err == nil {
+		c.Destroy()
+		t.Fatalf("an image whose /tmp links to the host's /etc was prepared")
+	}
+	if st, err := os.Stat("/etc"); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("the host's /etc changed mode: %v %v", st.Mode(), err)
+	}
+	if err := os.Remove(filepath.Join(rootfs, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runToEnd(t, m, sandbox.Spec{Tenant: "acme", Hostname: "web-0", RootFS: rootfs, Args: []string{"/bin/probe", "write", "/tmp/x", "/bin/evil"}})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	wantLine(t, out, "write /tmp/x: ok")
+	wantLine(t, out, "write /bin/evil: denied")
+}

@@ -379,6 +379,31 @@ func TestPushToLive(t *testing.T) {
 		}
 	})
 
+	t.Run("a Dockerfile app FROM scratch deploys in its sandbox", func(t *testing.T) {
+		dev.mustBex("apps", "create", "scratch")
+		dir := t.TempDir()
+		writeApp(t, dir, "hello from scratch", true)
+		repo := t.TempDir()
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(repo, "server"), ".")
+		build.Dir = dir
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building the server: %v\n%s", err, out)
+		}
+		must(t, os.WriteFile(filepath.Join(repo, "Dockerfile"), []byte("FROM scratch\nCOPY server /server\nCMD [\"/server\"]\n"), 0o644))
+		dev.mustGit(repo, "init", "-q", "-b", "main")
+		dev.mustGit(repo, "add", ".")
+		dev.mustGit(repo, "commit", "-q", "-m", "scratch")
+		out := dev.mustGit(repo, "push", dev.remote("dev", "scratch"), "main")
+		if !strings.Contains(out, "BuildKit") || !strings.Contains(out, "Released v1") {
+			t.Fatalf("push output lacks the BuildKit build or the release:\n%s", out)
+		}
+		scratchHost := "scratch-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+		if code, body, err := get(ctx, apps, scratchHost); err != nil || code != 200 || body != "hello from scratch" {
+			t.Fatalf("GET %s = %d %q %v, want 200 \"hello from scratch\"", scratchHost, code, body, err)
+		}
+	})
+
 	t.Run("a restarted platform serves the current release again", func(t *testing.T) {
 		p.Interrupt(t)
 		if _, _, err := get(ctx, apps, host); err == nil {

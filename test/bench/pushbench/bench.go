@@ -31,6 +31,7 @@ type options struct {
 	pushes      int
 	stateDir    string
 	databaseURL string
+	noSandbox   bool
 }
 
 func newCommand() *cobra.Command {
@@ -46,6 +47,7 @@ func newCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.pushes, "pushes", o.pushes, "how many pushes to time (the first builds with a cold cache)")
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "state directory of the platform (default: a temporary one)")
 	cmd.Flags().StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres to use (default $DATABASE_URL, else a private server)")
+	cmd.Flags().BoolVar(&o.noSandbox, "unsafe-no-sandbox", false, "run the platform with --unsafe-no-sandbox: builds and apps as plain processes, the figures without the sandbox")
 	return cmd
 }
 
@@ -177,6 +179,7 @@ func (o *options) startPlatform(ctx context.Context) (map[string]string, func(),
 	opts := embedded.NewOptions()
 	opts.StateDir = o.stateDir
 	opts.DatabaseURL = o.databaseURL
+	opts.UnsafeNoSandbox = o.noSandbox
 	if err := opts.Complete(); err != nil {
 		return nil, nil, err
 	}

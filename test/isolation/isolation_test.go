@@ -1,0 +1,146 @@
+package isolation_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"bex.co/bex/test/platformtest"
+)
+
+// TestHostileTenant runs the attack app on two platforms at once: in its
+// sandbox every attack is blocked; with --unsafe-no-sandbox the file
+// attacks succeed, so the suite fails when the sandbox is off.
+func TestHostileTenant(t *testing.T) {
+	began := time.Now()
+	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex", "bex-static")
+	t.Logf("binaries built in %s", time.Since(began).Round(time.Second))
+	t.Run("sandboxed", func(t *testing.T) {
+		t.Parallel()
+		sandboxed(t, bin)
+	})
+	t.Run("sandbox off lets the attacks through", func(t *testing.T) {
+		t.Parallel()
+		sandboxOff(t, bin)
+	})
+}
+
+// sandboxed runs every attack from inside the attack app's sandbox and
+// asserts each one was blocked, with its reason, and that the platform and
+// the victim's app still answer.
+func sandboxed(t *testing.T, bin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	s := start(ctx, t, bin)
+	p := s.plan()
+
+	for _, group := range []string{"files", "network", "exhaust"} {
+		t.Run(group, func(t *testing.T) {
+			for _, r := range s.attack(group, p) {
+				if r.Outcome != "blocked" {
+					t.Errorf("attack got through: %s: %s", r.Attempt, r.Detail)
+				} else if r.Detail == "" {
+					t.Errorf("%s was blocked with no reason recorded", r.Attempt)
+				}
+			}
+			s.platformAnswers(t)
+		})
+	}
+
+	t.Run("memory past the limit kills the instance, which restarts on the same release", func(t *testing.T) {
+		before, err := s.a.whoami(attackApp)
+		must(t, err)
+		code, body, err := s.a.call(attackApp, http.MethodGet, "/oom", nil)
+		if err == nil && code == http.StatusOK {
+			t.Fatalf("the app allocated 1 GiB under a 512 MiB limit and lived: %s", body)
+		}
+		t.Logf("GET /oom: %d %v %s", code, err, body)
+		platformtest.WaitFor(ctx, t, "the attack app to answer again after it was killed", func() bool {
+			w, err := s.a.whoami(attackApp)
+			return err == nil && w.Boot != before.Boot
+		})
+		var releases []json.RawMessage
+		must(t, json.Unmarshal([]byte(s.a.mustBex("releases", attackApp, "-o", "json")), &releases))
+		if len(releases) != 1 {
+			t.Errorf("after the restart %s has %d releases, want the one it had", attackApp, len(releases))
+		}
+		if logs := s.a.mustBex("logs", attackApp); !strings.Contains(logs, "memory limit") {
+			t.Errorf("the app's logs do not say it went past its memory limit:\n%s", logs)
+		}
+		s.platformAnswers(t)
+	})
+
+	t.Run("a stack file linking to the operator token fails the push without quoting it", func(t *testing.T) {
+		token, err := os.ReadFile(filepath.Join(s.state, "operator-token"))
+		must(t, err)
+		secret := strings.TrimSpace(string(token))
+		s.a.mustBex("apps", "create", "leak")
+		tree := repo(t, "attack")
+		abs := filepath.Join(s.state, "operator-token")
+		deep := strings.Repeat("../", 40) + strings.TrimPrefix(abs, "/")
+		// restore puts file back as testdata has it (or not at all).
+		restore := func(file string) {
+			if err := os.Remove(filepath.Join(tree, file)); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join("testdata", "attack", file)); err == nil {
+				must(t, os.WriteFile(filepath.Join(tree, file), b, 0o644))
+			}
+		}
+		for _, c := range []struct{ file, link string }{
+			{"Procfile", abs},
+			{"Procfile", deep},
+			{"go.mod", abs},
+		} {
+			restore(c.file)
+			must(t, os.RemoveAll(filepath.Join(tree, c.file)))
+			must(t, os.Symlink(c.link, filepath.Join(tree, c.file)))
+			platformtest.Git(t, tree, "add", "-A")
+			platformtest.Git(t, tree, "commit", "-q", "--amend", "-m", c.file+" links out")
+			out, err := s.a.tryPush("leak", tree)
+			t.Logf("push of %s -> %s: %v\n%s", c.file, c.link, err, out)
+			if err == nil || strings.Contains(out, "Released") {
+				t.Errorf("a push with %s -> %s was released", c.file, c.link)
+			}
+			if strings.Contains(out, secret) {
+				t.Errorf("the push output of %s -> %s holds the operator token", c.file, c.link)
+			}
+			if !strings.Contains(out, c.file) {
+				t.Errorf("the push output of %s -> %s does not name %s", c.file, c.link, c.file)
+			}
+			restore(c.file)
+		}
+		s.platformAnswers(t)
+	})
+}
+
+// sandboxOff runs the attack app on a platform started with
+// --unsafe-no-sandbox: the same file attacks read the state directory and
+// the operator token, and the victim's secret is in reach.
+func sandboxOff(t *testing.T, bin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	s := start(ctx, t, bin, "--unsafe-no-sandbox")
+	p := s.plan()
+
+	got := map[string]result{}
+	for _, group := range []string{"files", "network", "exhaust"} {
+		for _, r := range s.attack(group, p) {
+			got[r.Attempt] = r
+		}
+	}
+	for _, want := range []string{
+		"read the state directory (" + s.state + ")",
+		"read the operator token (" + filepath.Join(s.state, "operator-token") + ")",
+		"read other processes' environments (/proc/*/environ)",
+	} {
+		if r, ok := got[want]; !ok || r.Outcome != "ok" {
+			t.Errorf("without the sandbox %q = %+v, want ok", want, r)
+		}
+	}
+}

@@ -174,25 +174,24 @@ func readTarget(attempt, path string) result {
 	return succeeded(attempt, "read %d bytes", len(b))
 }
 
-// hostInit reads /proc/1/environ; it is the host's init only when pid 1
-// lives in the host's PID namespace.
+// hostInit reads /proc/1/environ; it is the host's init only when this
+// process lives in the host's PID namespace.
 func hostInit(hostNS string) result {
 	const attempt = "read the host init's environment (/proc/1/environ)"
-	ns, err := os.Readlink("/proc/1/ns/pid")
+	ns, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		ns = "unknown (" + err.Error() + ")"
 	}
 	cmd, _ := os.ReadFile("/proc/1/cmdline")
 	cmdline := strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
-	env, err := os.ReadFile("/proc/1/environ")
-	switch {
-	case ns == hostNS && err == nil:
-		return succeeded(attempt, "pid 1 is the host's %q (namespace %s): read %d bytes of its environment", cmdline, ns, len(env))
-	case ns == hostNS:
-		return blocked(attempt, "pid 1 is the host's %q but: %v", cmdline, err)
-	default:
-		return blocked(attempt, "pid 1 is %q in namespace %s, not the host's %s (this container's own)", cmdline, ns, hostNS)
+	if ns != hostNS {
+		return blocked(attempt, "this process is in PID namespace %s, not the host's %s: pid 1 is this container's own %q", ns, hostNS, cmdline)
 	}
+	env, err := os.ReadFile("/proc/1/environ")
+	if err != nil {
+		return blocked(attempt, "pid 1 is the host's %q but: %v", cmdline, err)
+	}
+	return succeeded(attempt, "pid 1 is the host's %q: read %d bytes of its environment", cmdline, len(env))
 }
 
 // environs reads every visible process's environment, looking for others'

@@ -3,6 +3,7 @@ package isolation_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,40 +82,48 @@ func sandboxed(t *testing.T, bin string) {
 		must(t, err)
 		secret := strings.TrimSpace(string(token))
 		s.a.mustBex("apps", "create", "leak")
-		tree := repo(t, "attack")
 		abs := filepath.Join(s.state, "operator-token")
-		deep := strings.Repeat("../", 40) + strings.TrimPrefix(abs, "/")
-		// restore puts file back as testdata has it (or not at all).
-		restore := func(file string) {
-			if err := os.Remove(filepath.Join(tree, file)); err != nil && !os.IsNotExist(err) {
-				t.Fatal(err)
-			}
-			if b, err := os.ReadFile(filepath.Join("testdata", "attack", file)); err == nil {
-				must(t, os.WriteFile(filepath.Join(tree, file), b, 0o644))
-			}
+		rel := strings.TrimPrefix(abs, "/")
+		// A chain whose every link reads as inside: a/up -> .. is the
+		// checkout, l1 -> a/up/.. its parent, l2 -> l1/.. the one above, …;
+		// the checkout is <state>/builds/builds/<build>/app, so l4 is the
+		// state directory.
+		chain := map[string]string{"a/up": "..", "l1": "a/up/..", "Procfile": "l4/operator-token"}
+		for i := 2; i <= 4; i++ {
+			chain[fmt.Sprintf("l%d", i)] = fmt.Sprintf("l%d/..", i-1)
 		}
-		for _, c := range []struct{ file, link string }{
-			{"Procfile", abs},
-			{"Procfile", deep},
-			{"go.mod", abs},
+		for _, c := range []struct {
+			shape string
+			links map[string]string
+			names string // the file the error must name, if one
+		}{
+			{"Procfile -> " + abs, map[string]string{"Procfile": abs}, "Procfile"},
+			{"Procfile -> 40 × ../ then the token", map[string]string{"Procfile": strings.Repeat("../", 40) + rel}, "Procfile"},
+			{"go.mod -> " + abs, map[string]string{"go.mod": abs}, "go.mod"},
+			{"Procfile -> l4/operator-token through a chain of links, each inside on its own", chain, ""},
 		} {
-			restore(c.file)
-			must(t, os.RemoveAll(filepath.Join(tree, c.file)))
-			must(t, os.Symlink(c.link, filepath.Join(tree, c.file)))
+			tree := repo(t, "attack")
+			for name, target := range c.links {
+				path := filepath.Join(tree, name)
+				must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+				must(t, os.Symlink(target, path))
+			}
 			platformtest.Git(t, tree, "add", "-A")
-			platformtest.Git(t, tree, "commit", "-q", "--amend", "-m", c.file+" links out")
+			platformtest.Git(t, tree, "commit", "-q", "--amend", "-m", "links out")
 			out, err := s.a.tryPush("leak", tree)
-			t.Logf("push of %s -> %s: %v\n%s", c.file, c.link, err, out)
+			t.Logf("push of %s: %v\n%s", c.shape, err, out)
 			if err == nil || strings.Contains(out, "Released") {
-				t.Errorf("a push with %s -> %s was released", c.file, c.link)
+				t.Errorf("a push of %s was released", c.shape)
 			}
 			if strings.Contains(out, secret) {
-				t.Errorf("the push output of %s -> %s holds the operator token", c.file, c.link)
+				t.Errorf("the push output of %s holds the operator token", c.shape)
 			}
-			if !strings.Contains(out, c.file) {
-				t.Errorf("the push output of %s -> %s does not name %s", c.file, c.link, c.file)
+			if !strings.Contains(out, "leads outside the repository") || !strings.Contains(out, c.names) {
+				t.Errorf("the push output of %s does not say that %s leads outside the repository", c.shape, c.names)
 			}
-			restore(c.file)
 		}
 		s.platformAnswers(t)
 	})

@@ -296,13 +296,14 @@ func (s *scene) plan() plan {
 	must(t, err)
 	p.Services = append(p.Services, service{Name: "the private Postgres", Port: port})
 
-	// The machine's own addresses, and the apiserver's loopback address.
+	// The machine's own addresses (IPv4 and IPv6), and the apiserver's
+	// loopback address.
 	ifaces, err := net.Interfaces()
 	must(t, err)
 	for _, i := range ifaces {
 		addrs, _ := i.Addrs()
 		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
 				p.Addresses = append(p.Addresses, target{Name: i.Name + " address " + n.IP.String(), Path: n.IP.String()})
 			}
 		}

@@ -39,11 +39,11 @@ func sandboxed(t *testing.T, bin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	s := start(ctx, t, bin)
-	p := s.plan()
+	p := s.plan(t)
 
 	for _, group := range []string{"files", "network", "exhaust"} {
 		t.Run(group, func(t *testing.T) {
-			for _, r := range s.attack(group, p) {
+			for _, r := range s.attack(t, group, p) {
 				if r.Outcome != "blocked" {
 					t.Errorf("attack got through: %s: %s", r.Attempt, r.Detail)
 				} else if r.Detail == "" {
@@ -67,11 +67,11 @@ func sandboxed(t *testing.T, bin string) {
 			return err == nil && w.Boot != before.Boot
 		})
 		var releases []json.RawMessage
-		must(t, json.Unmarshal([]byte(s.a.mustBex("releases", attackApp, "-o", "json")), &releases))
+		must(t, json.Unmarshal([]byte(s.a.mustBex(t, "releases", attackApp, "-o", "json")), &releases))
 		if len(releases) != 1 {
 			t.Errorf("after the restart %s has %d releases, want the one it had", attackApp, len(releases))
 		}
-		if logs := s.a.mustBex("logs", attackApp); !strings.Contains(logs, "memory limit") {
+		if logs := s.a.mustBex(t, "logs", attackApp); !strings.Contains(logs, "memory limit") {
 			t.Errorf("the app's logs do not say it went past its memory limit:\n%s", logs)
 		}
 		s.platformAnswers(t)
@@ -81,7 +81,7 @@ func sandboxed(t *testing.T, bin string) {
 		token, err := os.ReadFile(filepath.Join(s.state, "operator-token"))
 		must(t, err)
 		secret := strings.TrimSpace(string(token))
-		s.a.mustBex("apps", "create", "leak")
+		s.a.mustBex(t, "apps", "create", "leak")
 		abs := filepath.Join(s.state, "operator-token")
 		rel := strings.TrimPrefix(abs, "/")
 		// A chain whose every link reads as inside: a/up -> .. is the
@@ -136,11 +136,11 @@ func sandboxOff(t *testing.T, bin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	s := start(ctx, t, bin, "--unsafe-no-sandbox")
-	p := s.plan()
+	p := s.plan(t)
 
 	var got []result
 	for _, group := range []string{"files", "network", "exhaust"} {
-		got = append(got, s.attack(group, p)...)
+		got = append(got, s.attack(t, group, p)...)
 	}
 	for _, want := range []string{
 		"read the state directory (" + s.state + ")",

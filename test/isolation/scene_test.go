@@ -34,7 +34,6 @@ const (
 // scene is a running platform with the attacker's and the victim's apps
 // live.
 type scene struct {
-	t      *testing.T
 	ctx    context.Context
 	bin    string
 	state  string
@@ -59,7 +58,7 @@ type tenant struct {
 func start(ctx context.Context, t *testing.T, bin string, flags ...string) *scene {
 	t.Helper()
 	began := time.Now()
-	s := &scene{t: t, ctx: ctx, bin: bin}
+	s := &scene{ctx: ctx, bin: bin}
 	s.state = t.TempDir()
 	// The private Postgres runs as the postgres user when root: it must
 	// reach its data directory under the state directory.
@@ -76,18 +75,18 @@ func start(ctx context.Context, t *testing.T, bin string, flags ...string) *scen
 	var created struct {
 		Token string `json:"token"`
 	}
-	must(t, json.Unmarshal([]byte(op.mustBex("admin", "tenant", "create", victim, "-o", "json")), &created))
+	must(t, json.Unmarshal([]byte(op.mustBex(t, "admin", "tenant", "create", victim, "-o", "json")), &created))
 	if created.Token == "" {
 		t.Fatal("bex admin tenant create printed no token")
 	}
 	s.b = &tenant{s: s, name: victim, token: created.Token, home: t.TempDir()}
 
 	s.secret = "victim-secret-" + strconv.FormatInt(int64(os.Getpid()), 36) + "-" + filepath.Base(s.state)
-	s.b.mustBex("apps", "create", victimApp)
-	s.b.mustBex("env", "set", "--secret", victimApp, secretName+"="+s.secret)
-	s.b.push(victimApp, repo(t, "victim"))
-	s.a.mustBex("apps", "create", attackApp)
-	s.a.push(attackApp, repo(t, "attack"))
+	s.b.mustBex(t, "apps", "create", victimApp)
+	s.b.mustBex(t, "env", "set", "--secret", victimApp, secretName+"="+s.secret)
+	s.b.push(t, victimApp, repo(t, "victim"))
+	s.a.mustBex(t, "apps", "create", attackApp)
+	s.a.push(t, attackApp, repo(t, "attack"))
 	t.Logf("both apps live in %s", time.Since(began).Round(time.Second))
 	return s
 }
@@ -99,11 +98,11 @@ func (u *tenant) bex(args ...string) (string, error) {
 	return string(out), err
 }
 
-func (u *tenant) mustBex(args ...string) string {
-	u.s.t.Helper()
+func (u *tenant) mustBex(t *testing.T, args ...string) string {
+	t.Helper()
 	out, err := u.bex(args...)
 	if err != nil {
-		u.s.t.Fatalf("bex %s (as %s): %v\n%s", strings.Join(args, " "), u.name, err, out)
+		t.Fatalf("bex %s (as %s): %v\n%s", strings.Join(args, " "), u.name, err, out)
 	}
 	return out
 }
@@ -118,11 +117,11 @@ func (u *tenant) tryPush(app, repo string) (string, error) {
 	return platformtest.GitErr(repo, "push", remote.String()+"/"+u.name+"/"+app+".git", "main")
 }
 
-func (u *tenant) push(app, repo string) {
-	u.s.t.Helper()
+func (u *tenant) push(t *testing.T, app, repo string) {
+	t.Helper()
 	out, err := u.tryPush(app, repo)
 	if err != nil || !strings.Contains(out, "Released v1") {
-		u.s.t.Fatalf("pushing %s/%s: %v\n%s", u.name, app, err, out)
+		t.Fatalf("pushing %s/%s: %v\n%s", u.name, app, err, out)
 	}
 }
 
@@ -200,18 +199,18 @@ type result struct {
 
 // attack runs one group of the attack app's attempts with the plan and
 // logs each outcome.
-func (s *scene) attack(group string, p plan) []result {
-	s.t.Helper()
+func (s *scene) attack(t *testing.T, group string, p plan) []result {
+	t.Helper()
 	code, body, err := s.a.call(attackApp, http.MethodPost, "/attack/"+group, p)
 	if err != nil || code != http.StatusOK {
-		s.t.Fatalf("POST /attack/%s: %d %v\n%s", group, code, err, body)
+		t.Fatalf("POST /attack/%s: %d %v\n%s", group, code, err, body)
 	}
 	var rs []result
 	if err := json.Unmarshal(body, &rs); err != nil {
-		s.t.Fatalf("POST /attack/%s answered %q: %v", group, body, err)
+		t.Fatalf("POST /attack/%s answered %q: %v", group, body, err)
 	}
 	for _, r := range rs {
-		s.t.Logf("%-7s %s: %s", r.Outcome, r.Attempt, r.Detail)
+		t.Logf("%-7s %s: %s", r.Outcome, r.Attempt, r.Detail)
 	}
 	return rs
 }
@@ -240,8 +239,7 @@ type service struct {
 
 // plan gathers what the test knows of the platform: its files, its ports,
 // the machine's addresses and listening ports, the victim's instance.
-func (s *scene) plan() plan {
-	t := s.t
+func (s *scene) plan(t *testing.T) plan {
 	t.Helper()
 	state := func(rel ...string) string { return filepath.Join(append([]string{s.state}, rel...)...) }
 	p := plan{

@@ -44,12 +44,13 @@ type Platform struct {
 	done  chan error
 }
 
-// Start runs binDir/bex-embedded on state with DATABASE_URL=dbURL. The
-// platform is interrupted at the end of the test if it still runs.
-func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string) *Platform {
+// Start runs binDir/bex-embedded on state with DATABASE_URL=dbURL (empty:
+// its private Postgres) and the extra flags args. The platform is
+// interrupted at the end of the test if it still runs.
+func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args ...string) *Platform {
 	t.Helper()
 	p := &Platform{State: state, done: make(chan error, 1)}
-	p.cmd = exec.CommandContext(ctx, filepath.Join(binDir, "bex-embedded"), "--state-dir", state)
+	p.cmd = exec.CommandContext(ctx, filepath.Join(binDir, "bex-embedded"), append([]string{"--state-dir", state}, args...)...)
 	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	p.cmd.Stdout = (*lockedWriter)(p)
 	p.cmd.Stderr = (*lockedWriter)(p)

@@ -1,0 +1,21 @@
+// Package isolation_test is the hostile-tenant suite: two tenants on the
+// embedded platform (bex-embedded, what make run starts), one of which
+// pushes an app written to attack (testdata/attack; the victim runs
+// testdata/victim). From inside its
+// sandbox the app reads the platform's state directory, the operator
+// token, the edge's CA key, the registry token, the Postgres password,
+// another tenant's release and every process's environment; connects to
+// etcd, Postgres, the registry, the kube-apiserver, the platform API (its
+// operator routes without a token), the git receiver and the edge on
+// 127.0.0.1, the sandbox's gateway and every address of the machine, to
+// every port listening on the machine, and to the other tenant's instance;
+// and goes past its memory, pids, open files, /tmp and app directory
+// limits. Every attempt must fail with its reason in the report, and the
+// platform and the other tenant's app must still answer afterwards. At
+// push time a Procfile or go.mod that links to the operator token fails
+// the build without quoting it.
+//
+// The same app runs at the same time on a platform started with
+// --unsafe-no-sandbox, where the file attacks and the read of the victim's
+// environment succeed: the suite can fail.
+package isolation_test

@@ -1,0 +1,3 @@
+module example.com/attack
+
+go 1.25

@@ -65,6 +65,11 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		// As root the private Postgres runs as the postgres user, who must
+		// enter the state directory; MkdirTemp makes it 0700.
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
 		o.stateDir = dir
 	}
 	env, stop, err := o.startPlatform(ctx)

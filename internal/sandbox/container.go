@@ -231,6 +231,22 @@ func (c *Container) Command() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// PID is the host's process id of the container's first process, while
+// it runs.
+func (c *Container) PID() (int, error) {
+	out, err := output(c.m.opts.Runc, c.m.runcArgs("state", c.id)...)
+	if err != nil {
+		return 0, err
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return 0, fmt.Errorf("reading runc state of %s: %w", c.id, err)
+	}
+	return st.Pid, nil
+}
+
 // Signal sends sig to every process of the container.
 func (c *Container) Signal(sig syscall.Signal) error {
 	return run("", c.m.opts.Runc, c.m.runcArgs("kill", "--all", c.id, strconv.Itoa(int(sig)))...)

@@ -23,19 +23,28 @@ const (
 // newAppCommand is the hidden "app" subcommand: the app the proxies stand in
 // front of, serving on the listener it inherits as file descriptor 3.
 func newAppCommand() *cobra.Command {
-	return &cobra.Command{
+	var listen string
+	cmd := &cobra.Command{
 		Use:    "app",
 		Short:  "Serve the benchmark's app on inherited file descriptor 3",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := inheritedListener(3, "app")
+			var l net.Listener
+			var err error
+			if listen != "" {
+				l, err = net.Listen("tcp", listen)
+			} else {
+				l, err = inheritedListener(3, "app")
+			}
 			if err != nil {
 				return err
 			}
 			return serveApp(cmd.Context(), l)
 		},
 	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on instead of file descriptor 3 (in a sandbox)")
+	return cmd
 }
 
 func serveApp(ctx context.Context, l net.Listener) error {

@@ -39,6 +39,10 @@ type options struct {
 	// caddyProfile is the prefix of Caddy's CPU profiles, one per Caddy
 	// scenario and round.
 	caddyProfile string
+	// sandbox runs the app in a runc container of the platform's sandbox,
+	// as make run runs tenant apps: every scenario then reaches it over
+	// the sandbox bridge.
+	sandbox bool
 }
 
 func newCommand() *cobra.Command {
@@ -68,6 +72,7 @@ func newCommand() *cobra.Command {
 	f.IntVar(&o.gomaxprocs, "gomaxprocs", o.gomaxprocs, "GOMAXPROCS of every process: load generator, app, edge and Caddy")
 	f.BoolVar(&o.edgeMetrics, "edge-metrics", o.edgeMetrics, "the edge records its Prometheus metrics, as deployed")
 	f.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
+	f.BoolVar(&o.sandbox, "sandbox", false, "run the app in a tenant sandbox (runc, its own network namespace behind the sandbox bridge), as make run does; needs root")
 	f.StringVar(&o.caddy, "caddy", "", "Caddy binary to use (default: the pinned build, built when missing)")
 	f.StringVar(&o.edgeProfile, "edge-cpuprofile", "", "write a CPU profile of the edge process to this file")
 	f.StringVar(&o.caddyProfile, "caddy-cpuprofile", "", "write CPU profiles of Caddy's measured windows to PREFIX-<scenario>-<round>.pprof")

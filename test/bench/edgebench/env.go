@@ -28,6 +28,8 @@ type environment struct {
 	// caddyAdmin is the unix socket of Caddy's admin endpoint; empty when off.
 	caddyAdmin string
 	children   []*child
+	// cleanups run after the children are gone, last first.
+	cleanups []func()
 }
 
 // startEnvironment starts the three servers and waits until each answers,
@@ -70,7 +72,11 @@ func startEnvironment(ctx context.Context, o *options, dir string, progress io.W
 	}
 	env.app, env.edgeHTTP, env.edgeHTTPS, env.caddyHTTP, env.caddyHTTPS = addr(ls[0]), addr(ls[1]), addr(ls[2]), addr(ls[3]), addr(ls[4])
 
-	if err := env.start("app", progress, exec.Command(self, "app"), procsEnv, ls[0]); err != nil {
+	if o.sandbox {
+		if env.app, err = env.startSandboxedApp(progress, self, dir, o.gomaxprocs); err != nil {
+			return nil, err
+		}
+	} else if err := env.start("app", progress, exec.Command(self, "app"), procsEnv, ls[0]); err != nil {
 		return nil, err
 	}
 	edgeArgs := []string{"edge", "--ca-dir", filepath.Join(dir, "ca"), "--storage-dir", filepath.Join(dir, "edge-storage"),
@@ -167,6 +173,9 @@ func (env *environment) pids(sc scenario) map[string]int {
 		switch c.name {
 		case "app":
 			pids[roleApp] = c.cmd.Process.Pid
+			if c.pid != nil {
+				pids[roleApp] = c.pid()
+			}
 		case sc.proxy:
 			pids[roleProxy] = c.cmd.Process.Pid
 		}
@@ -208,6 +217,9 @@ func (env *environment) waitReady(ctx context.Context, sc scenario) error {
 type child struct {
 	name string
 	cmd  *exec.Cmd
+	// pid, when set, gives the process that does the work (a container's
+	// init rather than runc).
+	pid  func() int
 	done chan struct{}
 	err  error
 }
@@ -268,6 +280,10 @@ func (env *environment) stop() {
 		}
 	}
 	env.children = nil
+	for i := len(env.cleanups) - 1; i >= 0; i-- {
+		env.cleanups[i]()
+	}
+	env.cleanups = nil
 }
 
 func listen(n int) ([]*net.TCPListener, error) {

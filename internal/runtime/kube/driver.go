@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -47,6 +46,30 @@ type Options struct {
 	PollInterval time.Duration
 	// ServicePort is the port of the web Service [80].
 	ServicePort int
+	// Network is what the NetworkPolicy of each tenant namespace allows
+	// [DNS only: nothing reaches the apps, they reach nothing].
+	Network TenantNetwork
+}
+
+// TenantNetwork is what apps in a tenant namespace may reach and be reached
+// from. Everything else is denied by the namespace's NetworkPolicy
+// (TenantPolicyName), including traffic between the namespace's own pods.
+type TenantNetwork struct {
+	// IngressNamespace is the namespace of the pods that may connect to
+	// the apps' web port (the edge's); empty allows none.
+	IngressNamespace string
+	// IngressPodLabels narrow IngressNamespace to the pods with these
+	// labels; empty means every pod of IngressNamespace.
+	IngressPodLabels map[string]string
+	// IngressCIDRs may also connect to the apps' web port (an edge outside
+	// the cluster).
+	IngressCIDRs []string
+	// EgressCIDRs are where apps may connect to, on any port, besides the
+	// cluster's DNS.
+	EgressCIDRs []string
+	// DNSNamespace is where the cluster's DNS runs: apps may reach it on
+	// port 53 [kube-system].
+	DNSNamespace string
 }
 
 func (o *Options) complete() {
@@ -146,7 +169,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		}
 		deployments[p] = dep
 	}
-	if err := d.ensureNamespace(ctx, ns, rel.Tenant); err != nil {
+	if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
 		return err
 	}
 
@@ -164,6 +187,11 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		previous[current.Items[i].Labels[LabelProcess]] = ac
 	}
 
+	// The release's own Secret: the pods of the release before it keep
+	// theirs until this one has rolled out.
+	if err := d.c.Apply(ctx, envSecret(ns, rel), applyOpts...); err != nil {
+		return d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying secret %s: %w", EnvSecretName(rel.App, rel.Number), err))
+	}
 	for _, p := range rel.ProcessNames() {
 		fmt.Fprintf(log, "Applying deployment %s/%s: release %d, %d × %s\n", ns, ObjectName(rel.App, p), rel.Number, rel.Processes[p].Replicas, rel.Image)
 		if err := d.c.Apply(ctx, deployments[p], applyOpts...); err != nil {
@@ -185,18 +213,21 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	return nil
 }
 
-func (d *Driver) ensureNamespace(ctx context.Context, ns, tenant string) error {
-	var n corev1.Namespace
-	err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n)
-	if err == nil {
-		return nil
+// PrepareNamespace makes the tenant's namespace what apps run in: created
+// when missing, labelled for Pod Security admission to enforce the
+// restricted profile, with the NetworkPolicy of Options.Network. Deploy
+// calls it every time (it is level-based: labels or a policy changed by
+// hand are put back); whoever creates tenants may call it first.
+func (d *Driver) PrepareNamespace(ctx context.Context, tenant string) error {
+	return d.prepareNamespace(ctx, d.opts.Namespace(tenant), tenant)
+}
+
+func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error {
+	if err := d.c.Apply(ctx, tenantNamespace(ns, tenant), applyOpts...); err != nil {
+		return fmt.Errorf("applying namespace %s: %w", ns, err)
 	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading namespace %s: %w", ns, err)
-	}
-	ac := corev1ac.Namespace(ns).WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant})
-	if err := d.c.Apply(ctx, ac, applyOpts...); err != nil {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	if err := d.c.Apply(ctx, tenantPolicy(ns, tenant, d.opts.Network), applyOpts...); err != nil {
+		return fmt.Errorf("applying network policy %s/%s: %w", ns, TenantPolicyName, err)
 	}
 	return nil
 }
@@ -242,6 +273,24 @@ func (d *Driver) pruneAfterRollout(ctx context.Context, ns string, rel runtime.R
 	for _, p := range rel.ProcessNames() {
 		if rel.Processes[p].Replicas <= 1 {
 			if err := d.deleteIgnoringNotFound(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ObjectName(rel.App, p)}}); err != nil {
+				return err
+			}
+		}
+	}
+	// No pod of an earlier release is left to read its Secret.
+	return d.deleteEnvSecrets(ctx, ns, rel.App, func(release string) bool { return release != strconv.Itoa(rel.Number) })
+}
+
+// deleteEnvSecrets deletes the app's environment Secrets of the releases
+// match selects.
+func (d *Driver) deleteEnvSecrets(ctx context.Context, ns, app string, match func(release string) bool) error {
+	var secrets corev1.SecretList
+	if err := d.c.List(ctx, &secrets, client.InNamespace(ns), appSelector(app)); err != nil {
+		return fmt.Errorf("listing secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		if match(secrets.Items[i].Labels[LabelRelease]) {
+			if err := d.deleteIgnoringNotFound(ctx, &secrets.Items[i]); err != nil {
 				return err
 			}
 		}
@@ -299,7 +348,15 @@ func (d *Driver) rollBack(ctx context.Context, ns string, rel runtime.Release, p
 		if err := d.deleteIgnoringNotFound(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rel.App}}); err != nil {
 			errs = append(errs, err)
 		}
-	} else if prevRelease != "" {
+	}
+	// The failed release's Secret, unless what runs is that same release
+	// (rolled out again).
+	if prevRelease != strconv.Itoa(rel.Number) {
+		if err := d.deleteIgnoringNotFound(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: EnvSecretName(rel.App, rel.Number)}}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(previous) > 0 && prevRelease != "" {
 		fmt.Fprintf(log, "Release %s keeps serving\n", prevRelease)
 	}
 	err := fmt.Errorf("release %d not deployed: %w", rel.Number, cause)
@@ -436,7 +493,8 @@ func podReady(pod *corev1.Pod) bool {
 }
 
 // Remove implements runtime.Driver: it deletes the app's Deployments,
-// Service and PodDisruptionBudgets (their pods go with the Deployments).
+// Service, PodDisruptionBudgets and environment Secrets (the pods go with
+// the Deployments).
 func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	ns := d.opts.Namespace(tenant)
 	unlock := d.lock(ns, app)
@@ -468,7 +526,7 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 			return err
 		}
 	}
-	return nil
+	return d.deleteEnvSecrets(ctx, ns, app, func(string) bool { return true })
 }
 
 // Status implements runtime.Driver, from the app's Deployments and Pods.

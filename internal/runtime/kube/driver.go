@@ -13,7 +13,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +51,17 @@ type Options struct {
 	// Network is what the NetworkPolicy of each tenant namespace allows
 	// [DNS only: nothing reaches the apps, they reach nothing].
 	Network TenantNetwork
+	// TenantRole, when set, is a ClusterRole that PrepareNamespace binds to
+	// TenantSubjects in each tenant namespace (RoleBinding TenantRoleBindingName):
+	// rights on that namespace only, for a process that deploys but holds no
+	// cluster-wide right to Secrets (the git receiver).
+	TenantRole     string
+	TenantSubjects []rbacv1.Subject
+	// PreparedNamespaces says that another process prepares the tenant
+	// namespaces (PrepareNamespace) and this one may not: Deploy then only
+	// checks that the namespace enforces the restricted profile and has its
+	// NetworkPolicy, and refuses to deploy into one that does not.
+	PreparedNamespaces bool
 }
 
 // TenantNetwork is what apps in a tenant namespace may reach and be reached
@@ -169,7 +182,11 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		}
 		deployments[p] = dep
 	}
-	if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
+	if d.opts.PreparedNamespaces {
+		if err := d.checkNamespace(ctx, ns); err != nil {
+			return err
+		}
+	} else if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
 		return err
 	}
 
@@ -228,6 +245,35 @@ func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error 
 	}
 	if err := d.c.Apply(ctx, tenantPolicy(ns, tenant, d.opts.Network), applyOpts...); err != nil {
 		return fmt.Errorf("applying network policy %s/%s: %w", ns, TenantPolicyName, err)
+	}
+	if d.opts.TenantRole != "" {
+		if err := d.c.Apply(ctx, TenantRoleBinding(TenantRoleBindingName, ns, tenant, d.opts.TenantRole, d.opts.TenantSubjects), applyOpts...); err != nil {
+			return fmt.Errorf("applying role binding %s/%s: %w", ns, TenantRoleBindingName, err)
+		}
+	}
+	return nil
+}
+
+// checkNamespace returns an error unless ns was prepared: it enforces the
+// restricted profile and has the tenant NetworkPolicy.
+func (d *Driver) checkNamespace(ctx context.Context, ns string) error {
+	notPrepared := func(what string) error {
+		return fmt.Errorf("namespace %s is not ready for apps (%s); the controller manager and bex-web prepare tenant namespaces: create the app again, or ask the operator to restart the controller manager", ns, what)
+	}
+	var n corev1.Namespace
+	if err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n); apierrors.IsNotFound(err) {
+		return notPrepared("it does not exist")
+	} else if err != nil {
+		return fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	if n.Labels[labelPSAEnforce] != psaRestricted {
+		return notPrepared(labelPSAEnforce + " is not " + psaRestricted)
+	}
+	var np networkingv1.NetworkPolicy
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: TenantPolicyName}, &np); apierrors.IsNotFound(err) {
+		return notPrepared("no NetworkPolicy " + TenantPolicyName)
+	} else if err != nil {
+		return fmt.Errorf("reading network policy %s/%s: %w", ns, TenantPolicyName, err)
 	}
 	return nil
 }

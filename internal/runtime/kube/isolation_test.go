@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -269,6 +270,53 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 		t.Errorf("default policy: ingress %+v egress %+v, want none and DNS", np.Spec.Ingress, np.Spec.Egress)
 	}
 	if err := d.Remove(ctx, "acme", "guard"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testPreparedNamespaces: a driver that may not prepare namespaces (the git
+// receiver's) refuses to deploy into one nobody prepared, and deploys into
+// one a preparing driver (the controller manager's) made ready, with the
+// tenant role bound there.
+func testPreparedNamespaces(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
+	ctx := context.Background()
+	simulate(t, c, "initech")
+	checking := newDriver(t, kube.Options{PreparedNamespaces: true})
+	rel := shopRelease(1, "img:1")
+	rel.Tenant = "initech"
+	err := checking.Deploy(ctx, rel, nil)
+	if err == nil || !strings.Contains(err.Error(), "namespace initech is not ready for apps (it does not exist)") {
+		t.Fatalf("Deploy into a namespace nobody prepared: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "initech"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the checking driver created the namespace: %v", err)
+	}
+
+	// A namespace that exists but was not prepared (made by hand) is refused too.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "initech"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checking.Deploy(ctx, rel, nil); err == nil || !strings.Contains(err.Error(), "pod-security.kubernetes.io/enforce is not restricted") {
+		t.Fatalf("Deploy into an unlabelled namespace: %v", err)
+	}
+
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "bex-system", Name: "bex-git-receiver"}
+	preparing := newDriver(t, kube.Options{TenantRole: "bex-tenant-runtime", TenantSubjects: []rbacv1.Subject{subject}})
+	if err := preparing.PrepareNamespace(ctx, "initech"); err != nil {
+		t.Fatal(err)
+	}
+	var rb rbacv1.RoleBinding
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "initech", Name: kube.TenantRoleBindingName}, &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != "bex-tenant-runtime" || len(rb.Subjects) != 1 || rb.Subjects[0] != subject {
+		t.Errorf("role binding %+v %+v", rb.RoleRef, rb.Subjects)
+	}
+	defaultServiceAccount(t, c, "initech")
+	if err := checking.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("Deploy into a prepared namespace: %v", err)
+	}
+	if err := checking.Remove(ctx, "initech", "shop"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -66,6 +66,7 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
 	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
+	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
 	t.Run("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, "img:1")

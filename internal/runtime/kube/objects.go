@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -12,6 +13,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"bex.co/bex/internal/runtime"
 )
@@ -45,6 +47,10 @@ const (
 // TenantPolicyName is the NetworkPolicy the driver keeps in every tenant
 // namespace.
 const TenantPolicyName = "bex-tenant"
+
+// TenantRoleBindingName is the RoleBinding of Options.TenantRole in every
+// tenant namespace.
+const TenantRoleBindingName = "bex-runtime"
 
 // AppUser is the uid and gid apps' containers run as: Pod Security's
 // restricted profile refuses root, and built images name no user.
@@ -287,6 +293,25 @@ func tenantPolicy(ns, tenant string, n TenantNetwork) *networkingv1ac.NetworkPol
 	return networkingv1ac.NetworkPolicy(TenantPolicyName, ns).
 		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
 		WithSpec(spec)
+}
+
+// TenantRoleBinding returns the RoleBinding name that binds the ClusterRole
+// role to subjects in the tenant namespace ns, labelled as the driver's.
+func TenantRoleBinding(name, ns, tenant, role string, subjects []rbacv1.Subject) *rbacv1ac.RoleBindingApplyConfiguration {
+	rb := rbacv1ac.RoleBinding(name, ns).
+		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(role))
+	for _, s := range subjects {
+		sub := rbacv1ac.Subject().WithKind(s.Kind).WithName(s.Name)
+		if s.Namespace != "" {
+			sub.WithNamespace(s.Namespace)
+		}
+		if s.APIGroup != "" {
+			sub.WithAPIGroup(s.APIGroup)
+		}
+		rb.WithSubjects(sub)
+	}
+	return rb
 }
 
 // pdb returns the PodDisruptionBudget of a process with more than one

@@ -110,8 +110,8 @@ func (o *TenantOptions) subjects() ([]rbacv1.Subject, error) {
 	return subs, nil
 }
 
-// kubeOptions are the kube driver's options from the flags (validated).
-func (o *TenantOptions) kubeOptions() kube.Options {
+// KubeOptions are the kube driver's options from the flags (validated).
+func (o *TenantOptions) KubeOptions() kube.Options {
 	subs, _ := o.subjects()
 	return kube.Options{
 		Network: kube.TenantNetwork{
@@ -190,7 +190,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 	if err != nil {
 		return nil, err
 	}
-	driver, err := kube.New(cfg, o.Tenants.kubeOptions())
+	driver, err := kube.New(cfg, o.Tenants.KubeOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,7 @@ func TestChartCommands(t *testing.T) {
 				}
 			}
 		}
+		checkTenantRBAC(t, name, readRBAC(t, objs))
 		for repo := range commands {
 			if !seen[repo] {
 				t.Errorf("%s: no container runs %s", name, repo)

@@ -46,6 +46,10 @@ type Options struct {
 	GracePeriod time.Duration
 	// PollInterval is how often Deploy reads the rollout's progress [1s].
 	PollInterval time.Duration
+	// PrepareInterval is how long PrepareNamespace trusts its last
+	// preparation of a namespace and does nothing [5m]; Deploy prepares
+	// every time.
+	PrepareInterval time.Duration
 	// ServicePort is the port of the web Service [80].
 	ServicePort int
 	// Network is what the NetworkPolicy of each tenant namespace allows
@@ -101,6 +105,9 @@ func (o *Options) complete() {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
+	if o.PrepareInterval <= 0 {
+		o.PrepareInterval = 5 * time.Minute
+	}
 	if o.ServicePort == 0 {
 		o.ServicePort = 80
 	}
@@ -112,8 +119,9 @@ type Driver struct {
 	cs   kubernetes.Interface
 	opts Options
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	prepared map[string]time.Time // namespace → when it was last prepared
 }
 
 // New returns a Driver for the cluster cfg reaches.
@@ -134,7 +142,7 @@ func New(cfg *rest.Config, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
 	opts.complete()
-	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}}, nil
+	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}, prepared: map[string]time.Time{}}, nil
 }
 
 // lock serialises the calls of this driver for one app.
@@ -232,14 +240,26 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 
 // PrepareNamespace makes the tenant's namespace what apps run in: created
 // when missing, labelled for Pod Security admission to enforce the
-// restricted profile, with the NetworkPolicy of Options.Network. Deploy
-// calls it every time (it is level-based: labels or a policy changed by
-// hand are put back); whoever creates tenants may call it first.
+// restricted profile, with the NetworkPolicy of Options.Network and the
+// RoleBinding of Options.TenantRole. It is level-based (labels or a policy
+// changed by hand are put back) but does nothing when this driver prepared
+// the namespace less than Options.PrepareInterval ago; Deploy prepares
+// every time.
 func (d *Driver) PrepareNamespace(ctx context.Context, tenant string) error {
-	return d.prepareNamespace(ctx, d.opts.Namespace(tenant), tenant)
+	ns := d.opts.Namespace(tenant)
+	d.mu.Lock()
+	last, ok := d.prepared[ns]
+	d.mu.Unlock()
+	if ok && time.Since(last) < d.opts.PrepareInterval {
+		return nil
+	}
+	return d.prepareNamespace(ctx, ns, tenant)
 }
 
 func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error {
+	d.mu.Lock()
+	delete(d.prepared, ns)
+	d.mu.Unlock()
 	if err := d.c.Apply(ctx, tenantNamespace(ns, tenant), applyOpts...); err != nil {
 		return fmt.Errorf("applying namespace %s: %w", ns, err)
 	}
@@ -251,6 +271,9 @@ func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error 
 			return fmt.Errorf("applying role binding %s/%s: %w", ns, TenantRoleBindingName, err)
 		}
 	}
+	d.mu.Lock()
+	d.prepared[ns] = time.Now()
+	d.mu.Unlock()
 	return nil
 }
 

@@ -158,7 +158,8 @@ func gone(t *testing.T, c client.Client, name string) {
 func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
 	ctx := context.Background()
 	edge := map[string]string{"app.kubernetes.io/component": "edge"}
-	d := newDriver(t, kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"}}})
+	opts := kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"}}}
+	d := newDriver(t, opts)
 
 	var log syncBuilder
 	rel := shopRelease(1, "img:1")
@@ -241,7 +242,9 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 		t.Errorf("egress %+v, want 203.0.113.0/24", out)
 	}
 
-	// Labels and policy changed by hand are put back.
+	// Labels and policy changed by hand are put back (by a driver that has
+	// not just prepared the namespace: the controller manager's, next time
+	// it reconciles an App there).
 	ns.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
 	if err := c.Update(ctx, &ns); err != nil {
 		t.Fatal(err)
@@ -249,7 +252,7 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 	if err := c.Delete(ctx, &np); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.PrepareNamespace(ctx, "acme"); err != nil {
+	if err := newDriver(t, opts).PrepareNamespace(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Name: "acme"}, &ns); err != nil || ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -30,18 +32,7 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:                 controllers.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&app.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	startController(ctx, t, cp.RESTConfig(), nil)
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
@@ -73,6 +64,27 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Fatalf("observedGeneration = %d, generation = %d", got.Status.ObservedGeneration, got.Generation)
 	}
+}
+
+// startController runs the App controller, with releases (nil: none),
+// until ctx ends.
+func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releases app.Releases) {
+	t.Helper()
+	skipNameValidation := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test of this package runs a controller of its own.
+		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: releases}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
 }
 
 // waitReady polls until the App's Ready condition has reason and its message
@@ -117,22 +129,11 @@ func TestAppPreparesItsNamespace(t *testing.T) {
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:                 controllers.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	driver, err := kube.New(cp.RESTConfig(), kube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: driverReleases{driver}}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	startController(ctx, t, cp.RESTConfig(), driverReleases{driver})
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {

@@ -3,7 +3,6 @@ package install
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -195,14 +194,7 @@ func checkTenantRBAC(t *testing.T, name string, r chartRBAC) {
 func TestTenantRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b, err := kubebin.NewBuilder(kubebin.Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := b.Tool(ctx, kubebin.Helm)
-	if err != nil {
-		t.Fatalf("building helm: %v", err)
-	}
+	helm := helmTool(ctx, t)
 	out, err := runHelm(ctx, helm, "template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion)
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)

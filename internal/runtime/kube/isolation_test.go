@@ -29,7 +29,7 @@ const (
 func vaultRelease(number int, dbURL string) runtime.Release {
 	rel := shopRelease(number, fmt.Sprintf("img:%d", number))
 	rel.App = "vault"
-	rel.Env = map[string]string{"DATABASE_URL": dbURL, "PORT": "9999"}
+	rel.Env = map[string]string{"DATABASE_URL": dbURL, "PORT": "9999", "HOME": "/app"}
 	rel.Processes = map[string]runtime.Process{
 		runtime.WebProcess: {Command: "./server --web", Replicas: 1},
 		"worker":           {Command: "./server --worker", Replicas: 1},
@@ -59,6 +59,11 @@ func testEnvSecrets(t *testing.T, c client.Client, d *kube.Driver) {
 		}
 		noSecretIn(t, &dep, secret1)
 		ctr := dep.Spec.Template.Spec.Containers[0]
+		for _, e := range ctr.Env {
+			if e.Name == "HOME" {
+				t.Errorf("%s: the driver set HOME=%s over the app's own", name, e.Value)
+			}
+		}
 		if len(ctr.EnvFrom) != 1 || ctr.EnvFrom[0].SecretRef == nil || ctr.EnvFrom[0].SecretRef.Name != "vault-env-1" {
 			t.Errorf("%s: envFrom %+v, want the Secret vault-env-1", name, ctr.EnvFrom)
 		}
@@ -122,8 +127,8 @@ func noSecretIn(t *testing.T, dep *appsv1.Deployment, value string) {
 	}
 	for _, ctr := range dep.Spec.Template.Spec.Containers {
 		for _, e := range ctr.Env {
-			if e.Name != "PORT" {
-				t.Errorf("deployment %s: container %s has env %s (only PORT is the driver's)", dep.Name, ctr.Name, e.Name)
+			if e.Name != "PORT" && e.Name != "HOME" {
+				t.Errorf("deployment %s: container %s has env %s (only PORT and HOME are the driver's)", dep.Name, ctr.Name, e.Name)
 			}
 		}
 	}
@@ -135,8 +140,8 @@ func wantSecret(t *testing.T, c client.Client, name, dbURL string) {
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "acme", Name: name}, &sec); err != nil {
 		t.Fatalf("secret %s: %v", name, err)
 	}
-	if got := string(sec.Data["DATABASE_URL"]); got != dbURL || len(sec.Data) != 1 {
-		t.Errorf("secret %s: DATABASE_URL %q (%d keys), want %q alone", name, got, len(sec.Data), dbURL)
+	if got := string(sec.Data["DATABASE_URL"]); got != dbURL || string(sec.Data["HOME"]) != "/app" || len(sec.Data) != 2 {
+		t.Errorf("secret %s: DATABASE_URL %q (%d keys), want %q and HOME (PORT is the driver's)", name, got, len(sec.Data), dbURL)
 	}
 }
 

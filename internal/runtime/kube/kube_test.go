@@ -370,8 +370,8 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	for _, e := range ctr.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
-	if got, want := strings.Join(env, " "), "PORT=8080"; got != want {
-		t.Errorf("env %q, want %q (PORT set by the driver, the release's env in its Secret, the image's own environment left to the image)", got, want)
+	if got, want := strings.Join(env, " "), "HOME=/tmp PORT=8080"; got != want {
+		t.Errorf("env %q, want %q (HOME and PORT set by the driver, the release's env in its Secret, the image's own environment left to the image)", got, want)
 	}
 	if len(ctr.EnvFrom) != 1 || ctr.EnvFrom[0].SecretRef == nil || ctr.EnvFrom[0].SecretRef.Name != "shop-env-1" {
 		t.Errorf("envFrom %+v, want the Secret shop-env-1", ctr.EnvFrom)

@@ -139,6 +139,11 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 	container.WithSecurityContext(corev1ac.SecurityContext().
 		WithAllowPrivilegeEscalation(false).
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	// AppUser has no home in the image: a HOME it can write, unless the
+	// image or the app names one.
+	if _, ok := rel.Env["HOME"]; !ok && rel.ImageEnv["HOME"] == "" {
+		container.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
+	}
 	if process == runtime.WebProcess {
 		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
 		container.WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(WebPort).WithProtocol(corev1.ProtocolTCP))

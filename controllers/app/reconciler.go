@@ -34,6 +34,15 @@ const finalizer = "platform.bex.co/runtime"
 // the runtime has no events of its own to watch.
 const resyncPeriod = 15 * time.Second
 
+// NamespacePreparer is what a Releases may also do: make the tenant's
+// namespace in the runtime ready for apps (confined: Pod Security labels,
+// NetworkPolicy, the deploying processes' rights there). The App controller
+// calls it for every App it reconciles, so that a tenant's first push finds
+// its namespace ready and a label or policy changed by hand is put back.
+type NamespacePreparer interface {
+	PrepareNamespace(ctx context.Context, tenant string) error
+}
+
 // Releases is what the App controller asks of the release pipeline. Calls
 // for one App may block while a push to it is being deployed.
 type Releases interface {
@@ -170,6 +179,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 		s.placementObserved, s.placement = true, pl
 		app.Status.Cluster = pl.Cluster
+	}
+	if p, ok := r.Releases.(NamespacePreparer); ok {
+		if err := p.PrepareNamespace(ctx, app.Namespace); err != nil {
+			return reconcile.Result{}, fmt.Errorf("preparing the runtime namespace: %w", err)
+		}
 	}
 	var result reconcile.Result
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {

@@ -7,16 +7,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/app"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/runtime/kube"
 )
 
 // TestAppConditionsFollowSecrets runs the App controller against a real
@@ -27,18 +32,7 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:                 controllers.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&app.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	startController(ctx, t, cp.RESTConfig(), nil)
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
@@ -72,6 +66,27 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	}
 }
 
+// startController runs the App controller, with releases (nil: none),
+// until ctx ends.
+func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releases app.Releases) {
+	t.Helper()
+	skipNameValidation := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test of this package runs a controller of its own.
+		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: releases}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+}
+
 // waitReady polls until the App's Ready condition has reason and its message
 // contains substr.
 func waitReady(ctx context.Context, t *testing.T, c client.Client, a *platformv1alpha1.App, reason, substr string) *platformv1alpha1.App {
@@ -89,6 +104,62 @@ func waitReady(ctx context.Context, t *testing.T, c client.Client, a *platformv1
 		select {
 		case <-ctx.Done():
 			t.Fatalf("Ready condition never reached reason %s with %q; last: %+v", reason, substr, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// driverReleases is a Releases over the real kube driver, with nothing
+// released: what the App controller prepares comes from the driver.
+type driverReleases struct{ *kube.Driver }
+
+func (driverReleases) EnsureRunning(context.Context, *platformv1alpha1.App) error { return nil }
+func (driverReleases) Health(context.Context, string, string) (bool, string, error) {
+	return false, "", nil
+}
+func (driverReleases) LastBuild(context.Context, string, string) (app.LastBuild, error) {
+	return app.LastBuild{}, nil
+}
+
+// TestAppPreparesItsNamespace: an App of a new tenant, before any push,
+// gets its namespace prepared by the App controller (Pod Security labels,
+// the tenant NetworkPolicy), so that a git receiver that may only check
+// namespaces can deploy its first push.
+func TestAppPreparesItsNamespace(t *testing.T) {
+	cp := cptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	driver, err := kube.New(cp.RESTConfig(), kube.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startController(ctx, t, cp.RESTConfig(), driverReleases{driver})
+
+	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var ns corev1.Namespace
+		var np networkingv1.NetworkPolicy
+		nsErr := c.Get(ctx, client.ObjectKey{Name: "tenant-b"}, &ns)
+		npErr := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: kube.TenantPolicyName}, &np)
+		if nsErr == nil && npErr == nil && ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace tenant-b never prepared: labels %v (%v), policy: %v", ns.Labels, nsErr, npErr)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

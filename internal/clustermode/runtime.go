@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/pflag"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/runtime"
@@ -43,6 +47,79 @@ type RuntimeOptions struct {
 	// build.Options.RunImage): the kube driver runs images as containers,
 	// which need /bin/sh and the stacks' runtimes.
 	RunImage string
+	// Tenants is how the kube driver confines tenant namespaces.
+	Tenants TenantOptions
+}
+
+// TenantOptions are the flags of what the kube driver keeps in every tenant
+// namespace (kube.Options' Network, TenantRole and PreparedNamespaces).
+type TenantOptions struct {
+	IngressNamespace string
+	IngressPodLabels map[string]string
+	IngressCIDRs     []string
+	EgressCIDRs      []string
+	// Role is bound to ServiceAccounts ("namespace/name") in each tenant
+	// namespace of the workload cluster, ConfigRole in each of the
+	// management cluster.
+	Role            string
+	ConfigRole      string
+	ServiceAccounts []string
+	// Prepared: this process may not prepare tenant namespaces, only check
+	// them (bex-git).
+	Prepared bool
+}
+
+func (o *TenantOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.IngressNamespace, "tenant-ingress-namespace", o.IngressNamespace, "Namespace of the pods (the edge's) that may connect to apps' web port; empty: none (each tenant namespace's NetworkPolicy)")
+	fs.StringToStringVar(&o.IngressPodLabels, "tenant-ingress-pod-labels", o.IngressPodLabels, "Labels of the pods of --tenant-ingress-namespace that may connect to apps; empty: all of its pods")
+	fs.StringSliceVar(&o.IngressCIDRs, "tenant-ingress-cidrs", o.IngressCIDRs, "CIDRs that may also connect to apps' web port (an edge outside the workload cluster)")
+	fs.StringSliceVar(&o.EgressCIDRs, "tenant-egress-cidrs", o.EgressCIDRs, "CIDRs apps may connect to besides the cluster's DNS; empty: nothing")
+	fs.StringVar(&o.Role, "tenant-role", o.Role, "ClusterRole bound in each tenant namespace to --tenant-role-service-accounts (the rights of a process that deploys without cluster-wide rights)")
+	fs.StringVar(&o.ConfigRole, "tenant-config-role", o.ConfigRole, "ClusterRole bound in each tenant namespace of the management cluster to --tenant-role-service-accounts (reading the Secrets apps' env refers to)")
+	fs.StringSliceVar(&o.ServiceAccounts, "tenant-role-service-accounts", o.ServiceAccounts, "ServiceAccounts (namespace/name) --tenant-role and --tenant-config-role are bound to in each tenant namespace")
+	fs.BoolVar(&o.Prepared, "prepared-namespaces", o.Prepared, "Tenant namespaces are prepared by the controller manager: only check them before deploying (for a process without rights on namespaces)")
+}
+
+func (o *TenantOptions) validate() []error {
+	var errs []error
+	for flag, cidrs := range map[string][]string{"--tenant-ingress-cidrs": o.IngressCIDRs, "--tenant-egress-cidrs": o.EgressCIDRs} {
+		for _, c := range cidrs {
+			if _, err := netip.ParsePrefix(c); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not a CIDR (like 10.0.0.0/8)", flag, c))
+			}
+		}
+	}
+	if _, err := o.subjects(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Role == "" && o.ConfigRole == "" && len(o.ServiceAccounts) > 0 {
+		errs = append(errs, errors.New("--tenant-role-service-accounts needs --tenant-role or --tenant-config-role"))
+	}
+	return errs
+}
+
+func (o *TenantOptions) subjects() ([]rbacv1.Subject, error) {
+	var subs []rbacv1.Subject
+	for _, sa := range o.ServiceAccounts {
+		ns, name, ok := strings.Cut(sa, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("--tenant-role-service-accounts: %q is not namespace/name", sa)
+		}
+		subs = append(subs, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name})
+	}
+	return subs, nil
+}
+
+// KubeOptions are the kube driver's options from the flags (validated).
+func (o *TenantOptions) KubeOptions() kube.Options {
+	subs, _ := o.subjects()
+	return kube.Options{
+		Network: kube.TenantNetwork{
+			IngressNamespace: o.IngressNamespace, IngressPodLabels: o.IngressPodLabels,
+			IngressCIDRs: o.IngressCIDRs, EgressCIDRs: o.EgressCIDRs,
+		},
+		TenantRole: o.Role, TenantSubjects: subs, PreparedNamespaces: o.Prepared,
+	}
 }
 
 // AddFlags binds the options to fs; withBuild adds --buildkit-addr and
@@ -52,6 +129,7 @@ func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
 	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Scratch directory: build work trees and caches, images read back at release")
 	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
+	o.Tenants.addFlags(fs)
 	if withBuild {
 		fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
 		fs.StringVar(&o.RunImage, "run-image", o.RunImage, "Run image: the base built apps are laid on and run from as containers, with /bin/sh and the stacks' runtimes; of an index, linux/<this machine's architecture> (required; docs/builds.md)")
@@ -72,7 +150,7 @@ func (o *RuntimeOptions) Validate() []error {
 	if o.AppDomain == "" {
 		errs = append(errs, errors.New("--app-domain is required: apps' URLs are https://<app>-<tenant>.<domain>"))
 	}
-	return errs
+	return append(errs, o.Tenants.validate()...)
 }
 
 // ValidateBuild returns what is wrong with the options of the command that
@@ -93,6 +171,10 @@ func (o *RuntimeOptions) ValidateBuild() []error {
 type Runtime struct {
 	Driver   *kube.Driver
 	Pipeline *pipeline.Pipeline
+
+	kube       client.Client
+	configRole string
+	subjects   []rbacv1.Subject
 }
 
 // NewRuntime builds the kube driver for the workload cluster and the
@@ -108,7 +190,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 	if err != nil {
 		return nil, err
 	}
-	driver, err := kube.New(cfg, kube.Options{})
+	driver, err := kube.New(cfg, o.Tenants.KubeOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -129,19 +211,54 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Driver: driver, Pipeline: pl}, nil
+	subjects, _ := o.Tenants.subjects()
+	return &Runtime{Driver: driver, Pipeline: pl, kube: kubeClient, configRole: o.Tenants.ConfigRole, subjects: subjects}, nil
 }
 
 // Releases is the App controller's view of the pipeline in a cluster.
 type Releases struct {
 	*pipeline.Pipeline
 	Driver runtime.Driver
+	// Kube, ConfigRole and Subjects: PrepareNamespace binds ConfigRole to
+	// Subjects in the tenant's namespace of the management cluster.
+	Kube       client.Client
+	ConfigRole string
+	Subjects   []rbacv1.Subject
 }
 
-var _ appctrl.Releases = Releases{}
+var (
+	_ appctrl.Releases          = Releases{}
+	_ appctrl.NamespacePreparer = Releases{}
+)
+
+// PrepareNamespace implements appctrl.NamespacePreparer: the kube driver's
+// (namespace labels, NetworkPolicy and role binding in the workload
+// cluster), then the binding of ConfigRole in the tenant's namespace of the
+// management cluster, where the Secrets of its Apps' env are.
+func (r Releases) PrepareNamespace(ctx context.Context, tenant string) error {
+	if p, ok := r.Driver.(appctrl.NamespacePreparer); ok {
+		if err := p.PrepareNamespace(ctx, tenant); err != nil {
+			return err
+		}
+	}
+	if r.ConfigRole == "" || r.Kube == nil {
+		return nil
+	}
+	rb := kube.TenantRoleBinding(ConfigRoleBindingName, tenant, tenant, r.ConfigRole, r.Subjects)
+	if err := r.Kube.Apply(ctx, rb, client.FieldOwner(kubeapply.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying role binding %s/%s: %w", tenant, ConfigRoleBindingName, err)
+	}
+	return nil
+}
+
+// ConfigRoleBindingName is the RoleBinding of --tenant-config-role in each
+// tenant namespace of the management cluster.
+const ConfigRoleBindingName = "bex-config"
 
 // Releases returns the App controller's Releases over r.
-func (r *Runtime) Releases() Releases { return Releases{Pipeline: r.Pipeline, Driver: r.Driver} }
+func (r *Runtime) Releases() Releases {
+	return Releases{Pipeline: r.Pipeline, Driver: r.Driver, Kube: r.kube, ConfigRole: r.configRole, Subjects: r.subjects}
+}
 
 // EnsureRunning rolls the App's current release out again only when the
 // workload cluster runs nothing for the app (its Deployments were deleted,

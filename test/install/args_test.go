@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,14 +101,7 @@ var commands = map[string]command{
 func TestChartCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b, err := kubebin.NewBuilder(kubebin.Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := b.Tool(ctx, kubebin.Helm)
-	if err != nil {
-		t.Fatalf("building helm: %v", err)
-	}
+	helm := helmTool(ctx, t)
 	for _, values := range []string{"", "values-production.yaml"} {
 		args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}
 		name := "defaults"
@@ -159,6 +151,7 @@ func TestChartCommands(t *testing.T) {
 				}
 			}
 		}
+		checkTenantRBAC(t, name, readRBAC(t, objs))
 		for repo := range commands {
 			if !seen[repo] {
 				t.Errorf("%s: no container runs %s", name, repo)

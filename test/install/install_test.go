@@ -71,14 +71,7 @@ func TestInstallArtifacts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	b, err := kubebin.NewBuilder(kubebin.Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := b.Tool(ctx, kubebin.Helm)
-	if err != nil {
-		t.Fatalf("building helm: %v", err)
-	}
+	helm := helmTool(ctx, t)
 
 	renders := map[string][]byte{}
 	for _, values := range []string{"", "values-production.yaml"} {
@@ -272,6 +265,20 @@ func TestInstallArtifacts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// helmTool returns the pinned helm binary, built when missing.
+func helmTool(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	b, err := kubebin.NewBuilder(kubebin.Options{Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := b.Tool(ctx, kubebin.Helm)
+	if err != nil {
+		t.Fatalf("building helm: %v", err)
+	}
+	return helm
 }
 
 func runHelm(ctx context.Context, helm string, args ...string) ([]byte, error) {

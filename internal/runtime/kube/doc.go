@@ -10,4 +10,18 @@
 // as a readinessProbe, rollouts are RollingUpdates that never go below the
 // wanted replicas (maxUnavailable 0, maxSurge 1), and Status is read back
 // from the Deployments and their Pods.
+//
+// Tenants are hostile, so the driver also keeps what confines them:
+//   - a release's environment is a Secret of its own ("<app>-env-<n>"),
+//     which the containers read with envFrom; the pod spec carries no config
+//     value. The Secret of the release before stays until the new one has
+//     rolled out, a failed release's goes with it, and Remove deletes all;
+//   - the tenant's namespace is labelled for Pod Security admission to
+//     enforce the restricted profile, and the pods satisfy it (non-root
+//     AppUser, RuntimeDefault seccomp, no privilege escalation, no
+//     capabilities, no service account token);
+//   - the namespace has a NetworkPolicy (TenantPolicyName) that denies all
+//     traffic but DNS and what Options.Network allows.
+//
+// PrepareNamespace applies the last two; Deploy calls it every time.
 package kube

@@ -13,12 +13,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -45,8 +46,47 @@ type Options struct {
 	GracePeriod time.Duration
 	// PollInterval is how often Deploy reads the rollout's progress [1s].
 	PollInterval time.Duration
+	// PrepareInterval is how long PrepareNamespace trusts its last
+	// preparation of a namespace and does nothing [5m]; Deploy prepares
+	// every time.
+	PrepareInterval time.Duration
 	// ServicePort is the port of the web Service [80].
 	ServicePort int
+	// Network is what the NetworkPolicy of each tenant namespace allows
+	// [DNS only: nothing reaches the apps, they reach nothing].
+	Network TenantNetwork
+	// TenantRole, when set, is a ClusterRole that PrepareNamespace binds to
+	// TenantSubjects in each tenant namespace (RoleBinding TenantRoleBindingName):
+	// rights on that namespace only, for a process that deploys but holds no
+	// cluster-wide right to Secrets (the git receiver).
+	TenantRole     string
+	TenantSubjects []rbacv1.Subject
+	// PreparedNamespaces says that another process prepares the tenant
+	// namespaces (PrepareNamespace) and this one may not: Deploy then only
+	// checks that the namespace enforces the restricted profile and has its
+	// NetworkPolicy, and refuses to deploy into one that does not.
+	PreparedNamespaces bool
+}
+
+// TenantNetwork is what apps in a tenant namespace may reach and be reached
+// from. Everything else is denied by the namespace's NetworkPolicy
+// (TenantPolicyName), including traffic between the namespace's own pods.
+type TenantNetwork struct {
+	// IngressNamespace is the namespace of the pods that may connect to
+	// the apps' web port (the edge's); empty allows none.
+	IngressNamespace string
+	// IngressPodLabels narrow IngressNamespace to the pods with these
+	// labels; empty means every pod of IngressNamespace.
+	IngressPodLabels map[string]string
+	// IngressCIDRs may also connect to the apps' web port (an edge outside
+	// the cluster).
+	IngressCIDRs []string
+	// EgressCIDRs are where apps may connect to, on any port, besides the
+	// cluster's DNS.
+	EgressCIDRs []string
+	// DNSNamespace is where the cluster's DNS runs: apps may reach it on
+	// port 53 [kube-system].
+	DNSNamespace string
 }
 
 func (o *Options) complete() {
@@ -65,6 +105,9 @@ func (o *Options) complete() {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
+	if o.PrepareInterval <= 0 {
+		o.PrepareInterval = 5 * time.Minute
+	}
 	if o.ServicePort == 0 {
 		o.ServicePort = 80
 	}
@@ -76,8 +119,9 @@ type Driver struct {
 	cs   kubernetes.Interface
 	opts Options
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	prepared map[string]time.Time // namespace → when it was last prepared
 }
 
 // New returns a Driver for the cluster cfg reaches.
@@ -98,7 +142,7 @@ func New(cfg *rest.Config, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
 	opts.complete()
-	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}}, nil
+	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}, prepared: map[string]time.Time{}}, nil
 }
 
 // lock serialises the calls of this driver for one app.
@@ -146,7 +190,11 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		}
 		deployments[p] = dep
 	}
-	if err := d.ensureNamespace(ctx, ns, rel.Tenant); err != nil {
+	if d.opts.PreparedNamespaces {
+		if err := d.checkNamespace(ctx, ns); err != nil {
+			return err
+		}
+	} else if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
 		return err
 	}
 
@@ -164,6 +212,11 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		previous[current.Items[i].Labels[LabelProcess]] = ac
 	}
 
+	// The release's own Secret: the pods of the release before it keep
+	// theirs until this one has rolled out.
+	if err := d.c.Apply(ctx, envSecret(ns, rel), applyOpts...); err != nil {
+		return d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying secret %s: %w", EnvSecretName(rel.App, rel.Number), err))
+	}
 	for _, p := range rel.ProcessNames() {
 		fmt.Fprintf(log, "Applying deployment %s/%s: release %d, %d × %s\n", ns, ObjectName(rel.App, p), rel.Number, rel.Processes[p].Replicas, rel.Image)
 		if err := d.c.Apply(ctx, deployments[p], applyOpts...); err != nil {
@@ -185,18 +238,65 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	return nil
 }
 
-func (d *Driver) ensureNamespace(ctx context.Context, ns, tenant string) error {
-	var n corev1.Namespace
-	err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n)
-	if err == nil {
+// PrepareNamespace makes the tenant's namespace what apps run in: created
+// when missing, labelled for Pod Security admission to enforce the
+// restricted profile, with the NetworkPolicy of Options.Network and the
+// RoleBinding of Options.TenantRole. It is level-based (labels or a policy
+// changed by hand are put back) but does nothing when this driver prepared
+// the namespace less than Options.PrepareInterval ago; Deploy prepares
+// every time.
+func (d *Driver) PrepareNamespace(ctx context.Context, tenant string) error {
+	ns := d.opts.Namespace(tenant)
+	d.mu.Lock()
+	last, ok := d.prepared[ns]
+	d.mu.Unlock()
+	if ok && time.Since(last) < d.opts.PrepareInterval {
 		return nil
 	}
-	if !apierrors.IsNotFound(err) {
+	return d.prepareNamespace(ctx, ns, tenant)
+}
+
+func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error {
+	d.mu.Lock()
+	delete(d.prepared, ns)
+	d.mu.Unlock()
+	if err := d.c.Apply(ctx, tenantNamespace(ns, tenant), applyOpts...); err != nil {
+		return fmt.Errorf("applying namespace %s: %w", ns, err)
+	}
+	if err := d.c.Apply(ctx, tenantPolicy(ns, tenant, d.opts.Network), applyOpts...); err != nil {
+		return fmt.Errorf("applying network policy %s/%s: %w", ns, TenantPolicyName, err)
+	}
+	if d.opts.TenantRole != "" {
+		if err := d.c.Apply(ctx, TenantRoleBinding(TenantRoleBindingName, ns, tenant, d.opts.TenantRole, d.opts.TenantSubjects), applyOpts...); err != nil {
+			return fmt.Errorf("applying role binding %s/%s: %w", ns, TenantRoleBindingName, err)
+		}
+	}
+	d.mu.Lock()
+	d.prepared[ns] = time.Now()
+	d.mu.Unlock()
+	return nil
+}
+
+// checkNamespace returns an error unless ns was prepared: it enforces the
+// restricted profile and has the tenant NetworkPolicy.
+func (d *Driver) checkNamespace(ctx context.Context, ns string) error {
+	notPrepared := func(what string) error {
+		return fmt.Errorf("namespace %s is not ready for apps (%s); the controller manager and bex-web prepare tenant namespaces: create the app again, or ask the operator to restart the controller manager", ns, what)
+	}
+	var n corev1.Namespace
+	if err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n); apierrors.IsNotFound(err) {
+		return notPrepared("it does not exist")
+	} else if err != nil {
 		return fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
-	ac := corev1ac.Namespace(ns).WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant})
-	if err := d.c.Apply(ctx, ac, applyOpts...); err != nil {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	if n.Labels[labelPSAEnforce] != psaRestricted {
+		return notPrepared(labelPSAEnforce + " is not " + psaRestricted)
+	}
+	var np networkingv1.NetworkPolicy
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: TenantPolicyName}, &np); apierrors.IsNotFound(err) {
+		return notPrepared("no NetworkPolicy " + TenantPolicyName)
+	} else if err != nil {
+		return fmt.Errorf("reading network policy %s/%s: %w", ns, TenantPolicyName, err)
 	}
 	return nil
 }
@@ -242,6 +342,24 @@ func (d *Driver) pruneAfterRollout(ctx context.Context, ns string, rel runtime.R
 	for _, p := range rel.ProcessNames() {
 		if rel.Processes[p].Replicas <= 1 {
 			if err := d.deleteIgnoringNotFound(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ObjectName(rel.App, p)}}); err != nil {
+				return err
+			}
+		}
+	}
+	// No pod of an earlier release is left to read its Secret.
+	return d.deleteEnvSecrets(ctx, ns, rel.App, func(release string) bool { return release != strconv.Itoa(rel.Number) })
+}
+
+// deleteEnvSecrets deletes the app's environment Secrets of the releases
+// match selects.
+func (d *Driver) deleteEnvSecrets(ctx context.Context, ns, app string, match func(release string) bool) error {
+	var secrets corev1.SecretList
+	if err := d.c.List(ctx, &secrets, client.InNamespace(ns), appSelector(app)); err != nil {
+		return fmt.Errorf("listing secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		if match(secrets.Items[i].Labels[LabelRelease]) {
+			if err := d.deleteIgnoringNotFound(ctx, &secrets.Items[i]); err != nil {
 				return err
 			}
 		}
@@ -299,7 +417,15 @@ func (d *Driver) rollBack(ctx context.Context, ns string, rel runtime.Release, p
 		if err := d.deleteIgnoringNotFound(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rel.App}}); err != nil {
 			errs = append(errs, err)
 		}
-	} else if prevRelease != "" {
+	}
+	// The failed release's Secret, unless what runs is that same release
+	// (rolled out again).
+	if prevRelease != strconv.Itoa(rel.Number) {
+		if err := d.deleteIgnoringNotFound(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: EnvSecretName(rel.App, rel.Number)}}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(previous) > 0 && prevRelease != "" {
 		fmt.Fprintf(log, "Release %s keeps serving\n", prevRelease)
 	}
 	err := fmt.Errorf("release %d not deployed: %w", rel.Number, cause)
@@ -436,7 +562,8 @@ func podReady(pod *corev1.Pod) bool {
 }
 
 // Remove implements runtime.Driver: it deletes the app's Deployments,
-// Service and PodDisruptionBudgets (their pods go with the Deployments).
+// Service, PodDisruptionBudgets and environment Secrets (the pods go with
+// the Deployments).
 func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	ns := d.opts.Namespace(tenant)
 	unlock := d.lock(ns, app)
@@ -468,7 +595,7 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 			return err
 		}
 	}
-	return nil
+	return d.deleteEnvSecrets(ctx, ns, app, func(string) bool { return true })
 }
 
 // Status implements runtime.Driver, from the app's Deployments and Pods.

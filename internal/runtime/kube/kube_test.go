@@ -34,13 +34,15 @@ func TestKubeDriver(t *testing.T) {
 	cp := cptest.StartBare(t)
 	cfg := cp.RESTConfig()
 	c := newClient(t, cfg)
-	newDriver := func(t *testing.T) *kube.Driver {
-		d, err := kube.New(cfg, kube.Options{PollInterval: 50 * time.Millisecond, ProgressDeadline: 30 * time.Second})
+	newDriverWith := func(t *testing.T, opts kube.Options) *kube.Driver {
+		opts.PollInterval, opts.ProgressDeadline = 50*time.Millisecond, 30*time.Second
+		d, err := kube.New(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
+	newDriver := func(t *testing.T) *kube.Driver { return newDriverWith(t, kube.Options{}) }
 
 	t.Run("Suite", func(t *testing.T) {
 		simulate(t, c, "suite")
@@ -62,6 +64,9 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
+	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
+	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
+	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
 	t.Run("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, "img:1")
@@ -120,7 +125,7 @@ func simulate(t *testing.T, c client.Client, ns string) {
 				if dep.Status.ObservedGeneration == dep.Generation {
 					continue
 				}
-				if failsHealth(dep) {
+				if failsHealth(ctx, c, dep) {
 					rolloutFailed(dep)
 				} else {
 					if err := runPods(ctx, c, dep); err != nil {
@@ -184,10 +189,21 @@ func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error
 	return nil
 }
 
-func failsHealth(dep *appsv1.Deployment) bool {
+// failsHealth reads the test app's FAIL_HEALTH where the kubelet would:
+// in the containers' env and the Secrets of their envFrom.
+func failsHealth(ctx context.Context, c client.Client, dep *appsv1.Deployment) bool {
 	for _, ctr := range dep.Spec.Template.Spec.Containers {
 		for _, e := range ctr.Env {
 			if e.Name == runtimetest.EnvFailHealth && e.Value == "1" {
+				return true
+			}
+		}
+		for _, from := range ctr.EnvFrom {
+			if from.SecretRef == nil {
+				continue
+			}
+			var sec corev1.Secret
+			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: from.SecretRef.Name}, &sec); err == nil && string(sec.Data[runtimetest.EnvFailHealth]) == "1" {
 				return true
 			}
 		}
@@ -354,8 +370,18 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	for _, e := range ctr.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
-	if got, want := strings.Join(env, " "), "A_VAR=a B_VAR=b PORT=8080"; got != want {
-		t.Errorf("env %q, want %q (PORT set by the driver; the image's own environment left to the image)", got, want)
+	if got, want := strings.Join(env, " "), "HOME=/tmp PORT=8080"; got != want {
+		t.Errorf("env %q, want %q (HOME and PORT set by the driver, the release's env in its Secret, the image's own environment left to the image)", got, want)
+	}
+	if len(ctr.EnvFrom) != 1 || ctr.EnvFrom[0].SecretRef == nil || ctr.EnvFrom[0].SecretRef.Name != "shop-env-1" {
+		t.Errorf("envFrom %+v, want the Secret shop-env-1", ctr.EnvFrom)
+	}
+	var envSecret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-env-1"}, &envSecret); err != nil {
+		t.Fatal(err)
+	}
+	if len(envSecret.Data) != 2 || string(envSecret.Data["A_VAR"]) != "a" || string(envSecret.Data["B_VAR"]) != "b" {
+		t.Errorf("secret data %q, want A_VAR and B_VAR (PORT is the driver's)", envSecret.Data)
 	}
 	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != 8080 || ctr.Ports[0].Name != "http" {
 		t.Errorf("ports %+v", ctr.Ports)

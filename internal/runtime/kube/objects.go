@@ -2,16 +2,18 @@ package kube
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"bex.co/bex/internal/runtime"
 )
@@ -32,9 +34,38 @@ const (
 // WebPort is the PORT of web containers.
 const WebPort = 8080
 
+// Pod Security admission's namespace labels
+// (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+const (
+	labelPSAEnforce        = "pod-security.kubernetes.io/enforce"
+	labelPSAEnforceVersion = "pod-security.kubernetes.io/enforce-version"
+	labelPSAWarn           = "pod-security.kubernetes.io/warn"
+	labelPSAAudit          = "pod-security.kubernetes.io/audit"
+	psaRestricted          = "restricted"
+)
+
+// TenantPolicyName is the NetworkPolicy the driver keeps in every tenant
+// namespace.
+const TenantPolicyName = "bex-tenant"
+
+// TenantRoleBindingName is the RoleBinding of Options.TenantRole in every
+// tenant namespace.
+const TenantRoleBindingName = "bex-runtime"
+
+// AppUser is the uid and gid apps' containers run as: Pod Security's
+// restricted profile refuses root, and built images name no user.
+const AppUser = 10000
+
 // ObjectName is the name of the Deployment (and PodDisruptionBudget) of a
 // process: "<app>-<process>".
 func ObjectName(app, process string) string { return app + "-" + process }
+
+// EnvSecretName is the name of the Secret that holds the environment of one
+// release of an app: "<app>-env-<number>". Each release has its own, so a
+// rollout never changes what the pods of the release before it read.
+func EnvSecretName(app string, number int) string {
+	return app + "-env-" + strconv.Itoa(number)
+}
 
 // selector is what a process's Deployment, Service and PDB select on; it
 // never changes between releases.
@@ -102,15 +133,16 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 	if p.Command != "" {
 		container.WithCommand("/bin/sh", "-c", p.Command)
 	}
-	env := make([]string, 0, len(rel.Env))
-	for k := range rel.Env {
-		if k != "PORT" {
-			env = append(env, k)
-		}
-	}
-	sort.Strings(env)
-	for _, k := range env {
-		container.WithEnv(corev1ac.EnvVar().WithName(k).WithValue(rel.Env[k]))
+	// The release's environment comes from its Secret, never as values in
+	// the pod spec, which anyone who can read Deployments sees.
+	container.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(EnvSecretName(rel.App, rel.Number))))
+	container.WithSecurityContext(corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	// AppUser has no home in the image: a HOME it can write, unless the
+	// image or the app names one.
+	if _, ok := rel.Env["HOME"]; !ok && rel.ImageEnv["HOME"] == "" {
+		container.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
 	}
 	if process == runtime.WebProcess {
 		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
@@ -139,9 +171,29 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 				WithLabels(lbls).
 				WithSpec(corev1ac.PodSpec().
 					WithContainers(container).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithRunAsUser(AppUser).
+						WithRunAsGroup(AppUser).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithEnableServiceLinks(false).
 					WithAutomountServiceAccountToken(false).
 					WithTerminationGracePeriodSeconds(int64(d.opts.GracePeriod.Seconds()))))), nil
+}
+
+// envSecret returns the Secret of rel's environment (PORT aside: the driver
+// sets it).
+func envSecret(ns string, rel runtime.Release) *corev1ac.SecretApplyConfiguration {
+	data := make(map[string][]byte, len(rel.Env))
+	for k, v := range rel.Env {
+		if k != "PORT" {
+			data[k] = []byte(v)
+		}
+	}
+	return corev1ac.Secret(EnvSecretName(rel.App, rel.Number), ns).
+		WithLabels(appLabels(rel)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(data)
 }
 
 // readinessProbe turns the health check into a probe: httpGet with a path,
@@ -185,6 +237,86 @@ func (d *Driver) service(ns string, rel runtime.Release) *corev1ac.ServiceApplyC
 				WithPort(int32(d.opts.ServicePort)).
 				WithTargetPort(intstr.FromString("http")).
 				WithProtocol(corev1.ProtocolTCP)))
+}
+
+// tenantNamespace returns the namespace of a tenant: labelled for Pod
+// Security admission to enforce the restricted profile on every pod in it.
+func tenantNamespace(ns, tenant string) *corev1ac.NamespaceApplyConfiguration {
+	return corev1ac.Namespace(ns).WithLabels(map[string]string{
+		LabelManagedBy:         managedBy,
+		LabelTenant:            tenant,
+		labelPSAEnforce:        psaRestricted,
+		labelPSAEnforceVersion: "latest",
+		labelPSAWarn:           psaRestricted,
+		labelPSAAudit:          psaRestricted,
+	})
+}
+
+// tenantPolicy returns the NetworkPolicy of a tenant namespace: it selects
+// every pod there and allows only what n says (see TenantNetwork).
+func tenantPolicy(ns, tenant string, n TenantNetwork) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	spec := networkingv1ac.NetworkPolicySpec().
+		WithPodSelector(metav1ac.LabelSelector()).
+		WithPolicyTypes("Ingress", "Egress")
+
+	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+	if n.IngressNamespace != "" {
+		peer := networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": n.IngressNamespace}))
+		if len(n.IngressPodLabels) > 0 {
+			peer.WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(n.IngressPodLabels))
+		}
+		from = append(from, peer)
+	}
+	for _, cidr := range n.IngressCIDRs {
+		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
+	}
+	if len(from) > 0 {
+		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+			WithFrom(from...).
+			WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(WebPort))))
+	}
+
+	dnsNS := n.DNSNamespace
+	if dnsNS == "" {
+		dnsNS = "kube-system"
+	}
+	spec.WithEgress(networkingv1ac.NetworkPolicyEgressRule().
+		WithTo(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": dnsNS}))).
+		WithPorts(
+			networkingv1ac.NetworkPolicyPort().WithProtocol(udp).WithPort(intstr.FromInt32(53)),
+			networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(53))))
+	if len(n.EgressCIDRs) > 0 {
+		var to []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+		for _, cidr := range n.EgressCIDRs {
+			to = append(to, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
+		}
+		spec.WithEgress(networkingv1ac.NetworkPolicyEgressRule().WithTo(to...))
+	}
+	return networkingv1ac.NetworkPolicy(TenantPolicyName, ns).
+		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
+		WithSpec(spec)
+}
+
+// TenantRoleBinding returns the RoleBinding name that binds the ClusterRole
+// role to subjects in the tenant namespace ns, labelled as the driver's.
+func TenantRoleBinding(name, ns, tenant, role string, subjects []rbacv1.Subject) *rbacv1ac.RoleBindingApplyConfiguration {
+	rb := rbacv1ac.RoleBinding(name, ns).
+		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(role))
+	for _, s := range subjects {
+		sub := rbacv1ac.Subject().WithKind(s.Kind).WithName(s.Name)
+		if s.Namespace != "" {
+			sub.WithNamespace(s.Namespace)
+		}
+		if s.APIGroup != "" {
+			sub.WithAPIGroup(s.APIGroup)
+		}
+		rb.WithSubjects(sub)
+	}
+	return rb
 }
 
 // pdb returns the PodDisruptionBudget of a process with more than one

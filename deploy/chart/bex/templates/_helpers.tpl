@@ -126,6 +126,30 @@ imagePullSecrets:
 {{- if .Values.workloadCluster.kubeconfigSecret }}
 - --workload-kubeconfig=/etc/bex/workload/{{ .Values.workloadCluster.kubeconfigKey }}
 {{- end }}
+{{- include "bex.tenantArgs" . }}
+{{- end -}}
+
+{{/* bex.tenantArgs: what the kube driver keeps in every tenant namespace
+   (docs/security.md, "Cluster mode"): the NetworkPolicy's peers, and the
+   roles bound there to the git receiver. Every process that runs the
+   driver gets the same, so that they never fight over the objects. */}}
+{{- define "bex.tenantArgs" -}}
+{{- $local := not .Values.workloadCluster.kubeconfigSecret }}
+{{- if and $local .Values.edge.enabled }}
+- --tenant-ingress-namespace={{ .Release.Namespace }}
+- --tenant-ingress-pod-labels=app.kubernetes.io/name=bex,app.kubernetes.io/instance={{ .Release.Name }},app.kubernetes.io/component=edge
+{{- end }}
+{{- with .Values.tenantNetwork.ingressCIDRs }}
+- --tenant-ingress-cidrs={{ join "," . }}
+{{- end }}
+{{- with .Values.tenantNetwork.egressCIDRs }}
+- --tenant-egress-cidrs={{ join "," . }}
+{{- end }}
+- --tenant-config-role={{ include "bex.name" (dict "root" . "component" "tenant-config") }}
+{{- if $local }}
+- --tenant-role={{ include "bex.name" (dict "root" . "component" "tenant-runtime") }}
+{{- end }}
+- --tenant-role-service-accounts={{ .Release.Namespace }}/{{ include "bex.name" (dict "root" . "component" "git-receiver") }}
 {{- end -}}
 
 {{/* bex.runtimeEnv: DATABASE_URL, a writable HOME for git, and the

@@ -21,6 +21,8 @@ type sandboxes struct {
 	// buildPATH is the PATH of build steps: the toolchains as a container
 	// sees them.
 	buildPATH string
+	// appsOutbound says apps may connect beyond the machine.
+	appsOutbound bool
 }
 
 func (s *sandboxes) close() {
@@ -31,12 +33,25 @@ func (s *sandboxes) close() {
 	}
 }
 
+// describe says where tenant code runs, for the ready summary.
+func (s *sandboxes) describe() string {
+	if s.apps == nil {
+		return "none: --unsafe-no-sandbox, tenant code runs as this user"
+	}
+	out := "nothing beyond the machine"
+	if s.appsOutbound {
+		out = "out beyond the machine with --sandbox-outbound"
+	}
+	return fmt.Sprintf("runc; apps on %s (%s, %s), builds on %s (%s)",
+		s.apps.Bridge(), s.apps.Subnet(), out, s.builds.Bridge(), s.builds.Subnet())
+}
+
 // sandboxes starts the managers, none with --unsafe-no-sandbox. Containers
 // see, read-only, the Python installation that builds make virtualenvs
 // from when it lies outside /usr; apps also the platform's binary directory
 // (bex-static), builds the local wheel directories pip is pointed at.
 func (o *Options) sandboxes(binDir string) (*sandboxes, error) {
-	s := &sandboxes{}
+	s := &sandboxes{appsOutbound: o.SandboxOutbound}
 	if o.UnsafeNoSandbox {
 		return s, nil
 	}

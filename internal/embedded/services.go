@@ -278,6 +278,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, edgeTLSPort)},
 			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, edgePort)},
 			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String() + " (user " + registry.Username + ", token in " + regTokenFile + ")"},
+			{"sandboxes", sb.describe()},
 		},
 	}, nil
 }

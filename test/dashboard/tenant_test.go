@@ -25,7 +25,8 @@ func TestTenantDashboard(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	p := platformtest.Start(ctx, t, bin, t.TempDir(), pgtest.NewDatabase(t))
+	state := t.TempDir()
+	p := platformtest.Start(ctx, t, bin, state, pgtest.NewDatabase(t))
 	env := p.WaitEnv(ctx, t)
 	base := strings.TrimSuffix(env["BEX_DASHBOARD"], "/")
 	token := env["BEX_TOKEN"]
@@ -70,7 +71,7 @@ func TestTenantDashboard(t *testing.T) {
 	// A real push; the build waits for the test's go-ahead, so the build
 	// page is open while it runs.
 	repo := t.TempDir()
-	gate := filepath.Join(t.TempDir(), "go-ahead")
+	gate := filepath.Join(platformtest.TenantBuildCache(state, "dev"), "go-ahead")
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
 	platformtest.WriteNodeApp(t, repo, "hello v1", platformtest.GoAheadBuildJS(gate, "hello v1"))
 	platformtest.Git(t, repo, "add", ".")

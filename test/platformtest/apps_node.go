@@ -55,7 +55,9 @@ func GitErr(dir string, args ...string) (string, error) {
 // GoAheadBuildJS is a build step for WriteNodeApp that lets a test decide
 // when the build ends: it prints "build: waiting for the go-ahead", waits
 // until the file gate exists, then prints "build: go-ahead received, <body>
-// is ready".
+// is ready". A sandboxed build sees no file of the host but its own work
+// directory and its tenant's caches: on a platform, put the gate in
+// TenantBuildCache.
 func GoAheadBuildJS(gate, body string) string {
 	return fmt.Sprintf(`const fs = require("fs");
 console.log("build: waiting for the go-ahead");
@@ -66,4 +68,12 @@ const timer = setInterval(() => {
   }
 }, 100);
 `, gate, body)
+}
+
+// TenantBuildCache is the tenant's build cache directory of the embedded
+// platform with state directory state, which the tenant's sandboxed build
+// steps see at the same path (it exists once the tenant's first build
+// started).
+func TenantBuildCache(state, tenant string) string {
+	return filepath.Join(state, "builds", "cache", "tenants", tenant)
 }

@@ -175,9 +175,6 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 				workDir = AppDir
 			}
 		}
-		if workDir == "" {
-			workDir = "/"
-		}
 	} else {
 		user = 0
 		if err := prepareRootFS(spec.RootFS, hostUID); err != nil {
@@ -193,9 +190,9 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 		if err := syscall.Mount(spec.RootFS, root, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
 			return nil, fmt.Errorf("binding the image's root filesystem: %w", err)
 		}
-		if workDir == "" {
-			workDir = "/"
-		}
+	}
+	if workDir == "" {
+		workDir = "/"
 	}
 	cfg := c.config(spec, root, user, workDir, hostUID, mounts)
 	b, err := json.MarshalIndent(cfg, "", "\t")
@@ -221,14 +218,21 @@ func (c *Container) Addr() netip.Addr { return c.addr }
 // read its cgroup; the next Command (a restart, in the same network
 // namespace and with the same /app) or Destroy removes it.
 func (c *Container) Command() (*exec.Cmd, error) {
-	if _, err := os.Stat(filepath.Join(c.m.dir, "runc", c.id)); err == nil {
-		if err := run("", c.m.opts.Runc, c.m.runcArgs("delete", "-f", c.id)...); err != nil {
-			return nil, err
-		}
+	if err := c.deleteRun(); err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(c.m.opts.Runc, c.m.runcArgs("run", "--keep", "--bundle", c.dir, c.id)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
+}
+
+// deleteRun removes what runc keeps of the container's last run, killing
+// what still runs of it; nothing when there was none.
+func (c *Container) deleteRun() error {
+	if _, err := os.Stat(filepath.Join(c.m.dir, "runc", c.id)); err != nil {
+		return nil
+	}
+	return run("", c.m.opts.Runc, c.m.runcArgs("delete", "-f", c.id)...)
 }
 
 // PID is the host's process id of the container's first process, while
@@ -280,10 +284,8 @@ func (c *Container) Destroy() error {
 	var err error
 	c.destroyOnce.Do(func() {
 		var errs []string
-		if _, statErr := os.Stat(filepath.Join(c.m.dir, "runc", c.id)); statErr == nil {
-			if e := run("", c.m.opts.Runc, c.m.runcArgs("delete", "-f", c.id)...); e != nil {
-				errs = append(errs, e.Error())
-			}
+		if e := c.deleteRun(); e != nil {
+			errs = append(errs, e.Error())
 		}
 		if _, statErr := os.Stat("/var/run/netns/" + c.id); statErr == nil {
 			if e := run("", "ip", "netns", "del", c.id); e != nil {

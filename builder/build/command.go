@@ -34,9 +34,12 @@ type workspace struct {
 	sandbox  *sandbox.Manager
 	sbPATH   string
 	sbLimits sandbox.Limits
-	out      io.Writer
-	commit   string
-	timeout  time.Duration
+	// cacheGiven says the tenant's caches were given to the container's
+	// user in this build: only its containers write there afterwards.
+	cacheGiven bool
+	out        io.Writer
+	commit     string
+	timeout    time.Duration
 	// keychain resolves the registries' credentials.
 	keychain authn.Keychain
 }
@@ -222,11 +225,18 @@ func (w *workspace) runOnHost(ctx context.Context, dir string, s step, out io.Wr
 // user first, and is removed with everything it started when s ends or
 // ctx does.
 func (w *workspace) runSandboxed(ctx context.Context, dir string, s step, out io.Writer) error {
-	for _, d := range []string{w.root, w.cache} {
+	// The work directory again before each step: the builder writes there
+	// between steps (the checkout, rewritten scripts).
+	dirs := []string{w.root}
+	if !w.cacheGiven {
+		dirs = append(dirs, w.cache)
+	}
+	for _, d := range dirs {
 		if err := w.sandbox.ChownTree(w.tenant, d); err != nil {
 			return fmt.Errorf("preparing the build's sandbox: %w", err)
 		}
 	}
+	w.cacheGiven = true
 	env := map[string]string{}
 	for _, kv := range w.env(s.env) {
 		k, v, _ := strings.Cut(kv, "=")

@@ -93,6 +93,7 @@ type Container struct {
 	id     string
 	dir    string
 	addr   netip.Addr
+	hostIf string
 	cgroup string
 	limits Limits
 
@@ -143,7 +144,8 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if c.addr, err = m.allocate(); err != nil {
 		return nil, err
 	}
-	if err := m.plumb(c.id, fmt.Sprintf("bv%dx%d", m.slot, seq), c.addr); err != nil {
+	c.hostIf = m.portName(seq)
+	if err := m.plumb(c.id, c.hostIf, c.addr); err != nil {
 		return nil, fmt.Errorf("setting up the network of %s: %w", spec.Hostname, err)
 	}
 	var root string
@@ -285,6 +287,13 @@ func (c *Container) Destroy() error {
 	c.destroyOnce.Do(func() {
 		var errs []string
 		if e := c.deleteRun(); e != nil {
+			errs = append(errs, e.Error())
+		}
+		// The host's end goes first, and at once: the kernel frees a
+		// network namespace's devices later, after its last user is gone,
+		// and a port left behind would block its name for the next holder
+		// of the slot.
+		if e := deletePort(c.hostIf); e != nil {
 			errs = append(errs, e.Error())
 		}
 		if _, statErr := os.Stat("/var/run/netns/" + c.id); statErr == nil {

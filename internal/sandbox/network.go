@@ -186,6 +186,15 @@ func (m *Manager) teardown() error {
 			}
 		}
 	}
+	if links, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, l := range links {
+			if strings.HasPrefix(l.Name(), m.portPrefix()) {
+				if err := deletePort(l.Name()); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+	}
 	if err := unmountUnder(m.dir); err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -202,6 +211,24 @@ func (m *Manager) teardown() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// portPrefix begins the name of every host veth port of the slot.
+func (m *Manager) portPrefix() string { return fmt.Sprintf("bv%dx", m.slot) }
+
+// portName is the host's end of the veth of the slot's container seq.
+func (m *Manager) portName(seq uint64) string { return m.portPrefix() + fmt.Sprint(seq) }
+
+// deletePort removes a host veth port, and with it its peer, if it is
+// there.
+func deletePort(name string) error {
+	if name == "" {
+		return nil
+	}
+	if _, err := os.Stat("/sys/class/net/" + name); err != nil {
+		return nil
+	}
+	return run("", "ip", "link", "del", name)
 }
 
 // unmountUnder unmounts every mount below dir, deepest first.
@@ -264,6 +291,11 @@ func (m *Manager) release(a netip.Addr) {
 // plumb gives the network namespace ns one veth port on the slot's
 // bridge, isolated from the bridge's other ports, with address a.
 func (m *Manager) plumb(ns, hostIf string, a netip.Addr) error {
+	// The slot is this manager's alone: a port of its name is left from
+	// an earlier holder whose namespace the kernel has not freed yet.
+	if err := deletePort(hostIf); err != nil {
+		return err
+	}
 	if err := run("", "ip", "netns", "add", ns); err != nil {
 		return err
 	}

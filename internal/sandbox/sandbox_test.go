@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -309,4 +310,23 @@ func TestImageRootFilesystem(t *testing.T) {
 	}
 	wantLine(t, out, "write /tmp/x: ok")
 	wantLine(t, out, "write /bin/evil: denied")
+}
+
+// A slot's earlier holder can leave a veth port behind, its namespace not
+// yet freed by the kernel when the next holder starts a container of the
+// same name. The port is stale, and the container starts all the same.
+func TestPortLeftByAnEarlierHolderDoesNotBlockAContainer(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	stale := sandbox.NextPortName(m)
+	if out, err := exec.Command("ip", "link", "add", stale, "type", "veth", "peer", "name", stale+"p").CombinedOutput(); err != nil {
+		t.Fatalf("adding a stale port %s: %v: %s", stale, err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", stale).Run() })
+	out, _, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-0", AppDir: appDir(t),
+		Args: []string{"/app/probe", "read", "/proc/self/status"},
+	})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
 }

@@ -38,8 +38,10 @@ var registryAuth = remote.WithAuth(registry.Auth(registryToken))
 
 // workRoot and cacheDir are shared by the tests' builders; the cache lives
 // in the user's cache directory so that reruns do not compile the standard
-// library again.
-var workRoot, cacheDir string
+// library again. Builders with a sandbox keep their caches in images of
+// their own, in sandboxCacheDir: they mount them over the tenants'
+// directories.
+var workRoot, cacheDir, sandboxCacheDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -55,6 +57,7 @@ func run(m *testing.M) int {
 	workRoot = filepath.Join(tmp, "work")
 	if uc, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(uc, "bex-test", "build-cache")
+		sandboxCacheDir = filepath.Join(uc, "bex-test", "build-cache-sandbox")
 	}
 	reg, err := registry.New(filepath.Join(tmp, "registry"), registryToken)
 	if err != nil {
@@ -516,6 +519,24 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// startBuild starts building req and returns once the build's log has a
+// line with want; the build's error comes on errc when it ends.
+func startBuild(t *testing.T, b *build.Builder, req build.Request, want string) (log *signalWriter, errc <-chan error) {
+	t.Helper()
+	log = &signalWriter{want: want, seen: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Build(context.Background(), req, log)
+		done <- err
+	}()
+	select {
+	case <-log.seen:
+	case err := <-done:
+		t.Fatalf("the build ended before its log said %q: %v\n%s", want, err, log.String())
+	}
+	return log, done
+}
+
 func TestLogStreamsWhileTheBuildRuns(t *testing.T) {
 	b := newBuilder(t, func(o *build.Options) { o.Timeout = 2 * time.Minute })
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -524,17 +545,7 @@ func TestLogStreamsWhileTheBuildRuns(t *testing.T) {
 	// the build's first line from the log.
 	req := build.Request{Tenant: "acme", App: "streams", RepoDir: repo, Commit: commit,
 		Command: "echo waiting for the gate; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo through"}
-	log := &signalWriter{want: "waiting for the gate\n", seen: make(chan struct{})}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := b.Build(context.Background(), req, log)
-		errc <- err
-	}()
-	select {
-	case <-log.seen:
-	case err := <-errc:
-		t.Fatalf("build ended before its first line reached the log: %v\n%s", err, log.String())
-	}
+	log, errc := startBuild(t, b, req, "waiting for the gate\n")
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 )
 
@@ -82,9 +83,22 @@ type Options struct {
 	// /usr/local/bin:/usr/bin:/bin]: the toolchains as the container sees
 	// them.
 	SandboxPATH string
-	// SandboxLimits bound each sandboxed step [2 GiB of memory, 1024 pids,
-	// 16384 open files, the sandbox's defaults otherwise].
+	// SandboxLimits bound each sandboxed step [2 GiB of memory, 1 CPU
+	// (CPUMilli 1000, a CFS quota), 1024 pids, 16384 open files, the
+	// sandbox's defaults otherwise].
 	SandboxLimits sandbox.Limits
+	// WorkDiskSize bounds, with a Sandbox, the disk of each build's work
+	// directory: the checkout, HOME, TMPDIR, what the steps write there
+	// and the packed layer [DefaultDiskSize, 4 GiB]. CacheDiskSize bounds
+	// each tenant's caches [DefaultDiskSize]. Each is an ext4 file system
+	// of its own in a sparse image (internal/loopfs): a build's under
+	// WorkRoot/builds, removed with it; a tenant's in CacheDir/disks,
+	// kept, and mounted at CacheDir/tenants/<tenant> while its builds
+	// run. A build that writes past either fails with a *DiskFullError;
+	// the caches it filled are emptied before the tenant's next build.
+	// Without a Sandbox builds write to WorkRoot's and CacheDir's disk,
+	// unbounded.
+	WorkDiskSize, CacheDiskSize int64
 	// Log receives the builder's own log (not the build's output).
 	Log logr.Logger
 }
@@ -97,6 +111,8 @@ type Builder struct {
 	keychain authn.Keychain
 	// run resolves opts.RunImage; nil without one.
 	run *runImage
+	// disks bounds the builds' disk; nil without a sandbox.
+	disks *disks
 }
 
 // Request says what to build.
@@ -171,6 +187,9 @@ func New(opts Options) (*Builder, error) {
 	if opts.SandboxPATH == "" {
 		opts.SandboxPATH = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
 	}
+	if opts.SandboxLimits.CPUMilli == 0 {
+		opts.SandboxLimits.CPUMilli = 1000
+	}
 	if opts.SandboxLimits.Memory == 0 {
 		opts.SandboxLimits.Memory = 2 << 30
 	}
@@ -180,7 +199,31 @@ func New(opts Options) (*Builder, error) {
 	if opts.SandboxLimits.Files == 0 {
 		opts.SandboxLimits.Files = 16384
 	}
+	if opts.WorkDiskSize == 0 {
+		opts.WorkDiskSize = DefaultDiskSize
+	}
+	if opts.CacheDiskSize == 0 {
+		opts.CacheDiskSize = DefaultDiskSize
+	}
+	for _, s := range []struct {
+		name string
+		n    int64
+	}{{"work disk", opts.WorkDiskSize}, {"cache disk", opts.CacheDiskSize}} {
+		if s.n < loopfs.MinSize {
+			return nil, fmt.Errorf("build %s of %d bytes is too small: want at least %d MiB", s.name, s.n, loopfs.MinSize>>20)
+		}
+	}
 	b := &Builder{opts: opts, keychain: authn.DefaultKeychain}
+	if opts.Sandbox != nil {
+		b.disks = &disks{
+			builds: filepath.Join(root, "builds"), cacheDir: opts.CacheDir,
+			workSize: opts.WorkDiskSize, cacheSize: opts.CacheDiskSize, log: opts.Log,
+		}
+		// What a builder that died left mounted.
+		if err := b.disks.sweep(); err != nil {
+			return nil, fmt.Errorf("cleaning the disks of earlier builds: %w", err)
+		}
+	}
 	if opts.RegistryAuth != nil {
 		b.keychain = authn.NewMultiKeychain(registryKeychain{registry: opts.Registry, auth: opts.RegistryAuth}, authn.DefaultKeychain)
 	}
@@ -245,7 +288,16 @@ func (b *Builder) Build(ctx context.Context, req Request, log io.Writer) (Result
 	return res, nil
 }
 
-func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Result, error) {
+// Close unmounts the disks of builds that are over. Builds still running
+// keep theirs, and unmount them when they end.
+func (b *Builder) Close() error {
+	if b.disks == nil {
+		return nil
+	}
+	return b.disks.sweep()
+}
+
+func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ Result, err error) {
 	if err := req.validate(); err != nil {
 		return Result{}, err
 	}
@@ -275,6 +327,14 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 		commit:   req.Commit,
 		timeout:  b.opts.Timeout,
 		keychain: b.keychain,
+		disks:    b.disks,
+	}
+	if b.disks != nil {
+		release, err := b.disks.work(ctx, work)
+		if err != nil {
+			return Result{}, fmt.Errorf("making the build's disk: %w", err)
+		}
+		defer release()
 	}
 	for _, d := range []string{w.app, w.home, w.tmp} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -284,6 +344,22 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (Res
 	if err := os.MkdirAll(w.cache, 0o755); err != nil {
 		return Result{}, fmt.Errorf("creating the tenant's build cache: %w", err)
 	}
+	if b.disks != nil {
+		release, emptied, err := b.disks.cache(ctx, req.Tenant, w.cache)
+		if err != nil {
+			return Result{}, fmt.Errorf("mounting the tenant's build caches: %w", err)
+		}
+		defer release()
+		if emptied {
+			fmt.Fprintf(out, "-----> The build caches were full: starting with empty ones\n")
+		}
+	}
+	// Before the disks go: a build that failed for want of room says so.
+	defer func() {
+		if err != nil {
+			err = w.diskErr(err)
+		}
+	}()
 
 	fmt.Fprintf(out, "-----> Building %s/%s at %s\n", req.Tenant, req.App, short(req.Commit))
 	commit, err := w.checkout(ctx, req.RepoDir, req.Commit)

@@ -42,6 +42,8 @@ type workspace struct {
 	timeout    time.Duration
 	// keychain resolves the registries' credentials.
 	keychain authn.Keychain
+	// disks, when set, bounds root and cache: diskErr reads them.
+	disks *disks
 }
 
 // step is one build command, or a Go function run in its place.

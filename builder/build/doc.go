@@ -19,8 +19,11 @@
 // no symbolic link, nor chain of links, leads it outside; a link that would
 // fails the build with a *LinkError naming it (tree.go).
 //
-// Builds of the stacks run the tenant's own commands as the builder's user,
-// with no sandbox beyond the clean environment, the work directory and the
-// time limit; a Dockerfile's steps run in buildkitd's runc containers, with
-// no network. See docs/builds.md.
+// Builds of the stacks run the tenant's own commands in containers of the
+// tenant when Options.Sandbox is set (command.go), with a CPU quota and a
+// memory limit, and with the build's work directory and the tenant's caches
+// on file systems of bounded size (disk.go, internal/loopfs); without it, as
+// the builder's user, with nothing beyond the clean environment, the work
+// directory and the time limit. A Dockerfile's steps run in buildkitd's runc
+// containers, with no network. See docs/builds.md.
 package build

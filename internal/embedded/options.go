@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 )
 
@@ -51,11 +53,22 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// BuildCPU is the CPU quota of each sandboxed build step, a quantity
+	// of cores ("1", "500m").
+	BuildCPU string
+	// BuildDisk bounds the disk of each build's work directory (checkout,
+	// HOME, TMPDIR, outputs); BuildCacheDisk that of each tenant's build
+	// caches. Quantities of bytes ("4Gi").
+	BuildDisk, BuildCacheDisk string
+
+	// buildCPUMilli, buildDisk and buildCacheDisk are the three above,
+	// parsed by Complete.
+	buildCPUMilli, buildDisk, buildCacheDisk int64
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi"}
 }
 
 // AddFlags binds the options to fs.
@@ -68,6 +81,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	fs.StringVar(&o.BuildCPU, "build-cpu", o.BuildCPU, "CPU quota of each sandboxed build step, in cores (\"1\", \"500m\")")
+	fs.StringVar(&o.BuildDisk, "build-disk", o.BuildDisk, "disk of each build's work directory: checkout, HOME, TMPDIR and outputs (\"4Gi\", \"512Mi\")")
+	fs.StringVar(&o.BuildCacheDisk, "build-cache-disk", o.BuildCacheDisk, "disk of each tenant's build caches (\"4Gi\")")
 }
 
 // Complete fills in what the flags left out.
@@ -81,7 +97,23 @@ func (o *Options) Complete() error {
 	}
 	o.StateDir = abs
 	o.KubeVersion = strings.TrimPrefix(o.KubeVersion, "v")
-	return nil
+	var errs []error
+	if q, err := resource.ParseQuantity(o.BuildCPU); err != nil {
+		errs = append(errs, fmt.Errorf("--build-cpu %q: want cores, such as 1 or 500m", o.BuildCPU))
+	} else {
+		o.buildCPUMilli = q.MilliValue()
+	}
+	for _, f := range []struct {
+		name, v string
+		n       *int64
+	}{{"--build-disk", o.BuildDisk, &o.buildDisk}, {"--build-cache-disk", o.BuildCacheDisk, &o.buildCacheDisk}} {
+		if q, err := resource.ParseQuantity(f.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want bytes, such as 4Gi or 512Mi", f.name, f.v))
+		} else {
+			*f.n = q.Value()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks the options.
@@ -100,6 +132,18 @@ func (o *Options) Validate() error {
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
+	}
+	// The kernel takes no quota under 1 ms per 100 ms period.
+	if o.buildCPUMilli < 10 {
+		errs = append(errs, fmt.Errorf("--build-cpu %s: want at least 10m", o.BuildCPU))
+	}
+	for _, f := range []struct {
+		name, v string
+		n       int64
+	}{{"--build-disk", o.BuildDisk, o.buildDisk}, {"--build-cache-disk", o.BuildCacheDisk, o.buildCacheDisk}} {
+		if f.n < loopfs.MinSize {
+			errs = append(errs, fmt.Errorf("%s %s: want at least %dMi", f.name, f.v, loopfs.MinSize>>20))
+		}
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -32,6 +32,7 @@ import (
 	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/secretfile"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
@@ -125,11 +126,18 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
 		Log:          log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
-		Sandbox: sb.builds, SandboxPATH: sb.buildPATH,
+		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: o.buildCPUMilli},
+		WorkDiskSize: o.buildDisk, CacheDiskSize: o.buildCacheDisk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
+	// Before the sandboxes close: the builds' disks are unmounted.
+	*stops = append(*stops, func() {
+		if err := builder.Close(); err != nil {
+			log.Error(err, "Unmounting the builds' disks")
+		}
+	})
 	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps"), Sandbox: sb.apps})
 	*stops = append(*stops, func() { _ = rt.Close() })
 	if sb.apps != nil {

@@ -1,0 +1,176 @@
+package build_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/loopfs"
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/sandbox/sandboxtest"
+)
+
+// mountsUnder lists the mount points below dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// loopsUnder lists the loop devices whose backing file is below dir.
+func loopsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var out []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), dir+"/") {
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}
+
+// wrote is the byte count a step's "wrote N bytes" line reports.
+var wrote = regexp.MustCompile(`wrote (\d+) bytes`)
+
+// A build step that writes without end, in the build's work directory or
+// in the tenant's caches, stops at the bound of that disk and fails the
+// build saying so; the disks go with the build, and the tenant's next
+// build works, on emptied caches.
+func TestBuildThatFillsItsDiskFails(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	caches := t.TempDir()
+	const bound = 64 << 20
+	b := newBuilder(t, func(o *build.Options) {
+		o.Sandbox = m
+		o.CacheDir = caches
+		o.WorkDiskSize = bound
+		o.CacheDiskSize = bound
+	})
+	// 256 MiB, four times the bound; the step reports what it wrote.
+	fill := func(path string) string {
+		return "head -c 268435456 /dev/zero > " + path + "; echo wrote $(wc -c < " + path + ") bytes; test $(wc -c < " + path + ") -eq 268435456"
+	}
+	for _, c := range []struct{ name, path, says string }{
+		{"work directory", "big", "the build wrote more than 64 MiB to its work directory"},
+		{"caches", "$GOCACHE-big", "the build wrote more than 64 MiB to the tenant's build caches"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, log, err := buildRepo(t, b, map[string]string{"index.html": "hi\n"}, func(r *build.Request) { r.Command = fill(c.path) })
+			var de *build.DiskFullError
+			if !errors.As(err, &de) {
+				t.Fatalf("Build: %v, want a *DiskFullError", err)
+			}
+			if !strings.Contains(log, " !     Build failed: "+c.says) {
+				t.Errorf("the build log does not say %q", c.says)
+			}
+			sm := wrote.FindStringSubmatch(log)
+			if sm == nil {
+				t.Fatalf("the step did not report what it wrote")
+			}
+			if n, _ := strconv.ParseInt(sm[1], 10, 64); n >= bound {
+				t.Errorf("the step wrote %d bytes, past the bound of %d", n, bound)
+			}
+		})
+	}
+	for _, dir := range []string{workRoot, caches} {
+		if l := mountsUnder(t, dir); len(l) > 0 {
+			t.Errorf("mounts left after the builds: %v", l)
+		}
+		if l := loopsUnder(t, dir); len(l) > 0 {
+			t.Errorf("loop devices left after the builds: %v", l)
+		}
+	}
+	if images, _ := filepath.Glob(filepath.Join(workRoot, "builds", "*.ext4")); len(images) > 0 {
+		t.Errorf("builds' disk images left: %v", images)
+	}
+
+	res, log, err := buildRepo(t, b, map[string]string{"index.html": "hi\n"}, func(r *build.Request) { r.Command = "echo fine > out" })
+	if err != nil {
+		t.Fatalf("the next build: %v", err)
+	}
+	if !strings.Contains(log, "The build caches were full: starting with empty ones") {
+		t.Errorf("the next build does not say its caches were emptied")
+	}
+	if res.Image == "" {
+		t.Error("the next build has no image")
+	}
+}
+
+// A checkout larger than the work directory's disk fails the build with
+// the same message.
+func TestCheckoutPastTheWorkDiskFails(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	b := newBuilder(t, func(o *build.Options) {
+		o.Sandbox = m
+		o.CacheDir = t.TempDir()
+		o.WorkDiskSize = loopfs.MinSize
+	})
+	// A repeated byte compresses in git's objects to almost nothing: 24 MiB
+	// of it expand past a 16 MiB disk at checkout. (Not zeros: git checks
+	// runs of zeros out as holes.)
+	files := map[string]string{"index.html": "hi\n"}
+	for i := range 3 {
+		files["blob"+strconv.Itoa(i)] = strings.Repeat("a", 8<<20)
+	}
+	_, log, err := buildRepo(t, b, files, nil)
+	var de *build.DiskFullError
+	if !errors.As(err, &de) {
+		t.Fatalf("Build: %v, want a *DiskFullError", err)
+	}
+	if !strings.Contains(log, "the build wrote more than 16 MiB to its work directory") {
+		t.Errorf("the build log does not say the checkout went past the disk")
+	}
+}
+
+// What a builder that died left mounted, a new one unmounts and removes.
+func TestNewSweepsDisksOfDeadBuilds(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	work, caches := t.TempDir(), t.TempDir()
+	dir := filepath.Join(work, "builds", "acme-dead-1")
+	cache := filepath.Join(caches, "tenants", "acme")
+	for _, d := range []string{dir, cache, filepath.Join(caches, "disks")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for image, at := range map[string]string{dir + ".ext4": dir, filepath.Join(caches, "disks", "acme.ext4"): cache} {
+		if err := loopfs.Make(t.Context(), image, loopfs.MinSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := loopfs.Mount(image, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := build.New(build.Options{WorkRoot: work, CacheDir: caches, Registry: registryAddr, Sandbox: m}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{work, caches} {
+		if l := mountsUnder(t, d); len(l) > 0 {
+			t.Errorf("mounts left after New: %v", l)
+		}
+		if l := loopsUnder(t, d); len(l) > 0 {
+			t.Errorf("loop devices left after New: %v", l)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the dead build's work directory: %v, want it removed", err)
+	}
+	if _, err := os.Stat(filepath.Join(caches, "disks", "acme.ext4")); err != nil {
+		t.Errorf("the tenant's cache image: %v, want it kept", err)
+	}
+}

@@ -139,14 +139,17 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err := platformv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	routeCache, err := cache.New(routesCfg, cache.Options{Scheme: scheme})
+	// The workload cluster's cache holds the tenants' namespaces and their
+	// apps' Services and EndpointSlices only; with one cluster, the Routes
+	// are in the same cache.
+	sliceCache, err := cache.New(local, edge.SliceCacheOptions(scheme))
 	if err != nil {
-		return fmt.Errorf("creating the Route cache: %w", err)
+		return fmt.Errorf("creating the EndpointSlice cache: %w", err)
 	}
-	sliceCache := routeCache
+	routeCache := sliceCache
 	if o.RoutesKubeconfig != "" {
-		if sliceCache, err = cache.New(local, cache.Options{Scheme: scheme}); err != nil {
-			return fmt.Errorf("creating the EndpointSlice cache: %w", err)
+		if routeCache, err = cache.New(routesCfg, cache.Options{Scheme: scheme}); err != nil {
+			return fmt.Errorf("creating the Route cache: %w", err)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)

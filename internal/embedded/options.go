@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/sandbox"
 )
@@ -51,11 +52,14 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// CertificateBudget is how many new hostnames one tenant's Routes get
+	// certificates for per hour (edge.CertificateBudget); 0 sets no limit.
+	CertificateBudget int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, CertificateBudget: edge.DefaultCertificateBudget}
 }
 
 // AddFlags binds the options to fs.
@@ -68,6 +72,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "new hostnames per tenant per hour that the tenant's Routes get certificates for (a wildcard Route takes one per name); 0: no limit")
 }
 
 // Complete fills in what the flags left out.
@@ -100,6 +105,9 @@ func (o *Options) Validate() error {
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
+	}
+	if o.CertificateBudget < 0 {
+		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

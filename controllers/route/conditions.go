@@ -201,6 +201,11 @@ func setCertificateReadyCondition(s *scope) {
 			msg += fmt.Sprintf(" Renewing it failed at %s: %s", failure.At.UTC().Format(timeFormat), trimAnswer(failure.Error))
 		}
 		setCondition(s, platformv1alpha1.RouteCertificateReadyCondition, metav1.ConditionTrue, platformv1alpha1.RouteCertificateIssuedReason, msg)
+	case cert.Refusal != nil && s.now.Before(cert.Refusal.Until):
+		r := cert.Refusal
+		setCondition(s, platformv1alpha1.RouteCertificateReadyCondition, metav1.ConditionFalse, platformv1alpha1.RouteIssuanceBudgetExhaustedReason,
+			fmt.Sprintf("The edge refused a certificate for %s at %s: tenant %s got certificates for %d new names in the last %v, the most the platform allows; new names get certificates again from %s. A wildcard Route takes one certificate per name clients ask for: serve fewer names, or ask the operator for a larger budget (--certificate-budget).",
+				r.Name, r.At.UTC().Format(timeFormat), r.Tenant, r.Budget, r.Window, r.Until.UTC().Format(timeFormat)))
 	case failure != nil:
 		setCondition(s, platformv1alpha1.RouteCertificateReadyCondition, metav1.ConditionFalse, platformv1alpha1.RouteChallengeFailedReason,
 			fmt.Sprintf("Obtaining a certificate for %s failed at %s: %s. Check that DNS points here (DNSReady); the edge tries again on a later HTTPS request.",

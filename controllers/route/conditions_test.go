@@ -138,6 +138,7 @@ func TestSetDNSReadyCondition(t *testing.T) {
 func TestSetCertificateReadyCondition(t *testing.T) {
 	failure := &edge.CertificateFailure{At: now.Add(-time.Minute), Error: "acme: error: 403 :: urn:ietf:params:acme:error:unauthorized ::\n   Invalid response from http://www.example.com/.well-known/acme-challenge/x: 404"}
 	long := &edge.CertificateFailure{At: now, Error: strings.Repeat("x", 2000)}
+	refusal := &edge.CertificateRefusal{At: now.Add(-time.Minute), Name: "x21.example.com", Tenant: "acme", Budget: 20, Window: time.Hour, Until: now.Add(30 * time.Minute)}
 	for _, tc := range []struct {
 		name       string
 		mode       platformv1alpha1.TLSMode
@@ -165,6 +166,13 @@ func TestSetCertificateReadyCondition(t *testing.T) {
 			says: []string{"failed at 2026-03-01T11:59:00Z: acme: error: 403 :: urn:ietf:params:acme:error:unauthorized :: Invalid response", "Check that DNS points here"}, absent: []string{"\n"}},
 		{name: "long answer trimmed", mode: platformv1alpha1.TLSModeAuto, cert: edge.CertificateState{Failure: long},
 			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteChallengeFailedReason, says: []string{strings.Repeat("x", maxCAAnswer) + "…"}, absent: []string{strings.Repeat("x", maxCAAnswer+1)}},
+		{name: "budget spent", mode: platformv1alpha1.TLSModeAuto, cert: edge.CertificateState{Refusal: refusal, Failure: failure},
+			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteIssuanceBudgetExhaustedReason,
+			says: []string{"refused a certificate for x21.example.com at 2026-03-01T11:59:00Z", "tenant acme got certificates for 20 new names in the last 1h0m0s", "again from 2026-03-01T12:30:00Z", "--certificate-budget"}},
+		{name: "budget spent, certificate issued", mode: platformv1alpha1.TLSModeAuto, cert: edge.CertificateState{Issued: true, NotAfter: now.Add(60 * 24 * time.Hour), Refusal: refusal},
+			status: metav1.ConditionTrue, reason: platformv1alpha1.RouteCertificateIssuedReason},
+		{name: "budget has room again", mode: platformv1alpha1.TLSModeAuto, cert: edge.CertificateState{Refusal: &edge.CertificateRefusal{Until: now}},
+			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteCertificatePendingReason},
 		{name: "not observed", mode: platformv1alpha1.TLSModeAuto, unobserved: true, status: metav1.ConditionUnknown, reason: platformv1alpha1.RouteCertificatePendingReason},
 		{name: "default mode is Auto", mode: "", status: metav1.ConditionFalse, reason: platformv1alpha1.RouteCertificatePendingReason},
 		{name: "secret invalid", mode: platformv1alpha1.TLSModeSecret, secret: `Secret "tls" not found: create it`, status: metav1.ConditionFalse,

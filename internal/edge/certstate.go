@@ -27,6 +27,10 @@ type CertificateState struct {
 	// Failure is the last failed attempt since a certificate was last
 	// obtained; with Issued true it was a failed renewal.
 	Failure *CertificateFailure `json:"failure,omitempty"`
+	// Refusal is the last time the edge refused to obtain a certificate
+	// for a name the hostname claims (the name itself, or one under a
+	// wildcard) because the tenant's CertificateBudget was spent.
+	Refusal *CertificateRefusal `json:"refusal,omitempty"`
 }
 
 // CertificateFailure is a failed attempt to obtain a certificate.
@@ -36,10 +40,27 @@ type CertificateFailure struct {
 	Error string `json:"error"`
 }
 
+// CertificateRefusal is a certificate the edge refused to obtain because
+// the tenant's CertificateBudget was spent.
+type CertificateRefusal struct {
+	At time.Time `json:"at"`
+	// Name is the hostname a client asked for.
+	Name string `json:"name"`
+	// Tenant is the tenant whose budget was spent.
+	Tenant string `json:"tenant"`
+	// Budget is how many new names the tenant may get per Window.
+	Budget int           `json:"budget"`
+	Window time.Duration `json:"window"`
+	// Until is when the budget has room again.
+	Until time.Time `json:"until"`
+}
+
 // Certificates reads and records certificate state in the storage the edge
 // replicas share, so that the Route controller (or any replica) sees what
 // happened on any of them. Certificates are stored by certmagic under its
-// own keys; failures under "bex/failures/<hostname>.json".
+// own keys; failures under "bex/failures/<hostname>.json", and refusals under
+// "bex/refusals/<claim>.json", by the hostname of the Route that claims the
+// refused name.
 type Certificates struct {
 	// Storage is the edge's certmagic storage.
 	Storage certmagic.Storage
@@ -50,6 +71,11 @@ type Certificates struct {
 // failureKey is where the last failure for host is kept.
 func failureKey(host string) string {
 	return path.Join("bex", "failures", certmagic.StorageKeys.Safe(host)+".json")
+}
+
+// refusalKey is where the last refusal under the claim is kept.
+func refusalKey(claim string) string {
+	return path.Join("bex", "refusals", certmagic.StorageKeys.Safe(claim)+".json")
 }
 
 // State returns the state of host's certificate. A host nobody asked a
@@ -87,7 +113,41 @@ func (c *Certificates) State(ctx context.Context, host string) (CertificateState
 		}
 		st.Failure = &f
 	}
+	data, err = c.Storage.Load(ctx, refusalKey(host))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return st, fmt.Errorf("loading the last refusal of %s: %w", host, err)
+	default:
+		var r CertificateRefusal
+		if err := json.Unmarshal(data, &r); err != nil {
+			return st, fmt.Errorf("decoding the last refusal of %s: %w", host, err)
+		}
+		st.Refusal = &r
+	}
 	return st, nil
+}
+
+// RecordRefusal stores a refused certificate under claim, the hostname of
+// the Route that claims the refused name.
+func (c *Certificates) RecordRefusal(ctx context.Context, claim string, r CertificateRefusal) error {
+	r.At, r.Until = r.At.UTC(), r.Until.UTC()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return c.Storage.Store(ctx, refusalKey(claim), data)
+}
+
+// Stored reports whether a certificate for host is in the storage, from
+// any of the issuers: one that is loaded or renewed, not a new name.
+func (c *Certificates) Stored(ctx context.Context, host string) bool {
+	for _, key := range c.IssuerKeys {
+		if c.Storage.Exists(ctx, certmagic.StorageKeys.SiteCert(key, host)) {
+			return true
+		}
+	}
+	return false
 }
 
 // RecordFailure stores a failed attempt for host.

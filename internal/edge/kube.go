@@ -6,16 +6,23 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/runtime/kube"
 )
 
 // WatchRoutes keeps table's Routes equal to the admitted Routes in c (the
@@ -91,31 +98,78 @@ func RouteEntries(routes []platformv1alpha1.Route) []RouteEntry {
 // Service (named after the app, in the tenant's namespace), as ingress
 // controllers read them, so that the edge stops sending to a pod the moment
 // it is not ready and a cut-over follows readiness.
+//
+// Only the Services the kube runtime made for apps count, in the
+// namespaces it prepared for tenants (kube.AppServiceSelector,
+// kube.TenantNamespaceSelector): the kubernetes Service of default, the
+// Services of kube-system or of the platform's own namespace, or a Service
+// a tenant's namespace holds beside its apps' are never routed to and never
+// get a certificate. The caches it reads should be made with
+// SliceCacheOptions, so that they do not even hold other objects; it checks
+// the labels of every object again all the same.
 type EndpointSliceApps struct {
-	mu     sync.Mutex
-	slices map[string]map[string]*discoveryv1.EndpointSlice // namespace/service → slice name → slice
-	table  atomic.Pointer[map[string][]string]              // namespace/service → ready addresses
+	mu       sync.Mutex
+	tenants  map[string]bool                                  // tenant namespaces
+	services map[string]bool                                  // namespace/service of apps' Services
+	slices   map[string]map[string]*discoveryv1.EndpointSlice // namespace/service → slice name → slice
+	table    atomic.Pointer[map[string][]string]              // namespace/service → ready addresses
 }
 
 var _ Apps = (*EndpointSliceApps)(nil)
 
-// WatchEndpointSlices returns an EndpointSliceApps fed from c's
-// EndpointSlice informer, synced once before it returns. c must be started
-// by the caller.
+// sliceSelector selects the EndpointSlices of apps' Services: those of the
+// kube runtime's Services (the EndpointSlice controller copies a Service's
+// labels onto its slices) that name their Service.
+func sliceSelector() labels.Selector {
+	svc, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
+	if err != nil {
+		panic(err) // constant arguments
+	}
+	return kube.AppServiceSelector().Add(*svc)
+}
+
+// SliceCacheOptions returns the options of the cache WatchEndpointSlices
+// reads: its Namespaces, Services and EndpointSlices are the tenants' and
+// their apps' only, selected by label on the API server.
+func SliceCacheOptions(scheme *runtime.Scheme) cache.Options {
+	return cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:          {Label: kube.TenantNamespaceSelector()},
+		&corev1.Service{}:            {Label: kube.AppServiceSelector()},
+		&discoveryv1.EndpointSlice{}: {Label: sliceSelector()},
+	}}
+}
+
+// WatchEndpointSlices returns an EndpointSliceApps fed from c's Namespace,
+// Service and EndpointSlice informers, synced once before it returns. c
+// must be started by the caller.
 func WatchEndpointSlices(ctx context.Context, c cache.Cache) (*EndpointSliceApps, error) {
-	a := &EndpointSliceApps{slices: map[string]map[string]*discoveryv1.EndpointSlice{}}
+	a := &EndpointSliceApps{
+		tenants:  map[string]bool{},
+		services: map[string]bool{},
+		slices:   map[string]map[string]*discoveryv1.EndpointSlice{},
+	}
 	empty := map[string][]string{}
 	a.table.Store(&empty)
-	inf, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
-	if err != nil {
-		return nil, fmt.Errorf("watching EndpointSlices: %w", err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { a.update(o, false) },
-		UpdateFunc: func(_, o any) { a.update(o, false) },
-		DeleteFunc: func(o any) { a.update(o, true) },
-	}); err != nil {
-		return nil, fmt.Errorf("watching EndpointSlices: %w", err)
+	for _, w := range []struct {
+		obj    client.Object
+		what   string
+		update func(o any, deleted bool)
+	}{
+		{&corev1.Namespace{}, "Namespaces", a.updateNamespace},
+		{&corev1.Service{}, "Services", a.updateService},
+		{&discoveryv1.EndpointSlice{}, "EndpointSlices", a.updateSlice},
+	} {
+		inf, err := c.GetInformer(ctx, w.obj)
+		if err != nil {
+			return nil, fmt.Errorf("watching %s: %w", w.what, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { w.update(o, false) },
+			UpdateFunc: func(_, o any) { w.update(o, false) },
+			DeleteFunc: func(o any) { w.update(o, true) },
+		}); err != nil {
+			return nil, fmt.Errorf("watching %s: %w", w.what, err)
+		}
 	}
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("watching EndpointSlices: the cache did not sync: %w", ctx.Err())
@@ -123,10 +177,56 @@ func WatchEndpointSlices(ctx context.Context, c cache.Cache) (*EndpointSliceApps
 	return a, nil
 }
 
-func (a *EndpointSliceApps) update(o any, deleted bool) {
+// unwrap returns the object of an informer event, and whether it is gone.
+func unwrap(o any, deleted bool) (any, bool) {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o, deleted = d.Obj, true
+		return d.Obj, true
 	}
+	return o, deleted
+}
+
+func (a *EndpointSliceApps) updateNamespace(o any, deleted bool) {
+	o, deleted = unwrap(o, deleted)
+	ns, ok := o.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if deleted || !kube.TenantNamespaceSelector().Matches(labels.Set(ns.Labels)) {
+		delete(a.tenants, ns.Name)
+	} else {
+		a.tenants[ns.Name] = true
+	}
+	var keys []string
+	for key := range a.slices {
+		if strings.HasPrefix(key, ns.Name+"/") {
+			keys = append(keys, key)
+		}
+	}
+	a.publish(keys...)
+}
+
+func (a *EndpointSliceApps) updateService(o any, deleted bool) {
+	o, deleted = unwrap(o, deleted)
+	svc, ok := o.(*corev1.Service)
+	if !ok {
+		return
+	}
+	key := svc.Namespace + "/" + svc.Name
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// The runtime names an app's Service after the app.
+	if deleted || !kube.AppServiceSelector().Matches(labels.Set(svc.Labels)) || svc.Labels[kube.LabelApp] != svc.Name {
+		delete(a.services, key)
+	} else {
+		a.services[key] = true
+	}
+	a.publish(key)
+}
+
+func (a *EndpointSliceApps) updateSlice(o any, deleted bool) {
+	o, deleted = unwrap(o, deleted)
 	s, ok := o.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return
@@ -138,7 +238,7 @@ func (a *EndpointSliceApps) update(o any, deleted bool) {
 	key := s.Namespace + "/" + svc
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if deleted {
+	if deleted || !sliceSelector().Matches(labels.Set(s.Labels)) {
 		delete(a.slices[key], s.Name)
 		if len(a.slices[key]) == 0 {
 			delete(a.slices, key)
@@ -149,15 +249,28 @@ func (a *EndpointSliceApps) update(o any, deleted bool) {
 		}
 		a.slices[key][s.Name] = s
 	}
+	a.publish(key)
+}
+
+// publish recomputes the table's entries for keys (namespace/service): an
+// entry exists when the namespace is a tenant's, the Service an app's, and
+// it has slices. a.mu must be held.
+func (a *EndpointSliceApps) publish(keys ...string) {
+	if len(keys) == 0 {
+		return
+	}
 	old := *a.table.Load()
 	next := make(map[string][]string, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	if ss, ok := a.slices[key]; ok {
-		next[key] = readyAddresses(ss)
-	} else {
-		delete(next, key)
+	for _, key := range keys {
+		ns, _, _ := strings.Cut(key, "/")
+		if ss, ok := a.slices[key]; ok && a.tenants[ns] && a.services[key] {
+			next[key] = readyAddresses(ss)
+		} else {
+			delete(next, key)
+		}
 	}
 	a.table.Store(&next)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -61,6 +62,10 @@ type ServerOptions struct {
 	// Timeouts bound slow and idle clients on both ports; the zero value
 	// takes Timeouts().
 	Timeouts httpserve.Timeouts
+	// CertificateBudget is how many new hostnames one tenant's Routes get
+	// certificates for per BudgetWindow (see CertificateBudget); 0 sets no
+	// limit. Apps' default hostnames are not counted: there is one per app.
+	CertificateBudget int
 }
 
 // Timeouts are the edge's limits on both ports:
@@ -87,6 +92,13 @@ type Server struct {
 	acme  *certmagic.ACMEIssuer
 	certs *Certificates
 	log   logr.Logger
+
+	// budget is nil without a CertificateBudget.
+	budget *CertificateBudget
+	// refusedMu guards refused: claim → the Until of the refusal last
+	// recorded for it, so that a flood of refused names writes one record.
+	refusedMu sync.Mutex
+	refused   map[string]time.Time
 }
 
 // NewServer returns a Server; Close releases it.
@@ -98,6 +110,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, errors.New("edge: no certificate storage")
 	case (opts.ACME == nil) == (opts.LocalCA == nil):
 		return nil, errors.New("edge: set exactly one of ACME and LocalCA")
+	case opts.CertificateBudget < 0:
+		return nil, fmt.Errorf("edge: the certificate budget %d is negative (0 sets no limit)", opts.CertificateBudget)
 	}
 	if opts.HTTPPort == 0 {
 		opts.HTTPPort = 80
@@ -109,7 +123,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	s := &Server{opts: opts, log: log}
+	s := &Server{opts: opts, log: log, refused: map[string]time.Time{}}
+	if opts.CertificateBudget > 0 {
+		s.budget = &CertificateBudget{Names: opts.CertificateBudget, Storage: opts.Storage}
+	}
 
 	var observers []func(Observation)
 	if opts.Metrics != nil {
@@ -145,12 +162,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		Storage: opts.Storage,
 		Logger:  zap.NewNop(),
 		OnDemand: &certmagic.OnDemandConfig{
-			DecisionFunc: func(_ context.Context, name string) error {
-				if !opts.Table.Claimed(strings.ToLower(name)) {
-					return fmt.Errorf("no Route or app claims %s", name)
-				}
-				return nil
-			},
+			DecisionFunc: s.decide,
 		},
 		OnEvent: s.onEvent,
 	})
@@ -176,6 +188,53 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.certs = &Certificates{Storage: opts.Storage, IssuerKeys: keys}
 	return s, nil
+}
+
+// decide is certmagic's on-demand decision, made for a name with no
+// certificate in memory, before it is loaded from the storage or obtained,
+// and before each renewal: the name must be claimed, and a new name under
+// a tenant's Route must fit the tenant's budget.
+func (s *Server) decide(ctx context.Context, name string) error {
+	name = strings.ToLower(name)
+	c, ok := s.opts.Table.Claimant(name)
+	if !ok {
+		return fmt.Errorf("no Route or app claims %s", name)
+	}
+	if c.Route == "" || s.budget == nil || s.certs.Stored(ctx, name) {
+		return nil
+	}
+	ok, until, err := s.budget.Spend(ctx, c.Tenant, name)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	s.recordRefusal(ctx, c, name, until)
+	return fmt.Errorf("tenant %s got certificates for %d new names in the last %v, its budget; %s waits until %s",
+		c.Tenant, s.budget.Names, BudgetWindow, name, until.UTC().Format(time.RFC3339))
+}
+
+// recordRefusal stores the refusal of name under the Route that claims it,
+// once per Route and budget period on this replica.
+func (s *Server) recordRefusal(ctx context.Context, c Claimant, name string, until time.Time) {
+	s.refusedMu.Lock()
+	seen := s.refused[c.Route].Equal(until)
+	s.refused[c.Route] = until
+	s.refusedMu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Info("Certificate refused: the tenant's budget is spent", "host", name, "route", c.Route, "tenant", c.Tenant, "until", until)
+	err := s.certs.RecordRefusal(context.WithoutCancel(ctx), c.Route, CertificateRefusal{
+		At: time.Now(), Name: name, Tenant: c.Tenant, Budget: s.budget.Names, Window: BudgetWindow, Until: until,
+	})
+	if err != nil {
+		s.log.Error(err, "Recording a refused certificate", "host", name, "route", c.Route)
+		s.refusedMu.Lock()
+		delete(s.refused, c.Route)
+		s.refusedMu.Unlock()
+	}
 }
 
 // Certificates returns the view of certificate state in the shared storage.

@@ -85,25 +85,50 @@ func prefixMatches(prefix, path string) bool {
 	return path == p || strings.HasPrefix(path, p+"/")
 }
 
-// Claimed reports whether a default hostname or a Route that wants TLS
-// claims host: the edge obtains certificates for these names only.
-func (t *Table) Claimed(host string) bool {
+// Claimant is who claims a hostname for a certificate.
+type Claimant struct {
+	// Tenant is the tenant of the Route or app.
+	Tenant string
+	// Route is the hostname of the Route that claims the name, as the
+	// Route has it ("*.example.com" for a name under a wildcard); empty
+	// for an app's default hostname.
+	Route string
+}
+
+// Claimant returns who claims host for a certificate: a Route that wants
+// TLS, or an app's default hostname. ok is false when nobody does: the edge
+// obtains certificates for claimed names only.
+func (t *Table) Claimant(host string) (Claimant, bool) {
 	if m := t.routes.Load(); m != nil {
-		wantsTLS := func(es []RouteEntry) bool {
-			return slices.ContainsFunc(es, func(e RouteEntry) bool { return !e.PlainHTTP })
+		wantsTLS := func(es []RouteEntry) (RouteEntry, bool) {
+			i := slices.IndexFunc(es, func(e RouteEntry) bool { return !e.PlainHTTP })
+			if i < 0 {
+				return RouteEntry{}, false
+			}
+			return es[i], true
 		}
-		if wantsTLS((*m)[host]) {
-			return true
+		if e, ok := wantsTLS((*m)[host]); ok {
+			return Claimant{Tenant: e.Tenant, Route: e.Hostname}, true
 		}
-		if _, parent, ok := strings.Cut(host, "."); ok && strings.Contains(parent, ".") && wantsTLS((*m)["*."+parent]) {
-			return true
+		if _, parent, ok := strings.Cut(host, "."); ok && strings.Contains(parent, ".") {
+			if e, ok := wantsTLS((*m)["*."+parent]); ok {
+				return Claimant{Tenant: e.Tenant, Route: e.Hostname}, true
+			}
 		}
 	}
 	if t.Defaults != nil {
-		_, _, ok := t.Defaults.Resolve(host, "/")
-		return ok
+		if r, _, ok := t.Defaults.Resolve(host, "/"); ok {
+			return Claimant{Tenant: r.Tenant}, true
+		}
 	}
-	return false
+	return Claimant{}, false
+}
+
+// Claimed reports whether a default hostname or a Route that wants TLS
+// claims host.
+func (t *Table) Claimed(host string) bool {
+	_, ok := t.Claimant(host)
+	return ok
 }
 
 // Resolve implements Resolver.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
@@ -64,11 +65,16 @@ type Options struct {
 	// buildCPUMilli, buildDisk and buildCacheDisk are the three above,
 	// parsed by Complete.
 	buildCPUMilli, buildDisk, buildCacheDisk int64
+
+	// CertificateBudget is how many new hostnames one tenant's Routes get
+	// certificates for per hour (edge.CertificateBudget); 0 sets no limit.
+	CertificateBudget int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi"}
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
+		CertificateBudget: edge.DefaultCertificateBudget}
 }
 
 // AddFlags binds the options to fs.
@@ -84,6 +90,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BuildCPU, "build-cpu", o.BuildCPU, "CPU quota of each sandboxed build step, in cores (\"1\", \"500m\")")
 	fs.StringVar(&o.BuildDisk, "build-disk", o.BuildDisk, "disk of each build's work directory: checkout, HOME, TMPDIR and outputs (\"4Gi\", \"512Mi\")")
 	fs.StringVar(&o.BuildCacheDisk, "build-cache-disk", o.BuildCacheDisk, "disk of each tenant's build caches (\"4Gi\")")
+	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "new hostnames per tenant per hour that the tenant's Routes get certificates for (a wildcard Route takes one per name); 0: no limit")
 }
 
 // Complete fills in what the flags left out.
@@ -144,6 +151,9 @@ func (o *Options) Validate() error {
 		if f.n < loopfs.MinSize {
 			errs = append(errs, fmt.Errorf("%s %s: want at least %dMi", f.name, f.v, loopfs.MinSize>>20))
 		}
+	}
+	if o.CertificateBudget < 0 {
+		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -175,7 +175,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	metrics := prometheus.NewRegistry()
 	edgeSrv, err := edge.NewServer(edge.ServerOptions{
 		Table: table, Storage: certs, LocalCA: ca, HTTPPort: edgePort, HTTPSPort: edgeTLSPort,
-		ListenHost: "127.0.0.1", Metrics: metrics, Log: log.WithName("edge"),
+		ListenHost: "127.0.0.1", Metrics: metrics, Log: log.WithName("edge"), CertificateBudget: o.CertificateBudget,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the edge: %w", err)

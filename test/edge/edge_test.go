@@ -17,13 +17,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -172,17 +170,8 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "acme"}}))
-	must(kube.Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80}}},
-	}))
-	must(kube.Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "acme", Name: "shop-1", Labels: map[string]string{discoveryv1.LabelServiceName: "shop"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{appIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: ptr.To(appPort)}},
-	}))
+	prepareTenant(ctx, t, cp.RESTConfig(), "acme")
+	makeService(ctx, t, kube, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
 	must(kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
 	for _, host := range []string{"www.shop.test", "dark.shop.test"} {
 		must(kube.Create(ctx, &platformv1alpha1.Route{

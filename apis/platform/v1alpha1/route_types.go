@@ -50,6 +50,12 @@ const (
 	// spec.tls.secretName is missing or holds no valid certificate for the
 	// hostname.
 	RouteSecretInvalidReason = "SecretInvalid"
+	// RouteIssuanceBudgetExhaustedReason (CertificateReady=False): the edge
+	// refused to obtain a certificate for a new name the Route claims (under
+	// a wildcard, one name per certificate) because the tenant got
+	// certificates for as many new names as the operator allows per hour;
+	// the message names the refused name and when there is room again.
+	RouteIssuanceBudgetExhaustedReason = "IssuanceBudgetExhausted"
 	// RouteTLSDisabledReason (CertificateReady=True): spec.tls.mode is None.
 	RouteTLSDisabledReason = "TLSDisabled"
 	// RouteServingReason (Ready=True): the edge serves the hostname.

@@ -47,6 +47,8 @@ type Options struct {
 	LocalCADir                           string
 
 	AccessLog bool
+
+	CertificateBudget int
 }
 
 // NewOptions returns the defaults.
@@ -54,6 +56,7 @@ func NewOptions() *Options {
 	return &Options{
 		HTTPListen: ":80", HTTPSListen: ":443", MetricsListen: ":9090",
 		ACMEDirectory: LetsEncrypt, DatabaseURL: os.Getenv("DATABASE_URL"),
+		CertificateBudget: edge.DefaultCertificateBudget,
 	}
 }
 
@@ -73,6 +76,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ACMECAFile, "acme-ca-file", o.ACMECAFile, "PEM file of CAs to trust for the ACME directory's own HTTPS (pebble)")
 	fs.StringVar(&o.LocalCADir, "local-ca-dir", o.LocalCADir, "Sign certificates with the local CA in this directory instead of ACME (created if missing)")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log every request")
+	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "New hostnames per tenant per hour that the tenant's Routes get certificates for on demand (a wildcard Route takes one per name); 0: no limit")
 }
 
 // Complete fills the public ports from the listen addresses.
@@ -103,6 +107,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LocalCADir == "" && o.ACMEDirectory == "" {
 		errs = append(errs, errors.New("set --acme-directory or --local-ca-dir"))
+	}
+	if o.CertificateBudget < 0 {
+		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
 	}
 	if o.PublicHTTPPort == 0 || o.PublicHTTPSPort == 0 {
 		errs = append(errs, errors.New("listening on port 0 needs --public-http-port and --public-https-port"))
@@ -139,14 +146,17 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err := platformv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	routeCache, err := cache.New(routesCfg, cache.Options{Scheme: scheme})
+	// The workload cluster's cache holds the tenants' namespaces and their
+	// apps' Services and EndpointSlices only; with one cluster, the Routes
+	// are in the same cache.
+	sliceCache, err := cache.New(local, edge.SliceCacheOptions(scheme))
 	if err != nil {
-		return fmt.Errorf("creating the Route cache: %w", err)
+		return fmt.Errorf("creating the EndpointSlice cache: %w", err)
 	}
-	sliceCache := routeCache
+	routeCache := sliceCache
 	if o.RoutesKubeconfig != "" {
-		if sliceCache, err = cache.New(local, cache.Options{Scheme: scheme}); err != nil {
-			return fmt.Errorf("creating the EndpointSlice cache: %w", err)
+		if routeCache, err = cache.New(routesCfg, cache.Options{Scheme: scheme}); err != nil {
+			return fmt.Errorf("creating the Route cache: %w", err)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -174,7 +184,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sopts := edge.ServerOptions{
 		Table: table, Storage: storage, HTTPPort: o.PublicHTTPPort, HTTPSPort: o.PublicHTTPSPort,
-		Metrics: reg, AccessLog: o.AccessLog, Log: log,
+		Metrics: reg, AccessLog: o.AccessLog, Log: log, CertificateBudget: o.CertificateBudget,
 	}
 	sopts.ListenHost, _, _ = net.SplitHostPort(o.HTTPListen)
 	if o.LocalCADir != "" {

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -419,6 +420,17 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if svc.Spec.Selector["bex.co/app"] != "shop" || svc.Spec.Selector["bex.co/process"] != "web" || len(svc.Spec.Ports) != 1 ||
 		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.String() != "http" {
 		t.Errorf("service %+v", svc.Spec)
+	}
+	// The edge routes to what these selectors select, and to nothing else.
+	if !kube.AppServiceSelector().Matches(labels.Set(svc.Labels)) || svc.Labels[kube.LabelApp] != svc.Name {
+		t.Errorf("the app's Service %v is not what %s selects, named after the app", svc.Labels, kube.AppServiceSelector())
+	}
+	var ns corev1.Namespace
+	if err := c.Get(ctx, client.ObjectKey{Name: "acme"}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	if !kube.TenantNamespaceSelector().Matches(labels.Set(ns.Labels)) {
+		t.Errorf("the tenant's namespace %v is not what %s selects", ns.Labels, kube.TenantNamespaceSelector())
 	}
 	var pdb policyv1.PodDisruptionBudget
 	eventually(t, "pdb", func() error { return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-web"}, &pdb) })

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -83,6 +85,35 @@ func labels(rel runtime.Release, process string) map[string]string {
 		LabelProcess:   process,
 		LabelRelease:   strconv.Itoa(rel.Number),
 	}
+}
+
+// TenantNamespaceSelector selects the namespaces the driver prepared for
+// tenants (PrepareNamespace labels them). Whoever serves apps' Services (the
+// edge) serves them in these namespaces only.
+func TenantNamespaceSelector() k8slabels.Selector {
+	return managedSelector(LabelTenant)
+}
+
+// AppServiceSelector selects the Services the driver made for apps' web
+// processes (one per app, named after it) and, since the EndpointSlice
+// controller copies a Service's labels onto its EndpointSlices, their
+// slices. Nothing else the driver makes is a Service.
+func AppServiceSelector() k8slabels.Selector {
+	return managedSelector(LabelApp)
+}
+
+// managedSelector selects objects the driver manages that carry the label
+// key.
+func managedSelector(key string) k8slabels.Selector {
+	managed, err := k8slabels.NewRequirement(LabelManagedBy, selection.Equals, []string{managedBy})
+	if err != nil {
+		panic(err) // constant arguments
+	}
+	has, err := k8slabels.NewRequirement(key, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return k8slabels.NewSelector().Add(*managed, *has)
 }
 
 // appLabels are the labels of objects that belong to the app as a whole.

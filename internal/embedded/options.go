@@ -12,6 +12,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/web/api"
 )
 
 // Options configures an embedded platform.
@@ -51,11 +52,14 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// MaxLogStreamsPerTenant caps the logs one tenant follows at once
+	// through the API; zero means api.DefaultMaxLogStreamsPerTenant.
+	MaxLogStreamsPerTenant int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant}
 }
 
 // AddFlags binds the options to fs.
@@ -68,6 +72,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "how many logs (of builds and apps) one tenant may follow at once; the next is answered 429")
 }
 
 // Complete fills in what the flags left out.
@@ -100,6 +105,9 @@ func (o *Options) Validate() error {
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
+	}
+	if o.MaxLogStreamsPerTenant < 1 {
+		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -15,6 +15,7 @@ import (
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/web/api"
 )
 
 // Options configures an embedded platform.
@@ -69,12 +70,15 @@ type Options struct {
 	// CertificateBudget is how many new hostnames one tenant's Routes get
 	// certificates for per hour (edge.CertificateBudget); 0 sets no limit.
 	CertificateBudget int
+	// MaxLogStreamsPerTenant caps the logs one tenant follows at once
+	// through the API; zero means api.DefaultMaxLogStreamsPerTenant.
+	MaxLogStreamsPerTenant int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
 	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
-		CertificateBudget: edge.DefaultCertificateBudget}
+		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant}
 }
 
 // AddFlags binds the options to fs.
@@ -91,6 +95,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BuildDisk, "build-disk", o.BuildDisk, "disk of each build's work directory: checkout, HOME, TMPDIR and outputs (\"4Gi\", \"512Mi\")")
 	fs.StringVar(&o.BuildCacheDisk, "build-cache-disk", o.BuildCacheDisk, "disk of each tenant's build caches (\"4Gi\")")
 	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "new hostnames per tenant per hour that the tenant's Routes get certificates for (a wildcard Route takes one per name); 0: no limit")
+	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "how many logs (of builds and apps) one tenant may follow at once; the next is answered 429")
 }
 
 // Complete fills in what the flags left out.
@@ -154,6 +159,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CertificateBudget < 0 {
 		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
+	}
+	if o.MaxLogStreamsPerTenant < 1 {
+		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -107,7 +107,7 @@ func TestTrustClusterIsUpgraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := start(ctx, binDir, dataDir, "", port, "", true, cred, out)
+	old, err := start(ctx, binDir, dataDir, "", port, "", true, nil, cred, out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +64,10 @@ type Options struct {
 	// password (mode 0600, owned by the caller) when missing. Empty means
 	// DataDir + ".password", beside the data directory.
 	PasswordFile string
+	// Settings are server parameters given on the command line (-c
+	// name=value), such as max_connections for a test that must run out of
+	// them. They come after the ones Start sets, and win over them.
+	Settings map[string]string
 }
 
 // Server is a running postgres process. Its methods are safe for concurrent
@@ -152,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 				return nil, err
 			}
 		}
-		s, err := start(ctx, binDir, dataDir, socketDir, port, password, opts.Ephemeral, cred, out)
+		s, err := start(ctx, binDir, dataDir, socketDir, port, password, opts.Ephemeral, opts.Settings, cred, out)
 		if err == nil {
 			return s, nil
 		}
@@ -217,7 +223,8 @@ func (s *Server) Stop() error {
 }
 
 // start runs postgres and waits until it accepts connections.
-func start(ctx context.Context, binDir, dataDir, socketDir string, port int, password string, ephemeral bool, cred *syscall.Credential, out *tail) (*Server, error) {
+func start(ctx context.Context, binDir, dataDir, socketDir string, port int, password string, ephemeral bool, settings map[string]string,
+	cred *syscall.Credential, out *tail) (*Server, error) {
 	args := []string{
 		"-D", dataDir,
 		"-p", strconv.Itoa(port),
@@ -226,6 +233,9 @@ func start(ctx context.Context, binDir, dataDir, socketDir string, port int, pas
 	}
 	if ephemeral {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		args = append(args, "-c", name+"="+settings[name])
 	}
 	// Not CommandContext: the server outlives ctx, which only bounds Start.
 	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)

@@ -344,42 +344,68 @@ func buildLogs(ctx context.Context, q querier, buildID string, afterSeq int64) (
 	return lines, nil
 }
 
-// followPoll bounds how long FollowBuildLogs waits for a notification
-// before it reads the table again anyway, in case one was missed (a
-// connection to a failed-over server, say). Notifications make the common
-// case immediate.
+// followPoll bounds how long a follower waits for a notification before it
+// reads the table again anyway, in case one was missed (while the
+// notifier's connection was down, say). Notifications make the common case
+// immediate.
 const followPoll = 5 * time.Second
 
-// FollowBuildLogs calls emit with each line of the build's log after seq
-// afterSeq, in order, as lines are appended, and returns the build once it
-// has finished and emit has seen its every line. Meanwhile it holds a
-// connection of its own, outside the store's pool, so that followers never
-// starve the writers they wait for. It stops with ctx's error when ctx
-// ends, with emit's error when emit fails, and with an error wrapping
-// ErrNotFound when the build does not exist.
-func (s *Store) FollowBuildLogs(ctx context.Context, buildID string, afterSeq int64, emit func(BuildLogLine) error) (Build, error) {
-	if !isUUID(buildID) {
-		return Build{}, fmt.Errorf("build %q: %w", buildID, ErrNotFound)
+// BuildLogFollower is a follow of one build's log that has started: it
+// receives the notifications about the build. Get one from
+// StartFollowingBuildLog, run it with Follow, and Close it.
+type BuildLogFollower struct {
+	s       *Store
+	buildID string
+	sub     *subscription
+}
+
+// StartFollowingBuildLog starts following the build's log, so that callers
+// can tell a stream that cannot start (and answer an error) from one that
+// has. Its followers share one connection of the process that LISTENs for
+// every build (they hold none of their own), and read the table on
+// followReaderConns connections apart from the store's pool, so that
+// followers never starve the writers they wait for. The error wraps
+// ErrNotFound when the build does not exist; any other error means the
+// store cannot follow logs now (its database is unreachable or refuses
+// connections).
+func (s *Store) StartFollowingBuildLog(ctx context.Context, buildID string) (*BuildLogFollower, error) {
+	if _, err := getBuild(ctx, s.followReaders, buildID); err != nil {
+		return nil, err
 	}
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	sub, err := s.notifier.subscribe(ctx, buildID)
 	if err != nil {
-		return Build{}, fmt.Errorf("following build %s: %w", buildID, err)
+		return nil, fmt.Errorf("following build %s: %w", buildID, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// Listen before reading, so that no line appended in between is missed.
-	if _, err := conn.Exec(ctx, "LISTEN "+buildLogsChannel); err != nil {
-		return Build{}, fmt.Errorf("following build %s: %w", buildID, err)
-	}
+	return &BuildLogFollower{s: s, buildID: buildID, sub: sub}, nil
+}
+
+// Close ends the follow; it may be called more than once.
+func (f *BuildLogFollower) Close() { f.sub.close() }
+
+// Follow calls emit with each line of the build's log after seq afterSeq,
+// in order, as lines are appended, and returns the build once it has
+// finished and emit has seen its every line. It stops with ctx's error when
+// ctx ends and with emit's error when emit fails. A follower that falls
+// behind misses no line: whenever it wakes it reads the table on from the
+// last line it emitted. Follow may be called once.
+func (f *BuildLogFollower) Follow(ctx context.Context, afterSeq int64, emit func(BuildLogLine) error) (Build, error) {
+	q := f.s.followReaders
 	seq := afterSeq
 	for {
+		// Take the pending wake-up before reading: a notification that
+		// comes during the read leaves a new one.
+		select {
+		case <-f.sub.wake:
+		default:
+		}
 		// Read the build before its lines: a build seen finished has all
 		// its lines stored already.
-		b, err := getBuild(ctx, conn, buildID)
+		b, err := getBuild(ctx, q, f.buildID)
 		if err != nil {
 			return Build{}, err
 		}
 		for {
-			lines, err := buildLogs(ctx, conn, buildID, seq)
+			lines, err := buildLogs(ctx, q, f.buildID, seq)
 			if err != nil {
 				return Build{}, err
 			}
@@ -396,32 +422,26 @@ func (s *Store) FollowBuildLogs(ctx context.Context, buildID string, afterSeq in
 		if b.Done() {
 			return b, nil
 		}
-		if err := waitForBuild(ctx, conn, buildID); err != nil {
-			return Build{}, fmt.Errorf("following build %s: %w", buildID, err)
+		t := time.NewTimer(followPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Build{}, ctx.Err()
+		case <-f.sub.wake:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
-// waitForBuild returns once a notification about buildID arrives on conn or
-// followPoll has passed.
-func waitForBuild(ctx context.Context, conn *pgx.Conn, buildID string) error {
-	waitCtx, cancel := context.WithTimeout(ctx, followPoll)
-	defer cancel()
-	for {
-		n, err := conn.WaitForNotification(waitCtx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if waitCtx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if n.Payload == buildID {
-			return nil
-		}
+// FollowBuildLogs is StartFollowingBuildLog and Follow in one call.
+func (s *Store) FollowBuildLogs(ctx context.Context, buildID string, afterSeq int64, emit func(BuildLogLine) error) (Build, error) {
+	f, err := s.StartFollowingBuildLog(ctx, buildID)
+	if err != nil {
+		return Build{}, err
 	}
+	defer f.Close()
+	return f.Follow(ctx, afterSeq, emit)
 }
 
 // clampLimit returns limit, or def when it is zero or negative, and never

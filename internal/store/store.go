@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,9 +26,24 @@ var (
 )
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
+//
+// The connections a Store opens are bounded, whatever the number of log
+// followers and app locks: the pool for its work, followReaders for the
+// reads of log followers, one connection that LISTENs for every follower
+// (notifier), one that holds every app lock, and lockWaitConns on which
+// callers wait for a lock taken elsewhere.
 type Store struct {
 	pool *pgxpool.Pool
+	// followReaders serves the reads of log followers, apart from the
+	// pool, so that followers never starve the writers they wait for.
+	followReaders *pgxpool.Pool
+	notifier      *notifier
+	locks         *appLocks
 }
+
+// followReaderConns is how many connections the reads of a process's log
+// followers share.
+const followReaderConns = 4
 
 // Open connects to the database at databaseURL (a postgres:// URL or a
 // keyword/value string), applies the migrations it has not applied yet, and
@@ -59,11 +75,31 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating %s: %w", describe(cfg), err)
 	}
-	return &Store{pool: pool}, nil
+	readersConfig := pool.Config()
+	readersConfig.MaxConns, readersConfig.MinConns = followReaderConns, 0
+	readersConfig.MaxConnIdleTime = time.Minute
+	readers, err := pgxpool.NewWithConfig(ctx, readersConfig)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("creating the pool of log followers: %w", err)
+	}
+	locks, err := newAppLocks(pool.Config())
+	if err != nil {
+		readers.Close()
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, followReaders: readers, notifier: newNotifier(pool.Config().ConnConfig), locks: locks}, nil
 }
 
-// Close closes the store's connections, waiting for those in use.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the store's connections, waiting for those in use, and
+// releases the app locks it holds.
+func (s *Store) Close() {
+	s.notifier.stop()
+	s.locks.close()
+	s.followReaders.Close()
+	s.pool.Close()
+}
 
 // Pool returns the connection pool, for packages that keep their own tables
 // in this database and for tests.

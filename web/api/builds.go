@@ -115,6 +115,26 @@ func (s *Server) buildLog(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	// A follow starts before the answer does, so that one that cannot
+	// start is answered with an error rather than an empty 200.
+	var follower *store.BuildLogFollower
+	if follow {
+		end, err := s.streams.start(principalOf(c).tenant.ID)
+		if err != nil {
+			return err
+		}
+		defer end()
+		follower, err = s.store.StartFollowingBuildLog(ctx, b.ID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) || ctx.Err() != nil {
+				return err
+			}
+			s.log.Error(err, "Following a build log failed", "build", b.ID)
+			return &httpError{status: http.StatusServiceUnavailable,
+				message: "the platform cannot follow build logs now: try again shortly, or read the log without follow"}
+		}
+		defer follower.Close()
+	}
 	resp := c.Response()
 	httpserve.Stream(resp)
 	resp.Header().Set(echo.HeaderContentType, echo.MIMETextPlainCharsetUTF8)
@@ -136,7 +156,7 @@ func (s *Server) buildLog(c echo.Context) error {
 	}
 	if follow {
 		resp.Flush() // the client sees the answer start before the first line
-		if _, err := s.store.FollowBuildLogs(ctx, b.ID, 0, emit); err != nil {
+		if _, err := follower.Follow(ctx, 0, emit); err != nil {
 			return err
 		}
 		return w.Flush()

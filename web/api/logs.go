@@ -32,6 +32,13 @@ func (s *Server) appLogs(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	if follow {
+		end, err := s.streams.start(principalOf(c).tenant.ID)
+		if err != nil {
+			return err
+		}
+		defer end()
+	}
 	lines, err := s.logs.Logs(ctx, app.Namespace, app.Name, tail, follow)
 	if err != nil {
 		return fmt.Errorf("reading the logs of %s: %w", app.Name, err)

@@ -109,7 +109,8 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodGet, path: "/apps/:app/builds/:build", handler: s.getBuild, access: tenant,
 			summary: "Show a build; build is its number or latest", response: "Build"},
 		{method: http.MethodGet, path: "/apps/:app/builds/:build/log", handler: s.buildLog, access: tenant,
-			summary:  "A build's output as text, one line per line; with follow=true, streamed until the build ends",
+			summary: "A build's output as text, one line per line; with follow=true, streamed until the build ends " +
+				"(a tenant follows a bounded number of logs at once: 429 past it)",
 			response: "text", responseType: "text/plain", query: []param{followParam}},
 
 		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenant,
@@ -134,7 +135,8 @@ func (s *Server) routeTable() []route {
 			query: []param{{"pathPrefix", "string", "The route's path prefix (default /)."}}},
 
 		{method: http.MethodGet, path: "/apps/:app/logs", handler: s.appLogs, access: tenant,
-			summary:  "The app's runtime output as JSON lines; with follow=true, streamed until the client goes away",
+			summary: "The app's runtime output as JSON lines; with follow=true, streamed until the client goes away " +
+				"(a tenant follows a bounded number of logs at once: 429 past it)",
 			response: "LogLine", responseType: "application/x-ndjson", query: []param{followParam, tailParam}},
 
 		{method: http.MethodGet, path: "/ssh-keys", handler: s.listSSHKeys, access: tenant,

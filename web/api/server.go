@@ -50,6 +50,10 @@ type Options struct {
 	// ReadinessChecks must all pass for GET /api/v1/healthz to answer 200;
 	// the store's connection is always checked.
 	ReadinessChecks []func(context.Context) error
+	// MaxLogStreamsPerTenant caps the logs (of builds and of apps) that one
+	// tenant follows at once through this server; the stream past it is
+	// answered 429. Zero means DefaultMaxLogStreamsPerTenant.
+	MaxLogStreamsPerTenant int
 }
 
 // Server is the platform API.
@@ -63,6 +67,7 @@ type Server struct {
 	edgeAddrs []string
 	log       logr.Logger
 	checks    []func(context.Context) error
+	streams   *streamLimiter
 
 	echo   *echo.Echo
 	routes []route
@@ -95,7 +100,15 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("creating API server: EdgeAddresses: %q is not an IP address", a)
 		}
 	}
+	if opts.MaxLogStreamsPerTenant < 0 {
+		return nil, fmt.Errorf("creating API server: MaxLogStreamsPerTenant %d is negative", opts.MaxLogStreamsPerTenant)
+	}
+	maxStreams := opts.MaxLogStreamsPerTenant
+	if maxStreams == 0 {
+		maxStreams = DefaultMaxLogStreamsPerTenant
+	}
 	s := &Server{
+		streams:   newStreamLimiter(maxStreams),
 		store:     opts.Store,
 		kube:      opts.Kube,
 		deployer:  opts.Deployer,

@@ -37,6 +37,9 @@ type Options struct {
 	// CookieKeyFile holds the dashboard's session cookie key: 32 random
 	// bytes, or 64 hexadecimal digits. Empty: no dashboard, only the API.
 	CookieKeyFile string
+	// MaxLogStreamsPerTenant caps the logs one tenant follows at once
+	// through this server.
+	MaxLogStreamsPerTenant int
 
 	// Dashboard, when set, serves every path outside /api/v1/ on Listen
 	// instead of the dashboard Run builds from CookieKeyFile.
@@ -47,7 +50,8 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Listen: ":8080", OpsListen: ":9090", DatabaseURL: clustermode.DefaultDatabaseURL(),
-		Runtime: clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		Runtime:                clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 	}
 }
 
@@ -60,6 +64,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GitBase, "git-base", o.GitBase, "Public base URL of the git receiver, e.g. https://git.example.com; apps' remotes are <base>/<tenant>/<app>.git (required)")
 	fs.StringArrayVar(&o.EdgeAddresses, "edge-address", o.EdgeAddresses, "Public IP address of the edge, offered for custom domains' A/AAAA records; repeatable")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
+	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
 	o.Runtime.AddFlags(fs, false)
 }
 
@@ -76,6 +81,9 @@ func (o *Options) Validate() error {
 		if _, err := netip.ParseAddr(a); err != nil {
 			errs = append(errs, fmt.Errorf("--edge-address %q is not an IP address", a))
 		}
+	}
+	if o.MaxLogStreamsPerTenant < 1 {
+		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	return errors.Join(errs...)
@@ -119,6 +127,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Pipeline, Logs: clustermode.RuntimeLogs{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
+		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant,
 	})
 	if err != nil {
 		return err

@@ -40,6 +40,11 @@ func TestCommandLine(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "--git-base is required") || strings.Contains(out, "--database-url") {
 		t.Errorf("missing --git-base: exit %d, output:\n%s", code, out)
 	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--git-base", "https://git.example.test", "--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--max-log-streams-per-tenant", "0")
+	if code != 2 || !strings.Contains(out, "--max-log-streams-per-tenant 0: want 1 or more") {
+		t.Errorf("--max-log-streams-per-tenant 0: exit %d, output:\n%s", code, out)
+	}
 	short := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
 		t.Fatal(err)

@@ -88,11 +88,30 @@ func NewScheme() *runtime.Scheme {
 // use distinct tenant names (and FleetUpgrade and Cluster names).
 func Start(t *testing.T, cp *controlplane.ControlPlane) *Env {
 	t.Helper()
+	return StartWith(t, cp, Options{})
+}
+
+// Options change what StartWith runs.
+type Options struct {
+	// DatabaseURL is the database of the store; empty: a new one from
+	// pgtest.
+	DatabaseURL string
+	// MaxLogStreamsPerTenant is the API's option of that name.
+	MaxLogStreamsPerTenant int
+}
+
+// StartWith is Start with options.
+func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
 		t.Fatalf("installing Cluster API CRDs: %v", err)
 	}
-	st, err := store.Open(ctx, pgtest.NewDatabase(t))
+	dbURL := opts.DatabaseURL
+	if dbURL == "" {
+		dbURL = pgtest.NewDatabase(t)
+	}
+	st, err := store.Open(ctx, dbURL)
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
@@ -111,6 +130,8 @@ func Start(t *testing.T, cp *controlplane.ControlPlane) *Env {
 		AppDomain:     AppDomain,
 		EdgeAddresses: []string{EdgeAddress},
 		Log:           testr.New(t),
+
+		MaxLogStreamsPerTenant: opts.MaxLogStreamsPerTenant,
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()

@@ -26,7 +26,39 @@ var (
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	limits Limits
+}
+
+// DefaultBuildLogLines is how many lines of a build's log are kept unless
+// Limits say otherwise: the last 10,000.
+const DefaultBuildLogLines = 10000
+
+// MaxBuildLogLineBytes is the longest line a build's log stores; the rest of
+// a longer line is cut, and the line says so.
+const MaxBuildLogLineBytes = 8 << 10
+
+// Limits bound what one tenant's activity stores. Zero fields take the
+// defaults.
+type Limits struct {
+	// BuildLogLines is how many lines of one build's log are kept: past
+	// it, the oldest lines are deleted as new ones come, and the log starts
+	// with a line saying how many were dropped and why. Default
+	// DefaultBuildLogLines.
+	BuildLogLines int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.BuildLogLines <= 0 {
+		l.BuildLogLines = DefaultBuildLogLines
+	}
+	return l
+}
+
+// WithLimits returns a Store on the same connections that applies l. Close
+// either of them to close both.
+func (s *Store) WithLimits(l Limits) *Store {
+	return &Store{pool: s.pool, limits: l.withDefaults()}
 }
 
 // Open connects to the database at databaseURL (a postgres:// URL or a
@@ -59,7 +91,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating %s: %w", describe(cfg), err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, limits: Limits{}.withDefaults()}, nil
 }
 
 // Close closes the store's connections, waiting for those in use.

@@ -9,9 +9,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/store"
 )
 
 // Options configures an embedded platform.
@@ -51,11 +54,23 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// MaxPushBytes bounds one pushed pack (gitserver.Options.MaxPushBytes).
+	MaxPushBytes int64
+	// MaxCheckoutBytes bounds what one build checks out of the pushed
+	// commit (build.Options.MaxCheckoutBytes).
+	MaxCheckoutBytes int64
+	// BuildLogLines is how many lines of a build's log are kept
+	// (store.Limits.BuildLogLines).
+	BuildLogLines int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+	return &Options{
+		StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion,
+		MaxPushBytes: gitserver.DefaultMaxPushBytes, MaxCheckoutBytes: build.DefaultMaxCheckoutBytes,
+		BuildLogLines: store.DefaultBuildLogLines,
+	}
 }
 
 // AddFlags binds the options to fs.
@@ -68,6 +83,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "largest pack one push may send; a larger one is refused before it is stored")
+	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "largest size the pushed tree may check out to in a build; a larger one fails the build saying so")
+	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "lines of a build's log kept: past it the oldest are dropped, and the log says so")
 }
 
 // Complete fills in what the flags left out.
@@ -100,6 +118,15 @@ func (o *Options) Validate() error {
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
+	}
+	if o.MaxPushBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-push-bytes %d: must not be negative", o.MaxPushBytes))
+	}
+	if o.MaxCheckoutBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-checkout-bytes %d: must not be negative", o.MaxCheckoutBytes))
+	}
+	if o.BuildLogLines < 0 {
+		errs = append(errs, fmt.Errorf("--build-log-lines %d: must not be negative", o.BuildLogLines))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

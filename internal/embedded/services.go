@@ -125,7 +125,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
 		Log:          log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
-		Sandbox: sb.builds, SandboxPATH: sb.buildPATH,
+		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, MaxCheckoutBytes: o.MaxCheckoutBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
@@ -185,7 +185,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	// Git receiver.
 	git, err := gitserver.New(gitserver.Options{
 		Root: filepath.Join(o.StateDir, "git"), Auth: clustermode.GitAuth{Store: st}, Repos: clustermode.AppRepos{Kube: kube},
-		Deployer: pl, Log: log.WithName("git"),
+		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
 	})
 	if err != nil {
 		return nil, err

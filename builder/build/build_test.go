@@ -556,3 +556,35 @@ func TestLogStreamsWhileTheBuildRuns(t *testing.T) {
 		t.Errorf("log lacks the line after the gate:\n%s", log.String())
 	}
 }
+
+// TestCheckoutExpansionLimit: a push of a few KiB whose tree checks out to
+// more than the limit fails the build with the limit named, whether the
+// blobs themselves are too large (a file of zeros compresses about a
+// thousandfold) or the repository's attributes make the files written larger
+// than their blobs (eol=crlf doubles a file of empty lines).
+func TestCheckoutExpansionLimit(t *testing.T) {
+	b := newBuilder(t, func(o *build.Options) { o.MaxCheckoutBytes = 1 << 20 })
+	const want = "the pushed tree checks out to more than 1 MiB"
+	for name, files := range map[string]map[string]string{
+		"blobs": {"index.html": "hi\n", "zeros.bin": strings.Repeat("\x00", 4<<20)},
+		"attributes": {
+			"index.html": "hi\n", ".gitattributes": "*.txt text eol=crlf\n",
+			"lines.txt": strings.Repeat("\n", 700<<10),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, log, err := buildRepo(t, b, files, nil)
+			var tooLarge *build.CheckoutTooLargeError
+			if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want %q", err, want)
+			}
+			if !strings.Contains(log, "Build failed: "+want) {
+				t.Errorf("log does not say %q", want)
+			}
+		})
+	}
+	// Within the limit the same kind of tree builds.
+	if _, _, err := buildRepo(t, b, map[string]string{"index.html": "hi\n", "zeros.bin": strings.Repeat("\x00", 512<<10)}, nil); err != nil {
+		t.Fatalf("a tree within the limit: %v", err)
+	}
+}

@@ -48,6 +48,11 @@ type Options struct {
 	RegistryAuth authn.Authenticator
 	// Timeout bounds one build; the default is DefaultTimeout.
 	Timeout time.Duration
+	// MaxCheckoutBytes bounds the size of the files a build checks out of
+	// the pushed commit; a tree that expands past it fails the build with
+	// a *CheckoutTooLargeError before the stack's steps run. The default
+	// is DefaultMaxCheckoutBytes.
+	MaxCheckoutBytes int64
 	// BuildKitAddr is the address of a buildkitd (as buildctl --addr takes
 	// it: unix:///path/buildkitd.sock, tcp://host:port). Without it,
 	// repositories with a Dockerfile are refused.
@@ -180,6 +185,12 @@ func New(opts Options) (*Builder, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxCheckoutBytes < 0 {
+		return nil, fmt.Errorf("the checkout limit %d must not be negative", opts.MaxCheckoutBytes)
+	}
+	if opts.MaxCheckoutBytes == 0 {
+		opts.MaxCheckoutBytes = DefaultMaxCheckoutBytes
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -362,7 +373,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 	}()
 
 	fmt.Fprintf(out, "-----> Building %s/%s at %s\n", req.Tenant, req.App, short(req.Commit))
-	commit, err := w.checkout(ctx, req.RepoDir, req.Commit)
+	commit, err := w.checkout(ctx, req.RepoDir, req.Commit, b.opts.MaxCheckoutBytes)
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}

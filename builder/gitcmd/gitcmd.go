@@ -14,9 +14,11 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/crypto/ssh"
 
+	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/store"
 )
 
 // hostKeyName is the SSH host key's file in the repository root, when
@@ -33,7 +35,9 @@ type Options struct {
 	// SSHHostKey is the host key's PEM file; created when missing.
 	SSHHostKey   string
 	MaxPushBytes int64
-	Runtime      clustermode.RuntimeOptions
+	// BuildLogLines is how many lines of each build's log are kept.
+	BuildLogLines int
+	Runtime       clustermode.RuntimeOptions
 }
 
 // NewOptions returns the defaults.
@@ -41,7 +45,8 @@ func NewOptions() *Options {
 	return &Options{
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
 		DatabaseURL: clustermode.DefaultDatabaseURL(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
-		Runtime: clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		BuildLogLines: store.DefaultBuildLogLines,
+		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", MaxCheckoutBytes: build.DefaultMaxCheckoutBytes},
 	}
 }
 
@@ -54,7 +59,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SSHListen, "ssh-listen", o.SSHListen, "Address of git over SSH (registered keys); empty turns SSH off")
 	fs.StringVar(&o.SSHHostKey, "ssh-host-key", o.SSHHostKey, "PEM file of the SSH host key, created (ed25519) when missing [<root-dir>/"+hostKeyName+"]")
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
-	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "Largest pack one push may send")
+	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "Largest pack one push may send; a larger one is refused before it is stored")
+	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "Lines of a build's log kept: past it the oldest are dropped, and the log says so")
 	o.Runtime.AddFlags(fs, true)
 }
 
@@ -80,6 +86,9 @@ func (o *Options) Validate() error {
 	if o.MaxPushBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-push-bytes %d: must be positive", o.MaxPushBytes))
 	}
+	if o.BuildLogLines <= 0 {
+		errs = append(errs, fmt.Errorf("--build-log-lines %d: must be positive", o.BuildLogLines))
+	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Runtime.ValidateBuild()...)
 	return errors.Join(errs...)
@@ -96,6 +105,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 	defer c.Store.Close()
+	c.Store = c.Store.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
 	rt, err := o.Runtime.NewRuntime(c.Store, c.Kube, log)
 	if err != nil {
 		return err

@@ -51,6 +51,11 @@
 //     with a message naming the limit, and nothing is stored: packs are
 //     spooled to a temporary file and added to the repository only once
 //     complete and within the limit.
+//   - Bodies are bounded as they are read: a push's reference updates to
+//     1 MiB, a gzip-compressed push to the pack limit plus 1 MiB once
+//     inflated, a fetch request to 16 MiB. A body over its bound before
+//     anything is answered gets HTTP 413 naming the limit, and nothing is
+//     stored.
 //
 // # Fetch
 //

@@ -2,6 +2,7 @@ package gitserver
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -888,4 +889,84 @@ func TestParseSSHCommand(t *testing.T) {
 			t.Errorf("parseSSHCommand(%q) = %v %v, want %v", cmd, got, ok, want)
 		}
 	}
+}
+
+// TestGzipBombIsRefused: a gzip body that inflates past the limits is
+// answered 413 with the limit named, after reading no more than the limit,
+// and stores nothing: a push whose "pack" is 64 MiB of zeros (64 KiB
+// compressed), and a fetch request of a million wants.
+func TestGzipBombIsRefused(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxPushBytes = 64 << 10 })
+	post := func(service string, body func(io.Writer)) (int, string) {
+		t.Helper()
+		var buf bytes.Buffer
+		gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		body(gz)
+		if err := gz.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes of gzip", service, buf.Len())
+		req, err := http.NewRequest(http.MethodPost, e.httpURL+"/acme/web.git/"+service, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("git", acmeToken)
+		req.Header.Set("Content-Type", "application/x-"+service+"-request")
+		req.Header.Set("Content-Encoding", "gzip")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(msg)
+	}
+	pkt := func(w io.Writer, s string) { fmt.Fprintf(w, "%04x%s", len(s)+4, s) }
+	zero := strings.Repeat("0", 40)
+	commit := strings.Repeat("1", 40)
+
+	status, msg := post(serviceReceivePack, func(w io.Writer) {
+		pkt(w, zero+" "+commit+" refs/heads/main\x00report-status side-band-64k\n")
+		_, _ = io.WriteString(w, "0000PACK")
+		_, _ = io.CopyN(w, zeroReader{}, 64<<20)
+	})
+	const wantPush = "the push, once decompressed, is larger than the 64 KiB limit of a push"
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, wantPush) {
+		t.Errorf("push: %d %q, want 413 %q", status, msg, wantPush)
+	}
+
+	status, msg = post(serviceUploadPack, func(w io.Writer) {
+		for range 1 << 20 {
+			pkt(w, "want "+commit+"\n")
+		}
+		_, _ = io.WriteString(w, "00000009done\n")
+	})
+	const wantFetch = "the fetch request is larger than the 16 MiB limit"
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, wantFetch) {
+		t.Errorf("fetch: %d %q, want 413 %q", status, msg, wantFetch)
+	}
+
+	var stored []string
+	_ = filepath.Walk(e.srv.RepoDir("acme", "web"), func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && (strings.Contains(path, "/objects/") || strings.Contains(path, "incoming-")) {
+			stored = append(stored, path)
+		}
+		return nil
+	})
+	if len(stored) != 0 {
+		t.Errorf("a refused body stored files: %v", stored)
+	}
+	if refs := e.lsRemote(e.remote("http", "web")); len(refs) != 0 {
+		t.Errorf("refs after a refused push: %v", refs)
+	}
+	if n := len(e.deployer.pushes()); n != 0 {
+		t.Errorf("Deploy called %d times", n)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

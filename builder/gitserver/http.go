@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/pktline"
+
+	"bex.co/bex/internal/bytesize"
 )
 
 const (
@@ -135,27 +137,69 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		httpError(w, http.StatusUnsupportedMediaType, "unexpected content type "+ct)
 		return
 	}
+	// Bodies are bounded as they are read, decompressed or not: a fetch's
+	// wants and haves, a push's commands and pack (plus what the client
+	// sends after a pack over the limit, when it compressed it). A few KiB
+	// of gzip can inflate to gigabytes.
 	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
+	var limited *limitedReader
+	switch enc := req.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip":
 		gz, err := gzip.NewReader(req.Body)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, "bad gzip body")
+			httpError(w, http.StatusBadRequest, "bad gzip body: "+err.Error())
 			return
 		}
 		defer func() { _ = gz.Close() }()
 		body = gz
+		if service == serviceReceivePack {
+			limited = newLimitedReader(body, maxCommandBytes+s.maxPush, "the push, once decompressed,",
+				"the "+bytesize.Format(s.maxPush)+" limit of a push")
+			body = limited
+		}
+	default:
+		httpError(w, http.StatusUnsupportedMediaType, "unsupported Content-Encoding "+enc+": send gzip or nothing")
+		return
+	}
+	if service == serviceUploadPack {
+		limited = newLimitedReader(body, maxUploadRequestBytes, "the fetch request", "")
+		body = limited
 	}
 	h.Set("Content-Type", "application/x-"+service+"-result")
 	rc := http.NewResponseController(w)
 	flush := func() { _ = rc.Flush() }
+	sw := &startedWriter{w: w}
 	if service == serviceReceivePack {
-		err = s.receivePack(req.Context(), r, body, w, flush)
+		err = s.receivePack(req.Context(), r, body, sw, flush)
 	} else {
-		err = s.uploadPack(req.Context(), r, body, w, true)
+		err = s.uploadPack(req.Context(), r, body, sw, true)
+	}
+	var tooLarge *bodyTooLargeError
+	if !errors.As(err, &tooLarge) {
+		tooLarge = limited.tooLarge()
+	}
+	if tooLarge != nil && !sw.started {
+		// Nothing was stored nor answered.
+		s.log.Info("Request body too large", "service", service, "tenant", tenant, "app", app, "reason", tooLarge.Error())
+		httpError(w, http.StatusRequestEntityTooLarge, tooLarge.Error())
+		return
 	}
 	if err != nil {
 		s.log.Error(err, "Serving git request failed", "service", service, "tenant", tenant, "app", app)
 	}
+}
+
+// startedWriter records whether the answer has started, after which its
+// status can no longer change.
+type startedWriter struct {
+	w       io.Writer
+	started bool
+}
+
+func (s *startedWriter) Write(p []byte) (int, error) {
+	s.started = true
+	return s.w.Write(p)
 }
 
 // splitPath splits /<tenant>/<app>.git/<rest>.

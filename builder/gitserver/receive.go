@@ -13,6 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+
+	"bex.co/bex/internal/bytesize"
 )
 
 const agent = "bex-gitserver"
@@ -82,9 +84,15 @@ func addReferences(r *repo, ar *packp.AdvRefs) error {
 // out, calling flush after each packet so progress reaches the client at once.
 func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.Writer, flush func()) error {
 	req := packp.NewReferenceUpdateRequest()
-	if err := req.Decode(in); err != nil {
+	// The pkt-line decoder reads no further than the flush that ends the
+	// commands, so the pack that follows is read from in itself.
+	cmds := newLimitedReader(in, maxCommandBytes, "the push's reference updates", "")
+	if err := req.Decode(cmds); err != nil {
 		if errors.Is(err, packp.ErrEmpty) {
 			return nil // nothing to update: the client only wanted the advertisement
+		}
+		if tl := cmds.tooLarge(); tl != nil {
+			return tl
 		}
 		return fmt.Errorf("decoding update request: %w", err)
 	}
@@ -101,6 +109,10 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 	rs.UnpackStatus = "ok"
 	if err := s.storePack(r, req, in, sw); err != nil {
 		log.Info("Push refused", "reason", err.Error())
+		var tooLarge *bodyTooLargeError
+		if errors.As(err, &tooLarge) {
+			return tooLarge // nothing answered yet: over HTTP, a 413
+		}
 		rs.UnpackStatus = err.Error()
 		for _, cmd := range req.Commands {
 			rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: cmd.Name, Status: reasonUnpacker})
@@ -143,7 +155,7 @@ func finishReport(sw *sidebandWriter, caps *capability.List, rs *packp.ReportSta
 type errPackTooLarge struct{ limit int64 }
 
 func (e errPackTooLarge) Error() string {
-	return fmt.Sprintf("pack exceeds the maximum push size of %s", formatBytes(e.limit))
+	return fmt.Sprintf("pack exceeds the maximum push size of %s", bytesize.Format(e.limit))
 }
 
 // storePack receives the pack into a temporary file, refusing it when it is
@@ -170,9 +182,13 @@ func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Rea
 		return fmt.Errorf("receiving pack: %w", err)
 	}
 	if n > s.maxPush {
-		// Read the rest so that the client, still sending, gets the answer.
-		_, _ = io.Copy(io.Discard, in)
-		sw.Printf("Push rejected: the pushed pack is larger than the %s limit.", formatBytes(s.maxPush))
+		// Read the rest so that the client, still sending, gets the answer;
+		// a decompressed body ends at its own limit, answered 413.
+		var tooLarge *bodyTooLargeError
+		if _, err := io.Copy(io.Discard, in); errors.As(err, &tooLarge) {
+			return tooLarge
+		}
+		sw.Printf("Push rejected: the pushed pack is larger than the %s limit.", bytesize.Format(s.maxPush))
 		return errPackTooLarge{limit: s.maxPush}
 	}
 	if n == 0 {
@@ -182,6 +198,10 @@ func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Rea
 		return fmt.Errorf("rewinding pack: %w", err)
 	}
 	if err := packfile.UpdateObjectStorage(r.sto, f); err != nil {
+		var tooLarge *bodyTooLargeError
+		if errors.As(err, &tooLarge) {
+			return tooLarge
+		}
 		return fmt.Errorf("storing pack: %w", err)
 	}
 	return nil
@@ -289,18 +309,4 @@ func isAncestor(r *repo, a, b plumbing.Hash) (bool, error) {
 		return false, fmt.Errorf("reading %s: %w", b, err)
 	}
 	return ca.IsAncestor(cb)
-}
-
-// formatBytes renders a size the way a person reads a limit.
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
 }

@@ -47,6 +47,9 @@ type RuntimeOptions struct {
 	// build.Options.RunImage): the kube driver runs images as containers,
 	// which need /bin/sh and the stacks' runtimes.
 	RunImage string
+	// MaxCheckoutBytes bounds what one build checks out of the pushed
+	// commit (bex-git only; build.Options.MaxCheckoutBytes).
+	MaxCheckoutBytes int64
 	// Tenants is how the kube driver confines tenant namespaces.
 	Tenants TenantOptions
 }
@@ -132,6 +135,7 @@ func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
 	o.Tenants.addFlags(fs)
 	if withBuild {
 		fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
+		fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "Largest size the pushed tree may check out to in a build; a larger one fails the build saying so (0: 512 MiB)")
 		fs.StringVar(&o.RunImage, "run-image", o.RunImage, "Run image: the base built apps are laid on and run from as containers, with /bin/sh and the stacks' runtimes; of an index, linux/<this machine's architecture> (required; docs/builds.md)")
 	}
 }
@@ -157,6 +161,9 @@ func (o *RuntimeOptions) Validate() []error {
 // builds: the kube driver runs built images as containers, which cannot
 // start without a run image, so --run-image is required.
 func (o *RuntimeOptions) ValidateBuild() []error {
+	if o.MaxCheckoutBytes < 0 {
+		return []error{fmt.Errorf("--max-checkout-bytes %d: must not be negative", o.MaxCheckoutBytes)}
+	}
 	if o.RunImage == "" {
 		return []error{errors.New("--run-image is required: apps run as containers of the built image, which needs a base with /bin/sh and the stacks' runtimes (docs/builds.md, \"The run image\")")}
 	}
@@ -196,7 +203,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 	}
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(o.WorkDir, "build"), Registry: o.Registry, BuildKitAddr: o.BuildKitAddr,
-		RunImage: o.RunImage, Log: log.WithName("builder"),
+		RunImage: o.RunImage, MaxCheckoutBytes: o.MaxCheckoutBytes, Log: log.WithName("builder"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)

@@ -10,12 +10,16 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/web/api"
+
+	"bex.co/bex/internal/store"
 )
 
 // Options configures an embedded platform.
@@ -73,12 +77,23 @@ type Options struct {
 	// MaxLogStreamsPerTenant caps the logs one tenant follows at once
 	// through the API; zero means api.DefaultMaxLogStreamsPerTenant.
 	MaxLogStreamsPerTenant int
+
+	// MaxPushBytes bounds one pushed pack (gitserver.Options.MaxPushBytes).
+	MaxPushBytes int64
+	// MaxCheckoutBytes bounds what one build checks out of the pushed
+	// commit (build.Options.MaxCheckoutBytes).
+	MaxCheckoutBytes int64
+	// BuildLogLines is how many lines of a build's log are kept
+	// (store.Limits.BuildLogLines).
+	BuildLogLines int
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
 	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
-		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant}
+		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
+		MaxPushBytes: gitserver.DefaultMaxPushBytes, MaxCheckoutBytes: build.DefaultMaxCheckoutBytes,
+		BuildLogLines: store.DefaultBuildLogLines}
 }
 
 // AddFlags binds the options to fs.
@@ -96,6 +111,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BuildCacheDisk, "build-cache-disk", o.BuildCacheDisk, "disk of each tenant's build caches (\"4Gi\")")
 	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "new hostnames per tenant per hour that the tenant's Routes get certificates for (a wildcard Route takes one per name); 0: no limit")
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "how many logs (of builds and apps) one tenant may follow at once; the next is answered 429")
+	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "largest pack one push may send; a larger one is refused before it is stored")
+	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "largest size the pushed tree may check out to in a build; a larger one fails the build saying so")
+	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "lines of a build's log kept: past it the oldest are dropped, and the log says so")
 }
 
 // Complete fills in what the flags left out.
@@ -162,6 +180,15 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxLogStreamsPerTenant < 1 {
 		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
+	}
+	if o.MaxPushBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-push-bytes %d: must not be negative", o.MaxPushBytes))
+	}
+	if o.MaxCheckoutBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-checkout-bytes %d: must not be negative", o.MaxCheckoutBytes))
+	}
+	if o.BuildLogLines < 0 {
+		errs = append(errs, fmt.Errorf("--build-log-lines %d: must not be negative", o.BuildLogLines))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -113,6 +113,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return fmt.Errorf("opening the store: %w", err)
 	}
 	stops = append(stops, st.Close)
+	st = st.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
 	fmt.Fprintln(out, "bex: store migrated")
 
 	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(prefixed(out, ""))))

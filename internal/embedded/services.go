@@ -127,7 +127,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		Log:          log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
 		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: o.buildCPUMilli},
-		WorkDiskSize: o.buildDisk, CacheDiskSize: o.buildCacheDisk,
+		WorkDiskSize: o.buildDisk, CacheDiskSize: o.buildCacheDisk, MaxCheckoutBytes: o.MaxCheckoutBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
@@ -193,7 +193,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	// Git receiver.
 	git, err := gitserver.New(gitserver.Options{
 		Root: filepath.Join(o.StateDir, "git"), Auth: clustermode.GitAuth{Store: st}, Repos: clustermode.AppRepos{Kube: kube},
-		Deployer: pl, Log: log.WithName("git"),
+		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
 	})
 	if err != nil {
 		return nil, err

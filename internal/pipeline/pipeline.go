@@ -478,14 +478,39 @@ func newLogWriter(ctx context.Context, st *store.Store, buildID string) *logWrit
 	w := &logWriter{ctx: context.WithoutCancel(ctx), store: st, buildID: buildID, pw: pw, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			_ = st.AppendBuildLog(w.ctx, buildID, sc.Text())
+		// A line longer than the store keeps is cut there (the store says
+		// so on the line) and the rest of it skipped, so that one long line
+		// does not end the log.
+		br := bufio.NewReaderSize(pr, 64<<10)
+		for {
+			line, err := readLine(br, store.MaxBuildLogLineBytes+1)
+			if line != "" || err == nil {
+				_ = st.AppendBuildLog(w.ctx, buildID, line)
+			}
+			if err != nil {
+				break
+			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
 	return w
+}
+
+// readLine reads one line from br, keeping at most max bytes of it and
+// skipping the rest. The error is br's (io.EOF after a last line without a
+// newline).
+func readLine(br *bufio.Reader, max int) (string, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if room := max - len(line); room > 0 {
+			line = append(line, chunk[:min(len(chunk), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return strings.TrimRight(string(line), "\r\n"), err
+	}
 }
 
 func (w *logWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }

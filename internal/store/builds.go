@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -142,7 +143,11 @@ func nextAppNumber(ctx context.Context, tx pgx.Tx, tenantID, app, column string)
 // AppendBuildLog appends lines to a running build's log, numbering them on
 // from the last, and wakes the readers that follow it. Concurrent calls for
 // one build do not interleave within a call. A line may hold anything but
-// is stored without its trailing newline. The error wraps ErrNotFound when
+// is stored without its trailing newline, cut at MaxBuildLogLineBytes. Only
+// the last Limits.BuildLogLines lines are kept: past that, each append
+// deletes the oldest, and the line before the first kept one (its seq
+// taken from the last dropped) says how many were dropped and why. The
+// error wraps ErrNotFound when
 // the build does not exist and ErrConflict when it has finished: a builder
 // writes every line before FinishBuild.
 func (s *Store) AppendBuildLog(ctx context.Context, buildID string, lines ...string) error {
@@ -154,8 +159,9 @@ func (s *Store) AppendBuildLog(ctx context.Context, buildID string, lines ...str
 	}
 	clean := make([]string, len(lines))
 	for i, l := range lines {
-		clean[i] = strings.ToValidUTF8(strings.ReplaceAll(strings.TrimRight(l, "\r\n"), "\x00", ""), "\uFFFD")
+		clean[i] = cleanLogLine(l)
 	}
+	keep := int64(s.limits.BuildLogLines)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var last int64
 		var status BuildStatus
@@ -177,6 +183,20 @@ func (s *Store) AppendBuildLog(ctx context.Context, buildID string, lines ...str
 			buildID, first, clean); err != nil {
 			return err
 		}
+		if last > keep {
+			// Keep the tail: the oldest lines go, and the line before the
+			// kept ones says so (it replaces the last line dropped, so seq
+			// stays dense from there on).
+			notice := fmt.Sprintf("[bex] The first %d lines of this build's log were dropped: a build keeps its last %d lines.",
+				last-keep, keep)
+			if _, err := tx.Exec(ctx, "DELETE FROM build_logs WHERE build_id = $1 AND seq <= $2", buildID, last-keep); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO build_logs (build_id, seq, line) VALUES ($1, $2, $3)",
+				buildID, last-keep, notice); err != nil {
+				return err
+			}
+		}
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", buildLogsChannel, buildID)
 		return err
 	})
@@ -187,6 +207,21 @@ func (s *Store) AppendBuildLog(ctx context.Context, buildID string, lines ...str
 		return fmt.Errorf("appending to the log of build %s: %w", buildID, err)
 	}
 	return nil
+}
+
+// cleanLogLine makes l storable: without its line ending and NUL bytes,
+// valid UTF-8, at most MaxBuildLogLineBytes long (a longer one is cut, and
+// says so).
+func cleanLogLine(l string) string {
+	l = strings.ToValidUTF8(strings.ReplaceAll(strings.TrimRight(l, "\r\n"), "\x00", ""), "\uFFFD")
+	if len(l) <= MaxBuildLogLineBytes {
+		return l
+	}
+	cut := MaxBuildLogLineBytes
+	for cut > 0 && !utf8.RuneStart(l[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s [bex: line cut: a log line keeps %d bytes]", l[:cut], MaxBuildLogLineBytes)
 }
 
 // FinishBuild ends a running build with its result and wakes the readers

@@ -345,3 +345,65 @@ func TestFollowersDoNotStarveWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildLogKeepsTheTail: a build that writes more lines than the limit
+// keeps exactly the last ones, after a line that says how many were dropped
+// and names the limit; a line longer than the line limit is cut and says so.
+func TestBuildLogKeepsTheTail(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t).WithLimits(store.Limits{BuildLogLines: 50})
+	acme := newTenant(t, s, "acme")
+	b, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 120 lines: one at a time, then in a batch larger than the limit.
+	for i := 1; i <= 40; i++ {
+		if err := s.AppendBuildLog(ctx, b.ID, fmt.Sprintf("line %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var batch []string
+	for i := 41; i <= 120; i++ {
+		batch = append(batch, fmt.Sprintf("line %d", i))
+	}
+	if err := s.AppendBuildLog(ctx, b.ID, batch...); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := s.BuildLogs(ctx, b.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 51 {
+		t.Fatalf("%d lines kept, want the notice and the last 50", len(lines))
+	}
+	const notice = "[bex] The first 70 lines of this build's log were dropped: a build keeps its last 50 lines."
+	if lines[0].Line != notice || lines[0].Seq != 70 {
+		t.Errorf("first line = %d %q, want 70 %q", lines[0].Seq, lines[0].Line, notice)
+	}
+	for i, l := range lines[1:] {
+		if want := fmt.Sprintf("line %d", 71+i); l.Line != want || l.Seq != int64(71+i) {
+			t.Errorf("line %d = %d %q, want %d %q", i+1, l.Seq, l.Line, 71+i, want)
+		}
+	}
+	if got, err := s.GetBuild(ctx, b.ID); err != nil || got.LogLines != 120 {
+		t.Errorf("build log_lines = %d (%v), want 120", got.LogLines, err)
+	}
+
+	long := strings.Repeat("é", store.MaxBuildLogLineBytes) // twice the limit in bytes
+	if err := s.AppendBuildLog(ctx, b.ID, long); err != nil {
+		t.Fatal(err)
+	}
+	lines, err = s.BuildLogs(ctx, b.ID, 120)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("lines after 120: %v (%v), want one", lines, err)
+	}
+	got := lines[0].Line
+	want := fmt.Sprintf(" [bex: line cut: a log line keeps %d bytes]", store.MaxBuildLogLineBytes)
+	if !strings.HasSuffix(got, want) || !strings.HasPrefix(got, strings.Repeat("é", store.MaxBuildLogLineBytes/2)) ||
+		len(got) != store.MaxBuildLogLineBytes+len(want) {
+		t.Errorf("long line stored as %d bytes ending %q, want the first %d bytes and %q",
+			len(got), got[max(0, len(got)-80):], store.MaxBuildLogLineBytes, want)
+	}
+}

@@ -39,6 +39,40 @@ type Store struct {
 	followReaders *pgxpool.Pool
 	notifier      *notifier
 	locks         *appLocks
+	limits        Limits
+}
+
+// DefaultBuildLogLines is how many lines of a build's log are kept unless
+// Limits say otherwise: the last 10,000.
+const DefaultBuildLogLines = 10000
+
+// MaxBuildLogLineBytes is the longest line a build's log stores; the rest of
+// a longer line is cut, and the line says so.
+const MaxBuildLogLineBytes = 8 << 10
+
+// Limits bound what one tenant's activity stores. Zero fields take the
+// defaults.
+type Limits struct {
+	// BuildLogLines is how many lines of one build's log are kept: past
+	// it, the oldest lines are deleted as new ones come, and the log starts
+	// with a line saying how many were dropped and why. Default
+	// DefaultBuildLogLines.
+	BuildLogLines int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.BuildLogLines <= 0 {
+		l.BuildLogLines = DefaultBuildLogLines
+	}
+	return l
+}
+
+// WithLimits returns a Store on the same connections, notifier and app
+// locks that applies l. Close one of them only: it closes both.
+func (s *Store) WithLimits(l Limits) *Store {
+	c := *s
+	c.limits = l.withDefaults()
+	return &c
 }
 
 // followReaderConns is how many connections the reads of a process's log
@@ -89,7 +123,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, followReaders: readers, notifier: newNotifier(pool.Config().ConnConfig), locks: locks}, nil
+	return &Store{pool: pool, followReaders: readers, notifier: newNotifier(pool.Config().ConnConfig), locks: locks, limits: Limits{}.withDefaults()}, nil
 }
 
 // Close closes the store's connections, waiting for those in use, and

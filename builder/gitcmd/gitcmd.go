@@ -17,6 +17,7 @@ import (
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/quota"
 )
 
 // hostKeyName is the SSH host key's file in the repository root, when
@@ -34,14 +35,19 @@ type Options struct {
 	SSHHostKey   string
 	MaxPushBytes int64
 	Runtime      clustermode.RuntimeOptions
+	// Quotas are the tenants' default quotas: repository size here,
+	// concurrent builds and build minutes in the pipeline.
+	Quotas *quota.Defaults
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
+	quotas := quota.NewDefaults()
 	return &Options{
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
 		DatabaseURL: clustermode.DefaultDatabaseURL(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
-		Runtime: clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		Runtime: clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", Quotas: quotas},
+		Quotas:  quotas,
 	}
 }
 
@@ -56,6 +62,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
 	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "Largest pack one push may send")
 	o.Runtime.AddFlags(fs, true)
+	o.Quotas.AddFlags(fs)
 }
 
 // Complete fills the host key's default path.
@@ -82,6 +89,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Runtime.ValidateBuild()...)
+	errs = append(errs, o.Quotas.Validate())
 	return errors.Join(errs...)
 }
 
@@ -103,6 +111,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	git, err := gitserver.New(gitserver.Options{
 		Root: o.RootDir, Auth: clustermode.GitAuth{Store: c.Store}, Repos: clustermode.AppRepos{Kube: c.Kube},
 		Deployer: rt.Pipeline, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
+		Quota: quota.RepoQuota{Defaults: o.Quotas, Store: c.Store},
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/sandbox"
 )
 
@@ -51,11 +52,13 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// Quotas are the tenants' default quotas.
+	Quotas *quota.Defaults
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions() *Options {
-	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion}
+	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, Quotas: quota.NewDefaults()}
 }
 
 // AddFlags binds the options to fs.
@@ -68,6 +71,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	o.Quotas.AddFlags(fs)
 }
 
 // Complete fills in what the flags left out.
@@ -104,5 +108,17 @@ func (o *Options) Validate() error {
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))
 	}
+	if o.Quotas != nil {
+		errs = append(errs, o.Quotas.Validate())
+	}
 	return errors.Join(errs...)
+}
+
+// quotas returns the default quotas: the built-in ones when Options were
+// made without NewOptions.
+func (o *Options) quotas() *quota.Defaults {
+	if o.Quotas == nil {
+		return quota.NewDefaults()
+	}
+	return o.Quotas
 }

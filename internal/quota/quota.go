@@ -92,3 +92,23 @@ func FormatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// RepoQuota gives the git receiver each tenant's repository size quota
+// (gitserver.Quota), by tenant name.
+type RepoQuota struct {
+	Defaults *Defaults
+	Store    *store.Store
+}
+
+// RepoBytes returns how many bytes the tenant's repositories may take.
+func (r RepoQuota) RepoBytes(ctx context.Context, tenant string) (int64, error) {
+	t, err := r.Store.GetTenantByName(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	q, err := r.Defaults.For(ctx, r.Store, t.ID)
+	if err != nil {
+		return 0, err
+	}
+	return q.RepoBytes, nil
+}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,47 +148,45 @@ func TestBuildQuotaConcurrent(t *testing.T) {
 	}
 }
 
-// TestWithTenantLock runs count-then-add sections at once: under the lock
-// none of them sees a count another has not finished adding to.
+// TestWithTenantLock runs sections under one tenant's lock at once: no two
+// are ever inside together. Each section waits a while for another to come
+// in, which only a missing lock lets happen. Another tenant's sections do
+// not wait for them.
 func TestWithTenantLock(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
-	var mu sync.Mutex
-	have, limit := 0, 3
-	var added atomic.Int32
+	other := newTenant(t, s, "other")
+	var inside, overlaps atomic.Int32
+	section := func(context.Context) error {
+		inside.Add(1)
+		defer inside.Add(-1)
+		for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+			if inside.Load() > 1 {
+				overlaps.Add(1)
+				return nil
+			}
+			runtime.Gosched()
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
-	for range 10 {
+	for range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.WithTenantLock(t.Context(), acme.ID, "apps", func(context.Context) error {
-				mu.Lock()
-				n := have
-				mu.Unlock()
-				if n >= limit {
-					return store.ErrQuotaExceeded
-				}
-				// Give another section the chance to count in between,
-				// were the lock not held.
-				for range 1000 {
-					mu.Lock()
-					_ = have
-					mu.Unlock()
-				}
-				mu.Lock()
-				have = n + 1
-				mu.Unlock()
-				added.Add(1)
-				return nil
-			})
-			if err != nil && !errors.Is(err, store.ErrQuotaExceeded) {
+			if err := s.WithTenantLock(t.Context(), acme.ID, "apps", section); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	if have != limit || added.Load() != int32(limit) {
-		t.Errorf("have %d after %d additions, want %d", have, added.Load(), limit)
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d sections saw another inside the lock", n)
+	}
+
+	// fn's error comes back as it is.
+	if err := s.WithTenantLock(t.Context(), other.ID, "apps", func(context.Context) error { return store.ErrQuotaExceeded }); err != store.ErrQuotaExceeded {
+		t.Errorf("WithTenantLock err = %v, want fn's", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/dashboard"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	GitBase       string
 	EdgeAddresses []string
 	Runtime       clustermode.RuntimeOptions
+	// Quotas are the tenants' default quotas of apps and routes, which the
+	// API checks, and those the API shows a tenant.
+	Quotas *quota.Defaults
 	// CookieKeyFile holds the dashboard's session cookie key: 32 random
 	// bytes, or 64 hexadecimal digits. Empty: no dashboard, only the API.
 	CookieKeyFile string
@@ -48,6 +52,7 @@ func NewOptions() *Options {
 	return &Options{
 		Listen: ":8080", OpsListen: ":9090", DatabaseURL: clustermode.DefaultDatabaseURL(),
 		Runtime: clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		Quotas:  quota.NewDefaults(),
 	}
 }
 
@@ -61,6 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.EdgeAddresses, "edge-address", o.EdgeAddresses, "Public IP address of the edge, offered for custom domains' A/AAAA records; repeatable")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	o.Runtime.AddFlags(fs, false)
+	o.Quotas.AddFlags(fs)
 }
 
 // Validate checks the options.
@@ -78,6 +84,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.Runtime.Validate()...)
+	errs = append(errs, o.Quotas.Validate())
 	return errors.Join(errs...)
 }
 
@@ -118,7 +125,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	apiSrv, err := api.New(api.Options{
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Pipeline, Logs: clustermode.RuntimeLogs{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
-		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
+		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady}, Quotas: o.Quotas,
 	})
 	if err != nil {
 		return err

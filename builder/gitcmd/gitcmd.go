@@ -18,6 +18,7 @@ import (
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/store"
 )
 
@@ -38,15 +39,20 @@ type Options struct {
 	// BuildLogLines is how many lines of each build's log are kept.
 	BuildLogLines int
 	Runtime       clustermode.RuntimeOptions
+	// Quotas are the tenants' default quotas: repository size here,
+	// concurrent builds and build minutes in the pipeline.
+	Quotas *quota.Defaults
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
+	quotas := quota.NewDefaults()
 	return &Options{
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
 		DatabaseURL: clustermode.DefaultDatabaseURL(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
 		BuildLogLines: store.DefaultBuildLogLines,
-		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", MaxCheckoutBytes: build.DefaultMaxCheckoutBytes},
+		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", MaxCheckoutBytes: build.DefaultMaxCheckoutBytes, Quotas: quotas},
+		Quotas:        quotas,
 	}
 }
 
@@ -62,6 +68,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "Largest pack one push may send; a larger one is refused before it is stored")
 	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "Lines of a build's log kept: past it the oldest are dropped, and the log says so")
 	o.Runtime.AddFlags(fs, true)
+	o.Quotas.AddFlags(fs)
 }
 
 // Complete fills the host key's default path.
@@ -91,6 +98,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Runtime.ValidateBuild()...)
+	errs = append(errs, o.Quotas.Validate())
 	return errors.Join(errs...)
 }
 
@@ -113,6 +121,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	git, err := gitserver.New(gitserver.Options{
 		Root: o.RootDir, Auth: clustermode.GitAuth{Store: c.Store}, Repos: clustermode.AppRepos{Kube: c.Kube},
 		Deployer: rt.Pipeline, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
+		Quota: quota.RepoQuota{Defaults: o.Quotas, Store: c.Store},
 	})
 	if err != nil {
 		return err

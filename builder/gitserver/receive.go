@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
@@ -30,6 +32,7 @@ const (
 	reasonMissingObjects = "missing necessary objects"
 	reasonUnpacker       = "unpacker error"
 	reasonInternal       = "internal error"
+	reasonRefused        = "push rejected"
 )
 
 // receivePackCapabilities are what the receiver advertises. no-thin makes the
@@ -107,7 +110,7 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 
 	rs := packp.NewReportStatus()
 	rs.UnpackStatus = "ok"
-	if err := s.storePack(r, req, in, sw); err != nil {
+	if err := s.storePack(ctx, r, req, in, sw); err != nil {
 		log.Info("Push refused", "reason", err.Error())
 		var tooLarge *bodyTooLargeError
 		if errors.As(err, &tooLarge) {
@@ -161,7 +164,7 @@ func (e errPackTooLarge) Error() string {
 // storePack receives the pack into a temporary file, refusing it when it is
 // larger than the limit, and only then adds it to the repository, so that a
 // refused or broken push stores nothing.
-func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Reader, sw *sidebandWriter) error {
+func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpdateRequest, in io.Reader, sw *sidebandWriter) error {
 	needed := false
 	for _, cmd := range req.Commands {
 		needed = needed || cmd.New != plumbing.ZeroHash
@@ -194,6 +197,9 @@ func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Rea
 	if n == 0 {
 		return nil
 	}
+	if err := s.checkRepoQuota(ctx, r, sw); err != nil {
+		return err
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("rewinding pack: %w", err)
 	}
@@ -205,6 +211,64 @@ func (s *Server) storePack(r *repo, req *packp.ReferenceUpdateRequest, in io.Rea
 		return fmt.Errorf("storing pack: %w", err)
 	}
 	return nil
+}
+
+// errRepoQuota is the unpack status of a pack that would take the tenant's
+// repositories past their quota.
+type errRepoQuota struct{ limit int64 }
+
+func (e errRepoQuota) Error() string {
+	return fmt.Sprintf("repoBytes quota of %s exceeded", bytesize.Format(e.limit))
+}
+
+// checkRepoQuota refuses a received pack when the tenant's repositories,
+// with the pack (spooled in the repository's directory), take more than
+// the tenant's quota.
+func (s *Server) checkRepoQuota(ctx context.Context, r *repo, sw *sidebandWriter) error {
+	if s.quota == nil {
+		return nil
+	}
+	limit, err := s.quota.RepoBytes(ctx, r.tenant)
+	if err != nil {
+		return fmt.Errorf("reading the repository quota of %s: %w", r.tenant, err)
+	}
+	used, err := dirSize(filepath.Join(s.root, r.tenant))
+	if err != nil {
+		return fmt.Errorf("measuring the repositories of %s: %w", r.tenant, err)
+	}
+	if used > limit {
+		sw.Printf("Push rejected: the tenant's repoBytes quota (%s) is reached: its repositories would take %s with this push; "+
+			"delete apps you no longer need, or ask the operator to raise the quota.", bytesize.Format(limit), bytesize.Format(used))
+		return errRepoQuota{limit: limit}
+	}
+	return nil
+}
+
+// dirSize returns the bytes of the regular files under dir; 0 when dir
+// does not exist.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // gone meanwhile: a repository deleted, a spool removed
+		}
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	return n, err
 }
 
 // apply evaluates one command against the repository's current state (the
@@ -267,7 +331,13 @@ func (s *Server) apply(ctx context.Context, r *repo, cmd *packp.Command, sw *sid
 			Old: curHash.String(), New: cmd.New.String(), RepoDir: r.dir,
 		}
 		var err error
-		if res, err = s.deploy(ctx, push, sw); err != nil {
+		var refused *RefusedError
+		if res, err = s.deploy(ctx, push, sw); errors.As(err, &refused) {
+			s.log.Info("Push refused", "tenant", r.tenant, "app", r.app, "commit", push.New, "reason", err.Error())
+			sw.Printf("Push rejected: %v", err)
+			sw.Printf("%s was not updated; the previous release keeps serving.", r.branch)
+			return reasonRefused
+		} else if err != nil {
 			s.log.Info("Deploy failed", "tenant", r.tenant, "app", r.app, "commit", push.New, "error", err.Error())
 			sw.Printf("Build failed: %v", err)
 			sw.Printf("%s was not updated; the previous release keeps serving.", r.branch)

@@ -131,6 +131,28 @@ type Deployer interface {
 	Deploy(ctx context.Context, push Push, log io.Writer) (DeployResult, error)
 }
 
+// RefusedError is a Deployer's refusal to build a push at all, such as a
+// quota of the tenant's that is reached: the pusher sees "Push rejected:"
+// and the reason instead of "Build failed", and the branch does not move.
+type RefusedError struct {
+	Reason error
+}
+
+func (e *RefusedError) Error() string { return e.Reason.Error() }
+
+func (e *RefusedError) Unwrap() error { return e.Reason }
+
+// Quota gives the receiver a tenant's repository size quota.
+//
+// Rules for implementations: RepoBytes is called once per push that sends
+// objects, after the pack is received and before it is stored, and
+// concurrently; it returns how many bytes the tenant's repositories may
+// take on disk. An error is an outage: the push fails and nothing is
+// stored.
+type Quota interface {
+	RepoBytes(ctx context.Context, tenant string) (int64, error)
+}
+
 // DefaultMaxPushBytes is the pack size limit used when Options.MaxPushBytes
 // is zero: 200 MiB.
 const DefaultMaxPushBytes = 200 << 20
@@ -149,6 +171,10 @@ type Options struct {
 	// MaxPushBytes limits the size of one pushed pack; 0 means
 	// DefaultMaxPushBytes.
 	MaxPushBytes int64
+	// Quota, when set, bounds the size of each tenant's repositories,
+	// Root/<tenant>: a push whose pack would take them past it is refused
+	// and stores nothing.
+	Quota Quota
 	// SSH bounds SSH connections; zero fields take SSHTimeouts' values.
 	SSH SSHLimits
 	// Log receives the receiver's own logs; the zero value discards them.
@@ -164,6 +190,7 @@ type Server struct {
 	repos     Repos
 	deployer  Deployer
 	maxPush   int64
+	quota     Quota
 	log       logr.Logger
 	keepAlive time.Duration
 	ssh       SSHLimits
@@ -199,6 +226,7 @@ func New(opts Options) (*Server, error) {
 		repos:     opts.Repos,
 		deployer:  opts.Deployer,
 		maxPush:   opts.MaxPushBytes,
+		quota:     opts.Quota,
 		log:       opts.Log,
 		keepAlive: defaultKeepAlive,
 		ssh:       opts.SSH.withDefaults(),

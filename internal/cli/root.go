@@ -90,6 +90,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newLogsCommand(st),
 		newKeysCommand(st),
 		newRoutesCommand(st),
+		newQuotaCommand(st),
 		newAdminCommand(st),
 		newUpgradeCommand(st),
 	)

@@ -21,6 +21,7 @@ import (
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/pipeline"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/store"
@@ -52,6 +53,9 @@ type RuntimeOptions struct {
 	MaxCheckoutBytes int64
 	// Tenants is how the kube driver confines tenant namespaces.
 	Tenants TenantOptions
+	// Quotas are the tenants' default quotas the pipeline checks builds
+	// against (bex-git binds their flags); nil means quota.NewDefaults().
+	Quotas *quota.Defaults
 }
 
 // TenantOptions are the flags of what the kube driver keeps in every tenant
@@ -213,7 +217,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 		Store: st, Kube: kubeClient, Builder: builder, Runtime: driver,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
-		Log:         log.WithName("pipeline"),
+		Log:         log.WithName("pipeline"), Quotas: o.Quotas,
 	})
 	if err != nil {
 		return nil, err

@@ -16,10 +16,10 @@ import (
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/sandbox"
-	"bex.co/bex/web/api"
-
 	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api"
 )
 
 // Options configures an embedded platform.
@@ -86,6 +86,8 @@ type Options struct {
 	// BuildLogLines is how many lines of a build's log are kept
 	// (store.Limits.BuildLogLines).
 	BuildLogLines int
+	// Quotas are the tenants' default quotas.
+	Quotas *quota.Defaults
 }
 
 // NewOptions returns Options with their defaults.
@@ -93,7 +95,7 @@ func NewOptions() *Options {
 	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
 		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		MaxPushBytes: gitserver.DefaultMaxPushBytes, MaxCheckoutBytes: build.DefaultMaxCheckoutBytes,
-		BuildLogLines: store.DefaultBuildLogLines}
+		BuildLogLines: store.DefaultBuildLogLines, Quotas: quota.NewDefaults()}
 }
 
 // AddFlags binds the options to fs.
@@ -114,6 +116,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "largest pack one push may send; a larger one is refused before it is stored")
 	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "largest size the pushed tree may check out to in a build; a larger one fails the build saying so")
 	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "lines of a build's log kept: past it the oldest are dropped, and the log says so")
+	o.Quotas.AddFlags(fs)
 }
 
 // Complete fills in what the flags left out.
@@ -193,5 +196,17 @@ func (o *Options) Validate() error {
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))
 	}
+	if o.Quotas != nil {
+		errs = append(errs, o.Quotas.Validate())
+	}
 	return errors.Join(errs...)
+}
+
+// quotas returns the default quotas: the built-in ones when Options were
+// made without NewOptions.
+func (o *Options) quotas() *quota.Defaults {
+	if o.Quotas == nil {
+		return quota.NewDefaults()
+	}
+	return o.Quotas
 }

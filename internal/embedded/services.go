@@ -30,6 +30,7 @@ import (
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/pipeline"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/sandbox"
@@ -159,6 +160,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	pl, err := pipeline.New(pipeline.Options{
 		Store: st, Kube: kube, Builder: builder, Runtime: rt,
 		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("pipeline"),
+		Quotas: o.quotas(),
 	})
 	if err != nil {
 		return nil, err
@@ -194,6 +196,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	git, err := gitserver.New(gitserver.Options{
 		Root: filepath.Join(o.StateDir, "git"), Auth: clustermode.GitAuth{Store: st}, Repos: clustermode.AppRepos{Kube: kube},
 		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
+		Quota: quota.RepoQuota{Defaults: o.quotas(), Store: st},
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +225,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	apiSrv, err := api.New(api.Options{
 		Store: st, Kube: kube, Deployer: pl, Logs: clustermode.RuntimeLogs{Driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
-		Log: log.WithName("api"), MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant,
+		Log: log.WithName("api"), MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.quotas(),
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {

@@ -23,6 +23,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	appctrl "bex.co/bex/controllers/app"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
 )
@@ -40,7 +41,11 @@ type Options struct {
 	BinDir string
 	// URL returns an app's public URL.
 	URL func(tenant, app string) string
-	Log logr.Logger
+	// Quotas are the tenants' default quotas; a push beyond a tenant's
+	// concurrent builds or build minutes is refused before its build is
+	// recorded. nil means quota.NewDefaults().
+	Quotas *quota.Defaults
+	Log    logr.Logger
 }
 
 // Pipeline builds, releases and rolls back apps.
@@ -70,6 +75,11 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, errors.New("pipeline: ReleasesDir is empty")
 	case opts.URL == nil:
 		return nil, errors.New("pipeline: URL is nil")
+	}
+	if opts.Quotas == nil {
+		opts.Quotas = quota.NewDefaults()
+	} else if err := opts.Quotas.Validate(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	return &Pipeline{opts: opts, locks: map[string]*sync.Mutex{}}, nil
 }
@@ -112,7 +122,14 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err != nil {
 		return gitserver.DeployResult{}, err
 	}
-	b, err := p.opts.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack)})
+	bq, err := p.opts.Quotas.BuildQuota(ctx, p.opts.Store, tenant.ID, time.Now())
+	if err != nil {
+		return gitserver.DeployResult{}, fmt.Errorf("reading the quotas of tenant %s: %w", push.Tenant, err)
+	}
+	b, err := p.opts.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack), Quota: bq})
+	if errors.Is(err, store.ErrQuotaExceeded) {
+		return gitserver.DeployResult{}, &gitserver.RefusedError{Reason: err}
+	}
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
 	}

@@ -65,6 +65,9 @@ type NewBuild struct {
 	Commit string
 	// Stack is the stack, when known before the build starts; optional.
 	Stack string
+	// Quota, when set, is checked before the build is recorded: a build
+	// beyond it is refused with a *QuotaError and nothing is recorded.
+	Quota *BuildQuota
 }
 
 // BuildResult is how a build ended, for FinishBuild.
@@ -99,8 +102,10 @@ func scanBuild(row pgx.Row) (Build, error) {
 
 // CreateBuild records a running build of an app and gives it the app's next
 // build number. Concurrent calls for one app get distinct, consecutive
-// numbers. The error wraps ErrInvalid when the app is not named and
-// ErrNotFound when the tenant does not exist.
+// numbers. The error wraps ErrInvalid when the app is not named,
+// ErrNotFound when the tenant does not exist and ErrQuotaExceeded when
+// nb.Quota refuses the build; concurrent calls for one tenant are checked
+// one at a time, so they cannot pass a quota together that only one fits.
 func (s *Store) CreateBuild(ctx context.Context, nb NewBuild) (Build, error) {
 	if nb.App == "" {
 		return Build{}, fmt.Errorf("%w build: the app is not named", ErrInvalid)
@@ -110,6 +115,11 @@ func (s *Store) CreateBuild(ctx context.Context, nb NewBuild) (Build, error) {
 	}
 	var b Build
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if nb.Quota != nil {
+			if err := checkBuildQuota(ctx, tx, nb.TenantID, *nb.Quota); err != nil {
+				return err
+			}
+		}
 		number, err := nextAppNumber(ctx, tx, nb.TenantID, nb.App, "last_build")
 		if err != nil {
 			return err
@@ -121,6 +131,9 @@ func (s *Store) CreateBuild(ctx context.Context, nb NewBuild) (Build, error) {
 	})
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return Build{}, fmt.Errorf("tenant %s: %w", nb.TenantID, ErrNotFound)
+	}
+	if errors.Is(err, ErrQuotaExceeded) {
+		return Build{}, err
 	}
 	if err != nil {
 		return Build{}, fmt.Errorf("creating build of %s: %w", nb.App, err)

@@ -57,6 +57,7 @@ func TestAPI(t *testing.T) {
 		{"Healthz", testHealthz},
 		{"SlowClients", testSlowClients},
 		{"Sessions", testSessions},
+		{"Quotas", testQuotas},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

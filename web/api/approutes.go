@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -309,8 +310,19 @@ func (s *Server) addRoute(c echo.Context) error {
 			TLS:        platformv1alpha1.RouteTLS{Mode: mode},
 		},
 	}
-	if err := s.kube.Create(c.Request().Context(), r); err != nil {
+	// Counting the routes and adding one under the tenant's lock: two adds
+	// at the quota cannot both pass.
+	err = s.store.WithTenantLock(c.Request().Context(), principalOf(c).tenant.ID, "routes", func(ctx context.Context) error {
+		if err := s.checkRouteQuota(ctx, principalOf(c).tenant); err != nil {
+			return err
+		}
+		return s.kube.Create(ctx, r)
+	})
+	if err != nil {
+		var qe *store.QuotaError
 		switch {
+		case errors.As(err, &qe):
+			return err
 		case apierrors.IsAlreadyExists(err):
 			return &httpError{status: http.StatusConflict, field: "hostname",
 				message: fmt.Sprintf("%s%s is routed already: remove that route first", host, pathPrefix)}
@@ -321,6 +333,24 @@ func (s *Server) addRoute(c echo.Context) error {
 	}
 	s.audit(c, "route.add", app.Name, map[string]any{"hostname": host, "pathPrefix": pathPrefix, "tls": string(mode)})
 	return c.JSON(http.StatusCreated, s.routeView(r))
+}
+
+// checkRouteQuota refuses one more route when the tenant has as many, over
+// all its apps, as its routes quota allows.
+func (s *Server) checkRouteQuota(ctx context.Context, tenant store.Tenant) error {
+	q, err := s.quotas.For(ctx, s.store, tenant.ID)
+	if err != nil {
+		return err
+	}
+	var routes platformv1alpha1.RouteList
+	if err := s.kube.List(ctx, &routes, client.InNamespace(tenant.Name)); err != nil {
+		return fmt.Errorf("listing routes: %w", err)
+	}
+	if n := len(routes.Items); n >= q.Routes {
+		return &store.QuotaError{Quota: "routes", Limit: fmt.Sprint(q.Routes),
+			Detail: fmt.Sprintf("the tenant's apps have %d %s; remove one (bex routes remove HOSTNAME --app APP), or ask the operator to raise the quota", n, pluralize(n, "route", "routes"))}
+	}
+	return nil
 }
 
 // checkHostnameFree refuses host when another tenant's Route has it (or

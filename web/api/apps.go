@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -143,7 +145,19 @@ func (s *Server) createApp(c echo.Context) error {
 			Source: platformv1alpha1.AppSource{Branch: req.Branch},
 		},
 	}
-	if err := s.kube.Create(c.Request().Context(), app); err != nil {
+	// Counting the apps and creating one under the tenant's lock: two
+	// creates at the quota cannot both pass.
+	err := s.store.WithTenantLock(c.Request().Context(), p.tenant.ID, "apps", func(ctx context.Context) error {
+		if err := s.checkAppQuota(ctx, p.tenant); err != nil {
+			return err
+		}
+		return s.kube.Create(ctx, app)
+	})
+	if err != nil {
+		var qe *store.QuotaError
+		if errors.As(err, &qe) {
+			return err
+		}
 		if apierrors.IsAlreadyExists(err) {
 			return &httpError{status: http.StatusConflict, field: "name", message: fmt.Sprintf("app %q exists already", req.Name)}
 		}
@@ -154,6 +168,32 @@ func (s *Server) createApp(c echo.Context) error {
 	}
 	s.audit(c, "app.create", req.Name, map[string]any{"branch": app.Spec.Source.Branch})
 	return c.JSON(http.StatusCreated, s.appView(app))
+}
+
+// checkAppQuota refuses one more app when the tenant has as many as its
+// apps quota allows.
+func (s *Server) checkAppQuota(ctx context.Context, tenant store.Tenant) error {
+	q, err := s.quotas.For(ctx, s.store, tenant.ID)
+	if err != nil {
+		return err
+	}
+	var apps platformv1alpha1.AppList
+	if err := s.kube.List(ctx, &apps, client.InNamespace(tenant.Name)); err != nil {
+		return fmt.Errorf("listing apps: %w", err)
+	}
+	if n := len(apps.Items); n >= q.Apps {
+		return &store.QuotaError{Quota: "apps", Limit: fmt.Sprint(q.Apps),
+			Detail: fmt.Sprintf("the tenant has %d %s; delete one (bex apps delete NAME), or ask the operator to raise the quota", n, pluralize(n, "app", "apps"))}
+	}
+	return nil
+}
+
+// pluralize returns one when n is 1, else many.
+func pluralize(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // checkDefaultHostname refuses an app whose default hostname,

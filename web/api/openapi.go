@@ -45,6 +45,8 @@ var schemaTypes = map[string]reflect.Type{
 	"UpgradeChange":        reflect.TypeFor[apiclient.UpgradeChange](),
 	"FleetCluster":         reflect.TypeFor[apiclient.FleetCluster](),
 	"AuditEntry":           reflect.TypeFor[apiclient.AuditEntry](),
+	"Quota":                reflect.TypeFor[apiclient.Quota](),
+	"QuotaOverrides":       reflect.TypeFor[apiclient.QuotaOverrides](),
 }
 
 // obj is a JSON object of the document.

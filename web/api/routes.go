@@ -60,6 +60,11 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPost, path: "/admin/tenants", handler: s.createTenant, access: operator,
 			summary: "Create a tenant: its namespace, its row and a first API token, whose secret is answered once (operators)",
 			request: "CreateTenantRequest", response: "CreatedTenant", status: http.StatusCreated},
+		{method: http.MethodGet, path: "/admin/tenants/:tenant/quota", handler: s.adminGetQuota, access: operator,
+			summary: "Show a tenant's quotas, those the operator set for it, and its usage (operators)", response: "Quota"},
+		{method: http.MethodPut, path: "/admin/tenants/:tenant/quota", handler: s.adminSetQuota, access: operator,
+			summary: "Set a tenant's quotas: each one given overrides the platform's default, each one left out is the default again; what the tenant has already stays (operators)",
+			request: "QuotaOverrides", response: "Quota"},
 
 		{method: http.MethodGet, path: "/admin/audit", handler: s.listAudit, access: operator,
 			summary: "The audit log, newest first (operators)", response: "[]AuditEntry",
@@ -92,6 +97,9 @@ func (s *Server) routeTable() []route {
 			summary: "Resume a paused fleet upgrade; an aborted one answers 409 (operators)", response: "UpgradeChange"},
 		{method: http.MethodPost, path: "/upgrades/:name/abort", handler: s.abortUpgrade, access: operator,
 			summary: "Abort a fleet upgrade for good (spec.abort): it cannot be resumed; a cluster mid-rollout is left paused at mixed versions (operators)", response: "UpgradeChange"},
+
+		{method: http.MethodGet, path: "/quota", handler: s.getQuota, access: tenant,
+			summary: "The tenant's quotas (apps, routes, concurrent builds, repository size, build minutes a month) and its usage; a request beyond one answers 403 naming it", response: "Quota"},
 
 		{method: http.MethodGet, path: "/apps", handler: s.listApps, access: tenant,
 			summary: "List the tenant's apps", response: "[]App"},

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/store"
 )
 
@@ -54,6 +55,10 @@ type Options struct {
 	// tenant follows at once through this server; the stream past it is
 	// answered 429. Zero means DefaultMaxLogStreamsPerTenant.
 	MaxLogStreamsPerTenant int
+
+	// Quotas are the platform's default quotas of a tenant; nil means
+	// quota.NewDefaults().
+	Quotas *quota.Defaults
 }
 
 // Server is the platform API.
@@ -68,6 +73,8 @@ type Server struct {
 	log       logr.Logger
 	checks    []func(context.Context) error
 	streams   *streamLimiter
+
+	quotas *quota.Defaults
 
 	echo   *echo.Echo
 	routes []route
@@ -118,6 +125,12 @@ func New(opts Options) (*Server, error) {
 		edgeAddrs: slices.Clone(opts.EdgeAddresses),
 		log:       opts.Log,
 		checks:    opts.ReadinessChecks,
+		quotas:    opts.Quotas,
+	}
+	if s.quotas == nil {
+		s.quotas = quota.NewDefaults()
+	} else if err := s.quotas.Validate(); err != nil {
+		return nil, fmt.Errorf("creating API server: %w", err)
 	}
 	s.routes = s.routeTable()
 	s.echo = s.newEcho()
@@ -227,6 +240,7 @@ type httpError struct {
 	status  int
 	message string
 	field   string
+	quota   string
 }
 
 func (e *httpError) Error() string { return e.message }
@@ -261,8 +275,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	var he *httpError
 	var ee *echo.HTTPError
+	var qe *store.QuotaError
 	switch {
 	case errors.As(err, &he):
+	case errors.As(err, &qe):
+		he = &httpError{status: http.StatusForbidden, message: qe.Error(), quota: qe.Quota}
 	case errors.As(err, &ee):
 		he = &httpError{status: ee.Code, message: fmt.Sprint(ee.Message)}
 		if ee.Code == http.StatusNotFound {
@@ -282,7 +299,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error(err, "Request failed", "method", c.Request().Method, "path", c.Path())
 		he = &httpError{status: http.StatusInternalServerError, message: "internal error: the operator's logs say more"}
 	}
-	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field}); err != nil {
+	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field, Quota: he.quota}); err != nil {
 		s.log.Error(err, "Writing error answer failed")
 	}
 }
@@ -290,6 +307,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 type errorBody struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	Quota   string `json:"quota,omitempty"`
 }
 
 // audit records a change made for the caller. A failure to record it is

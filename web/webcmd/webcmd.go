@@ -19,6 +19,7 @@ import (
 
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/dashboard"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	GitBase       string
 	EdgeAddresses []string
 	Runtime       clustermode.RuntimeOptions
+	// Quotas are the tenants' default quotas of apps and routes, which the
+	// API checks, and those the API shows a tenant.
+	Quotas *quota.Defaults
 	// CookieKeyFile holds the dashboard's session cookie key: 32 random
 	// bytes, or 64 hexadecimal digits. Empty: no dashboard, only the API.
 	CookieKeyFile string
@@ -52,6 +56,7 @@ func NewOptions() *Options {
 		Listen: ":8080", OpsListen: ":9090", DatabaseURL: clustermode.DefaultDatabaseURL(),
 		Runtime:                clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
+		Quotas:                 quota.NewDefaults(),
 	}
 }
 
@@ -66,6 +71,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
 	o.Runtime.AddFlags(fs, false)
+	o.Quotas.AddFlags(fs)
 }
 
 // Validate checks the options.
@@ -86,6 +92,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
+	errs = append(errs, o.Quotas.Validate())
 	return errors.Join(errs...)
 }
 
@@ -127,7 +134,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Pipeline, Logs: clustermode.RuntimeLogs{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
-		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant,
+		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
 	})
 	if err != nil {
 		return err

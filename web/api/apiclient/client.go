@@ -151,6 +151,25 @@ func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return ts, c.call(ctx, http.MethodGet, "/admin/tenants", nil, nil, &ts)
 }
 
+// Quota returns the caller's tenant's quotas and usage.
+func (c *Client) Quota(ctx context.Context) (Quota, error) {
+	var q Quota
+	return q, c.call(ctx, http.MethodGet, "/quota", nil, nil, &q)
+}
+
+// TenantQuota returns a tenant's quotas and usage (operator tokens only).
+func (c *Client) TenantQuota(ctx context.Context, tenant string) (Quota, error) {
+	var q Quota
+	return q, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, nil, &q)
+}
+
+// SetTenantQuota replaces the quotas the operator set for a tenant; a nil
+// field is the platform's default (operator tokens only).
+func (c *Client) SetTenantQuota(ctx context.Context, tenant string, o QuotaOverrides) (Quota, error) {
+	var q Quota
+	return q, c.call(ctx, http.MethodPut, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, o, &q)
+}
+
 // ListAudit lists audit entries, newest first (operator tokens only).
 func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
 	v := url.Values{}

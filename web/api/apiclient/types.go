@@ -10,6 +10,9 @@ type ErrorBody struct {
 	Message string `json:"message"`
 	// Field names the input at fault, for bad input ("name", "set.FOO").
 	Field string `json:"field,omitempty"`
+	// Quota names the tenant's quota that refused the request (apps,
+	// routes), with 403.
+	Quota string `json:"quota,omitempty"`
 }
 
 // WhoAmI says whom a token acts for.
@@ -272,4 +275,57 @@ type AuditQuery struct {
 	// Before pages back: entries older than this ID.
 	Before int64
 	Limit  int
+}
+
+// Quotas are what a tenant may have and use. The operator sets the
+// platform's defaults (flags --quota-*, chart values quotas.*) and may
+// override each for one tenant.
+type Quotas struct {
+	// Apps is how many apps the tenant may have.
+	Apps int `json:"apps"`
+	// Routes is how many custom routes it may have over all its apps.
+	Routes int `json:"routes"`
+	// ConcurrentBuilds is how many of its builds may run at once.
+	ConcurrentBuilds int `json:"concurrentBuilds"`
+	// RepoBytes is how many bytes its git repositories may take on disk.
+	RepoBytes int64 `json:"repoBytes"`
+	// BuildMinutes is how many minutes its builds may take per calendar
+	// month (UTC).
+	BuildMinutes int `json:"buildMinutes"`
+}
+
+// QuotaOverrides are the quotas the operator set for one tenant; a field
+// left out (or null) is the platform's default.
+type QuotaOverrides struct {
+	Apps             *int   `json:"apps,omitempty"`
+	Routes           *int   `json:"routes,omitempty"`
+	ConcurrentBuilds *int   `json:"concurrentBuilds,omitempty"`
+	RepoBytes        *int64 `json:"repoBytes,omitempty"`
+	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
+}
+
+// QuotaUsage is what a tenant has of each quota. The size of its
+// repositories is measured by the git receiver at each push and is not
+// shown here.
+type QuotaUsage struct {
+	Apps          int `json:"apps"`
+	Routes        int `json:"routes"`
+	RunningBuilds int `json:"runningBuilds"`
+	// BuildMinutes is the time its builds took since BuildMinutesSince,
+	// rounded down.
+	BuildMinutes int `json:"buildMinutes"`
+}
+
+// Quota answers GET /api/v1/quota and the operators'
+// /api/v1/admin/tenants/{tenant}/quota: a tenant's quotas, what the
+// operator set of them, and its usage.
+type Quota struct {
+	Tenant string `json:"tenant"`
+	// Quotas are in force: the defaults with Overrides.
+	Quotas    Quotas         `json:"quotas"`
+	Overrides QuotaOverrides `json:"overrides"`
+	Usage     QuotaUsage     `json:"usage"`
+	// BuildMinutesSince is the start of the build minutes' window: the
+	// first of this month, 00:00 UTC.
+	BuildMinutesSince time.Time `json:"buildMinutesSince"`
 }

@@ -129,6 +129,16 @@ imagePullSecrets:
 {{- include "bex.tenantArgs" . }}
 {{- end -}}
 
+{{/* bex.quotaArgs: every tenant's default quotas (values quotas.*), the
+   same for web and the git receiver, which check different ones. */}}
+{{- define "bex.quotaArgs" -}}
+- --quota-apps={{ .Values.quotas.apps | int64 }}
+- --quota-routes={{ .Values.quotas.routes | int64 }}
+- --quota-concurrent-builds={{ .Values.quotas.concurrentBuilds | int64 }}
+- --quota-repo-bytes={{ .Values.quotas.repoBytes | int64 }}
+- --quota-build-minutes={{ .Values.quotas.buildMinutes | int64 }}
+{{- end -}}
+
 {{/* bex.tenantArgs: what the kube driver keeps in every tenant namespace
    (docs/security.md, "Cluster mode"): the NetworkPolicy's peers, and the
    roles bound there to the git receiver. Every process that runs the

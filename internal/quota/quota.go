@@ -1,0 +1,114 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"bex.co/bex/internal/store"
+)
+
+// Default quotas of a tenant the operator set none for.
+const (
+	DefaultApps             = 25
+	DefaultRoutes           = 100
+	DefaultConcurrentBuilds = 2
+	DefaultRepoBytes        = 1 << 30
+	DefaultBuildMinutes     = 1000
+)
+
+// Defaults are the platform's quotas for every tenant; the operator
+// overrides them per tenant through the admin API.
+type Defaults struct {
+	store.Quotas
+}
+
+// NewDefaults returns the built-in defaults.
+func NewDefaults() *Defaults {
+	return &Defaults{store.Quotas{
+		Apps: DefaultApps, Routes: DefaultRoutes, ConcurrentBuilds: DefaultConcurrentBuilds,
+		RepoBytes: DefaultRepoBytes, BuildMinutes: DefaultBuildMinutes,
+	}}
+}
+
+// AddFlags binds the defaults to fs as --quota-*.
+func (d *Defaults) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&d.Apps, "quota-apps", d.Apps, "Apps a tenant may have, unless the operator set its own quota")
+	fs.IntVar(&d.Routes, "quota-routes", d.Routes, "Custom routes a tenant may have over all its apps, unless the operator set its own quota")
+	fs.IntVar(&d.ConcurrentBuilds, "quota-concurrent-builds", d.ConcurrentBuilds, "Builds of one tenant that may run at once, unless the operator set its own quota")
+	fs.Int64Var(&d.RepoBytes, "quota-repo-bytes", d.RepoBytes, "Bytes a tenant's git repositories may take on disk, unless the operator set its own quota")
+	fs.IntVar(&d.BuildMinutes, "quota-build-minutes", d.BuildMinutes, "Build minutes a tenant may use per calendar month (UTC), unless the operator set its own quota")
+}
+
+// Validate checks the defaults.
+func (d *Defaults) Validate() error {
+	var errs []error
+	for flag, v := range map[string]int64{
+		"--quota-apps": int64(d.Apps), "--quota-routes": int64(d.Routes), "--quota-concurrent-builds": int64(d.ConcurrentBuilds),
+		"--quota-repo-bytes": d.RepoBytes, "--quota-build-minutes": int64(d.BuildMinutes),
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative", flag, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// For returns the quotas of the tenant: the defaults with the operator's
+// overrides.
+func (d *Defaults) For(ctx context.Context, st *store.Store, tenantID string) (store.Quotas, error) {
+	o, err := st.TenantQuotas(ctx, tenantID)
+	if err != nil {
+		return store.Quotas{}, err
+	}
+	return d.Quotas.With(o), nil
+}
+
+// BuildQuota returns what store.CreateBuild checks for the tenant at now:
+// its concurrent builds and its build minutes of now's calendar month.
+func (d *Defaults) BuildQuota(ctx context.Context, st *store.Store, tenantID string, now time.Time) (*store.BuildQuota, error) {
+	q, err := d.For(ctx, st, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return &store.BuildQuota{ConcurrentBuilds: q.ConcurrentBuilds, BuildMinutes: q.BuildMinutes, Since: store.MonthStart(now)}, nil
+}
+
+// FormatBytes renders a size the way a person reads a limit: 1 GiB,
+// 500 MiB, 1536 KiB, 100 bytes.
+func FormatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// RepoQuota gives the git receiver each tenant's repository size quota
+// (gitserver.Quota), by tenant name.
+type RepoQuota struct {
+	Defaults *Defaults
+	Store    *store.Store
+}
+
+// RepoBytes returns how many bytes the tenant's repositories may take.
+func (r RepoQuota) RepoBytes(ctx context.Context, tenant string) (int64, error) {
+	t, err := r.Store.GetTenantByName(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	q, err := r.Defaults.For(ctx, r.Store, t.ID)
+	if err != nil {
+		return 0, err
+	}
+	return q.RepoBytes, nil
+}

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrQuotaExceeded is what a QuotaError is: test for it with errors.Is.
+var ErrQuotaExceeded = errors.New("quota exceeded")
+
+// QuotaError says which of a tenant's quotas a request would exceed, its
+// value, and what the tenant has.
+type QuotaError struct {
+	// Quota is the quota's name as the API and the flags spell it: apps,
+	// routes, concurrentBuilds, repoBytes, buildMinutes.
+	Quota string
+	// Limit is the quota's value as a person reads it ("3", "1 GiB").
+	Limit string
+	// Detail says what the tenant has and what to do.
+	Detail string
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("the tenant's %s quota (%s) is reached: %s", e.Quota, e.Limit, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrQuotaExceeded) true.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
+
+// Quotas are what one tenant may have and use. Zero allows none.
+type Quotas struct {
+	// Apps is how many apps the tenant may have.
+	Apps int `json:"apps"`
+	// Routes is how many custom routes it may have over all its apps.
+	Routes int `json:"routes"`
+	// ConcurrentBuilds is how many of its builds may run at once.
+	ConcurrentBuilds int `json:"concurrentBuilds"`
+	// RepoBytes is how many bytes its git repositories may take on disk.
+	RepoBytes int64 `json:"repoBytes"`
+	// BuildMinutes is how many minutes its builds may take in a calendar
+	// month (UTC).
+	BuildMinutes int `json:"buildMinutes"`
+}
+
+// QuotaOverrides are the quotas the operator set for one tenant; a nil
+// field keeps the platform's default.
+type QuotaOverrides struct {
+	Apps             *int   `json:"apps,omitempty"`
+	Routes           *int   `json:"routes,omitempty"`
+	ConcurrentBuilds *int   `json:"concurrentBuilds,omitempty"`
+	RepoBytes        *int64 `json:"repoBytes,omitempty"`
+	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
+}
+
+// With returns q with the overrides that o sets.
+func (q Quotas) With(o QuotaOverrides) Quotas {
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&q.Apps, o.Apps)
+	set(&q.Routes, o.Routes)
+	set(&q.ConcurrentBuilds, o.ConcurrentBuilds)
+	set(&q.BuildMinutes, o.BuildMinutes)
+	if o.RepoBytes != nil {
+		q.RepoBytes = *o.RepoBytes
+	}
+	return q
+}
+
+// TenantQuotas returns the quotas the operator set for the tenant: all nil
+// when none. The error wraps ErrNotFound when the tenant does not exist.
+func (s *Store) TenantQuotas(ctx context.Context, tenantID string) (QuotaOverrides, error) {
+	if !isUUID(tenantID) {
+		return QuotaOverrides{}, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	var o QuotaOverrides
+	var exists bool
+	err := s.pool.QueryRow(ctx,
+		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes "+
+			"FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).
+		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return QuotaOverrides{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
+	}
+	if err != nil {
+		return QuotaOverrides{}, fmt.Errorf("reading the quotas of tenant %s: %w", tenantID, err)
+	}
+	return o, nil
+}
+
+// SetTenantQuotas replaces the quotas the operator set for the tenant with
+// o; all nil removes them, so the tenant has the defaults. The error wraps
+// ErrInvalid when a value is negative and ErrNotFound when the tenant does
+// not exist.
+func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOverrides) error {
+	if !isUUID(tenantID) {
+		return fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	for name, v := range map[string]int64{
+		"apps": deref(o.Apps), "routes": deref(o.Routes), "concurrentBuilds": deref(o.ConcurrentBuilds),
+		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes),
+	} {
+		if v < 0 {
+			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, name, v)
+		}
+	}
+	if o == (QuotaOverrides{}) {
+		if _, err := s.pool.Exec(ctx, "DELETE FROM tenant_quotas WHERE tenant_id = $1", tenantID); err != nil {
+			return fmt.Errorf("removing the quotas of tenant %s: %w", tenantID, err)
+		}
+		return nil
+	}
+	_, err := s.pool.Exec(ctx,
+		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes) "+
+			"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id) DO UPDATE SET "+
+			"apps = EXCLUDED.apps, routes = EXCLUDED.routes, concurrent_builds = EXCLUDED.concurrent_builds, "+
+			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, updated_at = now()",
+		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes)
+	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("setting the quotas of tenant %s: %w", tenantID, err)
+	}
+	return nil
+}
+
+func deref(p *int) int64 {
+	if p == nil {
+		return 0
+	}
+	return int64(*p)
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// quotaLockClass is the first key of the tenants' quota locks
+// (pg_advisory_xact_lock(int, int)); the second is a hash of the tenant's
+// ID and what the lock guards.
+const quotaLockClass int32 = 0x62657871 // "bexq"
+
+// WithTenantLock runs fn while it holds the tenant's lock for what ("apps",
+// "routes"): a transaction-level advisory lock, shared by every process on
+// this database, released when fn returns. Two requests that count what the
+// tenant has and then add to it, under the same lock, cannot both pass a
+// quota that only one fits. fn's error is returned as it is.
+func (s *Store) WithTenantLock(ctx context.Context, tenantID, what string, fn func(context.Context) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("taking the %s lock of tenant %s: %w", what, tenantID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", quotaLockClass, tenantID+"/"+what); err != nil {
+		return fmt.Errorf("taking the %s lock of tenant %s: %w", what, tenantID, err)
+	}
+	if err := fn(ctx); err != nil {
+		return err
+	}
+	// Committing only releases the lock: fn's work is done.
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("releasing the %s lock of tenant %s: %w", what, tenantID, err)
+	}
+	return nil
+}
+
+// staleBuildAfter is how long a build may stay running before the quotas
+// stop counting it as running: a process killed mid-build leaves its row
+// running, and it must not hold the tenant's concurrent-build quota for
+// ever. Builds are limited to far less (build.DefaultTimeout and the
+// rollout).
+const staleBuildAfter = 2 * time.Hour
+
+// BuildQuota is what CreateBuild checks, under the tenant's build lock,
+// before it records a build.
+type BuildQuota struct {
+	// ConcurrentBuilds is how many of the tenant's builds may run at once.
+	ConcurrentBuilds int
+	// BuildMinutes is how many minutes the tenant's builds started since
+	// Since may take.
+	BuildMinutes int
+	Since        time.Time
+}
+
+// BuildUsage is what a tenant's builds use.
+type BuildUsage struct {
+	// Running is how many builds run (started within the last two hours).
+	Running int `json:"runningBuilds"`
+	// Seconds is how long the builds started since the time asked for took,
+	// running ones until now.
+	Seconds int64 `json:"buildSeconds"`
+}
+
+// BuildUsage returns what the tenant's builds use: those running, and the
+// time taken by those started since since.
+func (s *Store) BuildUsage(ctx context.Context, tenantID string, since time.Time) (BuildUsage, error) {
+	if !isUUID(tenantID) {
+		return BuildUsage{}, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	return buildUsage(ctx, s.pool, tenantID, since)
+}
+
+func buildUsage(ctx context.Context, q querier, tenantID string, since time.Time) (BuildUsage, error) {
+	var u BuildUsage
+	err := q.QueryRow(ctx,
+		"SELECT count(*) FILTER (WHERE status = 'running' AND started_at > now() - $3::interval), "+
+			"coalesce(sum(extract(epoch FROM least(coalesce(finished_at, now()) - started_at, $3::interval)))"+
+			" FILTER (WHERE started_at >= $2), 0)::bigint "+
+			"FROM builds WHERE tenant_id = $1 AND (status = 'running' OR started_at >= $2)",
+		tenantID, since, staleBuildAfter).Scan(&u.Running, &u.Seconds)
+	if err != nil {
+		return BuildUsage{}, fmt.Errorf("reading the build usage of tenant %s: %w", tenantID, err)
+	}
+	return u, nil
+}
+
+// checkBuildQuota refuses a build when the tenant's running builds or this
+// window's build minutes are at their quota; tx holds the tenant's build
+// lock.
+func checkBuildQuota(ctx context.Context, tx pgx.Tx, tenantID string, q BuildQuota) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", quotaLockClass, tenantID+"/builds"); err != nil {
+		return fmt.Errorf("taking the build lock of tenant %s: %w", tenantID, err)
+	}
+	u, err := buildUsage(ctx, tx, tenantID, q.Since)
+	if err != nil {
+		return err
+	}
+	if u.Running >= q.ConcurrentBuilds {
+		return &QuotaError{Quota: "concurrentBuilds", Limit: fmt.Sprint(q.ConcurrentBuilds),
+			Detail: fmt.Sprintf("%d of its builds %s running; push again when one has finished, or ask the operator to raise the quota", u.Running, plural(u.Running, "is", "are"))}
+	}
+	if u.Seconds >= int64(q.BuildMinutes)*60 {
+		return &QuotaError{Quota: "buildMinutes", Limit: fmt.Sprintf("%d minutes a month", q.BuildMinutes),
+			Detail: fmt.Sprintf("its builds took %d minutes since %s; the quota renews on the 1st of next month, or ask the operator to raise it", u.Seconds/60, q.Since.UTC().Format("2006-01-02"))}
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// MonthStart returns the start of t's calendar month in UTC: the start of
+// the build-minutes window.
+func MonthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}

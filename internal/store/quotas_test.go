@@ -1,0 +1,192 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/store"
+)
+
+func TestTenantQuotas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+
+	o, err := s.TenantQuotas(ctx, acme.ID)
+	if err != nil || o != (store.QuotaOverrides{}) {
+		t.Fatalf("TenantQuotas of a new tenant = %+v, %v, want none", o, err)
+	}
+	apps, repo := 7, int64(5<<30)
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Apps: &apps, RepoBytes: &repo}); err != nil {
+		t.Fatal(err)
+	}
+	o, err = s.TenantQuotas(ctx, acme.ID)
+	if err != nil || o.Apps == nil || *o.Apps != 7 || o.RepoBytes == nil || *o.RepoBytes != repo || o.Routes != nil || o.BuildMinutes != nil {
+		t.Fatalf("TenantQuotas = %+v, %v, want apps 7 and repoBytes 5 GiB only", o, err)
+	}
+	defaults := store.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4, BuildMinutes: 5}
+	if got, want := defaults.With(o), (store.Quotas{Apps: 7, Routes: 2, ConcurrentBuilds: 3, RepoBytes: repo, BuildMinutes: 5}); got != want {
+		t.Errorf("With = %+v, want %+v", got, want)
+	}
+
+	negative := -1
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Routes: &negative}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a negative quota: err = %v, want ErrInvalid", err)
+	}
+	if o2, _ := s.TenantQuotas(ctx, acme.ID); o2.Apps == nil || o2.Routes != nil {
+		t.Errorf("a refused change changed the quotas: %+v", o2)
+	}
+	if err := s.SetTenantQuotas(ctx, "00000000-0000-0000-0000-000000000000", store.QuotaOverrides{Apps: &apps}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown tenant: err = %v, want ErrNotFound", err)
+	}
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{}); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := s.TenantQuotas(ctx, acme.ID); err != nil || o != (store.QuotaOverrides{}) {
+		t.Errorf("after clearing: %+v, %v, want none", o, err)
+	}
+}
+
+// countBuilds returns how many build rows the tenant has.
+func countBuilds(t *testing.T, s *store.Store, tenantID string) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(t.Context(), "SELECT count(*) FROM builds WHERE tenant_id = $1", tenantID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestBuildQuota(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	month := store.MonthStart(time.Now())
+	quota := &store.BuildQuota{ConcurrentBuilds: 1, BuildMinutes: 10, Since: month}
+
+	first, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "web", Quota: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second build of another app while the first runs: refused, and
+	// nothing recorded.
+	_, err = s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "api", Quota: quota})
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || !errors.Is(err, store.ErrQuotaExceeded) || qe.Quota != "concurrentBuilds" || !strings.Contains(err.Error(), "concurrentBuilds quota (1)") {
+		t.Fatalf("second build: err = %v, want the concurrentBuilds quota (1)", err)
+	}
+	if n := countBuilds(t, s, acme.ID); n != 1 {
+		t.Errorf("builds after the refusal = %d, want 1", n)
+	}
+	// Without a quota (or with a larger one) it passes.
+	if _, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "api", Quota: &store.BuildQuota{ConcurrentBuilds: 2, BuildMinutes: 10, Since: month}}); err != nil {
+		t.Fatalf("under a quota of 2: %v", err)
+	}
+	if u, err := s.BuildUsage(ctx, acme.ID, month); err != nil || u.Running != 2 {
+		t.Errorf("BuildUsage = %+v, %v, want 2 running", u, err)
+	}
+
+	// Build minutes: the first build took 12 minutes this month.
+	if _, err := s.FinishBuild(ctx, first.ID, store.BuildResult{Status: store.BuildFailed, Error: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "UPDATE builds SET status = 'failed', finished_at = started_at + interval '12 minutes' WHERE tenant_id = $1", acme.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "web", Quota: quota})
+	if !errors.As(err, &qe) || qe.Quota != "buildMinutes" || !strings.Contains(err.Error(), "buildMinutes quota (10 minutes a month)") {
+		t.Fatalf("with 24 minutes used: err = %v, want the buildMinutes quota", err)
+	}
+	if n := countBuilds(t, s, acme.ID); n != 2 {
+		t.Errorf("builds after the refusal = %d, want 2", n)
+	}
+	// Builds of last month do not count.
+	if _, err := s.Pool().Exec(ctx, "UPDATE builds SET started_at = $2, finished_at = $2::timestamptz + interval '12 minutes' WHERE tenant_id = $1", acme.ID, month.Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "web", Quota: quota}); err != nil {
+		t.Errorf("with last month's minutes only: %v", err)
+	}
+}
+
+// TestBuildQuotaConcurrent starts many builds at once under a quota of two:
+// two pass, whatever the interleaving.
+func TestBuildQuotaConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	quota := &store.BuildQuota{ConcurrentBuilds: 2, BuildMinutes: 100, Since: store.MonthStart(time.Now())}
+	var passed, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "app" + string(rune('a'+i)), Quota: quota})
+			switch {
+			case err == nil:
+				passed.Add(1)
+			case errors.Is(err, store.ErrQuotaExceeded):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if passed.Load() != 2 || refused.Load() != 6 || countBuilds(t, s, acme.ID) != 2 {
+		t.Errorf("passed %d, refused %d, rows %d; want 2, 6, 2", passed.Load(), refused.Load(), countBuilds(t, s, acme.ID))
+	}
+}
+
+// TestWithTenantLock runs sections under one tenant's lock at once: no two
+// are ever inside together. Each section waits a while for another to come
+// in, which only a missing lock lets happen. Another tenant's sections do
+// not wait for them.
+func TestWithTenantLock(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+	var inside, overlaps atomic.Int32
+	section := func(context.Context) error {
+		inside.Add(1)
+		defer inside.Add(-1)
+		for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+			if inside.Load() > 1 {
+				overlaps.Add(1)
+				return nil
+			}
+			runtime.Gosched()
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.WithTenantLock(t.Context(), acme.ID, "apps", section); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d sections saw another inside the lock", n)
+	}
+
+	// fn's error comes back as it is.
+	if err := s.WithTenantLock(t.Context(), other.ID, "apps", func(context.Context) error { return store.ErrQuotaExceeded }); err != store.ErrQuotaExceeded {
+		t.Errorf("WithTenantLock err = %v, want fn's", err)
+	}
+}

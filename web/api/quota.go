@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// getQuota answers the caller's tenant's quotas and usage.
+func (s *Server) getQuota(c echo.Context) error {
+	v, err := s.quotaView(c.Request().Context(), principalOf(c).tenant)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// adminTenant reads the tenant named by the :tenant parameter.
+func (s *Server) adminTenant(c echo.Context) (store.Tenant, error) {
+	name := c.Param("tenant")
+	t, err := s.store.GetTenantByName(c.Request().Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Tenant{}, notFound("tenant %q not found", name)
+	}
+	return t, err
+}
+
+func (s *Server) adminGetQuota(c echo.Context) error {
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.quotaView(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// adminSetQuota replaces the quotas the operator set for a tenant: a quota
+// left out is the default again. It lowers a quota below what the tenant
+// has without taking anything away: only what comes next is refused.
+func (s *Server) adminSetQuota(c echo.Context) error {
+	var req apiclient.QuotaOverrides
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	for field, v := range map[string]int64{
+		"apps": deref(req.Apps), "routes": deref(req.Routes), "concurrentBuilds": deref(req.ConcurrentBuilds),
+		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes),
+	} {
+		if v < 0 {
+			return invalid(field, "quota %s: %d is negative: give 0 or more, or leave it out for the default", field, v)
+		}
+	}
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := s.store.SetTenantQuotas(ctx, t.ID, store.QuotaOverrides(req)); err != nil {
+		return err
+	}
+	s.audit(c, "tenant.quota", t.Name, map[string]any{"tenantID": t.ID, "overrides": req})
+	v, err := s.quotaView(ctx, t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+func deref(p *int) int64 {
+	if p == nil {
+		return 0
+	}
+	return int64(*p)
+}
+
+func derefInt64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// quotaView reads a tenant's quotas, the overrides among them and what it
+// uses of each.
+func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota, error) {
+	o, err := s.store.TenantQuotas(ctx, t.ID)
+	if err != nil {
+		return apiclient.Quota{}, err
+	}
+	q := s.quotas.With(o)
+	since := store.MonthStart(time.Now())
+	builds, err := s.store.BuildUsage(ctx, t.ID, since)
+	if err != nil {
+		return apiclient.Quota{}, err
+	}
+	var apps platformv1alpha1.AppList
+	if err := s.kube.List(ctx, &apps, client.InNamespace(t.Name)); err != nil {
+		return apiclient.Quota{}, fmt.Errorf("listing apps: %w", err)
+	}
+	var routes platformv1alpha1.RouteList
+	if err := s.kube.List(ctx, &routes, client.InNamespace(t.Name)); err != nil {
+		return apiclient.Quota{}, fmt.Errorf("listing routes: %w", err)
+	}
+	return apiclient.Quota{
+		Tenant:    t.Name,
+		Quotas:    apiclient.Quotas(q),
+		Overrides: apiclient.QuotaOverrides(o),
+		Usage: apiclient.QuotaUsage{
+			Apps: len(apps.Items), Routes: len(routes.Items),
+			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60),
+		},
+		BuildMinutesSince: since,
+	}, nil
+}

@@ -1,0 +1,159 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/quota"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// setQuota sets a tenant's quota overrides with the operator's token.
+func setQuota(t *testing.T, e *apitest.Env, tenant string, o apiclient.QuotaOverrides) apiclient.Quota {
+	t.Helper()
+	a := call(t, e, http.MethodPut, "/admin/tenants/"+tenant+"/quota", e.OperatorToken, o)
+	wantStatus(t, "setting the quotas of "+tenant, a, http.StatusOK)
+	var q apiclient.Quota
+	a.decode(t, &q)
+	return q
+}
+
+// wantQuotaRefusal fails t unless a is the 403 of the named quota, with its
+// value in the message.
+func wantQuotaRefusal(t *testing.T, what string, a answer, name, value string) {
+	t.Helper()
+	wantStatus(t, what, a, http.StatusForbidden)
+	if e := a.err(); e.Quota != name || !strings.Contains(e.Message, name+" quota ("+value+")") {
+		t.Errorf("%s: answer %+v, want the %s quota (%s) named", what, e, name, value)
+	}
+}
+
+// testQuotas: the operator sets a tenant's apps and routes quotas; a
+// create beyond one is refused with 403 naming the quota and its value and
+// makes nothing; concurrent creates at the quota do not both pass; raising
+// the quota lets the next one through; the tenant sees its quotas and
+// usage.
+func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	ctx := t.Context()
+	_, token := e.TenantToken(t, "quotaa")
+	_, otherToken := e.TenantToken(t, "quotab")
+
+	// The defaults, until the operator sets some.
+	a := call(t, e, http.MethodGet, "/quota", token, nil)
+	wantStatus(t, "GET /quota", a, http.StatusOK)
+	var q apiclient.Quota
+	a.decode(t, &q)
+	if q.Tenant != "quotaa" || q.Quotas.Apps != quota.DefaultApps || q.Quotas.RepoBytes != quota.DefaultRepoBytes ||
+		q.Overrides != (apiclient.QuotaOverrides{}) || q.BuildMinutesSince.Day() != 1 {
+		t.Errorf("GET /quota of a new tenant = %+v, want the defaults", q)
+	}
+	wantStatus(t, "a tenant's token on the admin route", call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", token, apiclient.QuotaOverrides{Apps: ptr.To(100)}), http.StatusForbidden)
+	wantStatus(t, "an unknown tenant", call(t, e, http.MethodPut, "/admin/tenants/nobody/quota", e.OperatorToken, apiclient.QuotaOverrides{}), http.StatusNotFound)
+	a = call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", e.OperatorToken, apiclient.QuotaOverrides{Apps: ptr.To(-1)})
+	wantStatus(t, "a negative quota", a, http.StatusUnprocessableEntity)
+	if a.err().Field != "apps" {
+		t.Errorf("a negative quota: %+v, want field apps", a.err())
+	}
+
+	// Apps: two allowed.
+	if q := setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(2), Routes: ptr.To(1)}); q.Quotas.Apps != 2 || q.Quotas.Routes != 1 ||
+		q.Quotas.ConcurrentBuilds != quota.DefaultConcurrentBuilds || *q.Overrides.Apps != 2 {
+		t.Errorf("after setting apps 2 and routes 1: %+v", q)
+	}
+	createApp(t, e, token, "one")
+	createApp(t, e, token, "two")
+	a = call(t, e, http.MethodPost, "/apps", token, apiclient.CreateAppRequest{Name: "three"})
+	wantQuotaRefusal(t, "a third app", a, "apps", "2")
+	countApps := func(ns string) int {
+		t.Helper()
+		var apps platformv1alpha1.AppList
+		if err := e.Kube.List(ctx, &apps, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		return len(apps.Items)
+	}
+	if n := countApps("quotaa"); n != 2 {
+		t.Errorf("apps after the refusal: %d, want 2", n)
+	}
+	for _, entry := range auditActions(t, e, "") {
+		if entry.Action == "app.create" && entry.Target == "three" {
+			t.Errorf("the refused app was audited as created: %+v", entry)
+		}
+	}
+	// Another tenant's quota is its own.
+	createApp(t, e, otherToken, "three")
+
+	// Concurrent creates with room for two more: two pass.
+	setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1)})
+	var wg sync.WaitGroup
+	statuses := make([]int, 6)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = call(t, e, http.MethodPost, "/apps", token, apiclient.CreateAppRequest{Name: fmt.Sprintf("race%d", i)}).status
+		}()
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			created++
+		case http.StatusForbidden:
+			refused++
+		}
+	}
+	if created != 2 || refused != 4 || countApps("quotaa") != 4 {
+		t.Errorf("concurrent creates: statuses %v, %d apps; want 2 created, 4 refused, 4 apps", statuses, countApps("quotaa"))
+	}
+
+	// Routes: one allowed over all the tenant's apps.
+	a = call(t, e, http.MethodPost, "/apps/one/routes", token, apiclient.AddRouteRequest{Hostname: "www.quota-test.example"})
+	wantStatus(t, "the first route", a, http.StatusCreated)
+	a = call(t, e, http.MethodPost, "/apps/two/routes", token, apiclient.AddRouteRequest{Hostname: "api.quota-test.example"})
+	wantQuotaRefusal(t, "a second route", a, "routes", "1")
+	var routes platformv1alpha1.RouteList
+	if err := e.Kube.List(ctx, &routes, client.InNamespace("quotaa")); err != nil || len(routes.Items) != 1 {
+		t.Errorf("routes after the refusal: %d, %v; want 1", len(routes.Items), err)
+	}
+
+	// The tenant sees its quotas and usage.
+	a = call(t, e, http.MethodGet, "/quota", token, nil)
+	wantStatus(t, "GET /quota", a, http.StatusOK)
+	a.decode(t, &q)
+	if q.Quotas.Apps != 4 || q.Quotas.Routes != 1 || q.Usage.Apps != 4 || q.Usage.Routes != 1 || q.Usage.RunningBuilds != 0 {
+		t.Errorf("GET /quota = %+v", q)
+	}
+
+	// The operator raises them: the next one passes.
+	setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(5), Routes: ptr.To(2)})
+	createApp(t, e, token, "five")
+	a = call(t, e, http.MethodPost, "/apps/two/routes", token, apiclient.AddRouteRequest{Hostname: "api.quota-test.example"})
+	wantStatus(t, "a second route under a quota of 2", a, http.StatusCreated)
+
+	// Clearing the overrides restores the defaults; the audit log has each
+	// change.
+	if q := setQuota(t, e, "quotaa", apiclient.QuotaOverrides{}); q.Quotas.Apps != quota.DefaultApps || q.Overrides != (apiclient.QuotaOverrides{}) {
+		t.Errorf("after clearing: %+v, want the defaults", q)
+	}
+	changes := 0
+	for _, entry := range auditActions(t, e, "") {
+		if entry.Action == "tenant.quota" && entry.Target == "quotaa" {
+			changes++
+		}
+	}
+	if changes != 4 {
+		t.Errorf("tenant.quota audit entries: %d, want 4", changes)
+	}
+}

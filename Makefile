@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
+.PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
 
 all: build
 
@@ -46,6 +46,11 @@ test: kubebin
 	bash hack/ensure-sandbox-tools.sh
 	BEX_TEST_CONTINUITY=1 $(GO) test $(GOTEST_FLAGS) ./...
 	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
+
+## fuzz: each Go fuzz target for FUZZTIME (30s), one at a time (docs/security.md#fuzzing); their seed corpora run in make test
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash hack/fuzz.sh
 
 ## test-upgrade: the mixed-version suite: real upgrades under a tenant's load, gated by the verifier (out/upgrade-report.md)
 test-upgrade:

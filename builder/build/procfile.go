@@ -34,6 +34,9 @@ func parseProcfile(data string) (map[string]string, error) {
 		if !processNamePattern.MatchString(name) {
 			return nil, fmt.Errorf("Procfile line %d: process type %q must be lowercase letters, digits and '-', start with a letter, at most 22 characters", n, name)
 		}
+		if i := strings.IndexFunc(cmd, isControl); i >= 0 {
+			return nil, fmt.Errorf("Procfile line %d: the command of %q holds the control character %q; a command is one line of text", n, name, cmd[i])
+		}
 		if _, dup := procs[name]; dup {
 			return nil, fmt.Errorf("Procfile line %d: process type %q is declared twice", n, name)
 		}
@@ -43,6 +46,12 @@ func parseProcfile(data string) (map[string]string, error) {
 		return nil, fmt.Errorf("reading Procfile: %w", err)
 	}
 	return procs, nil
+}
+
+// isControl reports whether r is a control character other than a tab: a
+// carriage return inside a line, a NUL no process's arguments can carry.
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\t') || r == 0x7f
 }
 
 // processes merges the Procfile of the checkout in fsys (its os.Root's FS)

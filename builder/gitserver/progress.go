@@ -11,9 +11,13 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 )
 
-// chunk is the largest payload written in one side-band packet: well below
-// both side-band limits and pktline.MaxPayloadSize.
-const chunk = 8 << 10
+// chunk is the largest payload written in one side-band-64k packet: well
+// below its limit and pktline.MaxPayloadSize. With side-band, git's packets
+// are at most 1000 bytes with their length and band (sidebandChunk of data).
+const (
+	chunk         = 8 << 10
+	sidebandChunk = sideband.MaxPackedSize - 4 - 1
+)
 
 // sidebandWriter multiplexes the receive-pack response: the report-status on
 // band 1 and progress (the deploy log, the receiver's messages) on band 2,
@@ -24,6 +28,7 @@ type sidebandWriter struct {
 	mu     sync.Mutex
 	w      io.Writer
 	mux    *sideband.Muxer // nil without side-band
+	chunk  int             // largest data payload of one packet
 	flush  func()
 	last   time.Time // last packet sent
 	err    error     // first write error: the client is gone
@@ -32,7 +37,10 @@ type sidebandWriter struct {
 }
 
 func newSidebandWriter(w io.Writer, flush func(), t sideband.Type, enabled bool) *sidebandWriter {
-	sw := &sidebandWriter{w: w, flush: flush, last: time.Now()}
+	sw := &sidebandWriter{w: w, flush: flush, last: time.Now(), chunk: chunk}
+	if t == sideband.Sideband {
+		sw.chunk = sidebandChunk
+	}
 	if enabled {
 		sw.mux = sideband.NewMuxer(t, w)
 	}
@@ -71,7 +79,7 @@ func (sw *sidebandWriter) send(ch sideband.Channel, p []byte) {
 		}
 	}
 	for len(p) > 0 {
-		n := min(len(p), chunk)
+		n := min(len(p), sw.chunk)
 		if _, err := sw.mux.WriteChannel(ch, p[:n]); err != nil {
 			sw.err = err
 			return

@@ -29,6 +29,7 @@ const (
 	reasonStale          = "stale info"
 	reasonDeleteDeploy   = "deleting the deploy branch is not allowed"
 	reasonRefName        = "only branches and tags can be pushed"
+	reasonBadRefName     = "invalid reference name"
 	reasonMissingObjects = "missing necessary objects"
 	reasonUnpacker       = "unpacker error"
 	reasonInternal       = "internal error"
@@ -200,8 +201,8 @@ func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpd
 	if err := s.checkRepoQuota(ctx, r, sw); err != nil {
 		return err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewinding pack: %w", err)
+	if err := verifyPack(f); err != nil {
+		return fmt.Errorf("reading pack: %w", err)
 	}
 	if err := packfile.UpdateObjectStorage(r.sto, f); err != nil {
 		var tooLarge *bodyTooLargeError
@@ -244,6 +245,28 @@ func (s *Server) checkRepoQuota(ctx context.Context, r *repo, sw *sidebandWriter
 	return nil
 }
 
+// verifyPack parses the pack in f from its start as the repository's
+// storage would, storing nothing, and rewinds f. go-git's pack writer
+// leaves its temporary file (and an open descriptor) in objects/pack when
+// a pack turns out broken, so a broken pack is refused before the storage
+// sees it; a good one is parsed twice.
+func verifyPack(f io.ReadSeeker) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewinding pack: %w", err)
+	}
+	p, err := packfile.NewParser(packfile.NewScanner(f))
+	if err != nil {
+		return err
+	}
+	if _, err := p.Parse(); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewinding pack: %w", err)
+	}
+	return nil
+}
+
 // dirSize returns the bytes of the regular files under dir; 0 when dir
 // does not exist.
 func dirSize(dir string) (int64, error) {
@@ -275,6 +298,12 @@ func dirSize(dir string) (int64, error) {
 // lock is held) and returns its report-status: "ok" or the reason of an ng.
 func (s *Server) apply(ctx context.Context, r *repo, cmd *packp.Command, sw *sidebandWriter) string {
 	name := cmd.Name
+	// git's own rules for names (no "..", no "." component, ...): the
+	// storage refuses some of these, and would accept others git cannot use.
+	if err := name.Validate(); err != nil {
+		sw.Printf("Refusing %q: %s.", name, reasonBadRefName)
+		return reasonBadRefName
+	}
 	if !name.IsBranch() && !name.IsTag() {
 		sw.Printf("Refusing %s: %s.", name, reasonRefName)
 		return reasonRefName

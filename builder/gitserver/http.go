@@ -30,6 +30,7 @@ func (e *accessError) Error() string { return e.msg }
 var (
 	errRepoNotFound = &accessError{status: http.StatusNotFound, msg: "repository not found"}
 	errInternal     = &accessError{status: http.StatusInternalServerError, msg: "internal error; try again later"}
+	errUnavailable  = &accessError{status: http.StatusServiceUnavailable, msg: "the platform's database is unavailable: nothing was changed; push again shortly"}
 )
 
 func errAppMissing(app string) error {
@@ -50,6 +51,9 @@ func (s *Server) authorize(ctx context.Context, p Principal, tenant, app string)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, errAppMissing(app)
+	case errors.Is(err, ErrUnavailable):
+		s.log.Error(err, "Looking up app failed", "tenant", tenant, "app", app)
+		return nil, errUnavailable
 	case err != nil:
 		s.log.Error(err, "Looking up app failed", "tenant", tenant, "app", app)
 		return nil, errInternal
@@ -102,6 +106,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	case err == nil && p.Tenant == "":
 		err = errors.New("authenticator returned a principal without a tenant")
 		fallthrough
+	case errors.Is(err, ErrUnavailable):
+		s.log.Error(err, "Authenticating token failed")
+		w.Header().Set("Retry-After", "5")
+		httpError(w, http.StatusServiceUnavailable, errUnavailable.msg)
+		return
 	case err != nil:
 		s.log.Error(err, "Authenticating token failed")
 		httpError(w, http.StatusInternalServerError, errInternal.msg)

@@ -36,6 +36,10 @@ var (
 	// ErrNotFound is returned by Repos.Lookup when the tenant has no app of
 	// that name.
 	ErrNotFound = errors.New("not found")
+	// ErrUnavailable is wrapped by an Authenticator's or Repos' error when
+	// what it asks (the platform's database) is out of reach for now. The
+	// pusher is told so (HTTP 503 with Retry-After), not "internal error".
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Authenticator turns a credential into a Principal.

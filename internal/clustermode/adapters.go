@@ -33,13 +33,13 @@ func (a GitAuth) AuthenticatePassword(ctx context.Context, _, password string) (
 		return gitserver.Principal{}, gitserver.ErrUnauthenticated
 	}
 	if err != nil {
-		return gitserver.Principal{}, err
+		return gitserver.Principal{}, unavailable(err)
 	}
 	actor := "token:" + tok.Name
 	if tok.UserID != "" {
 		u, err := a.Store.GetUser(ctx, tok.UserID)
 		if err != nil {
-			return gitserver.Principal{}, fmt.Errorf("reading the token's user: %w", err)
+			return gitserver.Principal{}, unavailable(fmt.Errorf("reading the token's user: %w", err))
 		}
 		actor = u.Email
 	}
@@ -53,7 +53,7 @@ func (a GitAuth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (
 		return gitserver.Principal{}, gitserver.ErrUnauthenticated
 	}
 	if err != nil {
-		return gitserver.Principal{}, err
+		return gitserver.Principal{}, unavailable(err)
 	}
 	return a.principal(ctx, k.TenantID, "sshkey:"+k.Name)
 }
@@ -61,9 +61,18 @@ func (a GitAuth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (
 func (a GitAuth) principal(ctx context.Context, tenantID, actor string) (gitserver.Principal, error) {
 	t, err := a.Store.GetTenant(ctx, tenantID)
 	if err != nil {
-		return gitserver.Principal{}, fmt.Errorf("reading tenant: %w", err)
+		return gitserver.Principal{}, unavailable(fmt.Errorf("reading tenant: %w", err))
 	}
 	return gitserver.Principal{Tenant: t.Name, Actor: actor}, nil
+}
+
+// unavailable marks err with gitserver.ErrUnavailable when it says the
+// database is out of reach.
+func unavailable(err error) error {
+	if store.Unavailable(err) {
+		return fmt.Errorf("%w: %w", gitserver.ErrUnavailable, err)
+	}
+	return err
 }
 
 // AppRepos says an app's repository exists when its App object does, in

@@ -115,6 +115,14 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	stops = append(stops, st.Close)
 	st = st.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
 	fmt.Fprintln(out, "bex: store migrated")
+	// This process runs every build of the platform: one still running was
+	// cut short when the last one stopped (killed, or the machine went
+	// down). Its branch did not move and the release before it serves.
+	if n, err := st.FailAbandonedBuilds(ctx, abandonedBuild); err != nil {
+		return err
+	} else if n > 0 {
+		fmt.Fprintf(out, "bex: %d build(s) cut short by the last stop marked failed\n", n)
+	}
 
 	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(prefixed(out, ""))))
 	ctrl.SetLogger(log)
@@ -228,7 +236,17 @@ func (o *Options) database(ctx context.Context, out io.Writer) (string, func(), 
 	if err != nil {
 		return "", nil, err
 	}
-	srv, err := pgserver.Start(ctx, pgserver.Options{DataDir: dir, Port: port, Log: logFile})
+	// Nothing else restarts the private server: the supervisor starts it
+	// again on the same port when it dies, and the platform's pools
+	// reconnect. Running apps keep serving meanwhile (the edge does not ask
+	// the database for what it has).
+	srv, err := pgserver.Supervise(ctx, pgserver.Options{DataDir: dir, Port: port, Log: logFile}, func(e pgserver.Event) {
+		if e.Err != nil {
+			fmt.Fprintf(out, "bex: the private Postgres is down: %v\n", firstLine(e.Err.Error()))
+			return
+		}
+		fmt.Fprintf(out, "bex: the private Postgres is back on 127.0.0.1:%d (restart %d)\n", e.Port, e.Restarts)
+	})
 	if err != nil {
 		logFile.Close()
 		return "", nil, fmt.Errorf("starting a private Postgres in %s (or set DATABASE_URL to use another): %w", dir, err)
@@ -329,4 +347,13 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// abandonedBuild is the error of a build the platform stopped during.
+const abandonedBuild = "the platform stopped during this build (killed or restarted); the branch was not updated and the previous release kept serving: push again"
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -113,6 +113,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := waitPrevious(ctx, dataDir); err != nil {
+		return nil, err
+	}
 	socketDir := ""
 	if opts.SocketDir != "" {
 		if socketDir, err = filepath.Abs(opts.SocketDir); err != nil {
@@ -364,6 +367,36 @@ func prepareDataDir(dir string, cred *syscall.Credential) (string, error) {
 		return "", fmt.Errorf("data directory %s is not empty and holds no PostgreSQL cluster (no PG_VERSION): empty it or choose another", dir)
 	}
 	return "", nil
+}
+
+// waitPrevious waits for a server that still runs on dataDir to exit, as
+// the one of a process that was killed does once it notices (on Linux it
+// gets a fast shutdown then): starting beside it would fail on its lock
+// file.
+func waitPrevious(ctx context.Context, dataDir string) error {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return nil
+	}
+	alive := func() bool {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return err == nil && strings.Contains(string(cmdline), "postgres")
+	}
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for alive() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres (pid %d) still runs on %s: stop it first: %w", pid, dataDir, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+	return nil
 }
 
 // prepareDir creates dir (mode 0700) when missing. When cred is set it gives

@@ -400,12 +400,28 @@ func (p *Pipeline) setCurrent(ctx context.Context, app *platformv1alpha1.App, nu
 	return nil
 }
 
+// finishPatience is how long finish waits for a database that is out of
+// reach (restarting) before it leaves the build running.
+const finishPatience = 2 * time.Minute
+
 func (p *Pipeline) finish(buildID string, res store.BuildResult) {
-	// The build's outcome is recorded even when the push was cancelled.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := p.opts.Store.FinishBuild(ctx, buildID, res); err != nil {
-		p.opts.Log.Error(err, "Recording build result", "build", buildID)
+	// The build's outcome is recorded even when the push was cancelled, and
+	// through a database restart: a build left running would say so
+	// forever.
+	deadline := time.Now().Add(finishPatience)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := p.opts.Store.FinishBuild(ctx, buildID, res)
+		cancel()
+		if err == nil {
+			return
+		}
+		if !store.Unavailable(err) || time.Now().Add(wait).After(deadline) {
+			p.opts.Log.Error(err, "Recording build result", "build", buildID)
+			return
+		}
+		p.opts.Log.Info("Database unavailable; recording the build result again", "build", buildID, "in", wait)
+		time.Sleep(wait)
 	}
 }
 

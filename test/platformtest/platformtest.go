@@ -201,3 +201,15 @@ func RepoRoot(t testing.TB) string {
 		dir = parent
 	}
 }
+
+// Kill sends SIGKILL, as a crash or the OOM killer would, and waits for the
+// process to be gone. What the platform started is left to die on its
+// own.
+func (p *Platform) Kill() error {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	err := <-p.done
+	p.done <- err
+	return nil
+}

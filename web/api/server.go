@@ -265,8 +265,9 @@ func notFound(format string, args ...any) error {
 }
 
 // handleError turns any error a handler returns into a JSON answer. Errors
-// of the store and of the apiserver map to their statuses; any other is
-// logged and answered 500 without detail.
+// of the store and of the apiserver map to their statuses; the database out
+// of reach is 503 with Retry-After; any other is logged and answered 500
+// without detail.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		// A stream that failed midway: the status is sent already.
@@ -295,6 +296,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		he = &httpError{status: http.StatusUnprocessableEntity, message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return // the client went away
+	case store.Unavailable(err):
+		s.log.Error(err, "Database unavailable", "method", c.Request().Method, "path", c.Path())
+		c.Response().Header().Set("Retry-After", "5")
+		he = &httpError{status: http.StatusServiceUnavailable, message: store.UnavailableMessage}
 	default:
 		s.log.Error(err, "Request failed", "method", c.Request().Method, "path", c.Path())
 		he = &httpError{status: http.StatusInternalServerError, message: "internal error: the operator's logs say more"}

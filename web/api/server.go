@@ -45,6 +45,11 @@ type Options struct {
 	// records of custom hostnames may point at with A and AAAA records;
 	// optional (a CNAME to the app's default hostname always works).
 	EdgeAddresses []string
+	// ReservedHostnames are names the platform serves itself (the API,
+	// dashboard, git and registry hosts; "*.name" for name and everything
+	// under it), refused as custom hostnames; optional. The Route
+	// controller must be given the same.
+	ReservedHostnames []string
 	// Log receives the server's own failures.
 	Log logr.Logger
 	// ReadinessChecks must all pass for GET /api/v1/healthz to answer 200;
@@ -61,8 +66,10 @@ type Server struct {
 	gitBase   string
 	appDomain string
 	edgeAddrs []string
-	log       logr.Logger
-	checks    []func(context.Context) error
+	// reservedHosts are Options.ReservedHostnames.
+	reservedHosts []string
+	log           logr.Logger
+	checks        []func(context.Context) error
 
 	echo   *echo.Echo
 	routes []route
@@ -103,8 +110,10 @@ func New(opts Options) (*Server, error) {
 		gitBase:   strings.TrimSuffix(opts.GitBase, "/"),
 		appDomain: opts.AppDomain,
 		edgeAddrs: slices.Clone(opts.EdgeAddresses),
-		log:       opts.Log,
-		checks:    opts.ReadinessChecks,
+
+		reservedHosts: slices.Clone(opts.ReservedHostnames),
+		log:           opts.Log,
+		checks:        opts.ReadinessChecks,
 	}
 	s.routes = s.routeTable()
 	s.echo = s.newEcho()

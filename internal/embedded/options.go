@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/sandbox"
 )
@@ -51,6 +52,13 @@ type Options struct {
 	// SandboxOutbound lets tenant apps open connections beyond this
 	// machine.
 	SandboxOutbound bool
+	// DNSResolver is the host:port of the DNS server Routes' ownership TXT
+	// records and addresses are looked up at (a local one where a test
+	// domain's records live); empty: the system's resolver.
+	DNSResolver string
+	// ReservedHostnames are more names no Route may claim, besides the
+	// apps' domain (localhost).
+	ReservedHostnames []string
 }
 
 // NewOptions returns Options with their defaults.
@@ -68,6 +76,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.UnsafeNoSandbox, "unsafe-no-sandbox", o.UnsafeNoSandbox, "run tenant apps as plain processes of this user, with access to everything it can read (a single-user machine only)")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "IPv4 pool (/16 to /19) of the tenant sandboxes' addresses (default "+sandbox.DefaultSubnet+")")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "let tenant apps connect beyond this machine (never to it or to each other)")
+	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that custom domains' ownership TXT records and addresses are looked up at (default: the system resolver)")
+	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "a name no Route may claim (*.NAME: NAME and everything under it); repeatable; the apps' domain is always reserved")
 }
 
 // Complete fills in what the flags left out.
@@ -97,6 +107,9 @@ func (o *Options) Validate() error {
 	}
 	if !found {
 		errs = append(errs, fmt.Errorf("--kube-version %q is not pinned; use one of %s", o.KubeVersion, strings.Join(pinned, ", ")))
+	}
+	if err := domains.ValidateResolverAddr(o.DNSResolver); err != nil {
+		errs = append(errs, fmt.Errorf("--dns-resolver: %w", err))
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))

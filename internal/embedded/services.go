@@ -214,7 +214,8 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	apiSrv, err := api.New(api.Options{
 		Store: st, Kube: kube, Deployer: pl, Logs: clustermode.RuntimeLogs{Driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
-		Log: log.WithName("api"),
+		ReservedHostnames: o.ReservedHostnames,
+		Log:               log.WithName("api"),
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {

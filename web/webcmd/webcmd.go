@@ -33,7 +33,11 @@ type Options struct {
 	// <GitBase>/<tenant>/<app>.git.
 	GitBase       string
 	EdgeAddresses []string
-	Runtime       clustermode.RuntimeOptions
+	// ReservedHostnames are names the platform serves itself, refused as
+	// custom hostnames (the controller manager's --reserved-hostname must
+	// be the same).
+	ReservedHostnames []string
+	Runtime           clustermode.RuntimeOptions
 	// CookieKeyFile holds the dashboard's session cookie key: 32 random
 	// bytes, or 64 hexadecimal digits. Empty: no dashboard, only the API.
 	CookieKeyFile string
@@ -59,6 +63,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
 	fs.StringVar(&o.GitBase, "git-base", o.GitBase, "Public base URL of the git receiver, e.g. https://git.example.com; apps' remotes are <base>/<tenant>/<app>.git (required)")
 	fs.StringArrayVar(&o.EdgeAddresses, "edge-address", o.EdgeAddresses, "Public IP address of the edge, offered for custom domains' A/AAAA records; repeatable")
+	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused as a custom hostname; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	o.Runtime.AddFlags(fs, false)
 }
@@ -118,7 +123,8 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	apiSrv, err := api.New(api.Options{
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Pipeline, Logs: clustermode.RuntimeLogs{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
-		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
+		ReservedHostnames: o.ReservedHostnames,
+		Log:               log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 	})
 	if err != nil {
 		return err

@@ -49,15 +49,21 @@ type Deps struct {
 	// Schedule places Apps through the scheduling.bex.co API.
 	Schedule bool
 
-	// DNS looks Routes' hostnames up (net.DefaultResolver in production);
-	// with DNS nil or no EdgeAddresses, Routes' DNSReady stays Unknown.
+	// DNS looks Routes' hostnames up: their ownership TXT records and
+	// their addresses (net.DefaultResolver, or one aimed at the operator's
+	// --dns-resolver). Required. With no EdgeAddresses, Routes' DNSReady
+	// stays Unknown.
 	DNS route.Resolver
 	// EdgeAddresses are the edge's public IP addresses, which Routes'
 	// hostnames must resolve to.
 	EdgeAddresses []string
 	// AppDomain is the domain of apps' default hostnames (a port is
-	// ignored); Routes' DNS advice offers a CNAME to them.
+	// ignored); Routes' DNS advice offers a CNAME to them, and it is part
+	// of the ownership tokens (the API's must be the same).
 	AppDomain string
+	// ReservedHostnames are names the platform serves itself, which no
+	// Route may claim (route.Reconciler.ReservedHostnames).
+	ReservedHostnames []string
 	// Certificates reads the edge's certificate storage (an
 	// *edge.Certificates); nil leaves CertificateReady of Routes with
 	// spec.tls.mode Auto Unknown. A typed nil pointer is not nil here.
@@ -94,6 +100,8 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 		EdgeAddresses: deps.EdgeAddresses,
 		AppDomain:     deps.AppDomain,
 		Certificates:  deps.Certificates,
+
+		ReservedHostnames: deps.ReservedHostnames,
 	}
 	if err := rr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up %s: %w", route.ControllerName, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/clustermode"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/edge/edgecmd"
 	"bex.co/bex/internal/hetzner"
@@ -62,6 +62,12 @@ type Options struct {
 	RemoveStaleLeases bool
 
 	EdgeAddresses []string
+	// DNSResolver is the host:port of the DNS server Routes' TXT and
+	// address records are looked up at; empty: the system's resolver.
+	DNSResolver string
+	// ReservedHostnames are names the platform serves itself, which no
+	// Route may claim (web's --reserved-hostname must be the same).
+	ReservedHostnames []string
 	// ACMEDirectory is the edge's; certificate state is kept under its key.
 	ACMEDirectory string
 	Runtime       clustermode.RuntimeOptions
@@ -97,6 +103,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.VerifyAggregated, "verify-aggregated", o.VerifyAggregated, "GROUP/VERSION/RESOURCE of an aggregated API every apiserver of an upgraded cluster must serve; repeatable")
 	fs.BoolVar(&o.RemoveStaleLeases, "remove-stale-leases", o.RemoveStaleLeases, "Let the verifier delete apiserver identity leases of servers that are gone")
 	fs.StringArrayVar(&o.EdgeAddresses, "edge-address", o.EdgeAddresses, "Public IP address of the edge that Routes' hostnames must resolve to; repeatable (none: Routes' DNSReady stays Unknown)")
+	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that Routes' ownership TXT records and addresses are looked up at; empty: the system resolver")
+	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused to Routes; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.ACMEDirectory, "acme-directory", o.ACMEDirectory, "ACME directory of the edge, whose certificates Routes report; empty: CertificateReady stays Unknown")
 	o.Runtime.AddFlags(fs, false)
 }
@@ -127,6 +135,9 @@ func (o *Options) Validate() error {
 		if _, err := netip.ParseAddr(a); err != nil {
 			errs = append(errs, fmt.Errorf("--edge-address %q is not an IP address", a))
 		}
+	}
+	if err := domains.ValidateResolverAddr(o.DNSResolver); err != nil {
+		errs = append(errs, fmt.Errorf("--dns-resolver: %w", err))
 	}
 	if o.UpgradeAPIServerPort < 0 || o.UpgradeAPIServerPort > 65535 {
 		errs = append(errs, fmt.Errorf("--upgrade-apiserver-port %d is not a port", o.UpgradeAPIServerPort))
@@ -170,7 +181,8 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	deps := controllers.Deps{
 		Releases: rt.Releases(), Schedule: o.Schedule,
-		DNS: net.DefaultResolver, EdgeAddresses: o.EdgeAddresses, AppDomain: o.Runtime.AppDomain,
+		DNS: domains.ResolverAt(o.DNSResolver), EdgeAddresses: o.EdgeAddresses, AppDomain: o.Runtime.AppDomain,
+		ReservedHostnames: o.ReservedHostnames,
 	}
 	if o.ACMEDirectory != "" {
 		storage, err := certstore.New(st.Pool(), certstore.Options{})

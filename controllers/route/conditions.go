@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/domains"
 )
 
 const (
@@ -28,6 +29,7 @@ const (
 
 // setConditions computes every condition of the Route from the scope.
 func setConditions(s *scope) {
+	setDomainVerifiedCondition(s)
 	setAdmittedCondition(s)
 	setDNSReadyCondition(s)
 	setCertificateReadyCondition(s)
@@ -60,9 +62,19 @@ func setAdmittedCondition(s *scope) {
 		process = "web"
 	}
 	switch {
+	case s.refusal != nil:
+		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, s.refusal.Reason, refusalMessage(s))
 	case s.claimedByOtherTenant:
 		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, platformv1alpha1.RouteHostnameClaimedReason,
-			fmt.Sprintf("The hostname %s is already in use by another tenant, whose Route is older: if the hostname is yours, remove it there (or ask the operator), or use another hostname.", rt.Spec.Hostname))
+			fmt.Sprintf("The hostname %s is taken: it is already in use by another tenant, which proved it owns it with a TXT record at %s and whose Route is older or was verified first. If the domain is yours, remove that tenant's value from the record (or ask the operator), or use another hostname.",
+				rt.Spec.Hostname, domains.ChallengeName(rt.Spec.Hostname)))
+	case !s.verified:
+		msg := "DomainVerified is not set"
+		if c := meta.FindStatusCondition(rt.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition); c != nil {
+			msg = c.Message
+		}
+		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, platformv1alpha1.RouteDomainNotVerifiedReason,
+			"Not served until the domain is verified: "+msg)
 	case s.olderSibling != nil:
 		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, platformv1alpha1.RouteHostnameClaimedReason,
 			fmt.Sprintf("Route %s, which is older, already routes %s to app %s: remove one of the two.", s.olderSibling.Name, target(s), s.olderSibling.Spec.AppRef.Name))
@@ -75,6 +87,44 @@ func setAdmittedCondition(s *scope) {
 	default:
 		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionTrue, platformv1alpha1.RouteAcceptedReason,
 			fmt.Sprintf("%s routes to process %s of app %s.", target(s), process, rt.Spec.AppRef.Name))
+	}
+}
+
+// refusalMessage is the message of a refused hostname.
+func refusalMessage(s *scope) string {
+	return fmt.Sprintf("The hostname cannot be used: %s.", s.refusal.Message)
+}
+
+func setDomainVerifiedCondition(s *scope) {
+	rt := s.route
+	host := rt.Spec.Hostname
+	name, value := domains.ChallengeName(host), s.token
+	record := fmt.Sprintf("create a DNS TXT record %s with the value %s", name, value)
+	switch {
+	case s.refusal != nil:
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionFalse, s.refusal.Reason, refusalMessage(s))
+	case s.defaultApp != "" && s.verified:
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionTrue, platformv1alpha1.RouteDefaultHostnameReason,
+			fmt.Sprintf("%s is the default hostname of app %s of this tenant: no TXT record is needed.", host, s.defaultApp))
+	case s.defaultApp != "":
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionFalse, platformv1alpha1.RouteDefaultHostnameReason,
+			fmt.Sprintf("%s is the default hostname of app %s, which does not exist in this namespace: create the app, or use a domain of your own.", host, s.defaultApp))
+	case s.txtErr != nil && s.verified:
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionTrue, platformv1alpha1.RouteTXTRecordFoundReason,
+			fmt.Sprintf("%s was verified by its TXT record %s; the last look-up failed (%v) and is tried again shortly: keep the record.", host, name, s.txtErr))
+	case s.txtErr != nil:
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionUnknown, platformv1alpha1.RouteTXTLookupFailedReason,
+			fmt.Sprintf("Looking up the TXT record of %s failed (%v); it is tried again shortly. To prove %s is yours, %s.", host, s.txtErr, host, record))
+	case s.verified:
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionTrue, platformv1alpha1.RouteTXTRecordFoundReason,
+			fmt.Sprintf("The TXT record %s holds this tenant's value %s: %s is verified. Keep the record: it is checked again from time to time.", name, value, host))
+	default:
+		found := "it has no TXT record yet"
+		if len(s.txtValues) > 0 {
+			found = fmt.Sprintf("its TXT records hold %s, not this tenant's value", strings.Join(s.txtValues, ", "))
+		}
+		setCondition(s, platformv1alpha1.RouteDomainVerifiedCondition, metav1.ConditionFalse, platformv1alpha1.RouteAwaitingTXTRecordReason,
+			fmt.Sprintf("To prove %s is yours, %s (%s). It is looked up again every few seconds; DNS changes can take a while to be seen.", host, record, trimAnswer(found)))
 	}
 }
 

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 )
 
@@ -63,19 +65,25 @@ func TestSetAdmittedCondition(t *testing.T) {
 		absent  []string
 		process string
 	}{
-		{name: "admitted", s: scope{app: app}, status: metav1.ConditionTrue, reason: platformv1alpha1.RouteAcceptedReason,
+		{name: "admitted", s: scope{app: app, verified: true}, status: metav1.ConditionTrue, reason: platformv1alpha1.RouteAcceptedReason,
 			says: []string{"www.example.com routes to process web of app web"}},
-		{name: "other tenant first", s: scope{app: app, claimedByOtherTenant: true}, status: metav1.ConditionFalse,
-			reason: platformv1alpha1.RouteHostnameClaimedReason, says: []string{"already in use by another tenant", "remove it there", "use another hostname"}},
-		{name: "older route of the tenant", s: scope{app: app, olderSibling: older}, status: metav1.ConditionFalse,
+		{name: "other tenant first", s: scope{app: app, verified: true, claimedByOtherTenant: true}, status: metav1.ConditionFalse,
+			reason: platformv1alpha1.RouteHostnameClaimedReason, says: []string{"is taken", "already in use by another tenant", "_bex-challenge.www.example.com", "remove that tenant's value", "use another hostname"}},
+		{name: "other tenant verified, this one not", s: scope{app: app, claimedByOtherTenant: true}, status: metav1.ConditionFalse,
+			reason: platformv1alpha1.RouteHostnameClaimedReason, says: []string{"is taken"}},
+		{name: "not verified", s: scope{app: app}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteDomainNotVerifiedReason,
+			says: []string{"Not served until the domain is verified"}},
+		{name: "reserved wins over everything", s: scope{app: app, verified: true, claimedByOtherTenant: true, refusal: &domains.Refusal{Reason: domains.ReasonReserved, Message: "apps.example.com is the platform's own"}},
+			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteHostnameReservedReason, says: []string{"cannot be used: apps.example.com is the platform's own"}},
+		{name: "older route of the tenant", s: scope{app: app, verified: true, olderSibling: older}, status: metav1.ConditionFalse,
 			reason: platformv1alpha1.RouteHostnameClaimedReason, says: []string{"Route www-old", "to app shop", "remove one of the two"}},
-		{name: "claim wins over a missing app", s: scope{claimedByOtherTenant: true}, status: metav1.ConditionFalse,
+		{name: "claim wins over a missing app", s: scope{verified: true, claimedByOtherTenant: true}, status: metav1.ConditionFalse,
 			reason: platformv1alpha1.RouteHostnameClaimedReason},
-		{name: "no app", s: scope{}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAppNotFoundReason,
+		{name: "no app", s: scope{verified: true}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAppNotFoundReason,
 			says: []string{`App "web" does not exist`}},
-		{name: "no such process", s: scope{app: withWorker}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAppNotFoundReason,
+		{name: "no such process", s: scope{app: withWorker, verified: true}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAppNotFoundReason,
 			says: []string{`has no process "web"`, "(worker)"}},
-		{name: "listed process", s: scope{app: withWorker}, process: "worker", status: metav1.ConditionTrue, reason: platformv1alpha1.RouteAcceptedReason},
+		{name: "listed process", s: scope{app: withWorker, verified: true}, process: "worker", status: metav1.ConditionTrue, reason: platformv1alpha1.RouteAcceptedReason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.s
@@ -85,6 +93,44 @@ func TestSetAdmittedCondition(t *testing.T) {
 			}
 			setAdmittedCondition(&s)
 			wantCondition(t, s.route, platformv1alpha1.RouteAdmittedCondition, tc.status, tc.reason, tc.says, tc.absent...)
+		})
+	}
+}
+
+func TestSetDomainVerifiedCondition(t *testing.T) {
+	const token = "bex-verify=abc"
+	for _, tc := range []struct {
+		name   string
+		host   string
+		s      scope
+		before metav1.ConditionStatus
+		status metav1.ConditionStatus
+		reason string
+		says   []string
+	}{
+		{name: "no record", host: "www.example.com", s: scope{}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAwaitingTXTRecordReason,
+			says: []string{"create a DNS TXT record _bex-challenge.www.example.com with the value bex-verify=abc", "no TXT record yet"}},
+		{name: "other values", host: "*.example.co.uk", s: scope{txtValues: []string{"bex-verify=other"}}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteAwaitingTXTRecordReason,
+			says: []string{"_bex-challenge.example.co.uk with the value bex-verify=abc", "hold bex-verify=other, not this tenant's value"}},
+		{name: "found", host: "www.example.com", s: scope{verified: true, txtValues: []string{token}}, status: metav1.ConditionTrue, reason: platformv1alpha1.RouteTXTRecordFoundReason,
+			says: []string{"_bex-challenge.www.example.com holds this tenant's value bex-verify=abc", "Keep the record"}},
+		{name: "lookup failed", host: "www.example.com", s: scope{txtErr: errors.New("i/o timeout")}, status: metav1.ConditionUnknown, reason: platformv1alpha1.RouteTXTLookupFailedReason,
+			says: []string{"failed (i/o timeout)", "_bex-challenge.www.example.com with the value bex-verify=abc"}},
+		{name: "lookup failed once verified", host: "www.example.com", s: scope{verified: true, txtErr: errors.New("i/o timeout")}, status: metav1.ConditionTrue, reason: platformv1alpha1.RouteTXTRecordFoundReason,
+			says: []string{"the last look-up failed (i/o timeout)", "keep the record"}},
+		{name: "default hostname", host: "web-acme.apps.example.com", s: scope{defaultApp: "web", verified: true}, status: metav1.ConditionTrue, reason: platformv1alpha1.RouteDefaultHostnameReason,
+			says: []string{"default hostname of app web of this tenant", "no TXT record is needed"}},
+		{name: "default hostname of no app", host: "web-acme.apps.example.com", s: scope{defaultApp: "web"}, status: metav1.ConditionFalse, reason: platformv1alpha1.RouteDefaultHostnameReason,
+			says: []string{"app web, which does not exist"}},
+		{name: "public suffix", host: "*.co.uk", s: scope{refusal: &domains.Refusal{Reason: domains.ReasonNotRegistrable, Message: "*.co.uk is a wildcard over co.uk"}},
+			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteHostnameNotRegistrableReason, says: []string{"cannot be used: *.co.uk is a wildcard over co.uk"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.token = token
+			s.route = newRoute(tc.host, platformv1alpha1.TLSModeAuto)
+			setDomainVerifiedCondition(&s)
+			wantCondition(t, s.route, platformv1alpha1.RouteDomainVerifiedCondition, tc.status, tc.reason, tc.says)
 		})
 	}
 }
@@ -203,15 +249,18 @@ func TestSetReadyCondition(t *testing.T) {
 		reason string
 		says   string
 	}{
-		{name: "all true", s: scope{app: app, dnsChecked: true, resolved: edges, certObserved: true, cert: issued},
+		{name: "all true", s: scope{verified: true, app: app, dnsChecked: true, resolved: edges, certObserved: true, cert: issued},
 			status: metav1.ConditionTrue, reason: platformv1alpha1.RouteServingReason, says: "Serving https://www.example.com."},
-		{name: "plain http", mode: platformv1alpha1.TLSModeNone, s: scope{app: app, dnsChecked: true, resolved: edges},
+		{name: "plain http", mode: platformv1alpha1.TLSModeNone, s: scope{verified: true, app: app, dnsChecked: true, resolved: edges},
 			status: metav1.ConditionTrue, reason: platformv1alpha1.RouteServingReason, says: "Serving http://www.example.com."},
-		{name: "first false named: admission", s: scope{dnsChecked: true, resolved: []string{"1.2.3.4"}},
+		{name: "first false named: admission", s: scope{verified: true, dnsChecked: true, resolved: []string{"1.2.3.4"}},
 			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteNotServingReason, says: "Admitted is False (AppNotFound)"},
-		{name: "first false named: DNS", s: scope{app: app, dnsChecked: true, resolved: []string{"1.2.3.4"}, certObserved: true},
+		{name: "first false named: DNS", s: scope{verified: true, app: app, dnsChecked: true, resolved: []string{"1.2.3.4"}, certObserved: true},
 			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteNotServingReason, says: "DNSReady is False (DNSNotPointingHere): DNS not pointing here: www.example.com resolves to 1.2.3.4"},
-		{name: "unknown is not ready", s: scope{app: app, dnsChecked: true, resolved: edges},
+		{name: "unverified is not ready", s: scope{token: "bex-verify=abc", app: app, dnsChecked: true, resolved: edges, certObserved: true, cert: issued},
+			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteNotServingReason,
+			says: "Admitted is False (DomainNotVerified): Not served until the domain is verified: To prove www.example.com is yours, create a DNS TXT record _bex-challenge.www.example.com with the value bex-verify=abc"},
+		{name: "unknown is not ready", s: scope{verified: true, app: app, dnsChecked: true, resolved: edges},
 			status: metav1.ConditionFalse, reason: platformv1alpha1.RouteNotServingReason, says: "CertificateReady is Unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 )
 
@@ -53,11 +55,13 @@ const (
 // Resolver looks hostnames up in DNS; *net.Resolver implements it.
 //
 // LookupHost returns the IPv4 and IPv6 addresses host resolves to,
-// following CNAME records. A name that does not exist or has no address
+// following CNAME records. LookupTXT returns the TXT records of name, the
+// strings of each joined. A name that does not exist or has no such record
 // returns an error; a *net.DNSError with IsNotFound set says so. It must be
 // safe for concurrent use and give up when ctx ends.
 type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
+	LookupTXT(ctx context.Context, name string) ([]string, error)
 }
 
 // CertificateStates says what the edge's shared certificate storage holds
@@ -78,16 +82,26 @@ var (
 // Reconciler reconciles Routes.
 type Reconciler struct {
 	Client client.Client
-	// DNS looks hostnames up. With DNS nil or no EdgeAddresses, DNSReady
-	// is Unknown: whether a hostname points at the edge is not checked.
+	// DNS looks hostnames up: the TXT records that prove a tenant owns a
+	// hostname, and where the hostname points. Required. With no
+	// EdgeAddresses, DNSReady is Unknown: whether a hostname points at the
+	// edge is not checked.
 	DNS Resolver
 	// EdgeAddresses are the edge's public IP addresses, which a hostname
 	// must resolve to.
 	EdgeAddresses []string
 	// AppDomain is the domain of default hostnames (<app>-<tenant>.<domain>,
 	// a port is ignored): DNSReady's message offers a CNAME to the app's
-	// default hostname. Empty offers A records only.
+	// default hostname (empty offers A records only). The domain and the
+	// names under it are the platform's: a Route may claim only a default
+	// hostname of its own tenant's Apps there, with no TXT record. It is
+	// also part of every ownership token, which the API must compute with
+	// the same domain.
 	AppDomain string
+	// ReservedHostnames are more names the platform serves itself (the
+	// API, dashboard, git and registry hosts): no Route is admitted for
+	// them (domains.Policy.Reserved).
+	ReservedHostnames []string
 	// Certificates reads certificate state for spec.tls.mode Auto; nil
 	// leaves CertificateReady Unknown for those Routes.
 	Certificates CertificateStates
@@ -105,6 +119,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("route reconciler: Client is nil")
+	}
+	if r.DNS == nil {
+		return errors.New("route reconciler: DNS is nil: hostnames are proved by DNS TXT records")
 	}
 	for _, a := range r.EdgeAddresses {
 		if _, err := netip.ParseAddr(a); err != nil {
@@ -169,8 +186,23 @@ type scope struct {
 	route *platformv1alpha1.Route
 	now   time.Time
 
-	// claimedByOtherTenant is set when an older Route in another namespace
-	// claims the hostname.
+	// refusal is why no tenant may have the hostname; nil when any may.
+	refusal *domains.Refusal
+	// defaultApp is set when the hostname is under the app domain: the
+	// App of the Route's tenant whose default hostname it is.
+	defaultApp string
+	// token is the TXT value that proves the Route's tenant owns the
+	// hostname.
+	token string
+	// txtValues are the TXT values at the hostname's challenge name, or
+	// txtErr why DNS did not answer.
+	txtValues []string
+	txtErr    error
+	// verified is set when the tenant proved it owns the hostname (or,
+	// DNS not answering, had proved it when last looked).
+	verified bool
+	// claimedByOtherTenant is set when another tenant holds the hostname:
+	// its Route is verified, and older or this one is not verified.
 	claimedByOtherTenant bool
 	// olderSibling is the older Route of the same namespace for the same
 	// hostname and path prefix; nil when there is none.
@@ -227,6 +259,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}()
 
 	for _, observe := range []func(context.Context, *scope) error{
+		r.observeOwnership,
 		r.observeClaims,
 		r.observeApp,
 		r.observeDNS,
@@ -265,9 +298,72 @@ func claimOrder(a, b *platformv1alpha1.Route) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
-// observeClaims finds whether an older Route holds the hostname: the
-// oldest claim decides the tenant that owns it, and within that tenant the
-// oldest Route for each path prefix.
+// policy is the platform's rule for hostnames.
+func (r *Reconciler) policy() domains.Policy {
+	return domains.Policy{AppDomain: r.AppDomain, Reserved: r.ReservedHostnames}
+}
+
+// observeOwnership checks the hostname against the platform's names and
+// public suffixes and looks its TXT record up: the facts every claim on
+// the hostname is judged by.
+func (r *Reconciler) observeOwnership(ctx context.Context, s *scope) error {
+	host, p := s.route.Spec.Hostname, r.policy()
+	s.token = domains.Token(r.AppDomain, s.route.Namespace, host)
+	if s.refusal = p.Check(host); s.refusal != nil {
+		return nil
+	}
+	if d := domainOnly(r.AppDomain); d != "" && strings.HasSuffix(host, "."+d) {
+		app, ok := p.DefaultHostnameApp(s.route.Namespace, host)
+		if !ok {
+			s.refusal = &domains.Refusal{Reason: platformv1alpha1.RouteHostnameReservedReason,
+				Message: fmt.Sprintf("%s is under the platform's domain %s, where a Route may claim only the default hostname of an app of its own tenant (<app>-%s.%s); use a domain of your own", host, d, s.route.Namespace, d)}
+			return nil
+		}
+		s.defaultApp = app
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	s.txtValues, s.txtErr = domains.TXTValues(lctx, r.DNS, host)
+	if s.txtErr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// claimVerified reports whether the tenant of claim c proved it owns the
+// hostname, from the facts observeOwnership gathered. When DNS did not
+// answer, a claim keeps what it was last found to be.
+func (r *Reconciler) claimVerified(ctx context.Context, s *scope, c *platformv1alpha1.Route) (bool, error) {
+	host := s.route.Spec.Hostname
+	switch {
+	case s.refusal != nil:
+		return false, nil
+	case s.defaultApp != "":
+		app, ok := r.policy().DefaultHostnameApp(c.Namespace, host)
+		if !ok {
+			return false, nil
+		}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: app}, &platformv1alpha1.App{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("reading app %s/%s: %w", c.Namespace, app, err)
+		}
+		return true, nil
+	case s.txtErr != nil:
+		return meta.IsStatusConditionTrue(c.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition), nil
+	}
+	return domains.Verified(s.txtValues, r.AppDomain, c.Namespace, host), nil
+}
+
+// observeClaims finds which tenant holds the hostname and whether an older
+// Route of the same tenant routes the same path prefix. Of the tenants
+// that proved they own the hostname, the one with the oldest Route holds
+// it; within that tenant the oldest Route for each path prefix is
+// admitted. A tenant that did not prove it holds nothing, however old its
+// Route.
 func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 	var claims platformv1alpha1.RouteList
 	if err := r.Client.List(ctx, &claims, client.MatchingFields{hostnameIndex: s.route.Spec.Hostname}); err != nil {
@@ -281,7 +377,23 @@ func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 	}
 	live = append(live, s.route) // the cache may not have it yet
 	slices.SortFunc(live, claimOrder)
-	if live[0].Namespace != s.route.Namespace {
+	verified := map[string]bool{} // namespace → proved
+	owner := ""
+	for _, c := range live {
+		v, seen := verified[c.Namespace]
+		if !seen {
+			var err error
+			if v, err = r.claimVerified(ctx, s, c); err != nil {
+				return err
+			}
+			verified[c.Namespace] = v
+		}
+		if v && owner == "" {
+			owner = c.Namespace
+		}
+	}
+	s.verified = verified[s.route.Namespace]
+	if owner != "" && owner != s.route.Namespace {
 		s.claimedByOtherTenant = true
 		return nil
 	}

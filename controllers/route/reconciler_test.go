@@ -3,9 +3,7 @@ package route
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,26 +18,10 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/dnstest"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 )
-
-// fakeDNS is a Resolver over a map: outside DNS cannot be reached from
-// tests. A name it does not know does not exist.
-type fakeDNS struct {
-	mu    sync.Mutex
-	hosts map[string][]string
-}
-
-func (d *fakeDNS) LookupHost(_ context.Context, host string) ([]string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if addrs, ok := d.hosts[host]; ok {
-		return addrs, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-var _ Resolver = (*fakeDNS)(nil)
 
 // newScheme has the kinds the Route controller reads (package controllers
 // has the same, but imports this one).
@@ -57,11 +39,23 @@ func newScheme(t *testing.T) *runtime.Scheme {
 const (
 	edgeAddr  = "192.0.2.10"
 	issuerKey = "acme-v02.api.letsencrypt.org-directory"
+	appDomain = "apps.bex.test:8080"
 )
 
+// prove publishes the TXT values that prove the tenants own host, as its
+// owner would in its DNS zone.
+func prove(dns *dnstest.Server, host string, tenants ...string) {
+	vals := make([]string, 0, len(tenants))
+	for _, t := range tenants {
+		vals = append(vals, domains.Token(appDomain, t, host))
+	}
+	dns.SetTXT(domains.ChallengeName(host), vals...)
+}
+
 // TestRouteController runs the Route controller against a real apiserver,
-// a map for DNS and a real certmagic file storage read through
-// edge.Certificates. Rechecks are an hour apart, so that every change seen
+// a real DNS server on loopback and a real certmagic file storage read
+// through edge.Certificates. Tenant A's hostnames carry its TXT records
+// from the start. Rechecks are an hour apart, so that every change seen
 // here comes from a watch: a deleted Route hands its hostname over, an App
 // that appears admits its Routes, a Secret that appears makes its
 // certificate ready.
@@ -70,14 +64,20 @@ func TestRouteController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	dns := &fakeDNS{hosts: map[string][]string{
-		"www.example.test":                {edgeAddr},
-		"api.example.test":                {"198.51.100.7"},
-		"fail.example.test":               {edgeAddr},
-		"plain.example.test":              {edgeAddr},
-		"own.example.test":                {edgeAddr},
-		"bex-dns-probe.wild.example.test": {edgeAddr},
-	}}
+	dns := dnstest.Start(t)
+	for host, addr := range map[string]string{
+		"www.example.test":                edgeAddr,
+		"api.example.test":                "198.51.100.7",
+		"fail.example.test":               edgeAddr,
+		"plain.example.test":              edgeAddr,
+		"own.example.test":                edgeAddr,
+		"bex-dns-probe.wild.example.test": edgeAddr,
+	} {
+		dns.SetA(host, addr)
+	}
+	for _, host := range []string{"www.example.test", "api.example.test", "fail.example.test", "plain.example.test", "own.example.test", "*.wild.example.test"} {
+		prove(dns, host, "rt-a")
+	}
 	certs := &edge.Certificates{Storage: &certmagic.FileStorage{Path: t.TempDir()}, IssuerKeys: []string{issuerKey}}
 	crt, _ := selfSigned(t, time.Now().Add(-time.Hour), time.Now().Add(60*24*time.Hour), "www.example.test")
 	if err := certs.Storage.Store(ctx, certmagic.StorageKeys.SiteCert(issuerKey, "www.example.test"), crt); err != nil {
@@ -97,7 +97,7 @@ func TestRouteController(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Reconciler{
-		Client: mgr.GetClient(), DNS: dns, EdgeAddresses: []string{edgeAddr}, AppDomain: "apps.bex.test:8080",
+		Client: mgr.GetClient(), DNS: dns.Resolver(), EdgeAddresses: []string{edgeAddr}, AppDomain: appDomain,
 		Certificates: certs, PendingRecheck: time.Hour, ReadyRecheck: time.Hour,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
@@ -141,6 +141,7 @@ func TestRouteController(t *testing.T) {
 	got := waitCondition(ctx, t, c, www, platformv1alpha1.RouteReadyCondition, platformv1alpha1.RouteServingReason, "Serving https://www.example.test.")
 	for _, want := range []struct{ typ, reason string }{
 		{platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason},
+		{platformv1alpha1.RouteDomainVerifiedCondition, platformv1alpha1.RouteTXTRecordFoundReason},
 		{platformv1alpha1.RouteDNSReadyCondition, platformv1alpha1.RouteDNSPointingHereReason},
 		{platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason},
 	} {
@@ -160,10 +161,12 @@ func TestRouteController(t *testing.T) {
 	waitCondition(ctx, t, c, wwwAPI, platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason, "www.example.test/api routes to process web of app web")
 	waitCondition(ctx, t, c, wwwDup, platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteHostnameClaimedReason, "Route www, which is older")
 
-	// Tenant B claims A's hostname: refused, without naming tenant A.
+	// Tenant B claims A's hostname without proof: refused, without naming
+	// tenant A.
 	stolen := route("rt-b", "www", "www.example.test", "web", "/shop", platformv1alpha1.TLSModeAuto)
 	create(stolen)
 	got = waitCondition(ctx, t, c, stolen, platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteHostnameClaimedReason, "already in use by another tenant")
+	waitCondition(ctx, t, c, stolen, platformv1alpha1.RouteDomainVerifiedCondition, platformv1alpha1.RouteAwaitingTXTRecordReason, domains.Token(appDomain, "rt-b", "www.example.test"))
 	if cond := meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.RouteAdmittedCondition); strings.Contains(cond.Message, "rt-a") {
 		t.Errorf("the refusal names the other tenant: %q", cond.Message)
 	}
@@ -212,8 +215,10 @@ func TestRouteController(t *testing.T) {
 	})
 	waitCondition(ctx, t, c, byo, platformv1alpha1.RouteReadyCondition, platformv1alpha1.RouteServingReason, "Serving https://own.example.test/byo.")
 
-	// Tenant A lets go of the hostname: tenant B's Route is admitted and,
-	// DNS and the certificate being in place, served.
+	// The domain's owner publishes tenant B's value beside A's, and tenant
+	// A lets go of the hostname: tenant B's Route is admitted and, DNS and
+	// the certificate being in place, served.
+	prove(dns, "www.example.test", "rt-a", "rt-b")
 	for _, rt := range []*platformv1alpha1.Route{www, wwwDup, wwwAPI} {
 		if err := c.Delete(ctx, rt); err != nil {
 			t.Fatal(err)

@@ -322,7 +322,8 @@ func (p *Pebble) DirectoryCA() *x509.CertPool { return p.certs.ca.Pool() }
 func (p *Pebble) DirectoryCAFile() string { return p.certs.caFile }
 
 // DNSAddr returns the host:port of the DNS server pebble resolves names with
-// (UDP and TCP). It answers A queries only for names given to SetA.
+// (UDP and TCP). It answers A queries only for names given to SetA, and TXT
+// queries for names given to AddTXT.
 func (p *Pebble) DNSAddr() string { return p.dnsAddr }
 
 // SetA makes host resolve to ip (an IPv4 address) for pebble, replacing
@@ -334,6 +335,15 @@ func (p *Pebble) SetA(host, ip string) {
 	}
 	if err := p.challtestsrv(p.t.Context(), "/add-a", map[string]any{"host": host, "addresses": []string{ip}}); err != nil {
 		p.t.Fatalf("acmetest: setting A record of %s: %v", host, err)
+	}
+}
+
+// AddTXT adds a TXT record with value at name (beside any there), as a
+// domain's owner would publish a verification token.
+func (p *Pebble) AddTXT(name, value string) {
+	p.t.Helper()
+	if err := p.challtestsrv(p.t.Context(), "/set-txt", map[string]any{"host": strings.TrimSuffix(name, ".") + ".", "value": value}); err != nil {
+		p.t.Fatalf("acmetest: adding TXT record of %s: %v", name, err)
 	}
 }
 

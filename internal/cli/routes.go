@@ -60,10 +60,24 @@ func printRouteAdded(w io.Writer, r apiclient.Route) error {
 	if _, err := fmt.Fprintf(w, "Added %s%s to app %s (TLS %s).\n\n", r.Hostname, r.PathPrefix, r.App, r.TLS); err != nil {
 		return err
 	}
+	if err := printVerification(w, r); err != nil {
+		return err
+	}
 	if err := printDNSRecords(w, r); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nOnce DNS points here, %s. Follow it with:\n  bex routes list --app %s\n", afterDNS(r), r.App)
+	_, err := fmt.Fprintf(w, "\nOnce the TXT record is found and DNS points here, %s. Follow it with:\n  bex routes list --app %s\n", afterDNS(r), r.App)
+	return err
+}
+
+// printVerification writes the TXT record that proves the tenant owns the
+// hostname; nothing for a name that needs none.
+func printVerification(w io.Writer, r apiclient.Route) error {
+	v := r.Verification
+	if v == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "Prove the domain is yours: create this DNS record (keep it; the hostname is served only while it is there):\n  %s  %-5s  %s\n\n", v.Name, v.Type, v.Value)
 	return err
 }
 
@@ -133,6 +147,11 @@ func (st *state) printRoutes(w io.Writer, app string, routes []apiclient.Route) 
 		return err
 	}
 	for _, r := range routes {
+		if r.Verification != nil && !r.Verified {
+			if _, err := fmt.Fprintf(w, "\n%s: not verified: create the DNS record  %s  %s  %s\n", r.Hostname, r.Verification.Name, r.Verification.Type, r.Verification.Value); err != nil {
+				return err
+			}
+		}
 		if r.Ready || r.StatusMessage == "" {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -61,6 +62,24 @@ func TestRoutesCLI(t *testing.T) {
 		}
 	}
 
+	// markVerified writes DomainVerified=True on www.example.test's Route
+	// for / as the Route controller would once it found the TXT record.
+	markVerified := func(t *testing.T) {
+		var list platformv1alpha1.RouteList
+		if err := e.Kube.List(ctx, &list, client.InNamespace("clirt")); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			if r := &list.Items[i]; r.Spec.Hostname == "www.example.test" && r.Spec.PathPrefix == "/" {
+				meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: "DomainVerified", Status: metav1.ConditionTrue, Reason: "TXTRecordFound"})
+				if err := e.Kube.Status().Update(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	txtValue := domains.Token(apitest.AppDomain, "clirt", "www.example.test")
+
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -75,11 +94,13 @@ func TestRoutesCLI(t *testing.T) {
 			want: "App web has no custom hostnames: add one with bex routes add HOSTNAME --app web\n"},
 		{name: "add", args: []string{"routes", "add", "WWW.example.test", "--app", "web"}, want: "" +
 			"Added www.example.test/ to app web (TLS Auto).\n\n" +
+			"Prove the domain is yours: create this DNS record (keep it; the hostname is served only while it is there):\n" +
+			"  _bex-challenge.www.example.test  TXT    " + txtValue + "\n\n" +
 			"Create this DNS record at your DNS provider:\n" +
 			"  www.example.test  CNAME  web-clirt.apps.bex.test\n" +
 			"or, at the apex of a zone (such as example.com), where a CNAME is not allowed:\n" +
 			"  www.example.test  A      192.0.2.10\n\n" +
-			"Once DNS points here, a certificate is obtained on the first HTTPS request. Follow it with:\n" +
+			"Once the TXT record is found and DNS points here, a certificate is obtained on the first HTTPS request. Follow it with:\n" +
 			"  bex routes list --app web\n"},
 		{name: "add a prefix without TLS, json", args: []string{"routes", "add", "www.example.test", "--app", "web", "--path", "/api", "--tls", "none", "-o", "json"},
 			json: func(t *testing.T, out []byte) {
@@ -88,15 +109,16 @@ func TestRoutesCLI(t *testing.T) {
 					t.Errorf("route = %s, %v", out, err)
 				}
 			}},
-		{name: "taken by another tenant", env: other, args: []string{"routes", "add", "www.example.test", "--app", "web"},
+		{name: "taken by another tenant", env: other, before: markVerified, args: []string{"routes", "add", "www.example.test", "--app", "web"},
 			wantErr: "hostname www.example.test is already in use by another tenant: if it is yours, remove it from the app that has it there, or use another hostname (field hostname)"},
 		{name: "invalid", args: []string{"routes", "add", "bad_name.example", "--app", "web"}, wantErr: "must be a DNS name of at least two labels"},
 		{name: "no app flag", args: []string{"routes", "list"}, wantErr: "which app? add --app APP"},
 		{name: "list", before: markNotServing, args: []string{"routes", "list", "--app", "web"}, want: "" +
 			"HOSTNAME          PATH  TLS   STATUS     CONDITIONS\n" +
-			"www.example.test  /     Auto  not ready  Admitted=Accepted DNSReady=DNSNotPointingHere CertificateReady=CertificatePending\n" +
+			"www.example.test  /     Auto  not ready  Admitted=Accepted DomainVerified=TXTRecordFound DNSReady=DNSNotPointingHere CertificateReady=CertificatePending\n" +
 			"www.example.test  /api  None  pending    -\n" +
-			"\nwww.example.test/: DNSReady is False (DNSNotPointingHere): DNS not pointing here: www.example.test resolves to 1.2.3.4: create a CNAME record\n"},
+			"\nwww.example.test/: DNSReady is False (DNSNotPointingHere): DNS not pointing here: www.example.test resolves to 1.2.3.4: create a CNAME record\n" +
+			"\nwww.example.test: not verified: create the DNS record  _bex-challenge.www.example.test  TXT  " + txtValue + "\n"},
 		{name: "list json", args: []string{"routes", "list", "--app", "web", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var rs []apiclient.Route
 			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 2 || rs[0].Conditions[0].Type != "Ready" || rs[0].Conditions[2].Reason != "DNSNotPointingHere" {

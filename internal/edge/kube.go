@@ -77,11 +77,13 @@ func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logg
 }
 
 // RouteEntries returns the table entries of the admitted Routes among
-// routes.
+// routes whose tenant proved it owns the hostname (DomainVerified): the
+// edge routes and obtains certificates for those names only.
 func RouteEntries(routes []platformv1alpha1.Route) []RouteEntry {
 	var out []RouteEntry
 	for _, r := range routes {
-		if r.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteAdmittedCondition) {
+		if r.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteAdmittedCondition) ||
+			!meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition) {
 			continue
 		}
 		out = append(out, RouteEntry{

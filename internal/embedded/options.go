@@ -13,6 +13,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
@@ -88,6 +89,13 @@ type Options struct {
 	BuildLogLines int
 	// Quotas are the tenants' default quotas.
 	Quotas *quota.Defaults
+	// DNSResolver is the host:port of the DNS server Routes' ownership TXT
+	// records and addresses are looked up at (a local one where a test
+	// domain's records live); empty: the system's resolver.
+	DNSResolver string
+	// ReservedHostnames are more names no Route may claim, besides the
+	// apps' domain (localhost).
+	ReservedHostnames []string
 }
 
 // NewOptions returns Options with their defaults.
@@ -117,6 +125,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "largest size the pushed tree may check out to in a build; a larger one fails the build saying so")
 	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "lines of a build's log kept: past it the oldest are dropped, and the log says so")
 	o.Quotas.AddFlags(fs)
+	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that custom domains' ownership TXT records and addresses are looked up at (default: the system resolver)")
+	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "a name no Route may claim (*.NAME: NAME and everything under it); repeatable; the apps' domain is always reserved")
 }
 
 // Complete fills in what the flags left out.
@@ -162,6 +172,9 @@ func (o *Options) Validate() error {
 	}
 	if !found {
 		errs = append(errs, fmt.Errorf("--kube-version %q is not pinned; use one of %s", o.KubeVersion, strings.Join(pinned, ", ")))
+	}
+	if err := domains.ValidateResolverAddr(o.DNSResolver); err != nil {
+		errs = append(errs, fmt.Errorf("--dns-resolver: %w", err))
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"bex.co/bex/deploy"
 	capicrds "bex.co/bex/deploy/capi-crds"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgserver"
@@ -157,7 +157,8 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	}
 	if err := controllers.Setup(mgr, controllers.Deps{
 		Releases: svc.pipeline, Schedule: true,
-		DNS: net.DefaultResolver, EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
+		DNS: domains.ResolverAt(o.DNSResolver), EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
+		ReservedHostnames: o.ReservedHostnames,
 		FleetUpgrades: &fleetupgrade.Reconciler{
 			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
 			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{RemoveStaleLeases: true}},

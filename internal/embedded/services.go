@@ -226,6 +226,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		Store: st, Kube: kube, Deployer: pl, Logs: clustermode.RuntimeLogs{Driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
 		Log: log.WithName("api"), MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.quotas(),
+		ReservedHostnames: o.ReservedHostnames,
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {

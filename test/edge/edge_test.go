@@ -31,6 +31,7 @@ import (
 	"bex.co/bex/internal/acmetest"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
@@ -186,6 +187,10 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpA, TLSPort: httpsA})
 	pebble.SetA("www.shop.test", "127.0.0.1")
 	pebble.SetA("evil.shop.test", "127.0.0.1")
+	// The tenant proves it owns both names, as the Route's status asks.
+	for _, host := range []string{"www.shop.test", "dark.shop.test"} {
+		pebble.AddTXT(domains.ChallengeName(host), domains.Token("apps.test", "acme", host))
+	}
 	// dark.shop.test has a Route but no DNS record: its challenge fails.
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
 	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)

@@ -21,19 +21,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
 
 // Custom hostnames: an app's Routes.
 //
-// A hostname belongs to one tenant. The API refuses a hostname that
-// another tenant's Route has (or that a wildcard of another tenant's
-// covers, or whose wildcard covers one of theirs) without saying whose it
-// is; within a tenant the same hostname may route different path prefixes
-// to different apps, but a hostname and path prefix go to one app. Two
-// requests that race past these checks both create their Route: the Route
-// controller admits the older one and tells the other why not.
+// A hostname belongs to one tenant, which proves it owns it with a DNS TXT
+// record (package domains): the answer to adding a route carries the
+// record to create. The API refuses the platform's own names and public
+// suffixes (and wildcards over them), and a hostname that another tenant
+// has verified (or that a verified wildcard of another tenant's covers, or
+// whose wildcard covers one of theirs) without saying whose it is; a
+// Route of another tenant that is not verified holds nothing, so it does
+// not block the name's owner. Within a tenant the same hostname may route
+// different path prefixes to different apps, but a hostname and path
+// prefix go to one app. Two requests that race past these checks both
+// create their Route: the Route controller decides by the same rule and
+// tells the loser why.
 
 const (
 	// maxHostname is the longest DNS name.
@@ -128,14 +134,24 @@ func (s *Server) appDomainHost() string {
 	return strings.Trim(strings.ToLower(d), ".")
 }
 
-// checkNotDefaultHostname refuses a hostname in the space of default
-// hostnames, <app>-<tenant>.<domain>: those belong to apps already.
-func (s *Server) checkNotDefaultHostname(host string) error {
+// checkHostnamePolicy refuses a hostname in the space of default
+// hostnames, <app>-<tenant>.<domain> (those belong to apps already), the
+// platform's reserved names, and public suffixes and wildcards over them.
+func (s *Server) checkHostnamePolicy(host string) error {
 	d := s.appDomainHost()
 	if host == d || strings.HasSuffix(host, "."+d) || wildcardCovers(host, d) {
 		return invalid("hostname", "hostname %q: names under %s are the platform's default hostnames (<app>-<tenant>.%s) and cannot be added: use a domain of your own", host, d, d)
 	}
+	if r := s.hostnamePolicy().Check(host); r != nil {
+		return invalid("hostname", "hostname %q: %s", host, r.Message)
+	}
 	return nil
+}
+
+// hostnamePolicy is the platform's rule for hostnames, as the Route
+// controller applies it.
+func (s *Server) hostnamePolicy() domains.Policy {
+	return domains.Policy{AppDomain: s.appDomain, Reserved: s.reservedHosts}
 }
 
 // routeObjectName is the name of the Route object for hostname and path
@@ -209,6 +225,7 @@ func (s *Server) appRoutes(c echo.Context, app *platformv1alpha1.App) ([]platfor
 var conditionOrder = []string{
 	platformv1alpha1.RouteReadyCondition,
 	platformv1alpha1.RouteAdmittedCondition,
+	platformv1alpha1.RouteDomainVerifiedCondition,
 	platformv1alpha1.RouteDNSReadyCondition,
 	platformv1alpha1.RouteCertificateReadyCondition,
 }
@@ -228,6 +245,12 @@ func (s *Server) routeView(r *platformv1alpha1.Route) apiclient.Route {
 			Addresses: s.edgeAddrs,
 		},
 		CreatedAt: r.CreationTimestamp.UTC(),
+		Verified:  meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition),
+	}
+	if _, isDefault := s.hostnamePolicy().DefaultHostnameApp(r.Namespace, r.Spec.Hostname); !isDefault {
+		v.Verification = &apiclient.DomainVerification{
+			Type: "TXT", Name: domains.ChallengeName(r.Spec.Hostname), Value: domains.Token(s.appDomain, r.Namespace, r.Spec.Hostname),
+		}
 	}
 	if ready := meta.FindStatusCondition(r.Status.Conditions, platformv1alpha1.RouteReadyCondition); ready != nil {
 		v.Ready = ready.Status == metav1.ConditionTrue
@@ -283,7 +306,7 @@ func (s *Server) addRoute(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkNotDefaultHostname(host); err != nil {
+	if err := s.checkHostnamePolicy(host); err != nil {
 		return err
 	}
 	pathPrefix, err := validatePathPrefix(req.PathPrefix)
@@ -353,8 +376,8 @@ func (s *Server) checkRouteQuota(ctx context.Context, tenant store.Tenant) error
 	return nil
 }
 
-// checkHostnameFree refuses host when another tenant's Route has it (or
-// overlaps it with a wildcard), and host with pathPrefix when a Route of the
+// checkHostnameFree refuses host when another tenant's verified Route has
+// it (or overlaps it with a wildcard), and host with pathPrefix when a Route of the
 // tenant routes them already. The answer about another tenant does not say
 // whose Route it is.
 func (s *Server) checkHostnameFree(c echo.Context, app *platformv1alpha1.App, host, pathPrefix string) error {
@@ -363,8 +386,9 @@ func (s *Server) checkHostnameFree(c echo.Context, app *platformv1alpha1.App, ho
 		return fmt.Errorf("listing routes: %w", err)
 	}
 	for _, r := range all.Items {
+		verified := meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition)
 		switch {
-		case r.Namespace != app.Namespace && hostnamesOverlap(r.Spec.Hostname, host):
+		case r.Namespace != app.Namespace && verified && hostnamesOverlap(r.Spec.Hostname, host):
 			return &httpError{status: http.StatusConflict, field: "hostname",
 				message: fmt.Sprintf("hostname %s is already in use by another tenant: if it is yours, remove it from the app that has it there, or use another hostname", host)}
 		case r.Namespace == app.Namespace && r.Spec.Hostname == host && cmp.Or(r.Spec.PathPrefix, "/") == pathPrefix:

@@ -84,8 +84,8 @@ func TestHostnamesOverlap(t *testing.T) {
 	}
 }
 
-func TestCheckNotDefaultHostname(t *testing.T) {
-	s := &Server{appDomain: "Apps.Example.net:8080"}
+func TestCheckHostnamePolicy(t *testing.T) {
+	s := &Server{appDomain: "Apps.Example.net:8080", reservedHosts: []string{"registry.example.org", "*.bex.example.org"}}
 	for host, refused := range map[string]bool{
 		"web-acme.apps.example.net": true,
 		"apps.example.net":          true,
@@ -95,9 +95,16 @@ func TestCheckNotDefaultHostname(t *testing.T) {
 		"www.example.net":           false,
 		"apps.example.net.evil.com": false,
 		"myapps.example.net":        false,
+		"*.co.uk":                   true,
+		"co.uk":                     true,
+		"*.example.co.uk":           false,
+		"registry.example.org":      true,
+		"*.example.org":             true, // covers registry.example.org
+		"api.bex.example.org":       true,
+		"www.example.org":           false,
 	} {
-		if err := s.checkNotDefaultHostname(host); (err != nil) != refused {
-			t.Errorf("checkNotDefaultHostname(%q) = %v, want refused %v", host, err, refused)
+		if err := s.checkHostnamePolicy(host); (err != nil) != refused {
+			t.Errorf("checkHostnamePolicy(%q) = %v, want refused %v", host, err, refused)
 		}
 	}
 }

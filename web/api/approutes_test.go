@@ -15,6 +15,7 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
@@ -42,6 +43,9 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 	want := apiclient.Route{
 		Hostname: host, PathPrefix: "/", App: "web", Process: "web", TLS: "Auto", Status: "pending", Conditions: []apiclient.RouteCondition{},
 		DNSTarget: apiclient.DNSTarget{CNAME: "web-routesa." + apitest.AppDomain, Addresses: []string{apitest.EdgeAddress}},
+		Verification: &apiclient.DomainVerification{
+			Type: "TXT", Name: "_bex-challenge." + host, Value: domains.Token(apitest.AppDomain, "routesa", host),
+		},
 	}
 	added.CreatedAt = want.CreatedAt
 	if fmt.Sprint(added) != fmt.Sprint(want) {
@@ -71,6 +75,37 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 	a = call(t, e, http.MethodPost, "/apps/web/routes", tokenA, apiclient.AddRouteRequest{Hostname: "*.wild.routes-test.example"})
 	wantStatus(t, "adding a wildcard", a, http.StatusCreated)
 
+	// Before A proves it owns the names, B is not refused them: a Route
+	// that is not verified holds nothing (B would wait for its own TXT
+	// record). The Route controller then finds A's records.
+	verify := func(ns string) {
+		t.Helper()
+		var list platformv1alpha1.RouteList
+		if err := e.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			r := &list.Items[i]
+			meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: platformv1alpha1.RouteDomainVerifiedCondition,
+				Status: metav1.ConditionTrue, Reason: platformv1alpha1.RouteTXTRecordFoundReason, Message: "found"})
+			if err := e.Kube.Status().Update(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := call(t, e, http.MethodPost, "/apps/web/routes", tokenB, apiclient.AddRouteRequest{Hostname: "shop.wild.routes-test.example"})
+	wantStatus(t, "B adding a name under A's wildcard before A proved it", b, http.StatusCreated)
+	var squat apiclient.Route
+	b.decode(t, &squat)
+	if squat.Verification == nil || squat.Verification.Value != domains.Token(apitest.AppDomain, "routesb", "shop.wild.routes-test.example") ||
+		squat.Verification.Value == domains.Token(apitest.AppDomain, "routesa", "shop.wild.routes-test.example") || squat.Verified {
+		t.Errorf("B's route verification = %+v, verified %v: want B's own token", squat.Verification, squat.Verified)
+	}
+	if err := call(t, e, http.MethodDelete, "/apps/web/routes/shop.wild.routes-test.example", tokenB, nil); err.status != http.StatusNoContent {
+		t.Fatalf("B removing its route: %d %s", err.status, err.body)
+	}
+	verify("routesa")
+
 	// What tenant B is refused.
 	routesBefore, auditBefore := routeCount(t, e), countRows(t, e, "audit_log")
 	for _, tc := range []struct {
@@ -88,6 +123,12 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 		{"a default hostname", apiclient.AddRouteRequest{Hostname: "web-routesa." + apitest.AppDomain}, http.StatusUnprocessableEntity, "hostname", "default hostnames"},
 		{"the app domain", apiclient.AddRouteRequest{Hostname: apitest.AppDomain}, http.StatusUnprocessableEntity, "hostname", "default hostnames"},
 		{"a wildcard of the app domain", apiclient.AddRouteRequest{Hostname: "*." + apitest.AppDomain}, http.StatusUnprocessableEntity, "hostname", "default hostnames"},
+		{"a wildcard over a public suffix", apiclient.AddRouteRequest{Hostname: "*.co.uk"}, http.StatusUnprocessableEntity, "hostname",
+			"*.co.uk is a wildcard over co.uk, a public suffix under which anyone may register names: a wildcard must be under a domain of your own"},
+		{"a public suffix", apiclient.AddRouteRequest{Hostname: "github.io"}, http.StatusUnprocessableEntity, "hostname", "is a public suffix"},
+		{"the platform's registry", apiclient.AddRouteRequest{Hostname: apitest.ReservedHostname}, http.StatusUnprocessableEntity, "hostname",
+			"the platform serves " + apitest.ReservedHostname + " itself"},
+		{"a wildcard over the platform's registry", apiclient.AddRouteRequest{Hostname: "*.bex-platform.test"}, http.StatusUnprocessableEntity, "hostname", "reserved"},
 		{"underscore", apiclient.AddRouteRequest{Hostname: "bad_host.example"}, http.StatusUnprocessableEntity, "hostname", "must be a DNS name of at least two labels"},
 		{"one label", apiclient.AddRouteRequest{Hostname: "localhost"}, http.StatusUnprocessableEntity, "hostname", "at least two labels"},
 		{"inner wildcard", apiclient.AddRouteRequest{Hostname: "www.*.example.com"}, http.StatusUnprocessableEntity, "hostname", "leading '*.'"},
@@ -114,8 +155,12 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 
 	// A's list shows what the controller observed, Ready first.
+	if err := e.Kube.Get(ctx, client.ObjectKeyFromObject(&obj), &obj); err != nil {
+		t.Fatal(err)
+	}
 	obj.Status.Conditions = nil
 	for _, c := range []metav1.Condition{
+		{Type: platformv1alpha1.RouteDomainVerifiedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.RouteTXTRecordFoundReason},
 		{Type: platformv1alpha1.RouteDNSReadyCondition, Status: metav1.ConditionFalse, Reason: platformv1alpha1.RouteDNSNotPointingHereReason,
 			Message: "DNS not pointing here: www.routes-test.example resolves to 1.2.3.4: create a CNAME record"},
 		{Type: platformv1alpha1.RouteAdmittedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.RouteAcceptedReason},
@@ -139,8 +184,8 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 	for _, c := range r.Conditions {
 		types = append(types, c.Type)
 	}
-	if r.Ready || r.Status != "not ready" || !strings.Contains(r.StatusMessage, "resolves to 1.2.3.4") ||
-		!slices.Equal(types, []string{"Ready", "Admitted", "DNSReady"}) || r.Conditions[2].Reason != "DNSNotPointingHere" || r.Conditions[2].Since.IsZero() {
+	if r.Ready || r.Status != "not ready" || !strings.Contains(r.StatusMessage, "resolves to 1.2.3.4") || !r.Verified ||
+		!slices.Equal(types, []string{"Ready", "Admitted", "DomainVerified", "DNSReady"}) || r.Conditions[3].Reason != "DNSNotPointingHere" || r.Conditions[3].Since.IsZero() {
 		t.Errorf("route with conditions = %+v", r)
 	}
 
@@ -194,6 +239,10 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 	wantStatus(t, "deleting A's app", a, http.StatusNoContent)
 	a = call(t, e, http.MethodPost, "/apps/web/routes", tokenB, apiclient.AddRouteRequest{Hostname: host})
 	wantStatus(t, "B adding the freed hostname", a, http.StatusCreated)
+	// B's Route, not verified, does not keep A from the name: A may add it
+	// again and prove it (the Route controller then gives it to A).
+	a = call(t, e, http.MethodPost, "/apps/api/routes", tokenA, apiclient.AddRouteRequest{Hostname: host})
+	wantStatus(t, "A adding the hostname B claimed without proof", a, http.StatusCreated)
 
 	var actions []string
 	for _, en := range auditActions(t, e, tenantA.ID) {
@@ -212,11 +261,16 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 		"route.add web *.wild.routes-test.example/ Auto",
 		"route.remove api www.routes-test.example/api",
 		"route.remove web *.wild.routes-test.example/",
+		"route.add api www.routes-test.example/ Auto",
 	}; !slices.Equal(actions, want) {
 		t.Errorf("A's route audit = %q, want %q", actions, want)
 	}
-	if entries := auditActions(t, e, tenantB.ID); len(entries) != 2 || entries[1].Action != "route.add" {
-		t.Errorf("B's audit = %+v, want app.create and route.add", entries)
+	var bActions []string
+	for _, en := range auditActions(t, e, tenantB.ID) {
+		bActions = append(bActions, en.Action)
+	}
+	if want := []string{"app.create", "route.add", "route.remove", "route.add"}; !slices.Equal(bActions, want) {
+		t.Errorf("B's audit = %q, want %q", bActions, want)
 	}
 }
 

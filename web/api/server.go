@@ -46,6 +46,11 @@ type Options struct {
 	// records of custom hostnames may point at with A and AAAA records;
 	// optional (a CNAME to the app's default hostname always works).
 	EdgeAddresses []string
+	// ReservedHostnames are names the platform serves itself (the API,
+	// dashboard, git and registry hosts; "*.name" for name and everything
+	// under it), refused as custom hostnames; optional. The Route
+	// controller must be given the same.
+	ReservedHostnames []string
 	// Log receives the server's own failures.
 	Log logr.Logger
 	// ReadinessChecks must all pass for GET /api/v1/healthz to answer 200;
@@ -70,9 +75,11 @@ type Server struct {
 	gitBase   string
 	appDomain string
 	edgeAddrs []string
-	log       logr.Logger
-	checks    []func(context.Context) error
-	streams   *streamLimiter
+	// reservedHosts are Options.ReservedHostnames.
+	reservedHosts []string
+	log           logr.Logger
+	checks        []func(context.Context) error
+	streams       *streamLimiter
 
 	quotas *quota.Defaults
 
@@ -115,17 +122,18 @@ func New(opts Options) (*Server, error) {
 		maxStreams = DefaultMaxLogStreamsPerTenant
 	}
 	s := &Server{
-		streams:   newStreamLimiter(maxStreams),
-		store:     opts.Store,
-		kube:      opts.Kube,
-		deployer:  opts.Deployer,
-		logs:      opts.Logs,
-		gitBase:   strings.TrimSuffix(opts.GitBase, "/"),
-		appDomain: opts.AppDomain,
-		edgeAddrs: slices.Clone(opts.EdgeAddresses),
-		log:       opts.Log,
-		checks:    opts.ReadinessChecks,
-		quotas:    opts.Quotas,
+		streams:       newStreamLimiter(maxStreams),
+		store:         opts.Store,
+		kube:          opts.Kube,
+		deployer:      opts.Deployer,
+		logs:          opts.Logs,
+		gitBase:       strings.TrimSuffix(opts.GitBase, "/"),
+		appDomain:     opts.AppDomain,
+		edgeAddrs:     slices.Clone(opts.EdgeAddresses),
+		reservedHosts: slices.Clone(opts.ReservedHostnames),
+		log:           opts.Log,
+		checks:        opts.ReadinessChecks,
+		quotas:        opts.Quotas,
 	}
 	if s.quotas == nil {
 		s.quotas = quota.NewDefaults()

@@ -34,7 +34,11 @@ type Options struct {
 	// <GitBase>/<tenant>/<app>.git.
 	GitBase       string
 	EdgeAddresses []string
-	Runtime       clustermode.RuntimeOptions
+	// ReservedHostnames are names the platform serves itself, refused as
+	// custom hostnames (the controller manager's --reserved-hostname must
+	// be the same).
+	ReservedHostnames []string
+	Runtime           clustermode.RuntimeOptions
 	// Quotas are the tenants' default quotas of apps and routes, which the
 	// API checks, and those the API shows a tenant.
 	Quotas *quota.Defaults
@@ -68,6 +72,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
 	fs.StringVar(&o.GitBase, "git-base", o.GitBase, "Public base URL of the git receiver, e.g. https://git.example.com; apps' remotes are <base>/<tenant>/<app>.git (required)")
 	fs.StringArrayVar(&o.EdgeAddresses, "edge-address", o.EdgeAddresses, "Public IP address of the edge, offered for custom domains' A/AAAA records; repeatable")
+	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused as a custom hostname; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
 	o.Runtime.AddFlags(fs, false)
@@ -135,6 +140,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
+		ReservedHostnames: o.ReservedHostnames,
 	})
 	if err != nil {
 		return err

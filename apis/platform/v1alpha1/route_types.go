@@ -4,15 +4,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types of a Route. The Route controller sets all four on every
+// Condition types of a Route. The Route controller sets all five on every
 // reconcile; Ready summarises the others.
 const (
 	// RouteReadyCondition is True when the edge serves the hostname for the
 	// App, over HTTPS unless spec.tls.mode is None.
 	RouteReadyCondition = "Ready"
-	// RouteAdmittedCondition is True when the Route holds its hostname: no
-	// older Route claims it and the App it points to exists.
+	// RouteAdmittedCondition is True when the Route holds its hostname: the
+	// name is not the platform's, the tenant proved it owns it
+	// (DomainVerified), no other tenant's verified and older Route claims
+	// it, no older Route of the tenant routes the same path prefix, and the
+	// App it points to exists. The edge serves only admitted Routes.
 	RouteAdmittedCondition = "Admitted"
+	// RouteDomainVerifiedCondition is True when the tenant proved it owns
+	// the hostname: a DNS TXT record _bex-challenge.<hostname> (for
+	// *.example.com: _bex-challenge.example.com) holds the token the
+	// platform gives the tenant for it, or the hostname is the default
+	// hostname of one of the tenant's Apps. The message of False says which
+	// record to create.
+	RouteDomainVerifiedCondition = "DomainVerified"
 	// RouteCertificateReadyCondition is True when a valid certificate for the
 	// hostname is in place (or spec.tls.mode is None).
 	RouteCertificateReadyCondition = "CertificateReady"
@@ -27,6 +37,31 @@ const (
 	// RouteHostnameClaimedReason (Admitted=False): an older Route, maybe of
 	// another tenant, already claims the hostname.
 	RouteHostnameClaimedReason = "HostnameClaimed"
+	// RouteHostnameReservedReason (Admitted=False, DomainVerified=False):
+	// the platform serves the hostname itself (its apps' domain, the API,
+	// the registry) or it is another tenant's default hostname.
+	RouteHostnameReservedReason = "HostnameReserved"
+	// RouteHostnameNotRegistrableReason (Admitted=False,
+	// DomainVerified=False): the hostname is a public suffix (co.uk) or a
+	// wildcard over one (*.co.uk), which nobody can prove to own.
+	RouteHostnameNotRegistrableReason = "HostnameNotRegistrable"
+	// RouteDomainNotVerifiedReason (Admitted=False): DomainVerified is not
+	// True yet; the message says which record to create.
+	RouteDomainNotVerifiedReason = "DomainNotVerified"
+	// RouteAwaitingTXTRecordReason (DomainVerified=False): the TXT record
+	// that proves ownership is not there (yet); the message names it and
+	// its value.
+	RouteAwaitingTXTRecordReason = "AwaitingTXTRecord"
+	// RouteTXTRecordFoundReason (DomainVerified=True): the TXT record holds
+	// the tenant's token.
+	RouteTXTRecordFoundReason = "TXTRecordFound"
+	// RouteTXTLookupFailedReason (DomainVerified=Unknown): DNS did not
+	// answer for the TXT record; it is looked up again shortly.
+	RouteTXTLookupFailedReason = "TXTLookupFailed"
+	// RouteDefaultHostnameReason (DomainVerified): the hostname is the
+	// default hostname of an App of the tenant, <app>-<tenant>.<domain>,
+	// which needs no TXT record; False while that App does not exist.
+	RouteDefaultHostnameReason = "DefaultHostname"
 	// RouteAppNotFoundReason (Admitted=False): spec.appRef names no App in
 	// the namespace, or the App has no such process.
 	RouteAppNotFoundReason = "AppNotFound"
@@ -81,7 +116,8 @@ const (
 )
 
 // Route serves a hostname with a process of an App. A hostname belongs to at
-// most one Route across all tenants: the oldest Route claiming it is admitted.
+// most one tenant: of the tenants that proved they own it with a DNS TXT
+// record, the one whose Route claimed it first.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -89,6 +125,7 @@ const (
 // +kubebuilder:printcolumn:name="Hostname",type=string,JSONPath=`.spec.hostname`
 // +kubebuilder:printcolumn:name="App",type=string,JSONPath=`.spec.appRef.name`
 // +kubebuilder:printcolumn:name="TLS",type=string,JSONPath=`.spec.tls.mode`
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.conditions[?(@.type=="DomainVerified")].status`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Route struct {
@@ -181,7 +218,8 @@ type RouteStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are Ready, Admitted, CertificateReady and DNSReady.
+	// Conditions are Ready, Admitted, DomainVerified, CertificateReady and
+	// DNSReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -221,12 +221,32 @@ type Route struct {
 	// condition's message is in StatusMessage.
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
-	// Conditions are Ready, Admitted, DNSReady and CertificateReady, as the
-	// Route controller last wrote them.
+	// Conditions are Ready, Admitted, DomainVerified, DNSReady and
+	// CertificateReady, as the Route controller last wrote them.
 	Conditions []RouteCondition `json:"conditions"`
+	// Verification is the DNS TXT record that proves the tenant owns the
+	// hostname: the platform serves the hostname only once the record
+	// holds Value. Nil for an app's default hostname, which needs none.
+	Verification *DomainVerification `json:"verification,omitempty"`
+	// Verified is true when the platform found the record (the
+	// DomainVerified condition is True).
+	Verified bool `json:"verified"`
 	// DNSTarget is what the hostname's DNS record must point at.
 	DNSTarget DNSTarget `json:"dnsTarget"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// DomainVerification is the TXT record that proves a tenant owns a
+// hostname, as a DNS provider's form asks for it.
+type DomainVerification struct {
+	// Type is TXT.
+	Type string `json:"type"`
+	// Name is _bex-challenge.<hostname>; for *.example.com,
+	// _bex-challenge.example.com.
+	Name string `json:"name"`
+	// Value is the tenant's token for the hostname, the same every time it
+	// is asked for.
+	Value string `json:"value"`
 }
 
 // RouteCondition is one condition of a route.

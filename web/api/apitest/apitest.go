@@ -41,6 +41,9 @@ const (
 	// EdgeAddress is the edge's public address the API tells tenants to
 	// point A records at.
 	EdgeAddress = "192.0.2.10"
+	// ReservedHostname is a name the platform serves itself (its
+	// registry), which no tenant may add.
+	ReservedHostname = "registry.bex-platform.test"
 )
 
 // Env is a running API and what it runs on.
@@ -132,6 +135,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		Log:           testr.New(t),
 
 		MaxLogStreamsPerTenant: opts.MaxLogStreamsPerTenant,
+		ReservedHostnames:      []string{ReservedHostname},
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()

@@ -55,11 +55,21 @@ const (
 // the caller: if the unlock statement fails, the holding connection is
 // closed, which releases the lock.
 func (s *Store) LockApp(ctx context.Context, tenant, app string) (unlock func(), err error) {
-	key := tenant + "/" + app
+	unlock, err = s.lock(ctx, tenant+"/"+app)
+	if err != nil {
+		return nil, fmt.Errorf("app %s/%s: %w", tenant, app, err)
+	}
+	return unlock, nil
+}
+
+// lock takes the lock key, as LockApp does, on the process's lock
+// connection: no connection of the pool is held while it waits or while
+// the lock is held.
+func (s *Store) lock(ctx context.Context, key string) (unlock func(), err error) {
 	for {
 		unlock, err := s.locks.try(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("taking the lock of app %s/%s: %w", tenant, app, err)
+			return nil, fmt.Errorf("taking the lock: %w", err)
 		}
 		if unlock != nil {
 			return unlock, nil
@@ -68,7 +78,7 @@ func (s *Store) LockApp(ctx context.Context, tenant, app string) (unlock func(),
 			if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 				err = errors.Join(ctxErr, err)
 			}
-			return nil, fmt.Errorf("waiting for the lock of app %s/%s: %w", tenant, app, err)
+			return nil, fmt.Errorf("waiting for the lock: %w", err)
 		}
 	}
 }

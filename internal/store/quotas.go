@@ -151,27 +151,21 @@ func deref64(p *int64) int64 {
 const quotaLockClass int32 = 0x62657871 // "bexq"
 
 // WithTenantLock runs fn while it holds the tenant's lock for what ("apps",
-// "routes"): a transaction-level advisory lock, shared by every process on
-// this database, released when fn returns. Two requests that count what the
+// "routes"): an advisory lock, shared by every process on this database,
+// released when fn returns. Two requests that count what the
 // tenant has and then add to it, under the same lock, cannot both pass a
 // quota that only one fits. fn's error is returned as it is.
 func (s *Store) WithTenantLock(ctx context.Context, tenantID, what string, fn func(context.Context) error) error {
-	tx, err := s.pool.Begin(ctx)
+	// The lock lives on the process's lock connection, not on one of the
+	// pool's: callers waiting for it hold no connection that fn, or the
+	// holder, would need. A colon is in no tenant or app name, so the key
+	// is no app's.
+	unlock, err := s.lock(ctx, "quota:"+tenantID+"/"+what)
 	if err != nil {
-		return fmt.Errorf("taking the %s lock of tenant %s: %w", what, tenantID, err)
+		return fmt.Errorf("the %s lock of tenant %s: %w", what, tenantID, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", quotaLockClass, tenantID+"/"+what); err != nil {
-		return fmt.Errorf("taking the %s lock of tenant %s: %w", what, tenantID, err)
-	}
-	if err := fn(ctx); err != nil {
-		return err
-	}
-	// Committing only releases the lock: fn's work is done.
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("releasing the %s lock of tenant %s: %w", what, tenantID, err)
-	}
-	return nil
+	defer unlock()
+	return fn(ctx)
 }
 
 // staleBuildAfter is how long a build may stay running before the quotas

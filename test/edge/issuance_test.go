@@ -19,6 +19,7 @@ import (
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/acmetest"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 )
@@ -74,6 +75,8 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 	for _, n := range names {
 		pebble.SetA(n, "127.0.0.1")
 	}
+	// The tenant proves it owns the wildcard's domain, as the Route asks.
+	pebble.AddTXT(domains.ChallengeName("*.wild.test"), domains.Token("apps.test", "acme", "*.wild.test"))
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
 	waitRoute(ctx, t, kc, "wild-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
 	e := startEdge(ctx, t, bin, "edge", httpPort, httpsPort,

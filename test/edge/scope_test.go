@@ -8,6 +8,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -79,11 +81,19 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	// A Service in kube-system with an app's labels: not a tenant's
 	// namespace.
 	service("kube-system", "metrics", appLabels("kube-system", "metrics"))
-	// The apiserver's own Service: wait until its EndpointSlice is there.
-	platformtest.WaitFor(ctx, t, "the EndpointSlice of default/kubernetes", func() bool {
-		var s discoveryv1.EndpointSlice
-		return kc.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &s) == nil
-	})
+	// The apiserver's own Service, with the EndpointSlice a cluster's
+	// endpoint reconciler gives it (this control plane runs none): the
+	// apiserver's address, as kubernetes-default would reach it.
+	apiURL, err := url.Parse(cp.RESTConfig().Host)
+	must(err)
+	apiPort, err := strconv.Atoi(apiURL.Port())
+	must(err)
+	must(kc.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{apiURL.Hostname()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(apiPort))}},
+	}))
 
 	caDir := t.TempDir()
 	ca, err := edge.LoadOrCreateLocalCA(caDir)

@@ -276,6 +276,11 @@ func TestKilledMidBuild(t *testing.T) {
 	}
 	<-pushed
 
+	// The killed platform left its env file; the next one removes it as it
+	// starts, but WaitEnv could read it before that.
+	if err := os.Remove(filepath.Join(state, "env")); err != nil {
+		t.Fatal(err)
+	}
 	s2 := start(ctx, t, bin, state)
 	s2.repo = s.repo
 	t.Run("the build is failed with the reason", func(t *testing.T) {

@@ -228,7 +228,12 @@ func deletePort(name string) error {
 	if _, err := os.Stat("/sys/class/net/" + name); err != nil {
 		return nil
 	}
-	return run("", "ip", "link", "del", name)
+	err := run("", "ip", "link", "del", name)
+	if _, statErr := os.Stat("/sys/class/net/" + name); err != nil && statErr != nil {
+		// Gone meanwhile: the kernel freed it with its peer's namespace.
+		return nil
+	}
+	return err
 }
 
 // unmountUnder unmounts every mount below dir, deepest first.

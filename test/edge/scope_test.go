@@ -82,8 +82,9 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	// namespace.
 	service("kube-system", "metrics", appLabels("kube-system", "metrics"))
 	// The apiserver's own Service, with the EndpointSlice a cluster's
-	// endpoint reconciler gives it (this control plane runs none): the
-	// apiserver's address, as kubernetes-default would reach it.
+	// endpoint reconciler gives it (this control plane runs none). A slice
+	// may not hold a loopback address: the host's, with the apiserver's
+	// port, stands for the apiserver's.
 	apiURL, err := url.Parse(cp.RESTConfig().Host)
 	must(err)
 	apiPort, err := strconv.Atoi(apiURL.Port())
@@ -91,7 +92,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	must(kc.Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{apiURL.Hostname()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{appIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(apiPort))}},
 	}))
 

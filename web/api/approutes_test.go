@@ -2,8 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -48,8 +48,8 @@ func testRoutes(t *testing.T, cp *controlplane.ControlPlane) {
 		},
 	}
 	added.CreatedAt = want.CreatedAt
-	if fmt.Sprint(added) != fmt.Sprint(want) {
-		t.Errorf("added route = %+v, want %+v", added, want)
+	if !reflect.DeepEqual(added, want) {
+		t.Errorf("added route = %+v (verification %+v), want %+v (verification %+v)", added, added.Verification, want, want.Verification)
 	}
 	var objs platformv1alpha1.RouteList
 	if err := e.Kube.List(ctx, &objs, client.InNamespace("routesa")); err != nil || len(objs.Items) != 1 {

@@ -149,14 +149,18 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 		}
 	}
 
-	// A cache made as the edge makes it holds the app's Service only.
+	// A cache made as the edge makes it holds only Services and slices
+	// with an app's labels, and tenants' namespaces: not the apiserver's
+	// Service nor the unlabelled one. (A Service that copies an app's
+	// labels in another namespace is cached, and never routed: above.)
 	c, err := cache.New(cp.RESTConfig(), edge.SliceCacheOptions(scheme))
 	must(err)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = c.Start(cctx) }()
 	var svcs corev1.ServiceList
-	must(c.List(ctx, &svcs))
+	// A cache refuses reads until Start has begun.
+	platformtest.WaitFor(ctx, t, "the cache to start", func() bool { return c.List(ctx, &svcs) == nil })
 	var slices discoveryv1.EndpointSliceList
 	must(c.List(ctx, &slices))
 	var nss corev1.NamespaceList
@@ -171,7 +175,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	for _, n := range nss.Items {
 		got = append(got, "namespace "+n.Name)
 	}
-	if want := "[service acme/shop slice acme/shop-1 namespace acme]"; fmt.Sprint(got) != want {
+	if want := "[service acme/shop service kube-system/metrics slice acme/shop-1 slice kube-system/metrics-1 namespace acme]"; fmt.Sprint(got) != want {
 		t.Errorf("the edge's cache holds %v, want %s", got, want)
 	}
 }

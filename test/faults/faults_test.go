@@ -305,12 +305,14 @@ func TestKilledMidBuild(t *testing.T) {
 		})
 	})
 	t.Run("the next push works", func(t *testing.T) {
-		if err := os.WriteFile(gate, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		s2.commit(t, "hello v3", "")
 		out, err := s2.push()
 		if err != nil || !strings.Contains(out, "Released v2") {
 			t.Fatalf("push after the restart: %v\n%s", err, out)
 		}
+		platformtest.WaitFor(ctx, t, "v3 to answer", func() bool {
+			code, body, _ := s2.getFresh(t)
+			return code == 200 && body == "hello v3"
+		})
 	})
 }

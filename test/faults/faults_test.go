@@ -182,6 +182,7 @@ func postgresPID(t *testing.T, state string) int {
 // down (its port held by another listener, so that it cannot start again)
 // while a tenant's app is called, the API is asked and a push is tried.
 func TestDatabaseOutage(t *testing.T) {
+	requireFaults(t)
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex", "bex-static")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -256,6 +257,7 @@ func TestDatabaseOutage(t *testing.T) {
 // TestKilledMidBuild SIGKILLs bex-embedded while a build runs and starts
 // it again on the same state directory.
 func TestKilledMidBuild(t *testing.T) {
+	requireFaults(t)
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex", "bex-static")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -315,4 +317,14 @@ func TestKilledMidBuild(t *testing.T) {
 			return code == 200 && body == "hello v3"
 		})
 	})
+}
+
+// requireFaults skips the suite unless BEX_TEST_FAULTS=1 (make
+// test-faults): TestDatabaseOutage races the Postgres supervisor for the
+// killed server's port, and is not yet reliable enough for make test.
+func requireFaults(t *testing.T) {
+	t.Helper()
+	if os.Getenv("BEX_TEST_FAULTS") != "1" {
+		t.Skip("the fault suite runs with BEX_TEST_FAULTS=1 (make test-faults)")
+	}
 }

@@ -75,6 +75,13 @@ func (s *Store) WithLimits(l Limits) *Store {
 	return &c
 }
 
+// DefaultConnectTimeout bounds each new connection to the database, unless
+// the URL sets connect_timeout: a server that takes connections and never
+// answers (hung, or its port taken by something else) fails a request as
+// unavailable after it, instead of holding the request until the caller
+// gives up.
+const DefaultConnectTimeout = 5 * time.Second
+
 // followReaderConns is how many connections the reads of a process's log
 // followers share.
 const followReaderConns = 4
@@ -91,6 +98,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

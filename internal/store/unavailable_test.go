@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,5 +56,36 @@ func TestUnavailableTellsAnOutageFromAnAnswer(t *testing.T) {
 	_, err = s.GetTenant(ctx, tenant.ID)
 	if err == nil || !store.Unavailable(err) {
 		t.Fatalf("GetTenant with the server stopped: %v, Unavailable = %v; want an unavailable error", err, store.Unavailable(err))
+	}
+}
+
+// A server that takes connections and never answers fails a call as
+// unavailable once the connect timeout passes, while the caller's context
+// still has time: the API answers 503 rather than holding the request until
+// its write timeout cuts the connection.
+func TestConnectingToAServerThatNeverAnswersTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		// Take each connection and say nothing.
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*store.DefaultConnectTimeout)
+	defer cancel()
+	_, err = store.Open(ctx, "postgres://bex:secret@"+ln.Addr().String()+"/bex?sslmode=disable")
+	if err == nil || !store.Unavailable(err) {
+		t.Fatalf("Open on a server that never answers: %v; want an unavailable error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Open returned only when the caller's context ended: %v; want the connect timeout to end it first", err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/acmetest"
 	"bex.co/bex/internal/certstore"
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
@@ -140,44 +141,19 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := platformtest.BuildBinaries(t, "bex-edge")
-	cp := cptest.Start(t)
-	dbURL := pgtest.NewDatabase(t)
-	scheme := controllers.NewScheme()
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kube, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, dbURL, scheme, kube := startCluster(t)
 
 	// The app: one upstream behind a Service's EndpointSlice, as in a
 	// workload cluster.
-	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "shop at %s via %s", r.Host, r.Header.Get("X-Forwarded-Proto"))
-	})}
-	// EndpointSlices refuse loopback addresses, so the app listens on the
-	// machine's own address, as a pod would on its own.
-	appIP := hostIP(t)
-	appL, err := net.Listen("tcp", net.JoinHostPort(appIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = app.Serve(appL) }()
-	t.Cleanup(func() { app.Close() })
-	appPort := int32(appL.Addr().(*net.TCPAddr).Port)
+	})
 
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	prepareTenant(ctx, t, cp.RESTConfig(), "acme")
 	makeService(ctx, t, kube, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
-	must(kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
+	must(t, kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
 	for _, host := range []string{"www.shop.test", "dark.shop.test"} {
-		must(kube.Create(ctx, &platformv1alpha1.Route{
+		must(t, kube.Create(ctx, &platformv1alpha1.Route{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: strings.ReplaceAll(host, ".", "-")},
 			Spec:       platformv1alpha1.RouteSpec{Hostname: host, AppRef: platformv1alpha1.AppReference{Name: "shop"}},
 		}))
@@ -206,7 +182,7 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	edgeB := startEdge(ctx, t, bin, "edge-b", httpB, httpsB, common...)
 
 	roots, err := pebble.IssuerRoots(ctx)
-	must(err)
+	must(t, err)
 	// Both edges get the first request at the same moment.
 	type answer struct {
 		body string
@@ -279,7 +255,7 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/cart?x=1", edgeB.http), nil)
 	req.Host = "www.shop.test"
 	resp, err := noFollow.Do(req)
-	must(err)
+	must(t, err)
 	resp.Body.Close()
 	if want := "https://www.shop.test:" + strconv.Itoa(httpsB) + "/cart?x=1"; resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
 		t.Errorf("HTTP answered %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
@@ -287,12 +263,54 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 
 	// The metrics count the route's requests.
 	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", edgeA.metricsPort))
-	must(err)
+	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(body), `bex_edge_requests_total{app="shop",code="200",host="www.shop.test",tenant="acme"} 1`) {
 		t.Errorf("edge A's metrics lack the route's request:\n%s", grepLines(string(body), "bex_edge_requests_total"))
 	}
+}
+
+// must ends the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startCluster starts a real apiserver and makes a database for the edge
+// under test, with a client that knows the platform's kinds and
+// EndpointSlices.
+func startCluster(t *testing.T) (*controlplane.ControlPlane, string, *runtime.Scheme, client.Client) {
+	t.Helper()
+	cp := cptest.Start(t)
+	dbURL := pgtest.NewDatabase(t)
+	scheme := controllers.NewScheme()
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, dbURL, scheme, kc
+}
+
+// serveApp runs an app answering with handler until the test ends, on the
+// machine's own address: EndpointSlices refuse loopback addresses, and a
+// pod listens on its own address too.
+func serveApp(t *testing.T, handler http.HandlerFunc) (string, int32) {
+	t.Helper()
+	app := &http.Server{Handler: handler}
+	ip := hostIP(t)
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Serve(l) }()
+	t.Cleanup(func() { app.Close() })
+	return ip, int32(l.Addr().(*net.TCPAddr).Port)
 }
 
 // hostIP returns a non-loopback IPv4 address of this machine.

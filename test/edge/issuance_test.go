@@ -10,17 +10,12 @@ import (
 	"testing"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	"bex.co/bex/controllers"
 	"bex.co/bex/internal/acmetest"
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/domains"
-	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -35,36 +30,16 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := platformtest.BuildBinaries(t, "bex-edge")
-	cp := cptest.Start(t)
-	dbURL := pgtest.NewDatabase(t)
-	scheme := controllers.NewScheme()
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	cp, dbURL, scheme, kc := startCluster(t)
 
-	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "wild at %s", r.Host)
-	})}
-	appIP := hostIP(t)
-	appL, err := net.Listen("tcp", net.JoinHostPort(appIP, "0"))
-	must(err)
-	go func() { _ = app.Serve(appL) }()
-	t.Cleanup(func() { app.Close() })
+	})
 
 	prepareTenant(ctx, t, cp.RESTConfig(), "acme")
-	makeService(ctx, t, kc, "acme", "shop", appLabels("acme", "shop"), appIP, int32(appL.Addr().(*net.TCPAddr).Port))
-	must(kc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
-	must(kc.Create(ctx, &platformv1alpha1.Route{
+	makeService(ctx, t, kc, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
+	must(t, kc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
+	must(t, kc.Create(ctx, &platformv1alpha1.Route{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "wild-test"},
 		Spec:       platformv1alpha1.RouteSpec{Hostname: "*.wild.test", AppRef: platformv1alpha1.AppReference{Name: "shop"}},
 	}))
@@ -84,7 +59,7 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
 		"--app-domain", "apps.test", "--certificate-budget", fmt.Sprint(budget))
 	roots, err := pebble.IssuerRoots(ctx)
-	must(err)
+	must(t, err)
 
 	for i, n := range names {
 		body, _, err := tlsGet(ctx, e.https, n, roots)

@@ -22,11 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"bex.co/bex/controllers"
 	"bex.co/bex/internal/certstore"
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/edge"
-	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -44,32 +41,11 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := platformtest.BuildBinaries(t, "bex-edge")
-	cp := cptest.Start(t)
-	dbURL := pgtest.NewDatabase(t)
-	scheme := controllers.NewScheme()
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	cp, dbURL, scheme, kc := startCluster(t)
 
-	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "app at %s", r.Host)
-	})}
-	appIP := hostIP(t)
-	appL, err := net.Listen("tcp", net.JoinHostPort(appIP, "0"))
-	must(err)
-	go func() { _ = app.Serve(appL) }()
-	t.Cleanup(func() { app.Close() })
-	appPort := int32(appL.Addr().(*net.TCPAddr).Port)
+	})
 
 	service := func(ns, name string, labels map[string]string) {
 		t.Helper()
@@ -87,10 +63,10 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	// may not hold a loopback address: the host's, with the apiserver's
 	// port, stands for the apiserver's.
 	apiURL, err := url.Parse(cp.RESTConfig().Host)
-	must(err)
+	must(t, err)
 	apiPort, err := strconv.Atoi(apiURL.Port())
-	must(err)
-	must(kc.Create(ctx, &discoveryv1.EndpointSlice{
+	must(t, err)
+	must(t, kc.Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{appIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
@@ -99,7 +75,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 
 	caDir := t.TempDir()
 	ca, err := edge.LoadOrCreateLocalCA(caDir)
-	must(err)
+	must(t, err)
 	e := startEdge(ctx, t, bin, "edge", freePort(t), freePort(t),
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL, "--local-ca-dir", caDir, "--app-domain", "apps.test")
 
@@ -113,11 +89,11 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	httpAnswer := func(host string) string {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", e.http), nil)
-		must(err)
+		must(t, err)
 		req.Host = host
 		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		resp, err := noFollow.Do(req)
-		must(err)
+		must(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Sprintf("%d %s", resp.StatusCode, b)
@@ -128,10 +104,10 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	}
 
 	st, err := store.Open(ctx, dbURL)
-	must(err)
+	must(t, err)
 	t.Cleanup(st.Close)
 	storage, err := certstore.New(st.Pool(), certstore.Options{})
-	must(err)
+	must(t, err)
 	certs := &edge.Certificates{Storage: storage, IssuerKeys: []string{edge.LocalCAIssuerKey}}
 	for _, host := range []string{"kubernetes-default.apps.test", "metrics-kube-system.apps.test", "sidecar-acme.apps.test"} {
 		if got := httpAnswer(host); got != unknown {
@@ -144,7 +120,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 			t.Errorf("the edge completed a TLS handshake for %s", host)
 		}
 		state, err := certs.State(ctx, host)
-		must(err)
+		must(t, err)
 		if state.Issued {
 			t.Errorf("the edge obtained a certificate for %s", host)
 		}
@@ -155,7 +131,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	// Service nor the unlabelled one. (A Service that copies an app's
 	// labels in another namespace is cached, and never routed: above.)
 	c, err := cache.New(cp.RESTConfig(), edge.SliceCacheOptions(scheme))
-	must(err)
+	must(t, err)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = c.Start(cctx) }()
@@ -163,9 +139,9 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	// A cache refuses reads until Start has begun.
 	platformtest.WaitFor(ctx, t, "the cache to start", func() bool { return c.List(ctx, &svcs) == nil })
 	var slices discoveryv1.EndpointSliceList
-	must(c.List(ctx, &slices))
+	must(t, c.List(ctx, &slices))
 	var nss corev1.NamespaceList
-	must(c.List(ctx, &nss))
+	must(t, c.List(ctx, &nss))
 	var got []string
 	for _, s := range svcs.Items {
 		got = append(got, "service "+s.Namespace+"/"+s.Name)

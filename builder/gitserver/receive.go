@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -164,7 +166,7 @@ func (e errPackTooLarge) Error() string {
 
 // storePack receives the pack into a temporary file, refusing it when it is
 // larger than the limit, and only then adds it to the repository, so that a
-// refused or broken push stores nothing.
+// refused or broken push, or one the disk has no room for, stores nothing.
 func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpdateRequest, in io.Reader, sw *sidebandWriter) error {
 	needed := false
 	for _, cmd := range req.Commands {
@@ -175,15 +177,15 @@ func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpd
 	}
 	f, err := os.CreateTemp(r.dir, "incoming-*.pack")
 	if err != nil {
-		return fmt.Errorf("creating temporary pack: %w", err)
+		return s.notStored(r, in, sw, fmt.Errorf("creating temporary pack: %w", err))
 	}
 	defer func() {
 		_ = f.Close()
-		_ = os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // gone already once installed
 	}()
 	n, err := io.Copy(f, io.LimitReader(in, s.maxPush+1))
 	if err != nil {
-		return fmt.Errorf("receiving pack: %w", err)
+		return s.notStored(r, in, sw, fmt.Errorf("receiving pack: %w", err))
 	}
 	if n > s.maxPush {
 		// Read the rest so that the client, still sending, gets the answer;
@@ -201,15 +203,103 @@ func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpd
 	if err := s.checkRepoQuota(ctx, r, sw); err != nil {
 		return err
 	}
-	if err := verifyPack(f); err != nil {
+	if err := installPack(r.dir, f); err != nil {
+		return s.notStored(r, in, sw, err)
+	}
+	return nil
+}
+
+// errDiskFull is the unpack status of a pack the platform's disk had no
+// room for.
+type errDiskFull struct{}
+
+func (errDiskFull) Error() string { return "the platform's disk is full; the push was not stored" }
+
+// notStored turns a failure to store a push into its answer: a disk out
+// of space (or quota) is said to the pusher in those words, with its
+// details in the receiver's log for the operator; other errors are
+// returned as they are. The rest of the pack is read, so that the client,
+// still sending, gets the answer.
+func (s *Server) notStored(r *repo, in io.Reader, sw *sidebandWriter, err error) error {
+	var tooLarge *bodyTooLargeError
+	if errors.As(err, &tooLarge) || !diskFull(err) {
+		return err
+	}
+	if _, derr := io.Copy(io.Discard, in); errors.As(derr, &tooLarge) {
+		return tooLarge
+	}
+	s.log.Error(err, "Disk full: push not stored", "tenant", r.tenant, "app", r.app, "repository", r.dir)
+	sw.Printf("Push rejected: the platform's disk is full; the push was not stored and %s was not updated: the previous release keeps serving. "+
+		"Push again once the platform's operator has freed space.", r.branch)
+	return errDiskFull{}
+}
+
+// diskFull reports whether err is a write that found no room: no space or
+// no inode left (both ENOSPC), or a disk quota reached.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// installPack parses the pack in f (a file in the repository's directory)
+// as the repository's storage would, writes its index beside it and moves
+// both into objects/pack: the pack first, then its index, which is what
+// makes readers see it. Until then nothing is in objects/pack, and on any
+// failure what it wrote is removed: a repository never holds part of a
+// push. The files are synced before they are moved, so that a crash
+// right after a push loses nothing it reported stored.
+func installPack(repoDir string, f *os.File) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewinding pack: %w", err)
+	}
+	index := new(idxfile.Writer)
+	p, err := packfile.NewParser(packfile.NewScanner(f), index)
+	if err != nil {
 		return fmt.Errorf("reading pack: %w", err)
 	}
-	if err := packfile.UpdateObjectStorage(r.sto, f); err != nil {
-		var tooLarge *bodyTooLargeError
-		if errors.As(err, &tooLarge) {
-			return tooLarge
-		}
+	sum, err := p.Parse()
+	if err != nil {
+		return fmt.Errorf("reading pack: %w", err)
+	}
+	idx, err := index.Index()
+	if err != nil {
+		return fmt.Errorf("indexing pack: %w", err)
+	}
+	packDir := filepath.Join(repoDir, "objects", "pack")
+	if err := os.MkdirAll(packDir, 0o755); err != nil {
 		return fmt.Errorf("storing pack: %w", err)
+	}
+	base := filepath.Join(packDir, "pack-"+sum.String())
+	if _, err := os.Stat(base + ".idx"); err == nil {
+		return nil // the same pack is stored already
+	}
+	tmp, err := os.CreateTemp(packDir, "incoming-*.idx")
+	if err != nil {
+		return fmt.Errorf("storing pack index: %w", err)
+	}
+	defer func() {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name()) // gone already once installed
+	}()
+	if _, err := idxfile.NewEncoder(tmp).Encode(idx); err != nil {
+		return fmt.Errorf("storing pack index: %w", err)
+	}
+	for _, file := range []*os.File{f, tmp} {
+		if err := file.Sync(); err != nil {
+			return fmt.Errorf("storing pack: %w", err)
+		}
+		if err := file.Chmod(0o444); err != nil {
+			return fmt.Errorf("storing pack: %w", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("storing pack index: %w", err)
+	}
+	if err := os.Rename(f.Name(), base+".pack"); err != nil {
+		return fmt.Errorf("storing pack: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), base+".idx"); err != nil {
+		_ = os.Remove(base + ".pack")
+		return fmt.Errorf("storing pack index: %w", err)
 	}
 	return nil
 }
@@ -241,28 +331,6 @@ func (s *Server) checkRepoQuota(ctx context.Context, r *repo, sw *sidebandWriter
 		sw.Printf("Push rejected: the tenant's repoBytes quota (%s) is reached: its repositories would take %s with this push; "+
 			"delete apps you no longer need, or ask the operator to raise the quota.", bytesize.Format(limit), bytesize.Format(used))
 		return errRepoQuota{limit: limit}
-	}
-	return nil
-}
-
-// verifyPack parses the pack in f from its start as the repository's
-// storage would, storing nothing, and rewinds f. go-git's pack writer
-// leaves its temporary file (and an open descriptor) in objects/pack when
-// a pack turns out broken, so a broken pack is refused before the storage
-// sees it; a good one is parsed twice.
-func verifyPack(f io.ReadSeeker) error {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewinding pack: %w", err)
-	}
-	p, err := packfile.NewParser(packfile.NewScanner(f))
-	if err != nil {
-		return err
-	}
-	if _, err := p.Parse(); err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewinding pack: %w", err)
 	}
 	return nil
 }

@@ -8,4 +8,10 @@
 // and file) and hands the edge its routing table through Upstreams: the
 // addresses of the healthy web instances of each app's current release,
 // switched atomically at cut-over.
+//
+// An instance that keeps crashing is restarted after 1s, 2s, 4s... up to
+// BackoffMax, each delay in a "restarting in" line of the app's log; from
+// its second crash in a row until one of its processes has run a minute,
+// Status reports the app not ready and says how often it crashed, when it
+// restarts and how it last exited.
 package process

@@ -23,8 +23,13 @@ import (
 const startupProbeInterval = 200 * time.Millisecond
 
 // stableAfter is how long a process must run before its restart backoff
-// starts again from the minimum.
+// starts again from the minimum and its crashes are forgotten.
 const stableAfter = time.Minute
+
+// crashLoopAfter is how many crashes in a row, none after a stable run,
+// make an instance crash-looping: not ready even while it runs between
+// two crashes.
+const crashLoopAfter = 2
 
 // instance supervises one copy of a process: it starts it, restarts it when
 // it exits on its own, checks its health, and stops it on request.
@@ -55,6 +60,13 @@ type instance struct {
 	restarts int
 	healthy  bool
 	pid      int
+	// started is when the current process started; crashes counts its
+	// crashes in a row since the last stable run, lastExit says how the
+	// last one ended and restartAt when the next start is due.
+	started   time.Time
+	crashes   int
+	lastExit  string
+	restartAt time.Time
 	// recent are the last lines the process wrote, for the deploy log of
 	// a release that does not start.
 	recent []string
@@ -118,6 +130,39 @@ func (i *instance) snapshot() runtime.Instance {
 	return runtime.Instance{Process: i.process, Index: i.index, Release: i.release, State: i.state, Restarts: i.restarts, Since: i.since}
 }
 
+// crashLoop says, when the instance is crash-looping, what its status
+// shows: "web.0 crashed 5 times; restarting in 32s; last exit: exit
+// status 1". It is crash-looping from its crashLoopAfter-th crash in a
+// row until a process of it has run stableAfter; a single crash shows only
+// while the instance waits for its restart.
+func (i *instance) crashLoop(now time.Time) (string, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	stable := i.state == runtime.Running && now.Sub(i.started) >= stableAfter
+	if i.crashes == 0 || stable || (i.crashes < crashLoopAfter && i.state != runtime.Crashed) {
+		return "", false
+	}
+	times := "times"
+	if i.crashes == 1 {
+		times = "time"
+	}
+	next := "restarted " + roundDuration(now.Sub(i.started)) + " ago"
+	if i.state == runtime.Crashed {
+		next = "restarting in " + roundDuration(i.restartAt.Sub(now))
+	}
+	return fmt.Sprintf("%s crashed %d %s; %s; last exit: %s", i.name(), i.crashes, times, next, i.lastExit), true
+}
+
+// roundDuration rounds d for a status line: to the second from a second
+// up, to the millisecond below.
+func roundDuration(d time.Duration) string {
+	d = max(d, 0)
+	if d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
 // PID returns the process id of the instance's current process, 0 when none runs.
 func (i *instance) PID() int {
 	i.mu.Lock()
@@ -175,13 +220,21 @@ func (i *instance) run() {
 			}
 			if time.Since(started) >= stableAfter {
 				backoff = i.d.opts.BackoffMin
+				i.mu.Lock()
+				i.crashes = 0
+				i.mu.Unlock()
 			}
 			i.report(fmt.Errorf("%s exited during start-up: %s", i.name(), why))
 			i.system("Process exited: %s; restarting in %s", why, backoff)
+			i.mu.Lock()
+			i.crashes++
+			i.lastExit = why
+			i.mu.Unlock()
 		}
 		i.mu.Lock()
 		i.state, i.since, i.pid, i.healthy = runtime.Crashed, time.Now(), 0, false
 		i.restarts++
+		i.restartAt = time.Now().Add(backoff)
 		i.mu.Unlock()
 		i.a.updateRoutes()
 		t := time.NewTimer(backoff)
@@ -258,7 +311,7 @@ func (i *instance) start() (<-chan error, error) {
 		return nil, err
 	}
 	i.mu.Lock()
-	i.pid = cmd.Process.Pid
+	i.pid, i.started = cmd.Process.Pid, time.Now()
 	if i.hc != nil {
 		i.state, i.since = runtime.Starting, time.Now()
 	} else {

@@ -400,6 +400,78 @@ func TestCrashedInstanceRestartsWithBackoff(t *testing.T) {
 	})
 }
 
+// TestCrashLoopShowsInStatus: a release that went live healthy and then
+// keeps crashing, each restart serving for a moment before it exits, is
+// not ready in every Status from its second crash on (not only while it
+// waits for a restart), and the message says how often it crashed, what
+// comes next and how it last exited.
+func TestCrashLoopShowsInStatus(t *testing.T) {
+	d := newDriver(t, process.Options{BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	marker := filepath.Join(t.TempDir(), "crashed")
+	rel := webRelease(t, "looping", 1, 1, "v1", map[string]string{"MARKER": marker})
+	// Once the marker exists, every start serves for half a second, then
+	// exits with status 1.
+	rel.Processes[runtime.WebProcess] = runtime.Process{Replicas: 1, Command: `if [ -e "$MARKER" ]; then
+  ./testapp & app=$!
+  sleep 0.5; kill $app; wait $app
+  echo "crashing again" >&2; exit 1
+fi
+exec ./testapp`}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newEdge(t, d)
+	_, _ = get(p, "looping", "/exit") // the connection drops as it exits
+
+	re := regexp.MustCompile(`^release 1: web\.0 crashed (\d+) times; (restarting in \S+|restarted \S+ ago); last exit: exit status 1$`)
+	crashes := func() (int, runtime.Status, error) {
+		st, err := d.Status(ctx, tenant, "looping")
+		if err != nil {
+			return 0, st, err
+		}
+		m := re.FindStringSubmatch(st.Message)
+		if m == nil {
+			return 0, st, fmt.Errorf("message %q", st.Message)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n, st, nil
+	}
+	eventually(t, "Status to say web.0 crashed twice", 30*time.Second, func() error {
+		n, _, err := crashes()
+		if err == nil && n < 2 {
+			err = fmt.Errorf("%d crashes", n)
+		}
+		return err
+	})
+	// Between crashes the instance runs and passes its health check; the
+	// app stays not ready all the same, and the crashes add up.
+	sawRunning := false
+	eventually(t, "web.0 to crash 6 times, not ready throughout", 30*time.Second, func() error {
+		n, st, err := crashes()
+		if err != nil {
+			t.Fatalf("Status of a crash-looping app: %v", err)
+		}
+		if st.Ready {
+			t.Fatalf("Status is ready while web.0 crash-loops: %q", st.Message)
+		}
+		for _, i := range st.Instances {
+			sawRunning = sawRunning || i.State == runtime.Running
+		}
+		if n < 6 {
+			return fmt.Errorf("%d crashes", n)
+		}
+		return nil
+	})
+	if !sawRunning {
+		t.Error("web.0 never ran between its crashes: the test did not check a running crash-looping instance")
+	}
+}
+
 func TestFirstDeployThatCrashesLeavesNothing(t *testing.T) {
 	d := newDriver(t, process.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

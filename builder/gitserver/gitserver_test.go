@@ -970,3 +970,40 @@ func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// unavailableAuth answers every credential as the authenticator of a
+// platform whose database is out of reach does.
+type unavailableAuth struct{}
+
+func (unavailableAuth) AuthenticatePassword(context.Context, string, string) (Principal, error) {
+	return Principal{}, fmt.Errorf("looking up the token: %w", ErrUnavailable)
+}
+
+func (unavailableAuth) AuthenticatePublicKey(context.Context, ssh.PublicKey) (Principal, error) {
+	return Principal{}, fmt.Errorf("looking up the key: %w", ErrUnavailable)
+}
+
+// While the database is away, a push over either transport is refused with
+// words that say so: over SSH, not as a key that is not registered.
+func TestPushDuringDatabaseOutageSaysSo(t *testing.T) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.Auth = unavailableAuth{} })
+			cmd := e.gitCmd(e.workTree(), "push", e.remote(transport, "web"), "main")
+			// ssh's own default log level, at which it prints banners.
+			cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND="+strings.Replace(e.sshCmd, "LogLevel=ERROR", "LogLevel=INFO", 1))
+			b, err := cmd.CombinedOutput()
+			out := string(b)
+			if err == nil {
+				t.Fatalf("push with the database away succeeded:\n%s", out)
+			}
+			assertContains(t, out, "the platform's database is unavailable")
+			if strings.Contains(out, "not registered") {
+				t.Errorf("the refusal blames the key:\n%s", out)
+			}
+			if _, err := os.Stat(e.srv.RepoDir("acme", "web")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused push created the repository: %v", err)
+			}
+		})
+	}
+}

@@ -36,7 +36,14 @@ func (s *Server) ServeSSH(ctx context.Context, l net.Listener, hostKey ssh.Signe
 			if err == nil && p.Tenant == "" {
 				err = errors.New("authenticator returned a principal without a tenant")
 			}
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrUnavailable):
+				// A banner is the one way to tell the client why before
+				// any channel is open: without it, git says the key was
+				// refused, and the tenant goes looking for a key problem.
+				s.log.Error(err, "Authenticating SSH key failed", "remote", meta.RemoteAddr().String())
+				return nil, &ssh.BannerError{Err: err, Message: "bex: " + errUnavailable.msg + "\n"}
+			case err != nil:
 				if !errors.Is(err, ErrUnauthenticated) {
 					s.log.Error(err, "Authenticating SSH key failed", "remote", meta.RemoteAddr().String())
 				}

@@ -69,7 +69,15 @@ type PrunedError struct {
 }
 
 func (e *PrunedError) Error() string {
-	return fmt.Sprintf("release v%d was pruned: the platform keeps the last %d releases of an app", e.Number, e.Retention)
+	return fmt.Sprintf("release v%d was pruned: %s", e.Number, RetentionRule(e.Retention))
+}
+
+// RetentionRule says, for a user, what a retention of keep releases means.
+func RetentionRule(keep int) string {
+	if keep == 1 {
+		return "the platform keeps the last release of an app"
+	}
+	return fmt.Sprintf("the platform keeps the last %d releases of an app", keep)
 }
 
 // Is makes a PrunedError an ErrInvalid.

@@ -10,7 +10,7 @@ import (
 func newReleasesCommand(st *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "releases APP",
-		Short: "List an app's releases, newest first; * marks the one serving",
+		Short: "List an app's releases, newest first; * marks the one serving, (pruned) those that cannot be rolled back to",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := st.needClient()
@@ -32,7 +32,11 @@ func newReleasesCommand(st *state) *cobra.Command {
 					if r.Current {
 						version = "*" + version
 					}
-					rows = append(rows, []string{version, r.Description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
+					description := r.Description
+					if r.PrunedAt != nil {
+						description += " (pruned)"
+					}
+					rows = append(rows, []string{version, description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
 				}
 				return st.table([]string{"RELEASE", "DESCRIPTION", "BY", "CREATED"}, rows)
 			})

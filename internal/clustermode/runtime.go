@@ -1,6 +1,7 @@
 package clustermode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,11 @@ type RuntimeOptions struct {
 	// Quotas are the tenants' default quotas the pipeline checks builds
 	// against (bex-git binds their flags); nil means quota.NewDefaults().
 	Quotas *quota.Defaults
+	// ReleaseRetention is how many releases of an app keep their image
+	// (pipeline.Options.ReleaseRetention); 0 means
+	// pipeline.DefaultReleaseRetention. Every process that releases (the
+	// git receiver, web) must be given the same.
+	ReleaseRetention int
 }
 
 // TenantOptions are the flags of what the kube driver keeps in every tenant
@@ -136,6 +142,7 @@ func (o *RuntimeOptions) AddFlags(fs *pflag.FlagSet, withBuild bool) {
 	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Scratch directory: build work trees and caches, images read back at release")
 	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
+	fs.IntVar(&o.ReleaseRetention, "release-retention", cmp.Or(o.ReleaseRetention, pipeline.DefaultReleaseRetention), "Releases of an app that keep their image: older ones are pruned after each release or rollback and cannot be rolled back to (1 or more; the same for every process that releases)")
 	o.Tenants.addFlags(fs)
 	if withBuild {
 		fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
@@ -157,6 +164,9 @@ func (o *RuntimeOptions) Validate() []error {
 	}
 	if o.AppDomain == "" {
 		errs = append(errs, errors.New("--app-domain is required: apps' URLs are https://<app>-<tenant>.<domain>"))
+	}
+	if o.ReleaseRetention < 1 {
+		errs = append(errs, fmt.Errorf("--release-retention %d: want 1 or more, the releases of an app kept for rollbacks (the one serving is always kept)", o.ReleaseRetention))
 	}
 	return append(errs, o.Tenants.validate()...)
 }
@@ -217,7 +227,7 @@ func (o *RuntimeOptions) NewRuntime(st *store.Store, kubeClient client.Client, l
 		Store: st, Kube: kubeClient, Builder: builder, Runtime: driver,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
-		Log:         log.WithName("pipeline"), Quotas: o.Quotas,
+		Log:         log.WithName("pipeline"), Quotas: o.Quotas, ReleaseRetention: o.ReleaseRetention,
 	})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
+	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/store"
@@ -87,6 +88,10 @@ type Options struct {
 	// BuildLogLines is how many lines of a build's log are kept
 	// (store.Limits.BuildLogLines).
 	BuildLogLines int
+	// ReleaseRetention is how many releases of an app keep their
+	// directory and image (pipeline.Options.ReleaseRetention); older ones
+	// are pruned and cannot be rolled back to.
+	ReleaseRetention int
 	// Quotas are the tenants' default quotas.
 	Quotas *quota.Defaults
 	// DNSResolver is the host:port of the DNS server Routes' ownership TXT
@@ -103,7 +108,7 @@ func NewOptions() *Options {
 	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
 		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		MaxPushBytes: gitserver.DefaultMaxPushBytes, MaxCheckoutBytes: build.DefaultMaxCheckoutBytes,
-		BuildLogLines: store.DefaultBuildLogLines, Quotas: quota.NewDefaults()}
+		BuildLogLines: store.DefaultBuildLogLines, ReleaseRetention: pipeline.DefaultReleaseRetention, Quotas: quota.NewDefaults()}
 }
 
 // AddFlags binds the options to fs.
@@ -124,6 +129,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "largest pack one push may send; a larger one is refused before it is stored")
 	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "largest size the pushed tree may check out to in a build; a larger one fails the build saying so")
 	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "lines of a build's log kept: past it the oldest are dropped, and the log says so")
+	fs.IntVar(&o.ReleaseRetention, "release-retention", o.ReleaseRetention, "releases of an app that keep their files and image: older ones are pruned after each release and cannot be rolled back to (1 or more)")
 	o.Quotas.AddFlags(fs)
 	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that custom domains' ownership TXT records and addresses are looked up at (default: the system resolver)")
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "a name no Route may claim (*.NAME: NAME and everything under it); repeatable; the apps' domain is always reserved")
@@ -205,6 +211,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BuildLogLines < 0 {
 		errs = append(errs, fmt.Errorf("--build-log-lines %d: must not be negative", o.BuildLogLines))
+	}
+	if o.ReleaseRetention < 1 {
+		errs = append(errs, fmt.Errorf("--release-retention %d: want 1 or more, the releases of an app kept for rollbacks (the one serving is always kept)", o.ReleaseRetention))
 	}
 	if o.PostgresPort < 0 || o.PostgresPort > 65535 {
 		errs = append(errs, fmt.Errorf("--postgres-port %d is not a port", o.PostgresPort))

@@ -160,7 +160,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	pl, err := pipeline.New(pipeline.Options{
 		Store: st, Kube: kube, Builder: builder, Runtime: rt,
 		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("pipeline"),
-		Quotas: o.quotas(),
+		Quotas: o.quotas(), ReleaseRetention: o.ReleaseRetention,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +14,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -45,8 +51,19 @@ type Options struct {
 	// concurrent builds or build minutes is refused before its build is
 	// recorded. nil means quota.NewDefaults().
 	Quotas *quota.Defaults
-	Log    logr.Logger
+	// ReleaseRetention is how many releases of an app keep their artifacts
+	// (their directory under ReleasesDir, their image): after a release
+	// goes live, those of the app's releases older than the newest
+	// ReleaseRetention, except the one that serves, are pruned and cannot
+	// be rolled back to. 0 means DefaultReleaseRetention; it may not be
+	// negative.
+	ReleaseRetention int
+	Log              logr.Logger
 }
+
+// DefaultReleaseRetention is how many releases of an app the platform keeps
+// when the operator does not say.
+const DefaultReleaseRetention = 20
 
 // Pipeline builds, releases and rolls back apps.
 type Pipeline struct {
@@ -75,6 +92,12 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, errors.New("pipeline: ReleasesDir is empty")
 	case opts.URL == nil:
 		return nil, errors.New("pipeline: URL is nil")
+	}
+	if opts.ReleaseRetention < 0 {
+		return nil, fmt.Errorf("pipeline: ReleaseRetention %d is negative", opts.ReleaseRetention)
+	}
+	if opts.ReleaseRetention == 0 {
+		opts.ReleaseRetention = DefaultReleaseRetention
 	}
 	if opts.Quotas == nil {
 		opts.Quotas = quota.NewDefaults()
@@ -174,6 +197,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err := p.setCurrent(ctx, app, rel.Number, url); err != nil {
 		return gitserver.DeployResult{}, err
 	}
+	p.prune(ctx, tenant.ID, app, log)
 	return gitserver.DeployResult{Release: rel.Number, URL: url}, nil
 }
 
@@ -196,6 +220,9 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err != nil {
 		return 0, fmt.Errorf("release v%d: %w", to, err)
 	}
+	if err := target.Runnable(); err != nil {
+		return 0, err
+	}
 	latest, err := p.latestNumber(ctx, tenant.ID, appName)
 	if err != nil {
 		return 0, err
@@ -210,6 +237,7 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err := p.setCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}
+	p.prune(ctx, tenant.ID, app, io.Discard)
 	return rel.Number, nil
 }
 
@@ -266,9 +294,67 @@ func (p *Pipeline) Remove(ctx context.Context, tenant, app string) error {
 	return os.RemoveAll(filepath.Join(p.opts.ReleasesDir, tenant, app))
 }
 
+// releaseDir is where release number of app is unpacked.
+func (p *Pipeline) releaseDir(app *platformv1alpha1.App, number int) string {
+	return filepath.Join(p.opts.ReleasesDir, app.Namespace, app.Name, fmt.Sprintf("v%d", number))
+}
+
+// prunePatience bounds the deletion of pruned releases' artifacts.
+const prunePatience = 2 * time.Minute
+
+// prune marks the app's releases past the retention pruned (the newest
+// ReleaseRetention and the one app says serves are kept) and deletes their
+// directories and the images no kept release runs. It runs once a release
+// is live and under the app's lock; the release stays live whatever
+// happens here. A failure to delete is logged: the release is marked
+// pruned first, so that nothing rolls back to a half-deleted one.
+func (p *Pipeline) prune(ctx context.Context, tenantID string, app *platformv1alpha1.App, out io.Writer) {
+	// The push may end now that its release is live; the pruning goes on.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prunePatience)
+	defer cancel()
+	log := p.opts.Log.WithValues("app", klog.KObj(app))
+	pruned, err := p.opts.Store.PruneReleases(ctx, tenantID, app.Name, p.opts.ReleaseRetention, int(app.Status.CurrentRelease))
+	if err != nil {
+		log.Error(err, "Pruning releases")
+		return
+	}
+	if len(pruned.Releases) == 0 {
+		return
+	}
+	numbers := make([]string, 0, len(pruned.Releases))
+	for _, r := range pruned.Releases {
+		numbers = append(numbers, fmt.Sprintf("v%d", r.Number))
+		if err := os.RemoveAll(p.releaseDir(app, r.Number)); err != nil {
+			log.Error(err, "Deleting a pruned release's directory", "release", r.Number)
+		}
+	}
+	for _, image := range pruned.Images {
+		if err := deleteImage(ctx, image, p.opts.Builder.Keychain()); err != nil {
+			log.Error(err, "Deleting a pruned release's image", "image", image)
+		}
+	}
+	log.Info("Pruned releases", "releases", numbers, "images", len(pruned.Images), "retention", p.opts.ReleaseRetention)
+	fmt.Fprintf(out, "-----> Pruned %s: %s\n", strings.Join(numbers, ", "), store.RetentionRule(p.opts.ReleaseRetention))
+}
+
+// deleteImage deletes image (by digest) from its registry; one that is gone
+// already is no error.
+func deleteImage(ctx context.Context, image string, kc authn.Keychain) error {
+	ref, err := name.NewDigest(image)
+	if err != nil {
+		return fmt.Errorf("reading image reference %s: %w", image, err)
+	}
+	err = remote.Delete(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc))
+	var terr *transport.Error
+	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
 // rollout unpacks image and hands the release to the runtime.
 func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
-	dir := filepath.Join(p.opts.ReleasesDir, app.Namespace, app.Name, fmt.Sprintf("v%d", number))
+	dir := p.releaseDir(app, number)
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type env struct {
 	// pipelineWith returns a pipeline on the first store, with its own
 	// releases directory, handing releases to rt.
 	pipelineWith func(rt runtime.Driver, binDir string) *pipeline.Pipeline
+	// retaining returns a pipeline on the first store and rt that keeps
+	// keep releases of an app, and its releases directory.
+	retaining func(keep int) (*pipeline.Pipeline, string)
 }
 
 // newEnv sets the environment up; mod changes the builder's options.
@@ -102,13 +105,17 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	}
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
-	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string) *pipeline.Pipeline {
-		pl, err := pipeline.New(pipeline.Options{
+	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, retention ...int) *pipeline.Pipeline {
+		opts := pipeline.Options{
 			Store: st, Kube: kube, Builder: builder, Runtime: rt, BinDir: binDir,
 			ReleasesDir: filepath.Join(dir, releases),
 			URL:         func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
 			Log:         testr.New(t),
-		})
+		}
+		for _, keep := range retention {
+			opts.ReleaseRetention = keep
+		}
+		pl, err := pipeline.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,6 +126,11 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.pipelineWith = func(rt runtime.Driver, binDir string) *pipeline.Pipeline {
 		more++
 		return newPipeline(stA, "releases-"+strconv.Itoa(more), rt, binDir)
+	}
+	e.retaining = func(keep int) (*pipeline.Pipeline, string) {
+		more++
+		releases := "releases-" + strconv.Itoa(more)
+		return newPipeline(stA, releases, e.rt, "", keep), filepath.Join(dir, releases)
 	}
 
 	e.repo, e.bare = filepath.Join(dir, "work"), filepath.Join(dir, "web.git")

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -45,6 +46,13 @@ func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) 
 		return 0, ggcrregistry.ErrNotFound
 	}
 	if err != nil {
+		return 0, err
+	}
+	// A push that finds the blob here does not upload it again: the blob
+	// counts as new for the registry's BlobGrace, until the manifest that
+	// refers to it is put.
+	now := time.Now()
+	if err := os.Chtimes(p, now, now); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
 	return fi.Size(), nil

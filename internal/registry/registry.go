@@ -3,7 +3,9 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,18 +225,124 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, repo, r
 	copyResponse(w, rec)
 }
 
+// deleteManifest deletes repo:ref. A manifest deleted by digest is gone
+// whole, as in the distribution registry: the tags that point at it go
+// too, and then the blobs no manifest refers to any more (collectBlobs).
 func (r *Registry) deleteManifest(w http.ResponseWriter, req *http.Request, repo, ref string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := httptest.NewRecorder()
 	r.handler.ServeHTTP(rec, req)
 	if rec.Code == http.StatusAccepted {
-		if err := os.Remove(r.recordPath(repo, ref)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := r.forget(repo, ref); err != nil {
 			writeError(w, http.StatusInternalServerError, "UNKNOWN", "forgetting manifest: "+err.Error())
 			return
 		}
+		if digestPattern.MatchString(ref) {
+			if err := r.untag(repo, ref); err != nil {
+				writeError(w, http.StatusInternalServerError, "UNKNOWN", "deleting the manifest's tags: "+err.Error())
+				return
+			}
+			if err := r.collectBlobs(time.Now().Add(-BlobGrace)); err != nil {
+				writeError(w, http.StatusInternalServerError, "UNKNOWN", "deleting unreferenced blobs: "+err.Error())
+				return
+			}
+		}
 	}
 	copyResponse(w, rec)
+}
+
+// forget removes the record of repo:ref.
+func (r *Registry) forget(repo, ref string) error {
+	if err := os.Remove(r.recordPath(repo, ref)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// untag deletes the tags of repo that point at the manifest digest.
+func (r *Registry) untag(repo, digest string) error {
+	recs, err := r.records(filepath.Join(r.dir, "manifests", filepath.FromSlash(repo), "_refs"))
+	if err != nil {
+		return err
+	}
+	for _, rc := range recs {
+		if rc.Repository != repo || digestPattern.MatchString(rc.Reference) || digestOf(rc.Manifest) != digest {
+			continue
+		}
+		req := httptest.NewRequest(http.MethodDelete, "/v2/"+repo+"/manifests/"+rc.Reference, nil)
+		rec := httptest.NewRecorder()
+		r.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted && rec.Code != http.StatusNotFound {
+			return fmt.Errorf("deleting tag %s: %d %s", rc.Reference, rec.Code, strings.TrimSpace(rec.Body.String()))
+		}
+		if err := r.forget(repo, rc.Reference); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// digestOf is the digest of a manifest's bytes.
+func digestOf(manifest []byte) string {
+	sum := sha256.Sum256(manifest)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// BlobGrace is how long a blob no manifest refers to is kept after it was
+// last written or looked at: a push checks that a blob exists (which marks
+// it looked at) before it puts the manifest that refers to it, and a blob
+// collected meanwhile would leave that manifest broken.
+const BlobGrace = time.Hour
+
+// collectBlobs deletes the blobs that no recorded manifest refers to and
+// that were last written or looked at before cutoff. r.mu is held, so no
+// manifest is put meanwhile.
+func (r *Registry) collectBlobs(cutoff time.Time) error {
+	recs, err := r.records(filepath.Join(r.dir, "manifests"))
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, rc := range recs {
+		var m struct {
+			Config    *struct{ Digest string }  `json:"config"`
+			Layers    []struct{ Digest string } `json:"layers"`
+			Manifests []struct{ Digest string } `json:"manifests"`
+		}
+		if err := json.Unmarshal(rc.Manifest, &m); err != nil {
+			return fmt.Errorf("reading manifest %s:%s: %w", rc.Repository, rc.Reference, err)
+		}
+		if m.Config != nil {
+			used[m.Config.Digest] = true
+		}
+		for _, d := range append(m.Layers, m.Manifests...) {
+			used[d.Digest] = true
+		}
+	}
+	blobs := filepath.Join(r.dir, "blobs", "sha256")
+	entries, err := os.ReadDir(blobs)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if used["sha256:"+e.Name()] {
+			continue
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.ModTime().Before(cutoff) {
+			if err := os.Remove(filepath.Join(blobs, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
@@ -276,26 +384,7 @@ func (r *Registry) save(rc record) error {
 // first, then indexes (which the registry checks against their children),
 // each by digest before tags.
 func (r *Registry) load() error {
-	var recs []record
-	root := filepath.Join(r.dir, "manifests")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || filepath.Ext(path) != ".json" {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		var rc record
-		if err := json.Unmarshal(b, &rc); err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
-		recs = append(recs, rc)
-		return nil
-	})
+	recs, err := r.records(filepath.Join(r.dir, "manifests"))
 	if err != nil {
 		return fmt.Errorf("loading manifests: %w", err)
 	}
@@ -320,6 +409,34 @@ func (r *Registry) load() error {
 		}
 	}
 	return nil
+}
+
+// records reads the manifest records under root; a root that does not
+// exist holds none.
+func (r *Registry) records(root string) ([]record, error) {
+	var recs []record
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == root {
+			return fs.SkipAll
+		}
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || filepath.Ext(path) != ".json" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var rc record
+		if err := json.Unmarshal(b, &rc); err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		recs = append(recs, rc)
+		return nil
+	})
+	return recs, err
 }
 
 // writeAtomic writes what r yields to path through a temporary file in

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ const defaultReleaseLimit = 50
 
 // Release is one immutable entry of an app's release history: an image and
 // the configuration it ran with. Rollbacks and configuration changes record
-// new releases; the database refuses to change or remove one.
+// new releases; the database refuses to change or remove one, except to
+// mark it pruned (PruneReleases) once.
 type Release struct {
 	ID       string `json:"id"`
 	TenantID string `json:"tenantID"`
@@ -38,7 +40,48 @@ type Release struct {
 	// CreatedBy is who made it: a token's or user's name, or a component.
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
+	// PrunedAt is when the release's artifacts (its unpacked directory,
+	// its image) were deleted past the platform's release retention; nil
+	// while they are kept. A pruned release cannot run again.
+	PrunedAt *time.Time `json:"prunedAt,omitempty"`
+	// PrunedRetention is the retention that pruned it: how many releases
+	// of an app the platform kept then. 0 while kept.
+	PrunedRetention int `json:"prunedRetention,omitempty"`
 }
+
+// Runnable returns nil when the release can run again (be rolled back to),
+// and a *PrunedError when its artifacts were pruned.
+func (r Release) Runnable() error {
+	if r.PrunedAt == nil {
+		return nil
+	}
+	return &PrunedError{Number: r.Number, Retention: r.PrunedRetention}
+}
+
+// PrunedError says that a release cannot run again: its artifacts were
+// pruned past the release retention. It is an ErrInvalid.
+type PrunedError struct {
+	// Number is the release's.
+	Number int
+	// Retention is how many releases of an app the platform kept when it
+	// pruned this one.
+	Retention int
+}
+
+func (e *PrunedError) Error() string {
+	return fmt.Sprintf("release v%d was pruned: %s", e.Number, RetentionRule(e.Retention))
+}
+
+// RetentionRule says, for a user, what a retention of keep releases means.
+func RetentionRule(keep int) string {
+	if keep == 1 {
+		return "the platform keeps the last release of an app"
+	}
+	return fmt.Sprintf("the platform keeps the last %d releases of an app", keep)
+}
+
+// Is makes a PrunedError an ErrInvalid.
+func (e *PrunedError) Is(target error) bool { return target == ErrInvalid }
 
 // ConfigValue is one environment variable of a release: a literal value or
 // a reference to a key of a Secret in the tenant's namespace, exactly one of
@@ -71,17 +114,22 @@ type NewRelease struct {
 	CreatedBy string
 }
 
-const releaseColumns = "id, tenant_id, app, number, build_id, image, config, description, created_by, created_at"
+const releaseColumns = "id, tenant_id, app, number, build_id, image, config, description, created_by, created_at, pruned_at, pruned_retention"
 
 func scanRelease(row pgx.Row) (Release, error) {
 	var r Release
 	var buildID *string
 	var config []byte
-	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt)
+	var prunedRetention *int
+	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt,
+		&r.PrunedAt, &prunedRetention)
 	if err != nil {
 		return r, err
 	}
 	r.BuildID = orEmpty(buildID)
+	if prunedRetention != nil {
+		r.PrunedRetention = *prunedRetention
+	}
 	if err := json.Unmarshal(config, &r.Config); err != nil {
 		return r, fmt.Errorf("decoding the config of release %d of %s: %w", r.Number, r.App, err)
 	}
@@ -166,10 +214,14 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 
 // CreateRollbackRelease records a new release of app that runs the image
 // and config of release number to, described "Rollback to v<to>". The
-// error wraps ErrNotFound when there is no such release.
+// error wraps ErrNotFound when there is no such release, and is a
+// *PrunedError when it was pruned.
 func (s *Store) CreateRollbackRelease(ctx context.Context, tenantID, app string, to int, createdBy string) (Release, error) {
 	target, err := s.GetRelease(ctx, tenantID, app, to)
 	if err != nil {
+		return Release{}, err
+	}
+	if err := target.Runnable(); err != nil {
 		return Release{}, err
 	}
 	return s.CreateRelease(ctx, NewRelease{
@@ -245,4 +297,73 @@ func (s *Store) RollbackTarget(ctx context.Context, tenantID, app string, curren
 		return 0, err
 	}
 	return r.Number, nil
+}
+
+// PrunedReleases is what PruneReleases marked pruned.
+type PrunedReleases struct {
+	// Releases are the releases it marked, oldest first.
+	Releases []Release
+	// Images are the images of Releases that no kept release of the app
+	// runs (a rollback re-uses an earlier release's image): those that may
+	// be deleted.
+	Images []string
+}
+
+// PruneReleases marks the app's kept releases pruned except the newest
+// keep of them and release current (the one that serves, 0 for none), and
+// returns those it marked: the caller deletes their artifacts. Releases
+// marked before are not returned again. The error wraps ErrInvalid when
+// keep is less than 1.
+func (s *Store) PruneReleases(ctx context.Context, tenantID, app string, keep, current int) (PrunedReleases, error) {
+	if keep < 1 {
+		return PrunedReleases{}, fmt.Errorf("%w release retention %d: keep at least the newest release", ErrInvalid, keep)
+	}
+	if !isUUID(tenantID) {
+		return PrunedReleases{}, nil
+	}
+	var out PrunedReleases
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The one way past the releases' immutability trigger, for this
+		// transaction only (see migration 0010).
+		if _, err := tx.Exec(ctx, "SELECT set_config('bex.pruning_releases', 'on', true)"); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx,
+			"UPDATE releases SET pruned_at = now(), pruned_retention = $3 "+
+				"WHERE tenant_id = $1 AND app = $2 AND pruned_at IS NULL AND number <> $4 "+
+				"AND number <= (SELECT max(number) FROM releases WHERE tenant_id = $1 AND app = $2) - $3 "+
+				"RETURNING "+releaseColumns,
+			tenantID, app, keep, current)
+		if err != nil {
+			return err
+		}
+		out.Releases, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Release, error) { return scanRelease(row) })
+		if err != nil || len(out.Releases) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, "SELECT DISTINCT image FROM releases WHERE tenant_id = $1 AND app = $2 AND pruned_at IS NULL", tenantID, app)
+		if err != nil {
+			return err
+		}
+		kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		running := map[string]bool{}
+		for _, image := range kept {
+			running[image] = true
+		}
+		slices.SortFunc(out.Releases, func(a, b Release) int { return a.Number - b.Number })
+		for _, r := range out.Releases {
+			if !running[r.Image] {
+				running[r.Image] = true
+				out.Images = append(out.Images, r.Image)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return PrunedReleases{}, fmt.Errorf("pruning releases of %s: %w", app, err)
+	}
+	return out, nil
 }

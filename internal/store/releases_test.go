@@ -170,3 +170,102 @@ func TestReleasesAreImmutable(t *testing.T) {
 		t.Errorf("after the refused statements v1 = %+v, %v, want it unchanged", got, err)
 	}
 }
+
+func TestPruneReleases(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	for i := 1; i <= 4; i++ {
+		if _, err := s.CreateRelease(ctx, store.NewRelease{
+			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:0%d", i), Description: "Deploy", CreatedBy: "dev",
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v5 runs v1's image again: v1's image stays while v5 is kept.
+	if _, err := s.CreateRollbackRelease(ctx, acme.ID, "web", 1, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneReleases(ctx, acme.ID, "web", 0, 5); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PruneReleases(keep 0) = %v, want ErrInvalid", err)
+	}
+
+	// Keep 2 (v4, v5) and v2, which serves.
+	got, err := s.PruneReleases(ctx, acme.ID, "web", 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var numbers []int
+	for _, r := range got.Releases {
+		numbers = append(numbers, r.Number)
+	}
+	if fmt.Sprint(numbers) != "[1 3]" || fmt.Sprint(got.Images) != "[r/acme/web@sha256:03]" {
+		t.Errorf("PruneReleases = releases %v, images %v, want [1 3] and only v3's image", numbers, got.Images)
+	}
+	again, err := s.PruneReleases(ctx, acme.ID, "web", 2, 2)
+	if err != nil || len(again.Releases) != 0 {
+		t.Errorf("PruneReleases again = %+v, %v, want nothing new", again, err)
+	}
+
+	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list {
+		pruned := r.Number == 1 || r.Number == 3
+		if (r.PrunedAt != nil) != pruned || (r.PrunedRetention == 2) != pruned {
+			t.Errorf("v%d: prunedAt %v, retention %d, want pruned %v", r.Number, r.PrunedAt, r.PrunedRetention, pruned)
+		}
+	}
+	_, err = s.CreateRollbackRelease(ctx, acme.ID, "web", 3, "dev")
+	if want := "release v3 was pruned: the platform keeps the last 2 releases of an app"; err == nil || err.Error() != want || !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("rollback to pruned v3: err = %v, want %q (ErrInvalid)", err, want)
+	}
+	if latest, err := s.LatestRelease(ctx, acme.ID, "web"); err != nil || latest.Number != 5 {
+		t.Errorf("after the refused rollback the latest release is %d, %v, want v5", latest.Number, err)
+	}
+	if _, err := s.CreateRollbackRelease(ctx, acme.ID, "web", 4, "dev"); err != nil {
+		t.Errorf("rollback to kept v4: %v", err)
+	}
+}
+
+func TestPrunedReleasesStayImmutable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	for range 2 {
+		if _, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Description: "Deploy", CreatedBy: "dev"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PruneReleases(ctx, acme.ID, "web", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// Even where pruning is allowed, only marking a kept release pruned is.
+	if _, err := tx.Exec(ctx, "SELECT set_config('bex.pruning_releases', 'on', true)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"UPDATE releases SET image = 'evil@sha256:66' WHERE number = 2",
+		"UPDATE releases SET pruned_at = now(), pruned_retention = 1, description = 'x' WHERE number = 2",
+		"UPDATE releases SET pruned_at = NULL, pruned_retention = NULL WHERE number = 1",
+		"UPDATE releases SET pruned_at = now(), pruned_retention = 5 WHERE number = 1",
+	} {
+		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "releases are immutable") {
+			t.Errorf("%s: err = %v, want it refused as immutable", stmt, err)
+		}
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

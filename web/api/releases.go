@@ -38,6 +38,10 @@ func (s *Server) listReleases(c echo.Context) error {
 			CreatedBy:   r.CreatedBy,
 			CreatedAt:   r.CreatedAt.UTC(),
 		}
+		if r.PrunedAt != nil {
+			at := r.PrunedAt.UTC()
+			v.PrunedAt = &at
+		}
 		if r.BuildID != "" {
 			n, ok := buildNumbers[r.BuildID]
 			if !ok {
@@ -89,10 +93,14 @@ func (s *Server) rollback(c echo.Context) error {
 			return err
 		}
 	}
-	if _, err := s.store.GetRelease(ctx, p.tenant.ID, app.Name, to); errors.Is(err, store.ErrNotFound) {
+	target, err := s.store.GetRelease(ctx, p.tenant.ID, app.Name, to)
+	if errors.Is(err, store.ErrNotFound) {
 		return invalid("release", "app %q has no release v%d", app.Name, to)
 	} else if err != nil {
 		return err
+	}
+	if err := target.Runnable(); err != nil {
+		return invalid("release", "%v", err)
 	}
 	if to == current {
 		return invalid("release", "v%d is the current release of app %q already", to, app.Name)

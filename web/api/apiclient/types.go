@@ -119,6 +119,10 @@ type Release struct {
 	Current   bool      `json:"current"`
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
+	// PrunedAt is when the release's image and files were deleted, past
+	// the platform's release retention: it stays in the history but cannot
+	// be rolled back to. Absent while they are kept.
+	PrunedAt *time.Time `json:"prunedAt,omitempty"`
 }
 
 // RollbackRequest is the body of POST /api/v1/apps/{app}/rollback.

@@ -117,6 +117,7 @@ imagePullSecrets:
    say which flag is missing (NOTES.txt warns too). */}}
 {{- define "bex.runtimeArgs" -}}
 - --work-dir=/var/lib/bex/work
+- --release-retention={{ .Values.releaseRetention | int }}
 {{- with .Values.registry }}
 - --registry={{ . }}
 {{- end }}

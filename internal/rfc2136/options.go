@@ -24,7 +24,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.Algorithm = DefaultAlgorithm
 	}
 	fs.StringVar(&o.Server, "acme-dns-rfc2136-server", o.Server, "host:port of the primary DNS server that takes RFC 2136 updates for --acme-dns-rfc2136-zone; set with the other --acme-dns-rfc2136-* flags, wildcard Routes get one wildcard certificate each by ACME DNS-01")
-	fs.StringVar(&o.Zone, "acme-dns-rfc2136-zone", o.Zone, "Zone the DNS-01 challenge records are added to; wildcard Routes' domains must lie in it (or delegate _acme-challenge to it by CNAME)")
+	fs.StringVar(&o.Zone, "acme-dns-rfc2136-zone", o.Zone, "Zone the DNS-01 challenge records are added to; wildcard Routes in it get wildcard certificates by DNS-01, others one certificate per name under --certificate-budget")
 	fs.StringVar(&o.KeyName, "acme-dns-rfc2136-tsig-key", o.KeyName, "Name of the TSIG key the server allows to update the zone")
 	fs.StringVar(&o.SecretFile, "acme-dns-rfc2136-tsig-secret-file", o.SecretFile, "File holding the TSIG key's secret, base64 as tsig-keygen prints it")
 	fs.StringVar(&o.Algorithm, "acme-dns-rfc2136-tsig-algorithm", o.Algorithm, "TSIG algorithm of the key: hmac-sha1, hmac-sha224, hmac-sha256, hmac-sha384 or hmac-sha512")

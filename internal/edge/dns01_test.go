@@ -20,6 +20,7 @@ import (
 	"bex.co/bex/internal/dnstest"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/rfc2136"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestServerWildcardDNS01 runs a Server with DNS-01 through a DNS server
@@ -85,7 +86,7 @@ func TestServerWildcardDNS01(t *testing.T) {
 	})
 
 	// Obtained for the Route, before any handshake.
-	waitFor(ctx, t, "the wildcard certificate", func() bool {
+	platformtest.WaitFor(ctx, t, "the wildcard certificate", func() bool {
 		st, err := srv.Certificates().State(ctx, "*.example.test")
 		return err == nil && st.Issued
 	})
@@ -152,21 +153,8 @@ func TestServerWildcardDNS01(t *testing.T) {
 
 	// The Route goes: its names are no longer served.
 	table.SetRoutes(others)
-	waitFor(ctx, t, "a.example.test to be refused", func() bool {
+	platformtest.WaitFor(ctx, t, "a.example.test to be refused", func() bool {
 		_, err := get("a.example.test")
 		return err != nil
 	})
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !ok() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

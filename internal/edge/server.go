@@ -41,11 +41,11 @@ type ACME struct {
 // DNS01 is how the edge solves ACME DNS-01 challenges: the only ones a CA
 // takes for a wildcard name. With it, each wildcard Route in the Table
 // under Zone ("*.example.com") gets one certificate for the wildcard,
-// obtained as soon
-// as the Route is in the Table and renewed in the background like any
-// managed certificate; every name under the Route is served with it, so no
-// name is charged to the tenant's CertificateBudget and the CA sees one
-// order per Route instead of one per name. Until the certificate is
+// obtained as soon as the Route is in the Table (not on a first handshake:
+// a DNS change may take a while to show) and renewed in the background
+// like any managed certificate; every name under the Route is served with
+// it, so no name is charged to the tenant's CertificateBudget and the CA
+// sees one order per Route instead of one per name. Until the certificate is
 // obtained, handshakes for names under the Route fail; failures are
 // recorded under the wildcard as for any hostname. Exact names, and names
 // under wildcard Routes outside Zone, keep HTTP-01 and TLS-ALPN-01 on

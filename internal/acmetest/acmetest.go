@@ -43,6 +43,12 @@ type Options struct {
 	// StartTimeout bounds how long the servers may take to answer once
 	// started (not the build). Zero means 30 seconds.
 	StartTimeout time.Duration
+	// DNSServer, when set, is the host:port (UDP and TCP) of the DNS
+	// server pebble resolves names with, such as a dnstest.Server that
+	// takes the DNS-01 challenges' updates; pebble-challtestsrv is then not
+	// started, and SetA, AddTXT and ClearA fail the test: records are set
+	// at DNSServer. Empty means challtestsrv.
+	DNSServer string
 }
 
 // Pebble is a running pebble ACME server with pebble-challtestsrv as its DNS
@@ -63,6 +69,7 @@ type Pebble struct {
 	managementURL   string
 	challtestsrvURL string
 	dnsAddr         string
+	ownDNS          bool // dnsAddr is Options.DNSServer
 }
 
 // maxStartAttempts bounds the retries when a port picked as free was taken
@@ -135,19 +142,24 @@ func (p *Pebble) start(ctx context.Context, opts Options, pebbleBin, challBin st
 	p.challtestsrvURL = "http://" + challMgmt
 	p.managementURL = "https://" + pebbleMgmt
 
-	// challtestsrv serves DNS only: its own challenge responders would
-	// answer for the server under test, and its default answers (127.0.0.1
-	// and ::1 for every name) would make every name point here.
-	chall, err := p.spawn(challBin, []string{
-		"-management", challMgmt,
-		"-dnsserver", p.dnsAddr,
-		"-http01=", "-https01=", "-tlsalpn01=", "-doh=",
-		"-defaultIPv4=", "-defaultIPv6=",
-	}, nil)
-	if err != nil {
-		return err
+	if p.ownDNS = opts.DNSServer != ""; p.ownDNS {
+		p.dnsAddr = opts.DNSServer
+	} else {
+		// challtestsrv serves DNS only: its own challenge responders would
+		// answer for the server under test, and its default answers
+		// (127.0.0.1 and ::1 for every name) would make every name point
+		// here.
+		chall, err := p.spawn(challBin, []string{
+			"-management", challMgmt,
+			"-dnsserver", p.dnsAddr,
+			"-http01=", "-https01=", "-tlsalpn01=", "-doh=",
+			"-defaultIPv4=", "-defaultIPv6=",
+		}, nil)
+		if err != nil {
+			return err
+		}
+		p.procs = append(p.procs, chall)
 	}
-	p.procs = append(p.procs, chall)
 
 	config := filepath.Join(p.dir, "pebble-config.json")
 	if err := p.writeConfig(config, opts, pebbleAddr, pebbleMgmt); err != nil {
@@ -229,14 +241,19 @@ func (p *Pebble) writeConfig(path string, opts Options, listen, management strin
 // waitReady polls until challtestsrv's management API and DNS port, pebble's
 // directory (through the proxy) and pebble's management interface answer.
 func (p *Pebble) waitReady(ctx context.Context) error {
-	checks := []struct {
+	type check struct {
 		what string
 		ok   func() bool
-	}{
-		{"challtestsrv management API", func() bool { return p.answers(ctx, p.challtestsrvURL+"/") }},
-		{"challtestsrv DNS", func() bool { return p.dnsAnswers(ctx) }},
+	}
+	checks := []check{
 		{"pebble directory", func() bool { return p.status(ctx, p.directoryURL) == http.StatusOK }},
 		{"pebble management interface", func() bool { return p.status(ctx, p.managementURL+"/roots/0") == http.StatusOK }},
+	}
+	if !p.ownDNS {
+		checks = append([]check{
+			{"challtestsrv management API", func() bool { return p.answers(ctx, p.challtestsrvURL+"/") }},
+			{"challtestsrv DNS", func() bool { return p.dnsAnswers(ctx) }},
+		}, checks...)
 	}
 	portTaken := func() bool { return strings.Contains(p.log.String(), "address already in use") }
 	ticker := time.NewTicker(50 * time.Millisecond)
@@ -322,14 +339,25 @@ func (p *Pebble) DirectoryCA() *x509.CertPool { return p.certs.ca.Pool() }
 func (p *Pebble) DirectoryCAFile() string { return p.certs.caFile }
 
 // DNSAddr returns the host:port of the DNS server pebble resolves names with
-// (UDP and TCP). It answers A queries only for names given to SetA, and TXT
-// queries for names given to AddTXT.
+// (UDP and TCP): Options.DNSServer, or challtestsrv, which answers A
+// queries only for names given to SetA, and TXT queries for names given to
+// AddTXT.
 func (p *Pebble) DNSAddr() string { return p.dnsAddr }
+
+// needChalltestsrv fails the test when pebble resolves with
+// Options.DNSServer, where challtestsrv's records would not be seen.
+func (p *Pebble) needChalltestsrv(what string) {
+	p.t.Helper()
+	if p.ownDNS {
+		p.t.Fatalf("acmetest: %s: pebble resolves names with %s (Options.DNSServer); set the record there", what, p.dnsAddr)
+	}
+}
 
 // SetA makes host resolve to ip (an IPv4 address) for pebble, replacing
 // any address set before.
 func (p *Pebble) SetA(host, ip string) {
 	p.t.Helper()
+	p.needChalltestsrv("SetA " + host)
 	if err := p.challtestsrv(p.t.Context(), "/clear-a", map[string]any{"host": host}); err != nil {
 		p.t.Fatalf("acmetest: clearing A record of %s: %v", host, err)
 	}
@@ -342,6 +370,7 @@ func (p *Pebble) SetA(host, ip string) {
 // domain's owner would publish a verification token.
 func (p *Pebble) AddTXT(name, value string) {
 	p.t.Helper()
+	p.needChalltestsrv("AddTXT " + name)
 	if err := p.challtestsrv(p.t.Context(), "/set-txt", map[string]any{"host": strings.TrimSuffix(name, ".") + ".", "value": value}); err != nil {
 		p.t.Fatalf("acmetest: adding TXT record of %s: %v", name, err)
 	}
@@ -351,6 +380,7 @@ func (p *Pebble) AddTXT(name, value string) {
 // validations for it fail.
 func (p *Pebble) ClearA(host string) {
 	p.t.Helper()
+	p.needChalltestsrv("ClearA " + host)
 	if err := p.challtestsrv(p.t.Context(), "/clear-a", map[string]any{"host": host}); err != nil {
 		p.t.Fatalf("acmetest: clearing A record of %s: %v", host, err)
 	}

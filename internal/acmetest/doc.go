@@ -26,6 +26,11 @@
 // name fails with a connection problem and no request reaches the server
 // under test.
 //
+// With Options.DNSServer, pebble resolves names with a DNS server the test
+// runs instead, such as a dnstest.Server that takes the RFC 2136 updates an
+// ACME client sends to publish DNS-01 challenges; challtestsrv is not
+// started, and records are set at that server.
+//
 // Pebble runs deterministically where it can: no random validation delays
 // (PEBBLE_VA_NOSLEEP), no rejected nonces, one root and one intermediate,
 // ECDSA keys, one certificate profile (90 days), no Retry-After delays, and

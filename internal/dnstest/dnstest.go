@@ -21,13 +21,15 @@ type Server struct {
 	mu    sync.Mutex
 	txt   map[string][]string     // fqdn → values
 	addrs map[string][]netip.Addr // fqdn → A and AAAA
+	zones map[string]zone         // apex → the zone's update key
+	keys  map[string]Key          // TSIG key name → key
 }
 
 // Start starts a server on 127.0.0.1 and a free port, UDP and TCP, stopped
 // when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{txt: map[string][]string{}, addrs: map[string][]netip.Addr{}}
+	s := &Server{txt: map[string][]string{}, addrs: map[string][]netip.Addr{}, zones: map[string]zone{}, keys: map[string]Key{}}
 	// Take a port free for TCP and bind UDP on the same one; retry when
 	// something else took the UDP side in between.
 	var tcp net.Listener
@@ -51,6 +53,8 @@ func Start(t testing.TB) *Server {
 	h := dns.HandlerFunc(s.serve)
 	servers := []*dns.Server{{Listener: tcp, Handler: h}, {PacketConn: udp, Handler: h}}
 	for _, srv := range servers {
+		srv.MsgAcceptFunc = acceptUpdates
+		srv.TsigProvider = tsigKeys{s}
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		go func() { _ = srv.ActivateAndServe() }()
@@ -96,6 +100,10 @@ func (s *Server) SetA(name string, addrs ...string) {
 }
 
 func (s *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
+	if req.Opcode == dns.OpcodeUpdate {
+		s.update(w, req)
+		return
+	}
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Authoritative = true
@@ -103,11 +111,16 @@ func (s *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 	for _, q := range req.Question {
 		name := dns.CanonicalName(q.Name)
 		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Rrtype: q.Qtype, Ttl: ttl}
-		if len(s.txt[name]) == 0 && len(s.addrs[name]) == 0 {
+		_, apex := s.zones[name]
+		if len(s.txt[name]) == 0 && len(s.addrs[name]) == 0 && !apex {
 			m.Rcode = dns.RcodeNameError
 			continue
 		}
 		switch q.Qtype {
+		case dns.TypeSOA:
+			if apex {
+				m.Answer = append(m.Answer, soa(name))
+			}
 		case dns.TypeTXT:
 			for _, v := range s.txt[name] {
 				m.Answer = append(m.Answer, &dns.TXT{Hdr: hdr, Txt: splitTXT(v)})

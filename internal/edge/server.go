@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,35 @@ type ACME struct {
 	// RootCAs, when set, are trusted for the directory's own HTTPS (pebble
 	// serves it with its own CA).
 	RootCAs *x509.CertPool
+	// DNS01, when set, gives each wildcard Route one certificate for the
+	// wildcard by the DNS-01 challenge.
+	DNS01 *DNS01
+}
+
+// DNS01 is how the edge solves ACME DNS-01 challenges: the only ones a CA
+// takes for a wildcard name. With it, each wildcard Route in the Table
+// under Zone ("*.example.com") gets one certificate for the wildcard,
+// obtained as soon as the Route is in the Table (not on a first handshake:
+// a DNS change may take a while to show) and renewed in the background
+// like any managed certificate; every name under the Route is served with
+// it, so no name is charged to the tenant's CertificateBudget and the CA
+// sees one order per Route instead of one per name. Until the certificate is
+// obtained, handshakes for names under the Route fail; failures are
+// recorded under the wildcard as for any hostname. Exact names, and names
+// under wildcard Routes outside Zone, keep HTTP-01 and TLS-ALPN-01 on
+// demand.
+type DNS01 struct {
+	// Zone is the DNS zone Provider can change: wildcard Routes in it
+	// ("*.example.com" or "*.shop.example.com" in "example.com") get
+	// wildcard certificates.
+	Zone string
+	// Provider publishes and deletes the challenge's TXT record,
+	// _acme-challenge.<domain>.
+	Provider certmagic.DNSProvider
+	// Resolvers are the DNS servers (host:port) asked for the zone's SOA
+	// and, before the CA is told to look, for the TXT record; empty means
+	// the system's resolvers and then the zone's authoritative servers.
+	Resolvers []string
 }
 
 // ServerOptions configures a Server.
@@ -64,7 +94,9 @@ type ServerOptions struct {
 	Timeouts httpserve.Timeouts
 	// CertificateBudget is how many new hostnames one tenant's Routes get
 	// certificates for per BudgetWindow (see CertificateBudget); 0 sets no
-	// limit. Apps' default hostnames are not counted: there is one per app.
+	// limit. Apps' default hostnames are not counted: there is one per app,
+	// nor names under a wildcard Route with ACME.DNS01 set: they share the
+	// wildcard's certificate.
 	CertificateBudget int
 }
 
@@ -93,6 +125,13 @@ type Server struct {
 	certs *Certificates
 	log   logr.Logger
 
+	// wild obtains and renews wildcard Routes' certificates by DNS-01; nil
+	// without ACME.DNS01. It shares cache with magic.
+	wild *certmagic.Config
+	// wildClaims are the wildcards wild manages, each with the cancel of
+	// the context its first obtaining runs in; only manageWildcards uses it.
+	wildClaims map[string]context.CancelFunc
+
 	// budget is nil without a CertificateBudget.
 	budget *CertificateBudget
 	// refusedMu guards refused: claim → the Until of the refusal last
@@ -110,6 +149,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, errors.New("edge: no certificate storage")
 	case (opts.ACME == nil) == (opts.LocalCA == nil):
 		return nil, errors.New("edge: set exactly one of ACME and LocalCA")
+	case opts.ACME != nil && opts.ACME.DNS01 != nil && (opts.ACME.DNS01.Provider == nil || strings.Trim(opts.ACME.DNS01.Zone, ".") == ""):
+		return nil, errors.New("edge: DNS-01 needs a DNS provider and its zone")
 	case opts.CertificateBudget < 0:
 		return nil, fmt.Errorf("edge: the certificate budget %d is negative (0 sets no limit)", opts.CertificateBudget)
 	}
@@ -155,8 +196,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.proxy = proxy
 
 	s.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return s.magic, nil },
-		Logger:           zap.NewNop(),
+		GetConfigForCert: func(c certmagic.Certificate) (*certmagic.Config, error) {
+			if s.wild != nil && slices.ContainsFunc(c.Names, isWildcard) {
+				return s.wild, nil
+			}
+			return s.magic, nil
+		},
+		Logger: zap.NewNop(),
 	})
 	s.magic = certmagic.New(s.cache, certmagic.Config{
 		Storage: opts.Storage,
@@ -181,6 +227,23 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			Logger:         zap.NewNop(),
 		})
 		s.magic.Issuers = []certmagic.Issuer{s.acme}
+		if d := opts.ACME.DNS01; d != nil {
+			s.wild = certmagic.New(s.cache, certmagic.Config{Storage: opts.Storage, Logger: zap.NewNop(), OnEvent: s.onEvent})
+			// The same directory and account: the certificates are stored
+			// under the same issuer key as the others.
+			s.wild.Issuers = []certmagic.Issuer{certmagic.NewACMEIssuer(s.wild, certmagic.ACMEIssuer{
+				CA:           opts.ACME.Directory,
+				TestCA:       opts.ACME.Directory,
+				Email:        opts.ACME.Email,
+				Agreed:       true,
+				TrustedRoots: opts.ACME.RootCAs,
+				DNS01Solver: &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
+					DNSProvider: d.Provider, Resolvers: d.Resolvers, Logger: zap.NewNop(),
+				}},
+				Logger: zap.NewNop(),
+			})}
+			s.wildClaims = map[string]context.CancelFunc{}
+		}
 	}
 	keys := make([]string, 0, len(s.magic.Issuers))
 	for _, is := range s.magic.Issuers {
@@ -269,7 +332,84 @@ func (s *Server) TLSConfig() *tls.Config {
 	c := s.magic.TLSConfig()
 	c.NextProtos = []string{"h2", "http/1.1", "acme-tls/1"}
 	c.MinVersion = tls.VersionTLS12
+	c.GetCertificate = s.getCertificate
 	return c
+}
+
+// getCertificate serves a name under a wildcard Route with the wildcard's
+// certificate when DNS-01 obtains those, and every other name (and every
+// TLS-ALPN challenge) through the on-demand configuration.
+func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if s.wild == nil || slices.Equal(hello.SupportedProtos, []string{"acme-tls/1"}) {
+		return s.magic.GetCertificate(hello)
+	}
+	c, ok := s.opts.Table.Claimant(strings.ToLower(hello.ServerName))
+	if !ok || !s.dns01Covers(c.Route) {
+		return s.magic.GetCertificate(hello)
+	}
+	cert, err := s.wild.GetCertificate(hello)
+	if err != nil {
+		return nil, fmt.Errorf("the certificate for %s, which serves %s, is not obtained yet: %w", c.Route, hello.ServerName, err)
+	}
+	return cert, nil
+}
+
+func isWildcard(name string) bool { return strings.HasPrefix(name, "*.") }
+
+// dns01Covers reports whether claim is a wildcard whose certificate DNS-01
+// obtains: one in the zone the DNS provider changes.
+func (s *Server) dns01Covers(claim string) bool {
+	if s.wild == nil || !isWildcard(claim) {
+		return false
+	}
+	zone := strings.Trim(strings.ToLower(s.opts.ACME.DNS01.Zone), ".")
+	domain := strings.TrimPrefix(claim, "*.")
+	return domain == zone || strings.HasSuffix(domain, "."+zone)
+}
+
+// manageWildcards keeps wild managing exactly the wildcard Routes of the
+// table, until ctx is done: a new one starts being obtained (or loaded from
+// the storage, where another replica may have put it) at once, in the
+// background, retried with backoff; a removed one stops being obtained and
+// renewed.
+func (s *Server) manageWildcards(ctx context.Context) {
+	defer func() {
+		for claim, cancel := range s.wildClaims {
+			cancel()
+			delete(s.wildClaims, claim)
+		}
+	}()
+	for {
+		changed := s.opts.Table.Changed()
+		want := slices.DeleteFunc(s.opts.Table.WildcardClaims(), func(c string) bool { return !s.dns01Covers(c) })
+		for claim, cancel := range s.wildClaims {
+			if slices.Contains(want, claim) {
+				continue
+			}
+			cancel()
+			delete(s.wildClaims, claim)
+			s.cache.RemoveManaged([]certmagic.SubjectIssuer{{Subject: claim}})
+			s.log.Info("Wildcard certificate no longer managed", "claim", claim)
+		}
+		for _, claim := range want {
+			if _, ok := s.wildClaims[claim]; ok {
+				continue
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			if err := s.wild.ManageAsync(cctx, []string{claim}); err != nil {
+				cancel()
+				s.log.Error(err, "Managing a wildcard certificate", "claim", claim)
+				continue
+			}
+			s.wildClaims[claim] = cancel
+			s.log.Info("Wildcard certificate managed by DNS-01", "claim", claim)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // HTTPSHandler serves the HTTPS port.
@@ -310,6 +450,9 @@ func (s *Server) Serve(ctx context.Context, httpL, httpsL net.Listener) error {
 	httpsSrv := t.Server(s.HTTPSHandler())
 	httpsSrv.TLSConfig = s.TLSConfig()
 	g, gctx := errgroup.WithContext(ctx)
+	if s.wild != nil {
+		g.Go(func() error { s.manageWildcards(gctx); return nil })
+	}
 	g.Go(func() error { return ignoreClosed(httpSrv.Serve(httpL)) })
 	g.Go(func() error { return ignoreClosed(httpsSrv.ServeTLS(httpsL, "", "")) })
 	g.Go(func() error {

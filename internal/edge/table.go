@@ -3,6 +3,7 @@ package edge
 import (
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -30,6 +31,10 @@ type Table struct {
 	Apps Apps
 
 	routes atomic.Pointer[map[string][]RouteEntry] // hostname → entries, longest prefix first
+
+	// changedMu guards changed, closed by the next SetRoutes.
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 var _ Resolver = (*Table)(nil)
@@ -48,6 +53,40 @@ func (t *Table) SetRoutes(entries []RouteEntry) {
 		slices.SortFunc(es, func(a, b RouteEntry) int { return len(b.PathPrefix) - len(a.PathPrefix) })
 	}
 	t.routes.Store(&m)
+	t.changedMu.Lock()
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+	t.changedMu.Unlock()
+}
+
+// Changed returns a channel that is closed by the next SetRoutes. A reader
+// takes it before reading the table, so that no change slips between.
+func (t *Table) Changed() <-chan struct{} {
+	t.changedMu.Lock()
+	defer t.changedMu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
+}
+
+// WildcardClaims returns the hostnames of the wildcard Routes that want
+// TLS ("*.example.com"), sorted.
+func (t *Table) WildcardClaims() []string {
+	m := t.routes.Load()
+	if m == nil {
+		return nil
+	}
+	var claims []string
+	for host, es := range *m {
+		if strings.HasPrefix(host, "*.") && slices.ContainsFunc(es, func(e RouteEntry) bool { return !e.PlainHTTP }) {
+			claims = append(claims, host)
+		}
+	}
+	slices.Sort(claims)
+	return claims
 }
 
 // Entry returns the Route entry that serves host and path: an exact

@@ -27,6 +27,7 @@ import (
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/kubeconfig"
+	"bex.co/bex/internal/rfc2136"
 	"bex.co/bex/internal/store"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 
 	ACMEDirectory, ACMEEmail, ACMECAFile string
 	LocalCADir                           string
+	// DNS01 is the DNS server wildcard certificates' challenges are
+	// published with.
+	DNS01 rfc2136.Options
 
 	AccessLog bool
 
@@ -74,13 +78,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ACMEDirectory, "acme-directory", o.ACMEDirectory, "ACME directory URL")
 	fs.StringVar(&o.ACMEEmail, "acme-email", o.ACMEEmail, "Contact address of the ACME account")
 	fs.StringVar(&o.ACMECAFile, "acme-ca-file", o.ACMECAFile, "PEM file of CAs to trust for the ACME directory's own HTTPS (pebble)")
+	o.DNS01.AddFlags(fs)
 	fs.StringVar(&o.LocalCADir, "local-ca-dir", o.LocalCADir, "Sign certificates with the local CA in this directory instead of ACME (created if missing)")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log every request")
 	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "New hostnames per tenant per hour that the tenant's Routes get certificates for on demand (a wildcard Route takes one per name); 0: no limit")
 }
 
-// Complete fills the public ports from the listen addresses.
+// Complete fills the public ports from the listen addresses and reads the
+// TSIG secret.
 func (o *Options) Complete() error {
+	if err := o.DNS01.Complete(); err != nil {
+		return err
+	}
 	for _, p := range []struct {
 		public *int
 		listen string
@@ -107,6 +116,12 @@ func (o *Options) Validate() error {
 	}
 	if o.LocalCADir == "" && o.ACMEDirectory == "" {
 		errs = append(errs, errors.New("set --acme-directory or --local-ca-dir"))
+	}
+	if err := o.DNS01.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.DNS01.Configured() && o.LocalCADir != "" {
+		errs = append(errs, errors.New("--acme-dns-rfc2136-* configure ACME DNS-01 challenges, which --local-ca-dir does not use: drop one or the other"))
 	}
 	if o.CertificateBudget < 0 {
 		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
@@ -193,6 +208,15 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 	} else {
 		sopts.ACME = &edge.ACME{Directory: o.ACMEDirectory, Email: o.ACMEEmail}
+		p, err := o.DNS01.Provider()
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			// The primary that takes the updates is asked for the zone and
+			// the record: it has the record first.
+			sopts.ACME.DNS01 = &edge.DNS01{Zone: p.Zone, Provider: p, Resolvers: []string{p.Server}}
+		}
 		if o.ACMECAFile != "" {
 			pem, err := os.ReadFile(o.ACMECAFile)
 			if err != nil {

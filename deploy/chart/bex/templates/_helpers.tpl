@@ -220,3 +220,25 @@ imagePullSecrets:
     - {port: {{ . }}, protocol: TCP}
   {{- end }}
 {{- end -}}
+
+{{/* bex.reservedHostnameArgs: the names the platform serves itself, which no
+   Route may claim (docs/security.md, "Domains"): the registry's host, the
+   git receiver's public host and reservedHostnames, without ports. The
+   controller manager and web get the same list. */}}
+{{- define "bex.reservedHostnameArgs" -}}
+{{- $hosts := list }}
+{{- with .Values.registry }}
+{{- $hosts = append $hosts (regexReplaceAll "/.*$" . "") }}
+{{- end }}
+{{- with .Values.gitReceiver.publicURL }}
+{{- $hosts = append $hosts (urlParse .).host }}
+{{- end }}
+{{- range .Values.reservedHostnames }}
+{{- $hosts = append $hosts . }}
+{{- end }}
+{{- range $hosts | uniq }}
+{{- with regexReplaceAll ":[0-9]+$" . "" }}
+- --reserved-hostname={{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -226,19 +226,19 @@ imagePullSecrets:
    git receiver's public host and reservedHostnames, without ports. The
    controller manager and web get the same list. */}}
 {{- define "bex.reservedHostnameArgs" -}}
-{{- $hosts := list }}
+{{- $names := list }}
 {{- with .Values.registry }}
-{{- $hosts = append $hosts (regexReplaceAll "/.*$" . "") }}
+{{- $names = append $names (regexReplaceAll "/.*$" . "") }}
 {{- end }}
 {{- with .Values.gitReceiver.publicURL }}
-{{- $hosts = append $hosts (urlParse .).host }}
+{{- $names = append $names (urlParse .).host }}
 {{- end }}
-{{- range .Values.reservedHostnames }}
-{{- $hosts = append $hosts . }}
+{{- $names = concat $names .Values.reservedHostnames }}
+{{- $hosts := list }}
+{{- range $names }}
+{{- $hosts = append $hosts (regexReplaceAll ":[0-9]+$" . "") }}
 {{- end }}
-{{- range $hosts | uniq }}
-{{- with regexReplaceAll ":[0-9]+$" . "" }}
+{{- range $hosts | compact | uniq }}
 - --reserved-hostname={{ . }}
-{{- end }}
 {{- end }}
 {{- end -}}

@@ -22,6 +22,7 @@ targets=(
 	"./web/api FuzzNormalizeHostname"
 	"./web/api FuzzHostnamesOverlap"
 	"./web/api FuzzDefaultHostname"
+	"./web/api FuzzAPIRequestBodies"
 	"./internal/edge FuzzResolveHost"
 )
 

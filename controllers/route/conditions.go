@@ -64,6 +64,10 @@ func setAdmittedCondition(s *scope) {
 	switch {
 	case s.refusal != nil:
 		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, s.refusal.Reason, refusalMessage(s))
+	case s.claimedByOtherTenant && s.otherClaim != "":
+		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, platformv1alpha1.RouteHostnameClaimedReason,
+			fmt.Sprintf("The hostname %s is taken: another tenant holds %s, which overlaps it (a wildcard covers every name one label below it), proved it owns it with a TXT record at %s, and its Route is older or was verified first. If the domain is yours, remove that tenant's value from the record (or ask the operator), or use another hostname.",
+				rt.Spec.Hostname, s.otherClaim, domains.ChallengeName(s.otherClaim)))
 	case s.claimedByOtherTenant:
 		setCondition(s, platformv1alpha1.RouteAdmittedCondition, metav1.ConditionFalse, platformv1alpha1.RouteHostnameClaimedReason,
 			fmt.Sprintf("The hostname %s is taken: it is already in use by another tenant, which proved it owns it with a TXT record at %s and whose Route is older or was verified first. If the domain is yours, remove that tenant's value from the record (or ask the operator), or use another hostname.",

@@ -11,8 +11,11 @@
 // belongs to the tenant that proved it whose Route claimed it first (the
 // oldest by creationTimestamp, then namespace/name): a Route made with
 // kubectl is judged by the same rule as one made through the API, and an
-// older Route of a tenant that proved nothing takes nothing. Within the
-// owning tenant the oldest Route for each path prefix is admitted.
+// older Route of a tenant that proved nothing takes nothing. A wildcard and
+// the names it covers are judged together by the same rule: of two tenants'
+// overlapping Routes (*.example.com, www.example.com) the earlier holds, and
+// one that lost holds nothing against later ones. Within the owning tenant
+// the oldest Route for each path prefix is admitted.
 //
 // The Route controller reads the facts it needs from outside Kubernetes
 // through two small interfaces handed to it: a Resolver for DNS

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,9 +35,12 @@ const ControllerName = "route"
 
 // Field indexes of Routes.
 const (
-	hostnameIndex = "spec.hostname"
-	appIndex      = "spec.appRef.name"
-	secretIndex   = "spec.tls.secretName"
+	// coverIndex keys a Route by the domain a wildcard one label above its
+	// hostname is over: example.com for www.example.com and for
+	// *.example.com. Every Route whose hostname overlaps one's has its key.
+	coverIndex  = "spec.hostname.cover"
+	appIndex    = "spec.appRef.name"
+	secretIndex = "spec.tls.secretName"
 )
 
 const (
@@ -113,8 +117,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. It watches Routes (a change
-// to one wakes every Route claiming its hostname, so that the next oldest
-// takes over a deleted one's), Apps (a Route is admitted once its App
+// to one wakes every Route whose hostname overlaps its own, so that the
+// next oldest takes over a deleted one's), Apps (a Route is admitted once its App
 // exists) and Secrets (spec.tls.secretName).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
@@ -132,7 +136,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		field string
 		value func(*platformv1alpha1.Route) string
 	}{
-		{hostnameIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.Hostname }},
+		{coverIndex, func(rt *platformv1alpha1.Route) string { return coverKey(rt.Spec.Hostname) }},
 		{appIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.AppRef.Name }},
 		{secretIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.TLS.SecretName }},
 	} {
@@ -149,36 +153,66 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&platformv1alpha1.Route{}).
-		Watches(&platformv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.sameHostname)).
+		Watches(&platformv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.overlapping)).
 		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(appIndex))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(secretIndex))).
 		Complete(r)
 }
 
-// sameHostname maps a Route to every Route claiming its hostname.
-func (r *Reconciler) sameHostname(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.requests(ctx, obj, client.MatchingFields{hostnameIndex: obj.(*platformv1alpha1.Route).Spec.Hostname})
+// overlapping maps a Route to every Route whose hostname overlaps its own.
+func (r *Reconciler) overlapping(ctx context.Context, obj client.Object) []reconcile.Request {
+	host := obj.(*platformv1alpha1.Route).Spec.Hostname
+	return r.requests(ctx, obj, func(rt *platformv1alpha1.Route) bool { return hostnamesOverlap(host, rt.Spec.Hostname) },
+		client.MatchingFields{coverIndex: coverKey(host)})
 }
 
 // routesOf maps an object to the Routes of its namespace that name it in
 // the indexed field.
 func (r *Reconciler) routesOf(index string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		return r.requests(ctx, obj, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()})
+		return r.requests(ctx, obj, nil, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()})
 	}
 }
 
-func (r *Reconciler) requests(ctx context.Context, obj client.Object, opts ...client.ListOption) []reconcile.Request {
+// requests lists the Routes of opts that keep accepts (nil: all).
+func (r *Reconciler) requests(ctx context.Context, obj client.Object, keep func(*platformv1alpha1.Route) bool, opts ...client.ListOption) []reconcile.Request {
 	var routes platformv1alpha1.RouteList
 	if err := r.Client.List(ctx, &routes, opts...); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing routes to wake", "object", klog.KObj(obj))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(routes.Items))
-	for _, rt := range routes.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rt.Namespace, Name: rt.Name}})
+	for i := range routes.Items {
+		if rt := &routes.Items[i]; keep == nil || keep(rt) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rt.Namespace, Name: rt.Name}})
+		}
 	}
 	return reqs
+}
+
+// coverKey is a hostname's coverIndex key: the hostname without its first
+// label.
+func coverKey(host string) string {
+	_, parent, _ := strings.Cut(host, ".")
+	return parent
+}
+
+// wildcardCovers reports whether wildcard w (*.example.com) matches host
+// (www.example.com): exactly one label in place of the '*', as the edge
+// routes it.
+func wildcardCovers(w, host string) bool {
+	suffix, ok := strings.CutPrefix(w, "*.")
+	if !ok || strings.HasPrefix(host, "*.") {
+		return false
+	}
+	return coverKey(host) == suffix
+}
+
+// hostnamesOverlap reports whether the edge could route some request name
+// under both a and b: the same hostname, or a wildcard and a name it
+// covers.
+func hostnamesOverlap(a, b string) bool {
+	return a == b || wildcardCovers(a, b) || wildcardCovers(b, a)
 }
 
 // scope is what one reconcile observed.
@@ -201,9 +235,12 @@ type scope struct {
 	// verified is set when the tenant proved it owns the hostname (or,
 	// DNS not answering, had proved it when last looked).
 	verified bool
-	// claimedByOtherTenant is set when another tenant holds the hostname:
-	// its Route is verified, and older or this one is not verified.
+	// claimedByOtherTenant is set when another tenant holds the hostname
+	// or one that overlaps it: its Route is verified, and older or this one
+	// is not verified. otherClaim is that tenant's hostname when it is not
+	// this Route's own: a wildcard over it, or a name the wildcard covers.
 	claimedByOtherTenant bool
+	otherClaim           string
 	// olderSibling is the older Route of the same namespace for the same
 	// hostname and path prefix; nil when there is none.
 	olderSibling *platformv1alpha1.Route
@@ -359,47 +396,73 @@ func (r *Reconciler) claimVerified(ctx context.Context, s *scope, c *platformv1a
 }
 
 // observeClaims finds which tenant holds the hostname and whether an older
-// Route of the same tenant routes the same path prefix. Of the tenants
-// that proved they own the hostname, the one with the oldest Route holds
-// it; within that tenant the oldest Route for each path prefix is
-// admitted. A tenant that did not prove it holds nothing, however old its
-// Route.
+// Route of the same tenant routes the same path prefix. The Routes whose
+// hostnames overlap (the same name, or a wildcard and a name it covers)
+// claim the same requests; a claim counts only when its tenant proved it
+// owns the claim's hostname. Claims are granted oldest first, each unless
+// it overlaps a claim of another tenant granted before it: the earlier
+// claim holds, whether the two name the same hostname or one is a wildcard
+// over the other, and a claim that lost holds nothing against later ones.
+// A tenant that proved nothing holds nothing, however old its Route. Within
+// the holding tenant the oldest Route for each path prefix is admitted.
+//
+// This Route's proof is looked up here (claimVerified); that of a Route for
+// another hostname is what its own reconcile observed last, its
+// DomainVerified condition of its current generation.
 func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
-	var claims platformv1alpha1.RouteList
-	if err := r.Client.List(ctx, &claims, client.MatchingFields{hostnameIndex: s.route.Spec.Hostname}); err != nil {
-		return fmt.Errorf("listing routes for %s: %w", s.route.Spec.Hostname, err)
+	host := s.route.Spec.Hostname
+	var list platformv1alpha1.RouteList
+	// Every Route that overlaps this one, or overlaps one that does, has
+	// the same key.
+	if err := r.Client.List(ctx, &list, client.MatchingFields{coverIndex: coverKey(host)}); err != nil {
+		return fmt.Errorf("listing routes near %s: %w", host, err)
 	}
-	live := make([]*platformv1alpha1.Route, 0, len(claims.Items)+1)
-	for i := range claims.Items {
-		if c := &claims.Items[i]; c.DeletionTimestamp.IsZero() && c.UID != s.route.UID {
-			live = append(live, c)
+	claims := make([]*platformv1alpha1.Route, 0, len(list.Items)+1)
+	for i := range list.Items {
+		if c := &list.Items[i]; c.DeletionTimestamp.IsZero() && c.UID != s.route.UID {
+			claims = append(claims, c)
 		}
 	}
-	live = append(live, s.route) // the cache may not have it yet
-	slices.SortFunc(live, claimOrder)
-	verified := map[string]bool{} // namespace → proved
-	owner := ""
-	for _, c := range live {
-		v, seen := verified[c.Namespace]
-		if !seen {
-			var err error
-			if v, err = r.claimVerified(ctx, s, c); err != nil {
-				return err
-			}
-			verified[c.Namespace] = v
+	claims = append(claims, s.route) // the cache may not have it yet
+	slices.SortFunc(claims, claimOrder)
+	verified := map[string]bool{} // namespace → proved this Route's hostname
+	proved := func(c *platformv1alpha1.Route) (bool, error) {
+		if c.Spec.Hostname != host {
+			cond := meta.FindStatusCondition(c.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition)
+			return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation, nil
 		}
-		if v && owner == "" {
-			owner = c.Namespace
+		if v, seen := verified[c.Namespace]; seen {
+			return v, nil
+		}
+		v, err := r.claimVerified(ctx, s, c)
+		verified[c.Namespace] = v
+		return v, err
+	}
+	var granted []*platformv1alpha1.Route
+	for _, c := range claims {
+		ok, err := proved(c)
+		if err != nil {
+			return err
+		}
+		if ok && !slices.ContainsFunc(granted, func(g *platformv1alpha1.Route) bool {
+			return g.Namespace != c.Namespace && hostnamesOverlap(g.Spec.Hostname, c.Spec.Hostname)
+		}) {
+			granted = append(granted, c)
 		}
 	}
 	s.verified = verified[s.route.Namespace]
-	if owner != "" && owner != s.route.Namespace {
+	if i := slices.IndexFunc(granted, func(g *platformv1alpha1.Route) bool {
+		return g.Namespace != s.route.Namespace && hostnamesOverlap(g.Spec.Hostname, host)
+	}); i >= 0 {
 		s.claimedByOtherTenant = true
+		if other := granted[i].Spec.Hostname; other != host {
+			s.otherClaim = other
+		}
 		return nil
 	}
 	prefix := pathPrefix(s.route)
-	for _, c := range live {
-		if c.Namespace == s.route.Namespace && pathPrefix(c) == prefix {
+	for _, c := range claims {
+		if c.Namespace == s.route.Namespace && c.Spec.Hostname == host && pathPrefix(c) == prefix {
 			if c.UID != s.route.UID {
 				s.olderSibling = c
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -58,8 +59,12 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 		"apps": deref(req.Apps), "routes": deref(req.Routes), "concurrentBuilds": deref(req.ConcurrentBuilds),
 		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes),
 	} {
-		if v < 0 {
+		switch {
+		case v < 0:
 			return invalid(field, "quota %s: %d is negative: give 0 or more, or leave it out for the default", field, v)
+		case field != "repoBytes" && v > math.MaxInt32:
+			// The store keeps them as Postgres integers.
+			return invalid(field, "quota %s: %d is more than %d, the largest it may be", field, v, math.MaxInt32)
 		}
 	}
 	t, err := s.adminTenant(c)

@@ -348,9 +348,14 @@ func (s *Server) audit(c echo.Context, action, target string, details map[string
 	}
 }
 
-// bind decodes a JSON body into v, refusing unknown fields. An empty body
-// leaves v as it is when optional.
+// bind decodes a JSON body into v, refusing unknown fields, anything after
+// the value and a Content-Encoding. An empty body leaves v as it is when
+// optional.
 func bind(c echo.Context, v any, optional bool) error {
+	if enc := c.Request().Header.Get(echo.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
+		return &httpError{status: http.StatusUnsupportedMediaType,
+			message: fmt.Sprintf("Content-Encoding %q is not supported: send the JSON body as it is, without Content-Encoding", enc)}
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -358,6 +363,9 @@ func bind(c echo.Context, v any, optional bool) error {
 			return nil
 		}
 		return badRequest("the body is not the JSON this route takes: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("the body is not the JSON this route takes: something follows its JSON value; send one JSON object")
 	}
 	return nil
 }

@@ -221,3 +221,25 @@ imagePullSecrets:
     - {port: {{ . }}, protocol: TCP}
   {{- end }}
 {{- end -}}
+
+{{/* bex.reservedHostnameArgs: the names the platform serves itself, which no
+   Route may claim (docs/security.md, "Domains"): the registry's host, the
+   git receiver's public host and reservedHostnames, without ports. The
+   controller manager and web get the same list. */}}
+{{- define "bex.reservedHostnameArgs" -}}
+{{- $names := list }}
+{{- with .Values.registry }}
+{{- $names = append $names (regexReplaceAll "/.*$" . "") }}
+{{- end }}
+{{- with .Values.gitReceiver.publicURL }}
+{{- $names = append $names (urlParse .).host }}
+{{- end }}
+{{- $names = concat $names .Values.reservedHostnames }}
+{{- $hosts := list }}
+{{- range $names }}
+{{- $hosts = append $hosts (regexReplaceAll ":[0-9]+$" . "") }}
+{{- end }}
+{{- range $hosts | compact | uniq }}
+- --reserved-hostname={{ . }}
+{{- end }}
+{{- end -}}

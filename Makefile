@@ -57,11 +57,11 @@ test-upgrade:
 	$(GO) run ./cmd/bex-kubebin --versions 1.35.4,1.36.3,1.37.2
 	BEX_TEST_UPGRADE=1 $(GO) test -count=1 -timeout 40m ./test/upgrade/ -run . -v
 
-## test-faults: the platform's Postgres killed and held down, bex-embedded killed mid-build (test/faults)
+## test-faults: only the fault suite (part of make test): Postgres killed and held down, bex-embedded killed mid-build, a crash-looping app (test/faults)
 test-faults: kubebin
 	bash hack/ensure-test-tools.sh
 	bash hack/ensure-sandbox-tools.sh
-	BEX_TEST_FAULTS=1 $(GO) test -count=1 -timeout 30m ./test/faults/ -run . -v
+	$(GO) test -count=1 -timeout 30m ./test/faults/ -run . -v
 
 ## test-continuity: tenants push, call the API and the CLI while the management plane rolls 1.36.3 -> 1.37.2 (out/continuity-report.md)
 test-continuity:

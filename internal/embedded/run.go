@@ -60,6 +60,11 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	}()
 
 	fmt.Fprintf(out, "bex: state in %s\n", o.StateDir)
+	// controller-runtime's logger is set before anything of it runs: the
+	// clients made on the way to the controllers log through it too, and an
+	// unset logger prints a stack trace once the start takes 30 seconds.
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(prefixed(out, ""))))
+	ctrl.SetLogger(log)
 	if o.UnsafeNoSandbox {
 		fmt.Fprintln(out, "bex: WARNING: --unsafe-no-sandbox: tenant apps run as plain processes of this user and can read and reach everything it can; use it on a single-user machine only")
 	} else if err := sandbox.Check(""); err != nil {
@@ -124,8 +129,6 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		fmt.Fprintf(out, "bex: %d build(s) cut short by the last stop marked failed\n", n)
 	}
 
-	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(prefixed(out, ""))))
-	ctrl.SetLogger(log)
 	kube, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
 		return fmt.Errorf("creating a client: %w", err)

@@ -162,7 +162,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // overlapping maps a Route to every Route whose hostname overlaps its own.
 func (r *Reconciler) overlapping(ctx context.Context, obj client.Object) []reconcile.Request {
 	host := obj.(*platformv1alpha1.Route).Spec.Hostname
-	return r.requests(ctx, obj, func(rt *platformv1alpha1.Route) bool { return hostnamesOverlap(host, rt.Spec.Hostname) },
+	return r.requests(ctx, obj, func(rt *platformv1alpha1.Route) bool { return domains.Overlap(host, rt.Spec.Hostname) },
 		client.MatchingFields{coverIndex: coverKey(host)})
 }
 
@@ -195,24 +195,6 @@ func (r *Reconciler) requests(ctx context.Context, obj client.Object, keep func(
 func coverKey(host string) string {
 	_, parent, _ := strings.Cut(host, ".")
 	return parent
-}
-
-// wildcardCovers reports whether wildcard w (*.example.com) matches host
-// (www.example.com): exactly one label in place of the '*', as the edge
-// routes it.
-func wildcardCovers(w, host string) bool {
-	suffix, ok := strings.CutPrefix(w, "*.")
-	if !ok || strings.HasPrefix(host, "*.") {
-		return false
-	}
-	return coverKey(host) == suffix
-}
-
-// hostnamesOverlap reports whether the edge could route some request name
-// under both a and b: the same hostname, or a wildcard and a name it
-// covers.
-func hostnamesOverlap(a, b string) bool {
-	return a == b || wildcardCovers(a, b) || wildcardCovers(b, a)
 }
 
 // scope is what one reconcile observed.
@@ -445,14 +427,14 @@ func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 			return err
 		}
 		if ok && !slices.ContainsFunc(granted, func(g *platformv1alpha1.Route) bool {
-			return g.Namespace != c.Namespace && hostnamesOverlap(g.Spec.Hostname, c.Spec.Hostname)
+			return g.Namespace != c.Namespace && domains.Overlap(g.Spec.Hostname, c.Spec.Hostname)
 		}) {
 			granted = append(granted, c)
 		}
 	}
 	s.verified = verified[s.route.Namespace]
 	if i := slices.IndexFunc(granted, func(g *platformv1alpha1.Route) bool {
-		return g.Namespace != s.route.Namespace && hostnamesOverlap(g.Spec.Hostname, host)
+		return g.Namespace != s.route.Namespace && domains.Overlap(g.Spec.Hostname, host)
 	}); i >= 0 {
 		s.claimedByOtherTenant = true
 		if other := granted[i].Spec.Hostname; other != host {

@@ -98,6 +98,25 @@ func covers(host, n string) bool {
 	return (ok && parent == b) || n == b
 }
 
+// WildcardCovers reports whether wildcard w (*.example.com) matches host
+// (www.example.com) as the edge routes it: exactly one label in place of
+// the '*'. A wildcard covers no other wildcard.
+func WildcardCovers(w, host string) bool {
+	suffix, ok := strings.CutPrefix(w, "*.")
+	if !ok || suffix == "" || strings.HasPrefix(host, "*.") {
+		return false
+	}
+	_, parent, found := strings.Cut(host, ".")
+	return found && parent == suffix
+}
+
+// Overlap reports whether the edge could route some request name under
+// both hostnames a and b: the same hostname, or a wildcard and a name it
+// covers. Two tenants' Routes may not overlap.
+func Overlap(a, b string) bool {
+	return a == b || WildcardCovers(a, b) || WildcardCovers(b, a)
+}
+
 // Check says why no tenant may claim host (a lower-case hostname as the
 // Route CRD admits it, maybe a wildcard), or returns nil. Names under
 // AppDomain are refused here only when they cannot be a default hostname

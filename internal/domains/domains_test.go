@@ -131,3 +131,24 @@ func TestTXTValues(t *testing.T) {
 		t.Error("a resolver that does not answer gives no error")
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"www.example.com", "www.example.com", true},
+		{"*.example.com", "www.example.com", true},
+		{"www.example.com", "*.example.com", true},
+		{"*.example.com", "*.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", "a.b.example.com", false},
+		{"*.example.com", "*.b.example.com", false},
+		{"www.example.com", "www.example.org", false},
+		{"*.", "com", false},
+	} {
+		if got := domains.Overlap(tc.a, tc.b); got != tc.want {
+			t.Errorf("Overlap(%q, %q) = %v", tc.a, tc.b, got)
+		}
+	}
+}

@@ -107,23 +107,6 @@ func parseTLSMode(v string) (platformv1alpha1.TLSMode, error) {
 	return "", invalid("tls", "tls %q: want Auto (a certificate is obtained for you) or None (plain HTTP)", v)
 }
 
-// wildcardCovers reports whether wildcard w (*.example.com) matches host
-// (www.example.com): exactly one label in place of the '*'.
-func wildcardCovers(w, host string) bool {
-	suffix, ok := strings.CutPrefix(w, "*.")
-	if !ok || strings.HasPrefix(host, "*.") {
-		return false
-	}
-	_, parent, found := strings.Cut(host, ".")
-	return found && parent == suffix
-}
-
-// hostnamesOverlap reports whether a request for some name could match
-// both a and b.
-func hostnamesOverlap(a, b string) bool {
-	return a == b || wildcardCovers(a, b) || wildcardCovers(b, a)
-}
-
 // appDomainHost is the domain of default hostnames without a port:
 // AppDomain may be localhost:8080.
 func (s *Server) appDomainHost() string {
@@ -139,7 +122,7 @@ func (s *Server) appDomainHost() string {
 // platform's reserved names, and public suffixes and wildcards over them.
 func (s *Server) checkHostnamePolicy(host string) error {
 	d := s.appDomainHost()
-	if host == d || strings.HasSuffix(host, "."+d) || wildcardCovers(host, d) {
+	if host == d || strings.HasSuffix(host, "."+d) || domains.WildcardCovers(host, d) {
 		return invalid("hostname", "hostname %q: names under %s are the platform's default hostnames (<app>-<tenant>.%s) and cannot be added: use a domain of your own", host, d, d)
 	}
 	if r := s.hostnamePolicy().Check(host); r != nil {
@@ -388,7 +371,7 @@ func (s *Server) checkHostnameFree(c echo.Context, app *platformv1alpha1.App, ho
 	for _, r := range all.Items {
 		verified := meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition)
 		switch {
-		case r.Namespace != app.Namespace && verified && hostnamesOverlap(r.Spec.Hostname, host):
+		case r.Namespace != app.Namespace && verified && domains.Overlap(r.Spec.Hostname, host):
 			return &httpError{status: http.StatusConflict, field: "hostname",
 				message: fmt.Sprintf("hostname %s is already in use by another tenant: if it is yours, remove it from the app that has it there, or use another hostname", host)}
 		case r.Namespace == app.Namespace && r.Spec.Hostname == host && cmp.Or(r.Spec.PathPrefix, "/") == pathPrefix:

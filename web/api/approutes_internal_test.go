@@ -64,26 +64,6 @@ func TestNormalizeHostname(t *testing.T) {
 	}
 }
 
-func TestHostnamesOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"www.example.com", "www.example.com", true},
-		{"*.example.com", "www.example.com", true},
-		{"www.example.com", "*.example.com", true},
-		{"*.example.com", "*.example.com", true},
-		{"*.example.com", "example.com", false},
-		{"*.example.com", "a.b.example.com", false},
-		{"*.example.com", "*.b.example.com", false},
-		{"www.example.com", "www.example.org", false},
-	} {
-		if got := hostnamesOverlap(tc.a, tc.b); got != tc.want {
-			t.Errorf("hostnamesOverlap(%q, %q) = %v", tc.a, tc.b, got)
-		}
-	}
-}
-
 func TestCheckHostnamePolicy(t *testing.T) {
 	s := &Server{appDomain: "Apps.Example.net:8080", reservedHosts: []string{"registry.example.org", "*.bex.example.org"}}
 	for host, refused := range map[string]bool{

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 )
 
@@ -94,8 +95,8 @@ func FuzzHostnamesOverlap(f *testing.F) {
 		if errA != nil || errB != nil {
 			return
 		}
-		if hostnamesOverlap(a, b) != hostnamesOverlap(b, a) {
-			t.Fatalf("hostnamesOverlap(%q, %q) is not symmetric", a, b)
+		if domains.Overlap(a, b) != domains.Overlap(b, a) {
+			t.Fatalf("domains.Overlap(%q, %q) is not symmetric", a, b)
 		}
 		routes := func(h string) *edge.Table {
 			tb := &edge.Table{}
@@ -114,7 +115,7 @@ func FuzzHostnamesOverlap(f *testing.F) {
 		for _, name := range names {
 			_, _, okA := ta.Resolve(name, "/")
 			_, _, okB := tb.Resolve(name, "/")
-			if okA && okB && !hostnamesOverlap(a, b) {
+			if okA && okB && !domains.Overlap(a, b) {
 				t.Fatalf("the edge routes %q under both %q and %q, which the API lets two tenants hold", name, a, b)
 			}
 		}

@@ -32,11 +32,11 @@ func TestHostileTenant(t *testing.T) {
 	})
 }
 
-// sandboxed runs every attack from inside the attack app's sandbox and
-// asserts each one was blocked, with its reason, and that the platform and
-// the victim's app still answer.
+// sandboxed runs every attack from inside the attack app's sandbox, and
+// from a build step's, and asserts each one was blocked, with its reason,
+// and that the platform and the victim's app still answer.
 func sandboxed(t *testing.T, bin string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	s := start(ctx, t, bin)
 	p := s.plan(t)
@@ -127,13 +127,16 @@ func sandboxed(t *testing.T, bin string) {
 		}
 		s.platformAnswers(t)
 	})
+
+	t.Run("from a build step", func(t *testing.T) { s.buildAttacks(t, p) })
 }
 
 // sandboxOff runs the attack app on a platform started with
 // --unsafe-no-sandbox: the same attacks read the state directory, the
-// operator token and the victim's secret, and reach the victim's instance.
+// operator token and the victim's secret, and reach the victim's instance;
+// from a build step they read the victim's repository and build caches.
 func sandboxOff(t *testing.T, bin string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	s := start(ctx, t, bin, "--unsafe-no-sandbox")
 	p := s.plan(t)
@@ -156,4 +159,5 @@ func sandboxOff(t *testing.T, bin string) {
 			t.Errorf("without the sandbox %s did not succeed: %s", got[i].Attempt, got[i].Detail)
 		}
 	}
+	t.Run("from a build step", func(t *testing.T) { s.buildAttacksGetThrough(t, p) })
 }

@@ -65,6 +65,7 @@ func start(ctx context.Context, t *testing.T, bin string, flags ...string) *scen
 	for _, d := range []string{s.state, filepath.Dir(s.state)} {
 		must(t, os.Chmod(d, 0o711))
 	}
+	flags = append(flags, buildDiskFlags()...)
 	s.p = platformtest.Start(ctx, t, s.bin, s.state, "", flags...)
 	s.env = s.p.WaitEnv(ctx, t)
 	t.Logf("platform ready in %s", time.Since(began).Round(time.Second))
@@ -177,17 +178,24 @@ func (u *tenant) whoami(app string) (whoami, error) {
 func repo(t *testing.T, name string) string {
 	t.Helper()
 	dir := t.TempDir()
-	entries, err := os.ReadDir(filepath.Join("testdata", name))
-	must(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("testdata", name, e.Name()))
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644))
-	}
+	copyFiles(t, filepath.Join("testdata", name), dir)
 	platformtest.Git(t, dir, "init", "-q", "-b", "main")
 	platformtest.Git(t, dir, "add", ".")
 	platformtest.Git(t, dir, "commit", "-q", "-m", name)
 	return dir
+}
+
+// copyFiles copies the files of the directory from into the directory to.
+func copyFiles(t *testing.T, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	must(t, err)
+	must(t, os.MkdirAll(to, 0o755))
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(to, e.Name()), b, 0o644))
+	}
 }
 
 // result is one attempt of the attack app.
@@ -224,11 +232,25 @@ type plan struct {
 	Addresses        []target  `json:"addresses"`
 	Peer             string    `json:"peer"`
 	SweepPorts       []int     `json:"sweepPorts"`
+	Exhaust          sizes     `json:"exhaust"`
+	Groups           []string  `json:"groups"`
 }
 
 type target struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
+	// Holds, for a directory, is a name the real one holds.
+	Holds string `json:"holds,omitempty"`
+}
+
+// sizes are the exhaust group's attempts (the app's when zero); see
+// testdata/attack.
+type sizes struct {
+	MemoryMiB int      `json:"memoryMiB,omitempty"`
+	Processes int      `json:"processes,omitempty"`
+	Files     int      `json:"files,omitempty"`
+	FillMiB   int      `json:"fillMiB,omitempty"`
+	Fill      []target `json:"fill,omitempty"`
 }
 
 type service struct {
@@ -244,19 +266,22 @@ func (s *scene) plan(t *testing.T) plan {
 	state := func(rel ...string) string { return filepath.Join(append([]string{s.state}, rel...)...) }
 	p := plan{
 		Files: []target{
-			{"the state directory", state()},
-			{"the operator token", state("operator-token")},
-			{"the dev tenant's token", state("dev-token")},
-			{"the env file", state("env")},
-			{"the edge CA's key", state("ca", "ca.key")},
-			{"the registry token", state("registry-token")},
-			{"the Postgres password", state("postgres.password")},
-			{"etcd's CA key", state("controlplane", "pki", "etcd-ca.key")},
-			{"etcd's client key", state("controlplane", "pki", "etcd-client.key")},
-			{"the SSH host key", state("ssh_host_ed25519_key")},
-			{"the victim's releases", state("releases", victim)},
-			{"the victim's release", state("releases", victim, victimApp, "v1")},
-			{"the victim's git repository", state("git", victim)},
+			// A build's sandbox has a directory at this path, the parents of
+			// its work directory's mount point: the real one holds the
+			// operator token.
+			{Name: "the state directory", Path: state(), Holds: "operator-token"},
+			{Name: "the operator token", Path: state("operator-token")},
+			{Name: "the dev tenant's token", Path: state("dev-token")},
+			{Name: "the env file", Path: state("env")},
+			{Name: "the edge CA's key", Path: state("ca", "ca.key")},
+			{Name: "the registry token", Path: state("registry-token")},
+			{Name: "the Postgres password", Path: state("postgres.password")},
+			{Name: "etcd's CA key", Path: state("controlplane", "pki", "etcd-ca.key")},
+			{Name: "etcd's client key", Path: state("controlplane", "pki", "etcd-client.key")},
+			{Name: "the SSH host key", Path: state("ssh_host_ed25519_key")},
+			{Name: "the victim's releases", Path: state("releases", victim)},
+			{Name: "the victim's release", Path: state("releases", victim, victimApp, "v1")},
+			{Name: "the victim's git repository", Path: state("git", victim)},
 		},
 		Markers: []string{s.secret},
 	}

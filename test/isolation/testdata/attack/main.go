@@ -5,6 +5,13 @@
 // of {attempt, outcome, detail}: "blocked" when the attempt was stopped,
 // "ok" when it got what it wanted. /whoami says where this instance listens,
 // /oom allocates in the web process itself until the kernel kills it.
+//
+// "attack build PLAN" runs the groups the plan file names from a build
+// step instead (testdata/buildattack), writing each result as a JSON line
+// to its output, which is the build's log. Besides the app's groups it
+// knows two that end the build: "oom" allocates the plan's memory in the
+// process itself, "fill-disk" writes into the first fill target until a
+// write fails, keeps what it wrote and exits 1.
 package main
 
 import (
@@ -22,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,11 +54,50 @@ type plan struct {
 	Peer string `json:"peer"`
 	// SweepPorts are every port listening on the machine.
 	SweepPorts []int `json:"sweepPorts"`
+	// Exhaust sizes the exhaust group past the limits of where it runs;
+	// what it leaves zero goes past an app's.
+	Exhaust sizes `json:"exhaust"`
+	// Groups are what "attack build" runs, in order.
+	Groups []string `json:"groups"`
 }
 
 type target struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
+	// Holds, for a directory, is a name the real one holds: a directory
+	// of the same path without it (the parents of a sandbox's mount
+	// points) is not the one sought.
+	Holds string `json:"holds"`
+}
+
+// sizes are the exhaust group's attempts.
+type sizes struct {
+	// MemoryMiB is allocated in a child process [768].
+	MemoryMiB int `json:"memoryMiB"`
+	// Processes are started at once [400].
+	Processes int `json:"processes"`
+	// Files are opened at once [5000].
+	Files int `json:"files"`
+	// FillMiB is written into each of Fill [128]: files whose directory
+	// should run out of room first [fill in $TMPDIR and in the working
+	// directory].
+	FillMiB int      `json:"fillMiB"`
+	Fill    []target `json:"fill"`
+}
+
+func (s sizes) withDefaults() sizes {
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&s.MemoryMiB, 768}, {&s.Processes, 400}, {&s.Files, 5000}, {&s.FillMiB, 128}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if len(s.Fill) == 0 {
+		s.Fill = []target{{Name: "/tmp", Path: filepath.Join(os.TempDir(), "fill")}, {Name: "the app's directory", Path: "fill"}}
+	}
+	return s
 }
 
 type service struct {
@@ -89,6 +136,9 @@ func main() {
 		return
 	}
 	groups := map[string]func(plan) []result{"files": files, "network": network, "exhaust": exhaust}
+	if len(os.Args) == 3 && os.Args[1] == "build" {
+		os.Exit(build(os.Args[2], groups))
+	}
 	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	http.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"addr": net.JoinHostPort(ownAddress(), os.Getenv("PORT")), "boot": boot})
@@ -111,6 +161,49 @@ func main() {
 		fmt.Println(err)
 		os.Exit(1)
 	}
+}
+
+// build runs the groups of the plan in file, writing each result as a JSON
+// line, and says how to exit.
+func build(file string, groups map[string]func(plan) []result) int {
+	var p plan
+	b, err := os.ReadFile(file)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		fmt.Println("reading the plan:", err)
+		return 2
+	}
+	report := func(rs ...result) {
+		for _, r := range rs {
+			line, _ := json.Marshal(r)
+			fmt.Println(string(line))
+		}
+	}
+	for _, g := range p.Groups {
+		switch g {
+		case "oom":
+			mib := p.Exhaust.withDefaults().MemoryMiB
+			hog(mib)
+			report(succeeded(fmt.Sprintf("allocate %d MiB in the build step itself", mib), "allocated and lived"))
+		case "fill-disk":
+			s := p.Exhaust.withDefaults()
+			r := fillUp("fill "+s.Fill[0].Name+" and keep it", s.Fill[0].Path, s.FillMiB)
+			report(r)
+			if r.Outcome == "blocked" {
+				return 1
+			}
+		default:
+			run, ok := groups[g]
+			if !ok {
+				fmt.Println("unknown group", g)
+				return 2
+			}
+			report(run(p)...)
+		}
+	}
+	return 0
 }
 
 // hog allocates mib MiB and touches every page.
@@ -143,21 +236,22 @@ func ownAddress() string {
 func files(p plan) []result {
 	var out []result
 	for _, f := range p.Files {
-		out = append(out, readTarget("read "+f.Name+" ("+f.Path+")", f.Path))
-		out = append(out, readTarget("read "+f.Name+" through /proc/1/root", "/proc/1/root"+f.Path))
+		out = append(out, readTarget("read "+f.Name+" ("+f.Path+")", f))
+		out = append(out, readTarget("read "+f.Name+" through /proc/1/root", target{Path: "/proc/1/root" + f.Path, Holds: f.Holds}))
 	}
 	out = append(out, hostInit(p.HostPIDNamespace))
 	out = append(out, environs(p.Markers))
 	return out
 }
 
-func readTarget(attempt, path string) result {
-	fi, err := os.Stat(path)
+// readTarget reads t's file, or lists t's directory.
+func readTarget(attempt string, t target) result {
+	fi, err := os.Stat(t.Path)
 	if err != nil {
 		return blocked(attempt, "%v", err)
 	}
 	if fi.IsDir() {
-		entries, err := os.ReadDir(path)
+		entries, err := os.ReadDir(t.Path)
 		if err != nil {
 			return blocked(attempt, "%v", err)
 		}
@@ -165,9 +259,13 @@ func readTarget(attempt, path string) result {
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
+		if t.Holds != "" && !slices.Contains(names, t.Holds) {
+			return blocked(attempt, "a directory of %d entries (%s) but no %s: the parents of this sandbox's mount points, not the one sought",
+				len(names), strings.Join(names, " "), t.Holds)
+		}
 		return succeeded(attempt, "listed %d entries: %s", len(names), strings.Join(names, " "))
 	}
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(t.Path)
 	if err != nil {
 		return blocked(attempt, "%v", err)
 	}
@@ -330,12 +428,17 @@ func gateway() string {
 }
 
 // exhaust goes past each limit, bounded, and frees what it took.
-func exhaust(plan) []result {
-	return []result{memory(), pids(), openFiles(), fill("fill /tmp", filepath.Join(os.TempDir(), "fill")), fill("fill the app's directory", "fill")}
+func exhaust(p plan) []result {
+	s := p.Exhaust.withDefaults()
+	out := []result{memory(s.MemoryMiB), pids(s.Processes), openFiles(s.Files)}
+	for _, f := range s.Fill {
+		out = append(out, fill("fill "+f.Name, f.Path, s.FillMiB))
+	}
+	return out
 }
 
-func memory() result {
-	const attempt, mib = "allocate 768 MiB in a child process", 768
+func memory(mib int) result {
+	attempt := fmt.Sprintf("allocate %d MiB in a child process", mib)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "/proc/self/exe", "memhog", strconv.Itoa(mib)).CombinedOutput()
@@ -345,8 +448,8 @@ func memory() result {
 	return succeeded(attempt, "%s", bytes.TrimSpace(out))
 }
 
-func pids() result {
-	const attempt, want = "start 400 processes", 400
+func pids(want int) result {
+	attempt := fmt.Sprintf("start %d processes", want)
 	var procs []*exec.Cmd
 	defer func() {
 		for _, c := range procs {
@@ -364,8 +467,8 @@ func pids() result {
 	return succeeded(attempt, "%d processes started", len(procs))
 }
 
-func openFiles() result {
-	const attempt, want = "open 5000 files", 5000
+func openFiles(want int) result {
+	attempt := fmt.Sprintf("open %d files", want)
 	var lim syscall.Rlimit
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 	var fs []*os.File
@@ -384,9 +487,8 @@ func openFiles() result {
 	return succeeded(attempt, "%d files open (RLIMIT_NOFILE %d)", len(fs), lim.Cur)
 }
 
-// fill writes 128 MiB to path in 1 MiB pieces, then removes it.
-func fill(attempt, path string) result {
-	const want = 128
+// fill writes want MiB to path in 1 MiB pieces, then removes it.
+func fill(attempt, path string, want int) result {
 	dir, _ := filepath.Abs(filepath.Dir(path))
 	attempt += " (" + dir + ")"
 	f, err := os.Create(path)
@@ -405,4 +507,23 @@ func fill(attempt, path string) result {
 		return blocked(attempt, "sync after %d MiB: %v", want, err)
 	}
 	return succeeded(attempt, "wrote %d MiB", want)
+}
+
+// fillUp writes up to most MiB to path in 1 MiB pieces, stopping at the
+// first write that fails, and keeps what it wrote.
+func fillUp(attempt, path string, most int) result {
+	dir, _ := filepath.Abs(filepath.Dir(path))
+	attempt += " (" + dir + ")"
+	f, err := os.Create(path)
+	if err != nil {
+		return blocked(attempt, "%v", err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for n := range most {
+		if _, err := f.Write(chunk); err != nil {
+			return blocked(attempt, "after %d MiB: %v", n, err)
+		}
+	}
+	return succeeded(attempt, "wrote %d MiB", most)
 }

@@ -8,11 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -35,35 +30,10 @@ func TestWildcardOverlap(t *testing.T) {
 	defer cancel()
 	dns := dnstest.Start(t)
 
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme: newScheme(t), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		// Each test of the package runs its own manager of this controller.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{
-		Client: mgr.GetClient(), DNS: dns.Resolver(), AppDomain: appDomain,
+	c, create := runController(ctx, t, cp.RESTConfig(), &Reconciler{
+		DNS: dns.Resolver(), AppDomain: appDomain,
 		PendingRecheck: 200 * time.Millisecond, ReadyRecheck: 200 * time.Millisecond,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: newScheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := func(objs ...client.Object) {
-		t.Helper()
-		for _, o := range objs {
-			if err := c.Create(ctx, o); err != nil {
-				t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-			}
-		}
-	}
+	})
 	// route makes a Route of tenant ns for host, proved by ns.
 	route := func(ns, name, host string) *platformv1alpha1.Route {
 		t.Helper()

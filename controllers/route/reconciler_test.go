@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +37,41 @@ func newScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// runController runs r, with a manager of its own, against the apiserver
+// at cfg until ctx ends; it returns a client for the test and a function
+// that creates the test's objects or ends the test.
+func runController(ctx context.Context, t *testing.T, cfg *rest.Config, r *Reconciler) (client.Client, func(...client.Object)) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 newScheme(t),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test of the package runs its own manager of this controller.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Client = mgr.GetClient()
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	c, err := client.New(cfg, client.Options{Scheme: newScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func(objs ...client.Object) {
+		t.Helper()
+		for _, o := range objs {
+			if err := c.Create(ctx, o); err != nil {
+				t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+			}
+		}
+	}
 }
 
 const (
@@ -90,37 +126,10 @@ func TestRouteController(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
-		Scheme:                 newScheme(t),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Each test of the package runs its own manager of this controller.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{
-		Client: mgr.GetClient(), DNS: dns.Resolver(), EdgeAddresses: []string{edgeAddr}, AppDomain: appDomain,
+	c, create := runController(ctx, t, cp.RESTConfig(), &Reconciler{
+		DNS: dns.Resolver(), EdgeAddresses: []string{edgeAddr}, AppDomain: appDomain,
 		Certificates: certs, PendingRecheck: time.Hour, ReadyRecheck: time.Hour,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: newScheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := func(objs ...client.Object) {
-		t.Helper()
-		for _, o := range objs {
-			if err := c.Create(ctx, o); err != nil {
-				t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-			}
-		}
-	}
+	})
 	app := func(ns, name string) *platformv1alpha1.App {
 		return &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}

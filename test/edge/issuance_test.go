@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/acmetest"
@@ -32,17 +34,7 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-edge")
 	cp, dbURL, scheme, kc := startCluster(t)
 
-	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "wild at %s", r.Host)
-	})
-
-	prepareTenant(ctx, t, cp.RESTConfig(), "acme")
-	makeService(ctx, t, kc, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
-	must(t, kc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
-	must(t, kc.Create(ctx, &platformv1alpha1.Route{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "wild-test"},
-		Spec:       platformv1alpha1.RouteSpec{Hostname: "*.wild.test", AppRef: platformv1alpha1.AppReference{Name: "shop"}},
-	}))
+	wildcardApp(ctx, t, cp.RESTConfig(), kc, "wild-test", "*.wild.test")
 
 	httpPort, httpsPort := freePort(t), freePort(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
@@ -101,4 +93,20 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 		}
 	}
 	t.Logf("CertificateReady: %s", c.Message)
+}
+
+// wildcardApp serves app shop of tenant acme, which answers "wild at
+// <host>", behind its Service, with a Route name for the wildcard host.
+func wildcardApp(ctx context.Context, t *testing.T, cfg *rest.Config, kc client.Client, name, host string) {
+	t.Helper()
+	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "wild at %s", r.Host)
+	})
+	prepareTenant(ctx, t, cfg, "acme")
+	makeService(ctx, t, kc, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
+	must(t, kc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
+	must(t, kc.Create(ctx, &platformv1alpha1.Route{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: name},
+		Spec:       platformv1alpha1.RouteSpec{Hostname: host, AppRef: platformv1alpha1.AppReference{Name: "shop"}},
+	}))
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/acmetest"
@@ -39,16 +36,7 @@ func TestWildcardRouteDNS01(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-edge")
 	cp, dbURL, scheme, kc := startCluster(t)
 
-	appIP, appPort := serveApp(t, func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "wild at %s", r.Host)
-	})
-	prepareTenant(ctx, t, cp.RESTConfig(), "acme")
-	makeService(ctx, t, kc, "acme", "shop", appLabels("acme", "shop"), appIP, appPort)
-	must(t, kc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}}))
-	must(t, kc.Create(ctx, &platformv1alpha1.Route{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "wild-example"},
-		Spec:       platformv1alpha1.RouteSpec{Hostname: "*.example.test", AppRef: platformv1alpha1.AppReference{Name: "shop"}},
-	}))
+	wildcardApp(ctx, t, cp.RESTConfig(), kc, "wild-example", "*.example.test")
 
 	// The operator's DNS: the primary of example.test, which takes updates
 	// signed with the edge's key. The CA and the Route controller resolve

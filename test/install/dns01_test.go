@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"bex.co/bex/internal/kubebin"
 )
@@ -21,28 +19,13 @@ func TestChartEdgeDNS01(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	helm := helmTool(ctx, t)
-	edge := func(t *testing.T, set ...string) (corev1.PodSpec, corev1.Container) {
+	edge := func(t *testing.T, values ...string) (corev1.PodSpec, corev1.Container) {
 		t.Helper()
-		args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}
-		for _, s := range set {
-			args = append(args, "--set", s)
+		var set []string
+		for _, v := range values {
+			set = append(set, "--set", v)
 		}
-		out, err := runHelm(ctx, helm, args...)
-		if err != nil {
-			t.Fatalf("helm template: %v\n%s", err, out)
-		}
-		objs, err := decode(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			if o.GetKind() != "Deployment" {
-				continue
-			}
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-				t.Fatal(err)
-			}
+		for _, d := range renderDeployments(ctx, t, helm, set...) {
 			for _, c := range d.Spec.Template.Spec.Containers {
 				if strings.Contains(c.Image, "/bex-edge:") || strings.HasPrefix(c.Image, "bex-edge:") {
 					return d.Spec.Template.Spec, c

@@ -42,24 +42,8 @@ func TestChartReservedHostnames(t *testing.T) {
 		}, []string{"bex.test"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}, tc.args...)
-			out, err := runHelm(ctx, helm, args...)
-			if err != nil {
-				t.Fatalf("helm template: %v\n%s", err, out)
-			}
-			objs, err := decode(out)
-			if err != nil {
-				t.Fatal(err)
-			}
 			got := map[string][]string{}
-			for _, o := range objs {
-				if o.GetKind() != "Deployment" {
-					continue
-				}
-				var d appsv1.Deployment
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-					t.Fatal(err)
-				}
+			for _, d := range renderDeployments(ctx, t, helm, tc.args...) {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					repo := c.Image[strings.LastIndex(c.Image, "/")+1:]
 					repo, _, _ = strings.Cut(repo, ":")
@@ -86,4 +70,31 @@ func TestChartReservedHostnames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// renderDeployments renders the chart with helm template and extra args
+// (values) and returns its Deployments.
+func renderDeployments(ctx context.Context, t *testing.T, helm string, args ...string) []appsv1.Deployment {
+	t.Helper()
+	args = append([]string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}, args...)
+	out, err := runHelm(ctx, helm, args...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	objs, err := decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []appsv1.Deployment
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	return ds
 }

@@ -128,6 +128,8 @@ type Server struct {
 	// wild obtains and renews wildcard Routes' certificates by DNS-01; nil
 	// without ACME.DNS01. It shares cache with magic.
 	wild *certmagic.Config
+	// wildZone is ACME.DNS01.Zone, lower-case and without outer dots.
+	wildZone string
 	// wildClaims are the wildcards wild manages, each with the cancel of
 	// the context its first obtaining runs in; only manageWildcards uses it.
 	wildClaims map[string]context.CancelFunc
@@ -215,33 +217,28 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.LocalCA != nil {
 		s.magic.Issuers = []certmagic.Issuer{opts.LocalCA}
 	} else {
-		s.acme = certmagic.NewACMEIssuer(s.magic, certmagic.ACMEIssuer{
-			CA:             opts.ACME.Directory,
-			TestCA:         opts.ACME.Directory,
-			Email:          opts.ACME.Email,
-			Agreed:         true,
-			TrustedRoots:   opts.ACME.RootCAs,
-			ListenHost:     opts.ListenHost,
-			AltHTTPPort:    opts.HTTPPort,
-			AltTLSALPNPort: opts.HTTPSPort,
-			Logger:         zap.NewNop(),
-		})
+		account := certmagic.ACMEIssuer{
+			CA:           opts.ACME.Directory,
+			TestCA:       opts.ACME.Directory,
+			Email:        opts.ACME.Email,
+			Agreed:       true,
+			TrustedRoots: opts.ACME.RootCAs,
+			Logger:       zap.NewNop(),
+		}
+		onDemand := account
+		onDemand.ListenHost, onDemand.AltHTTPPort, onDemand.AltTLSALPNPort = opts.ListenHost, opts.HTTPPort, opts.HTTPSPort
+		s.acme = certmagic.NewACMEIssuer(s.magic, onDemand)
 		s.magic.Issuers = []certmagic.Issuer{s.acme}
 		if d := opts.ACME.DNS01; d != nil {
 			s.wild = certmagic.New(s.cache, certmagic.Config{Storage: opts.Storage, Logger: zap.NewNop(), OnEvent: s.onEvent})
 			// The same directory and account: the certificates are stored
 			// under the same issuer key as the others.
-			s.wild.Issuers = []certmagic.Issuer{certmagic.NewACMEIssuer(s.wild, certmagic.ACMEIssuer{
-				CA:           opts.ACME.Directory,
-				TestCA:       opts.ACME.Directory,
-				Email:        opts.ACME.Email,
-				Agreed:       true,
-				TrustedRoots: opts.ACME.RootCAs,
-				DNS01Solver: &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
-					DNSProvider: d.Provider, Resolvers: d.Resolvers, Logger: zap.NewNop(),
-				}},
-				Logger: zap.NewNop(),
-			})}
+			wild := account
+			wild.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
+				DNSProvider: d.Provider, Resolvers: d.Resolvers, Logger: zap.NewNop(),
+			}}
+			s.wild.Issuers = []certmagic.Issuer{certmagic.NewACMEIssuer(s.wild, wild)}
+			s.wildZone = strings.Trim(strings.ToLower(d.Zone), ".")
 			s.wildClaims = map[string]context.CancelFunc{}
 		}
 	}
@@ -362,9 +359,8 @@ func (s *Server) dns01Covers(claim string) bool {
 	if s.wild == nil || !isWildcard(claim) {
 		return false
 	}
-	zone := strings.Trim(strings.ToLower(s.opts.ACME.DNS01.Zone), ".")
 	domain := strings.TrimPrefix(claim, "*.")
-	return domain == zone || strings.HasSuffix(domain, "."+zone)
+	return domain == s.wildZone || strings.HasSuffix(domain, "."+s.wildZone)
 }
 
 // manageWildcards keeps wild managing exactly the wildcard Routes of the

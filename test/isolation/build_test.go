@@ -147,13 +147,7 @@ func (s *scene) buildAttacks(t *testing.T, p plan) {
 			"fill the build's work directory (",
 			"fill the tenant's build caches (",
 		)
-		for _, r := range rs {
-			if r.Outcome != "blocked" {
-				t.Errorf("attack from the build got through: %s: %s", r.Attempt, r.Detail)
-			} else if r.Detail == "" {
-				t.Errorf("%s was blocked with no reason recorded", r.Attempt)
-			}
-		}
+		requireBlocked(t, "attack from the build", rs)
 		s.platformAnswers(t)
 	})
 

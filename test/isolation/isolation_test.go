@@ -43,13 +43,7 @@ func sandboxed(t *testing.T, bin string) {
 
 	for _, group := range []string{"files", "network", "exhaust"} {
 		t.Run(group, func(t *testing.T) {
-			for _, r := range s.attack(t, group, p) {
-				if r.Outcome != "blocked" {
-					t.Errorf("attack got through: %s: %s", r.Attempt, r.Detail)
-				} else if r.Detail == "" {
-					t.Errorf("%s was blocked with no reason recorded", r.Attempt)
-				}
-			}
+			requireBlocked(t, "attack", s.attack(t, group, p))
 			s.platformAnswers(t)
 		})
 	}

@@ -206,6 +206,20 @@ type result struct {
 }
 
 // attack runs one group of the attack app's attempts with the plan and
+// requireBlocked fails the test for each attempt of rs that was not
+// blocked, or blocked with no reason recorded; what names the attacker in
+// the message ("attack from the build").
+func requireBlocked(t *testing.T, what string, rs []result) {
+	t.Helper()
+	for _, r := range rs {
+		if r.Outcome != "blocked" {
+			t.Errorf("%s got through: %s: %s", what, r.Attempt, r.Detail)
+		} else if r.Detail == "" {
+			t.Errorf("%s was blocked with no reason recorded", r.Attempt)
+		}
+	}
+}
+
 // logs each outcome.
 func (s *scene) attack(t *testing.T, group string, p plan) []result {
 	t.Helper()

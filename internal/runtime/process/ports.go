@@ -2,6 +2,7 @@ package process
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
@@ -27,8 +28,12 @@ type ports struct {
 	held map[int]bool
 }
 
+// newPorts starts the walk at a random port of the range: two drivers on
+// one machine (two platforms, or the test binaries of a test run) that
+// started from the same port would probe it free at the same moment and
+// both hand it out, and the second instance would fail to bind.
 func newPorts(first, last int) *ports {
-	return &ports{first: first, last: last, next: first, held: map[int]bool{}}
+	return &ports{first: first, last: last, next: first + rand.IntN(last-first+1), held: map[int]bool{}}
 }
 
 // take returns a port that was free on every address a moment ago; the

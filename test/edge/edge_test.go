@@ -88,14 +88,23 @@ func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, ht
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, e.output())
 		}
 	})
 	platformtest.WaitFor(ctx, t, name+" to serve", func() bool {
+		select {
+		case <-exited:
+			// A port taken meanwhile, a flag refused: waiting longer
+			// would not help.
+			t.Fatalf("%s exited before it served: %s", name, e.output())
+		default:
+		}
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", e.metricsPort))
 		if err != nil {
 			return false

@@ -25,27 +25,61 @@ var topLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // CA certificates and the alternatives' links (awk, …).
 var etcBinds = []string{"ssl/certs", "alternatives"}
 
-// runBase returns the root of the run base, made once per Manager: empty
-// mount points, the host's top-level links, and a generated /etc with an
-// app user, no secrets of the host.
-func (m *Manager) runBase() (string, error) {
+// baseEtc returns the run base's /etc, written once per Manager: an app
+// user, no secrets of the host. Every container of the run base sees it
+// read-only.
+func (m *Manager) baseEtc() (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.base != "" {
-		return m.base, nil
+	if m.etc != "" {
+		return m.etc, nil
 	}
 	base := filepath.Join(m.dir, "base")
 	if err := os.RemoveAll(base); err != nil {
 		return "", err
 	}
-	root := filepath.Join(base, "root")
-	for _, d := range []string{"usr", "etc", "app", "proc", "dev", "tmp"} {
+	etc := filepath.Join(base, "etc")
+	if err := writeEtc(etc); err != nil {
+		return "", err
+	}
+	m.etc = etc
+	return etc, nil
+}
+
+// makeRoot makes the root of one container of the run base at root: the
+// empty mount points of the base and of the container's own binds, and the
+// host's top-level links. Each container has its own, so that the mount
+// points of one build (named after its tenant and app) are not seen by
+// another.
+func (m *Manager) makeRoot(root string, binds []Bind) error {
+	dirs := []string{"usr", "etc", "app", "proc", "dev", "tmp"}
+	for _, p := range append(etcBinds, m.extraPaths()...) {
+		if !strings.HasPrefix(p, "/") {
+			p = "/etc/" + p
+		}
+		if !strings.HasPrefix(p, "/usr/") {
+			dirs = append(dirs, p)
+		}
+	}
+	for _, b := range binds {
+		p, err := bindMountPoint(b.Path)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			dirs = append(dirs, p)
+		}
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if err := os.Chmod(filepath.Join(root, "tmp"), 0o777|fs.ModeSticky); err != nil {
-		return "", err
+		return err
 	}
 	for _, name := range topLinks {
 		host := "/" + name
@@ -56,56 +90,38 @@ func (m *Manager) runBase() (string, error) {
 		if st.Mode()&fs.ModeSymlink != 0 {
 			target, err := os.Readlink(host)
 			if err != nil {
-				return "", err
+				return err
 			}
 			if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
-				return "", err
+				return err
 			}
 		} else if err := os.Mkdir(filepath.Join(root, name), 0o755); err != nil {
-			return "", err
+			return err
 		}
 	}
-	for _, p := range append(etcBinds, m.extraPaths()...) {
-		if !strings.HasPrefix(p, "/") {
-			p = "/etc/" + p
-		}
-		if strings.HasPrefix(p, "/usr/") {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
-			return "", err
-		}
-	}
-	etc := filepath.Join(base, "etc")
-	if err := writeEtc(etc); err != nil {
-		return "", err
-	}
-	m.base = root
-	return root, nil
+	return nil
 }
 
-// mountPoint makes the run base's mount point for a bind of the host path
-// p (outside /usr, which the base binds whole).
-func (m *Manager) mountPoint(p string) error {
+// bindMountPoint checks a bind of the host path p and returns the mount
+// point the container's root needs for it: "" below /tmp, where runc makes
+// it in the container's own tmpfs.
+func bindMountPoint(p string) (string, error) {
 	p = filepath.Clean(p)
 	if !filepath.IsAbs(p) || p == "/" {
-		return fmt.Errorf("sandbox: bind %q is not an absolute path below /", p)
+		return "", fmt.Errorf("sandbox: bind %q is not an absolute path below /", p)
 	}
 	for _, reserved := range []string{"/usr", "/etc", "/proc", "/dev", "/app"} {
 		if p == reserved || strings.HasPrefix(p, reserved+"/") {
-			return fmt.Errorf("sandbox: bind %s would hide or enter %s", p, reserved)
+			return "", fmt.Errorf("sandbox: bind %s would hide or enter %s", p, reserved)
 		}
 	}
 	if p == "/tmp" {
-		return fmt.Errorf("sandbox: bind %s would hide the container's /tmp", p)
+		return "", fmt.Errorf("sandbox: bind %s would hide the container's /tmp", p)
 	}
 	if strings.HasPrefix(p, "/tmp/") {
-		// Below the container's own /tmp: runc makes it there.
-		return nil
+		return "", nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return os.MkdirAll(filepath.Join(m.base, p), 0o755)
+	return p, nil
 }
 
 // extraPaths are Options.ReadOnlyPaths, cleaned, that exist.
@@ -155,12 +171,12 @@ func writeEtc(etc string) error {
 	return nil
 }
 
-// baseMounts are the run base's read-only binds.
+// baseMounts are the run base's read-only binds; baseEtc comes first.
 func (m *Manager) baseMounts() []mount {
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
 	mounts := []mount{
 		{dst: "/usr", src: "/usr", opts: ro},
-		{dst: "/etc", src: filepath.Join(m.dir, "base", "etc"), opts: ro},
+		{dst: "/etc", src: m.etc, opts: ro},
 	}
 	for _, name := range topLinks {
 		if st, err := os.Lstat("/" + name); err == nil && st.IsDir() {

@@ -153,14 +153,15 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	user := AppUID
 	workDir := spec.WorkDir
 	if spec.RootFS == "" {
-		if root, err = m.runBase(); err != nil {
+		if _, err := m.baseEtc(); err != nil {
+			return nil, err
+		}
+		root = filepath.Join(c.dir, "root")
+		if err := m.makeRoot(root, spec.Binds); err != nil {
 			return nil, err
 		}
 		mounts = m.baseMounts()
 		for _, b := range spec.Binds {
-			if err := m.mountPoint(b.Path); err != nil {
-				return nil, err
-			}
 			opts := []string{"rbind", "rw", "nosuid", "nodev"}
 			if b.ReadOnly {
 				opts[1] = "ro"

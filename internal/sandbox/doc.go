@@ -18,7 +18,9 @@
 // connection from the bridge to the host. Its root is read-only: either
 // the platform's run base (the host's /usr and a generated /etc, with the
 // release's files at /app on a bounded writable overlay) or the whole root
-// filesystem of an image that brings its own. /tmp is a bounded tmpfs.
+// filesystem of an image that brings its own. A container of the run base
+// has a root directory of its own (its mount points only), so the paths of
+// one container's binds are not seen by another. /tmp is a bounded tmpfs.
 // cgroup limits bound memory, CPU and pids; no capabilities, no_new_privs
 // and a seccomp filter bound what its processes may ask of the kernel.
 //

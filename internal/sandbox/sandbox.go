@@ -65,7 +65,7 @@ type Manager struct {
 	used    map[netip.Addr]bool
 	last    netip.Addr
 	tenants *tenantMap
-	base    string // the run base's root, made once
+	etc     string // the run base's /etc, written once
 	closed  bool
 }
 

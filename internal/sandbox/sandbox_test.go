@@ -330,3 +330,44 @@ func TestPortLeftByAnEarlierHolderDoesNotBlockAContainer(t *testing.T) {
 		t.Fatalf("probe: %v\n%s", err, out)
 	}
 }
+
+// A build binds its work directory and its tenant's caches at their host
+// paths, which name the tenant and the app. The mount points those binds
+// need must not be seen by the next container, of another tenant.
+func TestBindMountPointsStayWithTheirContainer(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	// Outside /tmp: below it, runc makes mount points in the container's
+	// own tmpfs.
+	parent, err := os.MkdirTemp("/var/tmp", "bex-binds-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	own := filepath.Join(parent, "tenant-acme", "app-shop")
+	other := filepath.Join(parent, "tenant-globex", "app-secret-plans")
+	for _, d := range []string{own, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "globex", Hostname: "build", Binds: []sandbox.Bind{{Path: other}},
+		Args: []string{"/bin/true"},
+	})
+	if err != nil {
+		t.Fatalf("first build: %v\n%s", err, out)
+	}
+	out, _, err = runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "build", Binds: []sandbox.Bind{{Path: own}},
+		Args: []string{"/bin/ls", "-a", parent},
+	})
+	if err != nil {
+		t.Fatalf("listing %s: %v\n%s", parent, err, out)
+	}
+	if strings.Contains(out, "globex") {
+		t.Fatalf("a container of acme sees the mount point of globex's build:\n%s", out)
+	}
+	if !strings.Contains(out, "tenant-acme") {
+		t.Fatalf("the container does not see its own bind's parent:\n%s", out)
+	}
+}

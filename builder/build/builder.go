@@ -60,6 +60,12 @@ type Options struct {
 	// BuildCtl is the buildctl client Dockerfile builds run; empty means
 	// buildctl from PATH.
 	BuildCtl string
+	// BuildKitLimits says BuildKitAddr's buildkitd runs on this machine
+	// as root with the cgroupfs driver (what internal/buildkitd starts):
+	// each Dockerfile build's RUN steps then run under a cgroup of their
+	// own, with SandboxLimits' memory, CPU and pids on all of them
+	// together. Without it they have buildkitd's defaults: none.
+	BuildKitLimits bool
 	// NoBuildKitReason, without BuildKitAddr, says why the platform has no
 	// buildkitd ("buildkitd needs root"); a Dockerfile build is refused
 	// with it, so the pusher learns what is missing.
@@ -334,6 +340,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 		sandbox:  b.opts.Sandbox,
 		sbPATH:   b.opts.SandboxPATH,
 		sbLimits: b.opts.SandboxLimits,
+		bkLimits: b.opts.BuildKitLimits,
 		out:      out,
 		commit:   req.Commit,
 		timeout:  b.opts.Timeout,

@@ -34,6 +34,9 @@ type workspace struct {
 	sandbox  *sandbox.Manager
 	sbPATH   string
 	sbLimits sandbox.Limits
+	// bkLimits puts the limits of sbLimits on Dockerfile builds too,
+	// through a cgroup of the build's (Options.BuildKitLimits).
+	bkLimits bool
 	// cacheGiven says the tenant's caches were given to the container's
 	// user in this build: only its containers write there afterwards.
 	cacheGiven bool

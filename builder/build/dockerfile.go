@@ -12,11 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/buildkitd"
 )
 
 // buildDockerfile builds p's Dockerfile with buildkitd at addr through the
@@ -33,7 +35,7 @@ import (
 // frontend image of the tenant's choosing, is ignored (cmdline set). No
 // entitlement (network.host, security.insecure) is asked for, and buildkitd
 // grants none.
-func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, p *buildPlan, ref name.Tag) (Result, error) {
+func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, p *buildPlan, ref name.Tag) (_ Result, err error) {
 	procfile, err := w.procfile()
 	if err != nil {
 		return Result{}, err
@@ -61,6 +63,29 @@ func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, 
 	}
 	for _, t := range types {
 		argv = append(argv, "--opt", "label:"+LabelProcessPrefix+t+"="+procfile[t])
+	}
+	if w.bkLimits {
+		cg, cgErr := buildkitd.NewCgroup(cgroupName(), buildkitd.StepLimits{
+			Memory: w.sbLimits.Memory, CPUMilli: w.sbLimits.CPUMilli, Pids: w.sbLimits.Pids,
+		})
+		if cgErr != nil {
+			return Result{}, cgErr
+		}
+		defer func() {
+			if err := cg.Remove(); err != nil {
+				fmt.Fprintf(w.out, "-----> %v\n", err)
+			}
+		}()
+		argv = append(argv, "--opt", "cgroup-parent="+cg.Parent())
+		defer func() {
+			var ce *CommandError
+			// A step killed by SIGKILL (137) once the limit was reached.
+			if errors.As(err, &ce) && cg.MemoryLimitReached() && strings.Contains(ce.Tail, "exit code: 137") {
+				msg := fmt.Sprintf("a step was killed for going past the build's memory limit (%d MiB)", w.sbLimits.Memory>>20)
+				ce.Hint = strings.TrimPrefix(ce.Hint+"; "+msg, "; ")
+				fmt.Fprintf(w.out, "-----> %s\n", strings.ToUpper(msg[:1])+msg[1:])
+			}
+		}()
 	}
 	argv = append(argv,
 		"--output", "type=image,name="+ref.String()+",push=true,registry.insecure=true",
@@ -149,6 +174,15 @@ func (w *workspace) procfile() (map[string]string, error) {
 		return map[string]string{}, nil
 	}
 	return processes(w.tree.FS(), nil)
+}
+
+// cgroupSeq numbers the builds' cgroups within this process.
+var cgroupSeq atomic.Uint64
+
+// cgroupName names a Dockerfile build's cgroup: unique on the machine
+// while this process lives (its pid) and within it.
+func cgroupName() string {
+	return fmt.Sprintf("%d-%d", os.Getpid(), cgroupSeq.Add(1))
 }
 
 // failedStep matches the line of buildctl's error report that names the

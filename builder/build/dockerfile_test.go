@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/buildkitd/buildkitdtest"
+	"bex.co/bex/internal/sandbox"
 )
 
 // dockerfileBuilder is a builder with a buildkitd of its own (runc as its
@@ -202,6 +204,59 @@ func TestDockerfileStepFails(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `RUN ["tool", "fail"]`) {
 		t.Errorf("error %q does not name the failing step", err)
+	}
+}
+
+// A RUN step is tenant code: with a buildkitd on this machine
+// (Options.BuildKitLimits), the steps of a build run under the build's
+// memory and pids limits, and a step past the memory limit fails the build
+// saying so. Without the limits both steps succeed.
+func TestDockerfileStepsHaveTheBuildsLimits(t *testing.T) {
+	d := buildkitdtest.Start(t)
+	b := newBuilder(t, func(o *build.Options) {
+		o.BuildKitAddr, o.BuildCtl, o.BuildKitLimits = d.Addr, d.BuildCtl, true
+		o.SandboxLimits = sandbox.Limits{Memory: 64 << 20, CPUMilli: 500, Pids: 48}
+	})
+	base := pushBase(t)
+	t.Run("memory", func(t *testing.T) {
+		_, log, err := buildRepo(t, b, map[string]string{
+			"Dockerfile": "FROM " + base + "\nRUN [\"tool\", \"alloc\", \"256\"]\nCMD [\"tool\", \"serve\"]\n",
+		}, nil)
+		if err == nil {
+			t.Fatalf("a step allocated 256 MiB under a limit of 64 MiB:\n%s", log)
+		}
+		want := "a step was killed for going past the build's memory limit (64 MiB)"
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+		if !strings.Contains(log, "A step was killed for going past the build's memory limit (64 MiB)") {
+			t.Errorf("the build log does not say the step went past the memory limit:\n%s", log)
+		}
+	})
+	t.Run("pids", func(t *testing.T) {
+		_, log, err := buildRepo(t, b, map[string]string{
+			"Dockerfile": "FROM " + base + "\nRUN [\"tool\", \"threads\", \"200\"]\nCMD [\"tool\", \"serve\"]\n",
+		}, nil)
+		if err == nil {
+			t.Fatalf("a step started 200 threads under a limit of 48 pids:\n%s", log)
+		}
+		if strings.Contains(log, "started 200 threads") {
+			t.Errorf("the step started its 200 threads:\n%s", log)
+		}
+	})
+	t.Run("within the limits", func(t *testing.T) {
+		if _, log, err := buildRepo(t, b, map[string]string{
+			"Dockerfile": "FROM " + base + "\nRUN [\"tool\", \"alloc\", \"16\"]\nCMD [\"tool\", \"serve\"]\n",
+		}, nil); err != nil {
+			t.Fatalf("a step within the limits failed: %v\n%s", err, log)
+		}
+	})
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/bex-builds/*")
+	left2, _ := filepath.Glob("/sys/fs/cgroup/bex-builds/*")
+	for _, dir := range append(left, left2...) {
+		if strings.HasPrefix(filepath.Base(dir), strconv.Itoa(os.Getpid())+"-") {
+			t.Errorf("the build's cgroup %s is left behind", dir)
+		}
 	}
 }
 

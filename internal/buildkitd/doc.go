@@ -6,7 +6,9 @@
 //
 // Missing says what the machine lacks to run it (root, runc), so a caller
 // can refuse Dockerfile builds with that reason instead of starting a
-// daemon that cannot work. Start hands back the address builder/build's
+// daemon that cannot work. NewCgroup makes the cgroup one build's RUN steps
+// run under (the Dockerfile frontend's cgroup-parent option), with the
+// build's memory, CPU and pids limits. Start hands back the address builder/build's
 // Options.BuildKitAddr takes; internal/embedded starts it for make run, and
 // the builder's and the pipeline's tests start one each.
 package buildkitd

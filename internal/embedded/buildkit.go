@@ -41,5 +41,5 @@ func (o *Options) startBuildKit(ctx context.Context, out io.Writer, stops *[]fun
 	}
 	*stops = append(*stops, d.Stop)
 	fmt.Fprintf(out, "bex: buildkitd %s (runc worker) on %s, log %s\n", kubebin.ToolVersion(kubebin.BuildKitd), d.Addr(), d.Log())
-	return build.Options{BuildKitAddr: d.Addr(), BuildCtl: ctl}, nil
+	return build.Options{BuildKitAddr: d.Addr(), BuildCtl: ctl, BuildKitLimits: true}, nil
 }

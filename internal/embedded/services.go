@@ -126,7 +126,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
 		Log:          log.WithName("builder"),
-		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason,
+		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason, BuildKitLimits: bk.BuildKitLimits,
 		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: o.buildCPUMilli},
 		WorkDiskSize: o.buildDisk, CacheDiskSize: o.buildCacheDisk, MaxCheckoutBytes: o.MaxCheckoutBytes,
 	})

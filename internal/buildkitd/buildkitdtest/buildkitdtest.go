@@ -104,6 +104,8 @@ var toolSource []byte
 //	tool dial HOST:PORT  connects over TCP, exits 1 when it cannot
 //	tool fail            prints "tool fails on purpose" and exits 3
 //	tool serve           answers HTTP on $PORT with "hello from tool"
+//	tool alloc N         allocates and touches N MiB of memory
+//	tool threads N       starts N operating-system threads at once
 //
 // It is built in a directory of the test's (the Go build cache makes every
 // build after the first quick).

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -169,6 +171,12 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 		return gitserver.DeployResult{}, buildErr
 	}
 
+	// Deleted at the next prune unless a release runs it by then: the
+	// image of a release that fails, or that a kill cuts short, does not
+	// stay in the registry for ever.
+	if err := p.opts.Store.QueueDeletion(ctx, tenant.ID, push.App, store.DeleteImage, res.Image, fmt.Sprintf("build %d was not released", b.Number)); err != nil {
+		p.opts.Log.Error(err, "Recording a build's image for deletion unless released", "app", klog.KObj(app), "image", res.Image)
+	}
 	latest, err := p.latestNumber(ctx, tenant.ID, push.App)
 	if err != nil {
 		logs.Close()
@@ -303,11 +311,15 @@ func (p *Pipeline) releaseDir(app *platformv1alpha1.App, number int) string {
 const prunePatience = 2 * time.Minute
 
 // prune marks the app's releases past the retention pruned (the newest
-// ReleaseRetention and the one app says serves are kept) and deletes their
-// directories and the images no kept release runs. It runs once a release
-// is live and under the app's lock; the release stays live whatever
-// happens here. A failure to delete is logged: the release is marked
-// pruned first, so that nothing rolls back to a half-deleted one.
+// ReleaseRetention and the one app says serves are kept) and deletes what
+// the app has to delete: the pruned releases' directories, the images no
+// kept release runs, and the images of builds that were never released
+// (Deploy records each build's image before its release), these and those
+// of earlier prunes whose deletion failed. It runs once a release is live and under the app's
+// lock; the release stays live whatever happens here. A release is marked
+// pruned first, so that nothing rolls back to a half-deleted one; a
+// failed deletion is logged, kept with its error, and tried again at the
+// next prune.
 func (p *Pipeline) prune(ctx context.Context, tenantID string, app *platformv1alpha1.App, out io.Writer) {
 	// The push may end now that its release is live; the pruning goes on.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prunePatience)
@@ -318,23 +330,41 @@ func (p *Pipeline) prune(ctx context.Context, tenantID string, app *platformv1al
 		log.Error(err, "Pruning releases")
 		return
 	}
-	if len(pruned.Releases) == 0 {
+	if len(pruned.Releases) > 0 {
+		numbers := make([]string, 0, len(pruned.Releases))
+		for _, r := range pruned.Releases {
+			numbers = append(numbers, fmt.Sprintf("v%d", r.Number))
+		}
+		log.Info("Pruned releases", "releases", numbers, "images", len(pruned.Images), "retention", p.opts.ReleaseRetention)
+		fmt.Fprintf(out, "-----> Pruned %s: %s\n", strings.Join(numbers, ", "), store.RetentionRule(p.opts.ReleaseRetention))
+	}
+	pending, err := p.opts.Store.PendingDeletions(ctx, tenantID, app.Name)
+	if err != nil {
+		log.Error(err, "Listing what to delete")
 		return
 	}
-	numbers := make([]string, 0, len(pruned.Releases))
-	for _, r := range pruned.Releases {
-		numbers = append(numbers, fmt.Sprintf("v%d", r.Number))
-		if err := os.RemoveAll(p.releaseDir(app, r.Number)); err != nil {
-			log.Error(err, "Deleting a pruned release's directory", "release", r.Number)
+	for _, d := range pending {
+		var err error
+		switch d.Kind {
+		case store.DeleteReleaseDirectory:
+			n, convErr := strconv.Atoi(d.Target)
+			if convErr != nil {
+				err = fmt.Errorf("release number %q: %w", d.Target, convErr)
+				break
+			}
+			err = os.RemoveAll(p.releaseDir(app, n))
+		case store.DeleteImage:
+			err = deleteImage(ctx, d.Target, p.opts.Builder.Keychain())
+		default:
+			err = fmt.Errorf("unknown kind of deletion %q", d.Kind)
+		}
+		if err != nil {
+			log.Error(err, "Deleting an artifact; trying again at the next prune", "kind", d.Kind, "target", d.Target, "reason", d.Reason, "attempts", d.Attempts+1)
+		}
+		if recErr := p.opts.Store.FinishDeletion(ctx, d.ID, err); recErr != nil {
+			log.Error(recErr, "Recording a deletion", "kind", d.Kind, "target", d.Target)
 		}
 	}
-	for _, image := range pruned.Images {
-		if err := deleteImage(ctx, image, p.opts.Builder.Keychain()); err != nil {
-			log.Error(err, "Deleting a pruned release's image", "image", image)
-		}
-	}
-	log.Info("Pruned releases", "releases", numbers, "images", len(pruned.Images), "retention", p.opts.ReleaseRetention)
-	fmt.Fprintf(out, "-----> Pruned %s: %s\n", strings.Join(numbers, ", "), store.RetentionRule(p.opts.ReleaseRetention))
 }
 
 // deleteImage deletes image (by digest) from its registry; one that is gone
@@ -363,6 +393,15 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	}
 	img, err := build.Unpack(ctx, image, dir, p.opts.Builder.Keychain())
 	if err != nil {
+		// What was unpacked goes: on a full disk it holds the room the
+		// next release, or the serving one's restart, needs.
+		if rmErr := os.RemoveAll(dir); rmErr != nil {
+			p.opts.Log.Error(rmErr, "Removing a release directory left half unpacked", "dir", dir)
+		}
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			p.opts.Log.Error(err, "Disk full: release not unpacked", "app", klog.KObj(app), "release", number, "dir", filepath.Dir(dir))
+			return fmt.Errorf("the platform's disk is full: release v%d could not be unpacked; push again once the platform's operator has freed space", number)
+		}
 		return fmt.Errorf("unpacking %s: %w", image, err)
 	}
 	env, err := p.environment(ctx, app.Namespace, config)

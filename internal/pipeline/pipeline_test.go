@@ -2,10 +2,12 @@ package pipeline_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,8 +42,10 @@ type env struct {
 	rt           *process.Driver
 	repo, bare   string
 	tenant, name string
-	// registry is the platform registry's host:port.
-	registry string
+	// registry is the platform registry's host:port; while
+	// refuseDeletes is set it answers every DELETE with 503.
+	registry      string
+	refuseDeletes *atomic.Bool
 	// pipelineWith returns a pipeline on the first store, with its own
 	// releases directory, handing releases to rt.
 	pipelineWith func(rt runtime.Driver, binDir string) *pipeline.Pipeline
@@ -89,7 +93,15 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regSrv := httptest.NewServer(reg.Handler())
+	e.refuseDeletes = new(atomic.Bool)
+	regHandler := reg.Handler()
+	regSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && e.refuseDeletes.Load() {
+			http.Error(w, "the registry is unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		regHandler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(regSrv.Close)
 	e.registry = regSrv.Listener.Addr().String()
 	opts := build.Options{

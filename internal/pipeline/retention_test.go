@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestReleaseRetention: with a retention of 2, four deploys leave v1 and
@@ -115,4 +117,76 @@ func (e *env) imageExists(t *testing.T, image string) bool {
 		t.Fatalf("looking %s up: %v", image, err)
 	}
 	return true
+}
+
+// TestPruneTriesFailedDeletionsAgain: a deletion the registry refused is
+// tried again at the next prune, and the image of a build whose release
+// failed goes too.
+func TestPruneTriesFailedDeletionsAgain(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t)
+	pl, _ := e.retaining(1)
+	tenantID := mustTenantID(t, e.st, e.tenant)
+	if _, err := pl.Deploy(ctx, e.commit(t, "v1", ""), io.Discard); err != nil {
+		t.Fatalf("deploying v1: %v", err)
+	}
+
+	// A push whose build succeeds and whose release does not start.
+	push := e.commit(t, "broken", "")
+	if err := os.WriteFile(filepath.Join(e.repo, "server.js"), []byte("process.exit(1);\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Git(t, e.repo, "commit", "-q", "-am", "exit at once")
+	platformtest.Git(t, e.repo, "push", "-q", e.bare, "main")
+	push.New = platformtest.Git(t, e.repo, "rev-parse", "HEAD")[:40]
+	if _, err := pl.Deploy(ctx, push, io.Discard); err == nil {
+		t.Fatal("a release whose web process exits at once went live")
+	}
+	pending, err := e.st.PendingDeletions(ctx, tenantID, e.name)
+	if err != nil || len(pending) != 1 || pending[0].Kind != store.DeleteImage || pending[0].Reason != "build 2 was not released" {
+		t.Fatalf("pending deletions after the failed release: %+v, %v, want the broken build's image", pending, err)
+	}
+	unreleased := pending[0].Target
+	if !e.imageExists(t, unreleased) {
+		t.Fatalf("the broken build's image %s is not in the registry", unreleased)
+	}
+
+	e.refuseDeletes.Store(true)
+	if _, err := pl.Deploy(ctx, e.commit(t, "v2", ""), io.Discard); err != nil {
+		t.Fatalf("deploying v2: %v", err)
+	}
+	v1, err := e.st.GetRelease(ctx, tenantID, e.name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.PrunedAt == nil {
+		t.Fatal("v1 is not pruned after v2 with a retention of 1")
+	}
+	if !e.imageExists(t, v1.Image) || !e.imageExists(t, unreleased) {
+		t.Fatal("an image was deleted while the registry refused deletions")
+	}
+
+	e.refuseDeletes.Store(false)
+	if _, err := pl.Deploy(ctx, e.commit(t, "v3", ""), io.Discard); err != nil {
+		t.Fatalf("deploying v3: %v", err)
+	}
+	v2, err := e.st.GetRelease(ctx, tenantID, e.name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := e.st.GetRelease(ctx, tenantID, e.name, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, image := range map[string]string{"v1's image, refused once": v1.Image, "the unreleased build's image": unreleased, "v2's image": v2.Image} {
+		if e.imageExists(t, image) {
+			t.Errorf("%s (%s) is still in the registry", what, image)
+		}
+	}
+	if !e.imageExists(t, v3.Image) {
+		t.Errorf("v3's image, which serves, was deleted")
+	}
+	if pending, err := e.st.PendingDeletions(ctx, tenantID, e.name); err != nil || len(pending) != 0 {
+		t.Errorf("pending deletions after the registry came back: %+v, %v, want none", pending, err)
+	}
 }

@@ -304,15 +304,17 @@ type PrunedReleases struct {
 	// Releases are the releases it marked, oldest first.
 	Releases []Release
 	// Images are the images of Releases that no kept release of the app
-	// runs (a rollback re-uses an earlier release's image): those that may
-	// be deleted.
+	// runs (a rollback re-uses an earlier release's image): those whose
+	// deletion it recorded.
 	Images []string
 }
 
 // PruneReleases marks the app's kept releases pruned except the newest
 // keep of them and release current (the one that serves, 0 for none), and
-// returns those it marked: the caller deletes their artifacts. Releases
-// marked before are not returned again. The error wraps ErrInvalid when
+// returns those it marked. In the same transaction it records the deletion
+// of their directories and of the images in Images, which the caller does
+// through PendingDeletions and FinishDeletion. Releases marked before are
+// not returned again. The error wraps ErrInvalid when
 // keep is less than 1.
 func (s *Store) PruneReleases(ctx context.Context, tenantID, app string, keep, current int) (PrunedReleases, error) {
 	if keep < 1 {
@@ -355,9 +357,16 @@ func (s *Store) PruneReleases(ctx context.Context, tenantID, app string, keep, c
 		}
 		slices.SortFunc(out.Releases, func(a, b Release) int { return a.Number - b.Number })
 		for _, r := range out.Releases {
+			reason := fmt.Sprintf("release v%d pruned", r.Number)
+			if _, err := tx.Exec(ctx, queueDeletionSQL, tenantID, app, DeleteReleaseDirectory, strconv.Itoa(r.Number), reason); err != nil {
+				return err
+			}
 			if !running[r.Image] {
 				running[r.Image] = true
 				out.Images = append(out.Images, r.Image)
+				if _, err := tx.Exec(ctx, queueDeletionSQL, tenantID, app, DeleteImage, r.Image, reason); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,11 +35,13 @@ import (
 // FleetUpgrade controller does the rollout and reports in the status, and
 // records each run in Postgres (internal/store, upgrade_runs). Plans and
 // new FleetUpgrades are validated by the apiserver (a dry-run create for a
-// plan), so the CRD's OpenAPI and CEL rules are the only rules; their
-// refusals are answered 422 on the request's field.
+// plan; the CRD's OpenAPI and CEL rules are the only rules), then planned.
+// The apiserver's refusals and the planner's are answered 422 on the
+// request's field, found from the field paths of the apiserver's causes
+// and of the planner's field.ErrorList.
 
 // upgradeSpecFields maps the FleetUpgrade's fields to the request's, for
-// the apiserver's and the planner's refusals.
+// the field paths of the apiserver's and the planner's refusals.
 var upgradeSpecFields = []struct{ spec, field string }{
 	{"metadata.name", "name"},
 	{"spec.targetVersion", "targetVersion"},
@@ -64,52 +66,55 @@ func requestField(path string) string {
 }
 
 // invalidUpgrade turns the apiserver's Invalid answer into a 422 on the
-// first request field it names (targetVersion when it names none), with
-// every cause in the message.
+// first request field its causes name (targetVersion when they name none),
+// with every cause in the message.
 func invalidUpgrade(err error) error {
 	var se apierrors.APIStatus
 	if !errors.As(err, &se) || se.Status().Details == nil || len(se.Status().Details.Causes) == 0 {
 		return invalid("targetVersion", "the cluster refused the fleet upgrade: %v", err)
 	}
-	field := ""
+	first := ""
 	var msgs []string
 	for _, c := range se.Status().Details.Causes {
 		f := cmp.Or(requestField(c.Field), c.Field)
-		if field == "" && requestField(c.Field) != "" {
-			field = f
+		if first == "" && requestField(c.Field) != "" {
+			first = f
 		}
-		msgs = append(msgs, f+": "+specFieldsAsRequest(strings.TrimPrefix(c.Message, "Invalid value: ")))
+		msgs = append(msgs, f+": "+causeMessage(c))
 	}
-	return invalid(cmp.Or(field, "targetVersion"), "the cluster refused the fleet upgrade: %s", strings.Join(msgs, "; "))
+	return invalid(cmp.Or(first, "targetVersion"), "the cluster refused the fleet upgrade: %s", strings.Join(msgs, "; "))
 }
 
-// invalidPlan turns plan.ErrInvalidSpec into a 422 on the field it names
-// first, with the spec's field names written as the request's.
-func invalidPlan(err error) error {
-	msg := strings.TrimPrefix(err.Error(), plan.ErrInvalidSpec.Error()+": ")
-	field, first := "targetVersion", len(msg)
-	for _, f := range upgradeSpecFields {
-		if i := strings.Index(msg, f.spec); i >= 0 && i < first {
-			field, first = f.field, i
-		}
+// causeMessage is what the apiserver says of one field, without the
+// "Invalid value: " its cause type adds and the field path its schema
+// errors repeat ("spec.maxParallelClusters in body should be"), and with
+// the spec's field names, as the CRD's CEL messages write them, written as
+// the request's.
+func causeMessage(c metav1.StatusCause) string {
+	msg := strings.TrimPrefix(c.Message, "Invalid value: ")
+	if c.Field != "" {
+		msg = strings.ReplaceAll(msg, c.Field+" in body ", "")
 	}
-	return invalid(field, "%s", specFieldsAsRequest(msg))
-}
-
-// specFieldsAsRequest writes the FleetUpgrade's field names in msg as the
-// request's ("spec.waves[0].name in body should match" becomes "should
-// match", after the field).
-func specFieldsAsRequest(msg string) string {
-	msg = regexpSpecInBody.ReplaceAllString(msg, "")
 	for _, f := range upgradeSpecFields {
 		msg = strings.ReplaceAll(msg, f.spec, f.field)
 	}
 	return msg
 }
 
-// regexpSpecInBody matches the field path the apiserver's schema errors
-// repeat ("spec.maxParallelClusters in body ").
-var regexpSpecInBody = regexp.MustCompile(`\bspec\.[A-Za-z0-9.\[\]]+ in body `)
+// invalidPlan turns the planner's field errors into a 422 on the request
+// field of the first, with every error in the message on the request's
+// name for its field.
+func invalidPlan(errs field.ErrorList) error {
+	first := "targetVersion"
+	if len(errs) > 0 {
+		first = cmp.Or(requestField(errs[0].Field), first)
+	}
+	msgs := make([]string, len(errs))
+	for i, fe := range errs {
+		msgs[i] = plan.Describe(cmp.Or(requestField(fe.Field), fe.Field), fe)
+	}
+	return invalid(first, "%s", strings.Join(msgs, "; "))
+}
 
 // noClusterAPI answers when the management cluster does not serve Cluster
 // API's kinds.
@@ -198,8 +203,9 @@ func (s *Server) computePlan(ctx context.Context, fu *fleetv1.FleetUpgrade) (*pl
 		return nil, fmt.Errorf("listing kubeadm control planes: %w", err)
 	}
 	p, err := plan.Compute(plan.Input{Upgrade: fu, Clusters: clusters.Items, ControlPlanes: kcps.Items})
-	if errors.Is(err, plan.ErrInvalidSpec) {
-		return nil, invalidPlan(err)
+	var invalidSpec *plan.InvalidSpecError
+	if errors.As(err, &invalidSpec) {
+		return nil, invalidPlan(invalidSpec.Errs)
 	}
 	return p, err
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,29 +14,31 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
-	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/plan"
-	"bex.co/bex/internal/upgrade/verify"
 	"bex.co/bex/web/api/apiclient"
 )
 
-// Fleet upgrades, for operators.
+// Fleet upgrades, for operators: planning, starting, pausing, resuming
+// and aborting them. What the API shows of them is in upgradeviews.go.
 //
 // A FleetUpgrade is cluster-scoped (its CRD says so), so it lives in no
 // namespace and the API creates none. The API writes only the spec: the
 // FleetUpgrade controller does the rollout and reports in the status, and
 // records each run in Postgres (internal/store, upgrade_runs). Plans and
 // new FleetUpgrades are validated by the apiserver (a dry-run create for a
-// plan), so the CRD's OpenAPI and CEL rules are the only rules; their
-// refusals are answered 422 on the request's field.
+// plan; the CRD's OpenAPI and CEL rules are the only rules), then planned.
+// The apiserver's refusals and the planner's are answered 422 on the
+// request's field, found from the field paths of the apiserver's causes
+// and of the planner's field.ErrorList.
 
 // upgradeSpecFields maps the FleetUpgrade's fields to the request's, for
-// the apiserver's and the planner's refusals.
+// the field paths of the apiserver's and the planner's refusals.
 var upgradeSpecFields = []struct{ spec, field string }{
 	{"metadata.name", "name"},
 	{"spec.targetVersion", "targetVersion"},
@@ -64,52 +63,55 @@ func requestField(path string) string {
 }
 
 // invalidUpgrade turns the apiserver's Invalid answer into a 422 on the
-// first request field it names (targetVersion when it names none), with
-// every cause in the message.
+// first request field its causes name (targetVersion when they name none),
+// with every cause in the message.
 func invalidUpgrade(err error) error {
 	var se apierrors.APIStatus
 	if !errors.As(err, &se) || se.Status().Details == nil || len(se.Status().Details.Causes) == 0 {
 		return invalid("targetVersion", "the cluster refused the fleet upgrade: %v", err)
 	}
-	field := ""
+	first := ""
 	var msgs []string
 	for _, c := range se.Status().Details.Causes {
 		f := cmp.Or(requestField(c.Field), c.Field)
-		if field == "" && requestField(c.Field) != "" {
-			field = f
+		if first == "" && requestField(c.Field) != "" {
+			first = f
 		}
-		msgs = append(msgs, f+": "+specFieldsAsRequest(strings.TrimPrefix(c.Message, "Invalid value: ")))
+		msgs = append(msgs, f+": "+causeMessage(c))
 	}
-	return invalid(cmp.Or(field, "targetVersion"), "the cluster refused the fleet upgrade: %s", strings.Join(msgs, "; "))
+	return invalid(cmp.Or(first, "targetVersion"), "the cluster refused the fleet upgrade: %s", strings.Join(msgs, "; "))
 }
 
-// invalidPlan turns plan.ErrInvalidSpec into a 422 on the field it names
-// first, with the spec's field names written as the request's.
-func invalidPlan(err error) error {
-	msg := strings.TrimPrefix(err.Error(), plan.ErrInvalidSpec.Error()+": ")
-	field, first := "targetVersion", len(msg)
-	for _, f := range upgradeSpecFields {
-		if i := strings.Index(msg, f.spec); i >= 0 && i < first {
-			field, first = f.field, i
-		}
+// causeMessage is what the apiserver says of one field, without the
+// "Invalid value: " its cause type adds and the field path its schema
+// errors repeat ("spec.maxParallelClusters in body should be"), and with
+// the spec's field names, as the CRD's CEL messages write them, written as
+// the request's.
+func causeMessage(c metav1.StatusCause) string {
+	msg := strings.TrimPrefix(c.Message, "Invalid value: ")
+	if c.Field != "" {
+		msg = strings.ReplaceAll(msg, c.Field+" in body ", "")
 	}
-	return invalid(field, "%s", specFieldsAsRequest(msg))
-}
-
-// specFieldsAsRequest writes the FleetUpgrade's field names in msg as the
-// request's ("spec.waves[0].name in body should match" becomes "should
-// match", after the field).
-func specFieldsAsRequest(msg string) string {
-	msg = regexpSpecInBody.ReplaceAllString(msg, "")
 	for _, f := range upgradeSpecFields {
 		msg = strings.ReplaceAll(msg, f.spec, f.field)
 	}
 	return msg
 }
 
-// regexpSpecInBody matches the field path the apiserver's schema errors
-// repeat ("spec.maxParallelClusters in body ").
-var regexpSpecInBody = regexp.MustCompile(`\bspec\.[A-Za-z0-9.\[\]]+ in body `)
+// invalidPlan turns the planner's field errors into a 422 on the request
+// field of the first, with every error in the message on the request's
+// name for its field.
+func invalidPlan(errs field.ErrorList) error {
+	first := "targetVersion"
+	if len(errs) > 0 {
+		first = cmp.Or(requestField(errs[0].Field), first)
+	}
+	msgs := make([]string, len(errs))
+	for i, fe := range errs {
+		msgs[i] = plan.Describe(cmp.Or(requestField(fe.Field), fe.Field), fe)
+	}
+	return invalid(first, "%s", strings.Join(msgs, "; "))
+}
 
 // noClusterAPI answers when the management cluster does not serve Cluster
 // API's kinds.
@@ -129,16 +131,6 @@ func parseSelector(field, s string) (metav1.LabelSelector, error) {
 		return metav1.LabelSelector{}, invalid(field, "selector %q: %v (write it as kubectl -l does: env=prod,tier!=db,zone in (a,b))", s, err)
 	}
 	return *sel, nil
-}
-
-// selectorString writes a label selector in kubectl's syntax; "" selects
-// everything.
-func selectorString(sel metav1.LabelSelector) string {
-	s, err := metav1.LabelSelectorAsSelector(&sel)
-	if err != nil {
-		return "<invalid>"
-	}
-	return s.String()
 }
 
 // upgradeSpec builds a FleetUpgrade spec from the request's fields; what
@@ -198,8 +190,9 @@ func (s *Server) computePlan(ctx context.Context, fu *fleetv1.FleetUpgrade) (*pl
 		return nil, fmt.Errorf("listing kubeadm control planes: %w", err)
 	}
 	p, err := plan.Compute(plan.Input{Upgrade: fu, Clusters: clusters.Items, ControlPlanes: kcps.Items})
-	if errors.Is(err, plan.ErrInvalidSpec) {
-		return nil, invalidPlan(err)
+	var invalidSpec *plan.InvalidSpecError
+	if errors.As(err, &invalidSpec) {
+		return nil, invalidPlan(invalidSpec.Errs)
 	}
 	return p, err
 }
@@ -248,31 +241,6 @@ func (s *Server) planUpgrade(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, planView(p))
-}
-
-// planView is what the API shows of a plan.
-func planView(p *plan.Plan) apiclient.UpgradePlan {
-	v := apiclient.UpgradePlan{TargetVersion: p.Target, Stages: []apiclient.UpgradeStage{},
-		Skipped: []apiclient.UpgradeDecision{}, Refused: []apiclient.UpgradeDecision{}}
-	for _, st := range p.Stages {
-		sv := apiclient.UpgradeStage{Name: st.Name, Kind: string(st.Kind), MaxParallel: st.MaxParallel}
-		for _, c := range st.Clusters {
-			sv.Clusters = append(sv.Clusters, apiclient.PlannedCluster{
-				Name: c.Name(), ControlPlane: c.ControlPlane.String(), FromVersion: c.FromVersion, ToVersion: c.ToVersion, Management: c.Management,
-			})
-		}
-		v.Stages = append(v.Stages, sv)
-	}
-	decisions := func(ds []plan.Decision, decision string) []apiclient.UpgradeDecision {
-		out := []apiclient.UpgradeDecision{}
-		for _, d := range ds {
-			out = append(out, apiclient.UpgradeDecision{Cluster: d.Key.String(), Version: d.Version, Decision: decision, Reason: d.Reason, Message: d.Message})
-		}
-		return out
-	}
-	v.Skipped = decisions(p.Skipped, "skipped")
-	v.Refused = decisions(p.Refused, "refused")
-	return v
 }
 
 func (s *Server) createUpgrade(c echo.Context) error {
@@ -326,225 +294,6 @@ func (s *Server) getUpgradeObject(c echo.Context) (*fleetv1.FleetUpgrade, error)
 		return nil, fmt.Errorf("reading fleet upgrade %s: %w", name, err)
 	}
 	return fu, nil
-}
-
-// runsOf returns the recorded runs of the given FleetUpgrades, by UID.
-func (s *Server) runsOf(ctx context.Context, fus ...*fleetv1.FleetUpgrade) (map[string]store.UpgradeRun, error) {
-	uids := make([]string, len(fus))
-	for i, fu := range fus {
-		uids[i] = string(fu.UID)
-	}
-	return s.store.UpgradeRunsByUID(ctx, uids)
-}
-
-func (s *Server) listUpgrades(c echo.Context) error {
-	ctx := c.Request().Context()
-	var list fleetv1.FleetUpgradeList
-	if err := s.kube.List(ctx, &list); err != nil {
-		if meta.IsNoMatchError(err) {
-			return c.JSON(http.StatusOK, []apiclient.Upgrade{})
-		}
-		return fmt.Errorf("listing fleet upgrades: %w", err)
-	}
-	fus := make([]*fleetv1.FleetUpgrade, len(list.Items))
-	for i := range list.Items {
-		fus[i] = &list.Items[i]
-	}
-	runs, err := s.runsOf(ctx, fus...)
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(list.Items, func(a, b fleetv1.FleetUpgrade) int {
-		return cmp.Or(b.CreationTimestamp.Compare(a.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
-	})
-	views := make([]apiclient.Upgrade, 0, len(list.Items))
-	for i := range list.Items {
-		fu := &list.Items[i]
-		var run *apiclient.UpgradeRun
-		if r, ok := runs[string(fu.UID)]; ok {
-			run = runView(r)
-		}
-		views = append(views, upgradeView(fu, run))
-	}
-	return c.JSON(http.StatusOK, views)
-}
-
-func (s *Server) getUpgrade(c echo.Context) error {
-	withProbes, _ := strconv.ParseBool(c.QueryParam("probes"))
-	fu, err := s.getUpgradeObject(c)
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	runs, err := s.runsOf(ctx, fu)
-	if err != nil {
-		return err
-	}
-	var run *apiclient.UpgradeRun
-	if r, ok := runs[string(fu.UID)]; ok {
-		if run, err = s.recordedRun(ctx, r, withProbes); err != nil {
-			return err
-		}
-	}
-	return c.JSON(http.StatusOK, upgradeView(fu, run))
-}
-
-// failedOutcomes are the outcomes of a failed probe.
-func failedOutcomes() []string {
-	var out []string
-	for _, o := range verify.Outcomes() {
-		if o.Failed() {
-			out = append(out, string(o))
-		}
-	}
-	return out
-}
-
-// recordedRun returns the run r with its steps, each with its probes
-// counted by outcome and by apiserver and, with withFailed, its failed
-// probes; three queries whatever the run's length.
-func (s *Server) recordedRun(ctx context.Context, r store.UpgradeRun, withFailed bool) (*apiclient.UpgradeRun, error) {
-	run := runView(r)
-	steps, err := s.store.ListUpgradeSteps(ctx, r.ID)
-	if err != nil {
-		return nil, err
-	}
-	tallies, err := s.store.TallyProbes(ctx, r.ID)
-	if err != nil {
-		return nil, err
-	}
-	var failed map[string][]store.ProbeSample
-	if withFailed {
-		if failed, err = s.store.ListRunProbes(ctx, r.ID, failedOutcomes()); err != nil {
-			return nil, err
-		}
-	}
-	byStep := map[string][]store.ProbeTally{}
-	for _, t := range tallies {
-		byStep[t.StepID] = append(byStep[t.StepID], t)
-	}
-	for _, st := range steps {
-		run.Steps = append(run.Steps, recordedStepView(st, byStep[st.ID], failed[st.ID]))
-	}
-	return run, nil
-}
-
-func recordedStepView(st store.UpgradeStep, tallies []store.ProbeTally, failed []store.ProbeSample) apiclient.UpgradeRecordedStep {
-	v := apiclient.UpgradeRecordedStep{
-		Seq: st.Seq, Cluster: st.Cluster, Kind: st.Kind, Machine: st.Machine, FromVersion: st.FromVersion, ToVersion: st.ToVersion,
-		Outcome: string(st.Outcome), Message: st.Message, StartedAt: st.StartedAt.UTC(), FinishedAt: utcPtr(st.FinishedAt),
-	}
-	for _, t := range tallies {
-		if v.Probes == nil {
-			v.Probes, v.ProbesByAPIServer = map[string]int{}, map[string]map[string]int{}
-		}
-		v.Probes[t.Outcome] += t.Count
-		if v.ProbesByAPIServer[t.APIServer] == nil {
-			v.ProbesByAPIServer[t.APIServer] = map[string]int{}
-		}
-		v.ProbesByAPIServer[t.APIServer][t.Outcome] += t.Count
-	}
-	for _, p := range failed {
-		v.FailedProbes = append(v.FailedProbes, apiclient.UpgradeProbe{
-			APIServer: p.APIServer, Resource: p.Resource, Verb: p.Verb, Status: p.Status, Outcome: p.Outcome, Message: p.Message, At: p.At.UTC(),
-		})
-	}
-	return v
-}
-
-func runView(r store.UpgradeRun) *apiclient.UpgradeRun {
-	return &apiclient.UpgradeRun{ID: r.ID, State: string(r.State), Message: r.Message, StartedAt: r.StartedAt.UTC(), FinishedAt: utcPtr(r.FinishedAt)}
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-func metaTimePtr(t *metav1.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-// upgradeConditionOrder is the order in which conditions are shown.
-var upgradeConditionOrder = []string{
-	fleetv1.FleetUpgradeReadyCondition,
-	fleetv1.FleetUpgradePausedCondition,
-	fleetv1.FleetUpgradeVerifiedCondition,
-	fleetv1.FleetUpgradeProgressingCondition,
-	fleetv1.FleetUpgradePreflightPassedCondition,
-}
-
-func conditionViews(conds []metav1.Condition) []apiclient.UpgradeCondition {
-	conds = slices.Clone(conds)
-	rank := func(typ string) int {
-		if i := slices.Index(upgradeConditionOrder, typ); i >= 0 {
-			return i
-		}
-		return len(upgradeConditionOrder)
-	}
-	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return cmp.Compare(rank(a.Type), rank(b.Type)) })
-	out := make([]apiclient.UpgradeCondition, 0, len(conds))
-	for _, c := range conds {
-		out = append(out, apiclient.UpgradeCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.UTC()})
-	}
-	return out
-}
-
-// upgradeView is what the API shows of a FleetUpgrade and its run.
-func upgradeView(fu *fleetv1.FleetUpgrade, run *apiclient.UpgradeRun) apiclient.Upgrade {
-	spec := fu.Spec
-	v := apiclient.Upgrade{
-		Name:                fu.Name,
-		TargetVersion:       spec.TargetVersion,
-		FromVersion:         spec.FromVersion,
-		ClusterSelector:     selectorString(spec.ClusterSelector),
-		MaxParallelClusters: max(spec.MaxParallelClusters, 1),
-		Soak:                "10m0s",
-		WireMVP:             spec.WireMVP,
-		Paused:              spec.Paused,
-		Aborted:             spec.Abort,
-		Phase:               string(fu.Status.Phase),
-		Conditions:          conditionViews(fu.Status.Conditions),
-		Clusters:            []apiclient.UpgradeClusterStatus{},
-		Run:                 run,
-		CreatedAt:           fu.CreationTimestamp.UTC(),
-	}
-	if spec.SoakTime != nil {
-		v.Soak = spec.SoakTime.Duration.String()
-	}
-	if spec.CanaryCluster != nil {
-		v.CanaryCluster = spec.CanaryCluster.Namespace + "/" + spec.CanaryCluster.Name
-	}
-	for _, w := range spec.Waves {
-		v.Waves = append(v.Waves, apiclient.UpgradeWave{Name: w.Name, ClusterSelector: selectorString(w.ClusterSelector), MaxParallel: max(w.MaxParallel, 1)})
-	}
-	for _, cs := range fu.Status.Clusters {
-		cv := apiclient.UpgradeClusterStatus{
-			Name: cs.Name, Wave: cs.Wave, Phase: string(cs.Phase), FromVersion: cs.FromVersion, ToVersion: cs.ToVersion,
-			Steps: []apiclient.UpgradeMachineStep{}, StartedAt: metaTimePtr(cs.StartedAt), FinishedAt: metaTimePtr(cs.FinishedAt),
-			Conditions: conditionViews(cs.Conditions),
-		}
-		for _, st := range cs.Steps {
-			cv.Steps = append(cv.Steps, apiclient.UpgradeMachineStep{
-				Machine: st.Machine, OldVersion: st.OldVersion, NewVersion: st.NewVersion,
-				StartedAt: metaTimePtr(st.StartedAt), FinishedAt: metaTimePtr(st.FinishedAt), Verdict: string(st.Verdict), Message: st.Message,
-			})
-		}
-		if lv := cs.LastVerification; lv != nil {
-			cv.LastVerification = &apiclient.UpgradeVerification{
-				Time: lv.Time.UTC(), Passed: lv.Passed, Reason: lv.Reason, Message: lv.Message, APIServers: lv.APIServers,
-			}
-		}
-		v.Clusters = append(v.Clusters, cv)
-	}
-	return v
 }
 
 // What pause, resume and abort say happens now.

@@ -11,6 +11,11 @@
 // of it, or not on spec.fromVersion) are refused with a message that says
 // what to do.
 //
+// A spec that cannot be planned is refused with an InvalidSpecError: a
+// field.ErrorList with the FleetUpgrade's field paths (spec.canaryCluster),
+// so the API answers on the request's field without reading the text, and
+// the controller writes the text into a condition.
+//
 // Everything here is a pure function of its input: no client, no clock. The
 // FleetUpgrade controller computes the plan every reconcile from what it
 // reads, and records it in the status.

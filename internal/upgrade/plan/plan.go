@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -64,12 +65,44 @@ const (
 	ReasonUnknownVersion = "UnknownVersion"
 )
 
-// Errors returned for a FleetUpgrade spec that cannot be planned. They are
-// terminal: the spec must change.
-var (
-	// ErrInvalidSpec wraps every error about the FleetUpgrade's spec.
-	ErrInvalidSpec = errors.New("invalid FleetUpgrade spec")
-)
+// ErrInvalidSpec is every error about a FleetUpgrade spec that cannot be
+// planned (errors.Is). It is terminal: the spec must change.
+var ErrInvalidSpec = errors.New("invalid FleetUpgrade spec")
+
+// InvalidSpecError is the error Compute returns for a spec it cannot plan:
+// what is wrong, field by field. It is ErrInvalidSpec.
+type InvalidSpecError struct {
+	// Errs has one error per field, with the field's path in the
+	// FleetUpgrade (spec.canaryCluster), in the order Compute checks them.
+	// Its Detail names other fields as the spec's children (clusterSelector).
+	Errs field.ErrorList
+}
+
+// Error writes every field error as Describe does, after ErrInvalidSpec's
+// text.
+func (e *InvalidSpecError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, fe := range e.Errs {
+		msgs[i] = Describe(fe.Field, fe)
+	}
+	return ErrInvalidSpec.Error() + ": " + strings.Join(msgs, "; ")
+}
+
+// Is reports whether target is ErrInvalidSpec.
+func (e *InvalidSpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
+// Describe writes one of Compute's field errors as a sentence about the
+// field at path, which is fe.Field or the caller's name for that field: a
+// value that does not parse reads "spec.targetVersion: parsing version
+// ...", a cluster that is missing or not allowed reads "spec.canaryCluster
+// fleet/a does not exist or ...".
+func Describe(path string, fe *field.Error) string {
+	switch fe.Type {
+	case field.ErrorTypeNotFound, field.ErrorTypeForbidden:
+		return fmt.Sprintf("%s %v %s", path, fe.BadValue, fe.Detail)
+	}
+	return path + ": " + fe.Detail
+}
 
 // Input is what the plan is computed from.
 type Input struct {
@@ -162,34 +195,44 @@ func (p *Plan) StageOf(key types.NamespacedName) string {
 	return ""
 }
 
-// Compute returns the plan of a FleetUpgrade. It returns an error wrapping
-// ErrInvalidSpec when the spec cannot be planned: an unparsable version or
-// selector, a canary that does not exist, is not selected, or is the
-// management cluster.
+// Compute returns the plan of a FleetUpgrade. When the spec cannot be
+// planned (an unparsable version or selector, a canary that does not
+// exist, is not selected, or is the management cluster) it returns an
+// *InvalidSpecError with every such field.
 func Compute(in Input) (*Plan, error) {
 	if in.Upgrade == nil {
 		return nil, fmt.Errorf("%w: no FleetUpgrade", ErrInvalidSpec)
 	}
 	spec := in.Upgrade.Spec
+	specPath := field.NewPath("spec")
+	var errs field.ErrorList
 	target, err := parseVersion(spec.TargetVersion)
 	if err != nil {
-		return nil, fmt.Errorf("%w: spec.targetVersion: %w", ErrInvalidSpec, err)
+		errs = append(errs, field.Invalid(specPath.Child("targetVersion"), spec.TargetVersion, err.Error()))
 	}
 	var from *version.Version
 	if spec.FromVersion != "" {
 		if from, err = parseVersion(spec.FromVersion); err != nil {
-			return nil, fmt.Errorf("%w: spec.fromVersion: %w", ErrInvalidSpec, err)
+			errs = append(errs, field.Invalid(specPath.Child("fromVersion"), spec.FromVersion, err.Error()))
 		}
 	}
-	selector, err := metav1.LabelSelectorAsSelector(&spec.ClusterSelector)
-	if err != nil {
-		return nil, fmt.Errorf("%w: spec.clusterSelector: %w", ErrInvalidSpec, err)
+	selector, selectorErr := metav1.LabelSelectorAsSelector(&spec.ClusterSelector)
+	if selectorErr != nil {
+		errs = append(errs, field.Invalid(specPath.Child("clusterSelector"), spec.ClusterSelector, selectorErr.Error()))
 	}
 	waveSelectors := make([]labels.Selector, len(spec.Waves))
 	for i, w := range spec.Waves {
 		if waveSelectors[i], err = metav1.LabelSelectorAsSelector(&w.ClusterSelector); err != nil {
-			return nil, fmt.Errorf("%w: spec.waves[%s].clusterSelector: %w", ErrInvalidSpec, w.Name, err)
+			errs = append(errs, field.Invalid(specPath.Child("waves").Index(i).Child("clusterSelector"), w.ClusterSelector, err.Error()))
 		}
+	}
+	var selected []*clusterv1.Cluster
+	if selectorErr == nil {
+		selected = sortedClusters(in.Clusters, selector)
+		errs = append(errs, validateCanary(spec.CanaryCluster, selected, specPath.Child("canaryCluster"))...)
+	}
+	if len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
 	}
 
 	kcps := make(map[types.NamespacedName]*controlplanev1.KubeadmControlPlane, len(in.ControlPlanes))
@@ -199,24 +242,9 @@ func Compute(in Input) (*Plan, error) {
 	}
 
 	p := &Plan{Target: "v" + target.String()}
-	selected := sortedClusters(in.Clusters, selector)
-
 	var canaryKey *types.NamespacedName
-	if spec.CanaryCluster != nil {
-		k := types.NamespacedName{Namespace: spec.CanaryCluster.Namespace, Name: spec.CanaryCluster.Name}
-		canaryKey = &k
-		found := false
-		for _, c := range selected {
-			if keyOf(c) == k {
-				found = true
-				if isManagement(c) {
-					return nil, fmt.Errorf("%w: spec.canaryCluster %s is the management cluster, which is always upgraded last", ErrInvalidSpec, k)
-				}
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%w: spec.canaryCluster %s does not exist or does not match spec.clusterSelector", ErrInvalidSpec, k)
-		}
+	if c := spec.CanaryCluster; c != nil {
+		canaryKey = &types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 	}
 
 	// Decide for each selected cluster: upgrade, skip or refuse.
@@ -265,6 +293,29 @@ func Compute(in Input) (*Plan, error) {
 		Clusters: take(func(Cluster) bool { return true })})
 	p.addStage(Stage{Name: ManagementStage, Kind: StageManagement, MaxParallel: 1, Clusters: mgmt})
 	return p, nil
+}
+
+// validateCanary checks that the canary, if any, is among the selected
+// clusters and is not the management cluster.
+func validateCanary(canary *fleetv1.ClusterReference, selected []*clusterv1.Cluster, fldPath *field.Path) field.ErrorList {
+	if canary == nil {
+		return nil
+	}
+	k := types.NamespacedName{Namespace: canary.Namespace, Name: canary.Name}
+	for _, c := range selected {
+		if keyOf(c) != k {
+			continue
+		}
+		if isManagement(c) {
+			forbidden := field.Forbidden(fldPath, "is the management cluster, which is always upgraded last")
+			forbidden.BadValue = k.String()
+			return field.ErrorList{forbidden}
+		}
+		return nil
+	}
+	notFound := field.NotFound(fldPath, k.String())
+	notFound.Detail = "does not exist or does not match clusterSelector"
+	return field.ErrorList{notFound}
 }
 
 func (p *Plan) addStage(s Stage) {

@@ -262,40 +262,84 @@ func TestComputeNoControlPlane(t *testing.T) {
 
 func TestComputeInvalidSpec(t *testing.T) {
 	mgmt := map[string]string{plan.ManagementLabel: "true"}
+	bogus := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}
 	tests := []struct {
 		name     string
 		clusters []cluster
 		fu       *fleetv1.FleetUpgrade
-		want     string
+		// errs are the field errors as "path type".
+		errs []string
+		says string
 	}{
-		{"bad target", nil, upgrade("latest"), "spec.targetVersion"},
+		{"bad target", nil, upgrade("latest"), []string{"spec.targetVersion FieldValueInvalid"},
+			`invalid FleetUpgrade spec: spec.targetVersion: parsing version "latest": `},
 		{"canary missing", []cluster{{name: "a", version: "1.36.3"}},
 			upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
 				s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "nope"}
-			}), "does not exist or does not match"},
+			}), []string{"spec.canaryCluster FieldValueNotFound"},
+			"invalid FleetUpgrade spec: spec.canaryCluster fleet/nope does not exist or does not match clusterSelector"},
 		{"canary not selected", []cluster{{name: "a", version: "1.36.3"}},
 			upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
 				s.ClusterSelector = metav1.LabelSelector{MatchLabels: mapOf("x", "y")}
 				s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "a"}
-			}), "does not exist or does not match"},
+			}), []string{"spec.canaryCluster FieldValueNotFound"}, "fleet/a does not exist or does not match"},
 		{"canary is management", []cluster{{name: "m", version: "1.36.3", labels: mgmt}},
 			upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
 				s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "m"}
-			}), "management cluster"},
+			}), []string{"spec.canaryCluster FieldValueForbidden"},
+			"spec.canaryCluster fleet/m is the management cluster, which is always upgraded last"},
 		{"bad wave selector", nil,
 			upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
-				s.Waves = []fleetv1.Wave{{Name: "w", ClusterSelector: metav1.LabelSelector{
-					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}}}
-			}), "spec.waves[w]"},
+				s.Waves = []fleetv1.Wave{{Name: "w", ClusterSelector: bogus}}
+			}), []string{"spec.waves[0].clusterSelector FieldValueInvalid"}, `spec.waves[0].clusterSelector: "Bogus" is not a valid`},
+		{"every field that is wrong", []cluster{{name: "a", version: "1.36.3"}},
+			upgrade("latest", func(s *fleetv1.FleetUpgradeSpec) {
+				s.FromVersion = "1.36"
+				s.Waves = []fleetv1.Wave{{Name: "w", ClusterSelector: bogus}}
+				s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "nope"}
+			}), []string{
+				"spec.targetVersion FieldValueInvalid", "spec.fromVersion FieldValueInvalid",
+				"spec.waves[0].clusterSelector FieldValueInvalid", "spec.canaryCluster FieldValueNotFound",
+			}, `parsing version "1.36"`},
+		{"no canary check without a selector", []cluster{{name: "a", version: "1.36.3"}},
+			upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
+				s.ClusterSelector = bogus
+				s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "a"}
+			}), []string{"spec.clusterSelector FieldValueInvalid"}, "spec.clusterSelector: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cs, kcps := build(tt.clusters...)
 			_, err := plan.Compute(plan.Input{Upgrade: tt.fu, Clusters: cs, ControlPlanes: kcps})
-			if !errors.Is(err, plan.ErrInvalidSpec) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want ErrInvalidSpec containing %q", err, tt.want)
+			var invalid *plan.InvalidSpecError
+			if !errors.Is(err, plan.ErrInvalidSpec) || !errors.As(err, &invalid) {
+				t.Fatalf("err = %v, want an InvalidSpecError", err)
+			}
+			var got []string
+			for _, fe := range invalid.Errs {
+				got = append(got, fe.Field+" "+string(fe.Type))
+			}
+			if !reflect.DeepEqual(got, tt.errs) {
+				t.Errorf("field errors = %q, want %q", got, tt.errs)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("err = %v, want it to say %q", err, tt.says)
 			}
 		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	// The caller's name for the field replaces the spec's path.
+	_, err := plan.Compute(plan.Input{Upgrade: upgrade("1.37.2", func(s *fleetv1.FleetUpgradeSpec) {
+		s.CanaryCluster = &fleetv1.ClusterReference{Namespace: "fleet", Name: "nope"}
+	})})
+	var invalid *plan.InvalidSpecError
+	if !errors.As(err, &invalid) || len(invalid.Errs) != 1 {
+		t.Fatalf("err = %v, want one field error", err)
+	}
+	if got, want := plan.Describe("canaryCluster", invalid.Errs[0]), "canaryCluster fleet/nope does not exist or does not match clusterSelector"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
 	}
 }
 

@@ -1,0 +1,44 @@
+package platformtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+const (
+	// poll is how often Eventually tries its condition.
+	poll = 20 * time.Millisecond
+	// tryTimeout bounds the context of one try.
+	tryTimeout = 10 * time.Second
+)
+
+// Eventually calls cond every 20 ms until it returns nil, and fails t with
+// what and cond's last error when timeout passes first. cond says in its
+// error why the condition does not hold yet.
+//
+// Each try gets its own context, which ends 10 s after the try began or
+// with the test, not at timeout: a try still running at the deadline fails
+// with its own error, not with the wait's. cond runs on the calling
+// goroutine, so it may call t.Fatal.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := try(t, cond)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// try runs cond once with a context of its own.
+func try(t testing.TB, cond func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(t.Context(), tryTimeout)
+	defer cancel()
+	return cond(ctx)
+}

@@ -17,15 +17,16 @@ const (
 // what and cond's last error when timeout passes first. cond says in its
 // error why the condition does not hold yet.
 //
-// Each try gets its own context, which ends 10 s after the try began or
-// with the test, not at timeout: a try still running at the deadline fails
-// with its own error, not with the wait's. cond runs on the calling
+// Each try gets its own context, which ends 10 s after the try began: not
+// at timeout, so that a try still running at the deadline fails with its
+// own error, not with the wait's; nor with the test's context, which has
+// ended by the time t.Cleanup functions wait. cond runs on the calling
 // goroutine, so it may call t.Fatal.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		err := try(t, cond)
+		err := try(cond)
 		if err == nil {
 			return
 		}
@@ -37,8 +38,8 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 }
 
 // try runs cond once with a context of its own.
-func try(t testing.TB, cond func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(t.Context(), tryTimeout)
+func try(cond func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), tryTimeout)
 	defer cancel()
 	return cond(ctx)
 }

@@ -51,6 +51,11 @@
 //     with a message naming the limit, and nothing is stored: packs are
 //     spooled to a temporary file and added to the repository only once
 //     complete and within the limit.
+//   - With Options.Quota, a pack that would take the tenant's repositories
+//     (Root/<tenant>) past its repository size quota is refused and nothing
+//     is stored. A disk (or disk quota) that fills while a pack is stored
+//     is said to the pusher in those words: nothing stored, the branch and
+//     the running release untouched.
 //   - Bodies are bounded as they are read: a push's reference updates to
 //     1 MiB, a gzip-compressed push to the pack limit plus 1 MiB once
 //     inflated, a fetch request to 16 MiB. A body over its bound before
@@ -67,5 +72,9 @@
 // # Operating notes
 //
 // The lock is in memory: one Server owns a Root. An http.Server serving
-// HTTPHandler must not set a WriteTimeout shorter than the longest build.
+// HTTPHandler must not set a WriteTimeout shorter than the longest build;
+// HTTPTimeouts are the limits to serve it with. SSH connections are bounded
+// by Options.SSH (SSHTimeouts by default): a handshake that takes too long
+// or a connection silent for too long is closed. LoadOrCreateHostKey reads
+// the SSH host key, creating one on first start.
 package gitserver

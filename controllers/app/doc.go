@@ -1,7 +1,15 @@
-// Package app reconciles App objects: it observes what an App refers to (the
-// Secrets behind its env) and what has been built and released for it, and
-// writes the App's conditions and observedGeneration.
+// Package app reconciles App objects. Each round it observes what an App
+// refers to (the Secrets behind its env), places it on a workload cluster
+// when it has a Placer (SchedulerPlacer: a PlacementReview to the
+// scheduling.bex.co API, then a Placement named like the App), has the
+// tenant's namespace in the runtime prepared (when Releases is also a
+// NamespacePreparer), keeps the App's current release running and reads
+// its health and the newest build's outcome through Releases, and writes
+// the App's Built, Released, Placed and Ready conditions, status.cluster
+// and observedGeneration. A running App is observed again every 15 s: the
+// runtime has no events to watch. Deleting an App stops what runs for it
+// and removes its Placement before its finalizer comes off.
 //
 // The build and release pipeline hands it facts through the App's status
-// (currentRelease); it never starts builds itself.
+// (currentRelease) and Releases; it never starts builds itself.
 package app

@@ -541,3 +541,19 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// finalClusterPhase reports whether a cluster's upgrade has ended.
+func finalClusterPhase(p fleetv1.ClusterUpgradePhase) bool {
+	switch p {
+	case fleetv1.ClusterUpgradePhaseSucceeded, fleetv1.ClusterUpgradePhaseFailed,
+		fleetv1.ClusterUpgradePhaseAborted, fleetv1.ClusterUpgradePhaseSkipped:
+		return true
+	}
+	return false
+}
+
+// startedClusterPhase reports whether a cluster's upgrade has started: it
+// its phase is set and neither Pending nor Skipped.
+func startedClusterPhase(p fleetv1.ClusterUpgradePhase) bool {
+	return p != "" && p != fleetv1.ClusterUpgradePhasePending && p != fleetv1.ClusterUpgradePhaseSkipped
+}

@@ -1,8 +1,8 @@
 // Package fleetupgrade reconciles FleetUpgrade objects: it moves the Cluster
 // API (v1beta2) clusters a FleetUpgrade selects to the next Kubernetes minor
-// version, canary first, then the waves, one KubeadmControlPlane machine at
-// a time, and stops the rollout when the Mixed Version Proxy verifier sees a
-// tenant request fail.
+// version, canary first, then the waves, the management cluster last, one
+// KubeadmControlPlane machine at a time, and stops the rollout when the
+// Mixed Version Proxy verifier sees a tenant request fail.
 //
 // It owns the FleetUpgrade's status (phase, conditions, one entry per
 // cluster with a step per machine replaced) and writes three things in the
@@ -25,11 +25,19 @@
 //
 // What it needs from elsewhere comes through small interfaces: the plan
 // (internal/upgrade/plan) and preflight (internal/upgrade/preflight)
-// packages are called directly; the verifier (Verifier, by default
-// internal/upgrade/verify.Run), the construction of a workload cluster's
-// rest.Config from its kubeconfig Secret (RESTConfigFunc), the upgrade
-// records (Records, implemented by *store.Store), the surge capacity
-// (preflight.Capacity) and the load balancers (LoadBalancerFunc, by default
-// HetznerLoadBalancers) are injected. Docs: docs/upgrades.md, "How the
-// controller runs a FleetUpgrade".
+// packages are called directly; the verifier (Verifier, required:
+// RunVerifier runs internal/upgrade/verify.Run on the apiservers Targets
+// finds, and ManagementRunVerifier, for the management cluster, also
+// probes the platform's own APIs), the construction of a workload cluster's
+// rest.Config from its kubeconfig Secret (RESTConfigFunc, DefaultRESTConfig
+// when unset), the upgrade records (Records, implemented by *store.Store),
+// the surge capacity (preflight.Capacity) and the load balancers
+// (LoadBalancerFunc, HetznerLoadBalancers in production) are injected.
+//
+// A reconcile runs the phases of phases.go over the scope of scope.go:
+// plan, abort, then the stages, each cluster moved on by the steps of
+// cluster.go (preflight, wire MVP, bump, machine by machine behind the
+// verifier's gate in verify.go). conditions.go computes the status from
+// the scope, records.go writes the records and events. Docs:
+// docs/upgrades.md, "How the controller runs a FleetUpgrade".
 package fleetupgrade

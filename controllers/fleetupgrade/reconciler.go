@@ -220,11 +220,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // reconcileNormal runs the phases in order; a phase that returns done ends
 // the round.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	for _, phase := range []func(context.Context, *scope) (done bool, err error){
-		r.planPhase,
-		r.abortPhase,
-		r.stagesPhase,
-	} {
+	for _, phase := range r.phases() {
 		done, err := phase(ctx, s)
 		if err != nil {
 			return err

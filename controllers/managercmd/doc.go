@@ -5,9 +5,14 @@
 // It hands the controllers what a cluster has: the release pipeline over the
 // kube runtime driver (internal/clustermode) as the App controller's
 // Releases, the scheduling.bex.co API for placements, the system resolver
-// and the edge's public addresses for Routes' DNS, the edge's certificate
-// storage in Postgres for Routes' certificates, and the MVP verifier with
-// the store as records for FleetUpgrades. Surge capacity (the hcloud check
-// of the preflight) is not wired: FleetUpgrades' preflight reports it as
-// unknown.
+// (or --dns-resolver) and the edge's public addresses for Routes' DNS, the
+// edge's certificate storage in Postgres for Routes' certificates (with
+// --acme-directory), and for FleetUpgrades the MVP verifier (the
+// management cluster's also probes the platform's own APIs) with the store
+// as records and, given --hcloud-token-file, the Hetzner load-balancer
+// hand-off. Surge capacity (the hcloud check of the preflight) is not
+// wired: FleetUpgrades' preflight reports it as unknown.
+//
+// Options holds its flags (NewOptions, AddFlags, Complete, Validate, Run);
+// Main is its command line.
 package managercmd

@@ -1,7 +1,7 @@
 // Package route reconciles Route objects: it decides which Route holds a
 // hostname, and observes what a tenant must fix before the edge can serve
-// it, writing the Route's Admitted, DNSReady, CertificateReady and Ready
-// conditions and its observedGeneration.
+// it, writing the Route's DomainVerified, Admitted, DNSReady,
+// CertificateReady and Ready conditions and its observedGeneration.
 //
 // A hostname must be proved before it is served (DomainVerified): a DNS TXT
 // record _bex-challenge.<hostname> holds the token package domains derives

@@ -6,14 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -157,181 +153,20 @@ func (c *CAPI) Clusters(ctx context.Context) ([]Cluster, error) {
 	if !started {
 		return nil, errors.New("fleet caches not started")
 	}
-	noCopy := client.UnsafeDisableDeepCopy
-	var clusters clusterv1.ClusterList
-	if err := c.cache.List(ctx, &clusters, noCopy); err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
+	idx, err := c.index(ctx)
+	if err != nil {
+		return nil, err
 	}
-	var mds clusterv1.MachineDeploymentList
-	if err := c.cache.List(ctx, &mds, noCopy); err != nil {
-		return nil, fmt.Errorf("listing machinedeployments: %w", err)
-	}
-	var machines clusterv1.MachineList
-	if err := c.cache.List(ctx, &machines, noCopy); err != nil {
-		return nil, fmt.Errorf("listing machines: %w", err)
-	}
-	var kcps controlplanev1.KubeadmControlPlaneList
-	if err := c.cache.List(ctx, &kcps, noCopy); err != nil {
-		return nil, fmt.Errorf("listing kubeadmcontrolplanes: %w", err)
-	}
-	kcpByKey := make(map[string]*controlplanev1.KubeadmControlPlane, len(kcps.Items))
-	for i := range kcps.Items {
-		kcpByKey[kcps.Items[i].Namespace+"/"+kcps.Items[i].Name] = &kcps.Items[i]
-	}
-	var secrets corev1.SecretList
-	if err := c.cache.List(ctx, &secrets, noCopy); err != nil {
-		return nil, fmt.Errorf("listing secrets: %w", err)
-	}
-	secretByKey := make(map[string]*corev1.Secret, len(secrets.Items))
-	for i := range secrets.Items {
-		secretByKey[secrets.Items[i].Namespace+"/"+secrets.Items[i].Name] = &secrets.Items[i]
-	}
-	mdsOf := map[string][]*clusterv1.MachineDeployment{}
-	for i := range mds.Items {
-		md := &mds.Items[i]
-		k := md.Namespace + "/" + md.Spec.ClusterName
-		mdsOf[k] = append(mdsOf[k], md)
-	}
-	// machines by namespace/cluster/deployment
-	machinesOf := map[string][]*clusterv1.Machine{}
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		md := m.Labels[clusterv1.MachineDeploymentNameLabel]
-		if md == "" {
-			continue
-		}
-		k := m.Namespace + "/" + m.Spec.ClusterName + "/" + md
-		machinesOf[k] = append(machinesOf[k], m)
-	}
-
-	sort.Slice(clusters.Items, func(i, j int) bool {
-		a, b := clusters.Items[i], clusters.Items[j]
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.Namespace < b.Namespace
-	})
 	used := map[string]bool{}
 	var out []Cluster
-	for i := range clusters.Items {
-		cl := &clusters.Items[i]
+	for _, cl := range idx.clusters {
 		if len(out) > 0 && out[len(out)-1].Name == cl.Name {
 			continue
 		}
-		fc := Cluster{
-			Name:      cl.Name,
-			Namespace: cl.Namespace,
-			Source:    SourceClusterAPI,
-			Region:    cl.Labels[RegionLabel],
-			Cordoned:  cl.Annotations[CordonedAnnotation] == "true",
-			Healthy:   true,
-		}
-		if p := strings.TrimSpace(cl.Annotations[PlansAnnotation]); p != "" {
-			for _, s := range strings.Split(p, ",") {
-				fc.Plans = append(fc.Plans, strings.TrimSpace(s))
-			}
-			sort.Strings(fc.Plans)
-		}
-		observeControlPlane(cl, kcpByKey, &fc)
-		if cond := meta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterAvailableCondition); cond == nil || cond.Status != metav1.ConditionTrue {
-			fc.Healthy = false
-			fc.HealthMessage = "Cluster is not Available"
-			if cond != nil && cond.Message != "" {
-				fc.HealthMessage += ": " + cond.Message
-			}
-		}
-		w, err := c.nodeWatchFor(ctx, cl, secretByKey, used)
-		switch {
-		case err != nil:
-			fc.Healthy = false
-			fc.HealthMessage = joinMsg(fc.HealthMessage, err.Error())
-		case !w.synced():
-			fc.Healthy = false
-			fc.HealthMessage = joinMsg(fc.HealthMessage, "nodes not read yet")
-		default:
-			if err := w.recentError(c.opts.NodeErrorGrace); err != nil {
-				fc.Healthy = false
-				fc.HealthMessage = joinMsg(fc.HealthMessage, "reading nodes: "+err.Error())
-			}
-		}
-		mdList := mdsOf[cl.Namespace+"/"+cl.Name]
-		sort.Slice(mdList, func(i, j int) bool { return mdList[i].Name < mdList[j].Name })
-		for _, md := range mdList {
-			pool := Pool{Name: md.Name}
-			for _, m := range machinesOf[cl.Namespace+"/"+cl.Name+"/"+md.Name] {
-				if m.Status.NodeRef.Name == "" || w == nil {
-					continue
-				}
-				node, ok := w.node(m.Status.NodeRef.Name)
-				if !ok {
-					continue
-				}
-				pool.Nodes++
-				if !nodeReady(node) {
-					continue
-				}
-				pool.ReadyNodes++
-				pool.Allocatable.Add(Resources{
-					CPU:    node.Status.Allocatable.Cpu().DeepCopy(),
-					Memory: node.Status.Allocatable.Memory().DeepCopy(),
-					Pods:   node.Status.Allocatable.Pods().Value(),
-				})
-			}
-			fc.Pools = append(fc.Pools, pool)
-		}
-		out = append(out, fc)
+		out = append(out, c.clusterState(ctx, idx, cl, used))
 	}
 	c.stopUnused(used)
 	return out, nil
-}
-
-// observeControlPlane fills in the control plane's versions and whether it
-// is mid-upgrade, from the KubeadmControlPlane the Cluster references.
-func observeControlPlane(cl *clusterv1.Cluster, kcps map[string]*controlplanev1.KubeadmControlPlane, fc *Cluster) {
-	ref := cl.Spec.ControlPlaneRef
-	if ref.Kind != "KubeadmControlPlane" || ref.Name == "" {
-		return
-	}
-	kcp, ok := kcps[cl.Namespace+"/"+ref.Name]
-	if !ok {
-		fc.Healthy = false
-		fc.HealthMessage = joinMsg(fc.HealthMessage, "KubeadmControlPlane "+ref.Name+" not found")
-		return
-	}
-	var msgs []string
-	for _, v := range kcp.Status.Versions {
-		fc.ControlPlaneVersions = append(fc.ControlPlaneVersions, strings.TrimPrefix(v.Version, "v"))
-		msgs = append(msgs, fmt.Sprintf("%s ×%d", v.Version, v.Replicas))
-	}
-	sort.Strings(fc.ControlPlaneVersions)
-	want := strings.TrimPrefix(kcp.Spec.Version, "v")
-	switch {
-	case len(kcp.Status.Versions) > 1:
-		fc.MidUpgrade = true
-		fc.UpgradeMessage = "control plane runs " + strings.Join(msgs, ", ")
-	case meta.IsStatusConditionTrue(kcp.Status.Conditions, controlplanev1.KubeadmControlPlaneRollingOutCondition):
-		fc.MidUpgrade = true
-		fc.UpgradeMessage = "control plane is rolling out"
-	case len(fc.ControlPlaneVersions) == 1 && want != "" && want != fc.ControlPlaneVersions[0]:
-		fc.MidUpgrade = true
-		fc.UpgradeMessage = "control plane runs " + fc.ControlPlaneVersions[0] + ", upgrade to " + want + " requested"
-	}
-}
-
-func joinMsg(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // nodeWatchFor returns the node watch of the cluster's workload cluster,

@@ -1,13 +1,14 @@
 package kubebin
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"bex.co/bex/test/platformtest"
 )
 
 // helloRecipe is a build module with no dependencies, so the cache and lock
@@ -22,27 +23,9 @@ func helloRecipe(greeting string) *recipe {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestConcurrentCallersBuildOnce(t *testing.T) {
 	cache := t.TempDir()
-	var progress syncBuffer
+	var progress platformtest.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -80,7 +63,7 @@ func TestConcurrentCallersBuildOnce(t *testing.T) {
 
 func TestChangedRecipeRebuilds(t *testing.T) {
 	cache := t.TempDir()
-	var progress syncBuffer
+	var progress platformtest.SyncBuffer
 	b, err := NewBuilder(Options{CacheDir: cache, Progress: &progress})
 	if err != nil {
 		t.Fatal(err)

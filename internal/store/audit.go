@@ -58,7 +58,8 @@ type AuditFilter struct {
 // Audit appends e to the audit log; the database sets its ID and time. The
 // error wraps ErrInvalid when Actor or Action is empty, TenantID is not an
 // ID, or Details is not a JSON object. Entries are never changed or removed:
-// the database refuses to.
+// the database refuses to. When ctx ends before Audit returns, the entry may
+// or may not have been stored.
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	if e.Actor == "" || e.Action == "" {
 		return fmt.Errorf("%w audit entry: actor and action are required (actor %q, action %q)", ErrInvalid, e.Actor, e.Action)

@@ -15,14 +15,16 @@
 // keys of the tenant's Secrets, never a secret value.
 //
 // It hands out plain values: to the web server and the git receiver it
-// authenticates API tokens (TokenAuthenticator), to the git receiver's SSH
-// server it resolves keys to tenants (SSHKeyFinder), to the builder it
-// records builds and their output (BuildRecorder), to whoever releases it
-// records releases (ReleaseRecorder), to the web API it lists and follows
-// them, and from every component that acts on a tenant's behalf it takes
-// audit entries (Auditor). Errors wrap
-// ErrNotFound, ErrConflict, ErrInvalid or ErrUnauthenticated so that callers
-// can map them to answers without reading Postgres error codes.
+// authenticates API tokens (AuthenticateToken), to the git receiver's SSH
+// server it resolves keys to tenants (FindSSHKeyByFingerprint), to the
+// build pipeline it records builds and their output (CreateBuild,
+// AppendBuildLog, FinishBuild) and releases (CreateRelease,
+// CreateRollbackRelease), to the web API it lists and follows them, and
+// from every component that acts on a tenant's behalf it takes audit
+// entries (Audit). Callers that need only part of it declare the interface
+// they use. Errors wrap ErrNotFound, ErrConflict, ErrInvalid or
+// ErrUnauthenticated so that callers can map them to answers without
+// reading Postgres error codes.
 //
 // A Store is safe for concurrent use; Open may run in several processes at
 // once against one database (migrations take an advisory lock).

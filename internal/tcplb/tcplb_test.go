@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"bex.co/bex/internal/tcplb"
+	"bex.co/bex/test/platformtest"
 )
 
 // backend is a real TCP server that greets each connection with its name on
@@ -130,16 +132,12 @@ func (c *client) roundTrip(t *testing.T, line string) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+// idle says why the LB still holds connections to addr, if it does.
+func idle(t *testing.T, lb *tcplb.LB, addr string) error {
+	if n := stats(t, lb, addr).Active; n != 0 {
+		return fmt.Errorf("%d active connections", n)
 	}
+	return nil
 }
 
 func stats(t *testing.T, lb *tcplb.LB, addr string) tcplb.BackendStats {
@@ -175,13 +173,13 @@ func TestRoundRobin(t *testing.T) {
 	for _, cl := range clients {
 		cl.Close()
 	}
-	eventually(t, "every connection to end", func() bool {
+	platformtest.Eventually(t, 10*time.Second, "every connection to end", func(context.Context) error {
 		for _, s := range lb.Stats().Backends {
 			if s.Active != 0 {
-				return false
+				return fmt.Errorf("%s has %d active connections", s.Addr, s.Active)
 			}
 		}
-		return true
+		return nil
 	})
 	if s := lb.Stats(); s.Accepted != 6 || s.Refused != 0 {
 		t.Fatalf("accepted %d, refused %d; want 6 and 0", s.Accepted, s.Refused)
@@ -210,7 +208,7 @@ func TestForwardsBothWaysAndHalfClose(t *testing.T) {
 	if string(rest) != "last words" {
 		t.Fatalf("after half-close got %q, want %q", rest, "last words")
 	}
-	eventually(t, "the link to close", func() bool { return stats(t, lb, a.addr()).Active == 0 })
+	platformtest.Eventually(t, 10*time.Second, "the link to close", func(context.Context) error { return idle(t, lb, a.addr()) })
 }
 
 // TestTLSPassesThrough shows that the LB does not touch TLS: the client
@@ -343,7 +341,7 @@ func TestDrainDeadlineClosesConnections(t *testing.T) {
 	if _, err := old.r.ReadString('\n'); err == nil {
 		t.Fatal("the client's connection still reads after its backend's drain deadline")
 	}
-	eventually(t, "the removed backend to have no connection", func() bool { return stats(t, lb, a.addr()).Active == 0 })
+	platformtest.Eventually(t, 10*time.Second, "the removed backend to have no connection", func(context.Context) error { return idle(t, lb, a.addr()) })
 	// The other backend is untouched.
 	cl, name := connect(t, lb)
 	if name != "b" {
@@ -406,7 +404,12 @@ func TestNoBackendRefuses(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("read with no backend: %v, want EOF", err)
 	}
-	eventually(t, "the refusal to be counted", func() bool { return lb.Stats().Refused == 1 })
+	platformtest.Eventually(t, 10*time.Second, "the refusal to be counted", func(context.Context) error {
+		if n := lb.Stats().Refused; n != 1 {
+			return fmt.Errorf("%d refused", n)
+		}
+		return nil
+	})
 }
 
 // TestCloseEndsEverything shows that Close ends open connections and stops

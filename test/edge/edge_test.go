@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -58,21 +57,10 @@ func freePort(t *testing.T) int {
 type edgeProc struct {
 	name                     string
 	http, https, metricsPort int
-	mu                       sync.Mutex
-	out                      bytes.Buffer
+	out                      platformtest.SyncBuffer
 }
 
-func (e *edgeProc) Write(b []byte) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.out.Write(b)
-}
-
-func (e *edgeProc) output() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.out.String()
-}
+func (e *edgeProc) output() string { return e.out.String() }
 
 func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, httpsPort int, args ...string) *edgeProc {
 	t.Helper()
@@ -82,7 +70,7 @@ func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, ht
 		"--https-listen", fmt.Sprintf("127.0.0.1:%d", httpsPort),
 		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", e.metricsPort),
 	}, args...)...)
-	cmd.Stdout, cmd.Stderr = e, e
+	cmd.Stdout, cmd.Stderr = &e.out, &e.out
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -1,5 +1,16 @@
 // Package platformtest runs the embedded platform (bex-embedded, what make
 // run starts) as an end-to-end test's subject: it builds the binaries, starts
 // the platform on a state directory, waits for its env file, and stops it as
-// Ctrl-C does.
+// Ctrl-C does (or kills it, as a crash would).
+//
+// Around it are the helpers the suites share: a client for the apps behind
+// the platform's edge (AppClient, GetApp), a Node app and the git commands
+// to push it (WriteNodeApp, Git), a controller-runtime client (Client), the
+// status Cluster API's KubeadmControlPlane controller would write
+// (WriteControlPlaneStatus), and the waiting and capturing every test needs:
+// Eventually polls a condition until a deadline, WaitFor until a context
+// ends, and SyncBuffer collects the output of concurrent writers.
+//
+// Only tests and test helpers import it: a package under internal/ from
+// its _test.go files.
 package platformtest

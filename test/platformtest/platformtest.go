@@ -2,7 +2,6 @@ package platformtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +37,7 @@ func BuildBinaries(t testing.TB, cmds ...string) string {
 type Platform struct {
 	cmd   *exec.Cmd
 	State string
-	mu    sync.Mutex
-	out   bytes.Buffer
+	out   SyncBuffer
 	done  chan error
 }
 
@@ -52,8 +49,8 @@ func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args 
 	p := &Platform{State: state, done: make(chan error, 1)}
 	p.cmd = exec.CommandContext(ctx, filepath.Join(binDir, "bex-embedded"), append([]string{"--state-dir", state}, args...)...)
 	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
-	p.cmd.Stdout = (*lockedWriter)(p)
-	p.cmd.Stderr = (*lockedWriter)(p)
+	p.cmd.Stdout = &p.out
+	p.cmd.Stderr = &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,20 +71,8 @@ func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args 
 	return p
 }
 
-type lockedWriter Platform
-
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.out.Write(b)
-}
-
 // Output returns what the platform printed so far.
-func (p *Platform) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *Platform) Output() string { return p.out.String() }
 
 // WaitEnv waits for <state>/env and parses it.
 func (p *Platform) WaitEnv(ctx context.Context, t testing.TB) map[string]string {

@@ -1,35 +1,13 @@
 package scheduler
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 )
-
-// eventually polls cond every 100 ms until it returns nil or the deadline
-// passes, then fails with cond's last error.
-func eventually(t *testing.T, timeout time.Duration, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		// Each try gets its own deadline, so that the last error is the
-		// condition's, not the poll's expiry.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("not within %s: %v", timeout, last)
-	}
-}
 
 // figures renders a Capacity exactly: CPU in millicores, memory in bytes.
 func figures(c schedulingv1alpha1.Capacity) string {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
+	"bex.co/bex/test/platformtest"
 	"bex.co/bex/test/scheduler/fleettest"
 )
 
@@ -59,7 +60,7 @@ func listSummaries(ctx context.Context, c client.Client) ([]string, error) {
 }
 
 func TestClusterCapacityMatchesSeededFleet(t *testing.T) {
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "the clustercapacities of the seeded fleet", func(ctx context.Context) error {
 		got, err := listSummaries(ctx, env.admin)
 		if err != nil {
 			return err
@@ -186,7 +187,7 @@ func TestMidUpgradeClusterTakesNoNewPlacement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, timeout, func(ctx context.Context) error {
+		platformtest.Eventually(t, timeout, "beta to be mid-upgrade again", func(ctx context.Context) error {
 			cc := &schedulingv1alpha1.ClusterCapacity{}
 			if err := env.admin.Get(ctx, client.ObjectKey{Name: "beta"}, cc); err != nil {
 				return err
@@ -197,7 +198,7 @@ func TestMidUpgradeClusterTakesNoNewPlacement(t *testing.T) {
 			return nil
 		})
 	})
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "the big app placed on beta/workers after the rollout", func(ctx context.Context) error {
 		r := &schedulingv1alpha1.PlacementReview{Spec: big}
 		if err := env.admin.Create(ctx, r); err != nil {
 			return err
@@ -212,7 +213,7 @@ func TestMidUpgradeClusterTakesNoNewPlacement(t *testing.T) {
 	if err := fleettest.SetVersions(ctx, env.admin, "fleet-beta", "beta", "v1.38.0", fleettest.Version{Version: "v1.37.2", Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "beta refused as mid-upgrade once an upgrade is requested", func(ctx context.Context) error {
 		r := &schedulingv1alpha1.PlacementReview{Spec: big}
 		if err := env.admin.Create(ctx, r); err != nil {
 			return err
@@ -231,7 +232,7 @@ func capacityOf(ctx context.Context, cluster string) (*schedulingv1alpha1.Cluste
 
 func wantRequested(t *testing.T, cluster, fig string) {
 	t.Helper()
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, cluster+"'s requested resources", func(ctx context.Context) error {
 		cc, err := capacityOf(ctx, cluster)
 		if err != nil {
 			return err
@@ -319,7 +320,7 @@ func TestTenantRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "alice to see the placements of tenant-a", func(ctx context.Context) error {
 		var list schedulingv1alpha1.PlacementList
 		if err := alice.List(ctx, &list, client.InNamespace("tenant-a")); err != nil {
 			return fmt.Errorf("alice lists tenant-a: %w", err)
@@ -376,7 +377,7 @@ func TestTenantRBAC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "alice to list clustercapacities after the grant", func(ctx context.Context) error {
 		var caps schedulingv1alpha1.ClusterCapacityList
 		if err := alice.List(ctx, &caps); err != nil {
 			return fmt.Errorf("alice lists clustercapacities after the grant: %w", err)
@@ -409,7 +410,7 @@ func TestKubectlTableAndOpenAPI(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"name":"Cluster"`) || !strings.Contains(string(raw), `"workers"`) {
 		t.Errorf("placements table: %v %s", err, raw)
 	}
-	eventually(t, timeout, func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, "the scheduling API in openapi v3", func(ctx context.Context) error {
 		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/scheduling.bex.co/v1alpha1").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("openapi v3: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/test/platformtest"
 )
 
 // The secrets of vaultRelease: none may show in a Deployment.
@@ -43,7 +45,7 @@ func vaultRelease(number int, dbURL string) runtime.Release {
 // Remove deletes them all.
 func testEnvSecrets(t *testing.T, c client.Client, d *kube.Driver) {
 	ctx := context.Background()
-	var log syncBuilder
+	var log platformtest.SyncBuffer
 	done := deploy(d, vaultRelease(1, secret1), &log)
 	web1 := getDeployment(t, c, "vault-web", release("1"))
 	getDeployment(t, c, "vault-worker", release("1"))
@@ -147,7 +149,7 @@ func wantSecret(t *testing.T, c client.Client, name, dbURL string) {
 
 func gone(t *testing.T, c client.Client, name string) {
 	t.Helper()
-	eventually(t, "secret "+name+" deleted", func() error {
+	platformtest.Eventually(t, 30*time.Second, "secret "+name+" deleted", func(context.Context) error {
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: "acme", Name: name}, &corev1.Secret{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -166,7 +168,7 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 	opts := kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"}}}
 	d := newDriver(t, opts)
 
-	var log syncBuilder
+	var log platformtest.SyncBuffer
 	rel := shopRelease(1, "img:1")
 	rel.App = "guard"
 	done := deploy(d, rel, &log)

@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/test/platformtest"
 )
 
 func TestKubeDriver(t *testing.T) {
@@ -259,21 +260,6 @@ func setStatus(t *testing.T, c client.Client, ns, name string, f func(*appsv1.De
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func shopRelease(number int, image string) runtime.Release {
 	return runtime.Release{
 		Tenant: "acme", App: "shop", Number: number, Image: image,
@@ -291,33 +277,16 @@ func shopRelease(number int, image string) runtime.Release {
 }
 
 // deploy runs Deploy in the background; the returned channel gets its error.
-func deploy(d *kube.Driver, rel runtime.Release, log *syncBuilder) <-chan error {
+func deploy(d *kube.Driver, rel runtime.Release, log *platformtest.SyncBuffer) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- d.Deploy(context.Background(), rel, log) }()
 	return done
 }
 
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func getDeployment(t *testing.T, c client.Client, name string, match func(*appsv1.Deployment) error) *appsv1.Deployment {
 	t.Helper()
 	var dep appsv1.Deployment
-	eventually(t, "deployment "+name, func() error {
+	platformtest.Eventually(t, 30*time.Second, "deployment "+name, func(context.Context) error {
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "acme", Name: name}, &dep); err != nil {
 			return err
 		}
@@ -337,7 +306,7 @@ func release(n string) func(*appsv1.Deployment) error {
 
 func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	ctx := context.Background()
-	var log syncBuilder
+	var log platformtest.SyncBuffer
 	done := deploy(d, shopRelease(1, "registry.bex.test/acme/shop@sha256:1111"), &log)
 
 	web := getDeployment(t, c, "shop-web", release("1"))
@@ -416,7 +385,9 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 
 	var svc corev1.Service
-	eventually(t, "service", func() error { return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop"}, &svc) })
+	platformtest.Eventually(t, 30*time.Second, "service", func(context.Context) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop"}, &svc)
+	})
 	if svc.Spec.Selector["bex.co/app"] != "shop" || svc.Spec.Selector["bex.co/process"] != "web" || len(svc.Spec.Ports) != 1 ||
 		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.String() != "http" {
 		t.Errorf("service %+v", svc.Spec)
@@ -433,7 +404,9 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Errorf("the tenant's namespace %v is not what %s selects", ns.Labels, kube.TenantNamespaceSelector())
 	}
 	var pdb policyv1.PodDisruptionBudget
-	eventually(t, "pdb", func() error { return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-web"}, &pdb) })
+	platformtest.Eventually(t, 30*time.Second, "pdb", func(context.Context) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-web"}, &pdb)
+	})
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels["bex.co/process"] != "web" {
 		t.Errorf("pdb %+v", pdb.Spec)
 	}
@@ -454,7 +427,7 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	setStatus(t, c, "acme", "shop-web", func(dep *appsv1.Deployment) {
 		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 0}
 	})
-	eventually(t, "Status reads a rollout in progress", func() error {
+	platformtest.Eventually(t, 30*time.Second, "Status reads a rollout in progress", func(context.Context) error {
 		st, err := d.Status(ctx, "acme", "shop")
 		if err != nil {
 			return err
@@ -539,7 +512,7 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 
 func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
 	ctx := context.Background()
-	var log syncBuilder
+	var log platformtest.SyncBuffer
 	rel1 := shopRelease(1, "img:1")
 	rel1.App = "cart"
 	rel1.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
@@ -555,7 +528,7 @@ func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
 	rel2.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}}
 	done = deploy(d, rel2, &log)
 	web := getDeployment(t, c, "cart-web", release("2"))
-	eventually(t, "release 2 has a PDB", func() error {
+	platformtest.Eventually(t, 30*time.Second, "release 2 has a PDB", func(context.Context) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "cart-web"}, &policyv1.PodDisruptionBudget{})
 	})
 	// A pod of release 2 whose readiness probe fails, as the kubelet reports it.
@@ -608,7 +581,7 @@ func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
 	if err := <-done; err == nil {
 		t.Fatal("Deploy succeeded although the rollout failed")
 	}
-	eventually(t, "nothing of the failed first release", func() error {
+	platformtest.Eventually(t, 30*time.Second, "nothing of the failed first release", func(context.Context) error {
 		if _, err := d.Status(ctx, "acme", "fresh"); !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("Status: %v", err)
 		}

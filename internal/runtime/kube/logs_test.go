@@ -20,6 +20,7 @@ import (
 
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/test/platformtest"
 )
 
 // fakeKubelet serves /containerLogs the way a kubelet does, from lines the
@@ -104,7 +105,7 @@ func testLogs(t *testing.T, c client.Client, d *kube.Driver) {
 	rel := shopRelease(1, "img:1")
 	rel.App = "logged"
 	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}}
-	done := deploy(d, rel, &syncBuilder{})
+	done := deploy(d, rel, &platformtest.SyncBuffer{})
 	web := getDeployment(t, c, "logged-web", release("1"))
 	setStatus(t, c, "acme", "logged-web", func(dep *appsv1.Deployment) { rolledOut(dep) })
 	if err := <-done; err != nil {

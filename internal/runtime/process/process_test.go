@@ -25,6 +25,7 @@ import (
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/sandbox/sandboxtest"
+	"bex.co/bex/test/platformtest"
 )
 
 const (
@@ -158,21 +159,6 @@ func webRelease(t *testing.T, app string, number, replicas int, version string, 
 	})
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // hammer sends GETs through the edge from a few clients until stop is
 // closed, or 20 s or 5000 requests have passed, and records the answers.
 type hammer struct {
@@ -257,7 +243,7 @@ func TestCutoverUnderLoad(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	h := startHammer(t, srv.URL+"/", host, stop)
-	eventually(t, "v1 answers through the edge", 20*time.Second, func() error {
+	platformtest.Eventually(t, 20*time.Second, "v1 answers through the edge", func(context.Context) error {
 		if h.count("v1") == 0 {
 			return errors.New("no v1 answer yet")
 		}
@@ -270,7 +256,7 @@ func TestCutoverUnderLoad(t *testing.T) {
 	}
 	t.Logf("deploy log of v2:\n%s", log.String())
 	v2Before := h.count("v2")
-	eventually(t, "v2 answers after the cut-over", 20*time.Second, func() error {
+	platformtest.Eventually(t, 20*time.Second, "v2 answers after the cut-over", func(context.Context) error {
 		if h.count("v2") <= v2Before {
 			return errors.New("no v2 answer after Deploy returned")
 		}
@@ -294,7 +280,7 @@ func TestCutoverUnderLoad(t *testing.T) {
 		t.Errorf("Deploy error %q does not say why (want %s)", err, want)
 	}
 	v2After := h.count("v2")
-	eventually(t, "v2 still answers after v3 failed", 20*time.Second, func() error {
+	platformtest.Eventually(t, 20*time.Second, "v2 still answers after v3 failed", func(context.Context) error {
 		if h.count("v2") <= v2After {
 			return errors.New("no v2 answer")
 		}
@@ -338,7 +324,7 @@ func TestCrashedInstanceRestartsWithBackoff(t *testing.T) {
 	if err := d.Deploy(ctx, rel, nil); err != nil {
 		t.Fatalf("deploying: %v", err)
 	}
-	eventually(t, "the crashing worker restarted 5 times", 30*time.Second, func() error {
+	platformtest.Eventually(t, 30*time.Second, "the crashing worker restarted 5 times", func(context.Context) error {
 		st, err := d.Status(ctx, tenant, "crashy")
 		if err != nil {
 			return err
@@ -385,7 +371,7 @@ func TestCrashedInstanceRestartsWithBackoff(t *testing.T) {
 	if _, err := get(p, "crashy", "/exit"); err == nil {
 		t.Log("the /exit request got an answer") // it may, or the connection drops
 	}
-	eventually(t, "web.0 restarted and serves", 30*time.Second, func() error {
+	platformtest.Eventually(t, 30*time.Second, "web.0 restarted and serves", func(context.Context) error {
 		st, err := d.Status(ctx, tenant, "crashy")
 		if err != nil {
 			return err
@@ -441,7 +427,7 @@ exec ./testapp`}
 		n, _ := strconv.Atoi(m[1])
 		return n, st, nil
 	}
-	eventually(t, "Status to say web.0 crashed twice", 30*time.Second, func() error {
+	platformtest.Eventually(t, 30*time.Second, "Status to say web.0 crashed twice", func(context.Context) error {
 		n, _, err := crashes()
 		if err == nil && n < 2 {
 			err = fmt.Errorf("%d crashes", n)
@@ -451,7 +437,7 @@ exec ./testapp`}
 	// Between crashes the instance runs and passes its health check; the
 	// app stays not ready all the same, and the crashes add up.
 	sawRunning := false
-	eventually(t, "web.0 to crash 6 times, not ready throughout", 30*time.Second, func() error {
+	platformtest.Eventually(t, 30*time.Second, "web.0 to crash 6 times, not ready throughout", func(context.Context) error {
 		n, st, err := crashes()
 		if err != nil {
 			t.Fatalf("Status of a crash-looping app: %v", err)
@@ -589,7 +575,7 @@ func TestRemoveAndCloseLeaveNoProcess(t *testing.T) {
 				t.Fatalf("%d instance processes, want 3", len(leaders))
 			}
 			var members []int
-			eventually(t, "the worker's child runs", 10*time.Second, func() error {
+			platformtest.Eventually(t, 10*time.Second, "the worker's child runs", func(context.Context) error {
 				members = groupMembers(t, leaders)
 				if len(members) < 5 { // 2 web, sh, sleep, testapp worker
 					return fmt.Errorf("%d processes in the groups", len(members))
@@ -622,7 +608,7 @@ func TestLogFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, tenant, "filed.log")
-	eventually(t, "the log file has the start-up line", 10*time.Second, func() error {
+	platformtest.Eventually(t, 10*time.Second, "the log file has the start-up line", func(context.Context) error {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -650,7 +636,7 @@ func TestUnhealthyInstanceGetsNoTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	eventually(t, "the sick instance leaves the routing table", 20*time.Second, func() error {
+	platformtest.Eventually(t, 20*time.Second, "the sick instance leaves the routing table", func(context.Context) error {
 		if got := d.Upstreams(tenant, "sickly"); len(got) != 1 || got[0] != ups[1] {
 			return fmt.Errorf("upstreams %v", got)
 		}

@@ -19,11 +19,20 @@
 //     refuses at startup;
 //   - the peer advertise address, the serving certificate's name
 //     kubernetes.default.svc, unique apiserver hostnames (the identity lease
-//     is per hostname), the rollout strategy, and the capacity to surge.
+//     is per hostname);
+//   - graceful shutdown: --shutdown-send-retry-after, and a
+//     --shutdown-delay-duration that suits whether the load-balancer
+//     hand-off runs (Input.LoadBalancerHandoff);
+//   - the rollout strategy, and the capacity to surge.
+//
+// A control plane missing, or whose version cannot be read, is a Blocker of
+// its own (CheckVersion) and nothing else is checked.
 //
 // Everything but the capacity is a pure function of the objects; capacity
 // comes through the small Capacity interface (HetznerCapacity adapts
-// internal/hetzner). MVPWired and WireMVPPatch serve the FleetUpgrade's
-// wire-MVP step: whether a control plane is wired, and the extraArgs to set
-// when it is not. The package never writes anything.
+// internal/hetzner). WireMVPPatch serves the FleetUpgrade's wire-MVP step:
+// the extraArgs that wire MVP and graceful shutdown; a Finding says whether
+// that step fixes it (FixedByWireMVP), and OnlyWireMVPBlockers whether the
+// step is all a cluster needs. MVPWired answers whether a control plane is
+// wired now, for the API's fleet view. The package never writes anything.
 package preflight

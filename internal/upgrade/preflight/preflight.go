@@ -37,7 +37,8 @@ type Input struct {
 
 // Run checks one cluster and returns its findings in a stable order: by
 // check (version, wiring, gate, peer address, serving certificate,
-// hostnames, rollout, capacity), then by flag or machine name. capacity may
+// hostnames, graceful shutdown, rollout, capacity), then by flag or machine
+// name. capacity may
 // be nil; it is asked only when the rollout surges (maxSurge 1).
 func Run(ctx context.Context, in Input, capacity Capacity) []Finding {
 	kcp := in.ControlPlane

@@ -20,6 +20,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/upgrade/rollout"
+	"bex.co/bex/test/platformtest"
 )
 
 const (
@@ -103,7 +104,12 @@ func TestRolloutUnderLoad(t *testing.T) {
 		assertRotationIsRunning(t, cp)
 		// Paused: the mixed plane serves the tenants.
 		before := load.snapshot().ok
-		eventually(t, "20 more successful requests while paused", func() bool { return load.snapshot().ok >= before+20 })
+		platformtest.Eventually(t, 2*time.Minute, "20 more successful requests while paused", func(context.Context) error {
+			if n := load.snapshot().ok; n < before+20 {
+				return fmt.Errorf("%d successful requests", n-before)
+			}
+			return nil
+		})
 		close(resume)
 	case o := <-done:
 		t.Fatalf("rollout ended before its gate paused it: %v", o.err)
@@ -305,14 +311,14 @@ func assertRotationIsRunning(t *testing.T, cp *controlplane.ControlPlane) {
 // server through the load balancer.
 func waitEveryServerServed(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
-	eventually(t, "the load to reach every running server", func() bool {
+	platformtest.Eventually(t, 2*time.Minute, "the load to reach every running server", func(context.Context) error {
 		st := cp.LoadBalancer().Stats()
 		for _, s := range running(cp) {
 			if b, ok := st.Backend(s.Addr()); !ok || b.Total == 0 {
-				return false
+				return fmt.Errorf("no connection to %s yet", s.Name)
 			}
 		}
-		return true
+		return nil
 	})
 }
 
@@ -326,18 +332,6 @@ func logLBStats(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Logf("load balancer: %d connections accepted, %d refused", st.Accepted, st.Refused)
 	for _, b := range st.Backends {
 		t.Logf("  %-22s %s in rotation=%t active=%d total=%d dialFailures=%d", names[b.Addr], b.Addr, b.InRotation, b.Active, b.Total, b.DialFailures)
-	}
-}
-
-// eventually polls cond until it holds or two minutes pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -16,5 +16,9 @@
 // on request removes) the identity leases of apiservers that are gone.
 //
 // Run hands a Report to its callers: the fleet-upgrade controller gates each
-// rollout step on Report.Passed; `bex upgrade verify` prints it.
+// rollout step on it (Report.Passed, or only spurious 404s within the
+// FleetUpgrade's gates.maxSpurious404) and records its probes; `bex upgrade
+// verify` prints it. AppProbe is the probe of the platform's own App CRD,
+// which the controller adds on the management cluster; every object a CRD
+// probe creates carries ProbeLabel, so that one left behind can be found.
 package verify

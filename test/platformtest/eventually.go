@@ -1,0 +1,45 @@
+package platformtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+const (
+	// poll is how often Eventually tries its condition.
+	poll = 20 * time.Millisecond
+	// tryTimeout bounds the context of one try.
+	tryTimeout = 10 * time.Second
+)
+
+// Eventually calls cond every 20 ms until it returns nil, and fails t with
+// what and cond's last error when timeout passes first. cond says in its
+// error why the condition does not hold yet.
+//
+// Each try gets its own context, which ends 10 s after the try began: not
+// at timeout, so that a try still running at the deadline fails with its
+// own error, not with the wait's; nor with the test's context, which has
+// ended by the time t.Cleanup functions wait. cond runs on the calling
+// goroutine, so it may call t.Fatal.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := try(cond)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// try runs cond once with a context of its own.
+func try(cond func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), tryTimeout)
+	defer cancel()
+	return cond(ctx)
+}

@@ -25,7 +25,6 @@ import (
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
-	"bex.co/bex/internal/edge/edgecmd"
 	"bex.co/bex/internal/hetzner"
 	"bex.co/bex/internal/upgrade/verify"
 )
@@ -82,7 +81,7 @@ func NewOptions() *Options {
 		LeaderElect: true, LeaderElectionID: DefaultLeaderElectionID,
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
 		Schedule: true, FleetUpgrades: true, RemoveStaleLeases: true,
-		ACMEDirectory: edgecmd.LetsEncrypt,
+		ACMEDirectory: edge.LetsEncrypt,
 		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
 	}
 }

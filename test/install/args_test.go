@@ -17,8 +17,8 @@ import (
 
 	"bex.co/bex/apiserver"
 	"bex.co/bex/builder/gitcmd"
+	edgeapp "bex.co/bex/cmd/bex-edge/app"
 	"bex.co/bex/controllers/managercmd"
-	"bex.co/bex/internal/edge/edgecmd"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/web/webcmd"
 )
@@ -68,7 +68,7 @@ var commands = map[string]command{
 	},
 	"bex-edge": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := edgecmd.NewOptions()
+			o := edgeapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error {
 				o.DatabaseURL = "postgres://from-the-secret"

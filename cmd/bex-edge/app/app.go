@@ -1,4 +1,4 @@
-package edgecmd
+package app
 
 import (
 	"context"
@@ -18,11 +18,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2/textlogger"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
@@ -30,9 +29,6 @@ import (
 	"bex.co/bex/internal/rfc2136"
 	"bex.co/bex/internal/store"
 )
-
-// LetsEncrypt is the production ACME directory, the default.
-const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 
 // Options are bex-edge's flags.
 type Options struct {
@@ -59,7 +55,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		HTTPListen: ":80", HTTPSListen: ":443", MetricsListen: ":9090",
-		ACMEDirectory: LetsEncrypt, DatabaseURL: os.Getenv("DATABASE_URL"),
+		ACMEDirectory: edge.LetsEncrypt, DatabaseURL: os.Getenv("DATABASE_URL"),
 		CertificateBudget: edge.DefaultCertificateBudget,
 	}
 }
@@ -268,25 +264,14 @@ func uniqueCaches(a, b cache.Cache) []cache.Cache {
 
 // Main is bex-edge's command line: it parses args (without the program
 // name), then completes, validates and runs the options until ctx ends.
-// Logs and help go to out.
+// Logs and help go to out. A refused command line is a
+// command.UsageError.
 func Main(ctx context.Context, args []string, out io.Writer) error {
-	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out)))
-	ctrllog.SetLogger(log)
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-edge", pflag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := command.NewFlagSet("bex-edge", out)
 	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
+	if done, err := command.Parse(fs, args, o.Complete, o.Validate); done {
 		return err
 	}
-	if err := o.Complete(); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return o.Run(ctx, log)
+	return o.Run(ctx, command.NewLogger(out))
 }

@@ -1,4 +1,4 @@
-package imagescmd_test
+package app_test
 
 import (
 	"archive/tar"
@@ -26,7 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
 
-	"bex.co/bex/internal/images/imagescmd"
+	"bex.co/bex/cmd/bex-images/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 // TestPublish builds bex-edge (minimal base) and bex-git (on a toolchain
@@ -195,7 +196,8 @@ func TestPublishMultiPlatform(t *testing.T) {
 }
 
 // TestRefused: command lines that cannot give the chart working images are
-// refused, saying what to supply, before anything is pushed.
+// refused as usage errors (exit code 2), saying what to supply, before
+// anything is pushed.
 func TestRefused(t *testing.T) {
 	host := startRegistry(t)
 	for _, tc := range []struct {
@@ -221,6 +223,9 @@ func TestRefused(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
+			if code := command.ExitCode(err); code != 2 {
+				t.Errorf("exit code %d, want 2: %v", code, err)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not say %q:\n%v", w, err)
@@ -240,7 +245,7 @@ func TestRefused(t *testing.T) {
 func run(t *testing.T, args ...string) (out, progress string, err error) {
 	t.Helper()
 	var o, p bytes.Buffer
-	err = imagescmd.Main(t.Context(), args, &o, &p)
+	err = app.Main(t.Context(), args, &o, &p)
 	return o.String(), p.String(), err
 }
 

@@ -1,4 +1,4 @@
-package imagescmd
+package app
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/pflag"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/images"
 )
 
@@ -208,26 +209,20 @@ func (o *Options) Run(ctx context.Context, out, progress io.Writer) error {
 
 // Main is bex-images' command line: it parses args (without the program
 // name), then completes, validates and runs the options. The pushed
-// references go to out; progress and help to errOut.
+// references go to out; progress and help to errOut. A refused command
+// line is a command.UsageError.
 func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-images", pflag.ContinueOnError)
-	fs.SetOutput(errOut)
+	fs := command.NewFlagSet("bex-images", errOut)
 	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
+	if done, err := command.Parse(fs, args); done {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
 	}
 	if err := o.Complete(ctx); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {
-		return err
+		return command.Usage(err)
 	}
 	return o.Run(ctx, out, errOut)
 }

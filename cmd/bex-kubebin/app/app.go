@@ -1,7 +1,4 @@
-// Package kubebincmd is the command line of bex-kubebin: it builds the pinned
-// control-plane binaries ahead of the tests and of embedded mode, with
-// progress on the terminal, and prints where they are.
-package kubebincmd
+package app
 
 import (
 	"fmt"
@@ -10,10 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/kubebin"
 )
 
-// New returns the bex-kubebin command, printing paths to out and progress to errOut.
+// New returns the bex-kubebin command, printing paths to out and progress
+// to errOut. A flag it does not know is a command.UsageError.
 func New(out, errOut io.Writer) *cobra.Command {
 	var versions, tools []string
 	var cacheDir string
@@ -68,5 +67,6 @@ func New(out, errOut io.Writer) *cobra.Command {
 	cmd.Flags().StringSliceVar(&tools, "tools", nil,
 		"tools to build, comma-separated (known: "+strings.Join(kubebin.Tools(), ", ")+"); without --versions, only these are built")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where builds are kept (default $BEX_CACHE_DIR, else the user cache directory's bex/)")
+	command.CobraUsage(cmd)
 	return cmd
 }

@@ -17,8 +17,8 @@ import (
 
 	"bex.co/bex/apiserver"
 	"bex.co/bex/builder/gitcmd"
+	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
 	edgeapp "bex.co/bex/cmd/bex-edge/app"
-	"bex.co/bex/controllers/managercmd"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/web/webcmd"
 )
@@ -38,7 +38,7 @@ type command struct {
 var commands = map[string]command{
 	"bex-controller-manager": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := managercmd.NewOptions()
+			o := managerapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error {
 				o.DatabaseURL = "postgres://from-the-secret"

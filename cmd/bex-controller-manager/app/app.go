@@ -1,4 +1,4 @@
-package managercmd
+package app
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/internal/certstore"
@@ -34,8 +35,7 @@ const DefaultLeaderElectionID = "bex-controller-manager"
 
 // Options are bex-controller-manager's flags.
 type Options struct {
-	Kubeconfig  string
-	DatabaseURL string
+	command.PlatformOptions
 
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -77,7 +77,8 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		DatabaseURL: clustermode.DefaultDatabaseURL(),
+		PlatformOptions: command.NewPlatformOptions(),
+
 		LeaderElect: true, LeaderElectionID: DefaultLeaderElectionID,
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
 		Schedule: true, FleetUpgrades: true, RemoveStaleLeases: true,
@@ -88,8 +89,7 @@ func NewOptions() *Options {
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the management cluster; empty: in-cluster")
-	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL of the platform's store (builds, releases, upgrade records, edge certificates) [$"+clustermode.EnvDatabaseURL+", else $DATABASE_URL]")
+	o.PlatformOptions.AddFlags(fs, "", "builds, releases, upgrade records, edge certificates")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among the replicas through a Lease; only the leader reconciles")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease; empty: the pod's namespace (in-cluster)")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease")
@@ -124,8 +124,8 @@ func (o *Options) Complete() error {
 // Validate checks the options.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.DatabaseURL == "" {
-		errs = append(errs, fmt.Errorf("--database-url (or %s) is required: builds, releases and upgrade records are kept in Postgres", clustermode.EnvDatabaseURL))
+	if err := o.PlatformOptions.Validate("builds, releases and upgrade records"); err != nil {
+		errs = append(errs, err)
 	}
 	if o.LeaderElect && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id is empty"))
@@ -217,20 +217,13 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 // Main is bex-controller-manager's command line: it parses args (without
 // the program name), completes, validates and runs the options until ctx
 // ends. Logs and help go to out. A refused command line is a
-// clustermode.UsageError.
+// command.UsageError.
 func Main(ctx context.Context, args []string, out io.Writer) error {
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-controller-manager", pflag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := command.NewFlagSet("bex-controller-manager", out)
 	o.AddFlags(fs)
-	if done, err := clustermode.Parse(fs, args); done {
+	if done, err := command.Parse(fs, args, o.Complete, o.Validate); done {
 		return err
 	}
-	if err := o.Complete(); err != nil {
-		return clustermode.Usage(err)
-	}
-	if err := o.Validate(); err != nil {
-		return clustermode.Usage(err)
-	}
-	return o.Run(ctx, clustermode.NewLogger(out))
+	return o.Run(ctx, command.NewLogger(out))
 }

@@ -1,4 +1,4 @@
-package managercmd_test
+package app_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	"bex.co/bex/controllers/managercmd"
+	"bex.co/bex/cmd/bex-controller-manager/app"
 	capicrds "bex.co/bex/deploy/capi-crds"
 	"bex.co/bex/internal/clustermode/cmdtest"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -43,7 +43,7 @@ func TestCommandLine(t *testing.T) {
 
 // holder returns the leader election Lease's holder, "" while there is none.
 func holder(ctx context.Context, cs kubernetes.Interface, ns string) string {
-	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, managercmd.DefaultLeaderElectionID, metav1.GetOptions{})
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, app.DefaultLeaderElectionID, metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-// Package managercmd is the bex-controller-manager command: a
+// Package app is the bex-controller-manager command: a
 // controller-runtime manager with leader election that runs the App, Route
 // and FleetUpgrade controllers (controllers.Setup) of a cluster deployment.
 //
@@ -10,4 +10,4 @@
 // the store as records for FleetUpgrades. Surge capacity (the hcloud check
 // of the preflight) is not wired: FleetUpgrades' preflight reports it as
 // unknown.
-package managercmd
+package app

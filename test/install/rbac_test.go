@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"bex.co/bex/builder/gitcmd"
 	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
+	gitapp "bex.co/bex/cmd/bex-git/app"
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -254,7 +254,7 @@ func TestTenantRBAC(t *testing.T) {
 			o.AddFlags(fs)
 			rt = &o.Runtime
 		case "bex-git":
-			o := gitcmd.NewOptions()
+			o := gitapp.NewOptions()
 			o.AddFlags(fs)
 			rt = &o.Runtime
 		}

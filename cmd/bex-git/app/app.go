@@ -1,4 +1,4 @@
-package gitcmd
+package app
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
@@ -28,8 +29,7 @@ const hostKeyName = "ssh_host_ed25519_key"
 
 // Options are bex-git's flags.
 type Options struct {
-	Kubeconfig  string
-	DatabaseURL string
+	command.PlatformOptions
 	// RootDir holds <tenant>/<app>.git: the persistent volume.
 	RootDir                          string
 	HTTPListen, SSHListen, OpsListen string
@@ -49,7 +49,7 @@ func NewOptions() *Options {
 	quotas := quota.NewDefaults()
 	return &Options{
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
-		DatabaseURL: clustermode.DefaultDatabaseURL(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
+		PlatformOptions: command.NewPlatformOptions(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
 		BuildLogLines: store.DefaultBuildLogLines,
 		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", MaxCheckoutBytes: build.DefaultMaxCheckoutBytes, Quotas: quotas},
 		Quotas:        quotas,
@@ -58,8 +58,7 @@ func NewOptions() *Options {
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the management cluster (Apps); empty: in-cluster")
-	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL of the platform's store [$"+clustermode.EnvDatabaseURL+", else $DATABASE_URL]")
+	o.PlatformOptions.AddFlags(fs, "Apps", "")
 	fs.StringVar(&o.RootDir, "root-dir", o.RootDir, "Directory of the bare repositories, <tenant>/<app>.git (a persistent volume; one bex-git per directory)")
 	fs.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "Address of git's smart HTTP (API token as the password)")
 	fs.StringVar(&o.SSHListen, "ssh-listen", o.SSHListen, "Address of git over SSH (registered keys); empty turns SSH off")
@@ -81,8 +80,8 @@ func (o *Options) Complete() {
 // Validate checks the options.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.DatabaseURL == "" {
-		errs = append(errs, fmt.Errorf("--database-url (or %s) is required: tokens, SSH keys, builds and releases are kept in Postgres", clustermode.EnvDatabaseURL))
+	if err := o.PlatformOptions.Validate("tokens, SSH keys, builds and releases"); err != nil {
+		errs = append(errs, err)
 	}
 	if o.RootDir == "" {
 		errs = append(errs, errors.New("--root-dir is empty"))
@@ -199,18 +198,17 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 
 // Main is bex-git's command line: it parses args (without the program
 // name), completes, validates and runs the options until ctx ends. Logs and
-// help go to out. A refused command line is a clustermode.UsageError.
+// help go to out. A refused command line is a command.UsageError.
 func Main(ctx context.Context, args []string, out io.Writer) error {
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-git", pflag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := command.NewFlagSet("bex-git", out)
 	o.AddFlags(fs)
-	if done, err := clustermode.Parse(fs, args); done {
+	if done, err := command.Parse(fs, args); done {
 		return err
 	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
-		return clustermode.Usage(err)
+		return command.Usage(err)
 	}
-	return o.Run(ctx, clustermode.NewLogger(out))
+	return o.Run(ctx, command.NewLogger(out))
 }

@@ -1,4 +1,4 @@
-package gitcmd_test
+package app_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package webcmd_test
+package app_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package webcmd
+package app
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
@@ -26,10 +27,9 @@ import (
 
 // Options are bex-web's flags.
 type Options struct {
-	Kubeconfig  string
-	DatabaseURL string
-	Listen      string
-	OpsListen   string
+	command.PlatformOptions
+	Listen    string
+	OpsListen string
 	// GitBase is the git receiver's public base URL; apps' remotes are
 	// <GitBase>/<tenant>/<app>.git.
 	GitBase       string
@@ -57,7 +57,8 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Listen: ":8080", OpsListen: ":9090", DatabaseURL: clustermode.DefaultDatabaseURL(),
+		PlatformOptions: command.NewPlatformOptions(),
+		Listen:          ":8080", OpsListen: ":9090",
 		Runtime:                clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		Quotas:                 quota.NewDefaults(),
@@ -66,8 +67,7 @@ func NewOptions() *Options {
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the management cluster (Apps, Routes, FleetUpgrades, tenants' namespaces); empty: in-cluster")
-	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL of the platform's store [$"+clustermode.EnvDatabaseURL+", else $DATABASE_URL]")
+	o.PlatformOptions.AddFlags(fs, "Apps, Routes, FleetUpgrades, tenants' namespaces", "")
 	fs.StringVar(&o.Listen, "listen", o.Listen, "Address of the API (/api/v1/, health at /api/v1/healthz) and the dashboard (every other path)")
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
 	fs.StringVar(&o.GitBase, "git-base", o.GitBase, "Public base URL of the git receiver, e.g. https://git.example.com; apps' remotes are <base>/<tenant>/<app>.git (required)")
@@ -82,8 +82,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the options.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.DatabaseURL == "" {
-		errs = append(errs, fmt.Errorf("--database-url (or %s) is required: tenants, tokens, builds and releases are kept in Postgres", clustermode.EnvDatabaseURL))
+	if err := o.PlatformOptions.Validate("tenants, tokens, builds and releases"); err != nil {
+		errs = append(errs, err)
 	}
 	if o.GitBase == "" {
 		errs = append(errs, errors.New("--git-base is required: the API tells users their apps' git remotes"))
@@ -209,17 +209,13 @@ func (o *Options) handler(apiHandler http.Handler) http.Handler {
 
 // Main is bex-web's command line: it parses args (without the program
 // name), validates and runs the options until ctx ends. Logs and help go
-// to out. A refused command line is a clustermode.UsageError.
+// to out. A refused command line is a command.UsageError.
 func Main(ctx context.Context, args []string, out io.Writer) error {
 	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-web", pflag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := command.NewFlagSet("bex-web", out)
 	o.AddFlags(fs)
-	if done, err := clustermode.Parse(fs, args); done {
+	if done, err := command.Parse(fs, args, o.Validate); done {
 		return err
 	}
-	if err := o.Validate(); err != nil {
-		return clustermode.Usage(err)
-	}
-	return o.Run(ctx, clustermode.NewLogger(out))
+	return o.Run(ctx, command.NewLogger(out))
 }

@@ -1,4 +1,4 @@
-// Package gitcmd is the bex-git command: the git receiver
+// Package app is the bex-git command: the git receiver
 // (builder/gitserver) of a cluster deployment over smart HTTP and SSH, with
 // the repositories on one volume, pushers authenticated by the store's API
 // tokens and SSH keys, apps looked up as App objects in the management
@@ -10,4 +10,4 @@
 // pipeline calls, so builds run where the push is received and stream
 // straight into the pusher's terminal. One bex-git owns a repository root:
 // the one-writer-per-repository lock is in memory.
-package gitcmd
+package app

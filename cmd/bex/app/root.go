@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -94,6 +95,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newAdminCommand(st),
 		newUpgradeCommand(st),
 	)
+	command.CobraUsage(root)
 	return root
 }
 

@@ -1,4 +1,4 @@
-package cli_test
+package app_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"bex.co/bex/internal/cli"
+	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func bex(t *testing.T, dir string, env map[string]string, stdin string, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := cli.NewCommand(cli.IO{
+	cmd := app.NewCommand(app.IO{
 		Out:       &out,
 		Err:       &errOut,
 		In:        strings.NewReader(stdin),
@@ -73,9 +73,9 @@ func TestCLI(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("config mode %v, want 0600", fi.Mode().Perm())
 	}
-	var saved cli.Config
+	var saved app.Config
 	b, err := os.ReadFile(configPath)
-	if err != nil || json.Unmarshal(b, &saved) != nil || saved != (cli.Config{API: e.URL, Token: token}) {
+	if err != nil || json.Unmarshal(b, &saved) != nil || saved != (app.Config{API: e.URL, Token: token}) {
 		t.Errorf("saved config %s (%v)", b, err)
 	}
 

@@ -1,4 +1,4 @@
-// Package cli is the bex command line, for tenants and operators: login,
+// Package app is the bex command line, for tenants and operators: login,
 // apps, builds and their logs, releases and rollback, env, runtime logs,
 // SSH keys, custom domains (routes), and the operators' admin and upgrade
 // commands. It calls the platform API through web/api/apiclient, except
@@ -11,4 +11,4 @@
 // environment) and the API client. Commands render to an io.Writer, as a
 // table or, with -o json, as JSON, so that tests can run them in process
 // and read what they print.
-package cli
+package app

@@ -3,9 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 
@@ -17,9 +15,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
-	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"bex.co/bex/apis/scheduling/openapi"
 	"bex.co/bex/apis/scheduling/v1alpha1"
@@ -170,32 +166,4 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
-}
-
-// Main is bex-apiserver's command line: it parses args (without the program
-// name), then completes, validates and runs the options until ctx ends.
-// Help goes to out.
-func Main(ctx context.Context, args []string, out io.Writer) error {
-	// The fleet's informer cache is controller-runtime's; its logs go to klog.
-	ctrllog.SetLogger(klog.NewKlogr())
-	o := NewOptions()
-	fs := pflag.NewFlagSet("bex-apiserver", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	o.AddFlags(fs)
-	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(logFlags)
-	fs.AddGoFlagSet(logFlags)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if err := o.Complete(); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return o.Run(ctx)
 }

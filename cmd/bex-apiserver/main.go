@@ -1,17 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
-	"bex.co/bex/apiserver"
+	"bex.co/bex/cmd/bex-apiserver/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
-	if err := apiserver.Main(genericapiserver.SetupSignalContext(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-apiserver:", err)
-		os.Exit(1)
-	}
+	err := app.Main(genericapiserver.SetupSignalContext(), os.Args[1:], os.Stdout)
+	os.Exit(command.Exit(os.Stderr, "bex-apiserver", err))
 }

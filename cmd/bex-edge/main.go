@@ -1,22 +1,18 @@
 // Command bex-edge is the platform's edge router: HTTPS with certificates on
-// demand for the hostnames Routes and apps claim, in front of the apps.
+// demand for the hostnames Routes and apps claim, in front of the apps; all
+// it does lives in bex.co/bex/cmd/bex-edge/app.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"bex.co/bex/internal/edge/edgecmd"
+	"bex.co/bex/cmd/bex-edge/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := edgecmd.Main(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-edge:", err)
-		os.Exit(1)
-	}
+	ctx, stop := command.SignalContext()
+	err := app.Main(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(command.Exit(os.Stderr, "bex-edge", err))
 }

@@ -1,23 +1,18 @@
 // Command bex-images builds the images the Helm chart deploy/chart/bex runs,
 // from this checkout and without Docker, and pushes them to a registry; all
-// it does lives in bex.co/bex/internal/images/imagescmd.
+// it does lives in bex.co/bex/cmd/bex-images/app.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"bex.co/bex/internal/images/imagescmd"
+	"bex.co/bex/cmd/bex-images/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := imagescmd.Main(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-images:", err)
-		os.Exit(1)
-	}
+	ctx, stop := command.SignalContext()
+	err := app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(command.Exit(os.Stderr, "bex-images", err))
 }

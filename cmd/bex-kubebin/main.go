@@ -1,22 +1,21 @@
 // Command bex-kubebin builds the pinned kube-apiserver and etcd binaries, and
 // the pinned tools named with --tools (pebble, pebble-challtestsrv, caddy),
-// into the user's cache directory (once per version) and prints their paths.
+// into the user's cache directory (once per version) and prints their paths;
+// all it does lives in bex.co/bex/cmd/bex-kubebin/app.
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 
-	"bex.co/bex/internal/kubebin/kubebincmd"
+	"bex.co/bex/cmd/bex-kubebin/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := kubebincmd.New(os.Stdout, os.Stderr).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-kubebin:", err)
-		os.Exit(1)
-	}
+	err := app.New(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	os.Exit(command.Exit(os.Stderr, "bex-kubebin", err))
 }

@@ -1,25 +1,17 @@
-// Command bex-web serves the platform's JSON API (and, later, the
-// dashboard) in a cluster deployment; all it does lives in
-// bex.co/bex/web/webcmd.
+// Command bex-web serves the platform's JSON API and the dashboard in a
+// cluster deployment; all it does lives in bex.co/bex/cmd/bex-web/app.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"bex.co/bex/internal/clustermode"
-	"bex.co/bex/web/webcmd"
+	"bex.co/bex/cmd/bex-web/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := webcmd.Main(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-web:", err)
-		stop()
-		os.Exit(clustermode.ExitCode(err))
-	}
+	ctx, stop := command.SignalContext()
+	err := app.Main(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(command.Exit(os.Stderr, "bex-web", err))
 }

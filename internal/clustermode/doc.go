@@ -1,10 +1,11 @@
 // Package clustermode is what the standalone commands of a cluster
-// deployment share (bex-controller-manager, bex-web, bex-git): the flags
-// every one of them takes, how each builds its rest.Config (a kubeconfig
-// file, else in-cluster), the release pipeline over the kube runtime driver,
-// and the store- and Kubernetes-backed implementations of the git
-// receiver's and the API's contracts (which make run's bex-embedded uses
-// too).
+// deployment (bex-controller-manager, bex-web, bex-git, whose wiring is in
+// cmd/<binary>/app) still share beyond cmd/internal/command: the clients
+// each opens (the store, and the management cluster from a kubeconfig file,
+// else in-cluster), the ops listener, the release pipeline over the kube
+// runtime driver and its flags, and the store- and Kubernetes-backed
+// implementations of the git receiver's and the API's contracts (which make
+// run's bex-embedded uses too).
 //
 // In a cluster the pipeline is a library each process holds, not a service:
 // the git receiver deploys pushes with it, bex-web rolls back with it, and

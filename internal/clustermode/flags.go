@@ -2,11 +2,8 @@ package clustermode
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,61 +12,6 @@ import (
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/store"
 )
-
-// EnvDatabaseURL is the variable --database-url defaults to; DATABASE_URL is
-// read when it is unset, as bex-edge and bex-embedded do.
-const EnvDatabaseURL = "BEX_DATABASE_URL"
-
-// DefaultDatabaseURL returns $BEX_DATABASE_URL, else $DATABASE_URL.
-func DefaultDatabaseURL() string {
-	if u := os.Getenv(EnvDatabaseURL); u != "" {
-		return u
-	}
-	return os.Getenv("DATABASE_URL")
-}
-
-// UsageError is a command line the command refuses: a flag it does not
-// know, a value it cannot parse, a required flag missing. Mains exit 2 on
-// it, like Go's flag package, and 1 on every other error.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-// Usage wraps err as a UsageError; nil stays nil.
-func Usage(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &UsageError{Err: err}
-}
-
-// ExitCode is the process exit code for a command's error: 0 for nil, 2 for
-// a UsageError, 1 otherwise.
-func ExitCode(err error) int {
-	var ue *UsageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	}
-	return 1
-}
-
-// Parse parses args into fs; help is not an error (it returns done).
-func Parse(fs *pflag.FlagSet, args []string) (done bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return true, nil
-		}
-		return true, Usage(err)
-	}
-	if fs.NArg() > 0 {
-		return true, Usage(fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args()))
-	}
-	return false, nil
-}
 
 // Clients are the store and the management cluster's client every command
 // opens first.

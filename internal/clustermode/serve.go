@@ -8,24 +8,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/klog/v2/textlogger"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // readyTimeout bounds the checks of one /readyz request.
 const readyTimeout = 5 * time.Second
-
-// NewLogger returns the text logger a command writes to out, and makes it
-// controller-runtime's.
-func NewLogger(out io.Writer) logr.Logger {
-	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out)))
-	ctrllog.SetLogger(log)
-	return log
-}
 
 // Check is one readiness condition; its error says what is not ready.
 type Check func(context.Context) error

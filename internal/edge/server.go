@@ -23,6 +23,9 @@ import (
 	"bex.co/bex/internal/httpserve"
 )
 
+// LetsEncrypt is the production ACME directory, bex-edge's default.
+const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
+
 // ACME configures certificates from an ACME CA (Let's Encrypt in
 // production, pebble in tests).
 type ACME struct {

@@ -19,5 +19,5 @@
 //
 // The package also reads what the chart says about the images (its
 // appVersion, the default tag; its source URL) so that the command
-// internal/images/imagescmd pushes the references the chart renders.
+// cmd/bex-images/app pushes the references the chart renders.
 package images

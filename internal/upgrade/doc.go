@@ -27,7 +27,7 @@
 //
 // The FleetUpgrade controller (controllers/fleetupgrade) drives plan,
 // preflight and verify on real clusters, and `bex upgrade verify`
-// (internal/cli) runs the verifier by hand; the Hetzner load-balancer
+// (cmd/bex/app) runs the verifier by hand; the Hetzner load-balancer
 // hand-off lives in internal/hetzner. The operator's runbook for every
 // preflight finding and verifier outcome is docs/upgrades.md.
 package upgrade

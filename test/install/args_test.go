@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"bex.co/bex/apiserver"
-	"bex.co/bex/builder/gitcmd"
-	"bex.co/bex/controllers/managercmd"
-	"bex.co/bex/internal/edge/edgecmd"
+	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
+	edgeapp "bex.co/bex/cmd/bex-edge/app"
+	gitapp "bex.co/bex/cmd/bex-git/app"
+	webapp "bex.co/bex/cmd/bex-web/app"
 	"bex.co/bex/internal/kubebin"
-	"bex.co/bex/web/webcmd"
 )
 
 // command is what the chart must agree with about one binary: its flags,
@@ -38,7 +38,7 @@ type command struct {
 var commands = map[string]command{
 	"bex-controller-manager": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := managercmd.NewOptions()
+			o := managerapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error {
 				o.DatabaseURL = "postgres://from-the-secret"
@@ -52,7 +52,7 @@ var commands = map[string]command{
 	},
 	"bex-web": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := webcmd.NewOptions()
+			o := webapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error { o.DatabaseURL = "postgres://from-the-secret"; return o.Validate() }
 		},
@@ -60,7 +60,7 @@ var commands = map[string]command{
 	},
 	"bex-git": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := gitcmd.NewOptions()
+			o := gitapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error { o.DatabaseURL = "postgres://from-the-secret"; o.Complete(); return o.Validate() }
 		},
@@ -68,7 +68,7 @@ var commands = map[string]command{
 	},
 	"bex-edge": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			o := edgecmd.NewOptions()
+			o := edgeapp.NewOptions()
 			o.AddFlags(fs)
 			return func() error {
 				o.DatabaseURL = "postgres://from-the-secret"

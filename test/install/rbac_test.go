@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"bex.co/bex/builder/gitcmd"
+	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
+	gitapp "bex.co/bex/cmd/bex-git/app"
 	"bex.co/bex/controllers"
-	"bex.co/bex/controllers/managercmd"
 	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubebin"
@@ -250,11 +250,11 @@ func TestTenantRBAC(t *testing.T) {
 		var rt *clustermode.RuntimeOptions
 		switch repo {
 		case "bex-controller-manager":
-			o := managercmd.NewOptions()
+			o := managerapp.NewOptions()
 			o.AddFlags(fs)
 			rt = &o.Runtime
 		case "bex-git":
-			o := gitcmd.NewOptions()
+			o := gitapp.NewOptions()
 			o.AddFlags(fs)
 			rt = &o.Runtime
 		}

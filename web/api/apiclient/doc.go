@@ -1,6 +1,6 @@
 // Package apiclient is the Go client of bex's platform API (package
 // web/api): the JSON types that travel under /api/v1 and a Client that
-// calls each route with a bearer token. The CLI (internal/cli) is built on
+// calls each route with a bearer token. The CLI (cmd/bex/app) is built on
 // it; tests and other tools may use it too. It depends on nothing but the
 // standard library, so that the CLI stays small.
 //

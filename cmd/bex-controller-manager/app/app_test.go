@@ -1,0 +1,141 @@
+package app_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/cmd/bex-controller-manager/app"
+	capicrds "bex.co/bex/deploy/capi-crds"
+	"bex.co/bex/internal/clustermode/cmdtest"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/test/platformtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestCommandLine: an unknown flag and a bad value are refused with exit
+// code 2 and a message naming the flag.
+func TestCommandLine(t *testing.T) {
+	bin := cmdtest.Build(t, "bex-controller-manager")
+	out, code := cmdtest.Run(t, bin, nil, "--leader-election")
+	if code != 2 || !strings.Contains(out, "unknown flag: --leader-election") {
+		t.Errorf("unknown flag: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--registry", "127.0.0.1:5000", "--app-domain", "apps.example.test", "--edge-address", "edge.example.test")
+	if code != 2 || !strings.Contains(out, `--edge-address "edge.example.test" is not an IP address`) {
+		t.Errorf("bad --edge-address: exit %d, output:\n%s", code, out)
+	}
+}
+
+// holder returns the leader election Lease's holder, "" while there is none.
+func holder(ctx context.Context, cs kubernetes.Interface, ns string) string {
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, app.DefaultLeaderElectionID, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// reconciled waits until the App controller has written the App's status
+// for its generation, with its finalizer on.
+func reconciled(ctx context.Context, t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	platformtest.WaitFor(ctx, t, "App "+name+" to be reconciled", func() bool {
+		var app platformv1alpha1.App
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &app); err != nil {
+			return false
+		}
+		return app.Status.ObservedGeneration == app.Generation && len(app.Status.Conditions) > 0 &&
+			controllerutil.ContainsFinalizer(&app, "platform.bex.co/runtime")
+	})
+}
+
+// TestLeaderElection runs two bex-controller-managers against a real
+// kube-apiserver (with Cluster API's CRDs, so FleetUpgrades run too) and
+// Postgres. The first takes the Lease under its identity (host name and a
+// UID) and reconciles an App; the second serves its probes but waits; when
+// the first is interrupted it gives the Lease up and the second takes it
+// and reconciles the next App.
+func TestLeaderElection(t *testing.T) {
+	bin := cmdtest.Build(t, "bex-controller-manager")
+	cp := cptest.Start(t)
+	// Binaries built and the control plane up, the test itself is quick.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
+		t.Fatal(err)
+	}
+	dbURL := pgtest.NewDatabase(t)
+	kube := platformtest.Client(t, cp.KubeconfigPath())
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"bex-system", "acme"} {
+		if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() (*cmdtest.Proc, string, string) {
+		health, metrics := cmdtest.Addr(cmdtest.FreePort(t)), cmdtest.Addr(cmdtest.FreePort(t))
+		p := cmdtest.Start(t, bin, []string{"DATABASE_URL=", "BEX_DATABASE_URL=" + dbURL},
+			"--kubeconfig", cp.KubeconfigPath(), "--workload-kubeconfig", cp.KubeconfigPath(),
+			"--leader-elect", "--leader-election-namespace", "bex-system",
+			"--health-probe-bind-address", health, "--metrics-bind-address", metrics,
+			"--schedule=false", "--work-dir", t.TempDir(), "--registry", "127.0.0.1:5000",
+			"--app-domain", "apps.example.test", "--edge-address", "203.0.113.7")
+		p.WaitOK(ctx, t, "http://"+health+"/readyz")
+		return p, health, metrics
+	}
+
+	first, _, metrics := start()
+	var firstID string
+	platformtest.WaitFor(ctx, t, "the first manager to hold the Lease", func() bool {
+		firstID = holder(ctx, cs, "bex-system")
+		return firstID != ""
+	})
+	host, _ := os.Hostname()
+	if !strings.HasPrefix(firstID, host+"_") {
+		t.Errorf("Lease holder %q, want the manager's identity %s_<uid>", firstID, host)
+	}
+	if err := kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "one"}}); err != nil {
+		t.Fatal(err)
+	}
+	reconciled(ctx, t, kube, "acme", "one")
+	if code, body, err := cmdtest.Get(ctx, "http://"+metrics+"/metrics", ""); err != nil || code != 200 ||
+		!strings.Contains(body, `controller_runtime_reconcile_total{controller="app"`) {
+		t.Errorf("GET /metrics: %d %v, no reconcile count of the app controller", code, err)
+	}
+
+	_, _, _ = start()
+	if h := holder(ctx, cs, "bex-system"); h != firstID {
+		t.Fatalf("Lease holder %q after the second manager started, want the first's %q", h, firstID)
+	}
+	first.Stop(t)
+	var secondID string
+	platformtest.WaitFor(ctx, t, "the second manager to take the Lease", func() bool {
+		secondID = holder(ctx, cs, "bex-system")
+		return secondID != "" && secondID != firstID
+	})
+	if !strings.HasPrefix(secondID, host+"_") {
+		t.Errorf("Lease holder %q, want the second manager's identity", secondID)
+	}
+	if err := kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	reconciled(ctx, t, kube, "acme", "two")
+}

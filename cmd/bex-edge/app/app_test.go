@@ -1,0 +1,22 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"bex.co/bex/internal/clustermode/cmdtest"
+)
+
+// TestCommandLine: a flag bex-edge does not know, and options it cannot
+// run with, are refused with exit code 2 and a message naming the flag.
+func TestCommandLine(t *testing.T) {
+	bin := cmdtest.Build(t, "bex-edge")
+	out, code := cmdtest.Run(t, bin, nil, "--https-listn", ":1")
+	if code != 2 || !strings.Contains(out, "unknown flag: --https-listn") {
+		t.Errorf("unknown flag: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--certificate-budget", "-1")
+	if code != 2 || !strings.Contains(out, "--certificate-budget -1 is negative") {
+		t.Errorf("negative --certificate-budget: exit %d, output:\n%s", code, out)
+	}
+}

@@ -1,0 +1,452 @@
+package app_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"sigs.k8s.io/yaml"
+
+	"bex.co/bex/cmd/bex-images/app"
+	"bex.co/bex/cmd/internal/command"
+)
+
+// TestPublish builds bex-edge (minimal base) and bex-git (on a toolchain
+// base the test pushes) for linux/amd64 through the command line, then
+// pulls what the chart would run for the same registry and tag.
+func TestPublish(t *testing.T) {
+	host := startRegistry(t)
+	base := pushToolchainBase(t, host)
+	prefix := host + "/bex"
+
+	revision := gitHead(t, moduleRoot(t))
+	out, progress, err := run(t, "--registry", prefix, "--tag", "t1", "--platform", "linux/amd64",
+		"--components", "bex-edge,bex-git", "--toolchain-base", base.ref)
+	if err != nil {
+		t.Fatalf("bex-images: %v\n%s", err, progress)
+	}
+	t.Logf("progress:\n%s", progress)
+	checkRevision := revision == gitHead(t, moduleRoot(t))
+	if !checkRevision {
+		t.Log("a commit came while the images were built: the revision label is not checked")
+	}
+	var chart struct {
+		Sources []string `json:"sources"`
+	}
+	readYAML(t, "deploy/chart/bex/Chart.yaml", &chart)
+	if len(chart.Sources) == 0 {
+		t.Fatal("Chart.yaml names no source")
+	}
+	for _, component := range []string{"bex-edge", "bex-git"} {
+		ref := chartImage(t, prefix, component, "t1")
+		img, err := remote.Image(ref)
+		if err != nil {
+			t.Fatalf("pulling %s, the image the chart runs: %v", ref, err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ref.String() + "@" + d.String(); !slices.Contains(strings.Split(out, "\n"), want) {
+			t.Errorf("output does not name %s:\n%s", want, out)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := "/usr/local/bin/" + component
+		if got := cf.Config.Entrypoint; !slices.Equal(got, []string{bin}) {
+			t.Errorf("%s: entrypoint %q, want [%s] (the chart passes only args)", component, got, bin)
+		}
+		if len(cf.Config.Cmd) != 0 {
+			t.Errorf("%s: cmd %q, want none", component, cf.Config.Cmd)
+		}
+		if cf.Config.User != "65532:65532" {
+			t.Errorf("%s: user %q, want 65532:65532 (the chart's runAsUser)", component, cf.Config.User)
+		}
+		if cf.OS != "linux" || cf.Architecture != "amd64" {
+			t.Errorf("%s: platform %s/%s, want linux/amd64", component, cf.OS, cf.Architecture)
+		}
+		wantLabels := map[string]string{
+			"org.opencontainers.image.version":  "t1",
+			"org.opencontainers.image.source":   chart.Sources[0],
+			"org.opencontainers.image.revision": revision,
+		}
+		for k, v := range wantLabels {
+			if k == "org.opencontainers.image.revision" && !checkRevision {
+				continue
+			}
+			if got, ok := cf.Config.Labels[k]; v != "" && got != v || v == "" && ok {
+				t.Errorf("%s: label %s = %q, want %q", component, k, got, v)
+			}
+		}
+
+		files := flatten(t, img, bin, "/etc/passwd", "/etc/ssl/certs/ca-certificates.crt", "/usr/bin/git")
+		exe, ok := files[bin]
+		if !ok {
+			t.Fatalf("%s: no %s in the image", component, bin)
+		}
+		checkBinary(t, exe, component, elf.EM_X86_64, "amd64")
+
+		switch component {
+		case "bex-edge":
+			if !strings.Contains(string(files["/etc/passwd"]), ":65532:65532:") {
+				t.Errorf("bex-edge: /etc/passwd has no user 65532:\n%s", files["/etc/passwd"])
+			}
+			hostCA, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+			if err == nil && !bytes.Equal(files["/etc/ssl/certs/ca-certificates.crt"], hostCA) {
+				t.Error("bex-edge: /etc/ssl/certs/ca-certificates.crt is not the build host's CA bundle")
+			}
+			if _, ok := files["/usr/bin/git"]; ok {
+				t.Error("bex-edge: has the toolchain base's /usr/bin/git")
+			}
+		case "bex-git":
+			layers, err := img.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(layers) != len(base.layers)+1 {
+				t.Fatalf("bex-git: %d layers, want the base's %d and the binary's", len(layers), len(base.layers))
+			}
+			for i, l := range base.layers {
+				if got := digest(t, layers[i]); got != l {
+					t.Errorf("bex-git: layer %d is %s, want the base's %s", i, got, l)
+				}
+			}
+			if string(files["/usr/bin/git"]) != gitScript {
+				t.Errorf("bex-git: /usr/bin/git is %q, want the base's", files["/usr/bin/git"])
+			}
+			if !slices.Contains(cf.Config.Env, "PATH=/usr/local/bin:/usr/bin:/bin") {
+				t.Errorf("bex-git: env %q lost the base's PATH", cf.Config.Env)
+			}
+		}
+	}
+}
+
+// TestPublishMultiPlatform builds bex-edge for two platforms: one index,
+// each entry the right binary.
+func TestPublishMultiPlatform(t *testing.T) {
+	host := startRegistry(t)
+	prefix := host + "/bex"
+	out, progress, err := run(t, "--registry", prefix, "--tag", "multi", "--platform", "linux/amd64,linux/arm64",
+		"--components", "bex-edge")
+	if err != nil {
+		t.Fatalf("bex-images: %v\n%s", err, progress)
+	}
+	ref := chartImage(t, prefix, "bex-edge", "multi")
+	idx, err := remote.Index(ref)
+	if err != nil {
+		t.Fatalf("pulling the index %s: %v", ref, err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, ref.String()+"@"+d.String()) {
+		t.Errorf("output does not name the index %s@%s:\n%s", ref, d, out)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	var got []string
+	for _, m := range im.Manifests {
+		if m.Platform == nil {
+			t.Fatalf("index entry %s has no platform", m.Digest)
+		}
+		got = append(got, m.Platform.String())
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Architecture != m.Platform.Architecture {
+			t.Errorf("entry %s: config architecture %s", m.Platform, cf.Architecture)
+		}
+		files := flatten(t, img, "/usr/local/bin/bex-edge")
+		checkBinary(t, files["/usr/local/bin/bex-edge"], "bex-edge", want[m.Platform.Architecture], m.Platform.Architecture)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("index platforms %q, want linux/amd64 and linux/arm64", got)
+	}
+}
+
+// TestRefused: command lines that cannot give the chart working images are
+// refused as usage errors (exit code 2), saying what to supply, before
+// anything is pushed.
+func TestRefused(t *testing.T) {
+	host := startRegistry(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"bex-git without a toolchain base", []string{"--registry", host, "--components", "bex-edge,bex-git"},
+			[]string{"bex-git needs --toolchain-base", "git, go, node and npm, python3 and buildctl"}},
+		{"all without bases", []string{"--registry", host},
+			[]string{"bex-git needs --toolchain-base", "bex-controller-manager and bex-web need git on PATH", "--git-base"}},
+		{"unknown component", []string{"--registry", host, "--components", "bex-edge,bex-builder"},
+			[]string{`unknown component "bex-builder"`, "known: bex-controller-manager, bex-apiserver, bex-web, bex-git, bex-edge"}},
+		{"no registry", []string{"--components", "bex-edge"}, []string{"--registry is required"}},
+		{"registry with a scheme", []string{"--registry", "https://" + host, "--components", "bex-edge"}, []string{"without a scheme"}},
+		{"not linux", []string{"--registry", host, "--components", "bex-edge", "--platform", "darwin/arm64"}, []string{"want linux/ARCH"}},
+		{"no CA bundle for the minimal base", []string{"--registry", host, "--components", "bex-edge", "--ca-bundle", filepath.Join(t.TempDir(), "none.pem")},
+			[]string{"--ca-bundle", "--static-base"}},
+		{"bad tag", []string{"--registry", host, "--components", "bex-edge", "--tag", "-x"}, []string{`--tag "-x"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, tc.args...)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if code := command.ExitCode(err); code != 2 {
+				t.Errorf("exit code %d, want 2: %v", code, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	repos, err := remote.Catalog(t.Context(), mustRegistry(t, host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(repos) != 0 {
+		t.Errorf("refused command lines pushed %q", repos)
+	}
+}
+
+func run(t *testing.T, args ...string) (out, progress string, err error) {
+	t.Helper()
+	var o, p bytes.Buffer
+	err = app.Main(t.Context(), args, &o, &p)
+	return o.String(), p.String(), err
+}
+
+func startRegistry(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func mustRegistry(t *testing.T, host string) name.Registry {
+	r, err := name.NewRegistry(host, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const gitScript = "#!/bin/sh\necho 'git version 2.99.0 (test toolchain)'\n"
+
+type toolchainBase struct {
+	ref    string
+	layers []v1.Hash
+}
+
+// pushToolchainBase pushes a linux/amd64 image with /usr/bin/git (a shell
+// script), a PATH and a source label of its own.
+func pushToolchainBase(t *testing.T, host string) toolchainBase {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "usr/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "usr/bin/git", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(gitScript))},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := io.WriteString(tw, gitScript); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cf.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://example.com/toolchain"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/toolchain:test"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	return toolchainBase{ref: ref, layers: []v1.Hash{digest(t, layer)}}
+}
+
+func digest(t *testing.T, l v1.Layer) v1.Hash {
+	t.Helper()
+	d, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// chartImage is the reference the chart's bex.image helper renders for
+// component with global.imageRegistry prefix and tag: the repository comes
+// from the chart's values.
+func chartImage(t *testing.T, prefix, component, tag string) name.Reference {
+	t.Helper()
+	// The section of each component in the chart's values.
+	key := map[string]string{
+		"bex-controller-manager": "controllerManager",
+		"bex-apiserver":          "apiserver",
+		"bex-web":                "web",
+		"bex-git":                "gitReceiver",
+		"bex-edge":               "edge",
+	}[component]
+	var values map[string]json.RawMessage
+	readYAML(t, "deploy/chart/bex/values.yaml", &values)
+	var section struct {
+		Image struct {
+			Repository string `json:"repository"`
+		} `json:"image"`
+	}
+	if err := json.Unmarshal(values[key], &section); err != nil {
+		t.Fatalf("values.yaml: %s: %v", key, err)
+	}
+	repo := section.Image.Repository
+	if repo == "" || strings.Contains(repo, "/") {
+		t.Fatalf("values.yaml: %s.image.repository is %q; want a repository under global.imageRegistry", key, repo)
+	}
+	ref, err := name.ParseReference(prefix + "/" + repo + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// flatten reads the image's filesystem, as a runtime lays its layers, and
+// returns the contents of the regular files among paths it has.
+func flatten(t *testing.T, img v1.Image, paths ...string) map[string][]byte {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := "/" + strings.TrimPrefix(h.Name, "/")
+		if h.Typeflag != tar.TypeReg || !slices.Contains(paths, p) {
+			continue
+		}
+		if files[p], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkBinary: exe is the component's Go binary, an executable for machine,
+// built from this module without cgo and with -trimpath.
+func checkBinary(t *testing.T, exe []byte, component string, machine elf.Machine, goarch string) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(exe))
+	if err != nil {
+		t.Fatalf("%s: not an ELF file: %v", component, err)
+	}
+	if f.Machine != machine || f.Type != elf.ET_EXEC {
+		t.Errorf("%s: ELF %s %s, want %s %s", component, f.Machine, f.Type, machine, elf.ET_EXEC)
+	}
+	bi, err := buildinfo.Read(bytes.NewReader(exe))
+	if err != nil {
+		t.Fatalf("%s: no Go build information: %v", component, err)
+	}
+	if want := "bex.co/bex/cmd/" + component; bi.Path != want {
+		t.Errorf("%s: built from %s, want %s", component, bi.Path, want)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	for k, v := range map[string]string{"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": goarch, "-trimpath": "true"} {
+		if settings[k] != v {
+			t.Errorf("%s: build setting %s=%q, want %q", component, k, settings[k], v)
+		}
+	}
+}
+
+// readYAML reads the module's file at rel into v.
+func readYAML(t *testing.T, rel string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// gitHead is the checkout's commit, empty when there is no git history.
+func gitHead(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

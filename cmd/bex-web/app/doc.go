@@ -1,0 +1,9 @@
+// Package app is the bex-web command: its flags, and the wiring of the
+// platform's JSON API (web/api) to Postgres, the management cluster and the
+// release pipeline of a cluster deployment (internal/clustermode), served on
+// one HTTP listener with a second one for /metrics, /healthz and /readyz.
+//
+// The API owns /api/v1/. Everything else on the listener goes to
+// Options.Dashboard, the place web/dashboard mounts at "/" once it exists;
+// until then those paths answer 404.
+package app

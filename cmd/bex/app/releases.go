@@ -1,0 +1,45 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+func newReleasesCommand(st *state) *cobra.Command {
+	return &cobra.Command{
+		Use:   "releases APP",
+		Short: "List an app's releases, newest first; * marks the one serving, (pruned) those that cannot be rolled back to",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := st.needClient()
+			if err != nil {
+				return err
+			}
+			releases, err := c.ListReleases(cmd.Context(), args[0])
+			if err != nil {
+				return explain(err)
+			}
+			return st.render(releases, func(w io.Writer) error {
+				if len(releases) == 0 {
+					_, err := fmt.Fprintf(w, "No releases of %s yet: push to its git remote\n", args[0])
+					return err
+				}
+				rows := make([][]string, 0, len(releases))
+				for _, r := range releases {
+					version := releaseName(int64(r.Number))
+					if r.Current {
+						version = "*" + version
+					}
+					description := r.Description
+					if r.PrunedAt != nil {
+						description += " (pruned)"
+					}
+					rows = append(rows, []string{version, description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
+				}
+				return st.table([]string{"RELEASE", "DESCRIPTION", "BY", "CREATED"}, rows)
+			})
+		},
+	}
+}

@@ -222,7 +222,7 @@ func (errDiskFull) Error() string { return "the platform's disk is full; the pus
 // still sending, gets the answer.
 func (s *Server) notStored(r *repo, in io.Reader, sw *sidebandWriter, err error) error {
 	var tooLarge *bodyTooLargeError
-	if errors.As(err, &tooLarge) || !diskFull(err) {
+	if errors.As(err, &tooLarge) || !DiskFull(err) {
 		return err
 	}
 	if _, derr := io.Copy(io.Discard, in); errors.As(derr, &tooLarge) {
@@ -234,9 +234,10 @@ func (s *Server) notStored(r *repo, in io.Reader, sw *sidebandWriter, err error)
 	return errDiskFull{}
 }
 
-// diskFull reports whether err is a write that found no room: no space or
-// no inode left (both ENOSPC), or a disk quota reached.
-func diskFull(err error) bool {
+// DiskFull reports whether err is a write that found no room: no space or
+// no inode left (both ENOSPC), or a disk quota reached. The pipeline asks
+// it of a release it could not unpack.
+func DiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -398,7 +397,7 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		if rmErr := os.RemoveAll(dir); rmErr != nil {
 			p.opts.Log.Error(rmErr, "Removing a release directory left half unpacked", "dir", dir)
 		}
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if gitserver.DiskFull(err) {
 			p.opts.Log.Error(err, "Disk full: release not unpacked", "app", klog.KObj(app), "release", number, "dir", filepath.Dir(dir))
 			return fmt.Errorf("the platform's disk is full: release v%d could not be unpacked; push again once the platform's operator has freed space", number)
 		}

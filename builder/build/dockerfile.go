@@ -71,19 +71,18 @@ func (w *workspace) buildDockerfile(ctx context.Context, buildctl, addr string, 
 		if cgErr != nil {
 			return Result{}, cgErr
 		}
-		defer func() {
-			if err := cg.Remove(); err != nil {
-				fmt.Fprintf(w.out, "-----> %v\n", err)
-			}
-		}()
 		argv = append(argv, "--opt", "cgroup-parent="+cg.Parent())
 		defer func() {
 			var ce *CommandError
-			// A step killed by SIGKILL (137) once the limit was reached.
+			// A step killed by SIGKILL (137) once the limit was reached;
+			// read before the cgroup goes.
 			if errors.As(err, &ce) && cg.MemoryLimitReached() && strings.Contains(ce.Tail, "exit code: 137") {
 				msg := fmt.Sprintf("a step was killed for going past the build's memory limit (%d MiB)", w.sbLimits.Memory>>20)
 				ce.Hint = strings.TrimPrefix(ce.Hint+"; "+msg, "; ")
 				fmt.Fprintf(w.out, "-----> %s\n", strings.ToUpper(msg[:1])+msg[1:])
+			}
+			if rmErr := cg.Remove(); rmErr != nil {
+				fmt.Fprintf(w.out, "-----> %v\n", rmErr)
 			}
 		}()
 	}

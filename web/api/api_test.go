@@ -45,6 +45,7 @@ func TestAPI(t *testing.T) {
 		{"Env", testEnv},
 		{"Routes", testRoutes},
 		{"Upgrades", testUpgrades},
+		{"PauseWhileTheControllerWrites", testPauseWhileTheControllerWrites},
 		{"Fleet", testFleet},
 		{"Audit", testAudit},
 		{"Builds", testBuilds},

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/retry"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -312,20 +313,46 @@ func (s *Server) abortUpgrade(c echo.Context) error  { return s.changeUpgrade(c,
 
 // changeUpgrade sets spec.paused or spec.abort. An aborted FleetUpgrade
 // can be neither paused nor resumed (409). The patch is conditional on the
-// object read, so a concurrent abort is never undone.
+// object read, so a concurrent abort is never undone; when the object
+// changed meanwhile (the controller writes its status all through a
+// rollout), the change is read and decided again.
 func (s *Server) changeUpgrade(c echo.Context, action string) error {
-	fu, err := s.getUpgradeObject(c)
-	if err != nil {
+	var fu *fleetv1.FleetUpgrade
+	var changed bool
+	var message string
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var err error
+		if fu, err = s.getUpgradeObject(c); err != nil {
+			return err
+		}
+		before := fu.DeepCopy()
+		if changed, message, err = applyUpgradeChange(fu, action); err != nil || !changed {
+			return err
+		}
+		return s.kube.Patch(c.Request().Context(), fu, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return notFound("fleet upgrade %q not found", c.Param("name"))
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("patching fleet upgrade %s: %w", fu.Name, err)
+	case err != nil:
 		return err
 	}
+	if changed {
+		s.audit(c, "upgrade."+action, fu.Name, map[string]any{"targetVersion": fu.Spec.TargetVersion})
+	}
+	return c.JSON(http.StatusOK, apiclient.UpgradeChange{Upgrade: upgradeView(fu, nil), Changed: changed, Message: message})
+}
+
+// applyUpgradeChange makes action's change to fu's spec and says whether
+// it changed anything and what happens now.
+func applyUpgradeChange(fu *fleetv1.FleetUpgrade, action string) (changed bool, message string, err error) {
 	if fu.Spec.Abort && action != "abort" {
-		return &httpError{status: http.StatusConflict, message: fmt.Sprintf(
+		return false, "", &httpError{status: http.StatusConflict, message: fmt.Sprintf(
 			"fleet upgrade %s was aborted, which is final: it cannot be paused or resumed. Start a new fleet upgrade to go on "+
 				"(bex upgrade start NAME --to %s); clusters it left paused at mixed versions are unpaused by hand", fu.Name, fu.Spec.TargetVersion)}
 	}
-	before := fu.DeepCopy()
-	var changed bool
-	var message string
 	switch action {
 	case "pause":
 		changed, fu.Spec.Paused = !fu.Spec.Paused, true
@@ -343,14 +370,5 @@ func (s *Server) changeUpgrade(c echo.Context, action string) error {
 		changed, fu.Spec.Abort = !fu.Spec.Abort, true
 		message = abortedMessage
 	}
-	if changed {
-		if err := s.kube.Patch(c.Request().Context(), fu, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsNotFound(err) {
-				return notFound("fleet upgrade %q not found", fu.Name)
-			}
-			return fmt.Errorf("patching fleet upgrade %s: %w", fu.Name, err)
-		}
-		s.audit(c, "upgrade."+action, fu.Name, map[string]any{"targetVersion": fu.Spec.TargetVersion})
-	}
-	return c.JSON(http.StatusOK, apiclient.UpgradeChange{Upgrade: upgradeView(fu, nil), Changed: changed, Message: message})
+	return changed, message, nil
 }

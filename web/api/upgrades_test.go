@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,4 +345,73 @@ func upgradeCount(t *testing.T, e *apitest.Env) int {
 		t.Fatal(err)
 	}
 	return len(list.Items)
+}
+
+// testPauseWhileTheControllerWrites: the controller writes a FleetUpgrade's
+// status all through a rollout; an operator's pause that lands between the
+// API's read and its write is decided again on the new object, not refused.
+func testPauseWhileTheControllerWrites(t *testing.T, cp *controlplane.ControlPlane) {
+	writer := &statusBeforePatch{}
+	e := apitest.StartWith(t, cp, apitest.Options{WrapKube: func(c client.Client) client.Client {
+		writer.Client = c
+		return writer
+	}})
+	if a := call(t, e, http.MethodPost, "/upgrades", e.OperatorToken, apiclient.CreateUpgradeRequest{Name: "pause-race", TargetVersion: "v1.37.2"}); a.status != http.StatusCreated {
+		t.Fatalf("creating the upgrade: %d %s", a.status, a.body)
+	}
+	writer.arm(2)
+	a := call(t, e, http.MethodPost, "/upgrades/pause-race/pause", e.OperatorToken, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("pausing while the controller writes the status: %d %s", a.status, a.body)
+	}
+	if writer.writes() != 2 {
+		t.Fatalf("the status was written %d times before the API's patches, want 2", writer.writes())
+	}
+	if fu := getUpgrade(t, e, "pause-race"); !fu.Spec.Paused || fu.Status.ObservedGeneration != 2 {
+		t.Errorf("after pausing: paused %v, status %+v; want paused with the controller's last status kept", fu.Spec.Paused, fu.Status)
+	}
+}
+
+// statusBeforePatch writes a FleetUpgrade's status, as its controller
+// would, just before each of the next n patches of one.
+type statusBeforePatch struct {
+	client.Client
+	mu      sync.Mutex
+	left, n int
+}
+
+func (s *statusBeforePatch) arm(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.left = n
+}
+
+func (s *statusBeforePatch) writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *statusBeforePatch) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if fu, ok := obj.(*fleetv1.FleetUpgrade); ok {
+		s.mu.Lock()
+		write := s.left > 0
+		if write {
+			s.left--
+			s.n++
+		}
+		n := s.n
+		s.mu.Unlock()
+		if write {
+			current := &fleetv1.FleetUpgrade{}
+			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(fu), current); err != nil {
+				return err
+			}
+			current.Status.ObservedGeneration = int64(n)
+			if err := s.Client.Status().Update(ctx, current); err != nil {
+				return err
+			}
+		}
+	}
+	return s.Client.Patch(ctx, obj, patch, opts...)
 }

@@ -101,6 +101,10 @@ type Options struct {
 	DatabaseURL string
 	// MaxLogStreamsPerTenant is the API's option of that name.
 	MaxLogStreamsPerTenant int
+	// WrapKube, when set, wraps the cluster client the API is given
+	// (Env.Kube stays unwrapped), so that a test can act between the
+	// API's reads and writes as a controller would.
+	WrapKube func(client.Client) client.Client
 }
 
 // StartWith is Start with options.
@@ -124,9 +128,13 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		t.Fatalf("creating cluster client: %v", err)
 	}
 	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st}, Logs: &Logs{}}
+	apiKube := kube
+	if opts.WrapKube != nil {
+		apiKube = opts.WrapKube(kube)
+	}
 	srv, err := api.New(api.Options{
 		Store:         st,
-		Kube:          kube,
+		Kube:          apiKube,
 		Deployer:      e.Releaser,
 		Logs:          e.Logs,
 		GitBase:       GitBase,

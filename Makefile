@@ -80,9 +80,10 @@ generate:
 generate-install-crds:
 	bash hack/generate-install-crds.sh
 
-## verify: generated code and CRDs up to date, gofmt, go vet
+## verify: generated code and CRDs up to date, layering (internal/ imports no web/, builder/, controllers/, cmd/), gofmt, go vet
 verify:
 	bash hack/verify-generated.sh
+	bash hack/verify-layering.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -6,7 +6,7 @@
 // certificates, the FleetUpgrade reconciler with its verifier); a nil
 // dependency turns off the part that needs it. Names lists the controllers
 // Setup always registers. The commands that run the manager are
-// cmd/bex-controller-manager/app and internal/embedded.
+// cmd/bex-controller-manager/app and cmd/bex-embedded/app.
 //
 // Reconcilers are level-based: they read the world, compute, and write, and
 // report what a user must see in the object's conditions.

@@ -24,7 +24,7 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme,
-		rbacv1.AddToScheme, // the tenant role bindings of clustermode.Releases
+		rbacv1.AddToScheme, // the tenant role bindings of the controller manager's Releases
 		platformv1alpha1.AddToScheme,
 		fleetv1alpha1.AddToScheme,
 		schedulingv1alpha1.AddToScheme,

@@ -242,7 +242,7 @@ func New(opts Options) (*Builder, error) {
 		}
 	}
 	if opts.RegistryAuth != nil {
-		b.keychain = authn.NewMultiKeychain(registryKeychain{registry: opts.Registry, auth: opts.RegistryAuth}, authn.DefaultKeychain)
+		b.keychain = Keychain(opts.Registry, opts.RegistryAuth)
 	}
 	if opts.RunImage != "" {
 		if b.run, err = newRunImage(opts.RunImage); err != nil {

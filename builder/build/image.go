@@ -257,6 +257,14 @@ func registryOptions(ctx context.Context, kc authn.Keychain) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
 }
 
+// Keychain is the credentials a process that reads or deletes the platform
+// registry's images presents: auth to registry (host[:port]), the docker
+// configuration's to any other. It is what Builder.Keychain gives when
+// Options.RegistryAuth is set, for processes that have no builder.
+func Keychain(registry string, auth authn.Authenticator) authn.Keychain {
+	return authn.NewMultiKeychain(registryKeychain{registry: registry, auth: auth}, authn.DefaultKeychain)
+}
+
 // registryKeychain gives auth for the registry at host:port registry, and
 // nothing (authn.Anonymous) for any other, which the next keychain of a
 // multi-keychain then resolves.

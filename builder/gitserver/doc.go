@@ -7,7 +7,7 @@
 // falls back to it), the repositories on disk, and the rules below. It does
 // not know tokens, keys or apps: an Authenticator turns credentials into a
 // Principal, Repos says whether an app exists and which branch deploys, and a
-// Deployer builds and releases. The wiring (cmd/, internal/embedded) gives it
+// Deployer builds and releases. The wiring (cmd/, cmd/bex-embedded/app) gives it
 // the store-backed implementations and mounts HTTPHandler and ServeSSH.
 //
 // # Access

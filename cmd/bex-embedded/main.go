@@ -1,22 +1,18 @@
 // Command bex-embedded runs the whole bex platform on this machine, in the
-// foreground (make run).
+// foreground (make run); all it does lives in
+// bex.co/bex/cmd/bex-embedded/app.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"bex.co/bex/internal/embedded"
+	"bex.co/bex/cmd/bex-embedded/app"
+	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := embedded.NewCommand(os.Stdout).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bex-embedded:", err)
-		os.Exit(1)
-	}
+	ctx, stop := command.SignalContext()
+	err := app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(command.Exit(os.Stderr, "bex-embedded", err))
 }

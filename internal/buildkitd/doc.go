@@ -9,6 +9,6 @@
 // daemon that cannot work. NewCgroup makes the cgroup one build's RUN steps
 // run under (the Dockerfile frontend's cgroup-parent option), with the
 // build's memory, CPU and pids limits. Start hands back the address builder/build's
-// Options.BuildKitAddr takes; internal/embedded starts it for make run, and
+// Options.BuildKitAddr takes; cmd/bex-embedded/app starts it for make run, and
 // the builder's and the pipeline's tests start one each.
 package buildkitd

@@ -20,8 +20,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	embedded "bex.co/bex/cmd/bex-embedded/app"
 	"bex.co/bex/internal/controlplane"
-	"bex.co/bex/internal/embedded"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"

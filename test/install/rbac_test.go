@@ -25,7 +25,6 @@ import (
 	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
 	gitapp "bex.co/bex/cmd/bex-git/app"
 	"bex.co/bex/controllers"
-	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/runtime"
@@ -245,23 +244,30 @@ func TestTenantRBAC(t *testing.T) {
 		}
 		return c
 	}
-	tenantOptions := func(repo string, args []string) clustermode.TenantOptions {
+	// tenantOptions parses the chart's arguments of repo as its command
+	// does: the kube driver's options, and the role bound in tenant
+	// namespaces of the management cluster.
+	tenantOptions := func(repo string, args []string) (kube.Options, string) {
 		fs := pflag.NewFlagSet(repo, pflag.ContinueOnError)
-		var rt *clustermode.RuntimeOptions
+		parse := func() {
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("%s: %v", repo, err)
+			}
+		}
 		switch repo {
 		case "bex-controller-manager":
 			o := managerapp.NewOptions()
 			o.AddFlags(fs)
-			rt = &o.Runtime
+			parse()
+			return o.Runtime.Tenants.KubeOptions(), o.Runtime.Tenants.ConfigRole
 		case "bex-git":
 			o := gitapp.NewOptions()
 			o.AddFlags(fs)
-			rt = &o.Runtime
+			parse()
+			return o.Runtime.Tenants.KubeOptions(), o.Runtime.Tenants.ConfigRole
 		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatalf("%s: %v", repo, err)
-		}
-		return rt.Tenants
+		t.Fatalf("no command %s", repo)
+		return kube.Options{}, ""
 	}
 
 	// The git receiver's token, which tenant build code runs next to.
@@ -292,8 +298,8 @@ func TestTenantRBAC(t *testing.T) {
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sh", Image: "busybox"}}},
 	}))
 	// The controller manager, as the App controller does for an App of acme.
-	cmTenants := tenantOptions("bex-controller-manager", rbac.args["bex-controller-manager"])
-	cmDriver, err := kube.New(as("controller-manager"), cmTenants.KubeOptions())
+	cmKubeOptions, cmConfigRole := tenantOptions("bex-controller-manager", rbac.args["bex-controller-manager"])
+	cmDriver, err := kube.New(as("controller-manager"), cmKubeOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,15 +308,14 @@ func TestTenantRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: "bex-git-receiver"}}
-	releases := clustermode.Releases{Driver: cmDriver, Kube: cmClient, ConfigRole: cmTenants.ConfigRole, Subjects: subjects}
+	releases := managerapp.Releases{Driver: cmDriver, Kube: cmClient, ConfigRole: cmConfigRole, Subjects: subjects}
 	if err := releases.PrepareNamespace(ctx, "acme"); err != nil {
 		t.Fatalf("the controller manager cannot prepare a tenant namespace: %v", err)
 	}
 
 	// The git receiver deploys into it: every object the driver writes is
 	// allowed (the rollout itself waits for a kubelet this test has not).
-	gitTenants := tenantOptions("bex-git", rbac.args["bex-git"])
-	gitOpts := gitTenants.KubeOptions()
+	gitOpts, _ := tenantOptions("bex-git", rbac.args["bex-git"])
 	gitOpts.RolloutTimeout, gitOpts.PollInterval = 2*time.Second, 100*time.Millisecond
 	gitDriver, err := kube.New(as("git-receiver"), gitOpts)
 	if err != nil {

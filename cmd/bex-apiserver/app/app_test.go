@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"bex.co/bex/internal/clustermode/cmdtest"
+	"bex.co/bex/cmd/internal/cmdtest"
 )
 
 // TestCommandLine: a flag bex-apiserver does not know, and options it

@@ -20,10 +20,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/cmd/internal/workload"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/internal/certstore"
-	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/hetzner"
@@ -69,7 +69,7 @@ type Options struct {
 	ReservedHostnames []string
 	// ACMEDirectory is the edge's; certificate state is kept under its key.
 	ACMEDirectory string
-	Runtime       clustermode.RuntimeOptions
+	Runtime       workload.Options
 
 	aggregated []schema.GroupVersionResource
 }
@@ -83,7 +83,7 @@ func NewOptions() *Options {
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
 		Schedule: true, FleetUpgrades: true, RemoveStaleLeases: true,
 		ACMEDirectory: edge.LetsEncrypt,
-		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		Runtime:       workload.Options{WorkDir: "/var/lib/bex/work"},
 	}
 }
 
@@ -105,7 +105,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that Routes' ownership TXT records and addresses are looked up at; empty: the system resolver")
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused to Routes; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.ACMEDirectory, "acme-directory", o.ACMEDirectory, "ACME directory of the edge, whose certificates Routes report; empty: CertificateReady stays Unknown")
-	o.Runtime.AddFlags(fs, false)
+	o.Runtime.AddFlags(fs)
 }
 
 // Complete parses what the flags left as text.
@@ -147,7 +147,7 @@ func (o *Options) Validate() error {
 
 // Run runs the manager until ctx ends.
 func (o *Options) Run(ctx context.Context, log logr.Logger) error {
-	c, err := clustermode.Open(ctx, o.DatabaseURL, o.Kubeconfig)
+	c, err := command.Open(ctx, o.DatabaseURL, o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -172,14 +172,14 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 
-	// The pipeline writes App status with the uncached client: it is
+	// The Releaser writes App status with the uncached client: it is
 	// called from reconciles and must see what it wrote.
 	rt, err := o.Runtime.NewRuntime(st, c.Kube, log)
 	if err != nil {
 		return err
 	}
 	deps := controllers.Deps{
-		Releases: rt.Releases(), Schedule: o.Schedule,
+		Releases: Releases{Releaser: rt.Releaser, Driver: rt.Driver, Kube: c.Kube, ConfigRole: rt.ConfigRole, Subjects: rt.Subjects}, Schedule: o.Schedule,
 		DNS: domains.ResolverAt(o.DNSResolver), EdgeAddresses: o.EdgeAddresses, AppDomain: o.Runtime.AppDomain,
 		ReservedHostnames: o.ReservedHostnames,
 	}

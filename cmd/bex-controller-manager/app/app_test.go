@@ -16,8 +16,8 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/bex-controller-manager/app"
+	"bex.co/bex/cmd/internal/cmdtest"
 	capicrds "bex.co/bex/deploy/capi-crds"
-	"bex.co/bex/internal/clustermode/cmdtest"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"

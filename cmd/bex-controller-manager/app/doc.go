@@ -2,9 +2,10 @@
 // controller-runtime manager with leader election that runs the App, Route
 // and FleetUpgrade controllers (controllers.Setup) of a cluster deployment.
 //
-// It hands the controllers what a cluster has: the release pipeline over the
-// kube runtime driver (internal/clustermode) as the App controller's
-// Releases, the scheduling.bex.co API for placements, the system resolver
+// It hands the controllers what a cluster has: the releaser over the kube
+// runtime driver (cmd/internal/workload) as the App controller's Releases
+// (which leave a release that has any Deployment alone, and bind the
+// tenant config role), the scheduling.bex.co API for placements, the system resolver
 // (or --dns-resolver) and the edge's public addresses for Routes' DNS, the
 // edge's certificate storage in Postgres for Routes' certificates (with
 // --acme-directory), and for FleetUpgrades the MVP verifier (the

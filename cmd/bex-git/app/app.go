@@ -15,9 +15,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitaccess"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/cmd/internal/command"
-	"bex.co/bex/internal/clustermode"
+	"bex.co/bex/cmd/internal/workload"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/store"
@@ -38,7 +39,8 @@ type Options struct {
 	MaxPushBytes int64
 	// BuildLogLines is how many lines of each build's log are kept.
 	BuildLogLines int
-	Runtime       clustermode.RuntimeOptions
+	Runtime       workload.Options
+	Build         workload.BuildOptions
 	// Quotas are the tenants' default quotas: repository size here,
 	// concurrent builds and build minutes in the pipeline.
 	Quotas *quota.Defaults
@@ -51,7 +53,8 @@ func NewOptions() *Options {
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
 		PlatformOptions: command.NewPlatformOptions(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
 		BuildLogLines: store.DefaultBuildLogLines,
-		Runtime:       clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work", MaxCheckoutBytes: build.DefaultMaxCheckoutBytes, Quotas: quotas},
+		Runtime:       workload.Options{WorkDir: "/var/lib/bex/work"},
+		Build:         workload.BuildOptions{MaxCheckoutBytes: build.DefaultMaxCheckoutBytes, Quotas: quotas},
 		Quotas:        quotas,
 	}
 }
@@ -66,7 +69,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OpsListen, "ops-listen", o.OpsListen, "Address of /metrics, /healthz (liveness) and /readyz; empty turns it off")
 	fs.Int64Var(&o.MaxPushBytes, "max-push-bytes", o.MaxPushBytes, "Largest pack one push may send; a larger one is refused before it is stored")
 	fs.IntVar(&o.BuildLogLines, "build-log-lines", o.BuildLogLines, "Lines of a build's log kept: past it the oldest are dropped, and the log says so")
-	o.Runtime.AddFlags(fs, true)
+	o.Runtime.AddFlags(fs)
+	o.Build.AddFlags(fs)
 	o.Quotas.AddFlags(fs)
 }
 
@@ -96,7 +100,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--build-log-lines %d: must be positive", o.BuildLogLines))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
-	errs = append(errs, o.Runtime.ValidateBuild()...)
+	errs = append(errs, o.Build.Validate()...)
 	errs = append(errs, o.Quotas.Validate())
 	return errors.Join(errs...)
 }
@@ -107,7 +111,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err := os.MkdirAll(o.RootDir, 0o755); err != nil {
 		return fmt.Errorf("creating --root-dir: %w", err)
 	}
-	c, err := clustermode.Open(ctx, o.DatabaseURL, o.Kubeconfig)
+	c, err := command.Open(ctx, o.DatabaseURL, o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -117,9 +121,13 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	pl, err := o.Build.NewPipeline(&o.Runtime, rt, log)
+	if err != nil {
+		return err
+	}
 	git, err := gitserver.New(gitserver.Options{
-		Root: o.RootDir, Auth: clustermode.GitAuth{Store: c.Store}, Repos: clustermode.AppRepos{Kube: c.Kube},
-		Deployer: rt.Pipeline, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
+		Root: o.RootDir, Auth: gitaccess.Auth{Store: c.Store}, Repos: gitaccess.Repos{Kube: c.Kube},
+		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
 		Quota: quota.RepoQuota{Defaults: o.Quotas, Store: c.Store},
 	})
 	if err != nil {
@@ -149,7 +157,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		// Pushes stream their build; a long grace lets short ones finish.
 		serves = append(serves, func() error {
-			return clustermode.Serve(ctx, l, gitserver.HTTPTimeouts().Server(git.HTTPHandler()), 30*time.Second)
+			return command.Serve(ctx, l, gitserver.HTTPTimeouts().Server(git.HTTPHandler()), 30*time.Second)
 		})
 		addrs = append(addrs, "http", l.Addr().String())
 	}
@@ -177,7 +185,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 		serves = append(serves, func() error {
-			return clustermode.Serve(ctx, l, httpserve.OpsTimeouts().Server(clustermode.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
+			return command.Serve(ctx, l, httpserve.OpsTimeouts().Server(command.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
 		})
 		addrs = append(addrs, "ops", l.Addr().String())
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	"bex.co/bex/internal/clustermode/cmdtest"
+	"bex.co/bex/cmd/internal/cmdtest"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"

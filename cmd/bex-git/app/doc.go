@@ -3,9 +3,10 @@
 // the repositories on one volume, pushers authenticated by the store's API
 // tokens and SSH keys, apps looked up as App objects in the management
 // cluster, and each push of a deploy branch built and released in this
-// process by the release pipeline (internal/pipeline, which
-// internal/clustermode puts together with builder/build, an optional
-// buildkitd for Dockerfiles, and the kube runtime driver). Repository size
+// process by the pipeline (builder/pipeline, which
+// cmd/internal/workload puts together with builder/build, an optional
+// buildkitd for Dockerfiles, and the releaser over the kube runtime
+// driver). Repository size
 // is bounded by the tenants' quotas, and an ops listener serves metrics and
 // the readiness of the store and the management cluster.
 //

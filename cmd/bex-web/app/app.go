@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"bex.co/bex/cmd/internal/command"
-	"bex.co/bex/internal/clustermode"
+	"bex.co/bex/cmd/internal/workload"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/web/api"
@@ -38,7 +38,7 @@ type Options struct {
 	// custom hostnames (the controller manager's --reserved-hostname must
 	// be the same).
 	ReservedHostnames []string
-	Runtime           clustermode.RuntimeOptions
+	Runtime           workload.Options
 	// Quotas are the tenants' default quotas of apps and routes, which the
 	// API checks, and those the API shows a tenant.
 	Quotas *quota.Defaults
@@ -59,7 +59,7 @@ func NewOptions() *Options {
 	return &Options{
 		PlatformOptions: command.NewPlatformOptions(),
 		Listen:          ":8080", OpsListen: ":9090",
-		Runtime:                clustermode.RuntimeOptions{WorkDir: "/var/lib/bex/work"},
+		Runtime:                workload.Options{WorkDir: "/var/lib/bex/work"},
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		Quotas:                 quota.NewDefaults(),
 	}
@@ -75,7 +75,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused as a custom hostname; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
-	o.Runtime.AddFlags(fs, false)
+	o.Runtime.AddFlags(fs)
 	o.Quotas.AddFlags(fs)
 }
 
@@ -126,7 +126,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		cookieKey = key
 	}
-	c, err := clustermode.Open(ctx, o.DatabaseURL, o.Kubeconfig)
+	c, err := command.Open(ctx, o.DatabaseURL, o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 	apiSrv, err := api.New(api.Options{
-		Store: c.Store, Kube: c.Kube, Deployer: rt.Pipeline, Logs: clustermode.RuntimeLogs{Driver: rt.Driver},
+		Store: c.Store, Kube: c.Kube, Deployer: rt.Releaser, Logs: api.RuntimeLogs{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
@@ -170,7 +170,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	errc := make(chan error, 2)
 	servers := 1
 	go func() {
-		errc <- clustermode.Serve(ctx, l, api.ServerTimeouts().Server(o.handler(apiSrv.Handler())), 10*time.Second)
+		errc <- command.Serve(ctx, l, api.ServerTimeouts().Server(o.handler(apiSrv.Handler())), 10*time.Second)
 	}()
 	if o.OpsListen != "" {
 		ol, err := net.Listen("tcp", o.OpsListen)
@@ -181,7 +181,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		servers++
 		go func() {
-			errc <- clustermode.Serve(ctx, ol, httpserve.OpsTimeouts().Server(clustermode.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
+			errc <- command.Serve(ctx, ol, httpserve.OpsTimeouts().Server(command.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
 		}()
 		log.Info("Serving", "api", l.Addr().String(), "ops", ol.Addr().String())
 	} else {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	"bex.co/bex/internal/clustermode/cmdtest"
+	"bex.co/bex/cmd/internal/cmdtest"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"

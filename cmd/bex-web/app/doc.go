@@ -1,6 +1,6 @@
 // Package app is the bex-web command: its flags, and the wiring of the
 // platform's JSON API (web/api) to Postgres, the management cluster and the
-// release pipeline of a cluster deployment (internal/clustermode), served on
+// releaser of a cluster deployment (cmd/internal/workload), served on
 // one HTTP listener with a second one for /metrics, /healthz and /readyz.
 //
 // The API owns /api/v1/. Everything else on the listener goes to

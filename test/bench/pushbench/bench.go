@@ -24,7 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"bex.co/bex/builder/build"
-	"bex.co/bex/internal/embedded"
+	embedded "bex.co/bex/cmd/bex-embedded/app"
 )
 
 type options struct {

@@ -111,7 +111,7 @@ imagePullSecrets:
     - {port: metrics, protocol: TCP}
 {{- end -}}
 
-{{/* bex.runtimeArgs are the release pipeline's flags (internal/clustermode),
+{{/* bex.runtimeArgs are the releaser's flags (cmd/internal/workload.Options),
    shared by the controller manager, web and the git receiver. A missing
    registry or domain is left out: the binaries then refuse to start and
    say which flag is missing (NOTES.txt warns too). */}}

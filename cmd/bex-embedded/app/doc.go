@@ -1,4 +1,4 @@
-// Package embedded runs the whole bex platform on one machine, in the
+// Package app is bex-embedded: it runs the whole bex platform on one machine, in the
 // foreground: what `make run` starts.
 //
 // It starts the pinned etcd and kube-apiserver (internal/controlplane) with
@@ -13,4 +13,4 @@
 // BEX_DATABASE_URL — once everything is ready. On SIGINT or SIGTERM it stops
 // everything in reverse order and removes <state>/env. A second run on the
 // same state directory keeps the data of the first.
-package embedded
+package app

@@ -1,4 +1,4 @@
-package embedded
+package app
 
 import (
 	"errors"
@@ -12,12 +12,12 @@ import (
 
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/builder/release"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/loopfs"
-	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/store"
@@ -89,7 +89,7 @@ type Options struct {
 	// (store.Limits.BuildLogLines).
 	BuildLogLines int
 	// ReleaseRetention is how many releases of an app keep their
-	// directory and image (pipeline.Options.ReleaseRetention); older ones
+	// directory and image (release.Options.ReleaseRetention); older ones
 	// are pruned and cannot be rolled back to.
 	ReleaseRetention int
 	// Quotas are the tenants' default quotas.
@@ -108,7 +108,7 @@ func NewOptions() *Options {
 	return &Options{StateDir: ".bex", KubeVersion: kubebin.DefaultKubeVersion, BuildCPU: "1", BuildDisk: "4Gi", BuildCacheDisk: "4Gi",
 		CertificateBudget: edge.DefaultCertificateBudget, MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		MaxPushBytes: gitserver.DefaultMaxPushBytes, MaxCheckoutBytes: build.DefaultMaxCheckoutBytes,
-		BuildLogLines: store.DefaultBuildLogLines, ReleaseRetention: pipeline.DefaultReleaseRetention, Quotas: quota.NewDefaults()}
+		BuildLogLines: store.DefaultBuildLogLines, ReleaseRetention: release.DefaultReleaseRetention, Quotas: quota.NewDefaults()}
 }
 
 // AddFlags binds the options to fs.

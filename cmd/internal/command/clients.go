@@ -1,4 +1,4 @@
-package clustermode
+package command
 
 import (
 	"context"

@@ -1,10 +1,9 @@
-package clustermode
+package gitaccess
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/crypto/ssh"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,21 +12,19 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/gitserver"
-	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
-	"bex.co/bex/web/api"
 )
 
-// GitAuth authenticates pushers with the store's API tokens (HTTP) and SSH
+// Auth authenticates pushers with the store's API tokens (HTTP) and SSH
 // keys. Operator tokens, which belong to no tenant, are refused. The actor
 // a push is recorded under is the API's: the token's user's email, else
 // token:<name>; sshkey:<name> for an SSH key.
-type GitAuth struct{ Store *store.Store }
+type Auth struct{ Store *store.Store }
 
-var _ gitserver.Authenticator = GitAuth{}
+var _ gitserver.Authenticator = Auth{}
 
 // AuthenticatePassword implements gitserver.Authenticator.
-func (a GitAuth) AuthenticatePassword(ctx context.Context, _, password string) (gitserver.Principal, error) {
+func (a Auth) AuthenticatePassword(ctx context.Context, _, password string) (gitserver.Principal, error) {
 	tok, err := a.Store.AuthenticateToken(ctx, password)
 	if errors.Is(err, store.ErrUnauthenticated) || (err == nil && tok.TenantID == "") {
 		return gitserver.Principal{}, gitserver.ErrUnauthenticated
@@ -47,7 +44,7 @@ func (a GitAuth) AuthenticatePassword(ctx context.Context, _, password string) (
 }
 
 // AuthenticatePublicKey implements gitserver.Authenticator.
-func (a GitAuth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (gitserver.Principal, error) {
+func (a Auth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (gitserver.Principal, error) {
 	k, err := a.Store.FindSSHKeyByFingerprint(ctx, ssh.FingerprintSHA256(key))
 	if errors.Is(err, store.ErrNotFound) {
 		return gitserver.Principal{}, gitserver.ErrUnauthenticated
@@ -58,7 +55,7 @@ func (a GitAuth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (
 	return a.principal(ctx, k.TenantID, "sshkey:"+k.Name)
 }
 
-func (a GitAuth) principal(ctx context.Context, tenantID, actor string) (gitserver.Principal, error) {
+func (a Auth) principal(ctx context.Context, tenantID, actor string) (gitserver.Principal, error) {
 	t, err := a.Store.GetTenant(ctx, tenantID)
 	if err != nil {
 		return gitserver.Principal{}, unavailable(fmt.Errorf("reading tenant: %w", err))
@@ -75,15 +72,15 @@ func unavailable(err error) error {
 	return err
 }
 
-// AppRepos says an app's repository exists when its App object does, in
+// Repos says an app's repository exists when its App object does, in
 // the tenant's namespace, and that its deploy branch is spec.source.branch
 // (main when empty).
-type AppRepos struct{ Kube client.Client }
+type Repos struct{ Kube client.Client }
 
-var _ gitserver.Repos = AppRepos{}
+var _ gitserver.Repos = Repos{}
 
 // Lookup implements gitserver.Repos.
-func (r AppRepos) Lookup(ctx context.Context, tenant, name string) (gitserver.RepoInfo, error) {
+func (r Repos) Lookup(ctx context.Context, tenant, name string) (gitserver.RepoInfo, error) {
 	app := &platformv1alpha1.App{}
 	err := r.Kube.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, app)
 	if apierrors.IsNotFound(err) {
@@ -97,29 +94,4 @@ func (r AppRepos) Lookup(ctx context.Context, tenant, name string) (gitserver.Re
 		branch = "main"
 	}
 	return gitserver.RepoInfo{DeployBranch: branch}, nil
-}
-
-// RuntimeLogs serves the API's runtime logs from a runtime driver.
-type RuntimeLogs struct{ Driver runtime.Driver }
-
-var _ api.LogSource = RuntimeLogs{}
-
-// Logs implements api.LogSource.
-func (l RuntimeLogs) Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan api.LogLine, error) {
-	in, err := l.Driver.Logs(ctx, tenant, app, tail, follow)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan api.LogLine)
-	go func() {
-		defer close(out)
-		for line := range in {
-			select {
-			case out <- api.LogLine{Time: line.Time, Process: line.Process, Instance: strconv.Itoa(line.Instance), Stream: line.Stream, Text: line.Text}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
 }

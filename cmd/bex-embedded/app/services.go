@@ -1,4 +1,4 @@
-package embedded
+package app
 
 import (
 	"context"
@@ -24,12 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/gitaccess"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/builder/pipeline"
+	"bex.co/bex/builder/release"
 	"bex.co/bex/internal/certstore"
-	"bex.co/bex/internal/clustermode"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
-	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
@@ -157,11 +158,15 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	urlOf := func(tenant, app string) string {
 		return fmt.Sprintf("https://%s:%d", edge.Hostname(tenant, app, appDomain), edgeTLSPort)
 	}
-	pl, err := pipeline.New(pipeline.Options{
-		Store: st, Kube: kube, Builder: builder, Runtime: rt,
-		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("pipeline"),
-		Quotas: o.quotas(), ReleaseRetention: o.ReleaseRetention,
+	rel, err := release.New(release.Options{
+		Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(),
+		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("releaser"),
+		ReleaseRetention: o.ReleaseRetention,
 	})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := pipeline.New(pipeline.Options{Releaser: rel, Builder: builder, Quotas: o.quotas(), Log: log.WithName("pipeline")})
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +199,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 
 	// Git receiver.
 	git, err := gitserver.New(gitserver.Options{
-		Root: filepath.Join(o.StateDir, "git"), Auth: clustermode.GitAuth{Store: st}, Repos: clustermode.AppRepos{Kube: kube},
+		Root: filepath.Join(o.StateDir, "git"), Auth: gitaccess.Auth{Store: st}, Repos: gitaccess.Repos{Kube: kube},
 		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
 		Quota: quota.RepoQuota{Defaults: o.quotas(), Store: st},
 	})
@@ -223,7 +228,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 	// API.
 	gitBase := "http://" + gitL.Addr().String()
 	apiSrv, err := api.New(api.Options{
-		Store: st, Kube: kube, Deployer: pl, Logs: clustermode.RuntimeLogs{Driver: rt},
+		Store: st, Kube: kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt},
 		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
 		Log: log.WithName("api"), MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.quotas(),
 		ReservedHostnames: o.ReservedHostnames,

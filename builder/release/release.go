@@ -1,7 +1,6 @@
-package pipeline
+package release
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -30,17 +29,20 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	appctrl "bex.co/bex/controllers/app"
-	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
 )
 
-// Options configure a Pipeline.
+// Options configure a Releaser.
 type Options struct {
 	Store   *store.Store
 	Kube    client.Client
-	Builder *build.Builder
 	Runtime runtime.Driver
+	// Keychain is the credentials presented to the registry to read a
+	// release's image and delete pruned ones (build.Keychain for the
+	// platform registry); nil means the docker configuration's
+	// (authn.DefaultKeychain).
+	Keychain authn.Keychain
 	// ReleasesDir holds unpacked images for the process runtime:
 	// <ReleasesDir>/<tenant>/<app>/v<N>.
 	ReleasesDir string
@@ -48,10 +50,6 @@ type Options struct {
 	BinDir string
 	// URL returns an app's public URL.
 	URL func(tenant, app string) string
-	// Quotas are the tenants' default quotas; a push beyond a tenant's
-	// concurrent builds or build minutes is refused before its build is
-	// recorded. nil means quota.NewDefaults().
-	Quotas *quota.Defaults
 	// ReleaseRetention is how many releases of an app keep their artifacts
 	// (their directory under ReleasesDir, their image): after a release
 	// goes live, those of the app's releases older than the newest
@@ -66,52 +64,51 @@ type Options struct {
 // when the operator does not say.
 const DefaultReleaseRetention = 20
 
-// Pipeline builds, releases and rolls back apps.
-type Pipeline struct {
+// Releaser rolls releases out and back, and keeps them running.
+type Releaser struct {
 	opts  Options
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 }
 
-var (
-	_ gitserver.Deployer = (*Pipeline)(nil)
-	_ appctrl.Releases   = (*Pipeline)(nil)
-)
+var _ appctrl.Releases = (*Releaser)(nil)
 
 // New checks the options.
-func New(opts Options) (*Pipeline, error) {
+func New(opts Options) (*Releaser, error) {
 	switch {
 	case opts.Store == nil:
-		return nil, errors.New("pipeline: Store is nil")
+		return nil, errors.New("releaser: Store is nil")
 	case opts.Kube == nil:
-		return nil, errors.New("pipeline: Kube is nil")
-	case opts.Builder == nil:
-		return nil, errors.New("pipeline: Builder is nil")
+		return nil, errors.New("releaser: Kube is nil")
 	case opts.Runtime == nil:
-		return nil, errors.New("pipeline: Runtime is nil")
+		return nil, errors.New("releaser: Runtime is nil")
 	case opts.ReleasesDir == "":
-		return nil, errors.New("pipeline: ReleasesDir is empty")
+		return nil, errors.New("releaser: ReleasesDir is empty")
 	case opts.URL == nil:
-		return nil, errors.New("pipeline: URL is nil")
+		return nil, errors.New("releaser: URL is nil")
 	}
 	if opts.ReleaseRetention < 0 {
-		return nil, fmt.Errorf("pipeline: ReleaseRetention %d is negative", opts.ReleaseRetention)
+		return nil, fmt.Errorf("releaser: ReleaseRetention %d is negative", opts.ReleaseRetention)
 	}
 	if opts.ReleaseRetention == 0 {
 		opts.ReleaseRetention = DefaultReleaseRetention
 	}
-	if opts.Quotas == nil {
-		opts.Quotas = quota.NewDefaults()
-	} else if err := opts.Quotas.Validate(); err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+	if opts.Keychain == nil {
+		opts.Keychain = authn.DefaultKeychain
 	}
-	return &Pipeline{opts: opts, locks: map[string]*sync.Mutex{}}, nil
+	return &Releaser{opts: opts, locks: map[string]*sync.Mutex{}}, nil
 }
 
-// lock serialises work on one app: first among this process's goroutines,
+// Store is the store releases are recorded in.
+func (r *Releaser) Store() *store.Store { return r.opts.Store }
+
+// URL is the app's public URL.
+func (r *Releaser) URL(tenant, app string) string { return r.opts.URL(tenant, app) }
+
+// Lock serialises work on one app: first among this process's goroutines,
 // then, through the store's app lock, among every process on the database
 // (a rollback in the web API waits for a push's deploy in the git receiver).
-func (p *Pipeline) lock(ctx context.Context, tenant, app string) (unlock func(), err error) {
+func (p *Releaser) Lock(ctx context.Context, tenant, app string) (unlock func(), err error) {
 	p.mu.Lock()
 	l, ok := p.locks[tenant+"/"+app]
 	if !ok {
@@ -131,86 +128,9 @@ func (p *Pipeline) lock(ctx context.Context, tenant, app string) (unlock func(),
 	}, nil
 }
 
-// Deploy builds push.New, rolls it out and records the release.
-func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Writer) (gitserver.DeployResult, error) {
-	unlock, err := p.lock(ctx, push.Tenant, push.App)
-	if err != nil {
-		return gitserver.DeployResult{}, err
-	}
-	defer unlock()
-	tenant, err := p.opts.Store.GetTenantByName(ctx, push.Tenant)
-	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
-	}
-	app, err := p.app(ctx, push.Tenant, push.App)
-	if err != nil {
-		return gitserver.DeployResult{}, err
-	}
-	bq, err := p.opts.Quotas.BuildQuota(ctx, p.opts.Store, tenant.ID, time.Now())
-	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("reading the quotas of tenant %s: %w", push.Tenant, err)
-	}
-	b, err := p.opts.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack), Quota: bq})
-	if errors.Is(err, store.ErrQuotaExceeded) {
-		return gitserver.DeployResult{}, &gitserver.RefusedError{Reason: err}
-	}
-	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
-	}
-	logs := newLogWriter(ctx, p.opts.Store, b.ID)
-	out := io.MultiWriter(log, logs)
-	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
-	res, buildErr := p.opts.Builder.Build(ctx, build.Request{
-		Tenant: push.Tenant, App: push.App, RepoDir: push.RepoDir, Commit: push.New,
-		Stack: app.Spec.Build.Stack, Command: app.Spec.Build.Command, Dockerfile: app.Spec.Build.Dockerfile,
-	}, out)
-	if buildErr != nil {
-		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error()})
-		return gitserver.DeployResult{}, buildErr
-	}
-
-	// Deleted at the next prune unless a release runs it by then: the
-	// image of a release that fails, or that a kill cuts short, does not
-	// stay in the registry for ever.
-	if err := p.opts.Store.QueueDeletion(ctx, tenant.ID, push.App, store.DeleteImage, res.Image, fmt.Sprintf("build %d was not released", b.Number)); err != nil {
-		p.opts.Log.Error(err, "Recording a build's image for deletion unless released", "app", klog.KObj(app), "image", res.Image)
-	}
-	latest, err := p.latestNumber(ctx, tenant.ID, push.App)
-	if err != nil {
-		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: err.Error()})
-		return gitserver.DeployResult{}, err
-	}
-	config := configOf(app)
-	number := latest + 1
-	fmt.Fprintf(out, "-----> Releasing v%d\n", number)
-	if err := p.rollout(ctx, app, number, res.Image, config, out); err != nil {
-		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
-		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: rolloutFailedPrefix + err.Error()})
-		return gitserver.DeployResult{}, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
-	}
-	logs.Close()
-	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image})
-	rel, err := p.opts.Store.CreateRelease(ctx, store.NewRelease{
-		TenantID: tenant.ID, App: push.App, BuildID: b.ID, Image: res.Image, Config: config,
-		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
-	})
-	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("recording release v%d: %w", number, err)
-	}
-	url := p.opts.URL(push.Tenant, push.App)
-	if err := p.setCurrent(ctx, app, rel.Number, url); err != nil {
-		return gitserver.DeployResult{}, err
-	}
-	p.prune(ctx, tenant.ID, app, log)
-	return gitserver.DeployResult{Release: rel.Number, URL: url}, nil
-}
-
 // Rollback rolls release `to` out again as a new release.
-func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
-	unlock, err := p.lock(ctx, tenantName, appName)
+func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
+	unlock, err := p.Lock(ctx, tenantName, appName)
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +139,7 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err != nil {
 		return 0, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
 	}
-	app, err := p.app(ctx, tenantName, appName)
+	app, err := p.App(ctx, tenantName, appName)
 	if err != nil {
 		return 0, err
 	}
@@ -230,21 +150,21 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err := target.Runnable(); err != nil {
 		return 0, err
 	}
-	latest, err := p.latestNumber(ctx, tenant.ID, appName)
+	latest, err := p.LatestNumber(ctx, tenant.ID, appName)
 	if err != nil {
 		return 0, err
 	}
-	if err := p.rollout(ctx, app, latest+1, target.Image, target.Config, io.Discard); err != nil {
+	if err := p.Rollout(ctx, app, latest+1, target.Image, target.Config, io.Discard); err != nil {
 		return 0, fmt.Errorf("rolling back to v%d failed, the current release keeps serving: %w", to, err)
 	}
 	rel, err := p.opts.Store.CreateRollbackRelease(ctx, tenant.ID, appName, to, actor)
 	if err != nil {
 		return 0, fmt.Errorf("recording the rollback: %w", err)
 	}
-	if err := p.setCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
+	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}
-	p.prune(ctx, tenant.ID, app, io.Discard)
+	p.Prune(ctx, tenant.ID, app, io.Discard)
 	return rel.Number, nil
 }
 
@@ -255,16 +175,16 @@ func (p *Pipeline) Rollback(ctx context.Context, tenantName, appName string, to 
 // made a newer release current since it was read. So once it holds the lock,
 // EnsureRunning reads the App and the runtime again and acts on what it
 // finds then, never on the release app names.
-func (p *Pipeline) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
+func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
 	if app.Status.CurrentRelease == 0 || p.running(ctx, app) {
 		return nil
 	}
-	unlock, err := p.lock(ctx, app.Namespace, app.Name)
+	unlock, err := p.Lock(ctx, app.Namespace, app.Name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	app, err = p.app(ctx, app.Namespace, app.Name)
+	app, err = p.App(ctx, app.Namespace, app.Name)
 	if err != nil {
 		return err
 	}
@@ -279,18 +199,18 @@ func (p *Pipeline) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 	if err != nil {
 		return fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
 	}
-	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard)
+	return p.Rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard)
 }
 
 // running reports whether the runtime serves the App's current release.
-func (p *Pipeline) running(ctx context.Context, app *platformv1alpha1.App) bool {
+func (p *Releaser) running(ctx context.Context, app *platformv1alpha1.App) bool {
 	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
 	return err == nil && st.Release == int(app.Status.CurrentRelease) && len(st.Instances) > 0
 }
 
 // Remove stops everything the runtime runs for the app.
-func (p *Pipeline) Remove(ctx context.Context, tenant, app string) error {
-	unlock, err := p.lock(ctx, tenant, app)
+func (p *Releaser) Remove(ctx context.Context, tenant, app string) error {
+	unlock, err := p.Lock(ctx, tenant, app)
 	if err != nil {
 		return err
 	}
@@ -302,24 +222,24 @@ func (p *Pipeline) Remove(ctx context.Context, tenant, app string) error {
 }
 
 // releaseDir is where release number of app is unpacked.
-func (p *Pipeline) releaseDir(app *platformv1alpha1.App, number int) string {
+func (p *Releaser) releaseDir(app *platformv1alpha1.App, number int) string {
 	return filepath.Join(p.opts.ReleasesDir, app.Namespace, app.Name, fmt.Sprintf("v%d", number))
 }
 
 // prunePatience bounds the deletion of pruned releases' artifacts.
 const prunePatience = 2 * time.Minute
 
-// prune marks the app's releases past the retention pruned (the newest
+// Prune marks the app's releases past the retention pruned (the newest
 // ReleaseRetention and the one app says serves are kept) and deletes what
 // the app has to delete: the pruned releases' directories, the images no
 // kept release runs, and the images of builds that were never released
-// (Deploy records each build's image before its release), these and those
+// (a deploy records each build's image before its release), these and those
 // of earlier prunes whose deletion failed. It runs once a release is live and under the app's
 // lock; the release stays live whatever happens here. A release is marked
 // pruned first, so that nothing rolls back to a half-deleted one; a
 // failed deletion is logged, kept with its error, and tried again at the
 // next prune.
-func (p *Pipeline) prune(ctx context.Context, tenantID string, app *platformv1alpha1.App, out io.Writer) {
+func (p *Releaser) Prune(ctx context.Context, tenantID string, app *platformv1alpha1.App, out io.Writer) {
 	// The push may end now that its release is live; the pruning goes on.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prunePatience)
 	defer cancel()
@@ -353,7 +273,7 @@ func (p *Pipeline) prune(ctx context.Context, tenantID string, app *platformv1al
 			}
 			err = os.RemoveAll(p.releaseDir(app, n))
 		case store.DeleteImage:
-			err = deleteImage(ctx, d.Target, p.opts.Builder.Keychain())
+			err = deleteImage(ctx, d.Target, p.opts.Keychain)
 		default:
 			err = fmt.Errorf("unknown kind of deletion %q", d.Kind)
 		}
@@ -381,8 +301,8 @@ func deleteImage(ctx context.Context, image string, kc authn.Keychain) error {
 	return err
 }
 
-// rollout unpacks image and hands the release to the runtime.
-func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
+// Rollout unpacks image and hands the release to the runtime.
+func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
 	dir := p.releaseDir(app, number)
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -390,7 +310,7 @@ func (p *Pipeline) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	img, err := build.Unpack(ctx, image, dir, p.opts.Builder.Keychain())
+	img, err := build.Unpack(ctx, image, dir, p.opts.Keychain)
 	if err != nil {
 		// What was unpacked goes: on a full disk it holds the room the
 		// next release, or the serving one's restart, needs.
@@ -448,7 +368,7 @@ func resourcesOf(app *platformv1alpha1.App) runtime.Resources {
 // imageEnv is the unpacked image's environment, with the platform's binary
 // directory (bex-static) on PATH: what a driver that runs the unpacked
 // directory starts from.
-func (p *Pipeline) imageEnv(img build.ImageConfig) map[string]string {
+func (p *Releaser) imageEnv(img build.ImageConfig) map[string]string {
 	env := envMap(img.Env)
 	if p.opts.BinDir != "" {
 		if env["PATH"] == "" {
@@ -471,7 +391,7 @@ func envMap(kvs []string) map[string]string {
 
 // environment is the release config, with secrets read from the tenant's
 // namespace: what the platform sets on top of the image.
-func (p *Pipeline) environment(ctx context.Context, namespace string, config map[string]store.ConfigValue) (map[string]string, error) {
+func (p *Releaser) environment(ctx context.Context, namespace string, config map[string]store.ConfigValue) (map[string]string, error) {
 	env := map[string]string{}
 	for name, v := range config {
 		switch {
@@ -492,7 +412,9 @@ func (p *Pipeline) environment(ctx context.Context, namespace string, config map
 	return env, nil
 }
 
-func (p *Pipeline) app(ctx context.Context, tenant, name string) (*platformv1alpha1.App, error) {
+// App reads the tenant's App name; one that does not exist is an error
+// that says how to create it.
+func (p *Releaser) App(ctx context.Context, tenant, name string) (*platformv1alpha1.App, error) {
 	app := &platformv1alpha1.App{}
 	if err := p.opts.Kube.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, app); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -503,7 +425,9 @@ func (p *Pipeline) app(ctx context.Context, tenant, name string) (*platformv1alp
 	return app, nil
 }
 
-func (p *Pipeline) latestNumber(ctx context.Context, tenantID, app string) (int, error) {
+// LatestNumber is the number of the app's newest release; 0 when it has
+// none.
+func (p *Releaser) LatestNumber(ctx context.Context, tenantID, app string) (int, error) {
 	rel, err := p.opts.Store.LatestRelease(ctx, tenantID, app)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
@@ -514,7 +438,9 @@ func (p *Pipeline) latestNumber(ctx context.Context, tenantID, app string) (int,
 	return rel.Number, nil
 }
 
-func (p *Pipeline) setCurrent(ctx context.Context, app *platformv1alpha1.App, number int, url string) error {
+// SetCurrent records release number as the App's current one, and url as
+// its URL, in the App's status.
+func (p *Releaser) SetCurrent(ctx context.Context, app *platformv1alpha1.App, number int, url string) error {
 	base := app.DeepCopy()
 	app.Status.CurrentRelease = int64(number)
 	app.Status.URL = url
@@ -524,33 +450,8 @@ func (p *Pipeline) setCurrent(ctx context.Context, app *platformv1alpha1.App, nu
 	return nil
 }
 
-// finishPatience is how long finish waits for a database that is out of
-// reach (restarting) before it leaves the build running.
-const finishPatience = 2 * time.Minute
-
-func (p *Pipeline) finish(buildID string, res store.BuildResult) {
-	// The build's outcome is recorded even when the push was cancelled, and
-	// through a database restart: a build left running would say so
-	// forever.
-	deadline := time.Now().Add(finishPatience)
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := p.opts.Store.FinishBuild(ctx, buildID, res)
-		cancel()
-		if err == nil {
-			return
-		}
-		if !store.Unavailable(err) || time.Now().Add(wait).After(deadline) {
-			p.opts.Log.Error(err, "Recording build result", "build", buildID)
-			return
-		}
-		p.opts.Log.Info("Database unavailable; recording the build result again", "build", buildID, "in", wait)
-		time.Sleep(wait)
-	}
-}
-
-// configOf snapshots the App's env as release config.
-func configOf(app *platformv1alpha1.App) map[string]store.ConfigValue {
+// ConfigOf snapshots the App's env as release config.
+func ConfigOf(app *platformv1alpha1.App) map[string]store.ConfigValue {
 	config := map[string]store.ConfigValue{}
 	for _, e := range app.Spec.Env {
 		switch {
@@ -614,76 +515,16 @@ func healthCheck(app *platformv1alpha1.App) runtime.HealthCheck {
 	return out
 }
 
-func short(commit string) string {
-	if len(commit) > 7 {
-		return commit[:7]
-	}
-	return commit
-}
-
-// logWriter appends a build's output to the store line by line.
-type logWriter struct {
-	ctx     context.Context
-	store   *store.Store
-	buildID string
-	pw      *io.PipeWriter
-	done    chan struct{}
-}
-
-func newLogWriter(ctx context.Context, st *store.Store, buildID string) *logWriter {
-	pr, pw := io.Pipe()
-	w := &logWriter{ctx: context.WithoutCancel(ctx), store: st, buildID: buildID, pw: pw, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		// A line longer than the store keeps is cut there (the store says
-		// so on the line) and the rest of it skipped, so that one long line
-		// does not end the log.
-		br := bufio.NewReaderSize(pr, 64<<10)
-		for {
-			line, err := readLine(br, store.MaxBuildLogLineBytes+1)
-			if line != "" || err == nil {
-				_ = st.AppendBuildLog(w.ctx, buildID, line)
-			}
-			if err != nil {
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	return w
-}
-
-// readLine reads one line from br, keeping at most max bytes of it and
-// skipping the rest. The error is br's (io.EOF after a last line without a
-// newline).
-func readLine(br *bufio.Reader, max int) (string, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if room := max - len(line); room > 0 {
-			line = append(line, chunk[:min(len(chunk), room)]...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return strings.TrimRight(string(line), "\r\n"), err
-	}
-}
-
-func (w *logWriter) Write(b []byte) (int, error) { return w.pw.Write(b) }
-
-// Close flushes the lines written so far into the store.
-func (w *logWriter) Close() {
-	w.pw.Close()
-	<-w.done
-}
-
 // rolloutFailedPrefix starts the error of a build whose release never
 // became healthy.
 const rolloutFailedPrefix = "release failed: "
 
+// RolloutFailed is the error recorded on a build whose release never became
+// healthy: LastBuild tells it from a failed build.
+func RolloutFailed(err error) string { return rolloutFailedPrefix + err.Error() }
+
 // LastBuild reports the outcome of the app's newest build.
-func (p *Pipeline) LastBuild(ctx context.Context, tenantName, appName string) (appctrl.LastBuild, error) {
+func (p *Releaser) LastBuild(ctx context.Context, tenantName, appName string) (appctrl.LastBuild, error) {
 	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
 	if errors.Is(err, store.ErrNotFound) {
 		return appctrl.LastBuild{}, nil
@@ -704,7 +545,7 @@ func (p *Pipeline) LastBuild(ctx context.Context, tenantName, appName string) (a
 }
 
 // Health reports whether the runtime serves the app's current release.
-func (p *Pipeline) Health(ctx context.Context, tenant, app string) (bool, string, error) {
+func (p *Releaser) Health(ctx context.Context, tenant, app string) (bool, string, error) {
 	st, err := p.opts.Runtime.Status(ctx, tenant, app)
 	if err != nil {
 		return false, "", err

@@ -19,10 +19,11 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/builder/pipeline"
+	"bex.co/bex/builder/release"
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
-	"bex.co/bex/internal/pipeline"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
@@ -118,8 +119,8 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
 	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, retention ...int) *pipeline.Pipeline {
-		opts := pipeline.Options{
-			Store: st, Kube: kube, Builder: builder, Runtime: rt, BinDir: binDir,
+		opts := release.Options{
+			Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(), BinDir: binDir,
 			ReleasesDir: filepath.Join(dir, releases),
 			URL:         func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
 			Log:         testr.New(t),
@@ -127,7 +128,11 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 		for _, keep := range retention {
 			opts.ReleaseRetention = keep
 		}
-		pl, err := pipeline.New(opts)
+		rel, err := release.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := pipeline.New(pipeline.Options{Releaser: rel, Builder: builder, Log: testr.New(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,21 @@
+// Package workload is the release side the commands of a cluster
+// deployment (bex-controller-manager, bex-web, bex-git) share: the flags of
+// the workload cluster apps run in, the registry, the scratch directory,
+// the apps' domain, tenant confinement and release retention (Options), and
+// what they build from them: the kube runtime driver and the
+// release.Releaser over it (Runtime). Only bex-git builds: BuildOptions add
+// its flags and NewPipeline its builder and pipeline.
+//
+// In a cluster the Releaser is a library each process holds, not a
+// service: the git receiver deploys pushes with it, bex-web rolls back with
+// it, and the controller manager keeps releases running and reads their
+// health with it. What they share is the state behind it: Postgres (builds,
+// releases), the App objects, and the workload cluster's Deployments. Each
+// process's per-app lock is its own, so the controller manager's Releases
+// leaves a release that has any Deployment alone.
+//
+// The workload cluster is the one --workload-kubeconfig names (in-cluster
+// when empty): one cluster for every app. Placements computed by the
+// scheduling API are not yet used to pick the cluster an app runs in; see
+// docs/install.md.
+package workload

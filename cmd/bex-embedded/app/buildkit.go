@@ -18,7 +18,7 @@ import (
 // carry the reason, so that a Dockerfile push fails saying what is missing;
 // the rest of the platform runs. The pinned buildkitd and buildctl are
 // built first when the cache lacks them.
-func (o *Options) startBuildKit(ctx context.Context, out io.Writer, stops *[]func()) (build.Options, error) {
+func (o *Options) startBuildKit(ctx context.Context, out io.Writer, stops *closers) (build.Options, error) {
 	if reason := buildkitd.Missing(""); reason != "" {
 		fmt.Fprintf(out, "bex: Dockerfile builds are off: %s\n", reason)
 		return build.Options{NoBuildKitReason: reason}, nil
@@ -39,7 +39,7 @@ func (o *Options) startBuildKit(ctx context.Context, out io.Writer, stops *[]fun
 	if err != nil {
 		return build.Options{}, err
 	}
-	*stops = append(*stops, d.Stop)
+	stops.push(d.Stop)
 	fmt.Fprintf(out, "bex: buildkitd %s (runc worker) on %s, log %s\n", kubebin.ToolVersion(kubebin.BuildKitd), d.Addr(), d.Log())
 	return build.Options{BuildKitAddr: d.Addr(), BuildCtl: ctl, BuildKitLimits: true}, nil
 }

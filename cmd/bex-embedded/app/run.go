@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,12 +52,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	envFile := filepath.Join(o.StateDir, "env")
 	_ = os.Remove(envFile) // a file left by a run that was killed is not true any more
 
-	var stops []func()
+	var stops closers
 	defer func() {
 		_ = os.Remove(envFile)
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
+		stops.close()
 	}()
 
 	fmt.Fprintf(out, "bex: state in %s\n", o.StateDir)
@@ -70,63 +69,15 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	} else if err := sandbox.Check(""); err != nil {
 		return fmt.Errorf("tenant apps run in runc sandboxes, and this machine cannot run them: %w; on a single-user machine, --unsafe-no-sandbox runs them unconfined", err)
 	}
-	specs := make([]controlplane.APIServerSpec, max(o.APIServers, 1))
-	for i := range specs {
-		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		DataDir:       filepath.Join(o.StateDir, "controlplane"),
-		APIServers:    specs,
-		LoadBalancer:  len(specs) > 1,
-		APIServerPort: o.APIServerPort,
-		Log:           prefixed(out, "controlplane: "),
-		Fsync:         true,
-	})
+	cp, err := o.startControlPlane(ctx, out, &stops)
 	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	stops = append(stops, cp.Stop)
-	if o.ControlPlaneStarted != nil {
-		o.ControlPlaneStarted(cp)
+		return err
 	}
 	cfg := cp.RESTConfig()
-	crds, err := kubeapply.InstallCRDs(ctx, cfg, deploy.CRDs())
-	if err != nil {
-		return fmt.Errorf("installing CRDs: %w", err)
-	}
-	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
-	// Cluster API's CRDs, so that the operator console, bex upgrade and the
-	// FleetUpgrade controller work here as on a management cluster (with no
-	// workload cluster until one is created).
-	if _, err := kubeapply.InstallCRDs(ctx, cfg, capicrds.CRDs()); err != nil {
-		return fmt.Errorf("installing Cluster API's CRDs: %w", err)
-	}
-	sched, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: filepath.Join(o.StateDir, "bex-apiserver")})
-	if err != nil {
-		return fmt.Errorf("starting bex-apiserver: %w", err)
-	}
-	stops = append(stops, func() { _ = sched.Stop() })
-	fmt.Fprintln(out, "bex: scheduler API registered (scheduling.bex.co/v1alpha1)")
 
-	dbURL, stopDB, err := o.database(ctx, out)
+	dbURL, st, err := o.openStore(ctx, out, &stops)
 	if err != nil {
 		return err
-	}
-	stops = append(stops, stopDB)
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("opening the store: %w", err)
-	}
-	stops = append(stops, st.Close)
-	st = st.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
-	fmt.Fprintln(out, "bex: store migrated")
-	// This process runs every build of the platform: one still running was
-	// cut short when the last one stopped (killed, or the machine went
-	// down). Its branch did not move and the release before it serves.
-	if n, err := st.FailAbandonedBuilds(ctx, abandonedBuild); err != nil {
-		return err
-	} else if n > 0 {
-		fmt.Fprintf(out, "bex: %d build(s) cut short by the last stop marked failed\n", n)
 	}
 
 	kube, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
@@ -142,45 +93,14 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	var ready atomic.Bool
-	svc, err := o.startServices(ctx, kube, st, binDir, bk, &ready, log, &stops)
+	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log}
+	svc, err := s.startServices(bk, &ready)
 	if err != nil {
 		return err
 	}
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 controllers.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// A process may run the platform more than once (the continuity
-		// suite does, one scenario after the other).
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgrDone, err := s.startControllers(cfg, svc)
 	if err != nil {
-		return fmt.Errorf("creating the controller manager: %w", err)
-	}
-	if err := controllers.Setup(mgr, controllers.Deps{
-		Releases: svc.pipeline, Schedule: true,
-		DNS: domains.ResolverAt(o.DNSResolver), EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
-		ReservedHostnames: o.ReservedHostnames,
-		FleetUpgrades: &fleetupgrade.Reconciler{
-			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
-			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
-			Records:            st,
-		},
-	}); err != nil {
-		return fmt.Errorf("setting up controllers: %w", err)
-	}
-	mgrCtx, cancelMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	stops = append(stops, func() { cancelMgr(); <-mgrDone })
-	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-	synced := mgr.GetCache().WaitForCacheSync(syncCtx)
-	cancelSync()
-	if !synced {
-		return errors.New("controller manager caches did not sync within a minute")
-	}
-	if err := edge.WatchRoutes(mgrCtx, mgr.GetCache(), svc.table, log.WithName("edge")); err != nil {
 		return err
 	}
 
@@ -195,11 +115,112 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	ready.Store(true)
+	o.printReady(out, cp, dbURL, svc, envFile)
+
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "bex: stopping")
+		return nil
+	case err := <-mgrDone:
+		mgrDone <- err
+		return fmt.Errorf("controller manager stopped: %w", err)
+	}
+}
+
+// startControlPlane starts etcd and the apiservers (behind a load balancer
+// when there are several), installs the platform's and Cluster API's CRDs,
+// and registers the scheduler API.
+func (o *Options) startControlPlane(ctx context.Context, out io.Writer, stops *closers) (*controlplane.ControlPlane, error) {
+	specs := make([]controlplane.APIServerSpec, max(o.APIServers, 1))
+	for i := range specs {
+		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		DataDir:       filepath.Join(o.StateDir, "controlplane"),
+		APIServers:    specs,
+		LoadBalancer:  len(specs) > 1,
+		APIServerPort: o.APIServerPort,
+		Log:           prefixed(out, "controlplane: "),
+		Fsync:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	stops.push(cp.Stop)
+	if o.ControlPlaneStarted != nil {
+		o.ControlPlaneStarted(cp)
+	}
+	cfg := cp.RESTConfig()
+	crds, err := kubeapply.InstallCRDs(ctx, cfg, deploy.CRDs())
+	if err != nil {
+		return nil, fmt.Errorf("installing CRDs: %w", err)
+	}
+	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
+	// Cluster API's CRDs, so that the operator console, bex upgrade and the
+	// FleetUpgrade controller work here as on a management cluster (with no
+	// workload cluster until one is created).
+	if _, err := kubeapply.InstallCRDs(ctx, cfg, capicrds.CRDs()); err != nil {
+		return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
+	}
+	sched, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: filepath.Join(o.StateDir, "bex-apiserver")})
+	if err != nil {
+		return nil, fmt.Errorf("starting bex-apiserver: %w", err)
+	}
+	stops.push(func() { _ = sched.Stop() })
+	fmt.Fprintln(out, "bex: scheduler API registered (scheduling.bex.co/v1alpha1)")
+	return cp, nil
+}
+
+// startControllers runs the controller manager in this process with the
+// services' releaser, certificates and routing table, and returns once its
+// caches have synced; the channel gets the manager's end.
+func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// A process may run the platform more than once (the continuity
+		// suite does, one scenario after the other).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := controllers.Setup(mgr, controllers.Deps{
+		Releases: svc.pipeline, Schedule: true,
+		DNS: domains.ResolverAt(s.DNSResolver), EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
+		ReservedHostnames: s.ReservedHostnames,
+		FleetUpgrades: &fleetupgrade.Reconciler{
+			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			Records:            s.st,
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("setting up controllers: %w", err)
+	}
+	mgrCtx, cancelMgr := context.WithCancel(s.ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	s.stops.push(func() { cancelMgr(); <-mgrDone })
+	syncCtx, cancelSync := context.WithTimeout(s.ctx, time.Minute)
+	synced := mgr.GetCache().WaitForCacheSync(syncCtx)
+	cancelSync()
+	if !synced {
+		return nil, errors.New("controller manager caches did not sync within a minute")
+	}
+	if err := edge.WatchRoutes(mgrCtx, mgr.GetCache(), svc.table, s.log.WithName("edge")); err != nil {
+		return nil, err
+	}
+	return mgrDone, nil
+}
+
+// printReady prints where everything listens.
+func (o *Options) printReady(out io.Writer, cp *controlplane.ControlPlane, dbURL string, svc *services, envFile string) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(out, "bex: ready")
 	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", o.KubeVersion, cp.Endpoint())
-	if len(specs) > 1 {
-		fmt.Fprintf(tw, "  \t(a load balancer in front of %d apiservers)\n", len(specs))
+	if o.APIServers > 1 {
+		fmt.Fprintf(tw, "  \t(a load balancer in front of %d apiservers)\n", o.APIServers)
 	}
 	fmt.Fprintf(tw, "  etcd\t%s\n", cp.EtcdURL())
 	fmt.Fprintf(tw, "  postgres\t%s\n", redact(dbURL))
@@ -210,15 +231,32 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	fmt.Fprintf(tw, "  kubeconfig\t%s\n", cp.KubeconfigPath())
 	fmt.Fprintf(tw, "  environment\tsource %s\n", envFile)
 	tw.Flush()
+}
 
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(out, "bex: stopping")
-		return nil
-	case err := <-mgrDone:
-		mgrDone <- err
-		return fmt.Errorf("controller manager stopped: %w", err)
+// openStore finds or starts the database, opens the store on it
+// (migrating it) and fails the builds the last stop cut short.
+func (o *Options) openStore(ctx context.Context, out io.Writer, stops *closers) (string, *store.Store, error) {
+	dbURL, stopDB, err := o.database(ctx, out)
+	if err != nil {
+		return "", nil, err
 	}
+	stops.push(stopDB)
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("opening the store: %w", err)
+	}
+	stops.push(st.Close)
+	st = st.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
+	fmt.Fprintln(out, "bex: store migrated")
+	// This process runs every build of the platform: one still running was
+	// cut short when the last one stopped (killed, or the machine went
+	// down). Its branch did not move and the release before it serves.
+	if n, err := st.FailAbandonedBuilds(ctx, abandonedBuild); err != nil {
+		return "", nil, err
+	} else if n > 0 {
+		fmt.Fprintf(out, "bex: %d build(s) cut short by the last stop marked failed\n", n)
+	}
+	return dbURL, st, nil
 }
 
 // database returns the URL of the platform's database: DatabaseURL when

@@ -67,171 +67,307 @@ type services struct {
 	summary [][2]string
 }
 
+// closers is what to stop when the platform stops, in the order things
+// were started: close runs them in reverse.
+type closers []func()
+
+// push adds f, to run before everything pushed earlier.
+func (c *closers) push(f func()) { *c = append(*c, f) }
+
+// close runs the closers, the last pushed first, and forgets them.
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
+}
+
+// starter is what starting each service needs: the options, the store and
+// the management cluster, where the platform's binaries are, the ports of
+// the last run, the logger, and the stack each service's shutdown goes on.
+type starter struct {
+	*Options
+	ctx    context.Context
+	kube   client.Client
+	st     *store.Store
+	binDir string
+	ports  *ports
+	stops  *closers
+	log    logr.Logger
+}
+
+// listen listens on loopback, on the port name had last time when there
+// was one, and remembers the port.
+func (s *starter) listen(name string) (net.Listener, error) {
+	port := s.ports.Ports[name]
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil && port != 0 {
+		return nil, fmt.Errorf("listening for %s on port %d, used last time (free it or delete %s): %w", name, port, s.ports.path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listening for %s: %w", name, err)
+	}
+	s.ports.Ports[name] = l.Addr().(*net.TCPAddr).Port
+	return l, s.ports.save()
+}
+
+// serve serves srv on l until the platform stops, then shuts it down.
+func (s *starter) serve(name string, l net.Listener, srv *http.Server) {
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error(err, "Server stopped", "server", name)
+		}
+	}()
+	s.stops.push(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+}
+
 // startServices starts the registry, builder, runtime, edge, git receiver
-// and API, each on a port remembered in <state>/ports.json, and registers
-// their shutdown in stops. The builder talks to the buildkitd bk names.
-func (o *Options) startServices(ctx context.Context, kube client.Client, st *store.Store, binDir string, bk build.Options, ready *atomic.Bool, log logr.Logger, stops *[]func()) (*services, error) {
-	ports, err := loadPorts(filepath.Join(o.StateDir, "ports.json"))
+// and API, each on a port remembered in <state>/ports.json, and pushes
+// their shutdown on s.stops. The builder talks to the buildkitd bk names;
+// the API is ready once ready is set.
+func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services, error) {
+	ports, err := loadPorts(filepath.Join(s.StateDir, "ports.json"))
 	if err != nil {
 		return nil, err
 	}
-	listen := func(name string) (net.Listener, error) {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Ports[name])))
-		if err != nil && ports.Ports[name] != 0 {
-			return nil, fmt.Errorf("listening for %s on port %d, used last time (free it or delete %s): %w", name, ports.Ports[name], ports.path, err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listening for %s: %w", name, err)
-		}
-		ports.Ports[name] = l.Addr().(*net.TCPAddr).Port
-		return l, ports.save()
+	s.ports = ports
+	reg, err := s.startRegistry()
+	if err != nil {
+		return nil, err
 	}
-	serve := func(name string, l net.Listener, srv *http.Server) {
-		go func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error(err, "Server stopped", "server", name)
-			}
-		}()
-		*stops = append(*stops, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		})
+	apps, err := s.startApps(bk, reg)
+	if err != nil {
+		return nil, err
 	}
+	e, err := s.startEdge(apps.runtime)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := s.newPipeline(apps, e)
+	if err != nil {
+		return nil, err
+	}
+	git, err := s.startGit(pl)
+	if err != nil {
+		return nil, err
+	}
+	apiURL, err := s.startAPI(pl, apps.runtime, git, e, ready)
+	if err != nil {
+		return nil, err
+	}
+	devToken, err := s.ensureTenant(s.ctx, s.kube, s.st, devTenant, filepath.Join(s.StateDir, "dev-token"), false)
+	if err != nil {
+		return nil, err
+	}
+	opToken, err := s.ensureTenant(s.ctx, s.kube, s.st, "", filepath.Join(s.StateDir, "operator-token"), true)
+	if err != nil {
+		return nil, err
+	}
+	httpURL := fmt.Sprintf("http://127.0.0.1:%d", e.httpPort)
+	httpsURL := fmt.Sprintf("https://127.0.0.1:%d", e.httpsPort)
+	return &services{
+		pipeline: pl, table: e.table, certs: e.server.Certificates(), metrics: e.metrics,
+		env: []envVar{
+			{"BEX_API", apiURL}, {"BEX_DASHBOARD", apiURL + "/"}, {"BEX_GIT", git.httpBase}, {"BEX_GIT_SSH", git.sshURL}, {"BEX_TOKEN", devToken},
+			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_HTTPS", httpsURL}, {"BEX_CA", e.ca.CertFile()},
+			{"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, e.httpsPort)},
+		},
+		summary: [][2]string{
+			{"dashboard", apiURL + "/ (sign in with BEX_TOKEN, or BEX_OPERATOR_TOKEN for the console)"}, {"API", apiURL + api.Prefix}, {"git (HTTP)", git.httpBase + "/<tenant>/<app>.git"}, {"git (SSH)", git.sshURL + "/<tenant>/<app>.git"},
+			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, e.httpsPort)},
+			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, e.httpPort)},
+			{"local CA", e.ca.CertFile() + " (curl --cacert)"}, {"registry", reg.addr + " (user " + registry.Username + ", token in " + reg.tokenFile + ")"},
+			{"sandboxes", apps.sandboxes.describe()},
+		},
+	}, nil
+}
 
-	// Registry: every request presents its token, which only the builder
-	// and the pipeline's Unpack get.
-	regTokenFile := filepath.Join(o.StateDir, "registry-token")
-	regToken, _, err := secretfile.LoadOrCreate(regTokenFile)
+// registryService is the platform registry as the builder and the
+// releaser reach it.
+type registryService struct {
+	addr, token, tokenFile string
+}
+
+// startRegistry serves the platform registry. Every request presents its
+// token, which only the builder and the releaser's Unpack get.
+func (s *starter) startRegistry() (*registryService, error) {
+	tokenFile := filepath.Join(s.StateDir, "registry-token")
+	token, _, err := secretfile.LoadOrCreate(tokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("the registry's token: %w", err)
 	}
-	reg, err := registry.New(filepath.Join(o.StateDir, "registry"), regToken)
+	reg, err := registry.New(filepath.Join(s.StateDir, "registry"), token)
 	if err != nil {
 		return nil, fmt.Errorf("opening the registry: %w", err)
 	}
-	regL, err := listen("registry")
+	l, err := s.listen("registry")
 	if err != nil {
 		return nil, err
 	}
 	// Blobs stream both ways for as long as they take: headers and idle
 	// connections only are bounded.
-	serve("registry", regL, httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}.Server(reg.Handler()))
+	s.serve("registry", l, httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}.Server(reg.Handler()))
+	return &registryService{addr: l.Addr().String(), token: token, tokenFile: tokenFile}, nil
+}
 
-	// Builder, runtime, pipeline.
-	sb, err := o.sandboxes(binDir)
+// appsService is where tenant code runs: the sandboxes, the builder in
+// them, and the runtime driver of the apps.
+type appsService struct {
+	sandboxes *sandboxes
+	builder   *build.Builder
+	runtime   *process.Driver
+}
+
+// startApps makes the sandboxes, the builder (pushing to reg, handing
+// Dockerfiles to the buildkitd bk names) and the process runtime driver.
+func (s *starter) startApps(bk build.Options, reg *registryService) (*appsService, error) {
+	sb, err := s.sandboxes(s.binDir)
 	if err != nil {
 		return nil, err
 	}
-	*stops = append(*stops, sb.close)
+	s.stops.push(sb.close)
 	builder, err := build.New(build.Options{
-		WorkRoot: filepath.Join(o.StateDir, "builds"), Registry: regL.Addr().String(), RegistryAuth: registry.Auth(regToken),
-		Log:          log.WithName("builder"),
+		WorkRoot: filepath.Join(s.StateDir, "builds"), Registry: reg.addr, RegistryAuth: registry.Auth(reg.token),
+		Log:          s.log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason, BuildKitLimits: bk.BuildKitLimits,
-		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: o.buildCPUMilli},
-		WorkDiskSize: o.buildDisk, CacheDiskSize: o.buildCacheDisk, MaxCheckoutBytes: o.MaxCheckoutBytes,
+		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: s.buildCPUMilli},
+		WorkDiskSize: s.buildDisk, CacheDiskSize: s.buildCacheDisk, MaxCheckoutBytes: s.MaxCheckoutBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
 	// Before the sandboxes close: the builds' disks are unmounted.
-	*stops = append(*stops, func() {
+	s.stops.push(func() {
 		if err := builder.Close(); err != nil {
-			log.Error(err, "Unmounting the builds' disks")
+			s.log.Error(err, "Unmounting the builds' disks")
 		}
 	})
-	rt := process.New(process.Options{LogDir: filepath.Join(o.StateDir, "logs", "apps"), Sandbox: sb.apps})
-	*stops = append(*stops, func() { _ = rt.Close() })
+	rt := process.New(process.Options{LogDir: filepath.Join(s.StateDir, "logs", "apps"), Sandbox: sb.apps})
+	s.stops.push(func() { _ = rt.Close() })
 	if sb.apps != nil {
-		log.Info("Tenant sandboxes ready", "apps", sb.apps.Subnet().String(), "builds", sb.builds.Subnet().String())
+		s.log.Info("Tenant sandboxes ready", "apps", sb.apps.Subnet().String(), "builds", sb.builds.Subnet().String())
 	}
+	return &appsService{sandboxes: sb, builder: builder, runtime: rt}, nil
+}
 
-	edgeL, err := listen("edge")
+// edgeService is the running edge.
+type edgeService struct {
+	server              *edge.Server
+	table               *edge.Table
+	metrics             *prometheus.Registry
+	ca                  *edge.LocalCA
+	httpPort, httpsPort int
+}
+
+// url is an app's URL on the edge.
+func (e *edgeService) url(tenant, app string) string {
+	return fmt.Sprintf("https://%s:%d", edge.Hostname(tenant, app, appDomain), e.httpsPort)
+}
+
+// startEdge serves HTTP and HTTPS for the apps rt runs, with certificates
+// from the local CA and the store.
+func (s *starter) startEdge(rt *process.Driver) (*edgeService, error) {
+	httpL, err := s.listen("edge")
 	if err != nil {
 		return nil, err
 	}
-	edgeTLSL, err := listen("edge-https")
+	httpsL, err := s.listen("edge-https")
 	if err != nil {
 		return nil, err
 	}
-	edgePort, edgeTLSPort := edgeL.Addr().(*net.TCPAddr).Port, edgeTLSL.Addr().(*net.TCPAddr).Port
-	urlOf := func(tenant, app string) string {
-		return fmt.Sprintf("https://%s:%d", edge.Hostname(tenant, app, appDomain), edgeTLSPort)
+	e := &edgeService{
+		table: &edge.Table{Defaults: &edge.DefaultHosts{Domain: appDomain, Apps: rt}}, metrics: prometheus.NewRegistry(),
+		httpPort: httpL.Addr().(*net.TCPAddr).Port, httpsPort: httpsL.Addr().(*net.TCPAddr).Port,
 	}
-	rel, err := release.New(release.Options{
-		Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(),
-		ReleasesDir: filepath.Join(o.StateDir, "releases"), BinDir: binDir, URL: urlOf, Log: log.WithName("releaser"),
-		ReleaseRetention: o.ReleaseRetention,
-	})
+	if e.ca, err = edge.LoadOrCreateLocalCA(filepath.Join(s.StateDir, "ca")); err != nil {
+		return nil, err
+	}
+	certs, err := certstore.New(s.st.Pool(), certstore.Options{})
 	if err != nil {
 		return nil, err
 	}
-	pl, err := pipeline.New(pipeline.Options{Releaser: rel, Builder: builder, Quotas: o.quotas(), Log: log.WithName("pipeline")})
-	if err != nil {
-		return nil, err
-	}
-	ca, err := edge.LoadOrCreateLocalCA(filepath.Join(o.StateDir, "ca"))
-	if err != nil {
-		return nil, err
-	}
-	certs, err := certstore.New(st.Pool(), certstore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: appDomain, Apps: rt}}
-	metrics := prometheus.NewRegistry()
-	edgeSrv, err := edge.NewServer(edge.ServerOptions{
-		Table: table, Storage: certs, LocalCA: ca, HTTPPort: edgePort, HTTPSPort: edgeTLSPort,
-		ListenHost: "127.0.0.1", Metrics: metrics, Log: log.WithName("edge"), CertificateBudget: o.CertificateBudget,
+	e.server, err = edge.NewServer(edge.ServerOptions{
+		Table: e.table, Storage: certs, LocalCA: e.ca, HTTPPort: e.httpPort, HTTPSPort: e.httpsPort,
+		ListenHost: "127.0.0.1", Metrics: e.metrics, Log: s.log.WithName("edge"), CertificateBudget: s.CertificateBudget,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the edge: %w", err)
 	}
-	edgeCtx, stopEdge := context.WithCancel(context.WithoutCancel(ctx))
-	edgeDone := make(chan struct{})
+	ctx, stop := context.WithCancel(context.WithoutCancel(s.ctx))
+	done := make(chan struct{})
 	go func() {
-		defer close(edgeDone)
-		if err := edgeSrv.Serve(edgeCtx, edgeL, edgeTLSL); err != nil {
-			log.Error(err, "Edge stopped")
+		defer close(done)
+		if err := e.server.Serve(ctx, httpL, httpsL); err != nil {
+			s.log.Error(err, "Edge stopped")
 		}
 	}()
-	*stops = append(*stops, func() { stopEdge(); <-edgeDone; edgeSrv.Close() })
+	s.stops.push(func() { stop(); <-done; e.server.Close() })
+	return e, nil
+}
 
-	// Git receiver.
-	git, err := gitserver.New(gitserver.Options{
-		Root: filepath.Join(o.StateDir, "git"), Auth: gitaccess.Auth{Store: st}, Repos: gitaccess.Repos{Kube: kube},
-		Deployer: pl, MaxPushBytes: o.MaxPushBytes, Log: log.WithName("git"),
-		Quota: quota.RepoQuota{Defaults: o.quotas(), Store: st},
+// newPipeline is the releaser over the apps' runtime and the pipeline that
+// builds pushes for it.
+func (s *starter) newPipeline(apps *appsService, e *edgeService) (*pipeline.Pipeline, error) {
+	rel, err := release.New(release.Options{
+		Store: s.st, Kube: s.kube, Runtime: apps.runtime, Keychain: apps.builder.Keychain(),
+		ReleasesDir: filepath.Join(s.StateDir, "releases"), BinDir: s.binDir, URL: e.url, Log: s.log.WithName("releaser"),
+		ReleaseRetention: s.ReleaseRetention,
 	})
 	if err != nil {
 		return nil, err
 	}
-	gitL, err := listen("git-http")
-	if err != nil {
-		return nil, err
-	}
-	gitSrv := gitserver.HTTPTimeouts().Server(git.HTTPHandler())
-	go func() { _ = gitSrv.Serve(gitL) }()
-	*stops = append(*stops, func() { _ = gitSrv.Close() })
-	sshL, err := listen("git-ssh")
-	if err != nil {
-		return nil, err
-	}
-	hostKey, err := gitserver.LoadOrCreateHostKey(filepath.Join(o.StateDir, "ssh_host_ed25519_key"))
-	if err != nil {
-		return nil, err
-	}
-	sshCtx, cancelSSH := context.WithCancel(ctx)
-	go func() { _ = git.ServeSSH(sshCtx, sshL, hostKey) }()
-	*stops = append(*stops, func() { cancelSSH(); sshL.Close() })
+	return pipeline.New(pipeline.Options{Releaser: rel, Builder: apps.builder, Quotas: s.quotas(), Log: s.log.WithName("pipeline")})
+}
 
-	// API.
-	gitBase := "http://" + gitL.Addr().String()
+// gitService is where tenants push.
+type gitService struct {
+	httpBase, sshURL string
+}
+
+// startGit serves the git receiver over smart HTTP and SSH; pushes go to
+// pl.
+func (s *starter) startGit(pl *pipeline.Pipeline) (*gitService, error) {
+	git, err := gitserver.New(gitserver.Options{
+		Root: filepath.Join(s.StateDir, "git"), Auth: gitaccess.Auth{Store: s.st}, Repos: gitaccess.Repos{Kube: s.kube},
+		Deployer: pl, MaxPushBytes: s.MaxPushBytes, Log: s.log.WithName("git"),
+		Quota: quota.RepoQuota{Defaults: s.quotas(), Store: s.st},
+	})
+	if err != nil {
+		return nil, err
+	}
+	httpL, err := s.listen("git-http")
+	if err != nil {
+		return nil, err
+	}
+	srv := gitserver.HTTPTimeouts().Server(git.HTTPHandler())
+	go func() { _ = srv.Serve(httpL) }()
+	s.stops.push(func() { _ = srv.Close() })
+	sshL, err := s.listen("git-ssh")
+	if err != nil {
+		return nil, err
+	}
+	hostKey, err := gitserver.LoadOrCreateHostKey(filepath.Join(s.StateDir, "ssh_host_ed25519_key"))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	go func() { _ = git.ServeSSH(ctx, sshL, hostKey) }()
+	s.stops.push(func() { cancel(); sshL.Close() })
+	return &gitService{httpBase: "http://" + httpL.Addr().String(), sshURL: "ssh://git@" + sshL.Addr().String()}, nil
+}
+
+// startAPI serves the API and the dashboard on one listener, and returns
+// its URL. The API is ready once ready is set and the apiserver answers.
+func (s *starter) startAPI(pl *pipeline.Pipeline, rt *process.Driver, git *gitService, e *edgeService, ready *atomic.Bool) (string, error) {
 	apiSrv, err := api.New(api.Options{
-		Store: st, Kube: kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt},
-		GitBase: gitBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, edgeTLSPort), EdgeAddresses: edgeAddresses,
-		Log: log.WithName("api"), MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.quotas(),
-		ReservedHostnames: o.ReservedHostnames,
+		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt},
+		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,
+		Log: s.log.WithName("api"), MaxLogStreamsPerTenant: s.MaxLogStreamsPerTenant, Quotas: s.quotas(),
+		ReservedHostnames: s.ReservedHostnames,
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {
@@ -241,7 +377,7 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 			},
 			func(ctx context.Context) error {
 				var nss corev1.NamespaceList
-				if err := kube.List(ctx, &nss, client.Limit(1)); err != nil {
+				if err := s.kube.List(ctx, &nss, client.Limit(1)); err != nil {
 					return fmt.Errorf("kube-apiserver: %w", err)
 				}
 				return nil
@@ -249,55 +385,29 @@ func (o *Options) startServices(ctx context.Context, kube client.Client, st *sto
 		},
 	})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	apiL, err := listen("api")
+	l, err := s.listen("api")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	apiURL := "http://" + apiL.Addr().String()
-	cookieKey, err := loadCookieKey(filepath.Join(o.StateDir, "dashboard-cookie-key"))
+	apiURL := "http://" + l.Addr().String()
+	cookieKey, err := loadCookieKey(filepath.Join(s.StateDir, "dashboard-cookie-key"))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	traffic := edge.NewTrafficRecorder(metrics, 360)
-	trafficCtx, stopTraffic := context.WithCancel(ctx)
-	go traffic.Run(trafficCtx, 10*time.Second)
-	*stops = append(*stops, stopTraffic)
+	traffic := edge.NewTrafficRecorder(e.metrics, 360)
+	ctx, stop := context.WithCancel(s.ctx)
+	go traffic.Run(ctx, 10*time.Second)
+	s.stops.push(stop)
 	dash, err := dashboard.New(dashboard.Options{
-		API: apiURL, CookieKey: cookieKey, Traffic: edgeTraffic{traffic}, Log: log.WithName("dashboard"),
+		API: apiURL, CookieKey: cookieKey, Traffic: edgeTraffic{traffic}, Log: s.log.WithName("dashboard"),
 	})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	serve("api", apiL, api.ServerTimeouts().Server(dash.WithAPI(apiSrv.Handler())))
-
-	devToken, err := o.ensureTenant(ctx, kube, st, devTenant, filepath.Join(o.StateDir, "dev-token"), false)
-	if err != nil {
-		return nil, err
-	}
-	opToken, err := o.ensureTenant(ctx, kube, st, "", filepath.Join(o.StateDir, "operator-token"), true)
-	if err != nil {
-		return nil, err
-	}
-	httpURL := fmt.Sprintf("http://127.0.0.1:%d", edgePort)
-	httpsURL := fmt.Sprintf("https://127.0.0.1:%d", edgeTLSPort)
-	sshURL := "ssh://git@" + sshL.Addr().String()
-	return &services{
-		pipeline: pl, table: table, certs: edgeSrv.Certificates(), metrics: metrics,
-		env: []envVar{
-			{"BEX_API", apiURL}, {"BEX_DASHBOARD", apiURL + "/"}, {"BEX_GIT", gitBase}, {"BEX_GIT_SSH", sshURL}, {"BEX_TOKEN", devToken},
-			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_HTTPS", httpsURL}, {"BEX_CA", ca.CertFile()},
-			{"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, edgeTLSPort)},
-		},
-		summary: [][2]string{
-			{"dashboard", apiURL + "/ (sign in with BEX_TOKEN, or BEX_OPERATOR_TOKEN for the console)"}, {"API", apiURL + api.Prefix}, {"git (HTTP)", gitBase + "/<tenant>/<app>.git"}, {"git (SSH)", sshURL + "/<tenant>/<app>.git"},
-			{"edge (HTTPS)", fmt.Sprintf("https://<app>-<tenant>.%s:%d", appDomain, edgeTLSPort)},
-			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, edgePort)},
-			{"local CA", ca.CertFile() + " (curl --cacert)"}, {"registry", regL.Addr().String() + " (user " + registry.Username + ", token in " + regTokenFile + ")"},
-			{"sandboxes", sb.describe()},
-		},
-	}, nil
+	s.serve("api", l, api.ServerTimeouts().Server(dash.WithAPI(apiSrv.Handler())))
+	return apiURL, nil
 }
 
 // loadCookieKey reads the dashboard's cookie key, creating it once.

@@ -26,14 +26,13 @@ TAG ?=
 PLATFORMS ?= linux/amd64
 COMPONENTS ?=
 TOOLCHAIN_BASE ?=
-GIT_BASE ?=
 STATIC_BASE ?=
 INSECURE ?=
 IMAGES_FLAGS ?=
 images:
 	$(GO) run ./cmd/bex-images --registry "$(REGISTRY)" --platform "$(PLATFORMS)" \
 	  $(if $(TAG),--tag "$(TAG)") $(if $(COMPONENTS),--components "$(COMPONENTS)") \
-	  $(if $(TOOLCHAIN_BASE),--toolchain-base "$(TOOLCHAIN_BASE)") $(if $(GIT_BASE),--git-base "$(GIT_BASE)") \
+	  $(if $(TOOLCHAIN_BASE),--toolchain-base "$(TOOLCHAIN_BASE)") \
 	  $(if $(STATIC_BASE),--static-base "$(STATIC_BASE)") $(if $(INSECURE),--insecure) $(IMAGES_FLAGS)
 
 ## kubebin: build the pinned kube-apiserver, etcd, pebble, helm and BuildKit (buildkitd, buildctl) binaries (cached per version)

@@ -17,10 +17,6 @@ const (
 	// the minimal base (CA certificates, /etc/passwd with user 65532, /tmp)
 	// or an image the caller names.
 	BaseStatic Base = iota
-	// BaseGit is for binaries that run git: the release pipeline's builder,
-	// which bex-controller-manager and bex-web create at start, refuses to
-	// start without git on PATH (builder/build.New).
-	BaseGit
 	// BaseToolchain is for bex-git, which builds apps in its own process:
 	// git, the stacks' toolchains (go, node and npm, python3), buildctl for
 	// Dockerfiles, and /bin/sh for Procfile commands.
@@ -30,8 +26,6 @@ const (
 // Needs says what a base of kind b must carry, for errors and help.
 func (b Base) Needs() string {
 	switch b {
-	case BaseGit:
-		return "git on PATH"
 	case BaseToolchain:
 		return "git, go, node and npm, python3 and buildctl on PATH, and /bin/sh"
 	}
@@ -56,9 +50,9 @@ func (c Component) Binary() string { return "/usr/local/bin/" + c.Name }
 // Components are the chart's components, in the order the chart lists them.
 func Components() []Component {
 	return []Component{
-		{Name: "bex-controller-manager", Base: BaseGit},
+		{Name: "bex-controller-manager", Base: BaseStatic},
 		{Name: "bex-apiserver", Base: BaseStatic},
-		{Name: "bex-web", Base: BaseGit},
+		{Name: "bex-web", Base: BaseStatic},
 		{Name: "bex-git", Base: BaseToolchain},
 		{Name: "bex-edge", Base: BaseStatic},
 	}

@@ -40,16 +40,14 @@ const DefaultCABundle = "/etc/ssl/certs/ca-certificates.crt"
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Bases are the images components are laid on, by kind. A nil Static means
-// the minimal base Publish makes; Git and Toolchain have no default.
+// the minimal base Publish makes; Toolchain has no default.
 type Bases struct {
-	Static, Git, Toolchain name.Reference
+	Static, Toolchain name.Reference
 }
 
 // Of returns the base of kind b; nil when none is given.
 func (bs Bases) Of(b Base) name.Reference {
 	switch b {
-	case BaseGit:
-		return bs.Git
 	case BaseToolchain:
 		return bs.Toolchain
 	}

@@ -26,8 +26,8 @@ type Options struct {
 	Components []string
 	Insecure   bool
 
-	ToolchainBase, GitBase, StaticBase string
-	CABundle                           string
+	ToolchainBase, StaticBase string
+	CABundle                  string
 
 	// Source is the checkout the components are compiled from; empty:
 	// the module root at or above the working directory.
@@ -59,8 +59,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Components, "components", o.Components, "Components to build, comma-separated")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "Reach the registry and the base images' registries over plain HTTP")
 	fs.StringVar(&o.ToolchainBase, "toolchain-base", o.ToolchainBase, "Base image of bex-git, which builds apps in its own process: it must carry "+images.BaseToolchain.Needs()+" (required for bex-git; see docs/images.md)")
-	fs.StringVar(&o.GitBase, "git-base", o.GitBase, "Base image of bex-controller-manager and bex-web, with "+images.BaseGit.Needs()+" [--toolchain-base]")
-	fs.StringVar(&o.StaticBase, "static-base", o.StaticBase, "Base image of bex-apiserver and bex-edge [a minimal base: --ca-bundle, /etc/passwd with user 65532, /tmp]")
+	fs.StringVar(&o.StaticBase, "static-base", o.StaticBase, "Base image of bex-controller-manager, bex-apiserver, bex-web and bex-edge [a minimal base: --ca-bundle, /etc/passwd with user 65532, /tmp]")
 	fs.StringVar(&o.CABundle, "ca-bundle", o.CABundle, "PEM file of CA certificates the minimal base carries")
 	fs.StringVar(&o.Source, "source", o.Source, "Checkout of bex the components are compiled from [the module root at or above the working directory]")
 }
@@ -84,9 +83,6 @@ func (o *Options) Complete(ctx context.Context) error {
 	}
 	if len(chart.Sources) > 0 {
 		o.sourceURL = chart.Sources[0]
-	}
-	if o.GitBase == "" {
-		o.GitBase = o.ToolchainBase
 	}
 	o.revision, o.created, o.revisionErr = images.Revision(ctx, o.Source)
 	return nil
@@ -147,7 +143,6 @@ func (o *Options) publishOptions() (images.Options, error) {
 		ref         *name.Reference
 	}{
 		{"--toolchain-base", o.ToolchainBase, &po.Bases.Toolchain},
-		{"--git-base", o.GitBase, &po.Bases.Git},
 		{"--static-base", o.StaticBase, &po.Bases.Static},
 	} {
 		if b.value == "" {
@@ -160,25 +155,14 @@ func (o *Options) publishOptions() (images.Options, error) {
 		}
 		*b.ref = ref
 	}
-	var needGit []string
 	for _, c := range comps {
-		switch {
-		case c.Base == images.BaseToolchain && o.ToolchainBase == "":
+		if c.Base == images.BaseToolchain && o.ToolchainBase == "" {
 			errs = append(errs, fmt.Errorf("%s needs --toolchain-base: an image with %s, because %s builds apps in its own process (see docs/images.md); or leave it out of --components", c.Name, c.Base.Needs(), c.Name))
-		case c.Base == images.BaseGit && o.GitBase == "":
-			needGit = append(needGit, c.Name)
 		}
 	}
 	minimal := o.StaticBase == "" && slices.ContainsFunc(comps, func(c images.Component) bool { return c.Base == images.BaseStatic })
 	if _, err := os.Stat(o.CABundle); minimal && err != nil {
 		errs = append(errs, fmt.Errorf("--ca-bundle: the minimal base carries the build host's CA certificates: %w; give a PEM file, or --static-base", err))
-	}
-	if len(needGit) > 0 {
-		verb, them := "need", "them"
-		if len(needGit) == 1 {
-			verb, them = "needs", "it"
-		}
-		errs = append(errs, fmt.Errorf("%s %s git on PATH (the release pipeline's builder checks for it at start): give --git-base (an image with git) or --toolchain-base; or leave %s out of --components", strings.Join(needGit, " and "), verb, them))
 	}
 	if len(errs) > 0 {
 		return po, errors.Join(errs...)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 )
 
@@ -78,16 +77,7 @@ func toolTable() []tool {
 
 // capiVersion stamps Cluster API's version, which each manager logs at start.
 func capiVersion(v string) string {
-	major, minor, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
-	minor, _, _ = strings.Cut(minor, ".")
-	const pkg = "sigs.k8s.io/cluster-api/version"
-	return strings.Join([]string{
-		"-X", pkg + ".gitVersion=" + v,
-		"-X", pkg + ".gitMajor=" + major,
-		"-X", pkg + ".gitMinor=" + minor,
-		"-X", pkg + ".gitTreeState=clean",
-		"-X", pkg + ".buildDate=" + buildDate,
-	}, " ")
+	return versionFlags("sigs.k8s.io/cluster-api/version", v)
 }
 
 // buildkitVersion stamps BuildKit's version, which buildkitd --version and
@@ -116,22 +106,31 @@ func ToolVersion(name string) string {
 	return ""
 }
 
-// Tool returns the path of the named tool (one of Tools) at its pinned
-// version, building it first when the cache lacks it.
-func (b *Builder) Tool(ctx context.Context, name string) (string, error) {
+// lookupTool returns the named tool's row and its recipe.
+func lookupTool(name string) (tool, *recipe, error) {
 	for _, t := range toolTable() {
 		if t.name != name {
 			continue
 		}
 		r, err := loadRecipe(t.recipe)
 		if err != nil {
-			return "", fmt.Errorf("loading recipe %s: %w", t.recipe, err)
+			return tool{}, nil, fmt.Errorf("loading recipe %s: %w", t.recipe, err)
 		}
-		r.name, r.version, r.pkg, r.estimate = t.name, t.version, t.pkg, t.estimate
-		r.ldflags = strings.TrimSpace("-s -w " + t.ldflags)
-		return b.build(ctx, r)
+		return t, r, nil
 	}
-	return "", fmt.Errorf("unknown tool %q (known: %s)", name, strings.Join(Tools(), ", "))
+	return tool{}, nil, fmt.Errorf("unknown tool %q (known: %s)", name, strings.Join(Tools(), ", "))
+}
+
+// Tool returns the path of the named tool (one of Tools) at its pinned
+// version, building it first when the cache lacks it.
+func (b *Builder) Tool(ctx context.Context, name string) (string, error) {
+	t, r, err := lookupTool(name)
+	if err != nil {
+		return "", err
+	}
+	r.name, r.version, r.pkg, r.estimate = t.name, t.version, t.pkg, t.estimate
+	r.ldflags = strings.TrimSpace("-s -w " + t.ldflags)
+	return b.build(ctx, r)
 }
 
 // ToolModuleDir returns the directory in the Go module cache that holds the
@@ -141,44 +140,36 @@ func (b *Builder) Tool(ctx context.Context, name string) (string, error) {
 // there, such as Cluster API's CRDs and webhook manifests; they must not
 // write to it.
 func (b *Builder) ToolModuleDir(ctx context.Context, name, module string) (string, error) {
-	for _, t := range toolTable() {
-		if t.name != name {
-			continue
-		}
-		r, err := loadRecipe(t.recipe)
-		if err != nil {
-			return "", fmt.Errorf("loading recipe %s: %w", t.recipe, err)
-		}
-		if !strings.Contains(string(r.files["go.mod"]), "\t"+module+" "+t.version) {
-			return "", fmt.Errorf("recipe %s does not require %s %s", t.recipe, module, t.version)
-		}
-		dir, err := os.MkdirTemp("", "bex-kubebin-mod-")
-		if err != nil {
-			return "", err
-		}
-		defer os.RemoveAll(dir)
-		for n, data := range r.files {
-			if err := os.WriteFile(filepath.Join(dir, n), data, 0o644); err != nil {
-				return "", fmt.Errorf("writing build module: %w", err)
-			}
-		}
-		cmd := exec.CommandContext(ctx, b.goCmd, "mod", "download", "-json", module+"@"+t.version)
-		cmd.Dir = dir
-		cmd.Env = b.env()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("downloading %s %s: %w\n%s", module, t.version, err, stderr.String())
-		}
-		var m struct{ Dir, Error string }
-		if err := json.Unmarshal(out, &m); err != nil {
-			return "", fmt.Errorf("reading go mod download's answer: %w", err)
-		}
-		if m.Error != "" || m.Dir == "" {
-			return "", fmt.Errorf("downloading %s %s: %s", module, t.version, m.Error)
-		}
-		return m.Dir, nil
+	t, r, err := lookupTool(name)
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("unknown tool %q (known: %s)", name, strings.Join(Tools(), ", "))
+	if !strings.Contains(string(r.files["go.mod"]), "\t"+module+" "+t.version) {
+		return "", fmt.Errorf("recipe %s does not require %s %s", t.recipe, module, t.version)
+	}
+	dir, err := os.MkdirTemp("", "bex-kubebin-mod-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := r.writeTo(dir); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, b.goCmd, "mod", "download", "-json", module+"@"+t.version)
+	cmd.Dir = dir
+	cmd.Env = b.env()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("downloading %s %s: %w\n%s", module, t.version, err, stderr.String())
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil {
+		return "", fmt.Errorf("reading go mod download's answer: %w", err)
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("downloading %s %s: %s", module, t.version, m.Error)
+	}
+	return m.Dir, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,7 +78,8 @@ spec:
 // KubeadmControlPlane: the core manager's finalizer and owner reference,
 // the webhooks' defaulting and refusal, the conversion webhook, KCP's
 // certificates and first Machine, and the bootstrap provider's data. None
-// of it happens without the managers.
+// of it happens without the managers. Then it stops them and starts them
+// again on the same directory, as a restart of make run would.
 func TestManagersReconcile(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	cp := cptest.StartBare(t)
@@ -281,6 +283,48 @@ func TestManagersReconcile(t *testing.T) {
 			t.Errorf("%s still runs after Stop", m.Name)
 		}
 	}
+	// The webhooks stay registered: with the managers down, writes of
+	// Cluster API objects fail rather than pass unchecked.
+	if err := c.Create(ctx, kcp(ns, "while-down", 3, 0), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("with the managers stopped: err = %v, want a failed webhook call", err)
+	}
+
+	// A second Start with the same directory keeps the CA and points the
+	// webhooks at the new ports: the managers act again.
+	caBefore, err := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms2, err := capi.Start(ctx, capi.Options{Kubeconfig: cp.KubeconfigPath(), Dir: dir, Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms2.Stop)
+	if caAfter, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt")); string(caAfter) != string(caBefore) {
+		t.Error("a second Start made a new webhook CA")
+	}
+	if err := c.Create(ctx, kcp(ns, "invalid", 1, 0), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "denied the request") {
+		t.Errorf("after a restart, maxSurge 0 with one replica: err = %v, want KCP's webhook to deny it", err)
+	}
+	second := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-2"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "fleet-2",
+		}},
+	}
+	if err := c.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	poll("the restarted core manager's finalizer on a new Cluster", func() string {
+		got := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(second), got); err != nil {
+			return err.Error()
+		}
+		if !slices.Contains(got.Finalizers, clusterv1.ClusterFinalizer) {
+			return fmt.Sprintf("finalizers %v", got.Finalizers)
+		}
+		return ""
+	})
 }
 
 // kcp returns a KubeadmControlPlane with every default set explicitly,

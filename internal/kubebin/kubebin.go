@@ -113,21 +113,27 @@ func (b *Builder) KubeAPIServer(ctx context.Context, version string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("kube-apiserver %s is not pinned (pinned: %s): %w", version, strings.Join(KubeVersions(), ", "), err)
 	}
-	major, minor, _ := strings.Cut(version, ".")
-	minor, _, _ = strings.Cut(minor, ".")
 	r.name = "kube-apiserver"
 	r.version = "v" + version
 	r.pkg = "k8s.io/kubernetes/cmd/kube-apiserver"
 	r.estimate = "about 8 minutes"
-	r.ldflags = strings.Join([]string{
-		"-s", "-w",
-		"-X", versionPkg + ".gitVersion=v" + version,
-		"-X", versionPkg + ".gitMajor=" + major,
-		"-X", versionPkg + ".gitMinor=" + minor,
-		"-X", versionPkg + ".gitTreeState=clean",
-		"-X", versionPkg + ".buildDate=" + buildDate,
-	}, " ")
+	r.ldflags = "-s -w " + versionFlags(versionPkg, r.version)
 	return b.build(ctx, r)
+}
+
+// versionFlags stamps version ("v1.37.2") into the variables gitVersion,
+// gitMajor, gitMinor, gitTreeState and buildDate of pkg, as Kubernetes'
+// builds do; Cluster API's version package names them alike.
+func versionFlags(pkg, version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	return strings.Join([]string{
+		"-X", pkg + ".gitVersion=" + version,
+		"-X", pkg + ".gitMajor=" + major,
+		"-X", pkg + ".gitMinor=" + minor,
+		"-X", pkg + ".gitTreeState=clean",
+		"-X", pkg + ".buildDate=" + buildDate,
+	}, " ")
 }
 
 // Etcd returns the path of the pinned etcd, building it first when the cache
@@ -165,6 +171,16 @@ func loadRecipe(dir string) (*recipe, error) {
 		r.files[strings.TrimSuffix(e.Name(), ".txt")] = data
 	}
 	return r, nil
+}
+
+// writeTo writes the recipe's build module into dir.
+func (r *recipe) writeTo(dir string) error {
+	for n, data := range r.files {
+		if err := os.WriteFile(filepath.Join(dir, n), data, 0o644); err != nil {
+			return fmt.Errorf("writing build module: %w", err)
+		}
+	}
+	return nil
 }
 
 // key identifies what a build produced: the recipe, the flags and the Go
@@ -213,10 +229,8 @@ func (b *Builder) build(ctx context.Context, r *recipe) (string, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return "", fmt.Errorf("creating build directory: %w", err)
 	}
-	for n, data := range r.files {
-		if err := os.WriteFile(filepath.Join(src, n), data, 0o644); err != nil {
-			return "", fmt.Errorf("writing build module: %w", err)
-		}
+	if err := r.writeTo(src); err != nil {
+		return "", err
 	}
 
 	start := time.Now()

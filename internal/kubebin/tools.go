@@ -2,7 +2,10 @@ package kubebin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 )
 
@@ -23,7 +26,21 @@ const (
 	// BuildCtl is BuildKit's client, which the builder runs to hand
 	// buildkitd a Dockerfile build.
 	BuildCtl = "buildctl"
+	// CAPIManager is Cluster API's core manager: the Cluster, Machine,
+	// MachineSet and MachineDeployment controllers and their webhooks.
+	CAPIManager = "capi-manager"
+	// CAPIKubeadmBootstrapManager is Cluster API's kubeadm bootstrap
+	// provider (CABPK), which turns KubeadmConfigs into bootstrap data.
+	CAPIKubeadmBootstrapManager = "capi-kubeadm-bootstrap-manager"
+	// CAPIKubeadmControlPlaneManager is Cluster API's KubeadmControlPlane
+	// controller (KCP), which creates, rolls and deletes control-plane
+	// Machines.
+	CAPIKubeadmControlPlaneManager = "capi-kubeadm-control-plane-manager"
 )
+
+// CAPIModule is the module whose source holds the Cluster API managers' CRDs
+// and webhook manifests (see Builder.ToolModuleDir).
+const CAPIModule = "sigs.k8s.io/cluster-api"
 
 // tool is one row of the tools table: which recipe builds a binary, and what
 // to build in it.
@@ -40,6 +57,10 @@ type tool struct {
 // recipe whose go.mod names them with tool directives; helm's recipe names
 // helm.sh/helm/v3/cmd/helm the same way, and BuildKit's names buildkitd and
 // buildctl (github.com/moby/buildkit has no replace directives to repeat).
+// Cluster API's recipe names its three managers; it requires
+// sigs.k8s.io/cluster-api/api at the same version, since the main module's
+// replace of ./api does not apply to a module that depends on it, and it pins
+// k8s.io v0.36 and controller-runtime v0.24 of its own, not bex's.
 func toolTable() []tool {
 	return []tool{
 		{name: Pebble, recipe: "pebble-v2.10.3", version: "v2.10.3", pkg: "github.com/letsencrypt/pebble/v2/cmd/pebble", estimate: "about a minute"},
@@ -48,7 +69,15 @@ func toolTable() []tool {
 		{name: Helm, recipe: "helm-v3.22.0", version: "v3.22.0", pkg: "helm.sh/helm/v3/cmd/helm", estimate: "about 4 minutes"},
 		{name: BuildKitd, recipe: "buildkit-v0.34.2", version: "v0.34.2", pkg: "github.com/moby/buildkit/cmd/buildkitd", estimate: "about 6 minutes", ldflags: buildkitVersion("v0.34.2")},
 		{name: BuildCtl, recipe: "buildkit-v0.34.2", version: "v0.34.2", pkg: "github.com/moby/buildkit/cmd/buildctl", estimate: "about a minute after buildkitd", ldflags: buildkitVersion("v0.34.2")},
+		{name: CAPIManager, recipe: "cluster-api-v1.14.2", version: "v1.14.2", pkg: "sigs.k8s.io/cluster-api/core", estimate: "about 3 minutes", ldflags: capiVersion("v1.14.2")},
+		{name: CAPIKubeadmBootstrapManager, recipe: "cluster-api-v1.14.2", version: "v1.14.2", pkg: "sigs.k8s.io/cluster-api/bootstrap/kubeadm", estimate: "under a minute after another Cluster API manager", ldflags: capiVersion("v1.14.2")},
+		{name: CAPIKubeadmControlPlaneManager, recipe: "cluster-api-v1.14.2", version: "v1.14.2", pkg: "sigs.k8s.io/cluster-api/controlplane/kubeadm", estimate: "under a minute after another Cluster API manager", ldflags: capiVersion("v1.14.2")},
 	}
+}
+
+// capiVersion stamps Cluster API's version, which each manager logs at start.
+func capiVersion(v string) string {
+	return versionFlags("sigs.k8s.io/cluster-api/version", v)
 }
 
 // buildkitVersion stamps BuildKit's version, which buildkitd --version and
@@ -77,20 +106,70 @@ func ToolVersion(name string) string {
 	return ""
 }
 
-// Tool returns the path of the named tool (one of Tools) at its pinned
-// version, building it first when the cache lacks it.
-func (b *Builder) Tool(ctx context.Context, name string) (string, error) {
+// lookupTool returns the named tool's row and its recipe.
+func lookupTool(name string) (tool, *recipe, error) {
 	for _, t := range toolTable() {
 		if t.name != name {
 			continue
 		}
 		r, err := loadRecipe(t.recipe)
 		if err != nil {
-			return "", fmt.Errorf("loading recipe %s: %w", t.recipe, err)
+			return tool{}, nil, fmt.Errorf("loading recipe %s: %w", t.recipe, err)
 		}
-		r.name, r.version, r.pkg, r.estimate = t.name, t.version, t.pkg, t.estimate
-		r.ldflags = strings.TrimSpace("-s -w " + t.ldflags)
-		return b.build(ctx, r)
+		return t, r, nil
 	}
-	return "", fmt.Errorf("unknown tool %q (known: %s)", name, strings.Join(Tools(), ", "))
+	return tool{}, nil, fmt.Errorf("unknown tool %q (known: %s)", name, strings.Join(Tools(), ", "))
+}
+
+// Tool returns the path of the named tool (one of Tools) at its pinned
+// version, building it first when the cache lacks it.
+func (b *Builder) Tool(ctx context.Context, name string) (string, error) {
+	t, r, err := lookupTool(name)
+	if err != nil {
+		return "", err
+	}
+	r.name, r.version, r.pkg, r.estimate = t.name, t.version, t.pkg, t.estimate
+	r.ldflags = strings.TrimSpace("-s -w " + t.ldflags)
+	return b.build(ctx, r)
+}
+
+// ToolModuleDir returns the directory in the Go module cache that holds the
+// source of module (for example CAPIModule) at the named tool's pinned
+// version, downloading it through the tool's recipe, whose go.sum checks it,
+// when the cache lacks it. Callers read files the binary does not embed from
+// there, such as Cluster API's CRDs and webhook manifests; they must not
+// write to it.
+func (b *Builder) ToolModuleDir(ctx context.Context, name, module string) (string, error) {
+	t, r, err := lookupTool(name)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(string(r.files["go.mod"]), "\t"+module+" "+t.version) {
+		return "", fmt.Errorf("recipe %s does not require %s %s", t.recipe, module, t.version)
+	}
+	dir, err := os.MkdirTemp("", "bex-kubebin-mod-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := r.writeTo(dir); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, b.goCmd, "mod", "download", "-json", module+"@"+t.version)
+	cmd.Dir = dir
+	cmd.Env = b.env()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("downloading %s %s: %w\n%s", module, t.version, err, stderr.String())
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil {
+		return "", fmt.Errorf("reading go mod download's answer: %w", err)
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", fmt.Errorf("downloading %s %s: %s", module, t.version, m.Error)
+	}
+	return m.Dir, nil
 }

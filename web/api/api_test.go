@@ -45,7 +45,6 @@ func TestAPI(t *testing.T) {
 		{"Env", testEnv},
 		{"Routes", testRoutes},
 		{"Upgrades", testUpgrades},
-		{"PauseWhileTheControllerWrites", testPauseWhileTheControllerWrites},
 		{"Fleet", testFleet},
 		{"Audit", testAudit},
 		{"Builds", testBuilds},

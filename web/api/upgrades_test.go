@@ -27,7 +27,11 @@ import (
 // on its field and writes nothing. No controller runs: the test writes the
 // status and the records the controller would.
 func testUpgrades(t *testing.T, cp *controlplane.ControlPlane) {
-	e := apitest.Start(t, cp)
+	writer := &statusBeforePatch{}
+	e := apitest.StartWith(t, cp, apitest.Options{WrapKube: func(c client.Client) client.Client {
+		writer.Client = c
+		return writer
+	}})
 	ctx := t.Context()
 	_, tenantToken := e.TenantToken(t, "upgradetenant")
 	op := e.OperatorToken
@@ -281,8 +285,18 @@ func testUpgrades(t *testing.T, cp *controlplane.ControlPlane) {
 		}
 		return ch
 	}
+	// The controller writes the status all through a rollout: a pause that
+	// lands between the API's read and its write is decided again on the
+	// new object, not refused (twice here).
+	writer.arm(2)
 	if ch := change("pause", 200); !ch.Changed || !ch.Upgrade.Paused || !strings.Contains(ch.Message, "next machine boundary") || !getUpgrade(t, e, "to-137").Spec.Paused {
 		t.Errorf("pause: %+v", ch)
+	}
+	if n := writer.writes(); n != 2 {
+		t.Errorf("the status was written %d times before the API's patches, want 2", n)
+	}
+	if fu := getUpgrade(t, e, "to-137"); fu.Status.ObservedGeneration != 2 || fu.Status.Phase != fleetv1.FleetUpgradePhasePaused {
+		t.Errorf("after pausing: status %+v, want the controller's last write kept", fu.Status)
 	}
 	if ch := change("pause", 200); ch.Changed {
 		t.Errorf("pausing again: %+v, want no change", ch)
@@ -345,31 +359,6 @@ func upgradeCount(t *testing.T, e *apitest.Env) int {
 		t.Fatal(err)
 	}
 	return len(list.Items)
-}
-
-// testPauseWhileTheControllerWrites: the controller writes a FleetUpgrade's
-// status all through a rollout; an operator's pause that lands between the
-// API's read and its write is decided again on the new object, not refused.
-func testPauseWhileTheControllerWrites(t *testing.T, cp *controlplane.ControlPlane) {
-	writer := &statusBeforePatch{}
-	e := apitest.StartWith(t, cp, apitest.Options{WrapKube: func(c client.Client) client.Client {
-		writer.Client = c
-		return writer
-	}})
-	if a := call(t, e, http.MethodPost, "/upgrades", e.OperatorToken, apiclient.CreateUpgradeRequest{Name: "pause-race", TargetVersion: "v1.37.2"}); a.status != http.StatusCreated {
-		t.Fatalf("creating the upgrade: %d %s", a.status, a.body)
-	}
-	writer.arm(2)
-	a := call(t, e, http.MethodPost, "/upgrades/pause-race/pause", e.OperatorToken, nil)
-	if a.status != http.StatusOK {
-		t.Fatalf("pausing while the controller writes the status: %d %s", a.status, a.body)
-	}
-	if writer.writes() != 2 {
-		t.Fatalf("the status was written %d times before the API's patches, want 2", writer.writes())
-	}
-	if fu := getUpgrade(t, e, "pause-race"); !fu.Spec.Paused || fu.Status.ObservedGeneration != 2 {
-		t.Errorf("after pausing: paused %v, status %+v; want paused with the controller's last status kept", fu.Spec.Paused, fu.Status)
-	}
 }
 
 // statusBeforePatch writes a FleetUpgrade's status, as its controller

@@ -1,7 +1,6 @@
 package build_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/testtree"
+	"bex.co/bex/test/platformtest"
 )
 
 // registryAddr is the platform registry every test pushes to, served from
@@ -128,24 +128,6 @@ func gitTree(t *testing.T, files, links map[string]string) (string, string) {
 	return bare, commit
 }
 
-// logBuffer is a build log a test reads after the build.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func buildRepo(t *testing.T, b *build.Builder, files map[string]string, edit func(*build.Request)) (build.Result, string, error) {
 	t.Helper()
 	return buildTree(t, b, files, nil, edit)
@@ -163,7 +145,7 @@ func buildTree(t *testing.T, b *build.Builder, files, links map[string]string, e
 	if edit != nil {
 		edit(&req)
 	}
-	var log logBuffer
+	var log platformtest.SyncBuffer
 	res, err := b.Build(context.Background(), req, &log)
 	t.Logf("build log:\n%s", log.String())
 	return res, log.String(), err
@@ -197,7 +179,7 @@ func serveApp(t *testing.T, res build.Result, proc string, extraPath ...string) 
 	cmd := exec.Command("/bin/sh", "-c", cfg.Processes[proc])
 	cmd.Dir = cfg.WorkingDir
 	cmd.Env = env
-	var out logBuffer
+	var out platformtest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -209,27 +191,30 @@ func serveApp(t *testing.T, res build.Result, proc string, extraPath ...string) 
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://127.0.0.1:" + port + "/")
-		if err == nil {
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
+	var body string
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("process %q to answer on $PORT", cfg.Processes[proc]), func(ctx context.Context) error {
 		select {
 		case <-exited:
 			t.Fatalf("process %q exited before answering: %s", cfg.Processes[proc], out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %q did not answer on $PORT: %v\n%s", cfg.Processes[proc], err, out.String())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/", nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
-	}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, out.String())
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = string(b)
+		return nil
+	})
+	return body
 }
 
 const goMod = "module hello\n\ngo 1.22\n"
@@ -482,13 +467,12 @@ func TestTimeoutKillsTheBuild(t *testing.T) {
 		t.Fatal(rerr)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b2)))
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the build's background process %d survived the timeout", pid)
+	platformtest.Eventually(t, 10*time.Second, "the build's background process to end with the build", func(context.Context) error {
+		if alive(pid) {
+			return fmt.Errorf("process %d survived the timeout", pid)
 		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+		return nil
+	})
 }
 
 // alive reports whether pid runs (a zombie does not).
@@ -505,14 +489,14 @@ func alive(pid int) bool {
 // signalWriter is a build log that closes seen once it has a line
 // containing want.
 type signalWriter struct {
-	logBuffer
+	platformtest.SyncBuffer
 	want string
 	seen chan struct{}
 	once sync.Once
 }
 
 func (s *signalWriter) Write(p []byte) (int, error) {
-	n, err := s.logBuffer.Write(p)
+	n, err := s.SyncBuffer.Write(p)
 	if strings.Contains(string(p), s.want) {
 		s.once.Do(func() { close(s.seen) })
 	}

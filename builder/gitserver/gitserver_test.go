@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"bex.co/bex/test/platformtest"
 )
 
 // waitTimeout bounds every wait in these tests; nothing sleeps.
@@ -277,63 +279,30 @@ func (e *env) lsRemote(url string) map[string]string {
 	return refs
 }
 
-// output collects a running command's output and lets a test wait for text.
-type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{}
-}
-
-func newOutput() *output { return &output{changed: make(chan struct{})} }
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.buf.Write(p)
-	close(o.changed)
-	o.changed = make(chan struct{})
-	return len(p), nil
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-// waitFor returns once the output contains s, or fails the test at the
-// deadline.
-func (o *output) waitFor(t *testing.T, s string) {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		o.mu.Lock()
-		found, changed := strings.Contains(o.buf.String(), s), o.changed
-		o.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %q in output:\n%s", s, o.String())
-		}
-	}
-}
-
 // started is a git command running in the background.
 type started struct {
 	cmd  *exec.Cmd
-	out  *output
+	out  platformtest.SyncBuffer
 	done chan error
+}
+
+// waitFor returns once git's output contains want, or fails t after
+// waitTimeout.
+func (s *started) waitFor(t *testing.T, want string) {
+	t.Helper()
+	platformtest.Eventually(t, waitTimeout, fmt.Sprintf("%q in git's output", want), func(context.Context) error {
+		if out := s.out.String(); !strings.Contains(out, want) {
+			return fmt.Errorf("output so far:\n%s", out)
+		}
+		return nil
+	})
 }
 
 func (e *env) start(dir string, args ...string) *started {
 	e.t.Helper()
 	cmd := e.gitCmd(dir, args...)
-	s := &started{cmd: cmd, out: newOutput(), done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	s := &started{cmd: cmd, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &s.out, &s.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill() reaches ssh and git-remote-http too
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -409,7 +378,7 @@ func TestPushStreamsDeployLogAndReleases(t *testing.T) {
 			dir := e.workTree()
 			head := e.mustGit(dir, "rev-parse", "HEAD")
 			push := e.start(dir, "push", e.remote(transport, "web"), "main")
-			push.out.waitFor(t, "remote: -----> Go app detected")
+			push.waitFor(t, "remote: -----> Go app detected")
 			close(seen)
 			if err := push.wait(t); err != nil {
 				t.Fatalf("push failed: %v\n%s", err, push.out.String())
@@ -691,9 +660,9 @@ func TestConcurrentPushesSerialise(t *testing.T) {
 		t.Fatalf("first deploy is %s, want %s", got, a)
 	}
 	p2 := e.start(second, "push", "--progress", url, "main")
-	p2.out.waitFor(t, "Another push to web is in progress; waiting for it to finish...")
+	p2.waitFor(t, "Another push to web is in progress; waiting for it to finish...")
 	p3 := e.start(third, "push", "--progress", e.remote("ssh", "web"), "main")
-	p3.out.waitFor(t, "Another push to web is in progress; waiting for it to finish...")
+	p3.waitFor(t, "Another push to web is in progress; waiting for it to finish...")
 	if n := len(e.deployer.pushes()); n != 2 {
 		t.Fatalf("Deploy called %d times while the first push held the lock, want 2 (base, A)", n)
 	}
@@ -831,7 +800,7 @@ func TestDisconnectCancelsDeploy(t *testing.T) {
 				return DeployResult{}, nil
 			})
 			push := e.start(e.workTree(), "push", e.remote(transport, "web"), "main")
-			push.out.waitFor(t, "remote: -----> Building forever")
+			push.waitFor(t, "remote: -----> Building forever")
 			push.kill()
 			_ = push.wait(t)
 			select {

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -229,9 +230,15 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 		}()
 		// The deploy holds the app's lock while its build waits; then the
 		// rollback starts and must wait for the lock.
-		platformtest.WaitFor(ctx, t, "the v2 build to start", func() bool {
+		platformtest.Eventually(t, 10*time.Minute, "the v2 build to start", func(ctx context.Context) error {
 			bs, err := e.st.ListBuilds(ctx, mustTenantID(t, e.st, e.tenant), e.name, 10)
-			return err == nil && len(bs) == 2
+			if err != nil {
+				return err
+			}
+			if len(bs) != 2 {
+				return fmt.Errorf("%d builds, want 2", len(bs))
+			}
+			return nil
 		})
 		rolledBack := make(chan int, 1)
 		go func() {
@@ -241,9 +248,12 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 			}
 			rolledBack <- n
 		}()
-		waitCtx, stop := context.WithTimeout(ctx, time.Minute)
-		defer stop()
-		platformtest.WaitFor(waitCtx, t, "the rollback to wait for the app's lock", func() bool { return pgtest.AdvisoryLockWaiters(ctx, t, e.st.Pool()) == 1 })
+		platformtest.Eventually(t, time.Minute, "the rollback to wait for the app's lock", func(ctx context.Context) error {
+			if n := pgtest.AdvisoryLockWaiters(ctx, t, e.st.Pool()); n != 1 {
+				return fmt.Errorf("%d sessions wait for an advisory lock, want 1", n)
+			}
+			return nil
+		})
 		select {
 		case n := <-rolledBack:
 			t.Fatalf("the rollback made v%d while the deploy held the app", n)

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"bex.co/bex/controllers/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestAppConditionsFollowSecrets runs the App controller against a real
@@ -52,7 +54,7 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitReady(ctx, t, c, a, platformv1alpha1.AppInvalidSpecReason, `spec.env[0].secretKeyRef: Secret "db" not found`)
+	waitReady(t, c, a, platformv1alpha1.AppInvalidSpecReason, `spec.env[0].secretKeyRef: Secret "db" not found`)
 
 	if err := c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db"},
@@ -60,7 +62,7 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitReady(ctx, t, c, a, platformv1alpha1.AppAwaitingPushReason, "git push")
+	got := waitReady(t, c, a, platformv1alpha1.AppAwaitingPushReason, "git push")
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Fatalf("observedGeneration = %d, generation = %d", got.Status.ObservedGeneration, got.Generation)
 	}
@@ -89,24 +91,22 @@ func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releas
 
 // waitReady polls until the App's Ready condition has reason and its message
 // contains substr.
-func waitReady(ctx context.Context, t *testing.T, c client.Client, a *platformv1alpha1.App, reason, substr string) *platformv1alpha1.App {
+func waitReady(t *testing.T, c client.Client, a *platformv1alpha1.App, reason, substr string) *platformv1alpha1.App {
 	t.Helper()
-	var last *metav1.Condition
-	for {
-		got := &platformv1alpha1.App{}
+	got := &platformv1alpha1.App{}
+	platformtest.Eventually(t, 2*time.Minute, fmt.Sprintf("Ready with reason %s and %q", reason, substr), func(ctx context.Context) error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(a), got); err != nil {
 			t.Fatal(err)
 		}
-		last = meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.AppReadyCondition)
-		if last != nil && last.Reason == reason && strings.Contains(last.Message, substr) {
-			return got
+		if err := platformtest.HasCondition(got.Status.Conditions, platformv1alpha1.AppReadyCondition, "", reason); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Ready condition never reached reason %s with %q; last: %+v", reason, substr, last)
-		case <-time.After(100 * time.Millisecond):
+		if ready := meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.AppReadyCondition); !strings.Contains(ready.Message, substr) {
+			return fmt.Errorf("Ready says %q", ready.Message)
 		}
-	}
+		return nil
+	})
+	return got
 }
 
 // driverReleases is a Releases over the real kube driver, with nothing
@@ -149,18 +149,14 @@ func TestAppPreparesItsNamespace(t *testing.T) {
 	if err := pc.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "web"}}); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	platformtest.Eventually(t, 2*time.Minute, "namespace tenant-b prepared", func(ctx context.Context) error {
 		var ns corev1.Namespace
 		var np networkingv1.NetworkPolicy
 		nsErr := c.Get(ctx, client.ObjectKey{Name: "tenant-b"}, &ns)
 		npErr := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: kube.TenantPolicyName}, &np)
-		if nsErr == nil && npErr == nil && ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted" {
-			return
+		if nsErr != nil || npErr != nil || ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			return fmt.Errorf("labels %v (%v), policy: %v", ns.Labels, nsErr, npErr)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("namespace tenant-b never prepared: labels %v (%v), policy: %v", ns.Labels, nsErr, npErr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }

@@ -1,6 +1,8 @@
 package fleetupgrade_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"bex.co/bex/internal/hetzner"
 	"bex.co/bex/internal/hetzner/hcloudfake"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
 
 // newHcloud starts a fake Hetzner API with the location the fixtures use.
@@ -179,7 +182,7 @@ func TestLoadBalancerHandoffFailureHoldsTheMachine(t *testing.T) {
 
 	// The removal is retried, and refused each time; meanwhile the
 	// machine stays.
-	e.eventually("three refused removals", func() string {
+	platformtest.Eventually(t, waitTimeout, "three refused removals", func(context.Context) error {
 		n := 0
 		for _, r := range hc.Requests() {
 			if r == http.MethodPost+" "+removeTarget {
@@ -187,9 +190,9 @@ func TestLoadBalancerHandoffFailureHoldsTheMachine(t *testing.T) {
 			}
 		}
 		if n < 3 {
-			return strconv.Itoa(n) + " removals"
+			return fmt.Errorf("%d removals", n)
 		}
-		return ""
+		return nil
 	})
 	m := &clusterv1.Machine{}
 	e.get(m, "fleet-i", "cp-1")

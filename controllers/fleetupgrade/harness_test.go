@@ -39,6 +39,7 @@ import (
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/verify"
+	"bex.co/bex/test/platformtest"
 )
 
 // env is a real apiserver with the fleet and Cluster API CRDs, the
@@ -52,13 +53,16 @@ type env struct {
 	records  *fakeRecords
 }
 
+// waitTimeout bounds an env's life, and each wait in it.
+const waitTimeout = 4 * time.Minute
+
 // startEnv starts the env; configure (if any) changes the reconciler
 // before it is set up.
 func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	cp := cptest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
 	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
 		t.Fatalf("installing Cluster API CRDs: %v", err)
@@ -101,38 +105,21 @@ func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	return e
 }
 
-// eventually polls cond until it returns "" or the context ends; the last
-// answer says what was missing.
-func (e *env) eventually(what string, cond func() string) {
-	e.t.Helper()
-	last := ""
-	for {
-		if last = cond(); last == "" {
-			return
-		}
-		select {
-		case <-e.ctx.Done():
-			e.t.Fatalf("%s: never happened; last: %s", what, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // waitEvent waits for an Event with reason about the FleetUpgrade named
 // upgrade whose note contains note.
 func (e *env) waitEvent(upgrade, reason, note string) {
 	e.t.Helper()
-	e.eventually(fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func() string {
+	platformtest.Eventually(e.t, waitTimeout, fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func(ctx context.Context) error {
 		var evs eventsv1.EventList
-		if err := e.c.List(e.ctx, &evs); err != nil {
-			return err.Error()
+		if err := e.c.List(ctx, &evs); err != nil {
+			return err
 		}
 		for _, ev := range evs.Items {
 			if ev.Reason == reason && ev.Regarding.Name == upgrade && strings.Contains(ev.Note, note) {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("none among %d events", len(evs.Items))
+		return fmt.Errorf("none among %d events", len(evs.Items))
 	})
 }
 
@@ -155,13 +142,12 @@ func (e *env) upgrade(name string) *fleetv1.FleetUpgrade {
 func (e *env) waitCondition(name, typ string, status metav1.ConditionStatus, reason string) *fleetv1.FleetUpgrade {
 	e.t.Helper()
 	var fu *fleetv1.FleetUpgrade
-	e.eventually(fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() string {
+	platformtest.Eventually(e.t, waitTimeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func(context.Context) error {
 		fu = e.upgrade(name)
-		c := meta.FindStatusCondition(fu.Status.Conditions, typ)
-		if c == nil || c.Status != status || c.Reason != reason {
-			return fmt.Sprintf("phase %s, %s: %+v", fu.Status.Phase, typ, c)
+		if err := platformtest.HasCondition(fu.Status.Conditions, typ, status, reason); err != nil {
+			return fmt.Errorf("phase %s, %w", fu.Status.Phase, err)
 		}
-		return ""
+		return nil
 	})
 	return fu
 }
@@ -169,12 +155,12 @@ func (e *env) waitCondition(name, typ string, status metav1.ConditionStatus, rea
 func (e *env) waitPhase(name string, phase fleetv1.FleetUpgradePhase) *fleetv1.FleetUpgrade {
 	e.t.Helper()
 	var fu *fleetv1.FleetUpgrade
-	e.eventually(fmt.Sprintf("%s phase %s", name, phase), func() string {
+	platformtest.Eventually(e.t, waitTimeout, fmt.Sprintf("%s phase %s", name, phase), func(context.Context) error {
 		fu = e.upgrade(name)
 		if fu.Status.Phase != phase {
-			return fmt.Sprintf("phase %s, conditions %+v", fu.Status.Phase, fu.Status.Conditions)
+			return fmt.Errorf("phase %s, conditions %+v", fu.Status.Phase, fu.Status.Conditions)
 		}
-		return ""
+		return nil
 	})
 	return fu
 }

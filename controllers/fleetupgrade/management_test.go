@@ -1,6 +1,7 @@
 package fleetupgrade_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/internal/upgrade/plan"
 	"bex.co/bex/internal/upgrade/verify"
+	"bex.co/bex/test/platformtest"
 )
 
 // The management cluster is verified by the ManagementVerifier (which
@@ -27,12 +29,12 @@ func TestManagementClusterHasItsOwnVerifier(t *testing.T) {
 	}
 	// The management cluster goes last: once the workload cluster is done,
 	// Verifier must not be called again.
-	e.eventually("the workload cluster upgraded", func() string {
+	platformtest.Eventually(t, waitTimeout, "the workload cluster upgraded", func(context.Context) error {
 		cs := clusterStatus(e.upgrade("to-137"), "fleet-a/work")
 		if cs == nil || cs.Phase != fleetv1.ClusterUpgradePhaseSucceeded {
-			return fmt.Sprintf("%+v", cs)
+			return fmt.Errorf("its status: %+v", cs)
 		}
-		return ""
+		return nil
 	})
 	workCalls := e.verifier.callCount()
 	e.waitPhase("to-137", fleetv1.FleetUpgradePhaseSucceeded)

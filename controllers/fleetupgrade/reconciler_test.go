@@ -1,6 +1,8 @@
 package fleetupgrade_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
 
 func newUpgrade(name, target, selectorValue string, mut ...func(*fleetv1.FleetUpgradeSpec)) *fleetv1.FleetUpgrade {
@@ -190,11 +193,11 @@ func TestGateFailurePausesBeforeTheNextMachine(t *testing.T) {
 	// for longer than the simulator waits between two machines (six
 	// retries at 500ms > its 2s settle time).
 	calls := e.verifier.callCount()
-	e.eventually("six more failed verifications", func() string {
-		if e.verifier.callCount() < calls+6 {
-			return "no retry yet"
+	platformtest.Eventually(t, waitTimeout, "six more failed verifications", func(context.Context) error {
+		if n := e.verifier.callCount() - calls; n < 6 {
+			return fmt.Errorf("%d more", n)
 		}
-		return ""
+		return nil
 	})
 	c := e.cluster("fleet-b", "bravo")
 	if !ptr.Deref(c.Spec.Paused, false) || c.Annotations[fleetupgrade.PausedByAnnotation] != "gated" {
@@ -274,12 +277,12 @@ func TestAbortLeavesThePausedClusterAndTheRestAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := e.waitPhase("aborted", fleetv1.FleetUpgradePhaseAborted)
-	e.eventually("observedGeneration", func() string {
+	platformtest.Eventually(t, waitTimeout, "observedGeneration", func(context.Context) error {
 		got = e.upgrade("aborted")
 		if got.Status.ObservedGeneration != got.Generation {
-			return "not observed"
+			return fmt.Errorf("observed generation %d, the FleetUpgrade is at %d", got.Status.ObservedGeneration, got.Generation)
 		}
-		return ""
+		return nil
 	})
 	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradeReadyCondition); c.Reason != fleetv1.FleetUpgradeAbortedReason {
 		t.Errorf("Ready = %+v", c)
@@ -311,12 +314,12 @@ func TestAbortLeavesThePausedClusterAndTheRestAlone(t *testing.T) {
 	if err := e.c.Delete(e.ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the FleetUpgrade gone", func() string {
-		err := e.c.Get(e.ctx, client.ObjectKey{Name: "aborted"}, &fleetv1.FleetUpgrade{})
-		if err == nil {
-			return "still there"
+	platformtest.Eventually(t, waitTimeout, "the FleetUpgrade gone", func(ctx context.Context) error {
+		fu := &fleetv1.FleetUpgrade{}
+		if err := e.c.Get(ctx, client.ObjectKey{Name: "aborted"}, fu); err == nil {
+			return fmt.Errorf("still there, phase %s, finalizers %v", fu.Status.Phase, fu.Finalizers)
 		}
-		return ""
+		return nil
 	})
 	if !ptr.Deref(e.cluster("fleet-c", "canary").Spec.Paused, false) {
 		t.Error("deleting the aborted FleetUpgrade unpaused the canary")

@@ -582,6 +582,10 @@ func freePorts(n int) (dns int, tcp []int, err error) {
 
 // logBuffer collects the processes' output. Each process writes whole lines
 // through log.Logger, so lines of different processes do not mix.
+//
+// It is test/platformtest's SyncBuffer with tail: a package under
+// internal/ does not import test/platformtest, which imports controllers/
+// and so sits above it.
 type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

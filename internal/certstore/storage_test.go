@@ -3,6 +3,7 @@ package certstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/certstore/storagetest"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestStorage runs the shared suite on a fresh database per subtest. Each
@@ -80,20 +82,16 @@ func TestLockRow(t *testing.T) {
 		t.Errorf("lock expires in %v, want within (0, %v]", left, opts.LockExpiry)
 	}
 
-	deadline := time.Now().Add(10 * opts.LockExpiry)
-	for {
+	platformtest.Eventually(t, 10*opts.LockExpiry, "the lock's expiry pushed forward", func(context.Context) error {
 		r, ok := readLock(t, pool, name)
 		if !ok || r.token != first.token {
 			t.Fatalf("the lock row changed hands while held: %+v", r)
 		}
-		if r.expires.After(first.expires) {
-			break
+		if !r.expires.After(first.expires) {
+			return fmt.Errorf("it expires at %v still", r.expires)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock's expiry was not pushed forward within %v", 10*opts.LockExpiry)
-		}
-		time.Sleep(opts.LockRefresh / 5) // poll
-	}
+		return nil
+	})
 
 	if err := s.Unlock(ctx, name); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/mvp"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestMixedVersionProxy starts a 1.36.3 and a 1.37.2 apiserver on one etcd
@@ -70,18 +72,13 @@ func TestMixedVersionProxy(t *testing.T) {
 			path := mvp.ListPath(gvr)
 
 			before := rerouted(ctx, t, oldCfg, gvr)
-			var got int
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				got = status(ctx, t, oldCfg, path)
-				if got == tc.status || time.Now().After(deadline) {
-					break
+			// Peer discovery syncs in the background.
+			platformtest.Eventually(t, 30*time.Second, "GET "+path+" on the 1.36.3 server", func(ctx context.Context) error {
+				if got := status(ctx, t, oldCfg, path); got != tc.status {
+					return fmt.Errorf("status %d, want %d", got, tc.status)
 				}
-				time.Sleep(200 * time.Millisecond) // peer discovery syncs in the background
-			}
-			if got != tc.status {
-				t.Fatalf("GET %s on the 1.36.3 server: status %d, want %d", path, got, tc.status)
-			}
+				return nil
+			})
 			after := rerouted(ctx, t, oldCfg, gvr)
 			if tc.noMVP {
 				// Ask a few more times: without the proxy the 404 is not transient.

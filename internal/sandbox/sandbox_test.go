@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/sandbox/sandboxtest"
+	"bex.co/bex/test/platformtest"
 )
 
 // appDir is a release directory with the probe in it.
@@ -187,22 +189,18 @@ func TestNetworkReachesNeitherHostNorOtherTenants(t *testing.T) {
 	defer func() { other.Signal(syscall.SIGKILL); cmd.Wait() }()
 	otherAddr := net.JoinHostPort(other.Addr().String(), "5000")
 	// The platform (the edge) reaches it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	platformtest.Eventually(t, 30*time.Second, "the host to reach an instance at "+otherAddr, func(context.Context) error {
 		resp, err := http.Get("http://" + otherAddr + "/")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(string(body), "hello from web-0") {
-				t.Fatalf("the other tenant's instance answered %q", body)
-			}
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the host cannot reach an instance at %s: %v", otherAddr, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "hello from web-0") {
+			t.Fatalf("the other tenant's instance answered %q", body)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	targets := []string{
 		net.JoinHostPort(m.Gateway().String(), anyPort),

@@ -16,6 +16,7 @@ import (
 
 	"bex.co/bex/internal/staticserve"
 	"bex.co/bex/internal/testtree"
+	"bex.co/bex/test/platformtest"
 )
 
 func TestHandler(t *testing.T) {
@@ -118,22 +119,18 @@ func TestRunServesNothingOutsideTheDirectory(t *testing.T) {
 		}
 		return resp.StatusCode, string(b)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/"); err == nil {
-			resp.Body.Close()
-			break
-		}
+	platformtest.Eventually(t, 10*time.Second, "bex-static to answer", func(context.Context) error {
 		select {
 		case err := <-errc:
 			t.Fatalf("Run ended: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("bex-static did not answer")
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+		return resp.Body.Close()
+	})
 
 	for _, p := range []string{"/up/secret", "/rel", "/abs", "/b/secret", "/c/secret", "/missing", "/docs/", "/docs/index.html"} {
 		code, body := get(p)

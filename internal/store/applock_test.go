@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,8 +32,6 @@ func lockAsync(ctx context.Context, s *store.Store, tenant, app string) (<-chan 
 // its unlock are returned too.
 func contended(t *testing.T) (a *store.Store, unlockA func(), held <-chan func(), failed <-chan error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
 	a, dbURL := newStoreURL(t)
 	b, err := store.Open(t.Context(), dbURL)
 	if err != nil {
@@ -44,7 +43,7 @@ func contended(t *testing.T) (a *store.Store, unlockA func(), held <-chan func()
 		t.Fatal(err)
 	}
 	held, failed = lockAsync(t.Context(), b, "acme", "web")
-	platformtest.WaitFor(ctx, t, "the second process to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, a.Pool()) == 1 })
+	platformtest.Eventually(t, time.Minute, "the second process to wait for the lock", lockWaiters(t, a, 1))
 	return a, unlockA, held, failed
 }
 
@@ -89,6 +88,17 @@ func TestLockAppReleasedWhenTheHolderDies(t *testing.T) {
 	awaitLock(t, held, failed, "after its holder's session ended")
 }
 
+// lockWaiters is a condition for platformtest.Eventually: want sessions
+// wait for an advisory lock on s's database.
+func lockWaiters(t *testing.T, s *store.Store, want int) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if n := pgtest.AdvisoryLockWaiters(ctx, t, s.Pool()); n != want {
+			return fmt.Errorf("%d sessions wait for an advisory lock, want %d", n, want)
+		}
+		return nil
+	}
+}
+
 // awaitLock waits for lockAsync's lock, and releases it; it fails t when
 // the lock is not taken within 20 s (after what it says).
 func awaitLock(t *testing.T, held <-chan func(), failed <-chan error, after string) {
@@ -111,11 +121,10 @@ func TestLockAppWaitEndsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waitCtx, stopWaiting := context.WithCancel(t.Context())
+	defer stopWaiting()
 	held, failed := lockAsync(waitCtx, s, "acme", "web")
-	platformtest.WaitFor(ctx, t, "the second caller to wait for the lock", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, s.Pool()) == 1 })
+	platformtest.Eventually(t, time.Minute, "the second caller to wait for the lock", lockWaiters(t, s, 1))
 	stopWaiting()
 	select {
 	case err := <-failed:
@@ -128,7 +137,7 @@ func TestLockAppWaitEndsWithItsContext(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("LockApp did not return after its context was cancelled")
 	}
-	platformtest.WaitFor(ctx, t, "the abandoned wait to go", func() bool { return pgtest.AdvisoryLockWaiters(t.Context(), t, s.Pool()) == 0 })
+	platformtest.Eventually(t, time.Minute, "the abandoned wait to go", lockWaiters(t, s, 0))
 	unlock()
 	again, err := s.LockApp(t.Context(), "acme", "web")
 	if err != nil {

@@ -183,7 +183,12 @@ func TestFollowersResumeAfterTheListenerBreaks(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.WaitFor(ctx, t, "a new session to listen", func() bool { p := listener(); return p != 0 && p != first })
+	platformtest.Eventually(t, 2*time.Minute, "a new session to listen", func(context.Context) error {
+		if p := listener(); p == 0 || p == first {
+			return fmt.Errorf("the listening session is %d, the broken one was %d", p, first)
+		}
+		return nil
+	})
 	if err := s.AppendBuildLog(ctx, b.ID, "after"); err != nil {
 		t.Fatal(err)
 	}

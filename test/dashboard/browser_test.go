@@ -128,22 +128,27 @@ func eval[T any](b *browser, js string) T {
 	return v
 }
 
-// waitFor polls a JavaScript condition until it is true or timeout passes.
+// waitFor polls a JavaScript condition until it is true or timeout passes;
+// it fails t with the page's text.
 func (b *browser) waitFor(what, js string, timeout time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: not within %s (page %s):\n%s", what, timeout, b.location(), b.text("body"))
-		}
-		time.Sleep(100 * time.Millisecond)
+	type seen struct {
+		OK   bool   `json:"ok"`
+		Body string `json:"body"`
 	}
+	platformtest.Eventually(b.t, timeout, what, func(context.Context) error {
+		// chromedp runs under the browser's context, not the try's.
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[seen](fmt.Sprintf(`({ok: !!(%s), body: document.body ? document.body.innerText : ""})`, js)))
+		switch {
+		case err != nil:
+			return fmt.Errorf("evaluating %s: %w (page %s)", js, err, b.location())
+		case !got.OK:
+			return fmt.Errorf("%s is false (page %s):\n%s", js, b.location(), got.Body)
+		}
+		return nil
+	})
 }
 
 // screenshot saves the whole page as out/screenshots/<name>.png at the

@@ -89,9 +89,15 @@ func TestTenantDashboard(t *testing.T) {
 		}
 		pushed <- err
 	}()
-	platformtest.WaitFor(ctx, t, "build 1 to run", func() bool {
+	platformtest.Eventually(t, 12*time.Minute, "build 1 to run", func(ctx context.Context) error {
 		var log strings.Builder
-		return api.BuildLog(ctx, "hello", 1, false, &log) == nil && strings.Contains(log.String(), "waiting for the go-ahead")
+		if err := api.BuildLog(ctx, "hello", 1, false, &log); err != nil {
+			return err
+		}
+		if !strings.Contains(log.String(), "waiting for the go-ahead") {
+			return fmt.Errorf("its log's last line: %s", platformtest.LastLine(log.String()))
+		}
+		return nil
 	})
 	if st := b.open(base + "/apps/hello/builds/1"); st != 200 {
 		t.Fatalf("the build page: status %d", st)
@@ -124,13 +130,16 @@ func TestTenantDashboard(t *testing.T) {
 	}
 	apps := platformtest.AppClient(t, env)
 	host := "hello-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
-	serves := func(body string) func() bool {
-		return func() bool {
+	serves := func(body string) func(context.Context) error {
+		return func(ctx context.Context) error {
 			code, got, err := platformtest.GetApp(ctx, apps, host)
-			return err == nil && code == 200 && got == body
+			if err == nil && (code != http.StatusOK || got != body) {
+				err = fmt.Errorf("GET %s: %d %q, want %q", host, code, got, body)
+			}
+			return err
 		}
 	}
-	platformtest.WaitFor(ctx, t, "v2 to serve", serves("hello v2"))
+	platformtest.Eventually(t, 12*time.Minute, "v2 to serve", serves("hello v2"))
 	b.open(base + "/apps/hello")
 	if st := b.clickAndLoad("rolling back to v1", `button[data-rollback="1"]`); st != 200 {
 		t.Fatalf("rolling back: status %d", st)
@@ -138,7 +147,7 @@ func TestTenantDashboard(t *testing.T) {
 	if notice := b.text("#notice"); notice != "Rolled back: release v3 runs what v1 ran." {
 		t.Fatalf("after the rollback the page says %q", notice)
 	}
-	platformtest.WaitFor(ctx, t, "v1 to serve again", serves("hello v1"))
+	platformtest.Eventually(t, 12*time.Minute, "v1 to serve again", serves("hello v1"))
 	if rel := b.text(`tr[data-release="3"]`); !strings.Contains(rel, "serving") {
 		t.Errorf("release v3 is not shown serving: %q", rel)
 	}

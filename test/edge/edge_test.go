@@ -85,7 +85,9 @@ func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, ht
 			t.Logf("%s output:\n%s", name, e.output())
 		}
 	})
-	platformtest.WaitFor(ctx, t, name+" to serve", func() bool {
+	// ctx, which the process runs under, still bounds the wait: the
+	// process ends with it.
+	platformtest.Eventually(t, 10*time.Minute, name+" to serve", func(ctx context.Context) error {
 		select {
 		case <-exited:
 			// A port taken meanwhile, a flag refused: waiting longer
@@ -93,12 +95,14 @@ func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, ht
 			t.Fatalf("%s exited before it served: %s", name, e.output())
 		default:
 		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", e.metricsPort))
+		code, err := httpStatus(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", e.metricsPort))
 		if err != nil {
-			return false
+			return err
 		}
-		resp.Body.Close()
-		return strings.Contains(e.output(), "Serving")
+		if !strings.Contains(e.output(), "Serving") {
+			return fmt.Errorf("/healthz answered %d, the log does not say Serving yet: %s", code, platformtest.LastLine(e.output()))
+		}
+		return nil
 	})
 	return e
 }
@@ -168,8 +172,8 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	}
 	// dark.shop.test has a Route but no DNS record: its challenge fails.
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
-	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
-	waitRoute(ctx, t, kube, "dark-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
+	waitRoute(t, kube, "www-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
+	waitRoute(t, kube, "dark-shop-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
 	common := []string{
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
@@ -226,8 +230,8 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	}
 
 	// The Route controller reads the outcome from the shared storage.
-	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason)
-	waitRoute(ctx, t, kube, "www-shop-test", platformv1alpha1.RouteReadyCondition, platformv1alpha1.RouteServingReason)
+	waitRoute(t, kube, "www-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason)
+	waitRoute(t, kube, "www-shop-test", platformv1alpha1.RouteReadyCondition, platformv1alpha1.RouteServingReason)
 
 	// A Route whose hostname does not point here: the first handshake
 	// places an order, the challenge fails, and the Route says why.
@@ -237,7 +241,7 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 		conn.Close()
 		t.Fatal("TLS handshake for dark.shop.test succeeded without a DNS record")
 	}
-	dark := waitRoute(ctx, t, kube, "dark-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteChallengeFailedReason)
+	dark := waitRoute(t, kube, "dark-shop-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteChallengeFailedReason)
 	if c := meta.FindStatusCondition(dark.Status.Conditions, platformv1alpha1.RouteCertificateReadyCondition); !strings.Contains(c.Message, "dark.shop.test") {
 		t.Errorf("ChallengeFailed message does not carry the CA's answer about the name: %q", c.Message)
 	}
@@ -373,17 +377,30 @@ func startRouteController(ctx context.Context, t *testing.T, cfg *rest.Config, s
 }
 
 // waitRoute waits until the Route's condition has reason, and returns it.
-func waitRoute(ctx context.Context, t *testing.T, kube client.Client, name, condition, reason string) *platformv1alpha1.Route {
+func waitRoute(t *testing.T, kube client.Client, name, condition, reason string) *platformv1alpha1.Route {
 	t.Helper()
 	r := &platformv1alpha1.Route{}
-	platformtest.WaitFor(ctx, t, fmt.Sprintf("Route %s %s=%s", name, condition, reason), func() bool {
+	platformtest.Eventually(t, 10*time.Minute, fmt.Sprintf("Route %s %s=%s", name, condition, reason), func(ctx context.Context) error {
 		if err := kube.Get(ctx, client.ObjectKey{Namespace: "acme", Name: name}, r); err != nil {
-			return false
+			return err
 		}
-		c := meta.FindStatusCondition(r.Status.Conditions, condition)
-		return c != nil && c.Reason == reason
+		return platformtest.HasCondition(r.Status.Conditions, condition, "", reason)
 	})
 	return r
+}
+
+// httpStatus GETs url and returns the answer's status.
+func httpStatus(ctx context.Context, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 func grepLines(s, sub string) string {

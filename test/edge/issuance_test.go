@@ -45,7 +45,7 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 	// The tenant proves it owns the wildcard's domain, as the Route asks.
 	pebble.AddTXT(domains.ChallengeName("*.wild.test"), domains.Token("apps.test", "acme", "*.wild.test"))
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
-	waitRoute(ctx, t, kc, "wild-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
+	waitRoute(t, kc, "wild-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
 	e := startEdge(ctx, t, bin, "edge", httpPort, httpsPort,
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
@@ -85,7 +85,7 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 		t.Errorf("pebble saw %d orders for %v, want %d", orders, names, budget)
 	}
 
-	rt := waitRoute(ctx, t, kc, "wild-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteIssuanceBudgetExhaustedReason)
+	rt := waitRoute(t, kc, "wild-test", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteIssuanceBudgetExhaustedReason)
 	c := meta.FindStatusCondition(rt.Status.Conditions, platformv1alpha1.RouteCertificateReadyCondition)
 	for _, want := range []string{"refused a certificate for " + names[budget], fmt.Sprintf("got certificates for %d new names in the last 1h0m0s", budget), "--certificate-budget"} {
 		if !strings.Contains(c.Message, want) {

@@ -137,7 +137,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	go func() { _ = c.Start(cctx) }()
 	var svcs corev1.ServiceList
 	// A cache refuses reads until Start has begun.
-	platformtest.WaitFor(ctx, t, "the cache to start", func() bool { return c.List(ctx, &svcs) == nil })
+	platformtest.Eventually(t, 5*time.Minute, "the cache to start", func(ctx context.Context) error { return c.List(ctx, &svcs) })
 	var slices discoveryv1.EndpointSliceList
 	must(t, c.List(ctx, &slices))
 	var nss corev1.NamespaceList

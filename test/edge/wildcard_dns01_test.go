@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +54,7 @@ func TestWildcardRouteDNS01(t *testing.T) {
 	httpPort, httpsPort := freePort(t), freePort(t)
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort, TLSPort: httpsPort, DNSServer: dns.Addr()})
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
-	waitRoute(ctx, t, kc, "wild-example", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
+	waitRoute(t, kc, "wild-example", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
 	e := startEdge(ctx, t, bin, "edge", httpPort, httpsPort,
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
@@ -63,7 +64,7 @@ func TestWildcardRouteDNS01(t *testing.T) {
 
 	// The certificate is obtained once the Route is admitted, before any
 	// client asks.
-	rt := waitRoute(ctx, t, kc, "wild-example", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason)
+	rt := waitRoute(t, kc, "wild-example", platformv1alpha1.RouteCertificateReadyCondition, platformv1alpha1.RouteCertificateIssuedReason)
 	if c := meta.FindStatusCondition(rt.Status.Conditions, platformv1alpha1.RouteCertificateReadyCondition); !strings.Contains(c.Message, "*.example.test") {
 		t.Errorf("CertificateReady does not name the wildcard certificate: %q", c.Message)
 	}
@@ -96,8 +97,11 @@ func TestWildcardRouteDNS01(t *testing.T) {
 			t.Errorf("pebble saw %d orders for %s, want none", o, n)
 		}
 	}
-	platformtest.WaitFor(ctx, t, "the challenge record to be deleted", func() bool {
-		return len(dns.TXT("_acme-challenge.example.test")) == 0
+	platformtest.Eventually(t, 10*time.Minute, "the challenge record to be deleted", func(context.Context) error {
+		if v := dns.TXT("_acme-challenge.example.test"); len(v) != 0 {
+			return fmt.Errorf("_acme-challenge.example.test holds %q", v)
+		}
+		return nil
 	})
 
 	// The budget's ledger, in the storage the edge shares, charged nothing.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
@@ -92,13 +91,18 @@ func TestMakeRun(t *testing.T) {
 	}
 	// The controller manager runs: the App is placed through the scheduler
 	// API (the aggregated bex-apiserver) on the local cluster.
-	platformtest.WaitFor(ctx, t, "the App to be placed", func() bool {
+	platformtest.Eventually(t, 10*time.Minute, "the App to be placed", func(ctx context.Context) error {
 		got := &platformv1alpha1.App{}
-		if c.Get(ctx, client.ObjectKeyFromObject(good), got) != nil {
-			return false
+		if err := c.Get(ctx, client.ObjectKeyFromObject(good), got); err != nil {
+			return err
 		}
-		placed := meta.FindStatusCondition(got.Status.Conditions, platformv1alpha1.AppPlacedCondition)
-		return placed != nil && placed.Status == metav1.ConditionTrue && got.Status.Cluster == "local"
+		if err := platformtest.HasCondition(got.Status.Conditions, platformv1alpha1.AppPlacedCondition, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		if got.Status.Cluster != "local" {
+			return fmt.Errorf("placed on cluster %q, want local", got.Status.Cluster)
+		}
+		return nil
 	})
 	placement := &schedulingv1alpha1.Placement{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(good), placement); err != nil {

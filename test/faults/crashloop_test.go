@@ -157,10 +157,10 @@ func TestCrashLoop(t *testing.T) {
 	t.Run("the log shows restarts 1s, 2s, 4s, 8s, 16s apart", func(t *testing.T) {
 		re := regexp.MustCompile(`web\.0: Process exited: exit status 1; restarting in (\S+)$`)
 		var delays []string
-		platformtest.WaitFor(ctx, t, "five restarts in crashy's log", func() bool {
+		platformtest.Eventually(t, 15*time.Minute, "five restarts in crashy's log", func(context.Context) error {
 			out, err := s.bex("logs", "crashy", "--tail", "1000")
 			if err != nil {
-				return false
+				return fmt.Errorf("bex logs: %w: %s", err, platformtest.LastLine(out))
 			}
 			delays = nil
 			for _, line := range strings.Split(out, "\n") {
@@ -168,7 +168,10 @@ func TestCrashLoop(t *testing.T) {
 					delays = append(delays, m[1])
 				}
 			}
-			return len(delays) >= 5
+			if len(delays) < 5 {
+				return fmt.Errorf("restarts after %v; the log's last line: %s", delays, platformtest.LastLine(out))
+			}
+			return nil
 		})
 		if got, want := strings.Join(delays[:5], " "), "1s 2s 4s 8s 16s"; got != want {
 			t.Errorf("restart delays %s, want %s", got, want)
@@ -178,14 +181,15 @@ func TestCrashLoop(t *testing.T) {
 	t.Run("the app's status says it crash-loops", func(t *testing.T) {
 		re := regexp.MustCompile(`^release 1: web\.0 crashed (\d+) times; (restarting in \S+|restarted \S+ ago); last exit: exit status 1$`)
 		var a apiclient.App
-		platformtest.WaitFor(ctx, t, "crashy's status to say it crashed 5 times", func() bool {
+		platformtest.Eventually(t, 15*time.Minute, "crashy's status to say it crashed 5 times", func(context.Context) error {
 			a = s.appView(t, "crashy")
 			m := re.FindStringSubmatch(a.StatusMessage)
-			if m == nil {
-				return false
+			if m != nil {
+				if n, _ := strconv.Atoi(m[1]); n >= 5 {
+					return nil
+				}
 			}
-			n, _ := strconv.Atoi(m[1])
-			return n >= 5
+			return fmt.Errorf("status %q: %s", a.Status, a.StatusMessage)
 		})
 		if a.Status != "not ready" || a.CurrentRelease != 1 {
 			t.Errorf("crashy: status %q, release %d; want not ready, still release 1", a.Status, a.CurrentRelease)

@@ -134,9 +134,12 @@ func (s *platform) database(t *testing.T) *pgx.Conn {
 }
 
 // builds returns the status and error of each build of hello, in order.
+// It closes its connection, so that a wait can call it often.
 func (s *platform) builds(t *testing.T) [][2]string {
 	t.Helper()
-	rows, err := s.database(t).Query(s.ctx, "SELECT status, error FROM builds WHERE app = 'hello' ORDER BY number")
+	conn := s.database(t)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(s.ctx, "SELECT status, error FROM builds WHERE app = 'hello' ORDER BY number")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +160,24 @@ func (s *platform) builds(t *testing.T) [][2]string {
 // waitOutput waits until the platform has printed want.
 func (s *platform) waitOutput(t *testing.T, want string) {
 	t.Helper()
-	platformtest.WaitFor(s.ctx, t, fmt.Sprintf("the platform to print %q", want), func() bool {
-		return strings.Contains(s.p.Output(), want)
+	platformtest.Eventually(t, 15*time.Minute, fmt.Sprintf("the platform to print %q", want), func(context.Context) error {
+		if out := s.p.Output(); !strings.Contains(out, want) {
+			return fmt.Errorf("its last line: %s", platformtest.LastLine(out))
+		}
+		return nil
 	})
+}
+
+// answers is a condition for platformtest.Eventually: the app answers
+// want over a new connection.
+func answers(t *testing.T, s *platform, want string) func(context.Context) error {
+	return func(context.Context) error {
+		code, body, err := s.getFresh(t)
+		if err == nil && (code != http.StatusOK || body != want) {
+			err = fmt.Errorf("GET %s: %d %q, want %q", s.host(), code, body, want)
+		}
+		return err
+	}
 }
 
 // postgresPID is the postmaster's process id, from its pid file.
@@ -231,9 +249,12 @@ func TestDatabaseOutage(t *testing.T) {
 	t.Run("afterwards the platform takes pushes again", func(t *testing.T) {
 		var out string
 		// The pool finds the server back on its next connection.
-		platformtest.WaitFor(ctx, t, "the API to answer again", func() bool {
-			code, _, _ := s.api(http.MethodGet, "/api/v1/apps")
-			return code == http.StatusOK
+		platformtest.Eventually(t, 15*time.Minute, "the API to answer again", func(context.Context) error {
+			code, body, err := s.api(http.MethodGet, "/api/v1/apps")
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("GET /api/v1/apps: %d %s", code, strings.TrimSpace(body))
+			}
+			return err
 		})
 		out, err := s.push()
 		if err != nil || !strings.Contains(out, "Released v2") {
@@ -265,8 +286,15 @@ func TestKilledMidBuild(t *testing.T) {
 	s.commit(t, "hello v2", platformtest.GoAheadBuildJS(gate, "hello v2"))
 	pushed := make(chan string, 1)
 	go func() { out, _ := s.push(); pushed <- out }()
-	platformtest.WaitFor(ctx, t, "the build to wait for its go-ahead", func() bool {
-		return strings.Contains(s.p.Output(), "waiting for the go-ahead") || len(s.builds(t)) == 2
+	platformtest.Eventually(t, 15*time.Minute, "the build to wait for its go-ahead", func(context.Context) error {
+		out := s.p.Output()
+		if strings.Contains(out, "waiting for the go-ahead") {
+			return nil
+		}
+		if b := s.builds(t); len(b) != 2 {
+			return fmt.Errorf("%d builds, the platform's last line: %s", len(b), platformtest.LastLine(out))
+		}
+		return nil
 	})
 	if err := s.p.Kill(); err != nil {
 		t.Fatal(err)
@@ -296,10 +324,7 @@ func TestKilledMidBuild(t *testing.T) {
 		if !strings.HasPrefix(refs, v1) {
 			t.Fatalf("main on the platform = %q, want v1 %s", refs, v1)
 		}
-		platformtest.WaitFor(ctx, t, "v1 to answer again", func() bool {
-			code, body, _ := s2.getFresh(t)
-			return code == 200 && body == "hello v1"
-		})
+		platformtest.Eventually(t, 15*time.Minute, "v1 to answer again", answers(t, s2, "hello v1"))
 	})
 	t.Run("the next push works", func(t *testing.T) {
 		s2.commit(t, "hello v3", "")
@@ -307,9 +332,6 @@ func TestKilledMidBuild(t *testing.T) {
 		if err != nil || !strings.Contains(out, "Released v2") {
 			t.Fatalf("push after the restart: %v\n%s", err, out)
 		}
-		platformtest.WaitFor(ctx, t, "v3 to answer", func() bool {
-			code, body, _ := s2.getFresh(t)
-			return code == 200 && body == "hello v3"
-		})
+		platformtest.Eventually(t, 15*time.Minute, "v3 to answer", answers(t, s2, "hello v3"))
 	})
 }

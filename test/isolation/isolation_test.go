@@ -56,9 +56,12 @@ func sandboxed(t *testing.T, bin string) {
 			t.Fatalf("the app allocated 1 GiB under a 512 MiB limit and lived: %s", body)
 		}
 		t.Logf("GET /oom: %d %v %s", code, err, body)
-		platformtest.WaitFor(ctx, t, "the attack app to answer again after it was killed", func() bool {
+		platformtest.Eventually(t, 12*time.Minute, "the attack app to answer again after it was killed", func(context.Context) error {
 			w, err := s.a.whoami(attackApp)
-			return err == nil && w.Boot != before.Boot
+			if err == nil && w.Boot == before.Boot {
+				return fmt.Errorf("it answers from boot %q still, the one before /oom", w.Boot)
+			}
+			return err
 		})
 		var releases []json.RawMessage
 		must(t, json.Unmarshal([]byte(s.a.mustBex(t, "releases", attackApp, "-o", "json")), &releases))

@@ -8,8 +8,9 @@
 // to push it (WriteNodeApp, Git), a controller-runtime client (Client), the
 // status Cluster API's KubeadmControlPlane controller would write
 // (WriteControlPlaneStatus), and the waiting and capturing every test needs:
-// Eventually polls a condition until a deadline, WaitFor until a context
-// ends, and SyncBuffer collects the output of concurrent writers.
+// Eventually polls a condition, which says why it does not hold yet, until
+// a deadline (HasCondition and LastLine help it say so), and SyncBuffer
+// collects the output of concurrent writers.
 //
 // Only tests and test helpers import it: a package under internal/ from
 // its _test.go files.

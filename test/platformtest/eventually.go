@@ -7,15 +7,21 @@ import (
 )
 
 const (
-	// poll is how often Eventually tries its condition.
-	poll = 20 * time.Millisecond
+	// firstPoll is the pause after Eventually's first try; it doubles
+	// after each try up to maxPoll.
+	firstPoll = 20 * time.Millisecond
+	// maxPoll bounds the pause between two tries, so that a condition
+	// that is costly (a process started, a connection made) and a long
+	// wait do not load the machine.
+	maxPoll = 200 * time.Millisecond
 	// tryTimeout bounds the context of one try.
 	tryTimeout = 10 * time.Second
 )
 
-// Eventually calls cond every 20 ms until it returns nil, and fails t with
-// what and cond's last error when timeout passes first. cond says in its
-// error why the condition does not hold yet.
+// Eventually calls cond until it returns nil, and fails t with what and
+// cond's last error when timeout passes first. cond says in its error why
+// the condition does not hold yet. The pause between tries starts at 20 ms
+// and doubles up to 200 ms.
 //
 // Each try gets its own context, which ends 10 s after the try began: not
 // at timeout, so that a try still running at the deadline fails with its
@@ -25,7 +31,7 @@ const (
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for {
+	for pause := firstPoll; ; pause = min(2*pause, maxPoll) {
 		err := try(cond)
 		if err == nil {
 			return
@@ -33,7 +39,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s: %v", what, timeout, err)
 		}
-		time.Sleep(poll)
+		time.Sleep(pause)
 	}
 }
 

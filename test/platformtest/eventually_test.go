@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fatalRecorder is a testing.TB whose Fatalf records the message and ends
@@ -104,6 +106,35 @@ func TestSyncBufferKeepsConcurrentWrites(t *testing.T) {
 	for _, l := range lines {
 		if !strings.HasPrefix(l, "writer ") {
 			t.Fatalf("line %q: writes interleaved", l)
+		}
+	}
+}
+
+func TestHasConditionSaysWhatIsThere(t *testing.T) {
+	conds := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Crashing", Message: "exited 1"}}
+	for _, c := range []struct {
+		typ, reason string
+		status      metav1.ConditionStatus
+		want        string
+	}{
+		{typ: "Ready", status: metav1.ConditionFalse, reason: "Crashing"},
+		{typ: "Ready", status: metav1.ConditionFalse},
+		{typ: "Ready", reason: "Crashing"},
+		{typ: "Ready", status: metav1.ConditionTrue, want: "Ready is False (Crashing): exited 1"},
+		{typ: "Ready", reason: "Healthy", want: "Ready is False (Crashing): exited 1"},
+		{typ: "Built", want: "no Built condition"},
+	} {
+		err := HasCondition(conds, c.typ, c.status, c.reason)
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("HasCondition(%s, %q, %q) = %v, want %q", c.typ, c.status, c.reason, err, c.want)
+		}
+	}
+}
+
+func TestLastLine(t *testing.T) {
+	for out, want := range map[string]string{"": "", "one": "one", "one\ntwo\n": "two", "one\ntwo\n\n": "two"} {
+		if got := LastLine(out); got != want {
+			t.Errorf("LastLine(%q) = %q, want %q", out, got, want)
 		}
 	}
 }

@@ -155,18 +155,6 @@ func Client(t testing.TB, kubeconfig string) client.Client {
 	return c
 }
 
-// WaitFor polls ok until it is true or ctx ends.
-func WaitFor(ctx context.Context, t testing.TB, what string, ok func() bool) {
-	t.Helper()
-	for !ok() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // RepoRoot is the directory of go.mod above the working directory, where
 // tests write their reports and screenshots (out/).
 func RepoRoot(t testing.TB) string {

@@ -2,6 +2,7 @@ package platformtest
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,4 +26,11 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// LastLine is the last line of out (a process's output, a log) without
+// its newline, for an error that says where a process has got to.
+func LastLine(out string) string {
+	out = strings.TrimRight(out, "\n")
+	return out[strings.LastIndex(out, "\n")+1:]
 }

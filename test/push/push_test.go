@@ -202,7 +202,12 @@ func TestPushToLive(t *testing.T) {
 		}
 		out := dev.mustGit(repo, "push", dev.remote("dev", "hello"), "main")
 		// Keep the load on until v2 answers, then a little longer.
-		platformtest.WaitFor(ctx, t, "v2 to answer", seenV2.Load)
+		platformtest.Eventually(t, 15*time.Minute, "v2 to answer", func(context.Context) error {
+			if !seenV2.Load() {
+				return fmt.Errorf("not in %d requests (%d failed)", total.Load(), failures.Load())
+			}
+			return nil
+		})
 		close(stop)
 		wg.Wait()
 		if !strings.Contains(out, "Released v2") {
@@ -286,13 +291,18 @@ func TestPushToLive(t *testing.T) {
 			t.Fatalf("during the failed release %d of %d requests reached it and %d failed", sickAnswers.Load(), total.Load(), failures.Load())
 		}
 		t.Logf("%d requests during the failed release, all answered by v2", total.Load())
-		platformtest.WaitFor(ctx, t, "the App to say the rollout failed", func() bool {
+		platformtest.Eventually(t, 15*time.Minute, "the App to say the rollout failed", func(ctx context.Context) error {
 			if err := kube.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
-				return false
+				return err
 			}
-			c := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReleasedCondition)
-			return c != nil && c.Reason == platformv1alpha1.AppRolloutFailedReason && strings.Contains(c.Message, "health check") &&
-				strings.Contains(c.Message, "v2 keeps serving")
+			if err := platformtest.HasCondition(app.Status.Conditions, platformv1alpha1.AppReleasedCondition, "", platformv1alpha1.AppRolloutFailedReason); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReleasedCondition); !strings.Contains(c.Message, "health check") ||
+				!strings.Contains(c.Message, "v2 keeps serving") {
+				return fmt.Errorf("%s says %q, not that the health check failed and v2 keeps serving", c.Type, c.Message)
+			}
+			return nil
 		})
 		dev.mustGit(repo, "reset", "-q", "--hard", "HEAD~1")
 	})
@@ -415,9 +425,12 @@ func TestPushToLive(t *testing.T) {
 			t.Fatalf("the edge or its CA moved across restarts: %s %s → %s %s", env["BEX_HTTPS"], env["BEX_CA"], env2["BEX_HTTPS"], env2["BEX_CA"])
 		}
 		apps2 := platformtest.AppClient(t, env2)
-		platformtest.WaitFor(ctx, t, "the app to answer after the restart", func() bool {
+		platformtest.Eventually(t, 15*time.Minute, "the app to answer after the restart", func(ctx context.Context) error {
 			code, body, err := get(ctx, apps2, host)
-			return err == nil && code == 200 && body == "hello v2"
+			if err == nil && (code != http.StatusOK || body != "hello v2") {
+				err = fmt.Errorf("GET %s: %d %q, want hello v2", host, code, body)
+			}
+			return err
 		})
 	})
 }

@@ -188,15 +188,18 @@ func testLogStreamCap(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 	// A stream that ends makes room for one more.
 	cancels[0]()
-	platformtest.WaitFor(ctx, t, "a stream's end to make room", func() bool {
+	// The new stream lives on after the try, so it runs under the test's
+	// context, not the try's.
+	platformtest.Eventually(t, 2*time.Minute, "a stream's end to make room", func(context.Context) error {
 		sctx, stop := context.WithCancel(ctx)
 		resp := get(t, sctx, e, buildLog, acmeToken)
-		if resp.StatusCode == http.StatusOK {
-			cancels = append(cancels, stop)
-			return true
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			stop()
+			return fmt.Errorf("one more stream: status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 		}
-		stop()
-		return false
+		cancels = append(cancels, stop)
+		return nil
 	})
 	for _, stop := range cancels {
 		stop()
@@ -243,9 +246,14 @@ func testLogStreamStartFails(t *testing.T, cp *controlplane.ControlPlane) {
 		_ = c.Close(ctx)
 	}
 	hogs = nil
-	platformtest.WaitFor(ctx, t, "following to work again", func() bool {
+	platformtest.Eventually(t, 2*time.Minute, "following to work again", func(ctx context.Context) error {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		return get(t, sctx, e, "/apps/web/builds/latest/log?follow=true", token).StatusCode == http.StatusOK
+		resp := get(t, sctx, e, "/apps/web/builds/latest/log?follow=true", token)
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
 	})
 }

@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -41,26 +43,37 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// holder returns the leader election Lease's holder, "" while there is none.
-func holder(ctx context.Context, cs kubernetes.Interface, ns string) string {
+// holder returns the leader election Lease's holder, and an error while
+// there is none.
+func holder(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
 	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, app.DefaultLeaderElectionID, metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
+	switch {
+	case err != nil:
+		return "", err
+	case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "":
+		return "", errors.New("the Lease has no holder")
 	}
-	return *l.Spec.HolderIdentity
+	return *l.Spec.HolderIdentity, nil
 }
 
 // reconciled waits until the App controller has written the App's status
 // for its generation, with its finalizer on.
-func reconciled(ctx context.Context, t *testing.T, c client.Client, ns, name string) {
+func reconciled(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	platformtest.WaitFor(ctx, t, "App "+name+" to be reconciled", func() bool {
+	platformtest.Eventually(t, 3*time.Minute, "App "+name+" to be reconciled", func(ctx context.Context) error {
 		var app platformv1alpha1.App
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &app); err != nil {
-			return false
+			return err
 		}
-		return app.Status.ObservedGeneration == app.Generation && len(app.Status.Conditions) > 0 &&
-			controllerutil.ContainsFinalizer(&app, "platform.bex.co/runtime")
+		switch {
+		case app.Status.ObservedGeneration != app.Generation:
+			return fmt.Errorf("status observed generation %d, the App is at %d", app.Status.ObservedGeneration, app.Generation)
+		case len(app.Status.Conditions) == 0:
+			return errors.New("no conditions in its status")
+		case !controllerutil.ContainsFinalizer(&app, "platform.bex.co/runtime"):
+			return fmt.Errorf("finalizers %v, without platform.bex.co/runtime", app.Finalizers)
+		}
+		return nil
 	})
 }
 
@@ -98,15 +111,15 @@ func TestLeaderElection(t *testing.T) {
 			"--health-probe-bind-address", health, "--metrics-bind-address", metrics,
 			"--schedule=false", "--work-dir", t.TempDir(), "--registry", "127.0.0.1:5000",
 			"--app-domain", "apps.example.test", "--edge-address", "203.0.113.7")
-		p.WaitOK(ctx, t, "http://"+health+"/readyz")
+		p.WaitOK(t, 3*time.Minute, "http://"+health+"/readyz")
 		return p, health, metrics
 	}
 
 	first, _, metrics := start()
 	var firstID string
-	platformtest.WaitFor(ctx, t, "the first manager to hold the Lease", func() bool {
-		firstID = holder(ctx, cs, "bex-system")
-		return firstID != ""
+	platformtest.Eventually(t, 3*time.Minute, "the first manager to hold the Lease", func(ctx context.Context) (err error) {
+		firstID, err = holder(ctx, cs, "bex-system")
+		return err
 	})
 	host, _ := os.Hostname()
 	if !strings.HasPrefix(firstID, host+"_") {
@@ -115,21 +128,23 @@ func TestLeaderElection(t *testing.T) {
 	if err := kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "one"}}); err != nil {
 		t.Fatal(err)
 	}
-	reconciled(ctx, t, kube, "acme", "one")
+	reconciled(t, kube, "acme", "one")
 	if code, body, err := cmdtest.Get(ctx, "http://"+metrics+"/metrics", ""); err != nil || code != 200 ||
 		!strings.Contains(body, `controller_runtime_reconcile_total{controller="app"`) {
 		t.Errorf("GET /metrics: %d %v, no reconcile count of the app controller", code, err)
 	}
 
 	_, _, _ = start()
-	if h := holder(ctx, cs, "bex-system"); h != firstID {
-		t.Fatalf("Lease holder %q after the second manager started, want the first's %q", h, firstID)
+	if h, err := holder(ctx, cs, "bex-system"); h != firstID {
+		t.Fatalf("Lease holder %q (%v) after the second manager started, want the first's %q", h, err, firstID)
 	}
 	first.Stop(t)
 	var secondID string
-	platformtest.WaitFor(ctx, t, "the second manager to take the Lease", func() bool {
-		secondID = holder(ctx, cs, "bex-system")
-		return secondID != "" && secondID != firstID
+	platformtest.Eventually(t, 3*time.Minute, "the second manager to take the Lease", func(ctx context.Context) (err error) {
+		if secondID, err = holder(ctx, cs, "bex-system"); err == nil && secondID == firstID {
+			err = fmt.Errorf("the first manager %s still holds it", firstID)
+		}
+		return err
 	})
 	if !strings.HasPrefix(secondID, host+"_") {
 		t.Errorf("Lease holder %q, want the second manager's identity", secondID)
@@ -137,5 +152,5 @@ func TestLeaderElection(t *testing.T) {
 	if err := kube.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "two"}}); err != nil {
 		t.Fatal(err)
 	}
-	reconciled(ctx, t, kube, "acme", "two")
+	reconciled(t, kube, "acme", "two")
 }

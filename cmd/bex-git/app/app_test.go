@@ -103,7 +103,7 @@ func TestServesGit(t *testing.T) {
 		"--root-dir", root, "--http-listen", httpAddr, "--ssh-listen", sshAddr, "--ops-listen", ops,
 		"--work-dir", t.TempDir(), "--registry", "127.0.0.1:5000", "--run-image", "127.0.0.1:5000/bex/run:1",
 		"--app-domain", "apps.example.test")
-	p.WaitOK(ctx, t, "http://"+ops+"/readyz")
+	p.WaitOK(t, 3*time.Minute, "http://"+ops+"/readyz")
 	if code, _, err := cmdtest.Get(ctx, "http://"+ops+"/healthz", ""); err != nil || code != 200 {
 		t.Errorf("GET /healthz: %d %v", code, err)
 	}

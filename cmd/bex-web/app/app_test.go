@@ -86,7 +86,7 @@ func TestServes(t *testing.T) {
 		"--listen", listen, "--ops-listen", ops, "--work-dir", t.TempDir(),
 		"--git-base", "https://git.example.test", "--app-domain", "apps.example.test",
 		"--edge-address", "203.0.113.7", "--registry", "127.0.0.1:5000", "--cookie-key-file", keyFile)
-	p.WaitOK(ctx, t, "http://"+listen+"/api/v1/healthz")
+	p.WaitOK(t, 3*time.Minute, "http://"+listen+"/api/v1/healthz")
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		if code, body, err := cmdtest.Get(ctx, "http://"+ops+path, ""); err != nil || code != http.StatusOK {
 			t.Errorf("GET %s on --ops-listen: %d %v %s", path, code, err, body)

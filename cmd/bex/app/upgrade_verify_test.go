@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestUpgradeVerify builds bex and runs `bex upgrade verify` against a
@@ -97,10 +100,13 @@ func TestUpgradeVerify(t *testing.T) {
 				return
 			}
 			var stdout, stderr string
-			code := -1
-			for deadline := time.Now().Add(time.Minute); code != 0 && time.Now().Before(deadline); {
-				stdout, stderr, code = verifyCmd()
-			}
+			var code int
+			platformtest.Eventually(t, time.Minute, "bex upgrade verify to pass", func(context.Context) error {
+				if stdout, stderr, code = verifyCmd(); code != 0 {
+					return fmt.Errorf("exit %d:\n%s%s", code, stdout, stderr)
+				}
+				return nil
+			})
 			t.Logf("bex upgrade verify, MVP wired (exit %d):\n%s%s", code, stdout, stderr)
 			if code != 0 || !strings.HasPrefix(lastLine(stdout), "PASS: ") || stderr != "" {
 				t.Fatalf("exit %d, verdict %q, stderr %q; want a pass", code, lastLine(stdout), stderr)

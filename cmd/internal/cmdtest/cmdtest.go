@@ -1,7 +1,6 @@
 package cmdtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,22 +62,13 @@ func Run(t testing.TB, bin string, env []string, args ...string) (string, int) {
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  platformtest.SyncBuffer
 	done chan struct{}
 	err  error
 }
 
-func (p *Proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
 // Output is what the process wrote so far.
 func (p *Proc) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	return p.out.String()
 }
 
@@ -89,7 +79,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Name: filepath.Base(bin), cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,16 +121,22 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// WaitOK polls GET url until it answers 200, failing t when ctx ends or the
-// process exits first.
-func (p *Proc) WaitOK(ctx context.Context, t testing.TB, url string) {
+// WaitOK polls GET url until it answers 200, failing t when timeout passes
+// or the process exits first.
+func (p *Proc) WaitOK(t testing.TB, timeout time.Duration, url string) {
 	t.Helper()
-	platformtest.WaitFor(ctx, t, p.Name+" to answer "+url, func() bool {
+	platformtest.Eventually(t, timeout, p.Name+" to answer "+url, func(ctx context.Context) error {
 		if p.Exited() {
 			t.Fatalf("%s exited (%v) before answering %s:\n%s", p.Name, p.err, url, p.Output())
 		}
-		code, _, err := Get(ctx, url, "")
-		return err == nil && code == http.StatusOK
+		code, body, err := Get(ctx, url, "")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("status %d: %s", code, strings.TrimSpace(body))
+		}
+		return nil
 	})
 }
 

@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/mvp"
 	"bex.co/bex/internal/upgrade/verify"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestStaleLeaseAfterSIGKILL kills the only 1.37.2 apiserver of a plane with
@@ -113,17 +115,15 @@ func staleLease(r verify.Report) *verify.Lease {
 // waitStatus polls a list of gvr until it answers want, and returns when.
 func waitStatus(t *testing.T, cfg *rest.Config, gvr schema.GroupVersionResource, want int, timeout time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := status(t, cfg, gvr)
-		if got == want {
-			return time.Now()
+	var at time.Time
+	platformtest.Eventually(t, timeout, fmt.Sprintf("list %v to answer %d", gvr, want), func(context.Context) error {
+		if got := status(t, cfg, gvr); got != want {
+			return fmt.Errorf("status %d", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("list %v: status %d after %v, want %d", gvr, got, timeout, want)
-		}
-		time.Sleep(100 * time.Millisecond) // polling with a deadline
-	}
+		at = time.Now()
+		return nil
+	})
+	return at
 }
 
 func status(t *testing.T, cfg *rest.Config, gvr schema.GroupVersionResource) int {

@@ -9,8 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"bex.co/bex/internal/childproc"
 )
 
 // Options configure a buildkitd.
@@ -30,11 +31,9 @@ type Options struct {
 
 // Daemon is a running buildkitd.
 type Daemon struct {
-	addr, log string
-	grace     time.Duration
-	cmd       *exec.Cmd
-	done      chan struct{}
-	err       error // set before done closes
+	addr  string
+	grace time.Duration
+	proc  *childproc.Process
 }
 
 // Missing returns what this machine lacks to run buildkitd with runc, in a
@@ -92,32 +91,22 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing the old buildkitd socket: %w", err)
 	}
-	logPath := filepath.Join(dir, "buildkitd.log")
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	proc, err := childproc.Start(childproc.Options{
+		Name: "buildkitd", LogFile: filepath.Join(dir, "buildkitd.log"),
+		Args: []string{opts.BuildKitd,
+			"--config", conf,
+			"--root", filepath.Join(dir, "root"),
+			"--addr", "unix://" + sock,
+		},
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the buildkitd log: %w", err)
+		return nil, err
 	}
-	cmd := exec.Command(opts.BuildKitd,
-		"--config", conf,
-		"--root", filepath.Join(dir, "root"),
-		"--addr", "unix://"+sock,
-	)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("starting buildkitd: %w", err)
-	}
-	d := &Daemon{addr: "unix://" + sock, log: logPath, grace: opts.StopGrace, cmd: cmd, done: make(chan struct{})}
+	d := &Daemon{addr: "unix://" + sock, grace: opts.StopGrace, proc: proc}
 	if d.grace <= 0 {
 		d.grace = 10 * time.Second
 	}
-	go func() {
-		d.err = cmd.Wait()
-		out.Close()
-		close(d.done)
-	}()
 	if err := d.wait(ctx, sock); err != nil {
 		d.Stop()
 		return nil, err
@@ -153,32 +142,17 @@ func config(runc string) string {
 func (d *Daemon) wait(ctx context.Context, sock string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var last error
-	for {
+	err := d.proc.WaitReady(ctx, "buildkitd", 100*time.Millisecond, func(context.Context) error {
 		c, err := net.DialTimeout("unix", sock, time.Second)
 		if err == nil {
 			c.Close()
-			return nil
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for buildkitd: %w (last: %v); its log: %s\n%s", ctx.Err(), last, d.log, d.tail())
-		case <-d.done:
-			return fmt.Errorf("buildkitd exited before it listened: %v; its log: %s\n%s", d.err, d.log, d.tail())
-		case <-time.After(100 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; its log: %s\n%s", err, d.proc.LogFile(), d.proc.Tail(20))
 	}
-}
-
-// tail returns the last lines of the daemon's log.
-func (d *Daemon) tail() string {
-	b, _ := os.ReadFile(d.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
+	return nil
 }
 
 // Addr is the daemon's address as buildctl --addr takes it:
@@ -186,21 +160,8 @@ func (d *Daemon) tail() string {
 func (d *Daemon) Addr() string { return d.addr }
 
 // Log is the path of the daemon's log.
-func (d *Daemon) Log() string { return d.log }
+func (d *Daemon) Log() string { return d.proc.LogFile() }
 
 // Stop sends SIGTERM to the daemon's process group, SIGKILL after the grace
 // period, and waits for it to exit.
-func (d *Daemon) Stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(d.grace):
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.done
-	}
-}
+func (d *Daemon) Stop() { d.proc.Stop(d.grace) }

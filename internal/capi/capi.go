@@ -8,16 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/kubeconfig"
 )
@@ -79,9 +77,7 @@ type Manager struct {
 	// Args is its command line, the binary first.
 	Args []string
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // set before done closes
+	proc *childproc.Process
 }
 
 // WebhookURL returns the URL of path on the manager's webhook server.
@@ -91,17 +87,10 @@ func (m *Manager) WebhookURL(path string) string {
 
 // Running reports whether the manager's process is alive. A manager that
 // exited is not restarted.
-func (m *Manager) Running() bool {
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
-}
+func (m *Manager) Running() bool { return m.proc != nil && !m.proc.Exited() }
 
 // PID returns the manager's process ID.
-func (m *Manager) PID() int { return m.cmd.Process.Pid }
+func (m *Manager) PID() int { return m.proc.PID() }
 
 // Managers are the running Cluster API managers.
 type Managers struct {
@@ -179,10 +168,10 @@ func Start(ctx context.Context, opts Options) (_ *Managers, err error) {
 	}()
 	for i, c := range comps {
 		m := &Manager{Name: c.name, LogFile: filepath.Join(dir, "logs", c.name+".log")}
-		if m.WebhookPort, err = freePort(""); err != nil {
+		if m.WebhookPort, err = childproc.FreePort(""); err != nil {
 			return nil, err
 		}
-		healthPort, err := freePort("127.0.0.1")
+		healthPort, err := childproc.FreePort("127.0.0.1")
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +239,7 @@ func (ms *Managers) Stop() {
 	ms.stopOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, m := range ms.managers {
-			if m.cmd == nil {
+			if m.proc == nil {
 				continue
 			}
 			wg.Add(1)
@@ -265,26 +254,12 @@ func (ms *Managers) Stop() {
 
 // start starts the manager with its output appended to its log, in its own
 // process group, killed if this process dies.
-func (m *Manager) start(home string) error {
-	out, err := os.OpenFile(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening the log of %s: %w", m.Name, err)
-	}
-	cmd := exec.Command(m.Args[0], m.Args[1:]...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return fmt.Errorf("starting %s: %w", m.Name, err)
-	}
-	m.cmd, m.done = cmd, make(chan struct{})
-	go func() {
-		m.err = cmd.Wait()
-		out.Close()
-		close(m.done)
-	}()
-	return nil
+func (m *Manager) start(home string) (err error) {
+	m.proc, err = childproc.Start(childproc.Options{
+		Name: m.Name, Args: m.Args, LogFile: m.LogFile,
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home},
+	})
+	return err
 }
 
 // waitReady polls the manager's /readyz until it answers 200; it checks
@@ -294,62 +269,27 @@ func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
 	url := "http://" + m.HealthAddr + "/readyz"
-	var last error
-	for {
+	err := m.proc.WaitReady(ctx, m.Name, 200*time.Millisecond, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
 		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("/readyz answered %s", resp.Status)
+		if err != nil {
+			return err
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v); its log: %s\n%s", m.Name, ctx.Err(), last, m.LogFile, m.tail())
-		case <-m.done:
-			return fmt.Errorf("%s exited before it was ready: %v; its log: %s\n%s", m.Name, m.err, m.LogFile, m.tail())
-		case <-time.After(200 * time.Millisecond):
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answered %s", resp.Status)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; its log: %s\n%s", err, m.LogFile, m.proc.Tail(20))
 	}
-}
-
-// tail returns the last lines of the manager's log.
-func (m *Manager) tail() string {
-	b, _ := os.ReadFile(m.LogFile)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
+	return nil
 }
 
 // stop sends SIGTERM to the manager's process group, SIGKILL after grace,
 // and waits for it to exit.
-func (m *Manager) stop(grace time.Duration) {
-	if !m.Running() {
-		return
-	}
-	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-		<-m.done
-	}
-}
-
-// freePort returns a TCP port free on ip ("" means every address).
-func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func (m *Manager) stop(grace time.Duration) { m.proc.Stop(grace) }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/tcplb"
 )
@@ -95,7 +96,7 @@ type APIServer struct {
 	Port    int
 	LogFile string
 
-	proc *process
+	proc *childproc.Process
 	cp   *ControlPlane
 }
 
@@ -107,13 +108,13 @@ func (s *APIServer) URL() string { return "https://" + s.Addr() }
 func (s *APIServer) Addr() string { return net.JoinHostPort(s.IP, itoa(s.Port)) }
 
 // Running reports whether the server's process is alive.
-func (s *APIServer) Running() bool { return s.proc != nil && !s.proc.exited() }
+func (s *APIServer) Running() bool { return s.proc != nil && !s.proc.Exited() }
 
 // RESTConfig returns an admin config that talks to this server only.
 func (s *APIServer) RESTConfig() *rest.Config { return s.cp.configFor(s.URL()) }
 
 // PID returns the server's process ID.
-func (s *APIServer) PID() int { return s.proc.cmd.Process.Pid }
+func (s *APIServer) PID() int { return s.proc.PID() }
 
 // ControlPlane is a running etcd with its kube-apiservers.
 type ControlPlane struct {
@@ -124,7 +125,7 @@ type ControlPlane struct {
 	pki     *planePKI
 	state   *state
 
-	etcd     *process
+	etcd     *childproc.Process
 	etcdURL  string
 	etcdPath string
 	lb       *tcplb.LB // nil without Options.LoadBalancer
@@ -257,10 +258,10 @@ func (cp *ControlPlane) saveState() error {
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	var err error
 	if cp.state.EtcdClientPort == 0 {
-		if cp.state.EtcdClientPort, err = freePort("127.0.0.1"); err != nil {
+		if cp.state.EtcdClientPort, err = childproc.FreePort("127.0.0.1"); err != nil {
 			return err
 		}
-		if cp.state.EtcdPeerPort, err = freePort("127.0.0.1"); err != nil {
+		if cp.state.EtcdPeerPort, err = childproc.FreePort("127.0.0.1"); err != nil {
 			return err
 		}
 		if err := cp.saveState(); err != nil {
@@ -293,13 +294,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		argv = append(argv, "--unsafe-no-fsync=true")
 	}
 	fmt.Fprintf(cp.log, "starting etcd v%s on %s (client certificates required)\n", kubebin.EtcdVersion, cp.etcdURL)
-	if cp.etcd, err = startProcess("etcd", filepath.Join(cp.dataDir, "logs", "etcd.log"), argv); err != nil {
+	if cp.etcd, err = childproc.Start(childproc.Options{Name: "etcd", Args: argv, LogFile: filepath.Join(cp.dataDir, "logs", "etcd.log"), LogMode: 0o644}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cp.EtcdTLSConfig()}}
-	if err := waitFor(ctx, cp.etcd, "etcd", func(ctx context.Context) error {
+	if err := cp.etcd.WaitReady(ctx, "etcd", 200*time.Millisecond, func(ctx context.Context) error {
 		return httpOK(ctx, client, cp.etcdURL+"/health")
 	}); err != nil {
 		return err
@@ -368,7 +369,7 @@ func etcdCall(ctx context.Context, client *http.Client, url string, in, out any)
 func (cp *ControlPlane) startLoadBalancer() error {
 	var err error
 	if cp.state.LBPort == 0 {
-		if cp.state.LBPort, err = freePort(LoadBalancerIP); err != nil {
+		if cp.state.LBPort, err = childproc.FreePort(LoadBalancerIP); err != nil {
 			return err
 		}
 		if err := cp.saveState(); err != nil {
@@ -457,7 +458,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 		port = cp.opts.APIServerPort
 	}
 	if port == 0 {
-		if port, err = freePort(ip); err != nil {
+		if port, err = childproc.FreePort(ip); err != nil {
 			return nil, err
 		}
 	}
@@ -477,7 +478,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 	argv := append(hostnameWrapper(spec.Name), bin)
 	argv = append(argv, cp.apiserverArgs(s, serving)...)
 	fmt.Fprintf(cp.log, "starting kube-apiserver v%s %q on %s (MVP %s)\n", spec.Version, spec.Name, s.URL(), wiredWord(!spec.NoMVP))
-	if s.proc, err = startProcess(spec.Name, s.LogFile, argv); err != nil {
+	if s.proc, err = childproc.Start(childproc.Options{Name: spec.Name, Args: argv, LogFile: s.LogFile, LogMode: 0o644}); err != nil {
 		return nil, err
 	}
 	cp.mu.Lock()
@@ -486,29 +487,16 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
 	client := cp.httpClient()
-	if err := waitFor(ctx, s.proc, "kube-apiserver "+spec.Name, func(ctx context.Context) error {
+	if err := s.proc.WaitReady(ctx, "kube-apiserver "+spec.Name, 200*time.Millisecond, func(ctx context.Context) error {
 		return httpOK(ctx, client, s.URL()+"/readyz")
 	}); err != nil {
-		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, s.LogFile, tailFile(s.LogFile, 15))
+		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, s.LogFile, s.proc.Tail(15))
 	}
 	if cp.lb != nil {
 		cp.lb.Add(s.Addr())
 		fmt.Fprintf(cp.log, "kube-apiserver %q added to the load balancer\n", spec.Name)
 	}
 	return s, nil
-}
-
-// tailFile returns the last n lines of a file, for error messages.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func wiredWord(b bool) string {
@@ -646,7 +634,7 @@ func (cp *ControlPlane) StopAPIServer(name string) error {
 		cp.drain(context.Background(), s)
 	}
 	fmt.Fprintf(cp.log, "stopping kube-apiserver %q\n", name)
-	s.proc.stop(30 * time.Second)
+	s.proc.Stop(30 * time.Second)
 	cp.forget(s)
 	return nil
 }
@@ -660,7 +648,7 @@ func (cp *ControlPlane) KillAPIServer(name string) error {
 		return fmt.Errorf("no apiserver named %q", name)
 	}
 	fmt.Fprintf(cp.log, "killing kube-apiserver %q\n", name)
-	s.proc.kill()
+	s.proc.Kill()
 	cp.forget(s)
 	return nil
 }
@@ -789,12 +777,12 @@ func (cp *ControlPlane) Stop() {
 	for _, s := range servers {
 		if s.proc != nil {
 			wg.Add(1)
-			go func() { defer wg.Done(); s.proc.stop(10 * time.Second) }()
+			go func() { defer wg.Done(); s.proc.Stop(10 * time.Second) }()
 		}
 	}
 	wg.Wait()
 	if cp.etcd != nil {
-		cp.etcd.stop(10 * time.Second)
+		cp.etcd.Stop(10 * time.Second)
 	}
 	if cp.temp {
 		os.RemoveAll(cp.dataDir)

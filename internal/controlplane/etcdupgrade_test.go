@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/kubebin"
 )
 
@@ -37,38 +38,38 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clientPort, err := freePort("127.0.0.1")
+	clientPort, err := childproc.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerPort, err := freePort("127.0.0.1")
+	peerPort, err := childproc.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	plain := "http://127.0.0.1:" + itoa(clientPort)
 	peer := "http://127.0.0.1:" + itoa(peerPort)
-	old, err := startProcess("etcd", filepath.Join(dir, "logs", "etcd.log"), []string{etcdPath,
+	old, err := childproc.Start(childproc.Options{Name: "etcd", LogFile: filepath.Join(dir, "logs", "etcd.log"), Args: []string{etcdPath,
 		"--name=bex", "--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + plain, "--advertise-client-urls=" + plain,
 		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer, "--initial-cluster=bex=" + peer,
 		"--unsafe-no-fsync=true", "--log-level=warn",
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, old, "etcd", func(ctx context.Context) error { return httpOK(ctx, http.DefaultClient, plain+"/health") }); err != nil {
-		old.kill()
+	if err := old.WaitReady(ctx, "etcd", 200*time.Millisecond, func(ctx context.Context) error { return httpOK(ctx, http.DefaultClient, plain+"/health") }); err != nil {
+		old.Kill()
 		t.Fatal(err)
 	}
 	key := base64.StdEncoding.EncodeToString([]byte("/kept"))
 	put, _ := json.Marshal(map[string]string{"key": key, "value": base64.StdEncoding.EncodeToString([]byte("yes"))})
 	resp, err := http.Post(plain+"/v3/kv/put", "application/json", bytes.NewReader(put))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		old.kill()
+		old.Kill()
 		t.Fatalf("writing to the plain etcd: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	old.stop(10 * time.Second)
+	old.Stop(10 * time.Second)
 	state, _ := json.Marshal(map[string]any{"etcdClientPort": clientPort, "etcdPeerPort": peerPort})
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), state, 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,53 @@
+package childproc_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/childproc"
+)
+
+// TestStopEndsTheProcessGroup: a child that ignores SIGTERM, and its own
+// child, are killed after the grace period.
+func TestStopEndsTheProcessGroup(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "sh.log")
+	p, err := childproc.Start(childproc.Options{Name: "sh", LogFile: log,
+		Args: []string{"sh", "-c", `trap "" TERM; sleep 300 & echo started; wait`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx, "sh", 20*time.Millisecond, func(context.Context) error {
+		if p.Tail(1) != "started" {
+			return errors.New("not started yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(200 * time.Millisecond)
+	if !p.Exited() {
+		t.Fatal("the process runs after Stop")
+	}
+	if p.Err() == nil || !strings.Contains(p.Err().Error(), "killed") {
+		t.Errorf("exit = %v, want killed after ignoring SIGTERM", p.Err())
+	}
+}
+
+// TestWaitReadyStopsWhenTheProcessExits: a process that exits before it
+// is ready ends the wait at once, with check's last error.
+func TestWaitReadyStopsWhenTheProcessExits(t *testing.T) {
+	p, err := childproc.Start(childproc.Options{Name: "false", LogFile: filepath.Join(t.TempDir(), "false.log"), Args: []string{"false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.WaitReady(context.Background(), "false", 20*time.Millisecond, func(context.Context) error { return errors.New("no answer") })
+	if err == nil || !strings.Contains(err.Error(), "false exited before it was ready") || !strings.Contains(err.Error(), "no answer") {
+		t.Errorf("WaitReady = %v, want the exit and check's last error", err)
+	}
+}

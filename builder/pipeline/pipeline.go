@@ -36,8 +36,7 @@ type Options struct {
 // and keeps releases running as the Releaser it was given does.
 type Pipeline struct {
 	*release.Releaser
-	opts  Options
-	store *store.Store
+	opts Options
 }
 
 var (
@@ -58,7 +57,7 @@ func New(opts Options) (*Pipeline, error) {
 	} else if err := opts.Quotas.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	return &Pipeline{Releaser: opts.Releaser, opts: opts, store: opts.Releaser.Store()}, nil
+	return &Pipeline{Releaser: opts.Releaser, opts: opts}, nil
 }
 
 // Deploy builds push.New, rolls it out and records the release.
@@ -68,7 +67,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 		return gitserver.DeployResult{}, err
 	}
 	defer unlock()
-	tenant, err := p.store.GetTenantByName(ctx, push.Tenant)
+	tenant, err := p.Store().GetTenantByName(ctx, push.Tenant)
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
 	}
@@ -76,18 +75,18 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err != nil {
 		return gitserver.DeployResult{}, err
 	}
-	bq, err := p.opts.Quotas.BuildQuota(ctx, p.store, tenant.ID, time.Now())
+	bq, err := p.opts.Quotas.BuildQuota(ctx, p.Store(), tenant.ID, time.Now())
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("reading the quotas of tenant %s: %w", push.Tenant, err)
 	}
-	b, err := p.store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack), Quota: bq})
+	b, err := p.Store().CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack), Quota: bq})
 	if errors.Is(err, store.ErrQuotaExceeded) {
 		return gitserver.DeployResult{}, &gitserver.RefusedError{Reason: err}
 	}
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
 	}
-	logs := newLogWriter(ctx, p.store, b.ID)
+	logs := newLogWriter(ctx, p.Store(), b.ID)
 	out := io.MultiWriter(log, logs)
 	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
 	res, buildErr := p.opts.Builder.Build(ctx, build.Request{
@@ -103,7 +102,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	// Deleted at the next prune unless a release runs it by then: the
 	// image of a release that fails, or that a kill cuts short, does not
 	// stay in the registry for ever.
-	if err := p.store.QueueDeletion(ctx, tenant.ID, push.App, store.DeleteImage, res.Image, fmt.Sprintf("build %d was not released", b.Number)); err != nil {
+	if err := p.Store().QueueDeletion(ctx, tenant.ID, push.App, store.DeleteImage, res.Image, fmt.Sprintf("build %d was not released", b.Number)); err != nil {
 		p.opts.Log.Error(err, "Recording a build's image for deletion unless released", "app", klog.KObj(app), "image", res.Image)
 	}
 	latest, err := p.LatestNumber(ctx, tenant.ID, push.App)
@@ -123,7 +122,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	}
 	logs.Close()
 	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image})
-	rel, err := p.store.CreateRelease(ctx, store.NewRelease{
+	rel, err := p.Store().CreateRelease(ctx, store.NewRelease{
 		TenantID: tenant.ID, App: push.App, BuildID: b.ID, Image: res.Image, Config: config,
 		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
 	})
@@ -149,7 +148,7 @@ func (p *Pipeline) finish(buildID string, res store.BuildResult) {
 	deadline := time.Now().Add(finishPatience)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := p.store.FinishBuild(ctx, buildID, res)
+		_, err := p.Store().FinishBuild(ctx, buildID, res)
 		cancel()
 		if err == nil {
 			return

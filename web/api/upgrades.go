@@ -329,14 +329,15 @@ func (s *Server) changeUpgrade(c echo.Context, action string) error {
 		if changed, message, err = applyUpgradeChange(fu, action); err != nil || !changed {
 			return err
 		}
-		return s.kube.Patch(c.Request().Context(), fu, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if err := s.kube.Patch(c.Request().Context(), fu, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("patching fleet upgrade %s: %w", fu.Name, err)
+		}
+		return nil
 	})
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		return notFound("fleet upgrade %q not found", c.Param("name"))
-	case apierrors.IsConflict(err):
-		return fmt.Errorf("patching fleet upgrade %s: %w", fu.Name, err)
-	case err != nil:
+	}
+	if err != nil {
 		return err
 	}
 	if changed {

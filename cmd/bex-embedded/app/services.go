@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
@@ -375,13 +376,7 @@ func (s *starter) startAPI(pl *pipeline.Pipeline, rt *process.Driver, git *gitSe
 				}
 				return nil
 			},
-			func(ctx context.Context) error {
-				var nss corev1.NamespaceList
-				if err := s.kube.List(ctx, &nss, client.Limit(1)); err != nil {
-					return fmt.Errorf("kube-apiserver: %w", err)
-				}
-				return nil
-			},
+			func(ctx context.Context) error { return command.KubeAnswers(ctx, s.kube) },
 		},
 	})
 	if err != nil {

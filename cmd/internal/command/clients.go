@@ -44,9 +44,13 @@ func Open(ctx context.Context, databaseURL, kubeconfigPath string) (*Clients, er
 
 // KubeReady is a readiness check: the management cluster's apiserver
 // answers a list.
-func (c *Clients) KubeReady(ctx context.Context) error {
+func (c *Clients) KubeReady(ctx context.Context) error { return KubeAnswers(ctx, c.Kube) }
+
+// KubeAnswers is a readiness check of a cluster: its apiserver answers a
+// list of one namespace.
+func KubeAnswers(ctx context.Context, kube client.Client) error {
 	var nss corev1.NamespaceList
-	if err := c.Kube.List(ctx, &nss, client.Limit(1)); err != nil {
+	if err := kube.List(ctx, &nss, client.Limit(1)); err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
 	return nil

@@ -270,19 +270,7 @@ func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	url := "http://" + m.HealthAddr + "/readyz"
 	err := m.proc.WaitReady(ctx, m.Name, 200*time.Millisecond, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answered %s", resp.Status)
-		}
-		return nil
+		return childproc.HTTPOK(ctx, client, url)
 	})
 	if err != nil {
 		return fmt.Errorf("%w; its log: %s\n%s", err, m.LogFile, m.proc.Tail(20))

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -18,12 +17,14 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/mvp"
 	"bex.co/bex/internal/tcplb"
 )
 
@@ -61,6 +62,21 @@ type Options struct {
 	// of the load balancer keep its open connections before it stops the
 	// server. Zero means five seconds.
 	DrainTimeout time.Duration
+	// PeerSyncTimeout bounds how long StartAPIServer waits, once a new
+	// server is ready, for its peers to list what it serves before it adds
+	// the server to the load balancer (see StartAPIServer). Zero means
+	// mvp.DefaultPeerSyncTimeout.
+	PeerSyncTimeout time.Duration
+	// AdmitBeforePeerSync adds a new server to the load balancer as soon
+	// as its /readyz answers 200, without waiting for its peers: what a
+	// load balancer that knows nothing of the Mixed Version Proxy does
+	// (CAPH's on Hetzner). For tests that show the window it leaves.
+	AdmitBeforePeerSync bool
+	// KeepDeadLeases leaves the identity lease of a killed or crashed
+	// apiserver in place, as on machines where nobody notices the loss, so
+	// that its peers go on proxying to it (503) until something else
+	// removes the lease. For tests of that something else (the verifier).
+	KeepDeadLeases bool
 }
 
 // APIServerSpec describes one kube-apiserver.
@@ -96,8 +112,15 @@ type APIServer struct {
 	Port    int
 	LogFile string
 
+	// PeerSyncWait is how long the server, once ready, waited for its
+	// peers to list what it serves before it joined the load balancer.
+	PeerSyncWait time.Duration
+
 	proc *childproc.Process
 	cp   *ControlPlane
+	// ending: the plane stops or kills the process itself, so its exit is
+	// expected. Guarded by cp.mu.
+	ending bool
 }
 
 // URL returns the server's own address.
@@ -125,8 +148,7 @@ type ControlPlane struct {
 	pki     *planePKI
 	state   *state
 
-	etcd     *childproc.Process
-	etcdURL  string
+	etcd     *Etcd
 	etcdPath string
 	lb       *tcplb.LB // nil without Options.LoadBalancer
 
@@ -155,6 +177,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 5 * time.Second
+	}
+	if opts.PeerSyncTimeout == 0 {
+		opts.PeerSyncTimeout = mvp.DefaultPeerSyncTimeout
 	}
 	if len(opts.APIServers) == 0 {
 		opts.APIServers = []APIServerSpec{{}}
@@ -268,100 +293,18 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 			return err
 		}
 	}
-	cp.etcdURL = "https://127.0.0.1:" + itoa(cp.state.EtcdClientPort)
-	peer := "https://127.0.0.1:" + itoa(cp.state.EtcdPeerPort)
-	p := cp.pki
-	argv := []string{cp.etcdPath,
-		"--name=bex",
-		"--data-dir=" + filepath.Join(cp.dataDir, "etcd"),
-		"--listen-client-urls=" + cp.etcdURL,
-		"--advertise-client-urls=" + cp.etcdURL,
-		"--listen-peer-urls=" + peer,
-		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=bex=" + peer,
-		// Clients and peers alike present a certificate of etcd's own CA.
-		"--cert-file=" + p.etcdServer.CertFile,
-		"--key-file=" + p.etcdServer.KeyFile,
-		"--client-cert-auth=true",
-		"--trusted-ca-file=" + p.etcdCA.CertFile,
-		"--peer-cert-file=" + p.etcdPeer.CertFile,
-		"--peer-key-file=" + p.etcdPeer.KeyFile,
-		"--peer-client-cert-auth=true",
-		"--peer-trusted-ca-file=" + p.etcdCA.CertFile,
-		"--log-level=warn",
-	}
-	if !cp.opts.Fsync {
-		argv = append(argv, "--unsafe-no-fsync=true")
-	}
-	fmt.Fprintf(cp.log, "starting etcd v%s on %s (client certificates required)\n", kubebin.EtcdVersion, cp.etcdURL)
-	if cp.etcd, err = childproc.Start(childproc.Options{Name: "etcd", Args: argv, LogFile: filepath.Join(cp.dataDir, "logs", "etcd.log"), LogMode: 0o644}); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cp.EtcdTLSConfig()}}
-	if err := cp.etcd.WaitReady(ctx, "etcd", 200*time.Millisecond, func(ctx context.Context) error {
-		return httpOK(ctx, client, cp.etcdURL+"/health")
-	}); err != nil {
-		return err
-	}
-	return cp.advertisePeerURL(ctx, client, peer)
-}
-
-// advertisePeerURL makes the member's recorded peer URL peer: etcd ignores
-// --initial-advertise-peer-urls once it has data, so a member made when
-// peers spoke plain HTTP would go on advertising http://.
-func (cp *ControlPlane) advertisePeerURL(ctx context.Context, client *http.Client, peer string) error {
-	type member struct {
-		ID       string   `json:"ID"`
-		PeerURLs []string `json:"peerURLs"`
-	}
-	var list struct {
-		Members []member `json:"members"`
-	}
-	if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/list", struct{}{}, &list); err != nil {
-		return fmt.Errorf("listing etcd members: %w", err)
-	}
-	for _, m := range list.Members {
-		if slices.Equal(m.PeerURLs, []string{peer}) {
-			continue
-		}
-		if err := etcdCall(ctx, client, cp.etcdURL+"/v3/cluster/member/update", member{ID: m.ID, PeerURLs: []string{peer}}, nil); err != nil {
-			return fmt.Errorf("updating etcd member's peer URL to %s: %w", peer, err)
-		}
-		fmt.Fprintf(cp.log, "etcd member's peer URL %v changed to %s\n", m.PeerURLs, peer)
-	}
-	return nil
-}
-
-// etcdCall posts in as JSON to an endpoint of etcd's JSON API and decodes
-// the answer into out (unless nil).
-func etcdCall(ctx context.Context, client *http.Client, url string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(data)))
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(data, out)
+	cp.etcd, err = StartEtcd(ctx, EtcdOptions{
+		Binary:       cp.etcdPath,
+		DataDir:      filepath.Join(cp.dataDir, "etcd"),
+		PKIDir:       cp.pki.dir,
+		LogFile:      filepath.Join(cp.dataDir, "logs", "etcd.log"),
+		ClientAddr:   "127.0.0.1:" + itoa(cp.state.EtcdClientPort),
+		PeerAddr:     "127.0.0.1:" + itoa(cp.state.EtcdPeerPort),
+		Fsync:        cp.opts.Fsync,
+		StartTimeout: cp.opts.StartTimeout,
+		Log:          cp.log,
+	})
+	return err
 }
 
 // startLoadBalancer starts the load balancer, with no backend yet, on the
@@ -390,24 +333,19 @@ func (cp *ControlPlane) LoadBalancer() *tcplb.LB { return cp.lb }
 // EtcdURL returns etcd's client URL. etcd serves it over TLS and answers
 // only clients that present a certificate of etcd's own CA: those of
 // EtcdClient.
-func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
+func (cp *ControlPlane) EtcdURL() string { return cp.etcd.URL() }
 
 // EtcdClient returns the files a client of etcd needs, as kube-apiserver's
 // --etcd-cafile, --etcd-certfile and --etcd-keyfile take them: the CA that
 // signed etcd's serving certificate, and a client certificate and key etcd
 // accepts.
 func (cp *ControlPlane) EtcdClient() (caFile, certFile, keyFile string) {
-	return cp.pki.etcdCA.CertFile, cp.pki.etcdClient.CertFile, cp.pki.etcdClient.KeyFile
+	return cp.etcd.ClientFiles()
 }
 
 // EtcdTLSConfig returns a TLS configuration that trusts etcd's CA and
 // presents the etcd client certificate.
-func (cp *ControlPlane) EtcdTLSConfig() *tls.Config {
-	return &tls.Config{
-		RootCAs:      cp.pki.etcdCA.Pool(),
-		Certificates: []tls.Certificate{cp.pki.etcdClient.TLSCertificate()},
-	}
-}
+func (cp *ControlPlane) EtcdTLSConfig() *tls.Config { return cp.etcd.TLSConfig() }
 
 // DataDir returns the plane's data directory.
 func (cp *ControlPlane) DataDir() string { return cp.dataDir }
@@ -434,6 +372,18 @@ func (cp *ControlPlane) slotFor(name string) int {
 // its /readyz; with a load balancer it then adds the server to it, as CAPH
 // adds a target once its apiserver is healthy. Its name must not be one of a
 // running server.
+//
+// A server with MVP wired joins the load balancer only once every other
+// running server with MVP wired lists, in its peer-merged discovery, all
+// that the new server serves (mvp.WaitListedByPeers, bounded by
+// Options.PeerSyncTimeout; APIServer.PeerSyncWait is how long that took).
+// Until then an older peer would answer 404 for what only the new server
+// serves: kube-apiserver syncs its peers' discovery only after they are
+// ready, and retries with a backoff. Peers without MVP wired are not waited
+// for: they never merge a peer's discovery, and answer 404 for what they do
+// not serve whatever the new server does. When the wait fails, the server
+// keeps running outside the load balancer and the error says which peer
+// lacks what. Options.AdmitBeforePeerSync turns the wait off.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) (*APIServer, error) {
 	spec.Version = versionOr(spec.Version)
 	if spec.Name == "" {
@@ -475,7 +425,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 	}
 	s := &APIServer{Spec: spec, Name: spec.Name, Version: spec.Version, IP: ip, Port: port, cp: cp,
 		LogFile: filepath.Join(cp.dataDir, "logs", spec.Name+".log")}
-	argv := append(hostnameWrapper(spec.Name), bin)
+	argv := append(HostnameCommand(spec.Name), bin)
 	argv = append(argv, cp.apiserverArgs(s, serving)...)
 	fmt.Fprintf(cp.log, "starting kube-apiserver v%s %q on %s (MVP %s)\n", spec.Version, spec.Name, s.URL(), wiredWord(!spec.NoMVP))
 	if s.proc, err = childproc.Start(childproc.Options{Name: spec.Name, Args: argv, LogFile: s.LogFile, LogMode: 0o644}); err != nil {
@@ -488,15 +438,52 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context, spec APIServerSpec) 
 	defer cancel()
 	client := cp.httpClient()
 	if err := s.proc.WaitReady(ctx, "kube-apiserver "+spec.Name, 200*time.Millisecond, func(ctx context.Context) error {
-		return httpOK(ctx, client, s.URL()+"/readyz")
+		return childproc.HTTPOK(ctx, client, s.URL()+"/readyz")
 	}); err != nil {
 		return nil, fmt.Errorf("%w\nlast lines of %s:\n%s", err, s.LogFile, s.proc.Tail(15))
 	}
+	go cp.watchExit(s)
 	if cp.lb != nil {
+		if err := cp.waitListedByPeers(ctx, s); err != nil {
+			return nil, err
+		}
 		cp.lb.Add(s.Addr())
 		fmt.Fprintf(cp.log, "kube-apiserver %q added to the load balancer\n", spec.Name)
 	}
 	return s, nil
+}
+
+// waitListedByPeers is StartAPIServer's admission gate: it waits until every
+// other running server with MVP wired lists what s serves in its merged
+// discovery, and keeps how long that took in s.PeerSyncWait.
+func (cp *ControlPlane) waitListedByPeers(ctx context.Context, s *APIServer) error {
+	if cp.opts.AdmitBeforePeerSync || !mvpWired(s.Spec) {
+		return nil
+	}
+	var peers []mvp.Server
+	for _, p := range cp.APIServers() {
+		if p != s && p.Running() && mvpWired(p.Spec) {
+			peers = append(peers, mvp.Server{Name: p.Name, Config: p.RESTConfig()})
+		}
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	waited, err := mvp.WaitListedByPeers(ctx, mvp.Server{Name: s.Name, Config: s.RESTConfig()}, peers, mvp.PeerSyncOptions{Timeout: cp.opts.PeerSyncTimeout})
+	s.PeerSyncWait = waited
+	if err != nil {
+		return fmt.Errorf("kube-apiserver %q is ready but stays out of the load balancer: %w", s.Name, err)
+	}
+	fmt.Fprintf(cp.log, "kube-apiserver %q listed by its %d peers %.2fs after it was ready\n", s.Name, len(peers), waited.Seconds())
+	return nil
+}
+
+// mvpWired reports whether an apiserver of spec runs the Mixed Version
+// Proxy: the peer flags (see apiserverArgs), and neither its gate nor
+// APIServerIdentity turned off.
+func mvpWired(spec APIServerSpec) bool {
+	on := func(gate string) bool { v, set := spec.FeatureGates[gate]; return !set || v }
+	return !spec.NoMVP && on("UnknownVersionInteroperabilityProxy") && on("APIServerIdentity")
 }
 
 func wiredWord(b bool) string {
@@ -506,10 +493,10 @@ func wiredWord(b bool) string {
 	return "not wired"
 }
 
-// hostnameWrapper returns the command prefix that runs a program in a new UTS
+// HostnameCommand returns the command prefix that runs a program in a new UTS
 // namespace with the given hostname. Without root it also enters a new user
 // namespace, where it may set the hostname.
-func hostnameWrapper(hostname string) []string {
+func HostnameCommand(hostname string) []string {
 	prefix := []string{"unshare", "--uts"}
 	if os.Geteuid() != 0 {
 		prefix = []string{"unshare", "--user", "--map-root-user", "--uts"}
@@ -519,11 +506,12 @@ func hostnameWrapper(hostname string) []string {
 
 func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 	p := cp.pki
+	etcdCA, etcdCert, etcdKey := cp.etcd.ClientFiles()
 	args := []string{
-		"--etcd-servers=" + cp.etcdURL,
-		"--etcd-cafile=" + p.etcdCA.CertFile,
-		"--etcd-certfile=" + p.etcdClient.CertFile,
-		"--etcd-keyfile=" + p.etcdClient.KeyFile,
+		"--etcd-servers=" + cp.etcd.URL(),
+		"--etcd-cafile=" + etcdCA,
+		"--etcd-certfile=" + etcdCert,
+		"--etcd-keyfile=" + etcdKey,
 		"--bind-address=" + s.IP,
 		"--advertise-address=" + s.IP,
 		"--secure-port=" + itoa(s.Port),
@@ -634,23 +622,87 @@ func (cp *ControlPlane) StopAPIServer(name string) error {
 		cp.drain(context.Background(), s)
 	}
 	fmt.Fprintf(cp.log, "stopping kube-apiserver %q\n", name)
+	cp.setEnding(s)
 	s.proc.Stop(30 * time.Second)
 	cp.forget(s)
 	return nil
 }
 
 // KillAPIServer kills the named apiserver with SIGKILL, as a lost machine,
-// and then takes it out of the load balancer. Until then the load balancer's
-// passive health rule skips it.
+// takes it out of the load balancer (until then the load balancer's passive
+// health rule skips it), and removes its identity lease through a surviving
+// apiserver (see removeIdentityLease), unless Options.KeepDeadLeases is set.
+// The server is dead when it returns; an error then says the lease could not
+// be removed.
 func (cp *ControlPlane) KillAPIServer(name string) error {
 	s := cp.APIServer(name)
 	if s == nil {
 		return fmt.Errorf("no apiserver named %q", name)
 	}
 	fmt.Fprintf(cp.log, "killing kube-apiserver %q\n", name)
+	cp.setEnding(s)
 	s.proc.Kill()
 	cp.forget(s)
-	return nil
+	return cp.removeIdentityLease(context.Background(), s)
+}
+
+func (cp *ControlPlane) setEnding(s *APIServer) {
+	cp.mu.Lock()
+	s.ending = true
+	cp.mu.Unlock()
+}
+
+// watchExit waits for s's process to end; when the plane did not end it
+// (StopAPIServer, KillAPIServer, Stop), the server crashed: it is taken out
+// of the load balancer and its identity lease is removed, as KillAPIServer
+// does.
+func (cp *ControlPlane) watchExit(s *APIServer) {
+	<-s.proc.Done()
+	cp.mu.Lock()
+	expected := s.ending
+	cp.mu.Unlock()
+	if expected {
+		return
+	}
+	fmt.Fprintf(cp.log, "kube-apiserver %q exited unexpectedly: %v\n", s.Name, s.proc.Err())
+	cp.forget(s)
+	if err := cp.removeIdentityLease(context.Background(), s); err != nil {
+		fmt.Fprintf(cp.log, "kube-apiserver %q: %v\n", s.Name, err)
+	}
+}
+
+// removeIdentityLease deletes the identity lease of s, whose process is
+// dead, through the first surviving apiserver that answers
+// (mvp.RemoveIdentityLease). Without it the survivors keep proxying what
+// only s served to s, and answer 503, until Kubernetes garbage-collects the
+// lease (up to an hour). With no survivor there is nobody to mislead.
+func (cp *ControlPlane) removeIdentityLease(ctx context.Context, s *APIServer) error {
+	if cp.opts.KeepDeadLeases {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, p := range cp.APIServers() {
+		if p == s || p.Name == s.Name || !p.Running() {
+			continue
+		}
+		cs, err := kubernetes.NewForConfig(p.RESTConfig())
+		if err == nil {
+			var removed []string
+			if removed, err = mvp.RemoveIdentityLease(ctx, cs, s.Name); err == nil {
+				if len(removed) > 0 {
+					fmt.Fprintf(cp.log, "identity lease %s of the dead kube-apiserver %q removed through %q\n", strings.Join(removed, ", "), s.Name, p.Name)
+				}
+				return nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("through %q: %w", p.Name, err))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("removing the identity lease of the dead kube-apiserver %q: %w", s.Name, errors.Join(errs...))
 }
 
 // forget takes a server whose process has ended out of the load balancer and
@@ -747,23 +799,6 @@ func (cp *ControlPlane) httpClient() *http.Client {
 	}
 }
 
-func httpOK(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return nil
-}
-
 // Stop stops every apiserver, then etcd, and removes a temporary data
 // directory. No process of the plane is left when it returns.
 func (cp *ControlPlane) Stop() {
@@ -772,6 +807,9 @@ func (cp *ControlPlane) Stop() {
 	}
 	cp.mu.Lock()
 	servers := append([]*APIServer(nil), cp.apiservers...)
+	for _, s := range servers {
+		s.ending = true
+	}
 	cp.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range servers {

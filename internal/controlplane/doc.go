@@ -16,8 +16,15 @@
 // LoadBalancerIP (127.0.0.10) in front of the apiservers, as a cloud load
 // balancer does, and the plane's endpoint is the load balancer. It follows
 // what CAPH does on Hetzner: a started apiserver joins it once its /readyz
-// answers 200; a stopped one is first taken out of it and drained, then
-// stopped; a killed one is taken out once it is dead.
+// answers 200 and, when it runs the Mixed Version Proxy, once every other
+// wired apiserver's peer-merged discovery lists what it serves
+// (mvp.WaitListedByPeers: the peer-sync gate); a stopped one is first taken
+// out of it and drained, then stopped; a killed one is taken out once it is
+// dead, and its identity lease is removed through a survivor at once
+// (mvp.RemoveIdentityLease), as when its process exits unasked.
+//
+// etcd runs as an Etcd of its own (StartEtcd), which a local fleet's
+// cluster also uses as its external etcd.
 //
 // etcd listens on 127.0.0.1 over TLS only, for clients and for peers, and
 // answers only those that present a certificate of its own CA (not the

@@ -57,7 +57,7 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := old.WaitReady(ctx, "etcd", 200*time.Millisecond, func(ctx context.Context) error { return httpOK(ctx, http.DefaultClient, plain+"/health") }); err != nil {
+	if err := old.WaitReady(ctx, "etcd", 200*time.Millisecond, func(ctx context.Context) error { return childproc.HTTPOK(ctx, http.DefaultClient, plain+"/health") }); err != nil {
 		old.Kill()
 		t.Fatal(err)
 	}

@@ -50,14 +50,6 @@ type planePKI struct {
 	admin        *keyPair
 	saKeyFile    string
 	saPubFile    string
-
-	// etcd's own CA and what it issues. etcd trusts only this CA, so that
-	// no certificate of the cluster CA (UserConfig hands those out) opens
-	// it.
-	etcdCA     *keyPair
-	etcdServer *keyPair // etcd's serving certificate, for clients
-	etcdPeer   *keyPair // etcd's peer certificate, server and client
-	etcdClient *keyPair // what the apiservers present to etcd
 }
 
 // loadOrCreatePKI reads the PKI in dir, creating what is missing.
@@ -79,9 +71,6 @@ func loadOrCreatePKI(dir string) (*planePKI, error) {
 	if p.admin, err = loadOrCreate(dir, "admin", p.ca, clientSpec(AdminUser, "system:masters")); err != nil {
 		return nil, err
 	}
-	if err := p.loadOrCreateEtcd(); err != nil {
-		return nil, err
-	}
 	sa, err := loadOrCreate(dir, "sa", nil, pki.Spec{CommonName: "service-accounts"})
 	if err != nil {
 		return nil, err
@@ -100,38 +89,6 @@ func loadOrCreatePKI(dir string) (*planePKI, error) {
 	return p, nil
 }
 
-// EtcdClientName is the common name of the certificate the apiservers
-// present to etcd.
-const EtcdClientName = "kube-apiserver-etcd-client"
-
-// loadOrCreateEtcd reads etcd's CA and certificates, creating what is
-// missing: a data directory from before etcd asked for certificates gets
-// them on its next start.
-func (p *planePKI) loadOrCreateEtcd() error {
-	var err error
-	if p.etcdCA, err = loadOrCreate(p.dir, "etcd-ca", nil, pki.Spec{CommonName: "bex-etcd-ca"}); err != nil {
-		return err
-	}
-	loopback := []net.IP{net.ParseIP("127.0.0.1")}
-	// etcd's gRPC gateway (the JSON API) dials etcd with the serving
-	// certificate, which is therefore a client certificate too, as kubeadm
-	// issues it.
-	if p.etcdServer, err = loadOrCreate(p.dir, "etcd-server", p.etcdCA, pki.Spec{
-		CommonName: "etcd", DNSNames: []string{"localhost"}, IPAddresses: loopback,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return err
-	}
-	if p.etcdPeer, err = loadOrCreate(p.dir, "etcd-peer", p.etcdCA, pki.Spec{
-		CommonName: "etcd-peer", DNSNames: []string{"localhost"}, IPAddresses: loopback,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return err
-	}
-	p.etcdClient, err = loadOrCreate(p.dir, "etcd-client", p.etcdCA, clientSpec(EtcdClientName))
-	return err
-}
-
 // serving returns the serving certificate of the apiserver with the given
 // hostname and address, creating it when missing. Besides the server's own
 // address it carries the load balancer's, so that clients of the load
@@ -145,14 +102,7 @@ func (p *planePKI) serving(hostname string, ip net.IP) (*keyPair, error) {
 		IPAddresses: []net.IP{ip, net.ParseIP(LoadBalancerIP), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	kp, err := loadOrCreate(p.dir, name, p.ca, spec)
-	if err != nil || pki.Covers(kp.Cert, spec) {
-		return kp, err
-	}
-	if err := os.Remove(kp.CertFile); err != nil {
-		return nil, fmt.Errorf("replacing %s: %w", kp.CertFile, err)
-	}
-	return loadOrCreate(p.dir, name, p.ca, spec)
+	return loadOrReissue(p.dir, name, p.ca, spec)
 }
 
 // clientCert issues a client certificate for user in groups, signed by the

@@ -14,6 +14,7 @@ const (
 	certBlock  = "CERTIFICATE"
 	pkcs8Block = "PRIVATE KEY"
 	sec1Block  = "EC PRIVATE KEY"
+	pkcs1Block = "RSA PRIVATE KEY"
 )
 
 // EncodeCert returns cert as a PEM "CERTIFICATE" block.
@@ -47,7 +48,8 @@ func (kp *KeyPair) ECKeyPEM() ([]byte, error) {
 }
 
 // ParseKeyPair parses a PEM certificate (the first block of certPEM) and its
-// PEM key, a "PRIVATE KEY" (PKCS #8) or "EC PRIVATE KEY" (SEC 1) block. It
+// PEM key, a "PRIVATE KEY" (PKCS #8), "EC PRIVATE KEY" (SEC 1) or "RSA
+// PRIVATE KEY" (PKCS #1, as Cluster API and kubeadm write) block. It
 // fails when the key is not the certificate's.
 func ParseKeyPair(certPEM, keyPEM []byte) (*KeyPair, error) {
 	return parseKeyPair(certPEM, keyPEM, "certificate", "key")
@@ -90,8 +92,11 @@ func parseKey(data []byte) (crypto.Signer, error) {
 		key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
 	case sec1Block:
 		key, err = x509.ParseECPrivateKey(b.Bytes)
+	case pkcs1Block:
+		// Cluster API's certificates, as kubeadm's, have RSA keys.
+		key, err = x509.ParsePKCS1PrivateKey(b.Bytes)
 	default:
-		return nil, fmt.Errorf("PEM block %q is not a PKCS #8 or SEC 1 key", b.Type)
+		return nil, fmt.Errorf("PEM block %q is not a PKCS #8, SEC 1 or PKCS #1 key", b.Type)
 	}
 	if err != nil {
 		return nil, err

@@ -5,9 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io/fs"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -275,5 +279,35 @@ func TestCoversAndValidFor(t *testing.T) {
 	}
 	if pki.ValidFor(future.Cert, 0) {
 		t.Error("a certificate not yet valid is valid")
+	}
+}
+
+// TestParseRSAKeyPair reads a key pair as Cluster API writes a cluster CA:
+// an RSA key in a PKCS #1 "RSA PRIVATE KEY" block. Without PKCS #1 support
+// the local fleet could not sign a machine's certificates with it.
+func TestParseRSAKeyPair(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	ca, err := pki.ParseKeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatalf("parsing a PKCS #1 key pair: %v", err)
+	}
+	leaf, err := ca.Issue(servingSpec(time.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatalf("issuing with an RSA CA: %v", err)
+	}
+	if err := leaf.Cert.CheckSignatureFrom(ca.Cert); err != nil {
+		t.Errorf("the issued certificate does not verify against the RSA CA: %v", err)
 	}
 }

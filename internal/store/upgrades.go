@@ -62,7 +62,9 @@ const (
 
 // UpgradeStep is one step of a run on one cluster: preflight, wire-mvp,
 // bump, machine (one control-plane machine replaced), verify, soak,
-// lb-handoff (a server leaving or joining the cluster's API load balancer).
+// lb-handoff (a server leaving or joining the cluster's API load balancer),
+// release (a Machine KubeadmControlPlane chose for deletion, let go once its
+// gate passed).
 type UpgradeStep struct {
 	ID          string             `json:"id"`
 	RunID       string             `json:"runID"`

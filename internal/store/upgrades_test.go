@@ -103,7 +103,7 @@ func TestUpgradeRecords(t *testing.T) {
 }
 
 // Every kind of step the FleetUpgrade controller records is accepted,
-// lb-handoff (migration 0007) included.
+// lb-handoff (migration 0007) and release (0012) included.
 func TestUpgradeStepKinds(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -112,7 +112,7 @@ func TestUpgradeStepKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"preflight", "wire-mvp", "bump", "machine", "verify", "soak", "lb-handoff"} {
+	for _, kind := range []string{"preflight", "wire-mvp", "bump", "machine", "verify", "soak", "lb-handoff", "release"} {
 		st, err := s.StartUpgradeStep(ctx, run.ID, store.NewUpgradeStep{Cluster: "fleet/c1", Kind: kind, Machine: "cp-a"})
 		if err != nil {
 			t.Fatalf("recording a %s step: %v", kind, err)

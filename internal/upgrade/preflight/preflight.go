@@ -413,7 +413,7 @@ func shutdownFindings(kcp *controlplanev1.KubeadmControlPlane, handoff bool) []F
 		out = append(out, mk(Warning, ReasonShutdownDelayBreaksPeerProxy,
 			"--shutdown-delay-duration is "+delay+" with MVP wired: for that long after SIGTERM a stopping apiserver keeps serving with its peer-endpoint store already closed, so every request it would proxy to a peer gets \"503 Error getting ip and port info of the remote server while proxying\". The load-balancer hand-off takes the server out of the load balancer and drains it before its machine is deleted; set it to 0s in apiServer.extraArgs (the wire-MVP step does) and keep --shutdown-send-retry-after=true"))
 	case !handoff && !delayed:
-		msg := "--shutdown-delay-duration is 0 and nothing takes an apiserver out of the load balancer before it stops (the load-balancer hand-off runs on Hetzner only): the load balancer keeps sending new connections to a server that no longer listens until its health check notices. Set it in apiServer.extraArgs to a few seconds more than the load balancer's health-check interval"
+		msg := "--shutdown-delay-duration is 0 and nothing takes an apiserver out of the load balancer before it stops (the load-balancer hand-off runs on Hetzner; a LocalCluster drains a machine itself): the load balancer keeps sending new connections to a server that no longer listens until its health check notices. Set it in apiServer.extraArgs to a few seconds more than the load balancer's health-check interval"
 		if wired {
 			msg += ", knowing that during the delay the server answers 503 to every request it would proxy to a peer (its peer-endpoint store is closed already); a load balancer that drains a server on demand avoids both"
 		}

@@ -13,12 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"bex.co/bex/internal/mvp"
 )
 
 const (
 	// IdentityLeaseLabel selects the identity leases of kube-apiservers in
 	// kube-system: apiserver.kubernetes.io/identity=kube-apiserver.
-	IdentityLeaseLabel = "apiserver.kubernetes.io/identity=kube-apiserver"
+	IdentityLeaseLabel = mvp.IdentityLeaseSelector
 	// DefaultStaleLeaseAfter is how long an identity lease must go
 	// unrenewed to be stale. A running kube-apiserver renews its lease
 	// every 10 s; a minute is six missed renewals.

@@ -23,13 +23,15 @@ import (
 // trap (Honest503 on the survivors, the lease stale); run with
 // RemoveStaleLeases it deletes the lease, the 503s stop (404: nobody serves
 // the resource now) and the next round passes. The test log says how long
-// the 503s lasted.
+// the 503s lasted. The plane keeps the dead server's lease
+// (KeepDeadLeases), as on machines where nobody saw the loss; by default it
+// removes the lease itself.
 func TestStaleLeaseAfterSIGKILL(t *testing.T) {
-	cp := cptest.Start(t,
-		controlplane.APIServerSpec{Name: "old-a", Version: "1.36.3"},
-		controlplane.APIServerSpec{Name: "old-b", Version: "1.36.3"},
-		controlplane.APIServerSpec{Name: "new", Version: "1.37.2"},
-	)
+	cp := cptest.StartWith(t, controlplane.Options{KeepDeadLeases: true, APIServers: []controlplane.APIServerSpec{
+		{Name: "old-a", Version: "1.36.3"},
+		{Name: "old-b", Version: "1.36.3"},
+		{Name: "new", Version: "1.37.2"},
+	}})
 	const staleAfter = 20 * time.Second
 	opts := verify.Options{StaleLeaseAfter: staleAfter}
 	rep := runUntil(t, time.Minute, targetsOf(cp, "old-a", "old-b", "new"), opts, verify.Report.Passed)

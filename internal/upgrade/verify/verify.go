@@ -153,6 +153,14 @@ func (r Report) Failures() []Probe {
 	return out
 }
 
+// Baseline is what every server of any plane serves from its own storage:
+// Namespaces. Given as Options.Always, a round on a plane of one version,
+// whose skew sets are empty, still lists on each server, so that a server
+// that answers discovery but cannot read its storage fails the round.
+func Baseline() []schema.GroupVersionResource {
+	return []schema.GroupVersionResource{{Version: "v1", Resource: "namespaces"}}
+}
+
 // Options say what to probe besides the skew set.
 type Options struct {
 	// Always are resources every server must serve itself, listed on each.
@@ -277,7 +285,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (Report, error) {
 		if len(diff.Missing) > 0 {
 			rep.Findings = append(rep.Findings, Finding{APIServer: s.Name, Reason: ReasonMergedDiscoveryIncomplete, Message: fmt.Sprintf(
 				"the peer-merged discovery of %s lacks %d resources its peers serve (%s): MVP is not wired on it (--peer-ca-file), or its peer discovery has not synced",
-				s.Name, len(diff.Missing), gvrList(diff.Missing, 3))})
+				s.Name, len(diff.Missing), mvp.GVRList(diff.Missing, 3))})
 		}
 		// Probe what a peer serves and this server does not, and what its
 		// merged view lists for peers the verifier does not know (a dead
@@ -339,27 +347,9 @@ func sortGVRs(g []schema.GroupVersionResource) {
 	slices.SortFunc(g, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.String(), b.String()) })
 }
 
-// gvrList names up to n resources, and how many more there are.
-func gvrList(g []schema.GroupVersionResource, n int) string {
-	var names []string
-	for i, x := range g {
-		if i == n {
-			names = append(names, fmt.Sprintf("and %d more", len(g)-n))
-			break
-		}
-		names = append(names, GVRString(x))
-	}
-	return strings.Join(names, ", ")
-}
-
 // GVRString writes a resource as group/version/resource, or
-// version/resource in the core group.
-func GVRString(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return gvr.Version + "/" + gvr.Resource
-	}
-	return gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
-}
+// version/resource in the core group (mvp.GVRString).
+func GVRString(gvr schema.GroupVersionResource) string { return mvp.GVRString(gvr) }
 
 // probeSkew lists gvr, which the server lacks, and classifies the answer.
 // unknownPeer says that no target serves it: only the server's merged

@@ -167,3 +167,29 @@ func metricsOf(t *testing.T, rep verify.Report, server string) verify.MetricDelt
 	t.Fatalf("no metric deltas for %s", server)
 	return verify.MetricDelta{}
 }
+
+// TestBaselineOnOneVersion: on a plane of one version the skew sets are
+// empty, so a round without Always probes nothing; with Baseline it lists
+// Namespaces on each server, served by the server itself.
+func TestBaselineOnOneVersion(t *testing.T) {
+	cp := cptest.Start(t,
+		controlplane.APIServerSpec{Name: "a", Version: "1.37.2"},
+		controlplane.APIServerSpec{Name: "b", Version: "1.37.2"},
+	)
+	targets := targetsOf(cp, "a", "b")
+	rep := runUntil(t, time.Minute, targets, verify.Options{}, func(r verify.Report) bool { return r.Passed() })
+	if len(rep.Probes) != 0 || !rep.Passed() {
+		t.Fatalf("without Always: probes %+v, findings %+v; want none and a pass", rep.Probes, rep.Findings)
+	}
+	rep = runUntil(t, time.Minute, targets, verify.Options{Always: verify.Baseline()}, func(r verify.Report) bool { return r.Passed() })
+	servers := map[string]bool{}
+	for _, p := range rep.Probes {
+		if p.Resource != verify.Baseline()[0] || p.Verb != "list" || p.Outcome != verify.ServedLocally {
+			t.Errorf("probe %+v: want a list of namespaces served locally", p)
+		}
+		servers[p.APIServer] = true
+	}
+	if !rep.Passed() || len(rep.Probes) != 2 || !servers["a"] || !servers["b"] {
+		t.Errorf("with Baseline: probes %+v, findings %+v; want one list on each server and a pass", rep.Probes, rep.Findings)
+	}
+}

@@ -3,43 +3,32 @@ package controllers
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fleetv1alpha1 "bex.co/bex/apis/fleet/v1alpha1"
-	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/controllers/app"
 	"bex.co/bex/controllers/fleetupgrade"
+	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/route"
+	"bex.co/bex/controllers/scheme"
+	"bex.co/bex/internal/localfleet"
 )
 
-// NewScheme returns a scheme with every kind the controllers read.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme,
-		rbacv1.AddToScheme, // the tenant role bindings of the controller manager's Releases
-		platformv1alpha1.AddToScheme,
-		fleetv1alpha1.AddToScheme,
-		schedulingv1alpha1.AddToScheme,
-		clusterv1.AddToScheme,
-		controlplanev1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(fmt.Sprintf("building scheme: %v", err)) // only a programming error gets here
-		}
-	}
-	return s
-}
+// NewScheme returns a scheme with every kind the controllers read
+// (scheme.New).
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
-// Names returns the names of the controllers Setup registers.
+// Names returns the names of the controllers Setup always registers; the
+// FleetUpgrade and local fleet controllers run when Deps asks for them
+// (LocalFleetNames).
 func Names() []string { return []string{app.ControllerName, route.ControllerName} }
+
+// LocalFleetNames returns the names of the controllers Deps.LocalFleet
+// adds.
+func LocalFleetNames() []string {
+	return []string{localinfra.ClusterControllerName, localinfra.MachineControllerName}
+}
 
 // Deps are what the controllers need beyond the manager. Nil fields turn
 // the parts that need them off (see each reconciler).
@@ -77,6 +66,12 @@ type Deps struct {
 	// client) turns the Hetzner load-balancer hand-off on; nil upgrades
 	// without it.
 	FleetUpgrades *fleetupgrade.Reconciler
+
+	// LocalFleet, when set, runs the local infrastructure provider
+	// (controllers/localinfra: LocalClusters and LocalMachines) over this
+	// host's processes, as make run's local fleet does; the management
+	// cluster must serve deploy/localinfra-crds. Nil leaves them alone.
+	LocalFleet *localfleet.Host
 }
 
 // Setup registers every controller with mgr.
@@ -105,6 +100,14 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	}
 	if err := rr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up %s: %w", route.ControllerName, err)
+	}
+	if h := deps.LocalFleet; h != nil {
+		if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", localinfra.ClusterControllerName, err)
+		}
+		if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", localinfra.MachineControllerName, err)
+		}
 	}
 	if fu := deps.FleetUpgrades; fu != nil {
 		fu.Client, fu.Events = mgr.GetClient(), mgr.GetEventRecorder(fleetupgrade.ControllerName)

@@ -2,7 +2,7 @@
 # verify-generated.sh [CRD_DIR] regenerates the CRDs and deep-copy functions of
 # the CRD packages under apis/ (hack/crd-packages.sh) into a temporary
 # directory and compares them with the committed ones: the CRDs in CRD_DIR
-# (default deploy/crds) and each package's zz_generated.deepcopy.go. It exits
+# (default deploy/crds; those of infrastructure.bex.co in deploy/localinfra-crds) and each package's zz_generated.deepcopy.go. It exits
 # 1, naming the files that differ, when the committed files are stale;
 # `make verify` runs it.
 set -euo pipefail
@@ -17,6 +17,12 @@ trap 'rm -rf "$tmp"' EXIT
 stale=0
 
 go tool controller-gen crd paths="$(hack/crd-packages.sh)" output:crd:artifacts:config="$tmp/crds"
+mkdir -p "$tmp/localinfra-crds"
+mv "$tmp"/crds/infrastructure.bex.co_*.yaml "$tmp/localinfra-crds/"
+if ! diff -u <(cd "$root/deploy/localinfra-crds" && cat *.yaml) <(cd "$tmp/localinfra-crds" && cat *.yaml); then
+	echo "verify-generated: the CRDs in deploy/localinfra-crds differ from what apis/ generates" >&2
+	stale=1
+fi
 if ! diff -r -u "$crd_dir" "$tmp/crds"; then
 	echo "verify-generated: the CRDs in $crd_dir differ from what apis/ generates:" >&2
 	diff -r -q "$crd_dir" "$tmp/crds" >&2 || true

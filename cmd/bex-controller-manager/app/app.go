@@ -193,8 +193,8 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	if o.FleetUpgrades {
 		deps.FleetUpgrades = &fleetupgrade.Reconciler{
-			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
-			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
+			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{Always: verify.Baseline(), Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
+			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Always: verify.Baseline(), Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
 			Records:            st,
 			Options:            fleetupgrade.Options{APIServerPort: o.UpgradeAPIServerPort},
 		}

@@ -1,0 +1,391 @@
+package localfleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/tcplb"
+)
+
+// Ports every local cluster uses, each process on its own loopback
+// address, as on machines of their own.
+const (
+	APIServerPort  = 6443
+	EtcdClientPort = 2379
+	EtcdPeerPort   = 2380
+)
+
+// Options configures a Host.
+type Options struct {
+	// Dir keeps every cluster's data: <Dir>/<namespace>/<cluster>/ holds
+	// etcd's data and certificates, the machines' files and the logs. A
+	// Host made again on the same Dir finds them.
+	Dir string
+	// Binaries builds or finds the pinned kube-apiserver and etcd.
+	Binaries *kubebin.Builder
+	// Log receives what the host does (not the processes' own output,
+	// which goes to files under Dir). Nil discards.
+	Log io.Writer
+	// Fsync makes etcd sync to disk; tests leave it off.
+	Fsync bool
+	// StartTimeout bounds how long a process may take to become ready.
+	// Zero means two minutes.
+	StartTimeout time.Duration
+	// DrainTimeout is how long a machine taken out of the load balancer
+	// keeps its open connections before its kube-apiserver is stopped.
+	// Zero means five seconds.
+	DrainTimeout time.Duration
+	// StopGrace is how long a stopped kube-apiserver has between SIGTERM
+	// and SIGKILL, as a pod's termination grace period. Zero means 30
+	// seconds.
+	StopGrace time.Duration
+	// PeerSyncTimeout bounds how long a new machine's kube-apiserver, once
+	// ready, waits outside the load balancer until the peer-merged
+	// discovery of every other running machine lists what it serves
+	// (mvp.WaitListedByPeers). Zero means mvp.DefaultPeerSyncTimeout.
+	PeerSyncTimeout time.Duration
+}
+
+// Host runs the processes of local clusters: per cluster an etcd and a TCP
+// load balancer, per machine a kube-apiserver and what a kubelet and
+// kubeadm would keep up for it. It is safe for concurrent use.
+type Host struct {
+	opts Options
+
+	mu       sync.Mutex
+	clusters map[string]*Cluster
+}
+
+// NewHost returns a Host; it starts nothing.
+func NewHost(opts Options) (*Host, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("localfleet: Options.Dir is empty")
+	}
+	if opts.Binaries == nil {
+		return nil, errors.New("localfleet: Options.Binaries is nil")
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 5 * time.Second
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = 30 * time.Second
+	}
+	return &Host{opts: opts, clusters: map[string]*Cluster{}}, nil
+}
+
+// ClusterSpec names a cluster and where it listens.
+type ClusterSpec struct {
+	Namespace, Name string
+	// Block is the cluster's loopback /24: the load balancer at .1, etcd
+	// at .2, machines from .11.
+	Block netip.Prefix
+}
+
+// ParseBlock reads a LocalCluster's addressBlock, a /24 in 127.0.0.0/8.
+func ParseBlock(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("address block %q: %w", s, err)
+	}
+	if p.Bits() != 24 || !p.Addr().Is4() || p.Addr().As4()[0] != 127 || p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("address block %q is not a /24 in 127.0.0.0/8 such as 127.77.3.0/24", s)
+	}
+	return p, nil
+}
+
+// blockAddr returns the address .n of the block.
+func blockAddr(block netip.Prefix, n byte) netip.Addr {
+	a := block.Addr().As4()
+	a[3] = n
+	return netip.AddrFrom4(a)
+}
+
+// EtcdAddr returns the address of the etcd of the cluster in block.
+func EtcdAddr(block netip.Prefix) netip.Addr { return blockAddr(block, 2) }
+
+// FreeBlock returns a /24 in 127.77.0.0/16 not in used whose load balancer
+// and etcd addresses can be bound on this machine now.
+func FreeBlock(used []netip.Prefix) (netip.Prefix, error) {
+	taken := map[netip.Prefix]bool{}
+	for _, p := range used {
+		taken[p] = true
+	}
+	for third := 1; third < 255; third++ {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 77, byte(third), 0}), 24)
+		if taken[p] {
+			continue
+		}
+		if bindable(blockAddr(p, 1), APIServerPort) && bindable(blockAddr(p, 2), EtcdClientPort) {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, errors.New("no free /24 in 127.77.0.0/16")
+}
+
+func bindable(a netip.Addr, port int) bool {
+	l, err := net.Listen("tcp", netip.AddrPortFrom(a, uint16(port)).String())
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// Cluster is the running processes of one local cluster.
+type Cluster struct {
+	host *Host
+	spec ClusterSpec
+	dir  string
+
+	etcd *controlplane.Etcd
+	lb   *tcplb.LB
+
+	mu       sync.Mutex
+	state    clusterState
+	machines map[string]*Machine
+}
+
+// clusterState is what a cluster's directory remembers between starts.
+type clusterState struct {
+	Block string         `json:"block"`
+	Slots map[string]int `json:"slots"` // machine → address .(10+slot)
+}
+
+// EnsureCluster starts the cluster's etcd and load balancer unless they
+// run, and returns the cluster.
+func (h *Host) EnsureCluster(ctx context.Context, spec ClusterSpec) (*Cluster, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := key(spec.Namespace, spec.Name)
+	if c, ok := h.clusters[k]; ok {
+		if c.spec.Block != spec.Block {
+			return nil, fmt.Errorf("cluster %s runs in %s, not %s", k, c.spec.Block, spec.Block)
+		}
+		if c.etcd.Running() {
+			return c, nil
+		}
+		c.stopProcesses()
+		delete(h.clusters, k)
+	}
+	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), machines: map[string]*Machine{}}
+	if err := c.start(ctx); err != nil {
+		c.stopProcesses()
+		return nil, fmt.Errorf("starting cluster %s: %w", k, err)
+	}
+	h.clusters[k] = c
+	return c, nil
+}
+
+// Cluster returns the running cluster, or nil.
+func (h *Host) Cluster(ns, name string) *Cluster {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clusters[key(ns, name)]
+}
+
+// DeleteCluster stops the cluster's machines, load balancer and etcd and
+// removes its directory.
+func (h *Host) DeleteCluster(ns, name string) error {
+	h.mu.Lock()
+	c := h.clusters[key(ns, name)]
+	delete(h.clusters, key(ns, name))
+	h.mu.Unlock()
+	if c != nil {
+		c.stopProcesses()
+	}
+	if err := os.RemoveAll(filepath.Join(h.opts.Dir, ns, name)); err != nil {
+		return fmt.Errorf("removing cluster %s/%s's files: %w", ns, name, err)
+	}
+	fmt.Fprintf(h.opts.Log, "cluster %s/%s deleted\n", ns, name)
+	return nil
+}
+
+// Close stops every process of every cluster and keeps their files, as a
+// machine that is shut down: a Host made again on the same Dir starts them
+// again as the clusters' objects are reconciled.
+func (h *Host) Close() {
+	h.mu.Lock()
+	clusters := h.clusters
+	h.clusters = map[string]*Cluster{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range clusters {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.stopProcesses() }()
+	}
+	wg.Wait()
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	for _, d := range []string{"logs", "machines"} {
+		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := c.loadState(); err != nil {
+		return err
+	}
+	etcdBin, err := c.host.opts.Binaries.Etcd(ctx)
+	if err != nil {
+		return err
+	}
+	etcdIP := EtcdAddr(c.spec.Block).String()
+	c.etcd, err = controlplane.StartEtcd(ctx, controlplane.EtcdOptions{
+		Binary:       etcdBin,
+		DataDir:      filepath.Join(c.dir, "etcd"),
+		PKIDir:       filepath.Join(c.dir, "etcd-pki"),
+		LogFile:      filepath.Join(c.dir, "logs", "etcd.log"),
+		ClientAddr:   net.JoinHostPort(etcdIP, fmt.Sprint(EtcdClientPort)),
+		PeerAddr:     net.JoinHostPort(etcdIP, fmt.Sprint(EtcdPeerPort)),
+		Fsync:        c.host.opts.Fsync,
+		StartTimeout: c.host.opts.StartTimeout,
+		Log:          c.host.opts.Log,
+	})
+	if err != nil {
+		return err
+	}
+	if c.lb, err = tcplb.Listen(c.Endpoint(), tcplb.Options{}); err != nil {
+		return fmt.Errorf("starting the load balancer: %w", err)
+	}
+	fmt.Fprintf(c.host.opts.Log, "cluster %s: etcd on %s, load balancer on %s\n", key(c.spec.Namespace, c.spec.Name), c.etcd.URL(), c.lb.Addr())
+	return nil
+}
+
+func (c *Cluster) statePath() string { return filepath.Join(c.dir, "state.json") }
+
+func (c *Cluster) loadState() error {
+	c.state = clusterState{Block: c.spec.Block.String(), Slots: map[string]int{}}
+	data, err := os.ReadFile(c.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return c.saveState()
+	}
+	if err != nil {
+		return err
+	}
+	var st clusterState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("reading %s: %w", c.statePath(), err)
+	}
+	if st.Block != c.state.Block {
+		return fmt.Errorf("%s was made for address block %s, not %s", c.dir, st.Block, c.state.Block)
+	}
+	if st.Slots != nil {
+		c.state.Slots = st.Slots
+	}
+	return nil
+}
+
+// saveState writes the state; c.mu is held or c not yet shared.
+func (c *Cluster) saveState() error {
+	data, _ := json.MarshalIndent(c.state, "", "  ")
+	return os.WriteFile(c.statePath(), data, 0o600)
+}
+
+// Endpoint returns the control-plane endpoint, the load balancer's
+// host:port.
+func (c *Cluster) Endpoint() string {
+	return netip.AddrPortFrom(blockAddr(c.spec.Block, 1), APIServerPort).String()
+}
+
+// EndpointHost returns the control-plane endpoint's host.
+func (c *Cluster) EndpointHost() string { return blockAddr(c.spec.Block, 1).String() }
+
+// Etcd returns the cluster's etcd.
+func (c *Cluster) Etcd() *controlplane.Etcd { return c.etcd }
+
+// Backends returns the kube-apiservers in the load balancer.
+func (c *Cluster) Backends() []string { return c.lb.Backends() }
+
+// LoadBalancer returns the cluster's load balancer.
+func (c *Cluster) LoadBalancer() *tcplb.LB { return c.lb }
+
+// slot returns the machine's address slot, giving a new machine the lowest
+// free one; release gives it back.
+func (c *Cluster) slot(name string) (netip.Addr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.state.Slots[name]
+	if !ok {
+		used := map[int]bool{}
+		for _, s := range c.state.Slots {
+			used[s] = true
+		}
+		for s = 1; used[s]; s++ {
+		}
+		if s > 240 {
+			return netip.Addr{}, fmt.Errorf("cluster %s has no free machine address in %s", c.spec.Name, c.spec.Block)
+		}
+		c.state.Slots[name] = s
+		if err := c.saveState(); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	return blockAddr(c.spec.Block, byte(10+s)), nil
+}
+
+func (c *Cluster) release(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.state.Slots, name)
+	c.saveState()
+}
+
+// Machine returns the named running machine, or nil.
+func (c *Cluster) Machine(name string) *Machine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.machines[name]
+}
+
+// machinesExcept returns the cluster's machines other than name.
+func (c *Cluster) machinesExcept(name string) []*Machine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Machine
+	for n, m := range c.machines {
+		if n != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stopProcesses stops every machine (without removing its files), the load
+// balancer and etcd.
+func (c *Cluster) stopProcesses() {
+	if c.lb != nil {
+		c.lb.Close()
+	}
+	c.mu.Lock()
+	machines := c.machines
+	c.machines = map[string]*Machine{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range machines {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.halt(10 * time.Second) }()
+	}
+	wg.Wait()
+	if c.etcd != nil {
+		c.etcd.Stop(10 * time.Second)
+	}
+}

@@ -1,0 +1,592 @@
+package localfleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"bex.co/bex/internal/childproc"
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/mvp"
+)
+
+// MachineSpec is what a machine is made from.
+type MachineSpec struct {
+	// Name is the machine's hostname and its Node's name.
+	Name string
+	// Version is the Kubernetes version of its kube-apiserver, such as
+	// "v1.36.3": one that kubebin builds.
+	Version string
+	// ProviderID is what its Node's spec.providerID says.
+	ProviderID string
+	// BootstrapData is the cloud-config Cluster API's kubeadm bootstrap
+	// provider made for it, read on the first start only.
+	BootstrapData []byte
+}
+
+// Machine is one control-plane machine of a local cluster: a kube-apiserver
+// process in its own UTS namespace on its own loopback address, started
+// from its bootstrap data as kubeadm would, and what a kubelet keeps up for
+// it (its Node, the control-plane components' mirror Pods).
+type Machine struct {
+	c    *Cluster
+	spec MachineSpec
+	ip   netip.Addr
+	dir  string // the machine's directory; root/ is its "/"
+	bin  string
+	st   machineState
+	pki  *nodePKI
+
+	local *rest.Config // admin, to its own kube-apiserver
+	admin *rest.Config // admin, through the load balancer
+	node  *rest.Config // system:node:NAME, through the load balancer
+
+	mu       sync.Mutex
+	proc     *childproc.Process
+	restarts int
+	stopping bool // no restart: deleted, lost or halted
+	lost     bool
+	nodeUID  types.UID
+	ready    bool          // what the mirror Pod last said
+	stop     chan struct{} // ends the supervisor
+	done     chan struct{} // closed when the supervisor ended
+}
+
+// machineState is what a machine's directory keeps between starts, as a
+// node keeps its static Pod manifest and certificates.
+type machineState struct {
+	Version string   `json:"version"`
+	Init    bool     `json:"init"`
+	Args    []string `json:"args"`
+	// ClusterConfiguration is the ClusterConfiguration document the
+	// machine was made with.
+	ClusterConfiguration string `json:"clusterConfiguration"`
+	CertDir              string `json:"certDir"`
+	// NodeRegistration is the init or join configuration's.
+	NodeRegistration nodeRegistration `json:"nodeRegistration"`
+}
+
+// IP returns the machine's address.
+func (m *Machine) IP() netip.Addr { return m.ip }
+
+// Addr returns the kube-apiserver's host:port, its name in the load balancer.
+func (m *Machine) Addr() string { return netip.AddrPortFrom(m.ip, APIServerPort).String() }
+
+// Name returns the machine's hostname.
+func (m *Machine) Name() string { return m.spec.Name }
+
+// Version returns its kube-apiserver's version.
+func (m *Machine) Version() string { return m.spec.Version }
+
+// Init reports whether the machine was the cluster's first ("kubeadm init").
+func (m *Machine) Init() bool { return m.st.Init }
+
+// AdminConfig returns an admin (system:masters) config for the machine's
+// own kube-apiserver.
+func (m *Machine) AdminConfig() *rest.Config { return rest.CopyConfig(m.local) }
+
+// EndpointConfig returns an admin config for the cluster's endpoint.
+func (m *Machine) EndpointConfig() *rest.Config { return rest.CopyConfig(m.admin) }
+
+// APIServerCertificateExpiry returns when the kube-apiserver's serving
+// certificate expires.
+func (m *Machine) APIServerCertificateExpiry() time.Time { return m.pki.APIServerExpiry }
+
+// Running reports whether the kube-apiserver's process is alive.
+func (m *Machine) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc != nil && !m.proc.Exited()
+}
+
+// isStopping reports whether the machine is being deleted, lost or
+// halted: its kube-apiserver is not restarted.
+func (m *Machine) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}
+
+// Restarts returns how often the kube-apiserver was started again after it
+// exited.
+func (m *Machine) Restarts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restarts
+}
+
+// Lost reports whether the machine was lost (KillMachine).
+func (m *Machine) Lost() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lost
+}
+
+// PID returns the kube-apiserver's process ID, 0 when none runs.
+func (m *Machine) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil {
+		return 0
+	}
+	return m.proc.PID()
+}
+
+// StartMachine makes the machine and starts it, unless it runs: on the
+// first start it writes the bootstrap data's files under the machine's
+// directory, reads the kubeadm configuration (for a join, the
+// ClusterConfiguration from the cluster's kubeadm-config, with the
+// bootstrap token), issues the node's certificates and writes the
+// kube-apiserver's flags; on a later start (after the Host was closed) it
+// reuses them. It returns once the kube-apiserver is ready, in the load
+// balancer, and its Node and mirror Pods are registered.
+func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machine, err error) {
+	spec.Version = strings.TrimPrefix(spec.Version, "v")
+	if m := c.Machine(spec.Name); m != nil {
+		if m.spec.Version != spec.Version {
+			return nil, fmt.Errorf("machine %s runs v%s, not v%s: a machine's version does not change, a new machine replaces it", spec.Name, m.spec.Version, spec.Version)
+		}
+		return m, nil
+	}
+	ip, err := c.slot(spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	m := &Machine{c: c, spec: spec, ip: ip, dir: filepath.Join(c.dir, "machines", spec.Name),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if m.bin, err = c.host.opts.Binaries.KubeAPIServer(ctx, spec.Version); err != nil {
+		return nil, err
+	}
+	if err := m.prepare(ctx); err != nil {
+		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			m.halt(10 * time.Second)
+			err = fmt.Errorf("machine %s: %w", spec.Name, err)
+		}
+	}()
+	if err := m.startProcess(ctx); err != nil {
+		return nil, err
+	}
+	if m.st.Init {
+		if err := m.uploadConfig(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.joinLoadBalancer(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.registerNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.syncMirrorPods(ctx, true); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.machines[spec.Name] = m
+	c.mu.Unlock()
+	go m.supervise()
+	fmt.Fprintf(c.host.opts.Log, "machine %s: kube-apiserver v%s on %s, in the load balancer\n", spec.Name, spec.Version, m.Addr())
+	return m, nil
+}
+
+func (m *Machine) statePath() string { return filepath.Join(m.dir, "machine.json") }
+func (m *Machine) root() string      { return filepath.Join(m.dir, "root") }
+
+// prepare does what "kubeadm init" or "kubeadm join" does before the
+// kubelet starts the static Pods, or reads what it did on a first start.
+func (m *Machine) prepare(ctx context.Context) error {
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(m.statePath())
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &m.st); err != nil {
+			return fmt.Errorf("reading %s: %w", m.statePath(), err)
+		}
+		if m.st.Version != m.spec.Version {
+			return fmt.Errorf("its directory holds a v%s machine, not v%s", m.st.Version, m.spec.Version)
+		}
+		if m.pki, err = loadNodePKI(filepath.Join(m.root(), filepath.FromSlash(m.st.CertDir))); err != nil {
+			return err
+		}
+		cc, err := parseClusterConfiguration([]byte(m.st.ClusterConfiguration))
+		if err != nil {
+			return err
+		}
+		if err := m.pki.issue(cc, m.spec.Name, m.ip.AsSlice(), m.c.EndpointHost()); err != nil {
+			return err
+		}
+		return m.clients()
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	files, err := parseCloudConfig(m.spec.BootstrapData)
+	if err != nil {
+		return err
+	}
+	kc, err := readKubeadmConfig(files)
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(m.root(), files); err != nil {
+		return err
+	}
+	m.st = machineState{Version: m.spec.Version, Init: kc.Init != nil}
+	if kc.Init != nil {
+		m.st.NodeRegistration = kc.Init.NodeRegistration
+	}
+	if kc.Join != nil {
+		m.st.NodeRegistration = kc.Join.NodeRegistration
+		if kc.Cluster, kc.ClusterYAML, err = m.discover(ctx, kc.Join); err != nil {
+			return err
+		}
+	}
+	m.st.ClusterConfiguration = string(kc.ClusterYAML)
+	m.st.CertDir = kc.Cluster.certDir()
+	if m.pki, err = loadNodePKI(filepath.Join(m.root(), filepath.FromSlash(m.st.CertDir))); err != nil {
+		return err
+	}
+	if err := m.pki.issue(kc.Cluster, m.spec.Name, m.ip.AsSlice(), m.c.EndpointHost()); err != nil {
+		return err
+	}
+	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), APIServerPort)
+	if err := m.clients(); err != nil {
+		return err
+	}
+	data, _ = json.MarshalIndent(m.st, "", "  ")
+	return os.WriteFile(m.statePath(), data, 0o600)
+}
+
+// clients makes the machine's admin and node configs.
+func (m *Machine) clients() error {
+	var err error
+	if m.local, err = m.pki.clientConfig("https://"+m.Addr(), "kubernetes-super-admin", "system:masters"); err != nil {
+		return err
+	}
+	if m.admin, err = m.pki.clientConfig("https://"+m.c.Endpoint(), "kubernetes-super-admin", "system:masters"); err != nil {
+		return err
+	}
+	m.node, err = m.pki.clientConfig("https://"+m.c.Endpoint(), "system:node:"+m.spec.Name, "system:nodes")
+	return err
+}
+
+// discover reads the cluster's ClusterConfiguration as "kubeadm join"
+// does: from kube-system/kubeadm-config, authenticated with the bootstrap
+// token, through the endpoint the JoinConfiguration names.
+func (m *Machine) discover(ctx context.Context, join *joinConfiguration) (*clusterConfiguration, []byte, error) {
+	bt := join.Discovery.BootstrapToken
+	ca, err := os.ReadFile(filepath.Join(m.root(), "etc", "kubernetes", "pki", "ca.crt"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the cluster CA to discover the cluster with: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://" + bt.APIServerEndpoint, BearerToken: bt.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading kube-system/kubeadm-config with the bootstrap token through %s: %w", bt.APIServerEndpoint, err)
+	}
+	doc := []byte(cm.Data["ClusterConfiguration"])
+	cc, err := parseClusterConfiguration(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube-system/kubeadm-config: %w", err)
+	}
+	return cc, doc, nil
+}
+
+// startProcess starts the kube-apiserver and waits for its /readyz.
+func (m *Machine) startProcess(ctx context.Context) error {
+	argv := append(append(controlplane.HostnameCommand(m.spec.Name), m.bin), m.st.Args...)
+	proc, err := childproc.Start(childproc.Options{Name: m.spec.Name, Args: argv,
+		LogFile: filepath.Join(m.c.dir, "logs", m.spec.Name+".log"), LogMode: 0o644})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = proc
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.c.host.opts.StartTimeout)
+	defer cancel()
+	hc, err := rest.HTTPClientFor(m.local)
+	if err != nil {
+		return err
+	}
+	if err := proc.WaitReady(ctx, "kube-apiserver "+m.spec.Name, 200*time.Millisecond, func(ctx context.Context) error {
+		return childproc.HTTPOK(ctx, hc, "https://"+m.Addr()+"/readyz")
+	}); err != nil {
+		return fmt.Errorf("%w\nlast lines of its log:\n%s", err, proc.Tail(15))
+	}
+	return nil
+}
+
+// uploadConfig does what "kubeadm init" does once the first kube-apiserver
+// runs and Cluster API reads: the kubeadm-config ConfigMap, and the RBAC
+// that lets a joining machine read it with its bootstrap token.
+func (m *Machine) uploadConfig(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(m.local)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: metav1.NamespaceSystem},
+		Data: map[string]string{"ClusterConfiguration": m.st.ClusterConfiguration}}
+	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("uploading kubeadm-config: %w", err)
+	}
+	const role = "kubeadm:nodes-kubeadm-config"
+	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: metav1.NamespaceSystem},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"kubeadm-config"}, Verbs: []string{"get"}}}}
+	if _, err := cs.RbacV1().Roles(metav1.NamespaceSystem).Create(ctx, r, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Role %s: %w", role, err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: metav1.NamespaceSystem},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role},
+		Subjects: []rbacv1.Subject{
+			{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:bootstrappers:kubeadm:default-node-token"},
+			{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"},
+		}}
+	if _, err := cs.RbacV1().RoleBindings(metav1.NamespaceSystem).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating RoleBinding %s: %w", role, err)
+	}
+	return nil
+}
+
+// joinLoadBalancer adds the kube-apiserver to the cluster's load balancer.
+// A server that runs the Mixed Version Proxy joins only once every other
+// running machine that runs it lists what it serves in its peer-merged
+// discovery: until then an older peer would answer 404 for a resource only
+// the new server serves (docs/upgrades.md, the peer-sync gate).
+func (m *Machine) joinLoadBalancer(ctx context.Context) error {
+	if m.wired() {
+		var peers []mvp.Server
+		for _, p := range m.c.machinesExcept(m.spec.Name) {
+			if p.Running() && p.wired() {
+				peers = append(peers, mvp.Server{Name: p.Name(), Config: p.AdminConfig()})
+			}
+		}
+		wait, err := mvp.WaitListedByPeers(ctx, mvp.Server{Name: m.spec.Name, Config: m.AdminConfig()}, peers,
+			mvp.PeerSyncOptions{Timeout: m.c.host.opts.PeerSyncTimeout})
+		if err != nil {
+			return fmt.Errorf("admitting the kube-apiserver to the load balancer: %w", err)
+		}
+		if len(peers) > 0 {
+			fmt.Fprintf(m.c.host.opts.Log, "machine %s: its %d peers list what it serves after %s\n", m.spec.Name, len(peers), wait.Round(10*time.Millisecond))
+		}
+	}
+	m.c.lb.Add(m.Addr())
+	return nil
+}
+
+// wired reports whether the kube-apiserver runs the Mixed Version Proxy:
+// kube-apiserver builds it only with --peer-ca-file.
+func (m *Machine) wired() bool {
+	for _, a := range m.st.Args {
+		if v, ok := strings.CutPrefix(a, "--peer-ca-file="); ok && v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// supervise restarts the kube-apiserver when it exits, as the kubelet
+// restarts a static Pod (1, 2, 4 … 30 seconds apart), and keeps the mirror
+// Pods' readiness up to date, until the machine is stopped.
+func (m *Machine) supervise() {
+	defer close(m.done)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	backoff := time.Second
+	for {
+		m.mu.Lock()
+		proc := m.proc
+		m.mu.Unlock()
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m.syncMirrorPods(ctx, m.Running())
+			cancel()
+			continue
+		case <-proc.Done():
+		}
+		if m.isStopping() {
+			<-m.stop
+			return
+		}
+		fmt.Fprintf(m.c.host.opts.Log, "machine %s: kube-apiserver exited (%v), restarting in %s\n", m.spec.Name, proc.Err(), backoff)
+		m.c.lb.Remove(m.Addr())
+		m.c.lb.CloseConns(m.Addr())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.gone(ctx)
+		m.syncMirrorPods(ctx, false)
+		cancel()
+		select {
+		case <-m.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		ctx, cancel = context.WithTimeout(context.Background(), m.c.host.opts.StartTimeout)
+		err := m.startProcess(ctx)
+		if err == nil {
+			err = m.joinLoadBalancer(ctx)
+		}
+		cancel()
+		m.mu.Lock()
+		m.restarts++
+		m.mu.Unlock()
+		if err != nil {
+			fmt.Fprintf(m.c.host.opts.Log, "machine %s: restarting kube-apiserver: %v\n", m.spec.Name, err)
+			continue
+		}
+		backoff = time.Second
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		m.syncMirrorPods(ctx, true)
+		cancel()
+	}
+}
+
+// endSupervisor stops the supervisor and waits for it, when it runs.
+func (m *Machine) endSupervisor() {
+	m.mu.Lock()
+	m.stopping = true
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	m.mu.Unlock()
+	if m.c.Machine(m.spec.Name) == m {
+		<-m.done
+	}
+}
+
+// halt stops the kube-apiserver and keeps the machine's files: the Host is
+// closing.
+func (m *Machine) halt(grace time.Duration) {
+	m.endSupervisor()
+	m.mu.Lock()
+	proc := m.proc
+	m.mu.Unlock()
+	if proc != nil {
+		proc.Stop(grace)
+	}
+}
+
+// DeleteMachine deletes the machine as Cluster API's deletion of a
+// control-plane machine ends on a real one: the load balancer drops it and
+// its connections drain (Options.DrainTimeout), its mirror Pods are
+// deleted, its kube-apiserver is stopped (SIGTERM, Options.StopGrace,
+// SIGKILL), its identity lease is removed, and its files and address are
+// released.
+// Deleting a machine that does not run only releases them.
+func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
+	m := c.Machine(name)
+	if m != nil {
+		m.endSupervisor()
+		if c.lb.Remove(m.Addr()) {
+			dctx, cancel := context.WithTimeout(ctx, c.host.opts.DrainTimeout)
+			c.lb.WaitDrained(dctx, m.Addr())
+			cancel()
+		}
+		if m.Running() {
+			if err := m.deleteMirrorPods(ctx); err != nil {
+				fmt.Fprintf(c.host.opts.Log, "machine %s: deleting its mirror Pods: %v\n", name, err)
+			}
+		}
+		m.mu.Lock()
+		proc := m.proc
+		m.mu.Unlock()
+		if proc != nil {
+			proc.Stop(c.host.opts.StopGrace)
+		}
+		c.lb.CloseConns(m.Addr())
+		c.mu.Lock()
+		delete(c.machines, name)
+		c.mu.Unlock()
+		m.gone(ctx)
+		fmt.Fprintf(c.host.opts.Log, "machine %s: deleted\n", name)
+	}
+	if err := os.RemoveAll(filepath.Join(c.dir, "machines", name)); err != nil {
+		return err
+	}
+	c.release(name)
+	return nil
+}
+
+// KillMachine loses the machine, as a host that dies: its kube-apiserver
+// gets SIGKILL and is not restarted, the load balancer drops it, its Node
+// and kube-apiserver mirror Pod are marked not ready (what Kubernetes'
+// node lifecycle does once the node stops reporting), and its identity
+// lease is removed at once. DeleteMachine removes what is left.
+func (c *Cluster) KillMachine(ctx context.Context, name string) error {
+	m := c.Machine(name)
+	if m == nil {
+		return fmt.Errorf("no machine %s runs", name)
+	}
+	m.endSupervisor()
+	m.mu.Lock()
+	m.lost = true
+	proc := m.proc
+	m.mu.Unlock()
+	if proc != nil {
+		proc.Kill()
+	}
+	c.lb.Remove(m.Addr())
+	c.lb.CloseConns(m.Addr())
+	fmt.Fprintf(c.host.opts.Log, "machine %s: lost (SIGKILL)\n", name)
+	m.gone(ctx)
+	if err := m.markNodeLost(ctx); err != nil {
+		return fmt.Errorf("marking machine %s's Node not ready: %w", name, err)
+	}
+	return nil
+}
+
+// gone removes the identity lease of the machine's kube-apiserver through
+// a surviving machine, once the server is known to be gone: its peers then
+// forget it at once, and answer 404 for what only it served instead of 503
+// while its lease stays (docs/upgrades.md, the 503 trap). It tries each
+// peer that runs and is not itself stopping (a cluster being deleted stops
+// them all), and says so only when none could remove it.
+func (m *Machine) gone(ctx context.Context) {
+	var errs []error
+	for _, p := range m.c.machinesExcept(m.spec.Name) {
+		if p.isStopping() || !p.Running() {
+			continue
+		}
+		cs, err := kubernetes.NewForConfig(p.AdminConfig())
+		if err == nil {
+			var removed []string
+			if removed, err = mvp.RemoveIdentityLease(ctx, cs, m.spec.Name); err == nil {
+				if len(removed) > 0 {
+					fmt.Fprintf(m.c.host.opts.Log, "machine %s: its identity lease removed through %s\n", m.spec.Name, p.Name())
+				}
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("through %s: %w", p.Name(), err))
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(m.c.host.opts.Log, "machine %s: removing its identity lease: %v\n", m.spec.Name, errors.Join(errs...))
+	}
+}

@@ -97,6 +97,11 @@ func (r *Reconciler) advance(ctx context.Context, s *scope, cs *clusterScope) er
 	if err := r.handoff(ctx, s, cs, true); err != nil {
 		return err
 	}
+	// So does the gate's hook: from here on no Machine goes before its
+	// gate passed.
+	if err := r.ensureGateHooks(ctx, s, cs); err != nil {
+		return err
+	}
 	if !sameVersion(cs.kcp.Spec.Version, s.target) {
 		return r.beforeBump(ctx, s, cs)
 	}
@@ -110,8 +115,12 @@ func (r *Reconciler) beforeBump(ctx context.Context, s *scope, cs *clusterScope)
 		cs.status.Phase = fleetv1.ClusterUpgradePhasePreflight
 	}
 	s.requeueAfter(s.opts.PollInterval)
+	// A rollout before the bump (the MVP wiring) is gated too.
+	if ok, err := r.releaseDeletions(ctx, s, cs, false); err != nil || !ok {
+		return err
+	}
 	findings := preflight.Run(ctx, preflight.Input{Cluster: cs.cluster, ControlPlane: cs.kcp, Machines: cs.machines,
-		LoadBalancerHandoff: cs.loadBalancer != ""}, r.Capacity)
+		LoadBalancerHandoff: cs.handsOff()}, r.Capacity)
 	cs.preflightRan = true
 	for _, f := range findings {
 		if f.Severity == preflight.Warning {
@@ -164,7 +173,7 @@ func (r *Reconciler) wireMVP(ctx context.Context, s *scope, cs *clusterScope) er
 	}
 	ver := "v" + current.String()
 	base := cs.kcp.DeepCopy()
-	cs.kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(cs.kcp, ver, cs.loadBalancer != "")
+	cs.kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs = preflight.WireMVPPatch(cs.kcp, ver, cs.handsOff())
 	if err := r.Client.Patch(ctx, cs.kcp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("wiring MVP on %s: %w", cs.key, err)
 	}
@@ -192,33 +201,26 @@ func (r *Reconciler) bump(ctx context.Context, s *scope, cs *clusterScope) error
 }
 
 // rolling gates a cluster whose KubeadmControlPlane runs the target
-// version: every machine that joined since the last verification pauses
-// the Cluster until the verifier passed on every apiserver.
+// version: every machine that joined is verified with the whole plane, and
+// every machine KubeadmControlPlane marks for deletion stays (GateHook)
+// until the verifier passed on every apiserver.
 func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) error {
 	cs.status.Phase = fleetv1.ClusterUpgradePhaseUpgrading
 	s.requeueAfter(s.opts.PollInterval)
 	fresh, outdated := r.newMachines(s, cs)
+	verified := false
 	if len(fresh) > 0 {
 		if err := r.addSteps(ctx, s, cs, fresh); err != nil {
 			return err
 		}
-		if s.gateOn() || s.fu.Spec.Paused {
-			// Stop KubeadmControlPlane before it deletes the next machine.
-			if err := r.pauseCluster(ctx, s, cs); err != nil {
-				return err
-			}
-		}
 		// The new servers join the load balancer before the verifier
-		// lets the rollout go on; until they are in, the Cluster stays
-		// paused, whatever the gate.
+		// lets the rollout go on; until they are in, the gate holds the
+		// next machine KubeadmControlPlane marks for deletion.
 		ok, err := r.addServers(ctx, s, cs, fresh)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			if err := r.pauseCluster(ctx, s, cs); err != nil {
-				return err
-			}
 			cs.status.Phase = fleetv1.ClusterUpgradePhasePaused
 			cs.waiting = "waiting for " + strings.Join(fresh, ", ") + " to join the load balancer"
 			return nil
@@ -229,6 +231,7 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 			if err != nil || !ok {
 				return err
 			}
+			verified = true
 			verdict = cs.status.LastVerification.Message
 		}
 		for i := range cs.status.Steps {
@@ -238,12 +241,18 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 			}
 		}
 	}
+	if ok, err := r.releaseDeletions(ctx, s, cs, verified); err != nil || !ok {
+		return err
+	}
 	if outdated == 0 && settled(cs.kcp, cs.machines, s.target) {
 		if err := r.unpauseCluster(ctx, s.fu, cs.cluster); err != nil {
 			return err
 		}
-		// Done: the Machines go back to Cluster API without the hook.
+		// Done: the Machines go back to Cluster API without the hooks.
 		if err := r.releaseHooks(ctx, cs, false); err != nil {
+			return err
+		}
+		if err := r.releaseGateHooks(ctx, s, cs); err != nil {
 			return err
 		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded
@@ -255,13 +264,11 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 	if s.fu.Spec.Paused {
 		cs.heldForOperator = true
 		cs.status.Phase = fleetv1.ClusterUpgradePhasePaused
-		if atBoundary(cs.kcp, cs.machines) {
-			cs.waiting = "spec.paused holds the cluster between two machines"
-			return r.pauseCluster(ctx, s, cs)
-		}
-		cs.waiting = "spec.paused: the cluster is paused once the machine being replaced has joined"
+		cs.waiting = "spec.paused: the next machine KubeadmControlPlane marks for deletion stays until the FleetUpgrade is resumed"
 		return nil
 	}
+	// A Cluster paused by this FleetUpgrade before the gate moved to the
+	// deletion hook is handed back.
 	if err := r.unpauseCluster(ctx, s.fu, cs.cluster); err != nil {
 		return err
 	}
@@ -382,12 +389,17 @@ func (r *Reconciler) abortRollingCluster(ctx context.Context, s *scope, cs *clus
 		if err := r.releaseHooks(ctx, cs, false); err != nil {
 			return err
 		}
+		if err := r.releaseGateHooks(ctx, s, cs); err != nil {
+			return err
+		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded
 		cs.status.FinishedAt = s.nowTime()
 		return nil
 	}
 	if !clusterPaused(cs.cluster) {
-		if !atBoundary(cs.kcp, cs.machines) {
+		// A machine held by its gate is a boundary too: nothing is
+		// being replaced.
+		if len(heldMachines(cs)) == 0 && !atBoundary(cs.kcp, cs.machines) {
 			cs.waiting = "aborting: the Cluster is paused once the machine being replaced has joined"
 			s.requeueAfter(s.opts.PollInterval)
 			return nil
@@ -396,9 +408,12 @@ func (r *Reconciler) abortRollingCluster(ctx context.Context, s *scope, cs *clus
 			return err
 		}
 	}
-	// The hand-off ends with the abort: the Machines the operator lets
-	// KubeadmControlPlane replace later go without it.
+	// The hand-off and the gate end with the abort: the Machines the
+	// operator lets KubeadmControlPlane replace later go without them.
 	if err := r.releaseHooks(ctx, cs, false); err != nil {
+		return err
+	}
+	if err := r.releaseGateHooks(ctx, s, cs); err != nil {
 		return err
 	}
 	cs.status.Phase = fleetv1.ClusterUpgradePhaseAborted

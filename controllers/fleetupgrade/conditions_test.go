@@ -21,13 +21,18 @@ func TestJudge(t *testing.T) {
 	s404 := verify.Probe{APIServer: "cp-2", Resource: gvr, Verb: "list", Status: 404, Outcome: verify.Spurious404, Message: "not found"}
 	s503 := verify.Probe{APIServer: "cp-3", Resource: gvr, Verb: "list", Status: 503, Outcome: verify.Honest503, Message: "error trying to reach service"}
 	for _, tc := range []struct {
-		name     string
-		probes   []verify.Probe
-		max      int
-		passed   bool
-		reason   string
-		contains []string
+		name      string
+		probes    []verify.Probe
+		discovery []verify.DiscoveryDiff
+		max       int
+		passed    bool
+		reason    string
+		contains  []string
 	}{
+		{name: "nothing to probe", discovery: []verify.DiscoveryDiff{{APIServer: "cp-1"}, {APIServer: "cp-2"}, {APIServer: "cp-3"}}, passed: true, reason: fleetv1.FleetUpgradeMVPVerifiedReason,
+			contains: []string{"the discovery of 3 apiservers read; nothing to probe"}},
+		{name: "counts servers probed or read", probes: []verify.Probe{ok}, discovery: []verify.DiscoveryDiff{{APIServer: "cp-1"}, {APIServer: "cp-2"}}, passed: true, reason: fleetv1.FleetUpgradeMVPVerifiedReason,
+			contains: []string{"1 probes on 2 apiservers"}},
 		{name: "all passed", probes: []verify.Probe{ok}, passed: true, reason: fleetv1.FleetUpgradeMVPVerifiedReason, contains: []string{"1 probes on 1 apiservers"}},
 		{name: "spurious 404", probes: []verify.Probe{ok, s404}, reason: fleetv1.FleetUpgradeSpurious404Reason,
 			contains: []string{"apiserver cp-2 answered list resource.k8s.io/v1 devicetaintrules with 404 (Spurious404): not found"}},
@@ -36,7 +41,7 @@ func TestJudge(t *testing.T) {
 		{name: "404 and 503", probes: []verify.Probe{s404, s503}, max: 1, reason: fleetv1.FleetUpgradeSpurious404Reason, contains: []string{"cp-2", "cp-3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			passed, reason, msg := judge(verify.Report{Probes: tc.probes}, tc.max)
+			passed, reason, msg := judge(verify.Report{Probes: tc.probes, Discovery: tc.discovery}, tc.max)
 			if passed != tc.passed || reason != tc.reason {
 				t.Errorf("judge = %v %s (%s)", passed, reason, msg)
 			}

@@ -8,11 +8,12 @@
 // cluster with a step per machine replaced) and writes three things in the
 // workload clusters' Cluster API objects: the KubeadmControlPlane's
 // apiServer extraArgs (the wire-MVP step, preflight.WireMVPPatch), its
-// spec.version (the version bump), and the Cluster's spec.paused, which it
-// sets after every machine replacement so that KubeadmControlPlane stops
-// before it deletes the next machine, and clears once the verifier passed.
-// A Cluster it paused carries the annotation PausedByAnnotation; it never
-// clears a pause it did not set.
+// spec.version (the version bump), the deletion hook GateHook on every
+// control-plane Machine (gate.go: a Machine KubeadmControlPlane marks for
+// deletion goes only once the verifier passed on every apiserver), and,
+// for spec.abort only, the Cluster's spec.paused. A Cluster it paused
+// carries the annotation PausedByAnnotation; it never clears a pause it
+// did not set.
 //
 // With LoadBalancers set it also hands control-plane servers off between a
 // Hetzner API load balancer and Cluster API (handoff.go): it puts the
@@ -37,7 +38,7 @@
 // A reconcile runs the phases of phases.go over the scope of scope.go:
 // plan, abort, then the stages, each cluster moved on by the steps of
 // cluster.go (preflight, wire MVP, bump, machine by machine behind the
-// verifier's gate in verify.go). conditions.go computes the status from
+// verifier's gate in verify.go and gate.go). conditions.go computes the status from
 // the scope, records.go writes the records and events. Docs:
 // docs/upgrades.md, "How the controller runs a FleetUpgrade".
 package fleetupgrade

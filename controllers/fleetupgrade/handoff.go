@@ -20,6 +20,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
+	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	"bex.co/bex/internal/hetzner"
 	"bex.co/bex/internal/store"
 )
@@ -140,6 +141,16 @@ func hooked(m *clusterv1.Machine) bool {
 	return ok
 }
 
+// handsOff reports whether a stopping apiserver of the cluster is out of
+// its load balancer before it stops: by the hand-off, or by the
+// infrastructure itself, as a LocalCluster's load balancer takes a deleted
+// machine out and drains it (internal/localfleet). Such a cluster is
+// wired, and preflight judges its shutdown flags, as one with the
+// hand-off.
+func (cs *clusterScope) handsOff() bool {
+	return cs.loadBalancer != "" || (cs.cluster != nil && infrav1.IsLocalCluster(cs.cluster.Spec.InfrastructureRef))
+}
+
 // handoff runs the load-balancer hand-off of one observed cluster. It finds
 // the cluster's load balancer; every control-plane Machine being deleted
 // that carries HandoffHook has its server removed from the load balancer
@@ -178,13 +189,15 @@ func (r *Reconciler) handoff(ctx context.Context, s *scope, cs *clusterScope, en
 		m := &cs.machines[i]
 		switch {
 		case !m.DeletionTimestamp.IsZero():
-			if hooked(m) && cs.loadBalancer != "" {
+			// One the gate holds is handed off once the gate passed
+			// (releaseDeletions).
+			if hooked(m) && cs.loadBalancer != "" && !gated(m) {
 				if err := r.removeServer(ctx, s, cs, m); err != nil {
 					return err
 				}
 			}
 		case ensure && !hooked(m):
-			if err := r.setHook(ctx, m, s.fu.Name); err != nil {
+			if err := r.setHook(ctx, m, HandoffHook, s.fu.Name); err != nil {
 				return err
 			}
 		}
@@ -222,7 +235,7 @@ func (r *Reconciler) removeServer(ctx context.Context, s *scope, cs *clusterScop
 		return r.recordHandoffFailure(ctx, s, cs, key, cur)
 	}
 	r.retries.forget(key)
-	if err := r.setHook(ctx, cur, ""); err != nil {
+	if err := r.setHook(ctx, cur, HandoffHook, ""); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("server %s (%d) of machine %s left load balancer %s", res.ServerName, res.ServerID, cur.Name, cs.loadBalancer)
@@ -333,7 +346,7 @@ func (r *Reconciler) releaseHooks(ctx context.Context, cs *clusterScope, deletin
 	for i := range cs.machines {
 		m := &cs.machines[i]
 		if hooked(m) && (deleting || m.DeletionTimestamp.IsZero()) {
-			if err := r.setHook(ctx, m, ""); err != nil {
+			if err := r.setHook(ctx, m, HandoffHook, ""); err != nil {
 				return err
 			}
 		}
@@ -341,40 +354,44 @@ func (r *Reconciler) releaseHooks(ctx context.Context, cs *clusterScope, deletin
 	return nil
 }
 
-// releaseAllHooks takes the hook this FleetUpgrade set off every Machine,
-// when the FleetUpgrade is deleted: the Machines go back to Cluster API.
+// releaseAllHooks takes the hooks this FleetUpgrade set (HandoffHook and
+// GateHook) off every Machine, when the FleetUpgrade is deleted: the
+// Machines go back to Cluster API.
 func (r *Reconciler) releaseAllHooks(ctx context.Context, fu *fleetv1.FleetUpgrade) error {
 	var machines clusterv1.MachineList
 	if err := r.Client.List(ctx, &machines); err != nil {
 		return fmt.Errorf("listing machines: %w", err)
 	}
 	for i := range machines.Items {
-		if m := &machines.Items[i]; m.Annotations[HandoffHook] == fu.Name {
-			if err := r.setHook(ctx, m, ""); err != nil {
-				return err
+		m := &machines.Items[i]
+		for _, hook := range []string{HandoffHook, GateHook} {
+			if m.Annotations[hook] == fu.Name {
+				if err := r.setHook(ctx, m, hook, ""); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
 
-// setHook puts HandoffHook with value on the Machine, or takes it off when
-// value is "". A Machine that is gone is fine.
-func (r *Reconciler) setHook(ctx context.Context, m *clusterv1.Machine, value string) error {
+// setHook puts the deletion hook key with value on the Machine, or takes
+// it off when value is "". A Machine that is gone is fine.
+func (r *Reconciler) setHook(ctx context.Context, m *clusterv1.Machine, key, value string) error {
 	base := m.DeepCopy()
 	if value == "" {
-		delete(m.Annotations, HandoffHook)
+		delete(m.Annotations, key)
 	} else {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
-		m.Annotations[HandoffHook] = value
+		m.Annotations[key] = value
 	}
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		if value == "" {
-			return fmt.Errorf("removing the hand-off hook from machine %s/%s: %w", m.Namespace, m.Name, err)
+			return fmt.Errorf("removing the deletion hook %s from machine %s/%s: %w", key, m.Namespace, m.Name, err)
 		}
-		return fmt.Errorf("adding the hand-off hook to machine %s/%s: %w", m.Namespace, m.Name, err)
+		return fmt.Errorf("adding the deletion hook %s to machine %s/%s: %w", key, m.Namespace, m.Name, err)
 	}
 	return nil
 }

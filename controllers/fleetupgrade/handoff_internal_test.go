@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"bex.co/bex/internal/hetzner"
+	"bex.co/bex/internal/upgrade/preflight"
 )
 
 func TestHetznerClusterLoadBalancer(t *testing.T) {
@@ -104,5 +106,42 @@ func TestRetries(t *testing.T) {
 	}
 	if w := b.fail("remove/u1", now, time.Second, 5*time.Second, "x"); w != time.Second {
 		t.Errorf("after forget the backoff starts again: %s", w)
+	}
+}
+
+// TestHandsOff: a cluster's stopping apiservers are out of its load
+// balancer before they stop with the Hetzner hand-off, and on a
+// LocalCluster, whose load balancer drains a deleted machine itself; then
+// the wire-MVP step sets no shutdown delay.
+func TestHandsOff(t *testing.T) {
+	cluster := func(group, kind string) *clusterv1.Cluster {
+		return &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: group, Kind: kind, Name: "c1"}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cs   clusterScope
+		want bool
+	}{
+		{name: "Hetzner with its load balancer", cs: clusterScope{cluster: cluster("infrastructure.cluster.x-k8s.io", HetznerClusterKind), loadBalancer: "lb-1"}, want: true},
+		{name: "Hetzner without a load balancer", cs: clusterScope{cluster: cluster("infrastructure.cluster.x-k8s.io", HetznerClusterKind)}},
+		{name: "LocalCluster", cs: clusterScope{cluster: cluster("infrastructure.bex.co", "LocalCluster")}, want: true},
+		{name: "a LocalCluster kind of another group", cs: clusterScope{cluster: cluster("infrastructure.example.com", "LocalCluster")}},
+		{name: "no Cluster", cs: clusterScope{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.cs.handsOff(); got != tc.want {
+				t.Errorf("handsOff() = %v, want %v", got, tc.want)
+			}
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			delay := ""
+			for _, a := range preflight.WireMVPPatch(kcp, "v1.36.3", tc.cs.handsOff()) {
+				if a.Name == "shutdown-delay-duration" && a.Value != nil {
+					delay = *a.Value
+				}
+			}
+			if want := map[bool]string{true: "0s", false: "5s"}[tc.want]; delay != want {
+				t.Errorf("the wire-MVP patch sets --shutdown-delay-duration=%q, want %q", delay, want)
+			}
+		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -355,17 +354,6 @@ func (s *kcpSim) serverID(machine string) int64 {
 	return s.servers[machine]
 }
 
-// hasDeletionHook reports whether a Cluster API deletion hook holds the
-// Machine: an annotation with the pre-drain or pre-terminate prefix.
-func hasDeletionHook(m *clusterv1.Machine) bool {
-	for k := range m.Annotations {
-		if strings.HasPrefix(k, clusterv1.PreDrainDeleteHookAnnotationPrefix) || strings.HasPrefix(k, clusterv1.PreTerminateDeleteHookAnnotationPrefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // finishDeletion is Cluster API's machine controller on a Machine being
 // deleted that no hook holds: its server goes (CAPH deletes it through the
 // API), then the finalizer.
@@ -389,24 +377,13 @@ func (s *kcpSim) finishDeletion(ctx context.Context, m *clusterv1.Machine) error
 func (s *kcpSim) join(ctx context.Context, m *clusterv1.Machine) error {
 	var n int
 	fmt.Sscanf(m.Name, "cp-%d", &n)
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
-	m.Status.Addresses = clusterv1.MachineAddresses{
-		{Type: clusterv1.MachineHostName, Address: m.Name},
-		{Type: clusterv1.MachineInternalIP, Address: fmt.Sprintf("10.0.0.%d", n)},
-	}
-	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition,
-		Status: metav1.ConditionTrue, Reason: "PodHealthy"})
-	if err := s.c.Status().Update(ctx, m); err != nil {
+	if err := platformtest.JoinMachine(ctx, s.c, m, m.Name, fmt.Sprintf("10.0.0.%d", n)); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.lastJoined = time.Now()
 	s.mu.Unlock()
 	return nil
-}
-
-func joined(m *clusterv1.Machine) bool {
-	return meta.IsStatusConditionTrue(m.Status.Conditions, controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition)
 }
 
 // run steps the simulator until ctx ends.
@@ -444,7 +421,7 @@ func (s *kcpSim) step(ctx context.Context) error {
 			continue
 		}
 		deleting = true
-		if !hasDeletionHook(m) && controllerutil.ContainsFinalizer(m, clusterv1.MachineFinalizer) {
+		if !platformtest.HasDeletionHook(m) && controllerutil.ContainsFinalizer(m, clusterv1.MachineFinalizer) {
 			if err := s.finishDeletion(ctx, m); err != nil {
 				return err
 			}
@@ -452,7 +429,7 @@ func (s *kcpSim) step(ctx context.Context) error {
 		}
 	}
 	for i := range machines {
-		if m := &machines[i]; !joined(m) && m.DeletionTimestamp.IsZero() && time.Since(m.CreationTimestamp.Time) >= s.joinAfter {
+		if m := &machines[i]; !platformtest.MachineJoined(m) && m.DeletionTimestamp.IsZero() && time.Since(m.CreationTimestamp.Time) >= s.joinAfter {
 			if err := s.join(ctx, m); err != nil {
 				return err
 			}
@@ -465,7 +442,7 @@ func (s *kcpSim) step(ctx context.Context) error {
 		if m.Spec.Version != kcp.Spec.Version || m.Annotations[configAnnotation] != configOf(kcp) {
 			outdated = append(outdated, m)
 		}
-		allJoined = allJoined && joined(&m)
+		allJoined = allJoined && platformtest.MachineJoined(&m)
 	}
 	s.mu.Lock()
 	settled := time.Since(s.lastJoined) >= s.settle
@@ -512,7 +489,7 @@ func (s *kcpSim) updateStatus(ctx context.Context, kcp *controlplanev1.KubeadmCo
 	versions := map[string]int32{}
 	for _, m := range machines {
 		versions[m.Spec.Version]++
-		if joined(&m) {
+		if platformtest.MachineJoined(&m) {
 			ready++
 			if m.Spec.Version == kcp.Spec.Version && m.Annotations[configAnnotation] == configOf(kcp) {
 				upToDate++
@@ -531,6 +508,8 @@ func (s *kcpSim) updateStatus(ctx context.Context, kcp *controlplanev1.KubeadmCo
 	return s.c.Status().Patch(ctx, kcp, client.MergeFrom(base))
 }
 
+// deletedMachines returns the Machines the simulator marked for deletion,
+// in order (some may still be held by a deletion hook).
 func (s *kcpSim) deletedMachines() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -156,6 +156,9 @@ func (r *Reconciler) abortPhase(ctx context.Context, s *scope) (bool, error) {
 				if err := r.releaseHooks(ctx, cs, false); err != nil {
 					return false, err
 				}
+				if err := r.releaseGateHooks(ctx, s, cs); err != nil {
+					return false, err
+				}
 			}
 			cs.status.Phase = fleetv1.ClusterUpgradePhaseAborted
 			continue

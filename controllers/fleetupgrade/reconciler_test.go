@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -66,10 +67,12 @@ func clusterStatus(fu *fleetv1.FleetUpgrade, name string) *fleetv1.ClusterUpgrad
 
 // TestRolloutVerifiesEveryMachine: a three-machine control plane at 1.36.3
 // with MVP wired goes to 1.37.2; the simulated KubeadmControlPlane replaces
-// one machine at a time, the controller pauses the Cluster after each
-// replacement, verifies every apiserver directly and unpauses. It ends
+// one machine at a time; the controller verifies every apiserver directly
+// after each replacement joined, and holds each machine the simulator
+// marks for deletion (GateHook) until the verifier passed. It ends
 // Succeeded with every machine at the target, one passed step and one
-// verification per machine, and the run recorded.
+// verification per machine, one release per machine deleted, no hook
+// left, and the run recorded.
 func TestRolloutVerifiesEveryMachine(t *testing.T) {
 	e := startEnv(t)
 	sim := e.createCluster(fixture{ns: "fleet-a", name: "alpha", version: "v1.36.3", labels: map[string]string{"fleet": "a"}, extraArgs: wired})
@@ -137,6 +140,22 @@ func TestRolloutVerifiesEveryMachine(t *testing.T) {
 	if n := len(e.records.stepsOf(fleetupgrade.StepKindMachine)); n != 3 {
 		t.Errorf("%d machine steps", n)
 	}
+	var released []string
+	for _, st := range e.records.stepsOf(fleetupgrade.StepKindRelease) {
+		released = append(released, st.Machine)
+	}
+	if !slices.Equal(released, []string{"cp-1", "cp-2", "cp-3"}) {
+		t.Errorf("release steps = %v, want one per machine deleted", released)
+	}
+	for _, name := range []string{"cp-4", "cp-5", "cp-6"} {
+		m := &clusterv1.Machine{}
+		if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: "fleet-a", Name: name}, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.Annotations[fleetupgrade.GateHook]; ok {
+			t.Errorf("machine %s keeps the gate's hook after the upgrade", name)
+		}
+	}
 	if st := e.records.runState(string(got.UID)); st != store.UpgradeSucceeded {
 		t.Errorf("run state %q", st)
 	}
@@ -157,8 +176,9 @@ func TestRolloutVerifiesEveryMachine(t *testing.T) {
 }
 
 // TestGateFailurePausesBeforeTheNextMachine: the verifier finds a spurious
-// 404 on cp-2 once the first replacement joined. The Cluster is paused
-// before KubeadmControlPlane deletes a second machine, the FleetUpgrade
+// 404 on cp-2 once the first replacement joined. The machine
+// KubeadmControlPlane marks for deletion next stays (its GateHook is kept,
+// the Cluster is not paused), the FleetUpgrade
 // says why (Paused/GateFailed, Verified/Spurious404 with the evidence, an
 // Event, a failed verify step with its probes), the verifier keeps
 // retrying without letting the rollout go, and once it turns green the
@@ -199,12 +219,24 @@ func TestGateFailurePausesBeforeTheNextMachine(t *testing.T) {
 		}
 		return nil
 	})
-	c := e.cluster("fleet-b", "bravo")
-	if !ptr.Deref(c.Spec.Paused, false) || c.Annotations[fleetupgrade.PausedByAnnotation] != "gated" {
-		t.Errorf("cluster not paused by the upgrade: paused=%v annotations=%v", c.Spec.Paused, c.Annotations)
+	if c := e.cluster("fleet-b", "bravo"); ptr.Deref(c.Spec.Paused, false) {
+		t.Errorf("the gate paused the Cluster (annotations %v): the deletion hook holds the machine instead", c.Annotations)
 	}
-	if d := sim.deletedMachines(); !slices.Equal(d, []string{"cp-1"}) {
-		t.Fatalf("deleted = %v: the second machine went before the gate passed", d)
+	platformtest.Eventually(t, waitTimeout, "cp-2 marked for deletion and held by the gate's hook", func(ctx context.Context) error {
+		held := &clusterv1.Machine{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "fleet-b", Name: "cp-2"}, held); err != nil {
+			return err
+		}
+		if held.DeletionTimestamp.IsZero() || held.Annotations[fleetupgrade.GateHook] != "gated" {
+			return fmt.Errorf("deleting %v, annotations %v", !held.DeletionTimestamp.IsZero(), held.Annotations)
+		}
+		return nil
+	})
+	// The simulated KubeadmControlPlane marked cp-2 for deletion at its
+	// own pace; the hook keeps it (still listed below) until the gate
+	// passes.
+	if d := sim.deletedMachines(); !slices.Equal(d, []string{"cp-1", "cp-2"}) {
+		t.Fatalf("marked for deletion = %v, want cp-1, then cp-2", d)
 	}
 	ms := e.machines("fleet-b", "bravo")
 	if !mapsEqual(ms, map[string]string{"cp-2": "v1.36.3", "cp-3": "v1.36.3", "cp-4": "v1.37.2"}) {
@@ -271,9 +303,13 @@ func TestAbortLeavesThePausedClusterAndTheRestAlone(t *testing.T) {
 	}
 	e.waitCondition("aborted", fleetv1.FleetUpgradePausedCondition, metav1.ConditionTrue, fleetv1.FleetUpgradeGateFailedReason)
 
-	fu = e.upgrade("aborted")
-	fu.Spec.Abort = true
-	if err := e.c.Update(e.ctx, fu); err != nil {
+	// The controller writes the status all along: read and write again
+	// on a conflict, as the API's abort does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fu = e.upgrade("aborted")
+		fu.Spec.Abort = true
+		return e.c.Update(e.ctx, fu)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got := e.waitPhase("aborted", fleetv1.FleetUpgradePhaseAborted)
@@ -359,9 +395,11 @@ func TestPreflightRefusesUnwiredThenWiresMVP(t *testing.T) {
 		t.Errorf("deleted %v", d)
 	}
 
-	fu := e.upgrade("wire")
-	fu.Spec.WireMVP = true
-	if err := e.c.Update(e.ctx, fu); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fu := e.upgrade("wire")
+		fu.Spec.WireMVP = true
+		return e.c.Update(e.ctx, fu)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got = e.waitPhase("wire", fleetv1.FleetUpgradePhaseSucceeded)

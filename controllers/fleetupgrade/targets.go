@@ -21,8 +21,10 @@ const DefaultAPIServerPort = 6443
 // addressPreference is the order in which a Machine's addresses are tried.
 var addressPreference = []clusterv1.MachineAddressType{clusterv1.MachineInternalIP, clusterv1.MachineExternalIP}
 
-// Targets returns one verifier target per live control-plane machine (not
-// being deleted, with an InternalIP or, failing that, an ExternalIP),
+// Targets returns one verifier target per serving control-plane machine
+// (not being deleted, or held by GateHook: KubeadmControlPlane marked it,
+// and it serves until its gate releases it; with an InternalIP or, failing
+// that, an ExternalIP),
 // sorted by name. Each is base with the server replaced by
 // https://ADDRESS:port and, unless base names one, the TLS server name set
 // to kubernetes.default.svc, which every kubeadm apiserver certificate
@@ -41,7 +43,7 @@ func Targets(base *rest.Config, port int32, machines []clusterv1.Machine) (targe
 	names := map[string]bool{}
 	for i := range machines {
 		m := &machines[i]
-		if !m.DeletionTimestamp.IsZero() {
+		if !m.DeletionTimestamp.IsZero() && !gated(m) {
 			continue
 		}
 		addr := machineIP(m)

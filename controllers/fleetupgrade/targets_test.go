@@ -27,6 +27,8 @@ func TestTargets(t *testing.T) {
 	base := &rest.Config{Host: "https://lb.example:443", BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}}
 	withNode := machine("m-3", false, addr(clusterv1.MachineExternalIP, "203.0.113.3"))
 	withNode.Status.NodeRef.Name = "node-3"
+	held := machine("held", true, addr(clusterv1.MachineInternalIP, "10.0.0.8"))
+	held.Annotations = map[string]string{GateHook: "up"}
 	for _, tc := range []struct {
 		name     string
 		base     *rest.Config
@@ -41,11 +43,12 @@ func TestTargets(t *testing.T) {
 			machine("m-1", false, addr(clusterv1.MachineInternalIP, "10.0.0.1")),
 			withNode,
 		}, want: []string{"cp-2=https://10.0.0.2:6443", "m-1=https://10.0.0.1:6443", "node-3=https://203.0.113.3:6443"}},
-		{name: "deleting machines are not targets, machines without an IP are skipped", base: base, machines: []clusterv1.Machine{
+		{name: "deleting machines are not targets unless the gate holds them, machines without an IP are skipped", base: base, machines: []clusterv1.Machine{
 			machine("gone", true, addr(clusterv1.MachineInternalIP, "10.0.0.9")),
+			held,
 			machine("new", false, addr(clusterv1.MachineHostName, "new")),
 			machine("m-1", false, addr(clusterv1.MachineInternalIP, "fd00::1")),
-		}, want: []string{"m-1=https://[fd00::1]:6443"}, skipped: []string{"new"}},
+		}, want: []string{"held=https://10.0.0.8:6443", "m-1=https://[fd00::1]:6443"}, skipped: []string{"new"}},
 		{name: "no machine with an address", base: base, machines: []clusterv1.Machine{machine("new", false)}, skipped: []string{"new"}, wantErr: true},
 		{name: "no config", machines: []clusterv1.Machine{machine("m-1", false, addr(clusterv1.MachineInternalIP, "10.0.0.1"))}, wantErr: true},
 	} {

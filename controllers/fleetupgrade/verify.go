@@ -87,6 +87,8 @@ func judge(rep verify.Report, maxSpurious404 int) (passed bool, reason, message 
 		}
 	}
 	switch {
+	case rep.Passed() && len(rep.Probes) == 0:
+		return true, fleetv1.FleetUpgradeMVPVerifiedReason, fmt.Sprintf("the discovery of %d apiservers read; nothing to probe: they serve the same resources, and no baseline or CRD probe is configured", apiservers(rep))
 	case rep.Passed():
 		return true, fleetv1.FleetUpgradeMVPVerifiedReason, fmt.Sprintf("%d probes on %d apiservers passed", len(rep.Probes), apiservers(rep))
 	case len(failures) == 0:
@@ -102,8 +104,13 @@ func judge(rep verify.Report, maxSpurious404 int) (passed bool, reason, message 
 	}
 }
 
+// apiservers counts the servers of the report: those whose discovery
+// was read, and those probed.
 func apiservers(rep verify.Report) int {
 	seen := map[string]bool{}
+	for _, d := range rep.Discovery {
+		seen[d.APIServer] = true
+	}
 	for _, p := range rep.Probes {
 		seen[p.APIServer] = true
 	}

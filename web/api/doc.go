@@ -2,7 +2,9 @@
 // dashboard and scripts call. It owns the HTTP surface for tenants (apps,
 // builds and their logs, releases and rollback, env, runtime logs, custom
 // hostnames, SSH keys) and for operators (creating tenants; planning,
-// starting, following, pausing, resuming and aborting fleet upgrades), its
+// starting, following, pausing, resuming and aborting fleet upgrades;
+// creating and deleting clusters of the local fleet where the platform
+// runs one), its
 // authentication by bearer token, its error answers, its audit entries and
 // its OpenAPI document.
 //
@@ -13,12 +15,13 @@
 // plans over, and the Postgres store (tenants, tokens, SSH keys, builds,
 // releases, the audit log, the fleet-upgrade records). Two small interfaces,
 // Releaser and LogSource, hand rollbacks and runtime log reads to whoever
-// runs apps; embedded mode adapts its runtime to them.
+// runs apps; embedded mode adapts its runtime to them. A third, LocalFleet,
+// says whether make run's local fleet can take clusters now.
 //
 // Every route but healthz and openapi.json needs "Authorization: Bearer
 // <token>". A tenant's token reaches only its tenant: another tenant's app
 // answers 404 as if it did not exist. An operator's token reaches
-// /api/v1/admin/ and /api/v1/upgrades. Errors are JSON {"message",
+// /api/v1/admin/, /api/v1/upgrades and /api/v1/fleet. Errors are JSON {"message",
 // "field"}; a refused request changes nothing; every change writes one
 // audit entry.
 package api

@@ -50,10 +50,12 @@ func (s *Server) listFleet(c echo.Context) error {
 
 func fleetClusterView(cl *clusterv1.Cluster, kcps []controlplanev1.KubeadmControlPlane, machines []clusterv1.Machine) apiclient.FleetCluster {
 	v := apiclient.FleetCluster{
-		Name:       cl.Namespace + "/" + cl.Name,
-		Paused:     ptr.Deref(cl.Spec.Paused, false),
-		Management: cl.Labels[plan.ManagementLabel] == "true",
-		Machines:   []apiclient.FleetMachine{},
+		Name:           cl.Namespace + "/" + cl.Name,
+		Paused:         ptr.Deref(cl.Spec.Paused, false),
+		Management:     cl.Labels[plan.ManagementLabel] == "true",
+		Infrastructure: cl.Spec.InfrastructureRef.Kind,
+		Deleting:       !cl.DeletionTimestamp.IsZero(),
+		Machines:       []apiclient.FleetMachine{},
 	}
 	ref := cl.Spec.ControlPlaneRef
 	var kcp *controlplanev1.KubeadmControlPlane

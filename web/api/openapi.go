@@ -17,36 +17,39 @@ import (
 // uses; their OpenAPI schemas are made from the Go types, so that the
 // document cannot drift from what the server sends.
 var schemaTypes = map[string]reflect.Type{
-	"Error":                reflect.TypeFor[apiclient.ErrorBody](),
-	"Health":               reflect.TypeFor[apiclient.Health](),
-	"WhoAmI":               reflect.TypeFor[apiclient.WhoAmI](),
-	"CreateSessionRequest": reflect.TypeFor[apiclient.CreateSessionRequest](),
-	"Session":              reflect.TypeFor[apiclient.Session](),
-	"Tenant":               reflect.TypeFor[apiclient.Tenant](),
-	"CreateTenantRequest":  reflect.TypeFor[apiclient.CreateTenantRequest](),
-	"CreatedTenant":        reflect.TypeFor[apiclient.CreatedTenant](),
-	"App":                  reflect.TypeFor[apiclient.App](),
-	"CreateAppRequest":     reflect.TypeFor[apiclient.CreateAppRequest](),
-	"Build":                reflect.TypeFor[apiclient.Build](),
-	"Release":              reflect.TypeFor[apiclient.Release](),
-	"RollbackRequest":      reflect.TypeFor[apiclient.RollbackRequest](),
-	"Rollback":             reflect.TypeFor[apiclient.Rollback](),
-	"EnvVar":               reflect.TypeFor[apiclient.EnvVar](),
-	"PatchEnvRequest":      reflect.TypeFor[apiclient.PatchEnvRequest](),
-	"LogLine":              reflect.TypeFor[apiclient.LogLine](),
-	"SSHKey":               reflect.TypeFor[apiclient.SSHKey](),
-	"AddSSHKeyRequest":     reflect.TypeFor[apiclient.AddSSHKeyRequest](),
-	"Route":                reflect.TypeFor[apiclient.Route](),
-	"AddRouteRequest":      reflect.TypeFor[apiclient.AddRouteRequest](),
-	"UpgradePlanRequest":   reflect.TypeFor[apiclient.UpgradePlanRequest](),
-	"UpgradePlan":          reflect.TypeFor[apiclient.UpgradePlan](),
-	"CreateUpgradeRequest": reflect.TypeFor[apiclient.CreateUpgradeRequest](),
-	"Upgrade":              reflect.TypeFor[apiclient.Upgrade](),
-	"UpgradeChange":        reflect.TypeFor[apiclient.UpgradeChange](),
-	"FleetCluster":         reflect.TypeFor[apiclient.FleetCluster](),
-	"AuditEntry":           reflect.TypeFor[apiclient.AuditEntry](),
-	"Quota":                reflect.TypeFor[apiclient.Quota](),
-	"QuotaOverrides":       reflect.TypeFor[apiclient.QuotaOverrides](),
+	"Error":                     reflect.TypeFor[apiclient.ErrorBody](),
+	"Health":                    reflect.TypeFor[apiclient.Health](),
+	"WhoAmI":                    reflect.TypeFor[apiclient.WhoAmI](),
+	"CreateSessionRequest":      reflect.TypeFor[apiclient.CreateSessionRequest](),
+	"Session":                   reflect.TypeFor[apiclient.Session](),
+	"Tenant":                    reflect.TypeFor[apiclient.Tenant](),
+	"CreateTenantRequest":       reflect.TypeFor[apiclient.CreateTenantRequest](),
+	"CreatedTenant":             reflect.TypeFor[apiclient.CreatedTenant](),
+	"App":                       reflect.TypeFor[apiclient.App](),
+	"CreateAppRequest":          reflect.TypeFor[apiclient.CreateAppRequest](),
+	"Build":                     reflect.TypeFor[apiclient.Build](),
+	"Release":                   reflect.TypeFor[apiclient.Release](),
+	"RollbackRequest":           reflect.TypeFor[apiclient.RollbackRequest](),
+	"Rollback":                  reflect.TypeFor[apiclient.Rollback](),
+	"EnvVar":                    reflect.TypeFor[apiclient.EnvVar](),
+	"PatchEnvRequest":           reflect.TypeFor[apiclient.PatchEnvRequest](),
+	"LogLine":                   reflect.TypeFor[apiclient.LogLine](),
+	"SSHKey":                    reflect.TypeFor[apiclient.SSHKey](),
+	"AddSSHKeyRequest":          reflect.TypeFor[apiclient.AddSSHKeyRequest](),
+	"Route":                     reflect.TypeFor[apiclient.Route](),
+	"AddRouteRequest":           reflect.TypeFor[apiclient.AddRouteRequest](),
+	"UpgradePlanRequest":        reflect.TypeFor[apiclient.UpgradePlanRequest](),
+	"UpgradePlan":               reflect.TypeFor[apiclient.UpgradePlan](),
+	"CreateUpgradeRequest":      reflect.TypeFor[apiclient.CreateUpgradeRequest](),
+	"Upgrade":                   reflect.TypeFor[apiclient.Upgrade](),
+	"UpgradeChange":             reflect.TypeFor[apiclient.UpgradeChange](),
+	"FleetCluster":              reflect.TypeFor[apiclient.FleetCluster](),
+	"CreateLocalClusterRequest": reflect.TypeFor[apiclient.CreateLocalClusterRequest](),
+	"LocalCluster":              reflect.TypeFor[apiclient.LocalCluster](),
+	"LocalClusterDeletion":      reflect.TypeFor[apiclient.LocalClusterDeletion](),
+	"AuditEntry":                reflect.TypeFor[apiclient.AuditEntry](),
+	"Quota":                     reflect.TypeFor[apiclient.Quota](),
+	"QuotaOverrides":            reflect.TypeFor[apiclient.QuotaOverrides](),
 }
 
 // obj is a JSON object of the document.
@@ -85,7 +88,7 @@ func (s *Server) OpenAPI() map[string]any {
 		"info": obj{
 			"title":       "bex platform API",
 			"version":     "v1",
-			"description": "Apps, builds, releases, env, logs, custom hostnames (routes) and SSH keys of a tenant; tenants and fleet upgrades for operators. Every route but healthz and openapi.json needs Authorization: Bearer <token>. Errors are JSON {message, field}.",
+			"description": "Apps, builds, releases, env, logs, custom hostnames (routes) and SSH keys of a tenant; tenants, the fleet and its upgrades for operators. Every route but healthz and openapi.json needs Authorization: Bearer <token>. Errors are JSON {message, field}.",
 		},
 		"paths": paths,
 		"components": obj{
@@ -140,7 +143,7 @@ func operation(r route) obj {
 	errAnswer := func(desc string) obj {
 		return obj{"description": desc, "content": obj{"application/json": obj{"schema": ref("Error")}}}
 	}
-	responses := obj{strconv.Itoa(status): ok, "default": errAnswer("An error: 400 unreadable body, 401 no valid token, 403 wrong kind of token, 404 not found (also another tenant's), 409 taken, 422 invalid field, 503 not ready.")}
+	responses := obj{strconv.Itoa(status): ok, "default": errAnswer("An error: 400 unreadable body, 401 no valid token, 403 wrong kind of token, 404 not found (also another tenant's), 409 taken, 422 invalid field, 501 not on this platform, 503 not ready.")}
 	op["responses"] = responses
 	if r.access != public {
 		op["security"] = []any{obj{"bearer": []any{}}}

@@ -79,6 +79,14 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodGet, path: "/fleet", handler: s.listFleet, access: operator,
 			summary:  "The Cluster API clusters of the fleet: control-plane machines and versions, and whether MVP is wired (operators)",
 			response: "[]FleetCluster"},
+		{method: http.MethodPost, path: "/fleet/local-clusters", handler: s.createLocalCluster, access: operator,
+			summary: "Create a cluster of the local fleet, whose machines are processes on the platform's machine: its Cluster, KubeadmControlPlane, " +
+				"LocalCluster and LocalMachineTemplate; a platform without a local fleet answers 501, one still starting it 503 (operators)",
+			request: "CreateLocalClusterRequest", response: "LocalCluster", status: http.StatusCreated},
+		{method: http.MethodDelete, path: "/fleet/local-clusters/:name", handler: s.deleteLocalCluster, access: operator,
+			summary: "Delete a cluster of the local fleet: Cluster API deletes its machines and the provider stops their processes; " +
+				"a cluster of another provider, or one a fleet upgrade is rolling, answers 409 (operators)",
+			response: "LocalClusterDeletion", status: http.StatusAccepted},
 
 		{method: http.MethodPost, path: "/upgrades/plan", handler: s.planUpgrade, access: operator,
 			summary: "Plan a fleet upgrade over the Cluster API clusters of the management cluster: stages, and the clusters skipped or refused with why; changes nothing (operators)",

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/labstack/echo/v4"
@@ -64,6 +65,11 @@ type Options struct {
 	// Quotas are the platform's default quotas of a tenant; nil means
 	// quota.NewDefaults().
 	Quotas *quota.Defaults
+
+	// LocalFleet, when set, lets operators create and delete clusters of
+	// the platform's local fleet (make run); Kube's scheme must then have
+	// infrastructure.bex.co's kinds. Nil answers those routes 501.
+	LocalFleet LocalFleet
 }
 
 // Server is the platform API.
@@ -82,6 +88,10 @@ type Server struct {
 	streams       *streamLimiter
 
 	quotas *quota.Defaults
+
+	localFleet LocalFleet
+	// localMu makes one local cluster at a time (localfleet.go).
+	localMu sync.Mutex
 
 	echo   *echo.Echo
 	routes []route
@@ -134,6 +144,7 @@ func New(opts Options) (*Server, error) {
 		log:           opts.Log,
 		checks:        opts.ReadinessChecks,
 		quotas:        opts.Quotas,
+		localFleet:    opts.LocalFleet,
 	}
 	if s.quotas == nil {
 		s.quotas = quota.NewDefaults()

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,14 +9,32 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	"bex.co/bex/web/api/apiclient"
 )
 
-// consolePage shows the fleet and the fleet upgrades.
+// consolePage shows the fleet and the fleet upgrades, with a notice of
+// what the last change did.
 func (d *Dashboard) consolePage(c echo.Context) error {
+	return d.renderConsole(c, http.StatusOK, "")
+}
+
+// consoleCluster is a row of the console's fleet: a local cluster's row
+// has a delete form, which names it without its namespace.
+type consoleCluster struct {
+	apiclient.FleetCluster
+	// LocalName is the local cluster's name, empty for other clusters
+	// and for one being deleted.
+	LocalName string
+}
+
+// renderConsole renders the console with status; formErr, when set, is
+// why a local cluster's creation or deletion was refused, shown above the
+// form with what was typed.
+func (d *Dashboard) renderConsole(c echo.Context, status int, formErr string) error {
 	ctx := c.Request().Context()
 	cl := d.client(c)
-	data := map[string]any{"Title": "Console"}
+	data := map[string]any{"Title": "Console", "Notice": c.QueryParam("notice"), "LocalFleetVersions": d.localFleetVersions, "Form": map[string]string{}}
 	fleet, err := cl.ListFleet(ctx)
 	switch {
 	case apiclient.IsStatus(err, http.StatusServiceUnavailable):
@@ -23,13 +42,68 @@ func (d *Dashboard) consolePage(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	data["Fleet"] = fleet
+	rows := make([]consoleCluster, len(fleet))
+	for i, fc := range fleet {
+		rows[i].FleetCluster = fc
+		if ns, name, ok := strings.Cut(fc.Name, "/"); ok && fc.Infrastructure == infrav1.LocalClusterKind && !fc.Deleting && ns == apiclient.LocalClusterNamespace {
+			rows[i].LocalName = name
+		}
+	}
+	data["Fleet"] = rows
 	upgrades, err := cl.ListUpgrades(ctx)
 	if err != nil {
 		return err
 	}
 	data["Upgrades"] = upgrades
-	return d.render(c, http.StatusOK, "console", data)
+	if formErr != "" {
+		data["LocalClusterError"] = formErr
+		data["Form"] = map[string]string{"name": c.FormValue("name"), "version": c.FormValue("version"), "replicas": c.FormValue("replicas")}
+	}
+	return d.render(c, status, "console", data)
+}
+
+// createLocalCluster creates a local cluster of the platform's local
+// fleet; the API's refusal is shown on the form.
+func (d *Dashboard) createLocalCluster(c echo.Context) error {
+	req := apiclient.CreateLocalClusterRequest{Name: strings.TrimSpace(c.FormValue("name")), Version: strings.TrimSpace(c.FormValue("version"))}
+	if r := strings.TrimSpace(c.FormValue("replicas")); r != "" {
+		n, err := strconv.ParseInt(r, 10, 32)
+		if err != nil {
+			return d.renderConsole(c, http.StatusUnprocessableEntity, fmt.Sprintf("control-plane machines: %q is not a number; give 3, 4 or 5", r))
+		}
+		req.ControlPlaneReplicas = int32(n)
+	}
+	lc, err := d.client(c).CreateLocalCluster(c.Request().Context(), req)
+	return d.localClusterChanged(c, lc.Message, err)
+}
+
+// deleteLocalCluster deletes a local cluster once its name was typed
+// again; the API's refusal (a fleet upgrade rolls it) is shown on the
+// console.
+func (d *Dashboard) deleteLocalCluster(c echo.Context) error {
+	name := c.Param("name")
+	if c.FormValue("confirm") != name {
+		return d.renderConsole(c, http.StatusUnprocessableEntity, fmt.Sprintf("Type the cluster's name, %s, to delete it.", name))
+	}
+	del, err := d.client(c).DeleteLocalCluster(c.Request().Context(), name)
+	return d.localClusterChanged(c, del.Message, err)
+}
+
+// localClusterChanged ends a local cluster's creation or deletion: back to
+// the console with notice, or with the API's refusal of a change the
+// operator can mend on the page (a 4xx but 401, the fleet not ready: 503,
+// no local fleet: 501) on the form. Any other error goes to the error
+// page.
+func (d *Dashboard) localClusterChanged(c echo.Context, notice string, err error) error {
+	var ae *apiclient.Error
+	if asAPIError(err, &ae) && (ae.Status/100 == 4 && ae.Status != http.StatusUnauthorized ||
+		ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusNotImplemented) {
+		return d.renderConsole(c, ae.Status, ae.Error())
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/console?notice="+url.QueryEscape(notice))
 }
 
 // upgradePage shows one fleet upgrade: its state, the timeline of versions

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,11 @@ type Options struct {
 	SessionTTL time.Duration
 	// Traffic gives apps' request and error rates from the edge; optional.
 	Traffic TrafficSource
+	// LocalFleetVersions are the Kubernetes versions a local cluster may
+	// run (the pinned ones), given when the platform runs a local fleet
+	// (make run): the console then offers to create local clusters. Empty:
+	// it does not.
+	LocalFleetVersions []string
 	// Log receives the dashboard's own failures.
 	Log logr.Logger
 	// Now is the clock; time.Now when nil.
@@ -70,10 +76,12 @@ type Dashboard struct {
 	sealer     *sealer
 	ttl        time.Duration
 	traffic    TrafficSource
-	log        logr.Logger
-	now        func() time.Time
-	pages      map[string]*template.Template
-	echo       *echo.Echo
+	// localFleetVersions is Options.LocalFleetVersions.
+	localFleetVersions []string
+	log                logr.Logger
+	now                func() time.Time
+	pages              map[string]*template.Template
+	echo               *echo.Echo
 }
 
 // New returns the dashboard for opts.
@@ -89,6 +97,7 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{
 		api: strings.TrimSuffix(opts.API, "/"), httpClient: opts.HTTPClient, sealer: sl,
 		ttl: opts.SessionTTL, traffic: opts.Traffic, log: opts.Log, now: opts.Now,
+		localFleetVersions: slices.Clone(opts.LocalFleetVersions),
 	}
 	if d.httpClient == nil {
 		d.httpClient = &http.Client{}
@@ -146,6 +155,8 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.GET("/console/upgrades/:name", d.upgradePage, d.guard(operatorOnly))
 	e.POST("/console/upgrades/:name/:action", d.changeUpgrade, d.guard(operatorOnly))
 	e.GET("/console/audit", d.auditPage, d.guard(operatorOnly))
+	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
+	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
 	return e
 }
 

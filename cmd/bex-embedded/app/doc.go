@@ -8,9 +8,16 @@
 // the store's migrations, starts buildkitd for Dockerfile builds
 // (internal/buildkitd: as root with runc, under <state>/buildkit; without
 // root or runc, none, and Dockerfile pushes are told what is missing), runs
-// the controller manager in-process, and writes
-// <state>/env — a shell-sourceable file with BEX_KUBECONFIG and
+// the controller manager in-process (with the local fleet's provider), and
+// writes <state>/env — a shell-sourceable file with BEX_KUBECONFIG and
 // BEX_DATABASE_URL — once everything is ready. On SIGINT or SIGTERM it stops
 // everything in reverse order and removes <state>/env. A second run on the
 // same state directory keeps the data of the first.
+//
+// Unless --no-local-fleet, it runs a local Cluster API fleet (fleet.go):
+// the local infrastructure provider (controllers/localinfra) over a
+// localfleet.Host under <state>/fleet, and Cluster API's managers
+// (internal/capi, under <state>/capi), started in the background once the
+// platform is ready; the API creates and deletes its clusters once they
+// run.
 package app

@@ -101,6 +101,10 @@ type Options struct {
 	// ReservedHostnames are more names no Route may claim, besides the
 	// apps' domain (localhost).
 	ReservedHostnames []string
+	// NoLocalFleet runs the platform without its local Cluster API fleet:
+	// no Cluster API managers, no local provider, and bex fleet create
+	// answers that there is none.
+	NoLocalFleet bool
 }
 
 // NewOptions returns Options with their defaults.
@@ -132,6 +136,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ReleaseRetention, "release-retention", o.ReleaseRetention, "releases of an app that keep their files and image: older ones are pruned after each release and cannot be rolled back to (1 or more)")
 	o.Quotas.AddFlags(fs)
 	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that custom domains' ownership TXT records and addresses are looked up at (default: the system resolver)")
+	fs.BoolVar(&o.NoLocalFleet, "no-local-fleet", o.NoLocalFleet, "run no local Cluster API fleet (Cluster API's managers, built on the first start, and clusters whose machines are processes here)")
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "a name no Route may claim (*.NAME: NAME and everything under it); repeatable; the apps' domain is always reserved")
 }
 

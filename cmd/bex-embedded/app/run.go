@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/deploy"
 	capicrds "bex.co/bex/deploy/capi-crds"
+	localinfracrds "bex.co/bex/deploy/localinfra-crds"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
@@ -74,6 +75,15 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	cfg := cp.RESTConfig()
+	var fleet *localFleet
+	if !o.NoLocalFleet {
+		if fleet, err = newLocalFleet(o.StateDir, out); err != nil {
+			return err
+		}
+		// After the controller manager stops: its processes stop, their
+		// files stay for the next run.
+		stops.push(fleet.host.Close)
+	}
 
 	dbURL, st, err := o.openStore(ctx, out, &stops)
 	if err != nil {
@@ -93,7 +103,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	var ready atomic.Bool
-	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log}
+	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log, fleet: fleet}
 	svc, err := s.startServices(bk, &ready)
 	if err != nil {
 		return err
@@ -116,6 +126,10 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	}
 	ready.Store(true)
 	o.printReady(out, cp, dbURL, svc, envFile)
+	if fleet != nil {
+		fleet.start(ctx, cp.KubeconfigPath())
+		stops.push(fleet.stopManagers)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -158,9 +172,23 @@ func (o *Options) startControlPlane(ctx context.Context, out io.Writer, stops *c
 	fmt.Fprintf(out, "bex: CRDs installed: %s\n", strings.Join(crds, ", "))
 	// Cluster API's CRDs, so that the operator console, bex upgrade and the
 	// FleetUpgrade controller work here as on a management cluster (with no
-	// workload cluster until one is created).
-	if _, err := kubeapply.InstallCRDs(ctx, cfg, capicrds.CRDs()); err != nil {
-		return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
+	// workload cluster until one is created). The local fleet's managers
+	// install their own, a superset, which stay once installed.
+	installed := false
+	if !o.NoLocalFleet {
+		if installed, err = capiCRDsInstalled(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if !installed {
+		if _, err := kubeapply.InstallCRDs(ctx, cfg, capicrds.CRDs()); err != nil {
+			return nil, fmt.Errorf("installing Cluster API's CRDs: %w", err)
+		}
+	}
+	if !o.NoLocalFleet {
+		if _, err := kubeapply.InstallCRDs(ctx, cfg, localinfracrds.CRDs()); err != nil {
+			return nil, fmt.Errorf("installing the local provider's CRDs: %w", err)
+		}
 	}
 	sched, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: filepath.Join(o.StateDir, "bex-apiserver")})
 	if err != nil {
@@ -186,16 +214,20 @@ func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error,
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Deps{
+	deps := controllers.Deps{
 		Releases: svc.pipeline, Schedule: true,
 		DNS: domains.ResolverAt(s.DNSResolver), EdgeAddresses: edgeAddresses, AppDomain: appDomain, Certificates: svc.certs,
 		ReservedHostnames: s.ReservedHostnames,
 		FleetUpgrades: &fleetupgrade.Reconciler{
-			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
-			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{RemoveStaleLeases: true}},
+			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{Always: verify.Baseline(), RemoveStaleLeases: true}},
+			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Always: verify.Baseline(), RemoveStaleLeases: true}},
 			Records:            s.st,
 		},
-	}); err != nil {
+	}
+	if s.fleet != nil {
+		deps.LocalFleet = s.fleet.host
+	}
+	if err := controllers.Setup(mgr, deps); err != nil {
 		return nil, fmt.Errorf("setting up controllers: %w", err)
 	}
 	mgrCtx, cancelMgr := context.WithCancel(s.ctx)
@@ -224,9 +256,17 @@ func (o *Options) printReady(out io.Writer, cp *controlplane.ControlPlane, dbURL
 	}
 	fmt.Fprintf(tw, "  etcd\t%s\n", cp.EtcdURL())
 	fmt.Fprintf(tw, "  postgres\t%s\n", redact(dbURL))
-	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(append(controllers.Names(), fleetupgrade.ControllerName), ", "))
+	names := append(controllers.Names(), fleetupgrade.ControllerName)
+	if !o.NoLocalFleet {
+		names = append(names, controllers.LocalFleetNames()...)
+	}
+	fmt.Fprintf(tw, "  controller manager\tin-process: %s\n", strings.Join(names, ", "))
 	for _, kv := range svc.summary {
 		fmt.Fprintf(tw, "  %s\t%s\n", kv[0], kv[1])
+	}
+	if !o.NoLocalFleet {
+		fmt.Fprintf(tw, "  local fleet\tclusters in %s; Cluster API's managers start in the background (logs in %s)\n",
+			filepath.Join(o.StateDir, "fleet"), filepath.Join(o.StateDir, "capi", "logs"))
 	}
 	fmt.Fprintf(tw, "  kubeconfig\t%s\n", cp.KubeconfigPath())
 	fmt.Fprintf(tw, "  environment\tsource %s\n", envFile)

@@ -42,7 +42,7 @@ func (s *sandboxes) describe() string {
 	if s.appsOutbound {
 		out = "out beyond the machine with --sandbox-outbound"
 	}
-	return fmt.Sprintf("runc; apps on %s (%s, %s), builds on %s (%s)",
+	return fmt.Sprintf("runc; apps on %s (%s, %s), builds on %s (%s, out beyond the machine for package registries)",
 		s.apps.Bridge(), s.apps.Subnet(), out, s.builds.Bridge(), s.builds.Subnet())
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +33,7 @@ import (
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
+	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime/process"
@@ -95,18 +97,23 @@ type starter struct {
 	ports  *ports
 	stops  *closers
 	log    logr.Logger
+	// fleet is the local fleet; nil without one.
+	fleet *localFleet
 }
 
 // listen listens on loopback, on the port name had last time when there
-// was one, and remembers the port.
+// was one, else on a free port below the kernel's ephemeral range, and
+// remembers the port.
 func (s *starter) listen(name string) (net.Listener, error) {
 	port := s.ports.Ports[name]
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil && port != 0 {
+	var l net.Listener
+	var err error
+	if port == 0 {
+		if l, err = listenStable("127.0.0.1", ephemeralLow()); err != nil {
+			return nil, fmt.Errorf("listening for %s: %w", name, err)
+		}
+	} else if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
 		return nil, fmt.Errorf("listening for %s on port %d, used last time (free it or delete %s): %w", name, port, s.ports.path, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listening for %s: %w", name, err)
 	}
 	s.ports.Ports[name] = l.Addr().(*net.TCPAddr).Port
 	return l, s.ports.save()
@@ -369,6 +376,7 @@ func (s *starter) startAPI(pl *pipeline.Pipeline, rt *process.Driver, git *gitSe
 		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,
 		Log: s.log.WithName("api"), MaxLogStreamsPerTenant: s.MaxLogStreamsPerTenant, Quotas: s.quotas(),
 		ReservedHostnames: s.ReservedHostnames,
+		LocalFleet:        s.apiLocalFleet(),
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {
@@ -395,8 +403,12 @@ func (s *starter) startAPI(pl *pipeline.Pipeline, rt *process.Driver, git *gitSe
 	ctx, stop := context.WithCancel(s.ctx)
 	go traffic.Run(ctx, 10*time.Second)
 	s.stops.push(stop)
+	var localVersions []string
+	if s.fleet != nil {
+		localVersions = kubebin.KubeVersions()
+	}
 	dash, err := dashboard.New(dashboard.Options{
-		API: apiURL, CookieKey: cookieKey, Traffic: edgeTraffic{traffic}, Log: s.log.WithName("dashboard"),
+		API: apiURL, CookieKey: cookieKey, Traffic: edgeTraffic{traffic}, LocalFleetVersions: localVersions, Log: s.log.WithName("dashboard"),
 	})
 	if err != nil {
 		return "", err
@@ -464,6 +476,48 @@ func (o *Options) ensureTenant(ctx context.Context, kube client.Client, st *stor
 	return secret, nil
 }
 
+// stablePortsFrom is the lowest port listenStable picks.
+const stablePortsFrom = 10000
+
+// listenStable listens on host at a free port from stablePortsFrom up to
+// below low, the first port of the kernel's ephemeral range. A port the
+// next start listens on again must not be ephemeral: between two runs the
+// kernel hands ephemeral ports out as the source port of any outgoing
+// connection (and to every ":0" listener), and the port is then taken.
+// With no room below low it listens on ":0".
+func listenStable(host string, low int) (net.Listener, error) {
+	if low-stablePortsFrom < 1000 {
+		return net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
+	var err error
+	for range 100 {
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(stablePortsFrom+mathrand.IntN(low-stablePortsFrom)))); err == nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("no free port from %d to %d: %w", stablePortsFrom, low-1, err)
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), or Linux's default, 32768, when it
+// cannot be read.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low <= 0 {
+		return 32768
+	}
+	return low
+}
+
 // ports remembers which port each service listened on, so that URLs in
 // .bex/env and image references in the registry stay valid across runs.
 type ports struct {
@@ -495,3 +549,12 @@ func (p *ports) save() error {
 }
 
 var _ io.Closer = (*process.Driver)(nil)
+
+// apiLocalFleet is the local fleet as the API takes it: nil (not a typed
+// nil) without one.
+func (s *starter) apiLocalFleet() api.LocalFleet {
+	if s.fleet == nil {
+		return nil
+	}
+	return s.fleet
+}

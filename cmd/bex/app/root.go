@@ -94,6 +94,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newQuotaCommand(st),
 		newAdminCommand(st),
 		newUpgradeCommand(st),
+		newFleetCommand(st),
 	)
 	command.CobraUsage(root)
 	return root

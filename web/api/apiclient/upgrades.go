@@ -210,7 +210,7 @@ type UpgradeRun struct {
 }
 
 // UpgradeRecordedStep is one recorded step: preflight, wire-mvp, bump,
-// machine, verify or soak.
+// machine, verify, soak, lb-handoff or release.
 type UpgradeRecordedStep struct {
 	Seq         int    `json:"seq"`
 	Cluster     string `json:"cluster"`
@@ -325,6 +325,11 @@ type FleetCluster struct {
 	Paused bool `json:"paused"`
 	// Management is true for the management cluster.
 	Management bool `json:"management,omitempty"`
+	// Infrastructure is the kind of its infrastructure, such as
+	// HCloudCluster, or LocalCluster for a cluster of the local fleet.
+	Infrastructure string `json:"infrastructure,omitempty"`
+	// Deleting is true once the Cluster is being deleted.
+	Deleting bool `json:"deleting,omitempty"`
 	// Machines are the control plane's machines, oldest first.
 	Machines []FleetMachine `json:"machines"`
 	MVP      FleetMVP       `json:"mvp"`

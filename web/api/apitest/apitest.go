@@ -1,9 +1,10 @@
 // Package apitest runs the real platform API (package web/api) for tests:
 // on a fresh Postgres database from pgtest and a real control plane from
 // cptest (plus the Cluster API v1beta2 CRDs of deploy/capi-crds, which the
-// fleet-upgrade routes plan over), behind an httptest server, with an operator's token, a Releaser
-// that records each rollback as a release in the store, and a LogSource the
-// test feeds. Tests of the API and of the CLI use it.
+// fleet-upgrade routes plan over, and with a LocalFleet the local
+// provider's CRDs), behind an httptest server, with an operator's token, a
+// Releaser that records each rollback as a release in the store, and a
+// LogSource the test feeds. Tests of the API and of the CLI use it.
 //
 // Packages that use it call pgtest.Main from TestMain.
 package apitest
@@ -25,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "bex.co/bex/apis/fleet/v1alpha1"
+	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	capicrds "bex.co/bex/deploy/capi-crds"
+	localinfracrds "bex.co/bex/deploy/localinfra-crds"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
@@ -71,13 +74,13 @@ func (e *Env) SetNotReady(err error) {
 }
 
 // NewScheme returns the scheme of the API's cluster client: core,
-// platform.bex.co and fleet.bex.co kinds, and Cluster API's Cluster and
-// KubeadmControlPlane (v1beta2).
+// platform.bex.co, fleet.bex.co and infrastructure.bex.co kinds, and
+// Cluster API's Cluster and KubeadmControlPlane (v1beta2).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, platformv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme,
-		clusterv1.AddToScheme, controlplanev1.AddToScheme,
+		clusterv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -105,14 +108,28 @@ type Options struct {
 	// (Env.Kube stays unwrapped), so that a test can act between the
 	// API's reads and writes as a controller would.
 	WrapKube func(client.Client) client.Client
+	// LocalFleet, when set, is the API's local fleet; nil runs the API
+	// without one, as the cluster install does.
+	LocalFleet api.LocalFleet
+	// ClusterAPIRunning says the real Cluster API managers run on the
+	// control plane and installed their CRDs (localinfratest): the
+	// project's v1beta2-only copies are not applied over them.
+	ClusterAPIRunning bool
 }
 
 // StartWith is Start with options.
 func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
-		t.Fatalf("installing Cluster API CRDs: %v", err)
+	if !opts.ClusterAPIRunning {
+		if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
+			t.Fatalf("installing Cluster API CRDs: %v", err)
+		}
+	}
+	if opts.LocalFleet != nil {
+		if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), localinfracrds.CRDs()); err != nil {
+			t.Fatalf("installing the local provider's CRDs: %v", err)
+		}
 	}
 	dbURL := opts.DatabaseURL
 	if dbURL == "" {
@@ -144,6 +161,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 
 		MaxLogStreamsPerTenant: opts.MaxLogStreamsPerTenant,
 		ReservedHostnames:      []string{ReservedHostname},
+		LocalFleet:             opts.LocalFleet,
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -338,3 +356,27 @@ func (e *Env) CreateCluster(t testing.TB, ns, name, version string, labels map[s
 		}
 	}
 }
+
+// LocalFleet is an api.LocalFleet whose readiness the test sets: the
+// clusters it lets the API create are objects only, which no controller
+// acts on.
+type LocalFleet struct {
+	mu       sync.Mutex
+	notReady error
+}
+
+// SetNotReady makes Ready return err; nil makes the fleet ready.
+func (f *LocalFleet) SetNotReady(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notReady = err
+}
+
+// Ready returns what SetNotReady set last.
+func (f *LocalFleet) Ready() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.notReady
+}
+
+var _ api.LocalFleet = (*LocalFleet)(nil)

@@ -1,0 +1,174 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// TestFleetCLI runs bex fleet create, list and delete against the real
+// API; the test plays Cluster API's part: it writes the machines of a
+// cluster being waited for, and holds a deleted one with a finalizer.
+func TestFleetCLI(t *testing.T) {
+	cp := cptest.Start(t)
+	fleet := &apitest.LocalFleet{}
+	e := apitest.StartWith(t, cp, apitest.Options{LocalFleet: fleet})
+	none := apitest.Start(t, cp)
+	ctx := t.Context()
+	_, tenantToken := e.TenantToken(t, "clifleet")
+	dir := t.TempDir()
+	op := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": e.OperatorToken}
+	// What plays Cluster API runs beside the command; the test ends after
+	// it.
+	var bg sync.WaitGroup
+	t.Cleanup(bg.Wait)
+
+	// until polls cond in the background of a running command, until it
+	// holds or a minute passes (platformtest.Eventually may not fail a
+	// test from another goroutine).
+	until := func(what string, cond func() bool) bool {
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: not within a minute", what)
+				return false
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return true
+	}
+	// machinesOf writes n healthy control-plane Machines of the cluster,
+	// one after the other, once its Cluster exists.
+	machinesOf := func(cluster, version string, n int) {
+		if !until("cluster "+cluster+" created", func() bool {
+			return e.Kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: cluster}, &clusterv1.Cluster{}) == nil
+		}) {
+			return
+		}
+		kcp := cluster + "-control-plane"
+		for i := range n {
+			m := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", kcp, i),
+					Labels: map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: kcp, clusterv1.ClusterNameLabel: cluster}},
+				Spec: clusterv1.MachineSpec{ClusterName: cluster, Version: version, Bootstrap: clusterv1.Bootstrap{DataSecretName: new("x")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalMachine", Name: "m"}},
+			}
+			if err := e.Kube.Create(ctx, m); err != nil {
+				t.Error(err)
+				return
+			}
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition, Status: metav1.ConditionTrue, Reason: "PodHealthy"})
+			if err := e.Kube.Status().Update(ctx, m); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	// finalize holds the Cluster with Cluster API's finalizer while
+	// deleting is false, and lets it go then; it may run in the
+	// background.
+	finalize := func(cluster string, deleting bool) {
+		cl := &clusterv1.Cluster{}
+		if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: cluster}, cl); err != nil {
+			t.Error(err)
+			return
+		}
+		cl.Finalizers = nil
+		if !deleting {
+			cl.Finalizers = []string{clusterv1.ClusterFinalizer}
+		}
+		if err := e.Kube.Update(ctx, cl); err != nil {
+			t.Error(err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		before  func(t *testing.T)
+		wantErr string
+		want    string
+		match   string
+		json    func(t *testing.T, out []byte)
+	}{
+		{name: "list, empty", args: []string{"fleet", "list"}, want: "No clusters. In make run, create one with: bex fleet create NAME --version VERSION\n"},
+		{name: "a tenant", env: map[string]string{"BEX_API": e.URL, "BEX_TOKEN": tenantToken}, args: []string{"fleet", "list"}, wantErr: "not allowed: this needs an operator's token"},
+		{name: "no local fleet", env: map[string]string{"BEX_API": none.URL, "BEX_TOKEN": none.OperatorToken}, args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3"},
+			wantErr: "this platform has no local fleet: its clusters come from Cluster API providers such as CAPH"},
+		{name: "two machines", args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3", "--control-plane-replicas", "2"},
+			wantErr: "2 control-plane machines: want at least 3"},
+		{name: "an unpinned version", args: []string{"fleet", "create", "dev-1", "--version", "1.30.1"},
+			wantErr: `version "1.30.1" is not pinned: give one of v1.35.4, v1.36.3, v1.37.2 (field version)`},
+		{name: "another namespace", args: []string{"fleet", "create", "prod/dev-1", "--version", "v1.36.3"}, wantErr: "local clusters live in namespace default"},
+		{name: "the fleet starting", before: func(*testing.T) {
+			fleet.SetNotReady(fmt.Errorf("building Cluster API's managers (see make run's output)"))
+		},
+			args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3"}, wantErr: "the local fleet is not ready: building Cluster API's managers (see make run's output)"},
+		{name: "create", before: func(*testing.T) { fleet.SetNotReady(nil) }, args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3"},
+			match: `^Created local cluster default/dev-1: Kubernetes v1\.36\.3, 3 control-plane machines, API at https://127\.77\.\d+\.1:6443 \(addresses 127\.77\.\d+\.0/24\)\.\n` +
+				`Cluster API makes its machines one after the other \(a few minutes\)\. Follow it with:\n  bex fleet list\n$`},
+		{name: "create it again", args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3"}, wantErr: "cluster default/dev-1 exists already"},
+		{name: "list", args: []string{"fleet", "list"}, want: "" +
+			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES  MVP        STATE\n" +
+			"default/dev-1  LocalCluster    v1.36.3  0/3      -         not wired  rolling\n"},
+		{name: "create and wait", before: func(t *testing.T) { bg.Go(func() { machinesOf("dev-2", "v1.37.2", 3) }) },
+			args: []string{"fleet", "create", "dev-2", "--version", "v1.37.2", "--wait"},
+			match: `^Created local cluster default/dev-2: Kubernetes v1\.37\.2, 3 control-plane machines, .*\n` +
+				`Cluster API makes its machines one after the other; waiting until they are healthy\.\n` +
+				`(default/dev-2: [0-2] of 3 machines healthy\n)*default/dev-2: 3 of 3 machines healthy\n$`},
+		{name: "list json", args: []string{"fleet", "list", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var fleet []apiclient.FleetCluster
+			if err := json.Unmarshal(out, &fleet); err != nil || len(fleet) != 2 || fleet[1].Name != "default/dev-2" || len(fleet[1].Machines) != 3 || fleet[1].Infrastructure != "LocalCluster" {
+				t.Errorf("fleet = %s, %v", out, err)
+			}
+		}},
+		{name: "list with a ready cluster", args: []string{"fleet", "list"}, want: "" +
+			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES   MVP        STATE\n" +
+			"default/dev-1  LocalCluster    v1.36.3  0/3      -          not wired  rolling\n" +
+			"default/dev-2  LocalCluster    v1.37.2  3/3      3 v1.37.2  not wired  ready\n"},
+		{name: "delete", args: []string{"fleet", "delete", "default/dev-1"},
+			want: "Local cluster default/dev-1: deleting: Cluster API deletes its machines, then the local provider stops its processes and removes its files; bex fleet list shows it until it is gone.\n"},
+		{name: "delete a missing one", args: []string{"fleet", "delete", "dev-1"}, wantErr: "no cluster default/dev-1: bex fleet list shows the clusters"},
+		{name: "delete and wait", before: func(t *testing.T) {
+			finalize("dev-2", false)
+			bg.Go(func() {
+				if until("dev-2 deleting", func() bool {
+					cl := &clusterv1.Cluster{}
+					return e.Kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "dev-2"}, cl) == nil && !cl.DeletionTimestamp.IsZero()
+				}) {
+					finalize("dev-2", true)
+				}
+			})
+		}, args: []string{"fleet", "delete", "dev-2", "--wait"},
+			match: `^Local cluster default/dev-2: deleting: .*\.\n(default/dev-2: deleting, 3 machines left\n)?default/dev-2: gone\n$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before(t)
+			}
+			if tc.env == nil {
+				tc.env = op
+			}
+			out, err := bex(t, dir, tc.env, "", tc.args...)
+			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
+				return
+			}
+			if tc.json != nil {
+				tc.json(t, []byte(out))
+			}
+		})
+	}
+}

@@ -235,6 +235,9 @@ func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[s
 	o.KubeVersion = fromVersion
 	o.DatabaseURL = pgtest.NewDatabase(t)
 	o.APIServers = 3
+	// The suite plays KubeadmControlPlane itself (kcp_test.go): Cluster
+	// API's own managers would act on its objects too.
+	o.NoLocalFleet = true
 	// One port for every apiserver, each on its own address, as on
 	// machines: the FleetUpgrade controller reaches each machine's
 	// apiserver at its address and the Cluster's port.

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -31,11 +29,13 @@ import (
 // KubeadmControlPlane, a Machine per apiserver) and plays
 // KubeadmControlPlane's maxSurge-0 rollout on the real apiservers: while
 // the Cluster is not paused and a Machine runs another version than the
-// KubeadmControlPlane, it deletes the oldest such Machine, drains its
-// apiserver out of the load balancer, stops it, starts its replacement at
-// the new version and creates its Machine once it is ready. The
-// FleetUpgrade controller of the platform drives it through the Cluster's
-// pause, as it drives KubeadmControlPlane.
+// KubeadmControlPlane, it marks the oldest such Machine for deletion; once
+// no deletion hook holds it (as Cluster API's machine controller waits),
+// it drains its apiserver out of the load balancer, stops it, lets the
+// Machine go, starts its replacement at the new version and creates its
+// Machine once it is ready. The FleetUpgrade controller of the platform
+// gates it through the Machines' deletion hook, as it gates
+// KubeadmControlPlane.
 type managementCluster struct {
 	cp   *controlplane.ControlPlane
 	kube client.Client
@@ -107,7 +107,8 @@ func (m *managementCluster) create(ctx context.Context, kubeconfigPath string) e
 func (m *managementCluster) createMachine(ctx context.Context, s *controlplane.APIServer) error {
 	mc := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNamespace, Name: s.Name, Labels: map[string]string{
-			clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: clusterName, clusterv1.ClusterNameLabel: clusterName}},
+			clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: clusterName, clusterv1.ClusterNameLabel: clusterName},
+			Finalizers: []string{clusterv1.MachineFinalizer}},
 		Spec: clusterv1.MachineSpec{
 			ClusterName: clusterName, Version: "v" + s.Version, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(s.Name + "-bootstrap")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "LocalMachine", Name: s.Name},
@@ -116,12 +117,14 @@ func (m *managementCluster) createMachine(ctx context.Context, s *controlplane.A
 	if err := m.kube.Create(ctx, mc); err != nil {
 		return err
 	}
-	// The node name is the apiserver's hostname, its identity.
-	mc.Status.NodeRef = clusterv1.MachineNodeReference{Name: s.Name}
-	mc.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: s.Name}, {Type: clusterv1.MachineInternalIP, Address: s.IP}}
-	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition, Status: metav1.ConditionTrue, Reason: "PodHealthy"})
-	if err := m.kube.Status().Update(ctx, mc); err != nil {
-		return err
+	return m.join(ctx, mc, s)
+}
+
+// join records that the Machine's apiserver s runs and is healthy. The
+// node name is the apiserver's hostname, its identity.
+func (m *managementCluster) join(ctx context.Context, mc *clusterv1.Machine, s *controlplane.APIServer) error {
+	if err := platformtest.JoinMachine(ctx, m.kube, mc, s.Name, s.IP); err != nil {
+		return fmt.Errorf("joining machine %s: %w", mc.Name, err)
 	}
 	m.mu.Lock()
 	m.lastJoined = time.Now()
@@ -154,16 +157,49 @@ func (m *managementCluster) step(ctx context.Context) error {
 	m.mu.Lock()
 	settled := time.Since(m.lastJoined) >= settleAfterJoin
 	m.mu.Unlock()
-	i := slices.IndexFunc(machines, func(mc clusterv1.Machine) bool { return mc.Spec.Version != kcp.Spec.Version })
-	if ptr.Deref(cluster.Spec.Paused, false) || i < 0 || len(machines) != 3 || !settled {
+	if ptr.Deref(cluster.Spec.Paused, false) {
 		return m.updateStatus(ctx)
 	}
-	old := m.cp.APIServer(machines[i].Name)
-	if old == nil {
-		return fmt.Errorf("machine %s has no apiserver", machines[i].Name)
+	// A Machine whose join was not recorded (its status write failed) is
+	// joined first: its apiserver runs.
+	for i := range machines {
+		if mc := &machines[i]; mc.DeletionTimestamp.IsZero() && !platformtest.MachineJoined(mc) {
+			s := m.cp.APIServer(mc.Name)
+			if s == nil {
+				return fmt.Errorf("machine %s has no apiserver", mc.Name)
+			}
+			if err := m.join(ctx, mc, s); err != nil {
+				return err
+			}
+			return m.updateStatus(ctx)
+		}
+	}
+	// One machine at a time: a Machine marked for deletion goes once no
+	// hook holds it, and only then is its replacement made.
+	d := slices.IndexFunc(machines, func(mc clusterv1.Machine) bool { return !mc.DeletionTimestamp.IsZero() })
+	if d >= 0 {
+		if platformtest.HasDeletionHook(&machines[d]) {
+			return m.updateStatus(ctx)
+		}
+		return m.replace(ctx, kcp, &machines[d])
+	}
+	i := slices.IndexFunc(machines, func(mc clusterv1.Machine) bool { return mc.Spec.Version != kcp.Spec.Version })
+	if i < 0 || len(machines) != 3 || !settled {
+		return m.updateStatus(ctx)
 	}
 	if err := m.kube.Delete(ctx, &machines[i]); err != nil {
 		return err
+	}
+	return m.updateStatus(ctx)
+}
+
+// replace stops the apiserver of a Machine no hook holds any more, lets
+// the Machine go, and starts its replacement at the control plane's
+// version.
+func (m *managementCluster) replace(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane, mc *clusterv1.Machine) error {
+	old := m.cp.APIServer(mc.Name)
+	if old == nil {
+		return fmt.Errorf("machine %s has no apiserver", mc.Name)
 	}
 	if err := m.cp.DrainAPIServer(ctx, old.Name); err != nil {
 		return fmt.Errorf("draining %s: %w", old.Name, err)
@@ -172,6 +208,9 @@ func (m *managementCluster) step(ctx context.Context) error {
 		return fmt.Errorf("stopping %s: %w", old.Name, err)
 	}
 	m.emit(rollout.PhaseStopped)
+	if err := platformtest.FinishMachineDeletion(ctx, m.kube, mc); err != nil {
+		return err
+	}
 	spec := old.Spec
 	spec.Version = strings.TrimPrefix(kcp.Spec.Version, "v")
 	spec.Name = replacementName(old.Name, spec.Version)
@@ -220,5 +259,3 @@ func (m *managementCluster) result() ([]rollout.Event, int) {
 	defer m.mu.Unlock()
 	return slices.Clone(m.events), m.replaced
 }
-
-var _ = strconv.Itoa

@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -42,6 +44,9 @@ type scene struct {
 	apps   *http.Client
 	a, b   *tenant
 	secret string // the victim's secret env value
+	// sandboxed: the platform runs tenant code in sandboxes (no
+	// --unsafe-no-sandbox).
+	sandboxed bool
 }
 
 // tenant is a user of the platform: the bex CLI and git with its token.
@@ -58,7 +63,7 @@ type tenant struct {
 func start(ctx context.Context, t *testing.T, bin string, flags ...string) *scene {
 	t.Helper()
 	began := time.Now()
-	s := &scene{ctx: ctx, bin: bin}
+	s := &scene{ctx: ctx, bin: bin, sandboxed: !slices.Contains(flags, "--unsafe-no-sandbox")}
 	s.state = t.TempDir()
 	// The private Postgres runs as the postgres user when root: it must
 	// reach its data directory under the state directory.
@@ -334,10 +339,22 @@ func (s *scene) plan(t *testing.T) plan {
 	p.Services = append(p.Services, service{Name: "the private Postgres", Port: port})
 
 	// The machine's own addresses (IPv4 and IPv6), and the apiserver's
-	// loopback address.
+	// loopback address. Not the bridges of other platforms on this
+	// machine (test packages run side by side): they come and go, and
+	// once one is gone its address lies beyond the machine, where builds
+	// may connect and where this machine's upstream network accepts every
+	// connection. While it exists it is a host address like eth0's, which
+	// the plan has.
+	own := ownBridges(t, s.p.PID())
+	if s.sandboxed && len(own) == 0 {
+		t.Fatalf("the platform (process %d) holds no sandbox slot lock in %s", s.p.PID(), sandbox.DefaultRunDir)
+	}
 	ifaces, err := net.Interfaces()
 	must(t, err)
 	for _, i := range ifaces {
+		if strings.HasPrefix(i.Name, "bex-") && !own[i.Name] {
+			continue
+		}
 		addrs, _ := i.Addrs()
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
@@ -356,6 +373,28 @@ func (s *scene) plan(t *testing.T) plan {
 	}
 	p.Peer = w.Addr
 	return p
+}
+
+// ownBridges returns the sandbox bridges of the platform process pid: one
+// per slot whose lock it holds open in sandbox.DefaultRunDir, which the
+// suite's platforms use.
+func ownBridges(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	fds := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(fds)
+	must(t, err)
+	own := map[string]bool{}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(fds, e.Name()))
+		if err != nil || filepath.Dir(target) != sandbox.DefaultRunDir {
+			continue
+		}
+		var slot int
+		if _, err := fmt.Sscanf(filepath.Base(target), "slot-%d.lock", &slot); err == nil {
+			own["bex-"+strconv.Itoa(slot)] = true
+		}
+	}
+	return own
 }
 
 // listeningPorts is every TCP port listening in the machine's network

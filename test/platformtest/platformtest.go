@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"bex.co/bex/controllers"
+	"bex.co/bex/controllers/scheme"
 )
 
 // BuildBinaries builds the platform's commands into one directory (as make
@@ -40,6 +40,9 @@ type Platform struct {
 	out   SyncBuffer
 	done  chan error
 }
+
+// PID is the process id of the platform's bex-embedded.
+func (p *Platform) PID() int { return p.cmd.Process.Pid }
 
 // Start runs binDir/bex-embedded on state with DATABASE_URL=dbURL (empty:
 // its private Postgres) and the extra flags args. The platform is
@@ -148,7 +151,7 @@ func Client(t testing.TB, kubeconfig string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
 
 	"bex.co/bex/apiserver/local"
 	"bex.co/bex/deploy"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/mvp"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/rollout"
 	"bex.co/bex/internal/upgrade/verify"
@@ -70,6 +74,9 @@ type harness struct {
 	blockers   []string // preflight's, as it last ran
 	finished   time.Time
 	report     *scenarioReport
+	// leaseWatch runs until each killed server's identity lease is seen
+	// gone (see watchLease).
+	leaseWatch sync.WaitGroup
 }
 
 // lane is one apiserver's life, a lane of the timeline.
@@ -80,6 +87,12 @@ type lane struct {
 	// Leave: it left it (drain or kill); End: its process ended.
 	Start, Ready, Leave, End time.Time
 	Killed                   bool
+	// PeerSyncWait is how long the server, once ready, waited for its
+	// peers to list what it serves before it joined the load balancer.
+	PeerSyncWait time.Duration
+	// LeaseGone is when its identity lease was first seen gone after a
+	// kill.
+	LeaseGone time.Time
 }
 
 // stepRec is one step of a rollout as the suite saw it.
@@ -166,7 +179,7 @@ func newHarness(t *testing.T, sc scenario, served servedSets, st *store.Store) *
 	})
 	up := time.Now()
 	for _, s := range h.cp.APIServers() {
-		h.lanes = append(h.lanes, &lane{Name: s.Name, Version: s.Version, Wired: !s.Spec.NoMVP, Start: h.begun, Ready: up})
+		h.lanes = append(h.lanes, &lane{Name: s.Name, Version: s.Version, Wired: !s.Spec.NoMVP, Start: h.begun, Ready: up, PeerSyncWait: s.PeerSyncWait})
 	}
 	admin := h.cp.RESTConfig()
 	if _, err := kubeapply.InstallCRDs(ctx, admin, deploy.CRDs()); err != nil {
@@ -246,6 +259,7 @@ func (h *harness) finish() {
 		return
 	}
 	h.load.halt()
+	h.leaseWatch.Wait()
 	h.mu.Lock()
 	h.finished = time.Now()
 	h.mu.Unlock()
@@ -421,18 +435,52 @@ func (h *harness) watch(ctx context.Context) {
 // killServer SIGKILLs a running apiserver outside the rollout (a machine
 // lost), and marks its lane as killed.
 func (h *harness) killServer(name string) error {
+	// The kill is the start of the call: KillAPIServer returns once the
+	// server is dead and its identity lease removed.
+	now := time.Now()
 	if err := h.cp.KillAPIServer(name); err != nil {
 		return err
 	}
-	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, l := range h.lanes {
 		if l.Name == name {
 			l.End, l.Leave, l.Killed = now, now, true
+			h.watchLease(l)
 		}
 	}
 	return nil
+}
+
+// watchLease polls, through the load balancer, until the identity lease of
+// a killed server is gone, and keeps when it saw it gone (at most 50 ms
+// late). The plane removes it itself (KillAPIServer); a verifier round
+// with RemoveStaleLeases would only once it is StaleLeaseAfter unrenewed.
+// h.mu is held.
+func (h *harness) watchLease(l *lane) {
+	h.leaseWatch.Go(func() {
+		cs, err := kubernetes.NewForConfig(h.cp.RESTConfig())
+		if err != nil {
+			h.t.Errorf("watching the identity lease of %s: %v", l.Name, err)
+			return
+		}
+		sel := mvp.IdentityLeaseSelector + "," + corev1.LabelHostname + "=" + l.Name
+		ctx, cancel := context.WithTimeout(h.t.Context(), 2*time.Minute)
+		defer cancel()
+		for ctx.Err() == nil {
+			list, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err == nil && len(list.Items) == 0 {
+				h.mu.Lock()
+				l.LeaseGone = time.Now()
+				h.mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // gate is the rollout's gate after step s.
@@ -537,6 +585,9 @@ func (h *harness) keepEvent(ev rollout.Event) (joined bool) {
 			if l.Leave.IsZero() {
 				l.Leave = ev.Time
 			}
+			if l.Killed {
+				h.watchLease(l)
+			}
 		}
 	case rollout.PhaseStarting:
 		h.lanes = append(h.lanes, &lane{Name: s.New, Version: s.NewVersion, Start: ev.Time})
@@ -548,6 +599,7 @@ func (h *harness) keepEvent(ev rollout.Event) (joined bool) {
 			l.Ready = ev.Time
 			if srv := h.cp.APIServer(s.New); srv != nil {
 				l.Wired = !srv.Spec.NoMVP
+				l.PeerSyncWait = srv.PeerSyncWait
 			}
 		}
 		return true

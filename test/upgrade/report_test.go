@@ -7,10 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"bex.co/bex/internal/upgrade/verify"
 )
@@ -99,6 +102,10 @@ type stepReport struct {
 	// OldGoneAt is when the old server's process ended.
 	OldGoneAt float64 `json:"oldGoneAtSeconds"`
 	ReadyAt   float64 `json:"readyAtSeconds"`
+	// PeerSyncWait is how long the new server, once ready, waited for its
+	// peers to list what it serves before it joined the load balancer
+	// (ReadyAt is when it joined).
+	PeerSyncWait float64 `json:"peerSyncWaitSeconds"`
 	// Gate is the verdict of the gate's round after the step.
 	Gate      string `json:"gate"`
 	GateGreen bool   `json:"gateGreen"`
@@ -143,10 +150,31 @@ type killReport struct {
 	Last503     *float64 `json:"last503Seconds,omitempty"`
 	// Duration503 is from the first to the last 503 anyone saw after the
 	// kill; zero when there was none.
-	Duration503    float64  `json:"duration503Seconds"`
+	Duration503 float64 `json:"duration503Seconds"`
+	// Window503 is from the kill to the last 503 anyone saw after it
+	// (before WindowEnd): how long the dead peer's 503 trap lasted. Zero
+	// when there was none.
+	Window503 float64 `json:"window503Seconds"`
+	// LeaseGoneAt is when the suite first saw the killed server's identity
+	// lease gone, LeaseRemovedBy who removed it: "plane" (KillAPIServer,
+	// at once) or "verifier" (a round with RemoveStaleLeases, once the
+	// lease was StaleLeaseAfter unrenewed).
+	LeaseGoneAt    *float64 `json:"leaseGoneAtSeconds,omitempty"`
+	LeaseRemovedBy string   `json:"leaseRemovedBy,omitempty"`
+	// LeaseRemovedAt is when a verifier round removed it.
 	LeaseRemovedAt *float64 `json:"leaseRemovedAtSeconds,omitempty"`
 	LeaseUnrenewed string   `json:"leaseUnrenewedWhenRemoved,omitempty"`
 	RemovedLeases  []string `json:"removedLeases,omitempty"`
+	// WindowEnd is when the next server left the load balancer after the
+	// kill, or the end of the scenario: the counts above and below are of
+	// what happened between the kill and then. Later 503s are the next
+	// server's (its shutdown), not the dead one's.
+	WindowEnd float64 `json:"windowEndSeconds"`
+	// RoundsAfter are the verifier rounds that started a second or more
+	// after the lease was gone, before WindowEnd; RoundsAfter503 of them
+	// had a Honest503.
+	RoundsAfter    int `json:"roundsAfterLeaseGone"`
+	RoundsAfter503 int `json:"roundsAfterLeaseGoneWith503"`
 }
 
 type recordsSummary struct {
@@ -158,16 +186,27 @@ type recordsSummary struct {
 
 func fptr(f float64) *float64 { return &f }
 
+func orNobody(s string) string {
+	if s == "" {
+		return "nobody (still there)"
+	}
+	return s
+}
+
 // classify says what a tenant request's answer was: "ok", "unserved" (a
 // 404 for a skew resource no apiserver served then: not a failure), or the
 // failure: "spurious404", "503", "error" (no answer) or the status.
-func (h *harness) classify(r tenantRequest) string {
+func (h *harness) classify(r tenantRequest) string { return classifyRequest(r, h.servedAt) }
+
+// classifyRequest is classify with servedAt saying whether a ready
+// apiserver served a resource itself at a moment.
+func classifyRequest(r tenantRequest, servedAt func(schema.GroupVersionResource, time.Time) bool) string {
 	switch {
 	case r.Status >= 200 && r.Status < 300:
 		return "ok"
 	case r.Status == 0:
 		return "error"
-	case r.Status == 404 && r.Skew && !h.servedAt(r.Resource, r.At):
+	case r.Status == 404 && r.Skew && !servedAt(r.Resource, r.At):
 		return "unserved"
 	case r.Status == 404 && r.Skew:
 		return "spurious404"
@@ -198,43 +237,8 @@ func (h *harness) buildReport() *scenarioReport {
 	}
 
 	reqs := h.load.snapshot()
-	t := tenantSummary{FailuresByStatus: map[string]int{}, ByKind: map[string]kindCount{}}
 	var firstTenant404 time.Time
-	for _, r := range reqs {
-		c := h.classify(r)
-		k := t.ByKind[r.Kind()]
-		k.Requests++
-		t.Requests++
-		if r.Retries > 0 {
-			t.Retried++
-			t.Retries += r.Retries
-		}
-		switch c {
-		case "ok":
-		case "unserved":
-			t.Unserved404++
-		default:
-			k.Failures++
-			t.Failures++
-			key := c
-			if c == "spurious404" {
-				key = "404"
-				t.Spurious404++
-				if firstTenant404.IsZero() || r.At.Before(firstTenant404) {
-					firstTenant404 = r.At
-				}
-			}
-			if r.Status == 503 {
-				t.Status503++
-			}
-			t.FailuresByStatus[key]++
-			if len(t.FirstFailures) < 12 || r.Status != 404 {
-				t.FirstFailures = append(t.FirstFailures, fmt.Sprintf("%+.1fs %s %s (%s): %s", h.since(r.At), r.Worker, r.Kind(), c, r.Message))
-			}
-		}
-		t.ByKind[r.Kind()] = k
-	}
-	rep.Tenant = t
+	rep.Tenant, firstTenant404 = tallyTenant(reqs, h.classify, h.since)
 
 	var firstVerifier404 time.Time
 	for _, r := range h.rounds {
@@ -274,6 +278,9 @@ func (h *harness) buildReport() *scenarioReport {
 		for _, l := range h.lanes {
 			if l.Name == s.Step.Old && !l.End.IsZero() {
 				sr.OldGoneAt = h.since(l.End)
+			}
+			if l.Name == s.Step.New {
+				sr.PeerSyncWait = l.PeerSyncWait.Seconds()
 			}
 		}
 		for _, r := range h.rounds {
@@ -336,6 +343,49 @@ func (h *harness) buildReport() *scenarioReport {
 	return rep
 }
 
+// tallyTenant sums up the tenant's requests: classify says what each answer
+// was, since places a moment on the scenario's clock. It also returns when
+// the first spurious 404 came, zero when none did.
+func tallyTenant(reqs []tenantRequest, classify func(tenantRequest) string, since func(time.Time) float64) (tenantSummary, time.Time) {
+	t := tenantSummary{FailuresByStatus: map[string]int{}, ByKind: map[string]kindCount{}}
+	var firstTenant404 time.Time
+	for _, r := range reqs {
+		c := classify(r)
+		k := t.ByKind[r.Kind()]
+		k.Requests++
+		t.Requests++
+		if r.Retries > 0 {
+			t.Retried++
+			t.Retries += r.Retries
+		}
+		switch c {
+		case "ok":
+		case "unserved":
+			t.Unserved404++
+		default:
+			k.Failures++
+			t.Failures++
+			key := c
+			if c == "spurious404" {
+				key = "404"
+				t.Spurious404++
+				if firstTenant404.IsZero() || r.At.Before(firstTenant404) {
+					firstTenant404 = r.At
+				}
+			}
+			if r.Status == 503 {
+				t.Status503++
+			}
+			t.FailuresByStatus[key]++
+			if len(t.FirstFailures) < 12 || r.Status != 404 {
+				t.FirstFailures = append(t.FirstFailures, fmt.Sprintf("%+.1fs %s %s (%s): %s", since(r.At), r.Worker, r.Kind(), c, r.Message))
+			}
+		}
+		t.ByKind[r.Kind()] = k
+	}
+	return t, firstTenant404
+}
+
 // killReport times the 503s after a SIGKILL, and the stale lease's
 // removal; nil when no step killed.
 func (h *harness) killReport(reqs []tenantRequest) *killReport {
@@ -349,6 +399,17 @@ func (h *harness) killReport(reqs []tenantRequest) *killReport {
 		return nil
 	}
 	k := &killReport{Killed: killed.Name, KilledAt: h.since(killed.End)}
+	// The dead server's window ends when the next server leaves the load
+	// balancer: 503s from then on are that server's (its shutdown), not
+	// the dead one's.
+	until := h.finished
+	for _, l := range h.lanes {
+		if l != killed && l.Leave.After(killed.End) && l.Leave.Before(until) {
+			until = l.Leave
+		}
+	}
+	k.WindowEnd = h.since(until)
+	in := func(at time.Time) bool { return !at.Before(killed.End) && at.Before(until) }
 	var first, last time.Time
 	see := func(at time.Time) {
 		if first.IsZero() || at.Before(first) {
@@ -359,14 +420,14 @@ func (h *harness) killReport(reqs []tenantRequest) *killReport {
 		}
 	}
 	for _, r := range reqs {
-		if r.Status == 503 && !r.At.Before(killed.End) {
+		if r.Status == 503 && in(r.At) {
 			k.Tenant503++
 			see(r.At)
 		}
 	}
 	for _, r := range h.rounds {
 		for _, p := range r.Report.Probes {
-			if p.Outcome == verify.Honest503 && !p.At.Before(killed.End) {
+			if p.Outcome == verify.Honest503 && in(p.At) {
 				k.Verifier503++
 				see(p.At)
 			}
@@ -385,6 +446,23 @@ func (h *harness) killReport(reqs []tenantRequest) *killReport {
 	if !first.IsZero() {
 		k.First503, k.Last503 = fptr(h.since(first)), fptr(h.since(last))
 		k.Duration503 = last.Sub(first).Seconds()
+		k.Window503 = last.Sub(killed.End).Seconds()
+	}
+	if !killed.LeaseGone.IsZero() {
+		k.LeaseGoneAt = fptr(h.since(killed.LeaseGone))
+		k.LeaseRemovedBy = "plane"
+		if k.LeaseRemovedAt != nil {
+			k.LeaseRemovedBy = "verifier"
+		}
+		for _, r := range h.rounds {
+			if r.Start.Before(killed.LeaseGone.Add(time.Second)) || !in(r.Start) || !r.verdict() {
+				continue
+			}
+			k.RoundsAfter++
+			if slices.ContainsFunc(r.Report.Probes, func(p verify.Probe) bool { return p.Outcome == verify.Honest503 }) {
+				k.RoundsAfter503++
+			}
+		}
 	}
 	return k
 }
@@ -613,7 +691,7 @@ func (r *suiteReport) summaryTable() string {
 		}
 		lasted := "–"
 		if s.Kill != nil {
-			lasted = fmt.Sprintf("%.1f s", s.Kill.Duration503)
+			lasted = fmt.Sprintf("%.1f s", s.Kill.Window503)
 			if s.Kill.Tenant503+s.Kill.Verifier503 == 0 {
 				lasted = "none"
 			}
@@ -673,14 +751,14 @@ func (r *suiteReport) markdown() string {
 			b.WriteString("\n")
 		}
 		if len(s.Steps) > 0 {
-			b.WriteString("| rollout | step | replaced | by | started | old gone | new ready | gate verdict | background rounds (failed) |\n| --- | ---: | --- | --- | ---: | ---: | ---: | --- | --- |\n")
+			b.WriteString("| rollout | step | replaced | by | started | old gone | new joined (waited for peers) | gate verdict | background rounds (failed) |\n| --- | ---: | --- | --- | ---: | ---: | ---: | --- | --- |\n")
 			for _, st := range s.Steps {
 				killed := ""
 				if st.Killed {
 					killed = " (SIGKILL)"
 				}
-				fmt.Fprintf(&b, "| %s | %d | %s %s%s | %s %s | %.1f s | %.1f s | %.1f s | %s | %d (%d) |\n", st.Rollout, st.Index, st.Old, st.OldVersion, killed,
-					st.New, st.NewVersion, st.StartedAt, st.OldGoneAt, st.ReadyAt, strings.ReplaceAll(st.Gate, "|", "/"), st.BackgroundRounds, st.BackgroundFailed)
+				fmt.Fprintf(&b, "| %s | %d | %s %s%s | %s %s | %.1f s | %.1f s | %.1f s (%.2f s) | %s | %d (%d) |\n", st.Rollout, st.Index, st.Old, st.OldVersion, killed,
+					st.New, st.NewVersion, st.StartedAt, st.OldGoneAt, st.ReadyAt, st.PeerSyncWait, strings.ReplaceAll(st.Gate, "|", "/"), st.BackgroundRounds, st.BackgroundFailed)
 			}
 			b.WriteString("\n")
 		}
@@ -692,8 +770,12 @@ func (r *suiteReport) markdown() string {
 				secs(sp.FirstByTenant), secs(sp.FirstByVerifier), secs(sp.PauseAt), secs(sp.ToPause), secs(sp.ToPauseFromTenant), secs(sp.ToPauseFromVerifier))
 		}
 		if k := s.Kill; k != nil {
-			fmt.Fprintf(&b, "- SIGKILL of %s at %.1f s: %d tenant 503s, %d verifier Honest503s after it; 503s from %s to %s (%.1f s); its identity lease removed by the verifier at %s (unrenewed %s).\n",
-				k.Killed, k.KilledAt, k.Tenant503, k.Verifier503, secs(k.First503), secs(k.Last503), k.Duration503, secs(k.LeaseRemovedAt), k.LeaseUnrenewed)
+			fmt.Fprintf(&b, "- SIGKILL of %s at %.1f s: until the next server left the load balancer (%.1f s), %d tenant 503s, %d verifier Honest503s; 503s from %s to %s (%.1f s after the kill); its identity lease gone at %s, removed by the %s",
+				k.Killed, k.KilledAt, k.WindowEnd, k.Tenant503, k.Verifier503, secs(k.First503), secs(k.Last503), k.Window503, secs(k.LeaseGoneAt), orNobody(k.LeaseRemovedBy))
+			if k.LeaseRemovedAt != nil {
+				fmt.Fprintf(&b, " (round done at %s, unrenewed %s)", secs(k.LeaseRemovedAt), k.LeaseUnrenewed)
+			}
+			fmt.Fprintf(&b, "; %d verifier rounds started a second or more after, %d of them with a Honest503.\n", k.RoundsAfter, k.RoundsAfter503)
 		}
 		for _, n := range s.Notes {
 			fmt.Fprintf(&b, "- %s\n", n)

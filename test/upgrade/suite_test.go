@@ -126,9 +126,9 @@ func scenarios() []scenario {
 			from: v135, to: v136, wired: false, run: runGateOff},
 		{name: "wire-then-1.36", title: "1.35.4, gate off: a wire rollout turns the gate and the peer flags on (same version, verifier-gated), then 1.35.4 → 1.36.3.",
 			from: v135, to: v136, wired: false, run: runWireThenUpgrade},
-		{name: "sigkill", title: "1.36.3 → 1.37.2, MVP wired, step 2's old apiserver killed with SIGKILL: the verifier removes its stale identity lease.",
+		{name: "sigkill", title: "1.36.3 → 1.37.2, MVP wired, step 2's old apiserver killed with SIGKILL: the plane removes its identity lease at once, before any verifier round finds it stale.",
 			from: v136, to: v137, wired: true, staleLeaseAfter: 15 * time.Second, run: runSIGKILL},
-		{name: "sigkill-new", title: "1.36.3 → 1.37.2, MVP wired, the first new apiserver killed with SIGKILL right after it joined: the old ones proxy into the dead peer (503) until the verifier removes its identity lease; a replacement then joins and the rollout continues.",
+		{name: "sigkill-new", title: "1.36.3 → 1.37.2, MVP wired, the first new apiserver killed with SIGKILL right after it joined: the old ones would proxy into the dead peer (503) while its identity lease stays; the plane removes the lease at once, a replacement joins and the rollout continues.",
 			from: v136, to: v137, wired: true, staleLeaseAfter: 15 * time.Second, run: runSIGKILLNew},
 	}
 }
@@ -341,43 +341,56 @@ func runSIGKILL(t *testing.T, h *harness) {
 	if err != nil {
 		h.complete(ctx, res, err)
 	}
-	// The dead server's lease goes once it is StaleLeaseAfter older than
-	// the newest renewal; the verifier keeps running until then.
 	killed := res.Steps[1].Old
-	removed := func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, r := range h.rounds {
-			for _, l := range r.Report.Leases {
-				if l.Hostname == killed && l.Removed {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if !removed() {
-		h.verifyUntil(ctx, "after", 90*time.Second, func(round) bool { return removed() })
-	}
 	final := h.verifyUntil(ctx, "after", 30*time.Second, round.green)
 	h.complete(ctx, res, nil)
 	if !final.green() {
 		t.Errorf("the verifier does not pass after the kill: %s", describe(final))
 	}
+	k := h.assertLeaseRemovedByPlane(killed)
+	t.Logf("SIGKILL of %s at %+.1fs: %d tenant 503s, %d verifier Honest503s; 503s lasted %.1f s after the kill; lease gone at %s",
+		killed, k.KilledAt, k.Tenant503, k.Verifier503, k.Window503, secs(k.LeaseGoneAt))
+}
+
+// assertLeaseRemovedByPlane asserts that the identity lease of the killed
+// server went at once, removed by the plane (KillAPIServer), not by a
+// verifier round that found it stale; and that from a second after it
+// went until the next server left the load balancer (killReport) no
+// tenant request got a 503 and no verifier round found a Honest503. It
+// returns the kill's report.
+func (h *harness) assertLeaseRemovedByPlane(killed string) *killReport {
+	h.t.Helper()
 	k := h.report.Kill
-	if k == nil || k.LeaseRemovedAt == nil {
-		t.Fatalf("the identity lease of the killed %s was not removed: %+v", killed, k)
+	if k == nil || k.Killed != killed || k.LeaseGoneAt == nil {
+		h.t.Fatalf("the identity lease of the killed %s was never seen gone: %+v", killed, k)
 	}
-	t.Logf("SIGKILL of %s at %+.1fs: %d tenant 503s, %d verifier Honest503s; 503s lasted %.1f s; lease removed at %s",
-		killed, k.KilledAt, k.Tenant503, k.Verifier503, k.Duration503, secs(k.LeaseRemovedAt))
-	if k.Last503 != nil && *k.Last503 > *k.LeaseRemovedAt {
-		t.Errorf("a 503 at %s, after the lease's removal at %s", secs(k.Last503), secs(k.LeaseRemovedAt))
+	if k.LeaseRemovedBy != "plane" {
+		h.t.Errorf("the identity lease of %s was removed by the %s at %s, not by the plane when it killed the server", killed, k.LeaseRemovedBy, secs(k.LeaseRemovedAt))
 	}
+	gone := *k.LeaseGoneAt + 1 // a second for the servers to see the lease go
+	var after []string
+	for _, r := range h.load.snapshot() {
+		if at := h.since(r.At); r.Status == 503 && at > gone && at < k.WindowEnd {
+			after = append(after, fmt.Sprintf("%+.1fs %s", at, r.Kind()))
+		}
+	}
+	if len(after) > 0 {
+		h.t.Errorf("%d tenant 503s more than a second after the lease of %s went at %s (and before the next server left at %+.1fs): %s",
+			len(after), killed, secs(k.LeaseGoneAt), k.WindowEnd, strings.Join(after, "; "))
+	}
+	if k.RoundsAfter503 > 0 {
+		h.t.Errorf("%d of %d verifier rounds started after the lease of %s went found a Honest503", k.RoundsAfter503, k.RoundsAfter, killed)
+	}
+	return k
 }
 
 // runSIGKILLNew kills the first replacement right after it joined: it alone
-// serves the 1.37-only resources, so the old servers keep proxying them into
-// a dead peer and answer 503 until its identity lease goes.
+// serves the 1.37-only resources, so the old servers would keep proxying them
+// into a dead peer and answer 503 for as long as its identity lease stays.
+// The plane removes the lease at once; the verifier runs on the degraded
+// plane for a while to show that the old servers answer 404 for those
+// resources (nobody serves them) and nothing else fails, then a replacement
+// joins, as a MachineHealthCheck would bring one, and the rollout goes on.
 func runSIGKILLNew(t *testing.T, h *harness) {
 	ctx := t.Context()
 	if bl := preflight.Blockers(h.checkPreflight(ctx)); len(bl) > 0 {
@@ -385,7 +398,6 @@ func runSIGKILLNew(t *testing.T, h *harness) {
 	}
 	h.soak(5 * time.Second)
 	var killed string
-	var replacedAt time.Time
 	h.mu.Lock()
 	h.beforeGate = func(ctx context.Context, s rollout.Step) {
 		if s.Index != 1 || killed != "" {
@@ -399,34 +411,34 @@ func runSIGKILLNew(t *testing.T, h *harness) {
 			t.Errorf("killing %s: %v", killed, err)
 		}
 		h.note("SIGKILL of %s (the only 1.37.2 server) right after it joined", killed)
-	}
-	h.mu.Unlock()
-	removeReplaceAndContinue := func(ctx context.Context, s rollout.Step, p *pause) error {
-		r := h.verifyUntil(ctx, "decide", 2*time.Minute, round.green)
-		if !r.green() {
-			return fmt.Errorf("still failing after removing stale leases: %s", describe(r))
-		}
-		// A MachineHealthCheck replaces the lost machine, once: a new server
-		// at the target version. A later pause is decided by the verifier
-		// alone.
-		dead := h.cp.APIServer(killed)
-		spec := dead.Spec
+		// The plane without it, for longer than the verifier's
+		// StaleLeaseAfter: its lease must not be left for the verifier.
+		h.verifyUntil(ctx, "after-kill", h.sc.staleLeaseAfter+5*time.Second, func(round) bool { return false })
+		// A MachineHealthCheck replaces the lost machine: a new server at
+		// the target version.
+		spec := h.cp.APIServer(killed).Spec
 		spec.Name = killed + "-r"
-		if h.cp.APIServer(spec.Name) != nil {
-			p.Decision = "the verifier passed; continue"
-			return nil
-		}
-		replacedAt = time.Now()
-		if _, err := h.cp.StartAPIServer(ctx, spec); err != nil {
-			return fmt.Errorf("starting a replacement for %s: %w", killed, err)
+		start := time.Now()
+		srv, err := h.cp.StartAPIServer(ctx, spec)
+		if err != nil {
+			t.Errorf("starting a replacement for %s: %v", killed, err)
+			return
 		}
 		h.mu.Lock()
-		h.lanes = append(h.lanes, &lane{Name: spec.Name, Version: spec.Version, Wired: !spec.NoMVP, Start: time.Now(), Ready: time.Now()})
+		h.lanes = append(h.lanes, &lane{Name: spec.Name, Version: spec.Version, Wired: !spec.NoMVP, Start: start, Ready: time.Now(), PeerSyncWait: srv.PeerSyncWait})
 		h.mu.Unlock()
-		p.Decision = "stale lease removed, the verifier passed, " + spec.Name + " replaces the lost server; continue"
+		h.note("%s replaces the lost server; it waited %.2f s for its peers before it joined", spec.Name, srv.PeerSyncWait.Seconds())
+	}
+	h.mu.Unlock()
+	continueWhenGreen := func(ctx context.Context, s rollout.Step, p *pause) error {
+		r := h.verifyUntil(ctx, "decide", 2*time.Minute, round.green)
+		if !r.green() {
+			return fmt.Errorf("still failing: %s", describe(r))
+		}
+		p.Decision = "the verifier passed; continue"
 		return nil
 	}
-	res, err := h.upgrade(ctx, removeReplaceAndContinue, nil)
+	res, err := h.upgrade(ctx, continueWhenGreen, nil)
 	if err != nil {
 		h.complete(ctx, res, err)
 		t.Fatalf("the rollout did not complete after the lost server: %v", err)
@@ -436,38 +448,11 @@ func runSIGKILLNew(t *testing.T, h *harness) {
 	if !final.green() {
 		t.Errorf("the verifier does not pass after the kill: %s", describe(final))
 	}
-	k := h.report.Kill
-	if k == nil || k.LeaseRemovedAt == nil {
-		t.Fatalf("the identity lease of the killed %s was not removed: %+v", killed, k)
-	}
-	t.Logf("SIGKILL of %s at %+.1fs: %d tenant 503s, %d verifier Honest503s; 503s (any cause) from %s to %s; lease removed at %s",
-		killed, k.KilledAt, k.Tenant503, k.Verifier503, secs(k.First503), secs(k.Last503), secs(k.LeaseRemovedAt))
-	if k.Verifier503+k.Tenant503 == 0 {
-		t.Errorf("no 503 after losing the only server of the 1.37-only resources: the trap this scenario is about did not form")
-	}
-	// The trap is the dead peer's: from the kill until its lease goes. Once
-	// the replacement starts, new 503s are the new-peer window the wired
-	// scenario measures, not this trap.
-	removed := *k.LeaseRemovedAt + 1 // a second for the servers to see the lease go
-	var trapEnd float64
-	var after []string
-	for _, r := range h.load.snapshot() {
-		at := h.since(r.At)
-		if r.Status != 503 || at < k.KilledAt || (!replacedAt.IsZero() && r.At.After(replacedAt)) {
-			continue
-		}
-		if at > trapEnd {
-			trapEnd = at
-		}
-		if at > removed {
-			after = append(after, fmt.Sprintf("%+.1fs %s", at, r.Kind()))
-		}
-	}
-	h.note("the dead peer's 503 trap: from the kill at %+.1fs to the last 503 at %+.1fs (%.1f s); lease removed at %s; the replacement started at %+.1fs",
-		k.KilledAt, trapEnd, trapEnd-k.KilledAt, secs(k.LeaseRemovedAt), h.since(replacedAt))
-	t.Logf("the trap lasted %.1f s (kill %+.1fs, last 503 %+.1fs, lease removed %s)", trapEnd-k.KilledAt, k.KilledAt, trapEnd, secs(k.LeaseRemovedAt))
-	if len(after) > 0 {
-		t.Errorf("%d 503s after the lease's removal at %s and before the replacement started: %s", len(after), secs(k.LeaseRemovedAt), strings.Join(after, "; "))
+	k := h.assertLeaseRemovedByPlane(killed)
+	t.Logf("SIGKILL of %s at %+.1fs: %d tenant 503s, %d verifier Honest503s, the last %.1f s after the kill (bar: 5 s); lease gone at %s, removed by the %s",
+		killed, k.KilledAt, k.Tenant503, k.Verifier503, k.Window503, secs(k.LeaseGoneAt), k.LeaseRemovedBy)
+	if k.RoundsAfter == 0 {
+		t.Error("no verifier round ran on the plane without the killed server")
 	}
 }
 

@@ -94,26 +94,40 @@ func grantTenant(ctx context.Context, admin *rest.Config, skew []schema.GroupVer
 // a list of Apps, Routes and ClusterCapacities until all answer 200: the
 // RBAC rules reached every server and the aggregated API is available.
 func waitTenantServed(ctx context.Context, cp *controlplane.ControlPlane) error {
+	cfg, err := cp.UserConfig(tenantUser, tenantGroup)
+	if err != nil {
+		return err
+	}
+	servers := func(context.Context) (map[string]string, error) {
+		out := map[string]string{}
+		for _, s := range cp.APIServers() {
+			if s.Running() {
+				out[s.Name] = s.URL()
+			}
+		}
+		return out, nil
+	}
+	return waitServed(ctx, cfg, servers, mvp.Path(appsGVR, tenantNamespace, ""), mvp.Path(routesGVR, tenantNamespace, ""), mvp.ListPath(clusterCapacities))
+}
+
+// waitServed polls, with cfg's identity, each path on every apiserver
+// servers names (name to URL), until all answer 200.
+func waitServed(ctx context.Context, cfg *rest.Config, servers func(context.Context) (map[string]string, error), paths ...string) error {
 	var last error
 	for {
-		last = nil
-		for _, s := range cp.APIServers() {
-			if !s.Running() {
-				continue
-			}
-			cfg, err := cp.UserConfig(tenantUser, tenantGroup)
+		urls, err := servers(ctx)
+		last = err
+		for name, url := range urls {
+			c := rest.CopyConfig(cfg)
+			c.Host = url
+			client, err := rest.HTTPClientFor(c)
 			if err != nil {
 				return err
 			}
-			cfg.Host = s.URL()
-			client, err := rest.HTTPClientFor(cfg)
-			if err != nil {
-				return err
-			}
-			for _, path := range []string{mvp.Path(appsGVR, tenantNamespace, ""), mvp.Path(routesGVR, tenantNamespace, ""), mvp.ListPath(clusterCapacities)} {
-				status, body, err := send(ctx, client, cfg.Host, http.MethodGet, path, "", nil)
+			for _, path := range paths {
+				status, body, err := send(ctx, client, c.Host, http.MethodGet, path, "", nil)
 				if err == nil && status != http.StatusOK {
-					err = fmt.Errorf("%s on %s: %d %s", path, s.Name, status, body)
+					err = fmt.Errorf("%s on %s: %d %s", path, name, status, body)
 				}
 				if err != nil {
 					last = err
@@ -167,13 +181,20 @@ type tenantLoad struct {
 	requests []tenantRequest
 }
 
-// startTenantLoad starts the workers. skew are the resources to list that
-// only one side of the version skew serves.
+// startTenantLoad starts the workers on the plane's load balancer. skew are
+// the resources to list that only one side of the version skew serves.
 func startTenantLoad(cp *controlplane.ControlPlane, skew []schema.GroupVersionResource) (*tenantLoad, error) {
 	cfg, err := cp.UserConfig(tenantUser, tenantGroup)
 	if err != nil {
 		return nil, err
 	}
+	return startTenantLoadAt(cfg, skew, true)
+}
+
+// startTenantLoadAt starts the workers with cfg, the tenant's identity at a
+// load balancer. scheduler adds the worker that lists the scheduler's
+// ClusterCapacities (the aggregated API must be registered there).
+func startTenantLoadAt(cfg *rest.Config, skew []schema.GroupVersionResource, scheduler bool) (*tenantLoad, error) {
 	l := &tenantLoad{host: strings.TrimSuffix(cfg.Host, "/"), stop: make(chan struct{})}
 	// A Dial of its own gives each long-lived client its own transport, and
 	// so its own connection through the load balancer (client-go shares
@@ -211,9 +232,11 @@ func startTenantLoad(cp *controlplane.ControlPlane, skew []schema.GroupVersionRe
 	l.crud("routes", routes, routesGVR, func(name string) map[string]any {
 		return map[string]any{"hostname": name + ".acme.example.com", "appRef": map[string]any{"name": "web"}}
 	})
-	l.loop("scheduler", 100*time.Millisecond, func(ctx context.Context, i int) {
-		l.do(ctx, "scheduler", sched, http.MethodGet, verify.VerbList, clusterCapacities, mvp.ListPath(clusterCapacities), nil, false)
-	})
+	if scheduler {
+		l.loop("scheduler", 100*time.Millisecond, func(ctx context.Context, i int) {
+			l.do(ctx, "scheduler", sched, http.MethodGet, verify.VerbList, clusterCapacities, mvp.ListPath(clusterCapacities), nil, false)
+		})
+	}
 	if len(skew) > 0 {
 		l.loop("skew", 50*time.Millisecond, func(ctx context.Context, i int) {
 			gvr := skew[i%len(skew)]

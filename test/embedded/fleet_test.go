@@ -1,0 +1,180 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// TestMakeRunFleet creates a cluster of the local fleet through the API of
+// make run's platform, waits until Cluster API reports its three machines
+// healthy, plans an upgrade over it, writes into it, restarts the
+// platform on the same state directory and finds the cluster serving again
+// with what was written, then deletes it and finds its files gone.
+func TestMakeRunFleet(t *testing.T) {
+	bin := platformtest.BuildBinaries(t, "bex-embedded")
+	state := t.TempDir()
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	p := platformtest.Start(ctx, t, bin, state, dbURL)
+	env := p.WaitEnv(ctx, t)
+	op, err := apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetReady(t, p)
+
+	// The two newest pinned versions: the ones make test builds.
+	versions := kubebin.KubeVersions()
+	version := "v" + versions[len(versions)-2]
+	start := time.Now()
+	lc, err := op.CreateLocalCluster(ctx, apiclient.CreateLocalClusterRequest{Name: "e2e-1", Version: version, ControlPlaneReplicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, op, lc.Name, version, 3)
+	t.Logf("three %s machines healthy %s after bex fleet create", version, time.Since(start).Round(time.Second))
+
+	// bex upgrade plans over it as over any cluster of the fleet.
+	next := "v" + versions[len(versions)-1]
+	plan, err := op.PlanUpgrade(ctx, apiclient.UpgradePlanRequest{TargetVersion: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Stages) != 1 || len(plan.Stages[0].Clusters) != 1 || plan.Stages[0].Clusters[0].Name != lc.Name || len(plan.Refused) != 0 {
+		t.Errorf("a plan to %s = %+v, want %s upgraded", next, plan, lc.Name)
+	}
+
+	// Something to find after the restart, in the cluster's own etcd.
+	mgmt := platformtest.Client(t, env["BEX_KUBECONFIG"])
+	workload := workloadClient(t, mgmt, "e2e-1")
+	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"run": "first"}}
+	if _, err := workload.CoreV1().ConfigMaps("default").Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Interrupt(t)
+	start = time.Now()
+	p = platformtest.Start(ctx, t, bin, state, dbURL)
+	env = p.WaitEnv(ctx, t)
+	op, err = apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 5*time.Minute, "the cluster's apiserver serving again with what was written", func(ctx context.Context) error {
+		got, err := workload.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Data["run"] != "first" {
+			return fmt.Errorf("kept = %v", got.Data)
+		}
+		return nil
+	})
+	t.Logf("the cluster served again %s after the restart began", time.Since(start).Round(time.Second))
+	fleetReady(t, p)
+	waitHealthy(t, op, lc.Name, version, 3)
+	t.Logf("three machines healthy again %s after the restart began", time.Since(start).Round(time.Second))
+
+	start = time.Now()
+	if _, err := op.DeleteLocalCluster(ctx, "e2e-1"); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 5*time.Minute, "the cluster gone", func(ctx context.Context) error {
+		fleet, err := op.ListFleet(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range fleet {
+			if c.Name == lc.Name {
+				return fmt.Errorf("%s still listed with %d machines", c.Name, len(c.Machines))
+			}
+		}
+		if _, err := os.Stat(filepath.Join(state, "fleet", "default", "e2e-1")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("its files remain: %v", err)
+		}
+		return nil
+	})
+	t.Logf("deleted in %s", time.Since(start).Round(time.Second))
+	p.Interrupt(t)
+}
+
+// fleetReady waits until the platform says its local fleet is ready.
+func fleetReady(t *testing.T, p *platformtest.Platform) {
+	t.Helper()
+	platformtest.Eventually(t, 10*time.Minute, "the local fleet ready", func(context.Context) error {
+		out := p.Output()
+		if strings.Contains(out, "bex: local fleet ready") {
+			return nil
+		}
+		if strings.Contains(out, "the local fleet did not start") {
+			t.Fatalf("the local fleet did not start:\n%s", out)
+		}
+		return errors.New("make run has not printed \"local fleet ready\"")
+	})
+}
+
+// waitHealthy waits until the fleet lists the cluster with n healthy
+// machines of version.
+func waitHealthy(t *testing.T, op *apiclient.Client, name, version string, n int) {
+	t.Helper()
+	platformtest.Eventually(t, 10*time.Minute, fmt.Sprintf("%s with %d healthy machines", name, n), func(ctx context.Context) error {
+		fleet, err := op.ListFleet(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range fleet {
+			if c.Name != name {
+				continue
+			}
+			healthy := 0
+			for _, m := range c.Machines {
+				if m.Healthy && m.Version == version && !m.Deleting {
+					healthy++
+				}
+			}
+			if healthy != n || len(c.Machines) != n {
+				return fmt.Errorf("%d machines, %d healthy at %s: %+v", len(c.Machines), healthy, version, c.Machines)
+			}
+			return nil
+		}
+		return fmt.Errorf("%s not listed", name)
+	})
+}
+
+// workloadClient returns a client of a local cluster from Cluster API's
+// <cluster>-kubeconfig Secret.
+func workloadClient(t *testing.T, mgmt client.Client, name string) kubernetes.Interface {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := mgmt.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name + "-kubeconfig"}, s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

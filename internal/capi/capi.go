@@ -166,16 +166,16 @@ func Start(ctx context.Context, opts Options) (_ *Managers, err error) {
 			ms.Stop()
 		}
 	}()
+	// Every manager's webhook and health ports are picked at once, on every
+	// address, so that no two of them are the same port.
+	ports, err := childproc.FreePorts("", 2*len(comps))
+	if err != nil {
+		return nil, err
+	}
 	for i, c := range comps {
 		m := &Manager{Name: c.name, LogFile: filepath.Join(dir, "logs", c.name+".log")}
-		if m.WebhookPort, err = childproc.FreePort(""); err != nil {
-			return nil, err
-		}
-		healthPort, err := childproc.FreePort("127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
-		m.HealthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort))
+		m.WebhookPort = ports[2*i]
+		m.HealthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1]))
 		certDir := filepath.Join(dir, c.name, "serving-certs")
 		if err := issueServingCert(ca, certDir); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)

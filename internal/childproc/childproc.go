@@ -139,10 +139,25 @@ func (p *Process) Tail(n int) string {
 
 // FreePort returns a TCP port free on ip ("" means every address).
 func FreePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	ports, err := FreePorts(ip, 1)
 	if err != nil {
-		return 0, fmt.Errorf("finding a free port on %q: %w", ip, err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct TCP ports free on ip ("" means every
+// address). Each port is held until all are picked: a port closed at once
+// is free again, and the kernel may hand it out for the next pick.
+func FreePorts(ip string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port on %q: %w", ip, err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

@@ -51,3 +51,24 @@ func TestWaitReadyStopsWhenTheProcessExits(t *testing.T) {
 		t.Errorf("WaitReady = %v, want the exit and check's last error", err)
 	}
 }
+
+// TestFreePortsAreDistinct: ports picked together are never the same port,
+// though the kernel hands a just-closed port out again (the webhook and
+// health ports of a Cluster API manager once were).
+func TestFreePortsAreDistinct(t *testing.T) {
+	const n = 400
+	ports, err := childproc.FreePorts("", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d picked twice among %d", p, n)
+		}
+		seen[p] = true
+	}
+	if len(ports) != n {
+		t.Fatalf("got %d ports, want %d", len(ports), n)
+	}
+}

@@ -283,12 +283,11 @@ func (cp *ControlPlane) saveState() error {
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	var err error
 	if cp.state.EtcdClientPort == 0 {
-		if cp.state.EtcdClientPort, err = childproc.FreePort("127.0.0.1"); err != nil {
+		ports, err := childproc.FreePorts("127.0.0.1", 2)
+		if err != nil {
 			return err
 		}
-		if cp.state.EtcdPeerPort, err = childproc.FreePort("127.0.0.1"); err != nil {
-			return err
-		}
+		cp.state.EtcdClientPort, cp.state.EtcdPeerPort = ports[0], ports[1]
 		if err := cp.saveState(); err != nil {
 			return err
 		}

@@ -38,16 +38,12 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clientPort, err := childproc.FreePort("127.0.0.1")
+	ports, err := childproc.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerPort, err := childproc.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain := "http://127.0.0.1:" + itoa(clientPort)
-	peer := "http://127.0.0.1:" + itoa(peerPort)
+	plain := "http://127.0.0.1:" + itoa(ports[0])
+	peer := "http://127.0.0.1:" + itoa(ports[1])
 	old, err := childproc.Start(childproc.Options{Name: "etcd", LogFile: filepath.Join(dir, "logs", "etcd.log"), Args: []string{etcdPath,
 		"--name=bex", "--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + plain, "--advertise-client-urls=" + plain,
@@ -70,7 +66,7 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 	}
 	resp.Body.Close()
 	old.Stop(10 * time.Second)
-	state, _ := json.Marshal(map[string]any{"etcdClientPort": clientPort, "etcdPeerPort": peerPort})
+	state, _ := json.Marshal(map[string]any{"etcdClientPort": ports[0], "etcdPeerPort": ports[1]})
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), state, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +104,7 @@ func TestPlainEtcdDataDirStarts(t *testing.T) {
 	}
 	members, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := `"https://127.0.0.1:` + itoa(peerPort) + `"`; !strings.Contains(string(members), want) || strings.Contains(string(members), "http://") {
+	if want := `"https://127.0.0.1:` + itoa(ports[1]) + `"`; !strings.Contains(string(members), want) || strings.Contains(string(members), "http://") {
 		t.Errorf("etcd members after the upgrade: %s; want the peer URL %s only", members, want)
 	}
 	if _, err := http.Get(plain + "/health"); err == nil {

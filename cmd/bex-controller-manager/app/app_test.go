@@ -104,7 +104,8 @@ func TestLeaderElection(t *testing.T) {
 		}
 	}
 	start := func() (*cmdtest.Proc, string, string) {
-		health, metrics := cmdtest.Addr(cmdtest.FreePort(t)), cmdtest.Addr(cmdtest.FreePort(t))
+		addrs := cmdtest.Addrs(t, 2)
+		health, metrics := addrs[0], addrs[1]
 		p := cmdtest.Start(t, bin, []string{"DATABASE_URL=", "BEX_DATABASE_URL=" + dbURL},
 			"--kubeconfig", cp.KubeconfigPath(), "--workload-kubeconfig", cp.KubeconfigPath(),
 			"--leader-elect", "--leader-election-namespace", "bex-system",

@@ -97,7 +97,8 @@ func TestServesGit(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	httpAddr, sshAddr, ops := cmdtest.Addr(cmdtest.FreePort(t)), cmdtest.Addr(cmdtest.FreePort(t)), cmdtest.Addr(cmdtest.FreePort(t))
+	addrs := cmdtest.Addrs(t, 3)
+	httpAddr, sshAddr, ops := addrs[0], addrs[1], addrs[2]
 	p := cmdtest.Start(t, bin, []string{"DATABASE_URL=", "BEX_DATABASE_URL=" + dbURL},
 		"--kubeconfig", cp.KubeconfigPath(), "--workload-kubeconfig", cp.KubeconfigPath(),
 		"--root-dir", root, "--http-listen", httpAddr, "--ssh-listen", sshAddr, "--ops-listen", ops,

@@ -80,7 +80,8 @@ func TestServes(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	listen, ops := cmdtest.Addr(cmdtest.FreePort(t)), cmdtest.Addr(cmdtest.FreePort(t))
+	addrs := cmdtest.Addrs(t, 2)
+	listen, ops := addrs[0], addrs[1]
 	p := cmdtest.Start(t, bin, []string{"DATABASE_URL=", "BEX_DATABASE_URL=" + dbURL},
 		"--kubeconfig", cp.KubeconfigPath(), "--workload-kubeconfig", cp.KubeconfigPath(),
 		"--listen", listen, "--ops-listen", ops, "--work-dir", t.TempDir(),

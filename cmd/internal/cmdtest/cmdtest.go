@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -24,19 +24,20 @@ func Build(t testing.TB, name string) string {
 	return filepath.Join(platformtest.BuildBinaries(t, name), name)
 }
 
-// FreePort returns a loopback port nothing listens on.
-func FreePort(t testing.TB) int {
+// Addrs returns n distinct loopback addresses (127.0.0.1:port) nothing
+// listens on.
+func Addrs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := childproc.FreePorts("127.0.0.1", n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	return addrs
 }
-
-// Addr is 127.0.0.1:port.
-func Addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 
 // Run runs bin with args to its end and returns its combined output and
 // exit code.

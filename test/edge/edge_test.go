@@ -31,6 +31,7 @@ import (
 	"bex.co/bex/controllers"
 	"bex.co/bex/internal/acmetest"
 	"bex.co/bex/internal/certstore"
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/domains"
@@ -42,15 +43,14 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
+// freePorts returns n distinct loopback ports nothing listens on.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := childproc.FreePorts("127.0.0.1", n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // edgeProc is one bex-edge process.
@@ -62,9 +62,12 @@ type edgeProc struct {
 
 func (e *edgeProc) output() string { return e.out.String() }
 
-func startEdge(ctx context.Context, t *testing.T, bin, name string, httpPort, httpsPort int, args ...string) *edgeProc {
+// startEdge starts bex-edge with its HTTP, HTTPS and metrics listeners on
+// ports[0], ports[1] and ports[2].
+func startEdge(ctx context.Context, t *testing.T, bin, name string, ports []int, args ...string) *edgeProc {
 	t.Helper()
-	e := &edgeProc{name: name, http: httpPort, https: httpsPort, metricsPort: freePort(t)}
+	httpPort, httpsPort := ports[0], ports[1]
+	e := &edgeProc{name: name, http: httpPort, https: httpsPort, metricsPort: ports[2]}
 	cmd := exec.CommandContext(ctx, bin+"/bex-edge", append([]string{
 		"--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--https-listen", fmt.Sprintf("127.0.0.1:%d", httpsPort),
@@ -162,7 +165,8 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 
 	// pebble validates challenges on edge A's ports; edge B obtains the
 	// certificate only if A answers B's challenge through the shared store.
-	httpA, httpsA, httpB, httpsB := freePort(t), freePort(t), freePort(t), freePort(t)
+	ports := freePorts(t, 6)
+	httpA, httpsA, httpsB := ports[0], ports[1], ports[4]
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpA, TLSPort: httpsA})
 	pebble.SetA("www.shop.test", "127.0.0.1")
 	pebble.SetA("evil.shop.test", "127.0.0.1")
@@ -179,8 +183,8 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
 		"--app-domain", "apps.test",
 	}
-	edgeA := startEdge(ctx, t, bin, "edge-a", httpA, httpsA, common...)
-	edgeB := startEdge(ctx, t, bin, "edge-b", httpB, httpsB, common...)
+	edgeA := startEdge(ctx, t, bin, "edge-a", ports[:3], common...)
+	edgeB := startEdge(ctx, t, bin, "edge-b", ports[3:], common...)
 
 	roots, err := pebble.IssuerRoots(ctx)
 	must(t, err)

@@ -36,7 +36,8 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 
 	wildcardApp(ctx, t, cp.RESTConfig(), kc, "wild-test", "*.wild.test")
 
-	httpPort, httpsPort := freePort(t), freePort(t)
+	ports := freePorts(t, 3)
+	httpPort, httpsPort := ports[0], ports[1]
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
 	names := []string{"n1.wild.test", "n2.wild.test", "n3.wild.test", "n4.wild.test"}
 	for _, n := range names {
@@ -46,7 +47,7 @@ func TestWildcardRouteCertificateBudget(t *testing.T) {
 	pebble.AddTXT(domains.ChallengeName("*.wild.test"), domains.Token("apps.test", "acme", "*.wild.test"))
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
 	waitRoute(t, kc, "wild-test", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
-	e := startEdge(ctx, t, bin, "edge", httpPort, httpsPort,
+	e := startEdge(ctx, t, bin, "edge", ports,
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
 		"--app-domain", "apps.test", "--certificate-budget", fmt.Sprint(budget))

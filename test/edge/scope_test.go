@@ -76,7 +76,7 @@ func TestEdgeServesOnlyTenantApps(t *testing.T) {
 	caDir := t.TempDir()
 	ca, err := edge.LoadOrCreateLocalCA(caDir)
 	must(t, err)
-	e := startEdge(ctx, t, bin, "edge", freePort(t), freePort(t),
+	e := startEdge(ctx, t, bin, "edge", freePorts(t, 3),
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL, "--local-ca-dir", caDir, "--app-domain", "apps.test")
 
 	body, _, err := tlsGet(ctx, e.https, "shop-acme.apps.test", ca.Pool())

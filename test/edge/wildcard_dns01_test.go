@@ -51,11 +51,12 @@ func TestWildcardRouteDNS01(t *testing.T) {
 	// The tenant proves it owns the wildcard's domain, as the Route asks.
 	dns.SetTXT(domains.ChallengeName("*.example.test"), domains.Token("apps.test", "acme", "*.example.test"))
 
-	httpPort, httpsPort := freePort(t), freePort(t)
+	ports := freePorts(t, 3)
+	httpPort, httpsPort := ports[0], ports[1]
 	pebble := acmetest.Start(t, acmetest.Options{HTTPPort: httpPort, TLSPort: httpsPort, DNSServer: dns.Addr()})
 	startRouteController(ctx, t, cp.RESTConfig(), scheme, dbURL, pebble)
 	waitRoute(t, kc, "wild-example", platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason)
-	e := startEdge(ctx, t, bin, "edge", httpPort, httpsPort,
+	e := startEdge(ctx, t, bin, "edge", ports,
 		"--kubeconfig", cp.KubeconfigPath(), "--database-url", dbURL,
 		"--acme-directory", pebble.DirectoryURL(), "--acme-ca-file", pebble.DirectoryCAFile(),
 		"--app-domain", "apps.test", "--certificate-budget", "1",

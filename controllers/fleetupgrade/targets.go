@@ -6,6 +6,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -31,8 +32,10 @@ var addressPreference = []clusterv1.MachineAddressType{clusterv1.MachineInternal
 // carries whatever address it is reached at. A target's name is the
 // machine's node name, else its Hostname address, else the Machine's name:
 // the verifier tells an apiserver's own identity lease by its hostname.
-// Machines without a usable address are returned in skipped. It fails when
-// base is nil or no machine has an address.
+// Machines that have not joined (no Node yet) and have no usable address
+// are returned in skipped. It fails when base is nil, when no machine has an
+// address, or when a machine that joined has none: its apiserver serves
+// tenants, and a round that cannot probe it must not pass.
 func Targets(base *rest.Config, port int32, machines []clusterv1.Machine) (targets []verify.Target, skipped []string, err error) {
 	if base == nil {
 		return nil, nil, errors.New("no rest config for the cluster")
@@ -41,12 +44,17 @@ func Targets(base *rest.Config, port int32, machines []clusterv1.Machine) (targe
 		port = DefaultAPIServerPort
 	}
 	names := map[string]bool{}
+	var unprobeable []string
 	for i := range machines {
 		m := &machines[i]
 		if !m.DeletionTimestamp.IsZero() && !gated(m) {
 			continue
 		}
 		addr := machineIP(m)
+		if addr == "" && m.Status.NodeRef.Name != "" {
+			unprobeable = append(unprobeable, fmt.Sprintf("%s (node %s)", m.Name, m.Status.NodeRef.Name))
+			continue
+		}
 		if addr == "" {
 			skipped = append(skipped, m.Name)
 			continue
@@ -66,6 +74,11 @@ func Targets(base *rest.Config, port int32, machines []clusterv1.Machine) (targe
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Name < targets[j].Name })
 	sort.Strings(skipped)
+	if len(unprobeable) > 0 {
+		sort.Strings(unprobeable)
+		return nil, skipped, fmt.Errorf("machines %s joined the cluster but have no InternalIP or ExternalIP address: their apiservers cannot be probed (the infrastructure provider sets a Machine's addresses)",
+			strings.Join(unprobeable, ", "))
+	}
 	if len(targets) == 0 {
 		return nil, skipped, fmt.Errorf("no control-plane machine has an InternalIP or ExternalIP address (machines without one: %v)", skipped)
 	}

@@ -19,6 +19,19 @@ func machine(name string, deleting bool, addrs ...clusterv1.MachineAddress) clus
 	return m
 }
 
+// joined is a machine with a Node and no address.
+func joined(name, node string) clusterv1.Machine {
+	m := machine(name, false)
+	m.Status.NodeRef.Name = node
+	return m
+}
+
+func deleting(m clusterv1.Machine) clusterv1.Machine {
+	now := metav1.Now()
+	m.DeletionTimestamp = &now
+	return m
+}
+
 func addr(t clusterv1.MachineAddressType, a string) clusterv1.MachineAddress {
 	return clusterv1.MachineAddress{Type: t, Address: a}
 }
@@ -50,6 +63,14 @@ func TestTargets(t *testing.T) {
 			machine("m-1", false, addr(clusterv1.MachineInternalIP, "fd00::1")),
 		}, want: []string{"held=https://10.0.0.8:6443", "m-1=https://[fd00::1]:6443"}, skipped: []string{"new"}},
 		{name: "no machine with an address", base: base, machines: []clusterv1.Machine{machine("new", false)}, skipped: []string{"new"}, wantErr: true},
+		{name: "a joined machine without an address cannot be probed", base: base, machines: []clusterv1.Machine{
+			machine("m-1", false, addr(clusterv1.MachineInternalIP, "10.0.0.1")),
+			joined("m-2", "node-2"),
+		}, wantErr: true},
+		{name: "a joined machine without an address that is deleting is no target", base: base, machines: []clusterv1.Machine{
+			machine("m-1", false, addr(clusterv1.MachineInternalIP, "10.0.0.1")),
+			deleting(joined("m-2", "node-2")),
+		}, want: []string{"m-1=https://10.0.0.1:6443"}},
 		{name: "no config", machines: []clusterv1.Machine{machine("m-1", false, addr(clusterv1.MachineInternalIP, "10.0.0.1"))}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

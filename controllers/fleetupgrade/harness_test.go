@@ -42,8 +42,8 @@ import (
 )
 
 // env is a real apiserver with the fleet and Cluster API CRDs, the
-// FleetUpgrade controller running in a manager, a scripted verifier and
-// in-memory records.
+// FleetUpgrade controller running in a manager, a verifier that passes
+// every round and in-memory records.
 type env struct {
 	t        *testing.T
 	ctx      context.Context
@@ -522,12 +522,10 @@ func (s *kcpSim) createdMachines() []simMachine {
 	return append([]simMachine(nil), s.created...)
 }
 
-// fakeVerifier answers as the test scripts it, and remembers each call's
-// targets.
+// fakeVerifier passes every round, and remembers each call's targets.
 type fakeVerifier struct {
-	mu     sync.Mutex
-	calls  [][]verify.Target
-	answer func(targets []verify.Target) verify.Report
+	mu    sync.Mutex
+	calls [][]verify.Target
 }
 
 var devicetaintrules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
@@ -535,18 +533,8 @@ var devicetaintrules = schema.GroupVersionResource{Group: "resource.k8s.io", Ver
 func (f *fakeVerifier) Verify(_ context.Context, targets []verify.Target) (verify.Report, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, targets)
-	answer := f.answer
 	f.mu.Unlock()
-	if answer != nil {
-		return answer(targets), nil
-	}
 	return passing(targets), nil
-}
-
-func (f *fakeVerifier) script(answer func(targets []verify.Target) verify.Report) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answer = answer
 }
 
 func (f *fakeVerifier) callCount() int {
@@ -555,36 +543,10 @@ func (f *fakeVerifier) callCount() int {
 	return len(f.calls)
 }
 
-func (f *fakeVerifier) lastCall() []verify.Target {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.calls) == 0 {
-		return nil
-	}
-	return f.calls[len(f.calls)-1]
-}
-
 func passing(targets []verify.Target) verify.Report {
 	var rep verify.Report
 	for _, t := range targets {
 		rep.Probes = append(rep.Probes, verify.Probe{APIServer: t.Name, Resource: devicetaintrules, Verb: "list", Status: 200, Outcome: verify.Proxied, At: time.Now()})
-	}
-	return rep
-}
-
-// spurious404OnCP2AfterFirstMachine fails as soon as a replacement joined:
-// cp-2, still at the old version, answers 404 for devicetaintrules.
-func spurious404OnCP2AfterFirstMachine(targets []verify.Target) verify.Report {
-	rep := passing(targets)
-	for _, t := range targets {
-		if t.Name != "cp-1" && t.Name != "cp-2" && t.Name != "cp-3" {
-			for i := range rep.Probes {
-				if rep.Probes[i].APIServer == "cp-2" {
-					rep.Probes[i].Status, rep.Probes[i].Outcome = 404, verify.Spurious404
-					rep.Probes[i].Message = `the server could not find the requested resource`
-				}
-			}
-		}
 	}
 	return rep
 }
@@ -678,28 +640,51 @@ func (f *fakeRecords) stepsOf(kind string) []store.UpgradeStep {
 	return out
 }
 
-// kinds returns the kinds of the recorded steps, in order.
-func (f *fakeRecords) kinds() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.steps {
-		out = append(out, s.Kind)
+func newUpgrade(name, target, selectorValue string, mut ...func(*fleetv1.FleetUpgradeSpec)) *fleetv1.FleetUpgrade {
+	fu := &fleetv1.FleetUpgrade{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: fleetv1.FleetUpgradeSpec{
+			TargetVersion:   target,
+			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fleet": selectorValue}},
+			SoakTime:        &metav1.Duration{},
+		},
+	}
+	for _, m := range mut {
+		m(&fu.Spec)
+	}
+	return fu
+}
+
+func (e *env) machines(ns, kcp string) map[string]string {
+	e.t.Helper()
+	var list clusterv1.MachineList
+	if err := e.c.List(e.ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcp}); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range list.Items {
+		out[m.Name] = m.Spec.Version
 	}
 	return out
 }
 
-func (f *fakeRecords) probesOf(stepID string) []store.ProbeSample {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.probes[stepID]
+func clusterStatus(fu *fleetv1.FleetUpgrade, name string) *fleetv1.ClusterUpgradeStatus {
+	for i := range fu.Status.Clusters {
+		if fu.Status.Clusters[i].Name == name {
+			return &fu.Status.Clusters[i]
+		}
+	}
+	return nil
 }
 
-func (f *fakeRecords) runState(uid string) store.UpgradeRunState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r, ok := f.runs[uid]; ok {
-		return r.State
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return ""
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }

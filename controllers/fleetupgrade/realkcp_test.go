@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,20 +27,37 @@ import (
 	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/localinfra/localinfratest"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/verify"
 	"bex.co/bex/test/platformtest"
 )
 
 // slowVerifier runs the real verifier after a delay and records each
-// round: a verifier that takes long to pass.
+// round: a verifier that takes long to pass. While failing is set, each
+// round's report also carries a spurious 404 on the first apiserver, as
+// MVP gives when a server cannot proxy, and a round begun then skips the
+// delay.
 type slowVerifier struct {
 	delay time.Duration
 	inner fleetupgrade.Verifier
 
-	mu     sync.Mutex
-	starts []time.Time
-	rounds []round
+	mu      sync.Mutex
+	starts  []time.Time
+	rounds  []round
+	failing bool
+	// targets are the last round's.
+	targets []verify.Target
 }
+
+// embeddedVerifier is the verifier make run's controllers use: every round
+// also lists Namespaces on each apiserver, so a round on servers of one
+// version probes too.
+var embeddedVerifier = fleetupgrade.RunVerifier{Options: verify.Options{Always: verify.Baseline(), RemoveStaleLeases: true}}
+
+// spurious is the failure a failing round reports.
+var spurious = verify.Probe{Resource: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"},
+	Verb: "list", Status: 404, Outcome: verify.Spurious404, Message: "the server could not find the requested resource"}
 
 type round struct {
 	start, end time.Time
@@ -44,17 +68,53 @@ func (v *slowVerifier) Verify(ctx context.Context, targets []verify.Target) (ver
 	start := time.Now()
 	v.mu.Lock()
 	v.starts = append(v.starts, start)
+	delay := v.delay
+	if v.failing {
+		delay = 0
+	}
 	v.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		return verify.Report{}, ctx.Err()
-	case <-time.After(v.delay):
+	case <-time.After(delay):
 	}
 	rep, err := v.inner.Verify(ctx, targets)
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.failing && err == nil && len(targets) > 0 {
+		p := spurious
+		p.APIServer, p.At = targets[0].Name, time.Now()
+		rep.Probes = append(rep.Probes, p)
+	}
+	v.targets = targets
 	v.rounds = append(v.rounds, round{start: start, end: time.Now(), passed: err == nil && rep.Passed()})
-	v.mu.Unlock()
 	return rep, err
+}
+
+func (v *slowVerifier) setFailing(failing bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.failing = failing
+}
+
+// failedRounds counts the rounds that did not pass.
+func (v *slowVerifier) failedRounds() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, r := range v.rounds {
+		if !r.passed {
+			n++
+		}
+	}
+	return n
+}
+
+// lastTargets returns the last round's targets.
+func (v *slowVerifier) lastTargets() []verify.Target {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.targets)
 }
 
 // passedBetween reports whether a round that started at or after from
@@ -107,11 +167,126 @@ func (v *slowVerifier) passedAfter(t time.Time) bool {
 
 // machineTimes is what a watcher saw of one control-plane Machine.
 type machineTimes struct {
-	version                string
+	version string
+	// created is when the watcher first saw the Machine.
+	created                time.Time
 	marked, released, gone time.Time
 	// markSeen is when the watcher saw the mark: DeletionTimestamp has
 	// whole seconds.
 	markSeen time.Time
+}
+
+// startFleet starts the management side with the management apiserver at
+// version, Cluster API's managers, the local provider and the FleetUpgrade
+// controller with verifier v and records in a new database.
+func startFleet(t *testing.T, version string, v fleetupgrade.Verifier) (*localinfratest.Fleet, *store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	f := localinfratest.Start(t, localinfratest.Options{Version: version, Setup: func(mgr ctrl.Manager) error {
+		return (&fleetupgrade.Reconciler{
+			Client: mgr.GetClient(), Verifier: v, Records: st, Events: mgr.GetEventRecorder(fleetupgrade.ControllerName),
+			Options: fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 5 * time.Second},
+		}).SetupWithManager(mgr)
+	}})
+	return f, st
+}
+
+// machineWatch polls a cluster's Machines and its Cluster every 100 ms
+// and keeps what it saw.
+type machineWatch struct {
+	mu     sync.Mutex
+	seen   map[string]*machineTimes
+	paused bool
+
+	stop, done chan struct{}
+	once       sync.Once
+}
+
+// watchMachines starts watching the Machines of cluster ns/name.
+func watchMachines(c client.Client, ns, name string) *machineWatch {
+	w := &machineWatch{seen: map[string]*machineTimes{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		ctx := context.Background()
+		for {
+			now := time.Now()
+			var list clusterv1.MachineList
+			if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err == nil {
+				w.mu.Lock()
+				present := map[string]bool{}
+				for _, m := range list.Items {
+					present[m.Name] = true
+					mt := w.seen[m.Name]
+					if mt == nil {
+						mt = &machineTimes{version: m.Spec.Version, created: now}
+						w.seen[m.Name] = mt
+					}
+					if !m.DeletionTimestamp.IsZero() && mt.marked.IsZero() {
+						mt.marked, mt.markSeen = m.DeletionTimestamp.Time, now
+					}
+					if _, hooked := m.Annotations[fleetupgrade.GateHook]; !m.DeletionTimestamp.IsZero() && !hooked && mt.released.IsZero() {
+						mt.released = now
+					}
+				}
+				for n, mt := range w.seen {
+					if !present[n] && mt.gone.IsZero() {
+						mt.gone = now
+					}
+				}
+				w.mu.Unlock()
+			}
+			cl := &clusterv1.Cluster{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err == nil && ptr.Deref(cl.Spec.Paused, false) {
+				w.mu.Lock()
+				w.paused = true
+				w.mu.Unlock()
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// close stops the watch; it is safe to call more than once.
+func (w *machineWatch) close() {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+}
+
+// marked returns the machines of version whose mark for deletion the
+// watcher saw, in the order they were marked.
+func (w *machineWatch) marked(version string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for n, mt := range w.seen {
+		if mt.version == version && !mt.markSeen.IsZero() {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return w.seen[a].markSeen.Compare(w.seen[b].markSeen) })
+	return out
+}
+
+// snapshot returns a copy of what the watcher saw of each Machine, and
+// whether it saw the Cluster paused.
+func (w *machineWatch) snapshot() (map[string]*machineTimes, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]*machineTimes, len(w.seen))
+	for n, mt := range w.seen {
+		c := *mt
+		out[n] = &c
+	}
+	return out, w.paused
 }
 
 // TestGateHoldsRealKubeadmControlPlane: the real KubeadmControlPlane rolls
@@ -122,73 +297,28 @@ type machineTimes struct {
 // verification that began after KCP marked it has passed. No Machine goes
 // before that, and the Cluster is never paused. An operator who pauses the
 // FleetUpgrade while the round that would release a machine runs holds
-// that machine, though the round passes.
+// that machine, though the round passes. When the verifier finds a
+// spurious 404 once KCP marked the second old machine, the gate holds that
+// machine through round after failed round and says why (Paused/GateFailed,
+// Verified/Spurious404 with the evidence, an Event, a failed verify step
+// with its probes in the records); once the verifier turns green the
+// rollout goes on to the end: one passed step and one verification per new
+// machine, one release per old one, no hook left, the run recorded, and
+// every apiserver probed at its Machine's address.
 func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	// The two newest pinned versions: the ones make test builds.
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
-	v := &slowVerifier{delay: 15 * time.Second, inner: fleetupgrade.RunVerifier{}}
-	f := localinfratest.Start(t, localinfratest.Options{Version: to, Setup: func(mgr ctrl.Manager) error {
-		return (&fleetupgrade.Reconciler{
-			Client: mgr.GetClient(), Verifier: v, Events: mgr.GetEventRecorder(fleetupgrade.ControllerName),
-			Options: fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 5 * time.Second},
-		}).SetupWithManager(mgr)
-	}})
+	v := &slowVerifier{delay: 15 * time.Second, inner: embeddedVerifier}
+	f, st := startFleet(t, to, v)
 	const ns, name = "default", "gated"
 	o := localinfra.ClusterOptions{Namespace: ns, Name: name, Version: from, ControlPlaneReplicas: 3, Labels: map[string]string{"fleet": "gated"}}
 	o.APIServerExtraArgs = localinfratest.WireMVPArgs(o)
 	f.CreateCluster(t, o)
 	f.WaitControlPlane(t, ns, name, from, 3, 10*time.Minute)
 
-	// Watch the Machines and the Cluster all along.
-	var mu sync.Mutex
-	seen := map[string]*machineTimes{}
-	paused := false
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		ctx := context.Background()
-		for {
-			now := time.Now()
-			var list clusterv1.MachineList
-			c := &clusterv1.Cluster{}
-			if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err == nil {
-				mu.Lock()
-				present := map[string]bool{}
-				for _, m := range list.Items {
-					present[m.Name] = true
-					mt := seen[m.Name]
-					if mt == nil {
-						mt = &machineTimes{version: m.Spec.Version}
-						seen[m.Name] = mt
-					}
-					if !m.DeletionTimestamp.IsZero() && mt.marked.IsZero() {
-						mt.marked, mt.markSeen = m.DeletionTimestamp.Time, now
-					}
-					if _, hooked := m.Annotations[fleetupgrade.GateHook]; !m.DeletionTimestamp.IsZero() && !hooked && mt.released.IsZero() {
-						mt.released = now
-					}
-				}
-				for n, mt := range seen {
-					if !present[n] && mt.gone.IsZero() {
-						mt.gone = now
-					}
-				}
-				mu.Unlock()
-			}
-			if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err == nil && ptr.Deref(c.Spec.Paused, false) {
-				mu.Lock()
-				paused = true
-				mu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	w := watchMachines(f.Client, ns, name)
+	defer w.close()
 
 	fu := &fleetv1.FleetUpgrade{
 		ObjectMeta: metav1.ObjectMeta{Name: "to-next"},
@@ -214,15 +344,13 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	var first string
 	var firstMarked, firstSeen time.Time
 	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark an old machine", func(context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for n, mt := range seen {
-			if !mt.markSeen.IsZero() {
-				first, firstMarked, firstSeen = n, mt.marked, mt.markSeen
-				return nil
-			}
+		marked := w.marked(from)
+		if len(marked) == 0 {
+			return errors.New("no machine marked")
 		}
-		return errors.New("no machine marked")
+		snap, _ := w.snapshot()
+		first, firstMarked, firstSeen = marked[0], snap[marked[0]].marked, snap[marked[0]].markSeen
+		return nil
 	})
 	platformtest.Eventually(t, time.Minute, "a verifier round begun since the mark", func(context.Context) error {
 		if !v.startedSince(firstMarked) {
@@ -247,14 +375,79 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 		}
 		return nil
 	})
-	mu.Lock()
-	released := seen[first].released
-	mu.Unlock()
+	snap, _ := w.snapshot()
+	released := snap[first].released
 	t.Logf("verifier rounds: %s", v.String())
 	if !released.IsZero() {
 		t.Errorf("machine %s was released at %s, after the operator paused at %s", first, released.Format(time.StampMilli), pausedAt.Format(time.StampMilli))
 	}
 	setPaused(t, f.Client, fu, false)
+
+	// The verifier finds a spurious 404 once KCP marked the second old
+	// machine: the gate holds it, says why, and runs the verifier again.
+	var second string
+	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark a second old machine", func(context.Context) error {
+		marked := w.marked(from)
+		if len(marked) < 2 {
+			return fmt.Errorf("marked: %v", marked)
+		}
+		if marked[0] != first {
+			return fmt.Errorf("marked %v, the first one not %s", marked, first)
+		}
+		second = marked[1]
+		return nil
+	})
+	v.setFailing(true)
+	var failedUID string
+	platformtest.Eventually(t, 3*time.Minute, "the gate to fail and say why", func(ctx context.Context) error {
+		got := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		paused := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePausedCondition)
+		verified := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradeVerifiedCondition)
+		if paused == nil || paused.Status != metav1.ConditionTrue || paused.Reason != fleetv1.FleetUpgradeGateFailedReason ||
+			verified == nil || verified.Status != metav1.ConditionFalse || verified.Reason != fleetv1.FleetUpgradeSpurious404Reason {
+			return fmt.Errorf("Paused %+v, Verified %+v", paused, verified)
+		}
+		for _, want := range []string{ns + "/" + name, "list resource.k8s.io/v1 devicetaintrules", "404", spurious.Message} {
+			if !strings.Contains(verified.Message, want) {
+				return fmt.Errorf("Verified message %q lacks %q", verified.Message, want)
+			}
+		}
+		if got.Status.Phase != fleetv1.FleetUpgradePhasePaused || len(got.Status.Clusters) != 1 || got.Status.Clusters[0].Phase != fleetv1.ClusterUpgradePhasePaused {
+			return fmt.Errorf("phase %s, clusters %+v", got.Status.Phase, got.Status.Clusters)
+		}
+		steps := got.Status.Clusters[0].Steps
+		if len(steps) == 0 || steps[len(steps)-1].Verdict != fleetv1.StepVerdictFailed {
+			return fmt.Errorf("steps %+v, want the last one failed", steps)
+		}
+		failedUID = string(got.UID)
+		return nil
+	})
+	failed := v.failedRounds()
+	platformtest.Eventually(t, 2*time.Minute, "three more failed rounds", func(context.Context) error {
+		if n := v.failedRounds() - failed; n < 3 {
+			return fmt.Errorf("%d more", n)
+		}
+		return nil
+	})
+	held := &clusterv1.Machine{}
+	if err := f.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: second}, held); err != nil {
+		t.Fatalf("machine %s, held by the failed gate: %v", second, err)
+	}
+	if held.DeletionTimestamp.IsZero() || held.Annotations[fleetupgrade.GateHook] == "" {
+		t.Errorf("machine %s: deleting %t, annotations %v; want it marked and held by the gate's hook", second, !held.DeletionTimestamp.IsZero(), held.Annotations)
+	}
+	waitEvent(t, f.Client, fu.Name, fleetv1.FleetUpgradeGateFailedReason, "devicetaintrules")
+	run := upgradeRun(t, st, failedUID)
+	if run.State != store.UpgradePaused {
+		t.Errorf("run state %q while the gate fails, want %q", run.State, store.UpgradePaused)
+	}
+	if !failedVerifyRecorded(t, st, run.ID) {
+		t.Errorf("no failed verify step with the spurious 404 among its probes in the records of run %s", run.ID)
+	}
+	v.setFailing(false)
 
 	platformtest.Eventually(t, 20*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
 		got := &fleetv1.FleetUpgrade{}
@@ -267,11 +460,9 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 		return nil
 	})
 	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
-	close(stop)
-	<-watched
+	w.close()
 
-	mu.Lock()
-	defer mu.Unlock()
+	seen, paused := w.snapshot()
 	if paused {
 		t.Error("the Cluster was paused: the gate holds machines by their deletion hook")
 	}
@@ -304,6 +495,472 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	if old != 3 {
 		t.Errorf("%d old machines seen, want 3", old)
 	}
+	if !seen[second].released.After(seen[first].released) {
+		t.Errorf("machine %s, held by the failed gate, was released at %s, before or with %s", second, seen[second].released, seen[first].released)
+	}
+	checkRecordedRollout(t, f.Client, st, fu, ns, from, to, seen, v.lastTargets())
+}
+
+// TestAbortLeavesRealClusterPaused: a FleetUpgrade with a canary cluster
+// and a second cluster, of three machines each. Once the real
+// KubeadmControlPlane replaced the canary's first machine and marked the
+// second, the verifier fails and the gate holds that machine; the operator
+// aborts. The FleetUpgrade ends Aborted, the canary's Cluster is paused at
+// mixed versions and stays so (KCP deletes and creates nothing more, the
+// held machine stays, its apiserver still serving), the second cluster is
+// never bumped, and deleting the aborted FleetUpgrade unpauses nothing.
+func TestAbortLeavesRealClusterPaused(t *testing.T) {
+	versions := kubebin.KubeVersions()
+	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
+	v := &slowVerifier{delay: time.Second, inner: embeddedVerifier}
+	f, st := startFleet(t, to, v)
+	const ns = "default"
+	labels := map[string]string{"fleet": "abort"}
+	canary := localinfra.ClusterOptions{Namespace: ns, Name: "canary", Version: from, ControlPlaneReplicas: 3, Labels: labels}
+	canary.APIServerExtraArgs = localinfratest.WireMVPArgs(canary)
+	later := localinfra.ClusterOptions{Namespace: ns, Name: "later", Version: from, ControlPlaneReplicas: 3, Labels: labels}
+	later.APIServerExtraArgs = localinfratest.WireMVPArgs(later)
+	f.CreateCluster(t, canary)
+	f.CreateCluster(t, later)
+	f.WaitControlPlane(t, ns, canary.Name, from, 3, 10*time.Minute)
+	f.WaitControlPlane(t, ns, later.Name, from, 3, 5*time.Minute)
+	w := watchMachines(f.Client, ns, canary.Name)
+	defer w.close()
+
+	fu := &fleetv1.FleetUpgrade{
+		ObjectMeta: metav1.ObjectMeta{Name: "aborted"},
+		Spec: fleetv1.FleetUpgradeSpec{
+			TargetVersion:   to,
+			ClusterSelector: metav1.LabelSelector{MatchLabels: labels},
+			CanaryCluster:   &fleetv1.ClusterReference{Namespace: ns, Name: canary.Name},
+			SoakTime:        &metav1.Duration{},
+		},
+	}
+	ctx := context.Background()
+	if err := f.Client.Create(ctx, fu); err != nil {
+		t.Fatal(err)
+	}
+	var first, second string
+	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark a second old machine", func(context.Context) error {
+		marked := w.marked(from)
+		if len(marked) < 2 {
+			return fmt.Errorf("marked: %v", marked)
+		}
+		first, second = marked[0], marked[1]
+		return nil
+	})
+	v.setFailing(true)
+	platformtest.Eventually(t, 3*time.Minute, "the gate to fail", func(ctx context.Context) error {
+		got := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePausedCondition); c == nil || c.Reason != fleetv1.FleetUpgradeGateFailedReason {
+			return fmt.Errorf("Paused %+v", c)
+		}
+		return nil
+	})
+
+	// The controller writes the status all along: read and write again on
+	// a conflict, as the API's abort does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), cur); err != nil {
+			return err
+		}
+		cur.Spec.Abort = true
+		return f.Client.Update(ctx, cur)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	abortedAt := time.Now()
+	got := &fleetv1.FleetUpgrade{}
+	platformtest.Eventually(t, 3*time.Minute, "the FleetUpgrade Aborted and observed", func(ctx context.Context) error {
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != fleetv1.FleetUpgradePhaseAborted || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("phase %s, observed generation %d of %d", got.Status.Phase, got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradeReadyCondition); c == nil || c.Reason != fleetv1.FleetUpgradeAbortedReason {
+		t.Errorf("Ready = %+v", c)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePausedCondition); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, ns+"/"+canary.Name) {
+		t.Errorf("Paused = %+v", c)
+	}
+	for _, cs := range got.Status.Clusters {
+		if cs.Phase != fleetv1.ClusterUpgradePhaseAborted {
+			t.Errorf("cluster %s: phase %s, want %s", cs.Name, cs.Phase, fleetv1.ClusterUpgradePhaseAborted)
+		}
+	}
+	if len(got.Status.Clusters) != 2 {
+		t.Errorf("clusters %+v, want the canary and the later one", got.Status.Clusters)
+	}
+	if run := upgradeRun(t, st, string(got.UID)); run.State != store.UpgradeAborted {
+		t.Errorf("run state %q", run.State)
+	}
+
+	// Cluster API stops where the abort left it: 20 s on, nothing more
+	// went or came, and the held machine's apiserver still serves.
+	time.Sleep(20 * time.Second)
+	checkStopped := func(when string) {
+		t.Helper()
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: later.Name + "-control-plane"}, kcp); err != nil {
+			t.Fatal(err)
+		}
+		if kcp.Spec.Version != from {
+			t.Errorf("%s: the cluster after the canary was bumped to %s", when, kcp.Spec.Version)
+		}
+		c := &clusterv1.Cluster{}
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: canary.Name}, c); err != nil {
+			t.Fatal(err)
+		}
+		if !ptr.Deref(c.Spec.Paused, false) {
+			t.Errorf("%s: the canary's Cluster is not paused", when)
+		}
+		seen, _ := w.snapshot()
+		var gone, created []string
+		for n, mt := range seen {
+			if !mt.gone.IsZero() {
+				gone = append(gone, n)
+			}
+			if mt.version == to {
+				created = append(created, n)
+			}
+		}
+		if !slices.Equal(gone, []string{first}) || len(created) != 1 {
+			t.Errorf("%s: machines gone %v, new machines %v; want only %s gone and one new machine", when, gone, created, first)
+		}
+		held := &clusterv1.Machine{}
+		if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: second}, held); err != nil {
+			t.Errorf("%s: machine %s, held when the operator aborted: %v", when, second, err)
+		}
+	}
+	checkStopped(fmt.Sprintf("%s after the abort", time.Since(abortedAt).Round(time.Second)))
+	if _, err := f.WorkloadClient(t, ns, canary.Name).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the canary's apiservers after the abort: %v", err)
+	}
+
+	// Deleting the aborted FleetUpgrade does not take the abort back.
+	if err := f.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, time.Minute, "the FleetUpgrade gone", func(ctx context.Context) error {
+		cur := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), cur); err == nil {
+			return fmt.Errorf("still there, phase %s, finalizers %v", cur.Status.Phase, cur.Finalizers)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second)
+	checkStopped("after the FleetUpgrade's deletion")
+}
+
+// TestPreflightWiresRealControlPlane: a control plane whose apiservers run
+// without --peer-ca-file (as kubeadm makes them) is refused with
+// PreflightPassed/MVPNotWired naming the flag, its value and
+// spec.wireMVP, and nothing is touched. With spec.wireMVP the controller
+// writes the flag to the KubeadmControlPlane, the real KCP rolls every
+// machine at the same version with it (the local provider starts each
+// apiserver with the kubeadm-config's extraArgs), and only then is the
+// version bumped. The version rollout, gated by the real verifier, passes
+// only when the mixed-version apiservers proxy to each other.
+func TestPreflightWiresRealControlPlane(t *testing.T) {
+	versions := kubebin.KubeVersions()
+	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
+	v := &slowVerifier{inner: embeddedVerifier}
+	f, st := startFleet(t, to, v)
+	const ns, name = "default", "unwired"
+	o := localinfra.ClusterOptions{Namespace: ns, Name: name, Version: from, ControlPlaneReplicas: 3, Labels: map[string]string{"fleet": "unwired"}}
+	f.CreateCluster(t, o)
+	f.WaitControlPlane(t, ns, name, from, 3, 10*time.Minute)
+	w := watchMachines(f.Client, ns, name)
+	defer w.close()
+
+	fu := &fleetv1.FleetUpgrade{
+		ObjectMeta: metav1.ObjectMeta{Name: "wire"},
+		Spec: fleetv1.FleetUpgradeSpec{
+			TargetVersion:   to,
+			ClusterSelector: metav1.LabelSelector{MatchLabels: o.Labels},
+			SoakTime:        &metav1.Duration{},
+		},
+	}
+	ctx := context.Background()
+	if err := f.Client.Create(ctx, fu); err != nil {
+		t.Fatal(err)
+	}
+	got := &fleetv1.FleetUpgrade{}
+	platformtest.Eventually(t, 2*time.Minute, "the preflight to refuse the unwired control plane", func(ctx context.Context) error {
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePreflightPassedCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fleetv1.FleetUpgradeMVPNotWiredReason {
+			return fmt.Errorf("PreflightPassed %+v", c)
+		}
+		for _, want := range []string{ns + "/" + name, "--peer-ca-file", "/etc/kubernetes/pki/ca.crt", "spec.wireMVP: true"} {
+			if !strings.Contains(c.Message, want) {
+				return fmt.Errorf("PreflightPassed message lacks %q: %s", want, c.Message)
+			}
+		}
+		return nil
+	})
+	if len(got.Status.Clusters) != 1 || got.Status.Clusters[0].Phase != fleetv1.ClusterUpgradePhasePreflight {
+		t.Errorf("clusters %+v", got.Status.Clusters)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}, kcp); err != nil {
+		t.Fatal(err)
+	}
+	if kcp.Spec.Version != from || len(kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs) != 0 {
+		t.Errorf("the refused control plane changed: %s %v", kcp.Spec.Version, kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs)
+	}
+	initial, _ := w.snapshot()
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), cur); err != nil {
+			return err
+		}
+		cur.Spec.WireMVP = true
+		return f.Client.Update(ctx, cur)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 25*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
+			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
+		}
+		return nil
+	})
+	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
+	w.close()
+
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}, kcp); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]string{}
+	for _, a := range kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs {
+		args[a.Name] = ptr.Deref(a.Value, "")
+	}
+	if args["peer-ca-file"] != "/etc/kubernetes/pki/ca.crt" {
+		t.Errorf("extraArgs = %v, want peer-ca-file /etc/kubernetes/pki/ca.crt", args)
+	}
+	// The wiring rollout (the same version, the new flag) came first:
+	// three machines of the old version, each made before any of the new.
+	seen, _ := w.snapshot()
+	var wired []string
+	var firstNew time.Time
+	for n, mt := range seen {
+		switch {
+		case initial[n] != nil:
+		case mt.version == from:
+			wired = append(wired, n)
+		case firstNew.IsZero() || mt.created.Before(firstNew):
+			firstNew = mt.created
+		}
+	}
+	if len(wired) != 3 {
+		t.Errorf("the wiring rollout made %v, want three machines of %s", wired, from)
+	}
+	for _, n := range wired {
+		if !seen[n].created.Before(firstNew) {
+			t.Errorf("machine %s of the wiring rollout was made at %s, after the first machine of %s (%s)", n, seen[n].created, to, firstNew)
+		}
+	}
+	run := upgradeRun(t, st, string(got.UID))
+	steps, err := st.ListUpgradeSteps(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, s := range steps {
+		if s.Kind == fleetupgrade.StepKindWireMVP || s.Kind == fleetupgrade.StepKindBump {
+			kinds = append(kinds, s.Kind)
+		}
+	}
+	if !slices.Equal(kinds, []string{fleetupgrade.StepKindWireMVP, fleetupgrade.StepKindBump}) {
+		t.Errorf("recorded %v, want the wiring, then the bump", kinds)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePreflightPassedCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("PreflightPassed = %+v", c)
+	}
+}
+
+// checkRecordedRollout checks what a Succeeded rollout of the three
+// machines in seen, in namespace ns, left: the FleetUpgrade's status, the
+// records, the new Machines without the gate's hook, and the last round's
+// targets.
+func checkRecordedRollout(t *testing.T, c client.Client, st *store.Store, fu *fleetv1.FleetUpgrade, ns, from, to string, seen map[string]*machineTimes, targets []verify.Target) {
+	t.Helper()
+	ctx := context.Background()
+	got := &fleetv1.FleetUpgrade{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+		t.Fatal(err)
+	}
+	if ready := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradeReadyCondition); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v", ready)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+	var oldMachines, newMachines []string
+	for n, mt := range seen {
+		if mt.version == from {
+			oldMachines = append(oldMachines, n)
+		} else {
+			newMachines = append(newMachines, n)
+		}
+	}
+	slices.Sort(oldMachines)
+	slices.Sort(newMachines)
+	if len(got.Status.Clusters) != 1 || got.Status.Clusters[0].Phase != fleetv1.ClusterUpgradePhaseSucceeded {
+		t.Fatalf("clusters %+v", got.Status.Clusters)
+	}
+	var stepMachines []string
+	for _, s := range got.Status.Clusters[0].Steps {
+		stepMachines = append(stepMachines, s.Machine)
+		if s.Verdict != fleetv1.StepVerdictPassed || s.NewVersion != to || s.OldVersion != from {
+			t.Errorf("step %+v", s)
+		}
+	}
+	slices.Sort(stepMachines)
+	if !slices.Equal(stepMachines, newMachines) {
+		t.Errorf("steps cover %v, want the new machines %v", stepMachines, newMachines)
+	}
+
+	run := upgradeRun(t, st, string(got.UID))
+	if run.State != store.UpgradeSucceeded {
+		t.Errorf("run state %q", run.State)
+	}
+	steps, err := st.ListUpgradeSteps(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string][]string{}
+	for _, s := range steps {
+		if s.Kind == fleetupgrade.StepKindVerify && s.Outcome == store.StepPassed && s.Machine != "" {
+			probes, err := st.ListProbes(ctx, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(probes) == 0 {
+				t.Errorf("verify step %s of %s has no probes", s.ID, s.Machine)
+			}
+		}
+		if s.Kind != fleetupgrade.StepKindVerify || s.Outcome == store.StepPassed {
+			kinds[s.Kind] = append(kinds[s.Kind], s.Machine)
+		}
+	}
+	verified := slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(kinds[fleetupgrade.StepKindVerify], func(m string) bool { return m == "" }))))
+	if !slices.Equal(verified, newMachines) {
+		t.Errorf("passed verify steps name %v, want each new machine %v", verified, newMachines)
+	}
+	if n := len(kinds[fleetupgrade.StepKindBump]); n != 1 {
+		t.Errorf("%d bump steps, want 1", n)
+	}
+	if n := len(kinds[fleetupgrade.StepKindMachine]); n != 3 {
+		t.Errorf("%d machine steps, want 3", n)
+	}
+	released := slices.Sorted(slices.Values(kinds[fleetupgrade.StepKindRelease]))
+	if !slices.Equal(released, oldMachines) {
+		t.Errorf("release steps name %v, want one per old machine %v", released, oldMachines)
+	}
+
+	var hosts []string
+	for _, n := range newMachines {
+		m := &clusterv1.Machine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.Annotations[fleetupgrade.GateHook]; ok {
+			t.Errorf("machine %s keeps the gate's hook after the upgrade", n)
+		}
+		for _, a := range m.Status.Addresses {
+			if a.Type == clusterv1.MachineInternalIP {
+				hosts = append(hosts, m.Status.NodeRef.Name+"="+a.Address)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	var probed []string
+	for _, tg := range targets {
+		u, err := url.Parse(tg.Config.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probed = append(probed, tg.Name+"="+u.Hostname())
+		if tg.Config.TLSClientConfig.ServerName != "kubernetes.default.svc" {
+			t.Errorf("target %s: server name %q", tg.Name, tg.Config.TLSClientConfig.ServerName)
+		}
+	}
+	slices.Sort(probed)
+	if !slices.Equal(probed, hosts) {
+		t.Errorf("the last round probed %v, want each new machine's node at its address %v", probed, hosts)
+	}
+}
+
+// upgradeRun returns the recorded run of the FleetUpgrade with uid.
+func upgradeRun(t *testing.T, st *store.Store, uid string) store.UpgradeRun {
+	t.Helper()
+	runs, err := st.UpgradeRunsByUID(context.Background(), []string{uid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, ok := runs[uid]
+	if !ok {
+		t.Fatalf("no upgrade run recorded for %s", uid)
+	}
+	return run
+}
+
+// failedVerifyRecorded reports whether the run has a failed verify step
+// whose probes hold the spurious 404.
+func failedVerifyRecorded(t *testing.T, st *store.Store, runID string) bool {
+	t.Helper()
+	steps, err := st.ListUpgradeSteps(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.Kind != fleetupgrade.StepKindVerify || s.Outcome != store.StepFailed {
+			continue
+		}
+		probes, err := st.ListProbes(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range probes {
+			if p.Status == 404 && p.Outcome == string(verify.Spurious404) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitEvent waits for an Event with reason on the FleetUpgrade whose note
+// holds note.
+func waitEvent(t *testing.T, c client.Client, upgrade, reason, note string) {
+	t.Helper()
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func(ctx context.Context) error {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs); err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == reason && ev.Regarding.Name == upgrade && strings.Contains(ev.Note, note) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(evs.Items))
+	})
 }
 
 // setPaused sets the FleetUpgrade's spec.paused, as the console's Pause

@@ -640,6 +640,8 @@ func (f *fakeRecords) stepsOf(kind string) []store.UpgradeStep {
 	return out
 }
 
+// newUpgrade is a FleetUpgrade to target of the clusters labelled
+// fleet=selectorValue, with no soak time; mut changes its spec.
 func newUpgrade(name, target, selectorValue string, mut ...func(*fleetv1.FleetUpgradeSpec)) *fleetv1.FleetUpgrade {
 	fu := &fleetv1.FleetUpgrade{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

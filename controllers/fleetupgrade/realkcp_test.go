@@ -320,14 +320,7 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	w := watchMachines(f.Client, ns, name)
 	defer w.close()
 
-	fu := &fleetv1.FleetUpgrade{
-		ObjectMeta: metav1.ObjectMeta{Name: "to-next"},
-		Spec: fleetv1.FleetUpgradeSpec{
-			TargetVersion:   to,
-			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "gated"}},
-			SoakTime:        &metav1.Duration{},
-		},
-	}
+	fu := newUpgrade("to-next", to, "gated")
 	if err := f.Client.Create(context.Background(), fu); err != nil {
 		t.Fatal(err)
 	}
@@ -527,15 +520,9 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 	w := watchMachines(f.Client, ns, canary.Name)
 	defer w.close()
 
-	fu := &fleetv1.FleetUpgrade{
-		ObjectMeta: metav1.ObjectMeta{Name: "aborted"},
-		Spec: fleetv1.FleetUpgradeSpec{
-			TargetVersion:   to,
-			ClusterSelector: metav1.LabelSelector{MatchLabels: labels},
-			CanaryCluster:   &fleetv1.ClusterReference{Namespace: ns, Name: canary.Name},
-			SoakTime:        &metav1.Duration{},
-		},
-	}
+	fu := newUpgrade("aborted", to, labels["fleet"], func(s *fleetv1.FleetUpgradeSpec) {
+		s.CanaryCluster = &fleetv1.ClusterReference{Namespace: ns, Name: canary.Name}
+	})
 	ctx := context.Background()
 	if err := f.Client.Create(ctx, fu); err != nil {
 		t.Fatal(err)
@@ -680,14 +667,7 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	w := watchMachines(f.Client, ns, name)
 	defer w.close()
 
-	fu := &fleetv1.FleetUpgrade{
-		ObjectMeta: metav1.ObjectMeta{Name: "wire"},
-		Spec: fleetv1.FleetUpgradeSpec{
-			TargetVersion:   to,
-			ClusterSelector: metav1.LabelSelector{MatchLabels: o.Labels},
-			SoakTime:        &metav1.Duration{},
-		},
-	}
+	fu := newUpgrade("wire", to, o.Labels["fleet"])
 	ctx := context.Background()
 	if err := f.Client.Create(ctx, fu); err != nil {
 		t.Fatal(err)

@@ -269,11 +269,8 @@ type kcpSim struct {
 	next       int
 	lastJoined time.Time
 	deleted    []string
-	created    []simMachine // replacements, in order
 	servers    map[string]int64
 }
-
-type simMachine struct{ name, version, config string }
 
 const configAnnotation = "sim.test/config"
 
@@ -300,7 +297,7 @@ func (s *kcpSim) seed(ctx context.Context, t *testing.T) {
 		}
 	}
 	s.mu.Lock()
-	s.created, s.lastJoined = nil, time.Time{}
+	s.lastJoined = time.Time{}
 	s.mu.Unlock()
 	if err := s.updateStatus(ctx, kcp); err != nil {
 		t.Fatal(err)
@@ -330,9 +327,6 @@ func (s *kcpSim) create(ctx context.Context, kcp *controlplanev1.KubeadmControlP
 	if err := s.c.Create(ctx, m); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.created = append(s.created, simMachine{name: name, version: m.Spec.Version, config: configOf(kcp)})
-	s.mu.Unlock()
 	if s.hcloud != nil {
 		var n int
 		fmt.Sscanf(name, "cp-%d", &n)
@@ -516,31 +510,13 @@ func (s *kcpSim) deletedMachines() []string {
 	return append([]string(nil), s.deleted...)
 }
 
-func (s *kcpSim) createdMachines() []simMachine {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]simMachine(nil), s.created...)
-}
-
-// fakeVerifier passes every round, and remembers each call's targets.
-type fakeVerifier struct {
-	mu    sync.Mutex
-	calls [][]verify.Target
-}
+// fakeVerifier passes every round.
+type fakeVerifier struct{}
 
 var devicetaintrules = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}
 
-func (f *fakeVerifier) Verify(_ context.Context, targets []verify.Target) (verify.Report, error) {
-	f.mu.Lock()
-	f.calls = append(f.calls, targets)
-	f.mu.Unlock()
+func (fakeVerifier) Verify(_ context.Context, targets []verify.Target) (verify.Report, error) {
 	return passing(targets), nil
-}
-
-func (f *fakeVerifier) callCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.calls)
 }
 
 func passing(targets []verify.Target) verify.Report {

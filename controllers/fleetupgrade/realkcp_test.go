@@ -29,6 +29,7 @@ import (
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/internal/upgrade/plan"
 	"bex.co/bex/internal/upgrade/verify"
 	"bex.co/bex/test/platformtest"
 )
@@ -48,6 +49,8 @@ type slowVerifier struct {
 	failing bool
 	// targets are the last round's.
 	targets []verify.Target
+	// probed are the names of every round's targets.
+	probed map[string]bool
 }
 
 // embeddedVerifier is the verifier make run's controllers use: every round
@@ -87,8 +90,31 @@ func (v *slowVerifier) Verify(ctx context.Context, targets []verify.Target) (ver
 		rep.Probes = append(rep.Probes, p)
 	}
 	v.targets = targets
+	if v.probed == nil {
+		v.probed = map[string]bool{}
+	}
+	for _, tg := range targets {
+		v.probed[tg.Name] = true
+	}
 	v.rounds = append(v.rounds, round{start: start, end: time.Now(), passed: err == nil && rep.Passed()})
 	return rep, err
+}
+
+// verified reports whether a round had a target of that name.
+func (v *slowVerifier) verified(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.probed[name]
+}
+
+// span returns when the first round began and the last one began.
+func (v *slowVerifier) span() (first, last time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.starts) == 0 {
+		return time.Time{}, time.Time{}
+	}
+	return v.starts[0], v.starts[len(v.starts)-1]
 }
 
 func (v *slowVerifier) setFailing(failing bool) {
@@ -178,8 +204,9 @@ type machineTimes struct {
 
 // startFleet starts the management side with the management apiserver at
 // version, Cluster API's managers, the local provider and the FleetUpgrade
-// controller with verifier v and records in a new database.
-func startFleet(t *testing.T, version string, v fleetupgrade.Verifier) (*localinfratest.Fleet, *store.Store) {
+// controller with verifier v and records in a new database. configure, if
+// any, changes the controller before it is set up.
+func startFleet(t *testing.T, version string, v fleetupgrade.Verifier, configure ...func(*fleetupgrade.Reconciler)) (*localinfratest.Fleet, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), pgtest.NewDatabase(t))
 	if err != nil {
@@ -187,10 +214,14 @@ func startFleet(t *testing.T, version string, v fleetupgrade.Verifier) (*localin
 	}
 	t.Cleanup(st.Close)
 	f := localinfratest.Start(t, localinfratest.Options{Version: version, Setup: func(mgr ctrl.Manager) error {
-		return (&fleetupgrade.Reconciler{
+		r := &fleetupgrade.Reconciler{
 			Client: mgr.GetClient(), Verifier: v, Records: st, Events: mgr.GetEventRecorder(fleetupgrade.ControllerName),
 			Options: fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 5 * time.Second},
-		}).SetupWithManager(mgr)
+		}
+		for _, c := range configure {
+			c(r)
+		}
+		return r.SetupWithManager(mgr)
 	}})
 	return f, st
 }
@@ -770,6 +801,78 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.FleetUpgradePreflightPassedCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("PreflightPassed = %+v", c)
+	}
+}
+
+// TestManagementClusterVerifiedLast: a FleetUpgrade selects a workload
+// cluster and the management cluster, both real KubeadmControlPlanes of
+// LocalMachines. The management cluster goes last, and each is verified by
+// its own verifier: Verifier is not called once the management cluster's
+// rollout began, and every new machine of the management cluster was
+// probed by ManagementVerifier, none by Verifier.
+func TestManagementClusterVerifiedLast(t *testing.T) {
+	versions := kubebin.KubeVersions()
+	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
+	work := &slowVerifier{inner: embeddedVerifier}
+	mgmt := &slowVerifier{inner: embeddedVerifier}
+	f, _ := startFleet(t, to, work, func(r *fleetupgrade.Reconciler) { r.ManagementVerifier = mgmt })
+	const ns = "default"
+	w := localinfra.ClusterOptions{Namespace: ns, Name: "work", Version: from, ControlPlaneReplicas: 3, Labels: map[string]string{"fleet": "both"}}
+	w.APIServerExtraArgs = localinfratest.WireMVPArgs(w)
+	m := localinfra.ClusterOptions{Namespace: ns, Name: "management", Version: from, ControlPlaneReplicas: 3,
+		Labels: map[string]string{"fleet": "both", plan.ManagementLabel: "true"}}
+	m.APIServerExtraArgs = localinfratest.WireMVPArgs(m)
+	f.CreateCluster(t, w)
+	f.CreateCluster(t, m)
+	f.WaitControlPlane(t, ns, w.Name, from, 3, 10*time.Minute)
+	f.WaitControlPlane(t, ns, m.Name, from, 3, 5*time.Minute)
+	wm := watchMachines(f.Client, ns, m.Name)
+	defer wm.close()
+
+	fu := newUpgrade("both", to, "both")
+	if err := f.Client.Create(context.Background(), fu); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 25*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
+		got := &fleetv1.FleetUpgrade{}
+		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
+			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
+		}
+		return nil
+	})
+	wm.close()
+
+	_, lastWork := work.span()
+	firstMgmt, _ := mgmt.span()
+	if lastWork.IsZero() || firstMgmt.IsZero() {
+		t.Fatalf("Verifier's last round began %v, ManagementVerifier's first %v: want both called", lastWork, firstMgmt)
+	}
+	if !lastWork.Before(firstMgmt) {
+		t.Errorf("Verifier began a round at %s, after ManagementVerifier's first (%s): the management cluster goes last, with its own verifier",
+			lastWork.Format("15:04:05.000"), firstMgmt.Format("15:04:05.000"))
+	}
+	seen, _ := wm.snapshot()
+	n := 0
+	for name, mt := range seen {
+		if mt.version != to {
+			continue
+		}
+		n++
+		machine := &clusterv1.Machine{}
+		if err := f.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, machine); err != nil {
+			t.Fatal(err)
+		}
+		node := machine.Status.NodeRef.Name
+		if !mgmt.verified(node) || work.verified(node) {
+			t.Errorf("the management cluster's new machine %s (node %s): probed by ManagementVerifier %t, by Verifier %t",
+				name, node, mgmt.verified(node), work.verified(node))
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d new machines of the management cluster seen, want 3", n)
 	}
 }
 

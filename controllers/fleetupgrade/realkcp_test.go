@@ -473,16 +473,7 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	}
 	v.setFailing(false)
 
-	platformtest.Eventually(t, 20*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
-		got := &fleetv1.FleetUpgrade{}
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
-			return err
-		}
-		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
-			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
-		}
-		return nil
-	})
+	waitSucceeded(t, f.Client, fu, 20*time.Minute)
 	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
 	w.close()
 
@@ -741,15 +732,7 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Eventually(t, 25*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
-			return err
-		}
-		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
-			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
-		}
-		return nil
-	})
+	got = waitSucceeded(t, f.Client, fu, 25*time.Minute)
 	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
 	w.close()
 
@@ -833,16 +816,7 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	if err := f.Client.Create(context.Background(), fu); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Eventually(t, 25*time.Minute, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
-		got := &fleetv1.FleetUpgrade{}
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
-			return err
-		}
-		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
-			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
-		}
-		return nil
-	})
+	waitSucceeded(t, f.Client, fu, 25*time.Minute)
 	wm.close()
 
 	_, lastWork := work.span()
@@ -874,6 +848,23 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	if n != 3 {
 		t.Errorf("%d new machines of the management cluster seen, want 3", n)
 	}
+}
+
+// waitSucceeded waits until the FleetUpgrade's phase is Succeeded and
+// returns it.
+func waitSucceeded(t *testing.T, c client.Client, fu *fleetv1.FleetUpgrade, timeout time.Duration) *fleetv1.FleetUpgrade {
+	t.Helper()
+	got := &fleetv1.FleetUpgrade{}
+	platformtest.Eventually(t, timeout, "the FleetUpgrade Succeeded", func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != fleetv1.FleetUpgradePhaseSucceeded {
+			return fmt.Errorf("phase %s: %v", got.Status.Phase, got.Status.Conditions)
+		}
+		return nil
+	})
+	return got
 }
 
 // checkRecordedRollout checks what a Succeeded rollout of the three

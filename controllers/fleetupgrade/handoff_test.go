@@ -215,7 +215,7 @@ func TestLoadBalancerHandoffFailureHoldsTheMachine(t *testing.T) {
 	if len(failed) != 1 || failed[0].Machine != "cp-1" || !strings.Contains(failed[0].Message, "insufficient permissions") {
 		t.Errorf("failed hand-off steps = %+v, want one for cp-1 with the API's error", failed)
 	}
-	e.waitEvent("refused", fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, "insufficient permissions")
+	waitEvent(t, e.c, waitTimeout, "refused", fleetv1.FleetUpgradeLoadBalancerHandoffFailedReason, "insufficient permissions")
 
 	// The API accepts the removal: the rollout goes on to the end.
 	hc.ClearFailures()

@@ -104,24 +104,6 @@ func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	return e
 }
 
-// waitEvent waits for an Event with reason about the FleetUpgrade named
-// upgrade whose note contains note.
-func (e *env) waitEvent(upgrade, reason, note string) {
-	e.t.Helper()
-	platformtest.Eventually(e.t, waitTimeout, fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func(ctx context.Context) error {
-		var evs eventsv1.EventList
-		if err := e.c.List(ctx, &evs); err != nil {
-			return err
-		}
-		for _, ev := range evs.Items {
-			if ev.Reason == reason && ev.Regarding.Name == upgrade && strings.Contains(ev.Note, note) {
-				return nil
-			}
-		}
-		return fmt.Errorf("none among %d events", len(evs.Items))
-	})
-}
-
 func (e *env) get(obj client.Object, ns, name string) {
 	e.t.Helper()
 	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {

@@ -463,7 +463,7 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	if held.DeletionTimestamp.IsZero() || held.Annotations[fleetupgrade.GateHook] == "" {
 		t.Errorf("machine %s: deleting %t, annotations %v; want it marked and held by the gate's hook", second, !held.DeletionTimestamp.IsZero(), held.Annotations)
 	}
-	waitEvent(t, f.Client, fu.Name, fleetv1.FleetUpgradeGateFailedReason, "devicetaintrules")
+	waitEvent(t, f.Client, time.Minute, fu.Name, fleetv1.FleetUpgradeGateFailedReason, "devicetaintrules")
 	run := upgradeRun(t, st, failedUID)
 	if run.State != store.UpgradePaused {
 		t.Errorf("run state %q while the gate fails, want %q", run.State, store.UpgradePaused)
@@ -1019,11 +1019,11 @@ func failedVerifyRecorded(t *testing.T, st *store.Store, runID string) bool {
 	return false
 }
 
-// waitEvent waits for an Event with reason on the FleetUpgrade whose note
-// holds note.
-func waitEvent(t *testing.T, c client.Client, upgrade, reason, note string) {
+// waitEvent waits, up to timeout, for an Event with reason on the
+// FleetUpgrade whose note holds note.
+func waitEvent(t *testing.T, c client.Client, timeout time.Duration, upgrade, reason, note string) {
 	t.Helper()
-	platformtest.Eventually(t, time.Minute, fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func(ctx context.Context) error {
+	platformtest.Eventually(t, timeout, fmt.Sprintf("a %s event on %s with %q", reason, upgrade, note), func(ctx context.Context) error {
 		var evs eventsv1.EventList
 		if err := c.List(ctx, &evs); err != nil {
 			return err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/childproc"
 )
 
 // refused fails t when dsn opens a session.
@@ -103,7 +105,7 @@ func TestTrustClusterIsUpgraded(t *testing.T) {
 	if err := initdb(ctx, binDir, dataDir, "trust", true, cred, out); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	port, err := childproc.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/secretfile"
 )
 
@@ -157,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for attempt := 1; ; attempt++ {
 		port := opts.Port
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = childproc.FreePort("127.0.0.1"); err != nil {
 				return nil, err
 			}
 		}
@@ -466,16 +467,6 @@ func childEnv() []string {
 		}
 	}
 	return env
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tailSize is how much recent output tail keeps for error messages.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	embedded "bex.co/bex/cmd/bex-embedded/app"
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
@@ -241,12 +241,11 @@ func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[s
 	// One port for every apiserver, each on its own address, as on
 	// machines: the FleetUpgrade controller reaches each machine's
 	// apiserver at its address and the Cluster's port.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := childproc.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.APIServerPort = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	o.APIServerPort = port
 	o.NoMVP = sc.noMVP
 	cps := make(chan *controlplane.ControlPlane, 1)
 	o.ControlPlaneStarted = func(cp *controlplane.ControlPlane) { cps <- cp }

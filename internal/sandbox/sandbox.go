@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -177,6 +178,22 @@ func (m *Manager) Slot() int            { return m.slot }
 func (m *Manager) Bridge() string       { return m.bridge }
 func (m *Manager) Subnet() netip.Prefix { return m.prefix }
 func (m *Manager) Gateway() netip.Addr  { return m.gw }
+
+// RuncVersion is what "runc --version" says of the runc the Manager runs
+// ("1.1.5"), or "unknown".
+func (m *Manager) RuncVersion() string {
+	out, err := output(m.opts.Runc, "--version")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "runc version "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
 func (m *Manager) runcArgs(args ...string) []string {
 	return append([]string{"--root", filepath.Join(m.dir, "runc")}, args...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,11 +27,13 @@ const (
 // HealthPath is the test app's health-check path.
 const HealthPath = "/healthz"
 
-// BuildTestApp builds the test app into dir and returns the binary's name
-// ("testapp") relative to dir.
+// BuildTestApp builds the test app, static (it runs in images without a
+// libc too), into dir and returns the binary's name ("testapp") relative
+// to dir.
 func BuildTestApp(t testing.TB, dir string) string {
 	t.Helper()
 	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testapp"), "bex.co/bex/internal/runtime/runtimetest/testapp")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the test app: %v\n%s", err, out)
 	}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+
+	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/internal/kubeconfig"
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/node"
+)
+
+// Options are bex-node's flags.
+type Options struct {
+	Kubeconfig        string
+	NodeName, Address string
+	Port              int
+	TLSCertFile       string
+	TLSKeyFile        string
+	ClientCAFile      string
+	StateDir          string
+	SandboxSubnet     string
+	RegistryConfig    string
+	KubeletVersion    string
+	ProviderID        string
+	Labels            map[string]string
+	CPU, Memory       string
+	MaxPods           int
+	SandboxOutbound   bool
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	host, _ := os.Hostname()
+	return &Options{NodeName: host, Port: node.DefaultPort, StateDir: "/var/lib/bex-node", MaxPods: 110}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig with the node's credentials (system:node:NAME in system:nodes)")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of the Node [the hostname]")
+	fs.StringVar(&o.Address, "address", o.Address, "The Node's InternalIP; the agent's API listens on it")
+	fs.IntVar(&o.Port, "port", o.Port, "Port of the agent's API (container logs for the apiserver)")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate of the agent's API, for --address")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "Key of --tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CAs of the API's clients (the apiserver's kubelet client certificate)")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Where unpacked images and containers' logs are kept")
+	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "Pool of the containers' addresses (a /16 to /19 no route overlaps) [10.231.0.0/16]")
+	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "Let containers open connections beyond the machine")
+	fs.StringVar(&o.RegistryConfig, "registry-config", o.RegistryConfig, "Docker config.json with the node's registry credentials, tried after a Pod's image pull secrets [none]")
+	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Version reported in the Node's nodeInfo (the control plane's, as vX.Y.Z)")
+	fs.StringVar(&o.ProviderID, "provider-id", o.ProviderID, "spec.providerID of the Node (its Cluster API Machine's)")
+	fs.StringToStringVar(&o.Labels, "node-labels", o.Labels, "Labels of the Node when it registers")
+	fs.StringVar(&o.CPU, "cpu", o.CPU, "CPU the Node offers [this machine's CPUs]")
+	fs.StringVar(&o.Memory, "memory", o.Memory, "Memory the Node offers [this machine's]")
+	fs.IntVar(&o.MaxPods, "max-pods", o.MaxPods, "Pods the Node runs at most")
+}
+
+// Validate says what is wrong with the flags, all at once.
+func (o *Options) Validate() error {
+	var errs []error
+	for _, f := range []struct{ v, flag string }{
+		{o.Kubeconfig, "--kubeconfig"}, {o.NodeName, "--node-name"}, {o.Address, "--address"},
+		{o.TLSCertFile, "--tls-cert-file"}, {o.TLSKeyFile, "--tls-private-key-file"}, {o.ClientCAFile, "--client-ca-file"},
+		{o.KubeletVersion, "--kubelet-version"},
+	} {
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.flag))
+		}
+	}
+	if o.Address != "" {
+		if _, err := netip.ParseAddr(o.Address); err != nil {
+			errs = append(errs, fmt.Errorf("--address %q is not an IP address", o.Address))
+		}
+	}
+	if o.KubeletVersion != "" && !strings.HasPrefix(o.KubeletVersion, "v") {
+		errs = append(errs, fmt.Errorf("--kubelet-version %q must start with v, as v1.37.2", o.KubeletVersion))
+	}
+	if o.MaxPods < 1 || o.MaxPods > 250 {
+		errs = append(errs, fmt.Errorf("--max-pods %d must be 1 to 250 (one sandbox bridge's addresses)", o.MaxPods))
+	}
+	for _, q := range []struct{ v, flag string }{{o.CPU, "--cpu"}, {o.Memory, "--memory"}} {
+		if q.v == "" {
+			continue
+		}
+		if v, err := resource.ParseQuantity(q.v); err != nil || v.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("%s %q must be a positive quantity, as 2 or 4Gi", q.flag, q.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the agent until ctx ends.
+func (o *Options) Run(ctx context.Context, log logr.Logger) error {
+	cfg, err := kubeconfig.Load(o.Kubeconfig, "workload cluster")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("loading the API's serving certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(o.ClientCAFile)
+	if err != nil {
+		return fmt.Errorf("reading --client-ca-file: %w", err)
+	}
+	cas := x509.NewCertPool()
+	if !cas.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("--client-ca-file %s holds no PEM certificate", o.ClientCAFile)
+	}
+	var kc authn.Keychain
+	if o.RegistryConfig != "" {
+		if kc, err = node.RegistryConfigKeychain(o.RegistryConfig); err != nil {
+			return err
+		}
+	}
+	sb, err := sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: o.StateDir, Outbound: o.SandboxOutbound})
+	if err != nil {
+		return fmt.Errorf("bex-node runs containers in sandboxes: %w", err)
+	}
+	defer sb.Close()
+	capacity := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(o.MaxPods), resource.DecimalSI)}
+	for _, q := range []struct {
+		v    string
+		name corev1.ResourceName
+	}{{o.CPU, corev1.ResourceCPU}, {o.Memory, corev1.ResourceMemory}} {
+		if q.v != "" {
+			capacity[q.name] = resource.MustParse(q.v)
+		}
+	}
+	a, err := node.New(node.Options{
+		Client: client, NodeName: o.NodeName, Address: netip.MustParseAddr(o.Address), Port: o.Port,
+		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, Keychain: kc,
+		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels,
+		Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Main parses args and runs bex-node until ctx ends.
+func Main(ctx context.Context, args []string, out io.Writer) error {
+	o := NewOptions()
+	fs := command.NewFlagSet("bex-node", out)
+	o.AddFlags(fs)
+	if done, err := command.Parse(fs, args, o.Validate); done {
+		return err
+	}
+	return o.Run(ctx, command.NewLogger(out))
+}

@@ -1,0 +1,44 @@
+package app
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+		want []string // in the error; none: valid
+	}{
+		{"complete", func(*Options) {}, nil},
+		{"nothing set", func(o *Options) { *o = Options{MaxPods: 110} },
+			[]string{"--kubeconfig is required", "--node-name is required", "--address is required", "--tls-cert-file is required", "--client-ca-file is required", "--kubelet-version is required"}},
+		{"bad address", func(o *Options) { o.Address = "worker-1" }, []string{`--address "worker-1" is not an IP address`}},
+		{"version without v", func(o *Options) { o.KubeletVersion = "1.37.2" }, []string{"must start with v"}},
+		{"too many pods", func(o *Options) { o.MaxPods = 300 }, []string{"--max-pods 300"}},
+		{"bad memory", func(o *Options) { o.Memory = "lots" }, []string{`--memory "lots"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.Kubeconfig, o.Address, o.TLSCertFile, o.TLSKeyFile, o.ClientCAFile, o.KubeletVersion =
+				"node.kubeconfig", "10.0.0.2", "tls.crt", "tls.key", "ca.crt", "v1.37.2"
+			tc.set(o)
+			err := o.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate passed")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}

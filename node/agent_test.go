@@ -1,0 +1,544 @@
+package node_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"bex.co/bex/internal/childproc"
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/pki"
+	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/sandbox/sandboxtest"
+	"bex.co/bex/node"
+	"bex.co/bex/test/platformtest"
+)
+
+const (
+	nodeName      = "worker-1"
+	registryToken = "s3cret"
+	kubeletClient = "kube-apiserver-kubelet-client"
+)
+
+// fixture is a real apiserver with the Node authorizer and NodeRestriction,
+// a registry that wants its token, and an agent that talks to the
+// apiserver as its node and runs containers with runc.
+type fixture struct {
+	admin    kubernetes.Interface
+	ca       *pki.KeyPair
+	port     int
+	image    string // the test app, by tag, in the registry
+	registry string // host:port
+	state    string
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	sandboxtest.Require(t)
+	dir := t.TempDir()
+	ca, err := pki.NewCA(pki.Spec{CommonName: "bex-node-test-ca", NotAfter: time.Now().Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver's client of the agent, and how it checks the agent.
+	client, err := ca.Issue(pki.Spec{CommonName: kubeletClient, NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := pki.Files{CertFile: filepath.Join(dir, "kubelet-client.crt"), KeyFile: filepath.Join(dir, "kubelet-client.key")}
+	if err := files.Write(client); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := cptest.StartBare(t, controlplane.APIServerSpec{ExtraArgs: []string{
+		"--authorization-mode=Node", // after the plane's RBAC
+		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + files.CertFile,
+		"--kubelet-client-key=" + files.KeyFile,
+		"--kubelet-certificate-authority=" + caFile,
+		"--kubelet-preferred-address-types=InternalIP",
+	}})
+	admin, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// What kubeadm binds for the apiserver's kubelet client.
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: kubeletClient}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	reg, err := registry.New(filepath.Join(dir, "registry"), registryToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(srv.Close)
+	f := &fixture{admin: admin, ca: ca, registry: strings.TrimPrefix(srv.URL, "http://"), state: filepath.Join(dir, "node")}
+	f.image = f.registry + "/tenant-a/testapp:1"
+	pushTestApp(t, f.image, dir)
+
+	ports, err := childproc.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.port = ports[0]
+	serving, err := ca.Issue(pki.Spec{CommonName: nodeName, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCfg, err := cp.UserConfig("system:node:"+nodeName, "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeClient, err := kubernetes.NewForConfig(nodeCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := node.New(node.Options{
+		Client: nodeClient, NodeName: nodeName, Address: netip.MustParseAddr("127.0.0.1"), Port: f.port,
+		ServingCert: serving.TLSCertificate(), ClientCAs: ca.Pool(),
+		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox")}),
+		StateDir:       f.state,
+		KubeletVersion: "v1.37.2",
+		RestartBackoff: 500 * time.Millisecond,
+		LeaseDuration:  8 * time.Second,
+		StatusInterval: 5 * time.Second,
+		Log:            testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return f
+}
+
+// pushTestApp pushes the runtime tests' app, built static, as an image
+// with its own root filesystem: /testapp, its entrypoint.
+func pushTestApp(t *testing.T, ref, dir string) {
+	t.Helper()
+	bin := filepath.Join(dir, runtimetest.BuildTestApp(t, dir))
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"tmp/", "etc/"} {
+		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	tw.WriteHeader(&tar.Header{Name: "testapp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))})
+	tw.Write(data)
+	tw.Close()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/testapp"}, Env: []string{"VERSION=from-image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img, remote.WithAuth(registry.Auth(registryToken))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pullSecret is a dockerconfigjson Secret with the registry's token.
+func (f *fixture) pullSecret(t *testing.T, ns string) string {
+	t.Helper()
+	auth := base64.StdEncoding.EncodeToString([]byte(registry.Username + ":" + registryToken))
+	b, _ := json.Marshal(map[string]any{"auths": map[string]any{f.registry: map[string]string{"auth": auth}}})
+	_, err := f.admin.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "registry"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: b},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return "registry"
+}
+
+func (f *fixture) namespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// No controller manager makes it here; the ServiceAccount admission
+	// wants it.
+	if _, err := f.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// webPod is a Pod of the test app bound to the node, as the kube driver
+// makes them: envFrom a Secret, PORT, a readiness and a liveness probe.
+func (f *fixture) webPod(ns, name string, pullSecret string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodeName,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			Containers: []corev1.Container{{
+				Name:    "web",
+				Image:   f.image,
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}},
+				Env:     []corev1.EnvVar{{Name: "PORT", Value: "8080"}},
+				Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1, FailureThreshold: 1},
+				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 1, FailureThreshold: 2},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("500m")}},
+			}},
+		},
+	}
+	if pullSecret != "" {
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret}}
+	}
+	return p
+}
+
+func (f *fixture) getPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	return f.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func get(ctx context.Context, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func events(ctx context.Context, c kubernetes.Interface, ns, pod string) ([]corev1.Event, error) {
+	l, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod).String()})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func TestAgent(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	const ns = "tenant-a"
+	f.namespace(t, ns)
+	pull := f.pullSecret(t, ns)
+	if _, err := f.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "env"}, StringData: map[string]string{"VERSION": "from-secret"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("RegistersTheNode", func(t *testing.T) {
+		platformtest.Eventually(t, 30*time.Second, "the Node is Ready with its address, port and lease", func(ctx context.Context) error {
+			n, err := f.admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ready := false
+			for _, c := range n.Status.Conditions {
+				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready {
+				return fmt.Errorf("conditions %v", n.Status.Conditions)
+			}
+			if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != "127.0.0.1" ||
+				n.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(f.port) || n.Status.NodeInfo.KubeletVersion != "v1.37.2" {
+				return fmt.Errorf("status %+v", n.Status)
+			}
+			if n.Status.Allocatable.Pods().Value() != 110 {
+				return fmt.Errorf("allocatable %v", n.Status.Allocatable)
+			}
+			l, err := f.admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ptr.Deref(l.Spec.HolderIdentity, "") != nodeName || l.Spec.RenewTime == nil {
+				return fmt.Errorf("lease %+v", l.Spec)
+			}
+			return nil
+		})
+	})
+
+	t.Run("RunsAPodAndServesItsLogs", func(t *testing.T) {
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "web-1", pull), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var ip string
+		platformtest.Eventually(t, 90*time.Second, "the pod is Ready with an IP", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "web-1")
+			if err != nil {
+				return err
+			}
+			if !podReady(p) || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("phase %s, ip %q, conditions %v, containers %+v", p.Status.Phase, p.Status.PodIP, p.Status.Conditions, p.Status.ContainerStatuses)
+			}
+			ip = p.Status.PodIP
+			return nil
+		})
+		// The Secret's VERSION wins over the image's.
+		code, body, err := get(ctx, "http://"+ip+":8080/")
+		if err != nil || code != 200 || strings.TrimSpace(body) != "from-secret" {
+			t.Fatalf("GET /: %d %q %v, want 200 from-secret", code, body, err)
+		}
+		if _, _, err := get(ctx, "http://"+ip+":8080/log?msg=hello-from-web-1"); err != nil {
+			t.Fatal(err)
+		}
+		// kubectl logs: through the apiserver, which reaches the agent
+		// with its kubelet client certificate and checks the agent's.
+		platformtest.Eventually(t, 20*time.Second, "the pod's log through the apiserver", func(ctx context.Context) error {
+			b, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{TailLines: ptr.To(int64(5))}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(b), "hello-from-web-1") {
+				return fmt.Errorf("log %q", b)
+			}
+			return nil
+		})
+	})
+
+	t.Run("RestartsAContainerThatFailsItsLivenessProbe", func(t *testing.T) {
+		p, err := f.getPod(ctx, ns, "web-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/sick"); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the container restarted and is ready again", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "web-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || cs[0].RestartCount < 1 || !podReady(p) || cs[0].LastTerminationState.Terminated == nil {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			return nil
+		})
+		b, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(b), "hello-from-web-1") {
+			t.Fatalf("previous log: %q %v, want the first run's line", b, err)
+		}
+		evs, err := events(ctx, f.admin, ns, "web-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range evs {
+			found = found || e.Reason == "Killing" && strings.Contains(e.Message, "liveness")
+		}
+		if !found {
+			t.Errorf("no Killing event for the failed liveness probe in %v", evs)
+		}
+	})
+
+	t.Run("RestartsACrashingContainerWithBackoff", func(t *testing.T) {
+		p := f.webPod(ns, "crash-1", pull)
+		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "CRASH", Value: "1"})
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the container crashed twice and waits in CrashLoopBackOff", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "crash-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || cs[0].RestartCount < 2 || cs[0].LastTerminationState.Terminated == nil ||
+				cs[0].LastTerminationState.Terminated.ExitCode != 3 {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			if podReady(p) {
+				return fmt.Errorf("a crashing pod is Ready")
+			}
+			return nil
+		})
+	})
+
+	t.Run("StopsADeletedPodWithinItsGracePeriod", func(t *testing.T) {
+		p, err := f.getPod(ctx, ns, "web-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := p.Status.PodIP
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 30*time.Second, "the pod is gone and its address answers no more", func(ctx context.Context) error {
+			if _, err := f.getPod(ctx, ns, "web-1"); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pod still there: %v", err)
+			}
+			if _, _, err := get(ctx, "http://"+ip+":8080/"); err == nil {
+				return fmt.Errorf("%s still answers", ip)
+			}
+			return nil
+		})
+	})
+
+	t.Run("RefusesWhatItDoesNotRun", func(t *testing.T) {
+		p := f.webPod(ns, "hostpath-1", pull)
+		p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 30*time.Second, "the pod failed as Unsupported with a Warning event", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "hostpath-1")
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "Unsupported" || !strings.Contains(p.Status.Message, `volume "root"`) {
+				return fmt.Errorf("status %s %s %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+			}
+			evs, err := events(ctx, f.admin, ns, "hostpath-1")
+			if err != nil {
+				return err
+			}
+			for _, e := range evs {
+				if e.Type == corev1.EventTypeWarning && e.Reason == "Unsupported" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Unsupported event in %v", evs)
+		})
+		if _, err := os.Stat(filepath.Join(f.state, "pods")); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("WantsRegistryCredentials", func(t *testing.T) {
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "nocreds-1", ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 30*time.Second, "the container waits in ErrImagePull saying why", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "nocreds-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ErrImagePull" ||
+				!strings.Contains(cs[0].State.Waiting.Message, "401") {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			return nil
+		})
+	})
+
+	// The agent's API is for the apiserver: a client without a
+	// certificate of the CA is turned away at the handshake, and one with
+	// a certificate but no grant for nodes/proxy gets 403.
+	t.Run("LogsOnlyForAuthorizedClients", func(t *testing.T) {
+		platformtest.Eventually(t, 30*time.Second, "the agent's API listens", func(ctx context.Context) error {
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.port))
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		})
+		url := fmt.Sprintf("https://127.0.0.1:%d/containerLogs/%s/crash-1/web", f.port, ns)
+		noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool()}}}
+		if resp, err := noCert.Get(url); err == nil {
+			resp.Body.Close()
+			t.Fatalf("a client without a certificate got %s", resp.Status)
+		}
+		tenant, err := f.ca.Issue(pki.Spec{CommonName: "tenant-a-user", NotAfter: time.Now().Add(time.Hour),
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: f.ca.Pool(), Certificates: []tls.Certificate{tenant.TLSCertificate()}}}}
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), "crashing on purpose") {
+			t.Fatalf("a user without nodes/proxy got %s: %q", resp.Status, b)
+		}
+	})
+}

@@ -1,0 +1,32 @@
+// Package node is bex-node, the node agent of a local workload cluster's
+// worker machines: a small kubelet for bex's own workloads.
+//
+// An Agent registers its Node (capacity, addresses, its API's port, Ready)
+// and renews the Node's Lease in kube-node-lease, then runs the Pods bound
+// to it: each Pod's one container is a runc container of internal/sandbox
+// (its own namespaces, the tenant's uid range, cgroup limits from the
+// container's resource limits), from an image pulled from a registry with
+// the Pod's image pull secrets or the node's own credentials and unpacked
+// once per tenant and image. The container's address on the sandbox bridge
+// is the Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
+// and TCP), restarts containers by the Pod's restart policy with back-off,
+// reports the Pod's phase, conditions and container statuses, and stops a
+// deleted Pod's container with its grace period (SIGTERM, then SIGKILL)
+// before it removes the Pod for good, as the kubelet does.
+//
+// It serves the kubelet's log endpoint (/containerLogs/NS/POD/CONTAINER)
+// over TLS to clients whose certificate a configured CA signed and whom the
+// apiserver authorizes for nodes/proxy (a SubjectAccessReview), so that
+// `kubectl logs` and the kube runtime driver's logs work through the
+// apiserver.
+//
+// What it does not run (more than one container, init containers, volumes,
+// exec or gRPC probes, startup probes, host namespaces, privileged
+// containers, added capabilities, host ports) it refuses: the Pod fails
+// with reason Unsupported and a Warning Event says what to change. docs/fleet.md lists
+// the differences to a kubelet.
+//
+// The Agent talks to the apiserver as the node (system:node:NAME in
+// system:nodes), so the Node authorizer and NodeRestriction keep it to its
+// own Node, its own Pods and the Secrets and ConfigMaps they name.
+package node

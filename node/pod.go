@@ -1,0 +1,518 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"bex.co/bex/internal/sandbox"
+)
+
+// maxBackoff caps the delay before a crashed container starts again;
+// backoffReset is how long a container runs before its next crash starts
+// the back-off over (the kubelet's figures).
+const (
+	maxBackoff   = 5 * time.Minute
+	backoffReset = 10 * time.Minute
+)
+
+// podWorker runs one Pod's container from admission to the Pod's removal.
+type podWorker struct {
+	a   *Agent
+	uid types.UID
+
+	changed  chan struct{} // a newer Pod arrived
+	vanished chan struct{} // the Pod is gone, or the agent stops
+	once     sync.Once
+
+	mu     sync.Mutex
+	latest *corev1.Pod
+	st     podState
+
+	statusMu sync.Mutex // orders status writes
+}
+
+// podState is what the worker knows of its Pod's container, the source of
+// the Pod's status.
+type podState struct {
+	phase                corev1.PodPhase
+	reason, message      string
+	podIP                string
+	startTime            *metav1.Time
+	sandboxReady         bool
+	waiting              *corev1.ContainerStateWaiting
+	running              *corev1.ContainerStateRunning
+	terminated, last     *corev1.ContainerStateTerminated
+	ready                bool
+	restarts             int32
+	imageID, containerID string
+}
+
+func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
+	return &podWorker{
+		a: a, uid: pod.UID, latest: pod,
+		changed:  make(chan struct{}, 1),
+		vanished: make(chan struct{}),
+		st: podState{phase: corev1.PodPending,
+			waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+	}
+}
+
+func (w *podWorker) pod() *corev1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.latest
+}
+
+func (w *podWorker) update(pod *corev1.Pod) {
+	w.mu.Lock()
+	w.latest = pod
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWorker) vanish() { w.once.Do(func() { close(w.vanished) }) }
+
+func (w *podWorker) isVanished() bool {
+	select {
+	case <-w.vanished:
+		return true
+	default:
+		return false
+	}
+}
+
+// deleting reports whether the Pod is being deleted, and its grace period.
+func (w *podWorker) deleting() (bool, time.Duration) {
+	p := w.pod()
+	if p.DeletionTimestamp == nil {
+		return false, 0
+	}
+	return true, time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 30)) * time.Second
+}
+
+// setState changes the state under the lock.
+func (w *podWorker) setState(f func(*podState)) {
+	w.mu.Lock()
+	f(&w.st)
+	w.mu.Unlock()
+}
+
+// wait waits for d, for the Pod's deletion or for its disappearance;
+// it reports whether d passed.
+func (w *podWorker) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		if del, _ := w.deleting(); del {
+			return false
+		}
+		select {
+		case <-t.C:
+			return true
+		case <-w.vanished:
+			return false
+		case <-w.changed:
+		}
+	}
+}
+
+// run runs the Pod until it is deleted (then it stops the container and
+// removes the Pod) or vanishes (then it stops the container).
+func (w *podWorker) run(ctx context.Context) {
+	pod := w.pod()
+	log := w.a.opts.Log.WithValues("pod", klog.KObj(pod))
+	if err := admit(pod); err != nil {
+		log.Info("Refusing a pod", "reason", err.Error())
+		w.setState(func(s *podState) {
+			s.phase, s.reason, s.message = corev1.PodFailed, "Unsupported", err.Error()
+			s.waiting = nil
+		})
+		w.a.recorder.Event(pod, corev1.EventTypeWarning, "Unsupported", err.Error())
+		w.pushStatus(ctx)
+		return
+	}
+	c := pod.Spec.Containers[0]
+	var container *sandbox.Container
+	defer func() {
+		if container != nil {
+			if err := container.Destroy(); err != nil {
+				log.Error(err, "Removing a container")
+			}
+		}
+		if del, _ := w.deleting(); del && !w.isVanished() {
+			w.a.finalDelete(ctx, w.pod())
+		}
+	}()
+
+	backoff := w.a.opts.RestartBackoff
+	for {
+		if del, _ := w.deleting(); del || w.isVanished() {
+			return
+		}
+		if container == nil {
+			var err error
+			container, err = w.prepare(ctx, pod, c)
+			if err != nil {
+				w.pushStatus(ctx)
+				if !w.wait(backoff) {
+					return
+				}
+				backoff = min(2*backoff, maxBackoff)
+				continue
+			}
+		}
+		started := time.Now()
+		exit, stopped := w.runOnce(ctx, pod, c, container)
+		if stopped {
+			return
+		}
+		if time.Since(started) > backoffReset {
+			backoff = w.a.opts.RestartBackoff
+		}
+		restart := pod.Spec.RestartPolicy == corev1.RestartPolicyAlways || pod.Spec.RestartPolicy == "" ||
+			(pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && exit != 0)
+		if !restart {
+			w.setState(func(s *podState) {
+				s.phase = corev1.PodSucceeded
+				if exit != 0 {
+					s.phase = corev1.PodFailed
+				}
+			})
+			w.pushStatus(ctx)
+			for w.wait(time.Hour) {
+			}
+			return
+		}
+		w.setState(func(s *podState) {
+			s.waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", backoff, c.Name, pod.Name, pod.Namespace, pod.UID)}
+		})
+		w.pushStatus(ctx)
+		if !w.wait(backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+		w.setState(func(s *podState) { s.restarts++ })
+	}
+}
+
+// prepare pulls the image, resolves the environment and creates the
+// container; on failure the state says why the container waits.
+func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Container) (*sandbox.Container, error) {
+	waitWith := func(reason string, err error) error {
+		w.setState(func(s *podState) { s.waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()} })
+		w.a.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "%s: %v", reason, err)
+		return err
+	}
+	secrets, err := w.pullSecrets(ctx, pod)
+	if err != nil {
+		return nil, waitWith("ErrImagePull", err)
+	}
+	w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	img, err := w.a.images.get(ctx, tenantOf(pod), c.Image, secrets)
+	if err != nil {
+		return nil, waitWith("ErrImagePull", fmt.Errorf("pulling image %q: %w", c.Image, err))
+	}
+	w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Image %q unpacked (%s)", c.Image, img.config.Digest)
+	spec, err := w.containerSpec(ctx, pod, c, img)
+	if err != nil {
+		return nil, waitWith("CreateContainerConfigError", err)
+	}
+	container, err := w.a.opts.Sandbox.Create(spec)
+	if err != nil {
+		return nil, waitWith("CreateContainerError", err)
+	}
+	w.setState(func(s *podState) {
+		s.podIP, s.sandboxReady = container.Addr().String(), true
+		s.imageID = imageID(c.Image, img.config.Digest)
+		s.containerID = "runc://" + container.ID()
+	})
+	return container, nil
+}
+
+// runOnce starts the container's process and waits for it to end; stopped
+// is true when the worker stopped it for the Pod's deletion or the agent's
+// end. exit is the process's exit code.
+func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, container *sandbox.Container) (exit int32, stopped bool) {
+	st := w.snapshot()
+	out, err := w.a.logs.open(pod, c.Name, st.restarts)
+	if err != nil {
+		w.setState(func(s *podState) {
+			s.waiting = &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}
+		})
+		w.pushStatus(ctx)
+		return 128, !w.wait(w.a.opts.RestartBackoff)
+	}
+	defer out.Close()
+	cmd, err := container.Command()
+	if err == nil {
+		cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
+		cmd.WaitDelay = time.Second
+		err = cmd.Start()
+	}
+	if err != nil {
+		w.setState(func(s *podState) {
+			s.waiting = &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}
+		})
+		w.a.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		w.pushStatus(ctx)
+		return 128, !w.wait(w.a.opts.RestartBackoff)
+	}
+	now := metav1.Now()
+	w.setState(func(s *podState) {
+		s.phase = corev1.PodRunning
+		if s.startTime == nil {
+			s.startTime = &now
+		}
+		s.waiting, s.running = nil, &corev1.ContainerStateRunning{StartedAt: now}
+		if s.terminated != nil {
+			s.last, s.terminated = s.terminated, nil
+		}
+		s.ready = c.ReadinessProbe == nil
+	})
+	w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	w.pushStatus(ctx)
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	unhealthy := make(chan string, 1)
+	if c.ReadinessProbe != nil {
+		go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", func(ok bool, _ string) {
+			changed := false
+			w.setState(func(s *podState) { changed, s.ready = s.ready != ok, ok })
+			if changed {
+				w.pushStatus(ctx)
+			}
+		})
+	}
+	if c.LivenessProbe != nil {
+		go w.probe(probeCtx, pod, c, c.LivenessProbe, "Liveness", func(ok bool, msg string) {
+			if !ok {
+				select {
+				case unhealthy <- msg:
+				default:
+				}
+			}
+		})
+	}
+
+	var waitErr error
+	for done := false; !done; {
+		select {
+		case waitErr = <-exited:
+			done = true
+		case <-w.vanished:
+			waitErr, stopped = w.stop(container, exited, 0), true
+			done = true
+		case <-w.changed:
+			if del, grace := w.deleting(); del {
+				waitErr, stopped = w.stop(container, exited, grace), true
+				done = true
+			}
+		case msg := <-unhealthy:
+			w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe (%s), will be restarted", c.Name, msg)
+			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+			waitErr = w.stop(container, exited, grace)
+			done = true
+		}
+	}
+	stopProbes()
+	exit, reason := exitOf(waitErr)
+	if container.OOMKilled() {
+		reason = "OOMKilled"
+	}
+	finished := metav1.Now()
+	w.setState(func(s *podState) {
+		s.running, s.ready = nil, false
+		s.terminated = &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason,
+			StartedAt: now, FinishedAt: finished, ContainerID: s.containerID}
+	})
+	if !stopped {
+		w.pushStatus(ctx)
+	}
+	return exit, stopped
+}
+
+// stop sends SIGTERM to the container's processes, then SIGKILL once grace
+// has passed, and returns the process's exit.
+func (w *podWorker) stop(container *sandbox.Container, exited <-chan error, grace time.Duration) error {
+	if grace > 0 {
+		container.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(grace):
+		}
+	}
+	container.Signal(syscall.SIGKILL)
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(10 * time.Second):
+		return errors.New("the container did not stop after SIGKILL")
+	}
+}
+
+// exitOf reads a process's end as the kubelet reports it.
+func exitOf(err error) (int32, string) {
+	if err == nil {
+		return 0, "Completed"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int32(ws.Signal()), "Error"
+		}
+		return int32(ee.ExitCode()), "Error"
+	}
+	return 128, "Error"
+}
+
+func (w *podWorker) snapshot() podState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
+}
+
+// pushStatus writes the Pod's status from the worker's state.
+func (w *podWorker) pushStatus(ctx context.Context) {
+	w.statusMu.Lock()
+	defer w.statusMu.Unlock()
+	pods := w.a.opts.Client.CoreV1().Pods(w.pod().Namespace)
+	name := w.pod().Name
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.UID != w.uid {
+			return nil
+		}
+		w.fillStatus(p)
+		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		w.a.opts.Log.Error(err, "Writing a pod's status", "pod", klog.KRef(w.pod().Namespace, name))
+	}
+}
+
+// fillStatus sets p's status from the worker's state.
+func (w *podWorker) fillStatus(p *corev1.Pod) {
+	st := w.snapshot()
+	s := &p.Status
+	s.Phase, s.Reason, s.Message = st.phase, st.reason, st.message
+	s.HostIP = w.a.opts.Address.String()
+	s.HostIPs = []corev1.HostIP{{IP: s.HostIP}}
+	if st.podIP != "" {
+		s.PodIP = st.podIP
+		s.PodIPs = []corev1.PodIP{{IP: st.podIP}}
+	}
+	if s.StartTime == nil {
+		s.StartTime = st.startTime
+		if s.StartTime == nil {
+			s.StartTime = ptr.To(metav1.Now())
+		}
+	}
+	boolStatus := func(b bool) corev1.ConditionStatus {
+		if b {
+			return corev1.ConditionTrue
+		}
+		return corev1.ConditionFalse
+	}
+	ready := st.ready && st.running != nil
+	conds := []corev1.PodCondition{
+		{Type: corev1.PodReadyToStartContainers, Status: boolStatus(st.sandboxReady)},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+		{Type: corev1.ContainersReady, Status: boolStatus(ready)},
+		{Type: corev1.PodReady, Status: boolStatus(ready)},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+	}
+	for _, c := range conds {
+		setPodCondition(s, c)
+	}
+	if len(p.Spec.Containers) == 0 || st.phase == corev1.PodFailed && st.reason == "Unsupported" {
+		return
+	}
+	c := p.Spec.Containers[0]
+	cs := corev1.ContainerStatus{
+		Name: c.Name, Image: c.Image, ImageID: st.imageID, ContainerID: st.containerID,
+		Ready: ready, RestartCount: st.restarts, Started: ptr.To(st.running != nil),
+	}
+	switch {
+	case st.running != nil:
+		cs.State.Running = st.running
+	case st.waiting != nil:
+		cs.State.Waiting = st.waiting
+	case st.terminated != nil:
+		cs.State.Terminated = st.terminated
+	}
+	if st.last != nil {
+		cs.LastTerminationState.Terminated = st.last
+	}
+	if st.waiting != nil && st.terminated != nil {
+		cs.LastTerminationState.Terminated = st.terminated
+	}
+	s.ContainerStatuses = []corev1.ContainerStatus{cs}
+}
+
+// setPodCondition sets c, keeping the transition time of a condition whose
+// status did not change.
+func setPodCondition(s *corev1.PodStatus, c corev1.PodCondition) {
+	now := metav1.Now()
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == c.Type {
+			if s.Conditions[i].Status == c.Status {
+				return
+			}
+			c.LastTransitionTime = now
+			s.Conditions[i] = c
+			return
+		}
+	}
+	c.LastTransitionTime = now
+	s.Conditions = append(s.Conditions, c)
+}
+
+// imageID is the image's reference by digest, as the kubelet reports it.
+func imageID(ref, digest string) string {
+	repo := ref
+	if i := strings.LastIndex(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return repo + "@" + digest
+}
+
+// finalDelete removes a deleted Pod whose container is gone, as the
+// kubelet does once it stopped a Pod: with no grace period left, and only
+// that Pod (its UID).
+func (a *Agent) finalDelete(ctx context.Context, pod *corev1.Pod) {
+	err := a.opts.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To(int64(0)),
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		a.opts.Log.Error(err, "Removing a stopped pod", "pod", klog.KObj(pod))
+	}
+}

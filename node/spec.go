@@ -1,0 +1,314 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/internal/sandbox"
+)
+
+// admit says what of pod bex-node does not run, nil when it runs it all.
+// docs/fleet.md lists the same.
+func admit(pod *corev1.Pod) error {
+	s := pod.Spec
+	var no []string
+	if len(s.Containers) != 1 {
+		no = append(no, fmt.Sprintf("%d containers (it runs one a pod)", len(s.Containers)))
+	}
+	if len(s.InitContainers) > 0 {
+		no = append(no, "init containers")
+	}
+	if len(s.EphemeralContainers) > 0 {
+		no = append(no, "ephemeral containers")
+	}
+	if s.HostNetwork || s.HostPID || s.HostIPC {
+		no = append(no, "the host's namespaces")
+	}
+	for _, v := range s.Volumes {
+		no = append(no, fmt.Sprintf("volume %q (no volumes: set automountServiceAccountToken: false for the token's)", v.Name))
+	}
+	for _, c := range s.Containers {
+		if len(c.VolumeMounts) > 0 || len(c.VolumeDevices) > 0 {
+			no = append(no, fmt.Sprintf("volume mounts in container %q", c.Name))
+		}
+		if c.StartupProbe != nil {
+			no = append(no, fmt.Sprintf("a startup probe in container %q", c.Name))
+		}
+		for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+			if p != nil && p.HTTPGet == nil && p.TCPSocket == nil {
+				no = append(no, fmt.Sprintf("a %s probe of container %q that is not httpGet or tcpSocket", what, c.Name))
+			}
+		}
+		if c.Lifecycle != nil {
+			no = append(no, fmt.Sprintf("lifecycle hooks in container %q", c.Name))
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				no = append(no, fmt.Sprintf("host port %d in container %q", p.HostPort, c.Name))
+			}
+		}
+		if sc := c.SecurityContext; sc != nil {
+			if ptr := sc.Privileged; ptr != nil && *ptr {
+				no = append(no, fmt.Sprintf("privileged container %q", c.Name))
+			}
+			if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
+				no = append(no, fmt.Sprintf("added capabilities in container %q", c.Name))
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+				no = append(no, fmt.Sprintf("resourceFieldRef in variable %s", e.Name))
+			}
+		}
+	}
+	if len(no) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bex-node does not run %s", strings.Join(no, ", "))
+}
+
+// tenantOf is the tenant whose uid range the Pod's container runs in: the
+// driver's tenant label, else the namespace.
+func tenantOf(pod *corev1.Pod) string {
+	if t := pod.Labels[kube.LabelTenant]; t != "" {
+		return t
+	}
+	return pod.Namespace
+}
+
+// pullSecrets reads the Pod's image pull secrets; a missing one is left
+// out, as the kubelet does.
+func (w *podWorker) pullSecrets(ctx context.Context, pod *corev1.Pod) ([]*corev1.Secret, error) {
+	var out []*corev1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, err := w.a.opts.Client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading image pull secret %s: %w", ref.Name, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// containerSpec is the sandbox container of c: the image's root
+// filesystem or app directory, the command and environment as Kubernetes
+// composes them, and c's resource limits.
+func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1.Container, img *image) (sandbox.Spec, error) {
+	cfg := img.config
+	local := func(v string) string { return v }
+	if !cfg.RootFS {
+		// An app directory's config names the host's directory; the
+		// container sees it at /app.
+		local = func(v string) string { return inApp(v, img.dir) }
+	}
+	entry, args := cfg.Entrypoint, cfg.Cmd
+	if len(c.Command) > 0 {
+		entry, args = c.Command, nil
+	}
+	if len(c.Args) > 0 {
+		args = c.Args
+	}
+	argv := append(append([]string(nil), entry...), args...)
+	for i := range argv {
+		argv[i] = local(argv[i])
+	}
+	if len(argv) == 0 {
+		return sandbox.Spec{}, fmt.Errorf("container %q has no command and its image %q names none", c.Name, c.Image)
+	}
+	env, err := w.environment(ctx, pod, c, cfg.Env, local)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	limits, err := limitsOf(c.Resources.Limits)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	hostname := pod.Spec.Hostname
+	if hostname == "" {
+		hostname = pod.Name
+	}
+	if len(hostname) > 63 {
+		hostname = hostname[:63]
+	}
+	spec := sandbox.Spec{Tenant: tenantOf(pod), Hostname: hostname, Args: argv, Env: env, Limits: limits}
+	workDir := c.WorkingDir
+	if workDir == "" {
+		workDir = local(cfg.WorkingDir)
+	}
+	if cfg.RootFS {
+		spec.RootFS, spec.WorkDir = img.dir, workDir
+	} else {
+		spec.AppDir, spec.WorkDir = img.dir, workDir
+	}
+	return spec, nil
+}
+
+// inApp maps the host directory dir in v (a path or a PATH-like list) to
+// /app, where the container sees it.
+func inApp(v, dir string) string {
+	elems := strings.Split(v, ":")
+	for i, e := range elems {
+		if e == dir {
+			elems[i] = sandbox.AppDir
+		} else if rest, ok := strings.CutPrefix(e, dir+"/"); ok {
+			elems[i] = sandbox.AppDir + "/" + rest
+		}
+	}
+	return strings.Join(elems, ":")
+}
+
+var envName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+
+// environment composes the container's environment as the kubelet does:
+// the image's, HOSTNAME, envFrom's sources in order (a prefix each), then
+// env, each later one winning.
+func (w *podWorker) environment(ctx context.Context, pod *corev1.Pod, c corev1.Container, image []string, local func(string) string) ([]string, error) {
+	var order []string
+	vals := map[string]string{}
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, kv := range image {
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, local(v))
+	}
+	set("HOSTNAME", pod.Name)
+	core := w.a.opts.Client.CoreV1()
+	for _, src := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case src.SecretRef != nil:
+			s, err := core.Secrets(pod.Namespace).Get(ctx, src.SecretRef.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && ptrTrue(src.SecretRef.Optional) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("secret %q of envFrom: %w", src.SecretRef.Name, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		case src.ConfigMapRef != nil:
+			cm, err := core.ConfigMaps(pod.Namespace).Get(ctx, src.ConfigMapRef.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && ptrTrue(src.ConfigMapRef.Optional) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("config map %q of envFrom: %w", src.ConfigMapRef.Name, err)
+			}
+			data = cm.Data
+		}
+		for k, v := range data {
+			if envName.MatchString(src.Prefix + k) {
+				set(src.Prefix+k, v)
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, e.Value)
+			continue
+		}
+		v, ok, err := w.valueFrom(ctx, pod, e.ValueFrom)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", e.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vals[k])
+	}
+	return env, nil
+}
+
+// valueFrom resolves one variable's source; ok is false for an optional
+// source that is missing.
+func (w *podWorker) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVarSource) (string, bool, error) {
+	core := w.a.opts.Client.CoreV1()
+	switch {
+	case src.SecretKeyRef != nil:
+		r := src.SecretKeyRef
+		s, err := core.Secrets(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) && ptrTrue(r.Optional) {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("secret %q: %w", r.Name, err)
+		}
+		v, ok := s.Data[r.Key]
+		if !ok && !ptrTrue(r.Optional) {
+			return "", false, fmt.Errorf("secret %q has no key %q", r.Name, r.Key)
+		}
+		return string(v), ok, nil
+	case src.ConfigMapKeyRef != nil:
+		r := src.ConfigMapKeyRef
+		cm, err := core.ConfigMaps(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) && ptrTrue(r.Optional) {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("config map %q: %w", r.Name, err)
+		}
+		v, ok := cm.Data[r.Key]
+		if !ok && !ptrTrue(r.Optional) {
+			return "", false, fmt.Errorf("config map %q has no key %q", r.Name, r.Key)
+		}
+		return v, ok, nil
+	case src.FieldRef != nil:
+		switch src.FieldRef.FieldPath {
+		case "metadata.name":
+			return pod.Name, true, nil
+		case "metadata.namespace":
+			return pod.Namespace, true, nil
+		case "metadata.uid":
+			return string(pod.UID), true, nil
+		case "spec.nodeName":
+			return pod.Spec.NodeName, true, nil
+		case "spec.serviceAccountName":
+			return pod.Spec.ServiceAccountName, true, nil
+		case "status.hostIP":
+			return w.a.opts.Address.String(), true, nil
+		}
+		return "", false, fmt.Errorf("field %s is not one bex-node resolves", src.FieldRef.FieldPath)
+	}
+	return "", false, errors.New("no source")
+}
+
+func ptrTrue(b *bool) bool { return b != nil && *b }
+
+// limitsOf turns a container's resource limits into the sandbox's (the
+// sandbox's defaults where there is none).
+func limitsOf(l corev1.ResourceList) (sandbox.Limits, error) {
+	var out sandbox.Limits
+	if q, ok := l[corev1.ResourceMemory]; ok {
+		if q.Sign() <= 0 {
+			return out, fmt.Errorf("invalid memory limit %s", q.String())
+		}
+		out.Memory = q.Value()
+	}
+	if q, ok := l[corev1.ResourceCPU]; ok {
+		if q.Sign() <= 0 {
+			return out, fmt.Errorf("invalid cpu limit %s", q.String())
+		}
+		out.CPUMilli = q.MilliValue()
+	}
+	return out, nil
+}

@@ -1,5 +1,6 @@
-// Command bex-kubebin builds the pinned kube-apiserver and etcd binaries, and
-// the pinned tools named with --tools (pebble, pebble-challtestsrv, caddy),
+// Command bex-kubebin builds the pinned kube-apiserver and etcd binaries,
+// the Kubernetes components named with --components (kube-controller-manager,
+// kube-scheduler) and the pinned tools named with --tools (pebble, caddy, …),
 // into the user's cache directory (once per version) and prints their paths;
 // all it does lives in bex.co/bex/cmd/bex-kubebin/app.
 package main

@@ -108,15 +108,35 @@ func (b *Builder) CacheDir() string { return b.cacheDir }
 // KubeAPIServer returns the path of kube-apiserver at version (for example
 // "1.37.2"), building it first when the cache lacks it.
 func (b *Builder) KubeAPIServer(ctx context.Context, version string) (string, error) {
+	return b.KubeComponent(ctx, "kube-apiserver", version)
+}
+
+// KubeComponents are the Kubernetes components KubeComponent builds besides
+// kube-apiserver, from the same pinned sources: what a kubeadm
+// control-plane node runs beside it.
+func KubeComponents() []string { return []string{"kube-controller-manager", "kube-scheduler"} }
+
+// KubeComponent returns the path of a Kubernetes component (kube-apiserver
+// or one of KubeComponents) at version, building it first when the cache
+// lacks it.
+func (b *Builder) KubeComponent(ctx context.Context, component, version string) (string, error) {
+	estimate := map[string]string{
+		"kube-apiserver":          "about 8 minutes",
+		"kube-controller-manager": "about 8 minutes, less after kube-apiserver",
+		"kube-scheduler":          "about 5 minutes, less after kube-apiserver",
+	}[component]
+	if estimate == "" {
+		return "", fmt.Errorf("%q is not a Kubernetes component bex builds (kube-apiserver, %s)", component, strings.Join(KubeComponents(), ", "))
+	}
 	version = strings.TrimPrefix(version, "v")
 	r, err := loadRecipe("kube-apiserver-v" + version)
 	if err != nil {
-		return "", fmt.Errorf("kube-apiserver %s is not pinned (pinned: %s): %w", version, strings.Join(KubeVersions(), ", "), err)
+		return "", fmt.Errorf("%s %s is not pinned (pinned: %s): %w", component, version, strings.Join(KubeVersions(), ", "), err)
 	}
-	r.name = "kube-apiserver"
+	r.name = component
 	r.version = "v" + version
-	r.pkg = "k8s.io/kubernetes/cmd/kube-apiserver"
-	r.estimate = "about 8 minutes"
+	r.pkg = "k8s.io/kubernetes/cmd/" + component
+	r.estimate = estimate
 	r.ldflags = "-s -w " + versionFlags(versionPkg, r.version)
 	return b.build(ctx, r)
 }

@@ -110,3 +110,19 @@ func TestPinnedVersions(t *testing.T) {
 		t.Fatalf("unpinned version: err = %v", err)
 	}
 }
+
+// TestKubeComponents: kube-controller-manager and kube-scheduler come from
+// the pinned kube-apiserver sources, at the pinned versions only, and a
+// component bex does not build is refused before anything is built.
+func TestKubeComponents(t *testing.T) {
+	b, _ := NewBuilder(Options{CacheDir: t.TempDir()})
+	ctx := context.Background()
+	if _, err := b.KubeComponent(ctx, "kube-proxy", "1.37.2"); err == nil || !strings.Contains(err.Error(), "kube-controller-manager, kube-scheduler") {
+		t.Fatalf("unknown component: err = %v", err)
+	}
+	for _, c := range KubeComponents() {
+		if _, err := b.KubeComponent(ctx, c, "1.30.0"); err == nil || !strings.Contains(err.Error(), c+" 1.30.0 is not pinned") {
+			t.Fatalf("%s at an unpinned version: err = %v", c, err)
+		}
+	}
+}

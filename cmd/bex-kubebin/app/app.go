@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,7 @@ import (
 // New returns the bex-kubebin command, printing paths to out and progress
 // to errOut. A flag it does not know is a command.UsageError.
 func New(out, errOut io.Writer) *cobra.Command {
-	var versions, tools []string
+	var versions, components, tools []string
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use:           "bex-kubebin",
@@ -26,6 +27,11 @@ func New(out, errOut io.Writer) *cobra.Command {
 			b, err := kubebin.NewBuilder(kubebin.Options{CacheDir: cacheDir, Progress: errOut})
 			if err != nil {
 				return err
+			}
+			for _, c := range components {
+				if !slices.Contains(kubebin.KubeComponents(), c) {
+					return fmt.Errorf("unknown component %q (known: %s)", c, strings.Join(kubebin.KubeComponents(), ", "))
+				}
 			}
 			for _, name := range tools {
 				if kubebin.ToolVersion(name) == "" {
@@ -51,6 +57,13 @@ func New(out, errOut io.Writer) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(out, "kube-apiserver v%s\t%s\n", strings.TrimPrefix(v, "v"), p)
+				for _, c := range components {
+					p, err := b.KubeComponent(cmd.Context(), c, v)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s v%s\t%s\n", c, strings.TrimPrefix(v, "v"), p)
+				}
 			}
 			for _, name := range tools {
 				p, err := b.Tool(cmd.Context(), name)
@@ -64,6 +77,8 @@ func New(out, errOut io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&versions, "versions", []string{kubebin.DefaultKubeVersion},
 		"Kubernetes versions to build, comma-separated, or \"all\" (pinned: "+strings.Join(kubebin.KubeVersions(), ", ")+")")
+	cmd.Flags().StringSliceVar(&components, "components", nil,
+		"Kubernetes components to build beside kube-apiserver for each of --versions, comma-separated ("+strings.Join(kubebin.KubeComponents(), ", ")+")")
 	cmd.Flags().StringSliceVar(&tools, "tools", nil,
 		"tools to build, comma-separated (known: "+strings.Join(kubebin.Tools(), ", ")+"); without --versions, only these are built")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where builds are kept (default $BEX_CACHE_DIR, else the user cache directory's bex/)")

@@ -23,3 +23,18 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("printed paths for a refused command line:\n%s", out.String())
 	}
 }
+
+// TestUnknownComponent: a component bex does not build is refused, naming
+// those it does, before anything is built.
+func TestUnknownComponent(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cmd := app.New(&out, &errOut)
+	cmd.SetArgs([]string{"--cache-dir", t.TempDir(), "--components", "kube-proxy"})
+	err := cmd.ExecuteContext(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `unknown component "kube-proxy"`) || !strings.Contains(err.Error(), "kube-scheduler") {
+		t.Errorf("error %v, want the unknown component and the known ones named", err)
+	}
+	if out.Len() > 0 || strings.Contains(errOut.String(), "building") {
+		t.Errorf("built something for a refused command line:\n%s%s", out.String(), errOut.String())
+	}
+}

@@ -152,9 +152,10 @@ type ControlPlane struct {
 	etcdPath string
 	lb       *tcplb.LB // nil without Options.LoadBalancer
 
-	mu         sync.Mutex
-	apiservers []*APIServer
-	endpoint   string // what RESTConfig and the kubeconfig point at
+	mu          sync.Mutex
+	apiservers  []*APIServer
+	controllers []*childproc.Process // StartControllers'
+	endpoint    string               // what RESTConfig and the kubeconfig point at
 }
 
 // state is what a DataDir remembers between starts.
@@ -798,9 +799,16 @@ func (cp *ControlPlane) httpClient() *http.Client {
 	}
 }
 
-// Stop stops every apiserver, then etcd, and removes a temporary data
-// directory. No process of the plane is left when it returns.
+// Stop stops the controllers, every apiserver, then etcd, and removes a
+// temporary data directory. No process of the plane is left when it
+// returns.
 func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	controllers := cp.controllers
+	cp.mu.Unlock()
+	for _, p := range controllers {
+		p.Stop(10 * time.Second)
+	}
 	if cp.lb != nil {
 		cp.lb.Close()
 	}

@@ -23,6 +23,11 @@
 // dead, and its identity lease is removed through a survivor at once
 // (mvp.RemoveIdentityLease), as when its process exits unasked.
 //
+// StartControllers adds what a kubeadm control-plane node runs beside the
+// apiserver: kube-controller-manager and kube-scheduler of the same pinned
+// sources, each with the identity kubeadm gives it, so that Deployments get
+// their Pods and Pods get bound to a Node (bex-node's, package node).
+//
 // etcd runs as an Etcd of its own (StartEtcd), which a local fleet's
 // cluster also uses as its external etcd.
 //

@@ -58,7 +58,14 @@ func (d *Driver) Logs(ctx context.Context, tenant, app string, tail int, follow 
 		}()
 		return out, nil
 	}
-	go d.follow(ctx, ns, app, tail, pods, out)
+	// The first streams are open before Logs returns, so that a line the
+	// app writes after that is in them: a kubelet's tailLines counts
+	// from when it serves the request.
+	opened := make([]io.ReadCloser, len(pods))
+	for i, p := range pods {
+		opened[i], _ = d.followStream(ctx, ns, p, tail, time.Time{})
+	}
+	go d.follow(ctx, ns, app, tail, pods, opened, out)
 	return out, nil
 }
 
@@ -98,18 +105,37 @@ func (d *Driver) podTail(ctx context.Context, ns string, p podRef, tail int) []r
 	return lines
 }
 
-// follow streams every pod of the app until ctx ends.
-func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []podRef, out chan<- runtime.LogLine) {
+// followStream opens the followed log of p: its last tail lines (all when
+// negative), or the lines after from when set.
+func (d *Driver) followStream(ctx context.Context, ns string, p podRef, tail int, from time.Time) (io.ReadCloser, error) {
+	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
+	switch {
+	case !from.IsZero():
+		t := metav1.NewTime(from.Add(time.Nanosecond))
+		opts.SinceTime = &t
+	case tail >= 0:
+		n := int64(tail)
+		opts.TailLines = &n
+	}
+	return d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
+}
+
+// follow streams every pod of the app until ctx ends; opened holds the
+// streams of pods already open (nil where opening failed).
+func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []podRef, opened []io.ReadCloser, out chan<- runtime.LogLine) {
 	var wg sync.WaitGroup
 	defer close(out)
 	defer wg.Wait()
 	var mu sync.Mutex
 	streaming := map[string]bool{}
 	since := map[string]time.Time{}
-	start := func(p podRef, tail int) {
+	start := func(p podRef, tail int, rc io.ReadCloser) {
 		mu.Lock()
 		if streaming[p.name] {
 			mu.Unlock()
+			if rc != nil {
+				rc.Close()
+			}
 			return
 		}
 		streaming[p.name] = true
@@ -121,18 +147,11 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 				streaming[p.name] = false
 				mu.Unlock()
 			}()
-			opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
-			switch {
-			case !from.IsZero():
-				t := metav1.NewTime(from.Add(time.Nanosecond))
-				opts.SinceTime = &t
-			case tail >= 0:
-				n := int64(tail)
-				opts.TailLines = &n
-			}
-			rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
-			if err != nil {
-				return
+			if rc == nil {
+				var err error
+				if rc, err = d.followStream(ctx, ns, p, tail, from); err != nil {
+					return
+				}
 			}
 			defer rc.Close()
 			readLines(rc, p, func(l runtime.LogLine) bool {
@@ -148,8 +167,8 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 			})
 		})
 	}
-	for _, p := range pods {
-		start(p, tail)
+	for i, p := range pods {
+		start(p, tail, opened[i])
 	}
 	poll := max(2*d.opts.PollInterval, time.Second)
 	t := time.NewTicker(poll)
@@ -166,7 +185,7 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 		}
 		for _, p := range pods {
 			// A pod seen for the first time starts from its beginning.
-			start(p, -1)
+			start(p, -1, nil)
 		}
 	}
 }

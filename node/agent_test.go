@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -27,16 +28,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -59,15 +63,19 @@ const (
 // a registry that wants its token, and an agent that talks to the
 // apiserver as its node and runs containers with runc.
 type fixture struct {
+	cp       *controlplane.ControlPlane
 	admin    kubernetes.Interface
 	ca       *pki.KeyPair
 	port     int
 	image    string // the test app, by tag, in the registry
+	appImage string // the same as a Go stack image
 	registry string // host:port
 	state    string
 }
 
-func start(t *testing.T) *fixture {
+// start starts the fixture; configure, when given, changes the agent's
+// options.
+func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixture {
 	t.Helper()
 	sandboxtest.Require(t)
 	dir := t.TempDir()
@@ -97,11 +105,15 @@ func start(t *testing.T) *fixture {
 		"--kubelet-certificate-authority=" + caFile,
 		"--kubelet-preferred-address-types=InternalIP",
 	}})
+	ctx := context.Background()
+	// What makes a Deployment's Pods and binds them to the node.
+	if err := cp.StartControllers(ctx); err != nil {
+		t.Fatal(err)
+	}
 	admin, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	// What kubeadm binds for the apiserver's kubelet client.
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:apiserver-kubelet-client"},
@@ -117,9 +129,11 @@ func start(t *testing.T) *fixture {
 	}
 	srv := httptest.NewServer(reg.Handler())
 	t.Cleanup(srv.Close)
-	f := &fixture{admin: admin, ca: ca, registry: strings.TrimPrefix(srv.URL, "http://"), state: filepath.Join(dir, "node")}
+	f := &fixture{cp: cp, admin: admin, ca: ca, registry: strings.TrimPrefix(srv.URL, "http://"), state: filepath.Join(dir, "node")}
 	f.image = f.registry + "/tenant-a/testapp:1"
-	pushTestApp(t, f.image, dir)
+	pushTestApp(t, f.image, dir, false)
+	f.appImage = f.registry + "/suite/testapp:1"
+	pushTestApp(t, f.appImage, dir, true)
 
 	ports, err := childproc.FreePorts("127.0.0.1", 1)
 	if err != nil {
@@ -139,7 +153,7 @@ func start(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := node.New(node.Options{
+	opts := node.Options{
 		Client: nodeClient, NodeName: nodeName, Address: netip.MustParseAddr("127.0.0.1"), Port: f.port,
 		ServingCert: serving.TLSCertificate(), ClientCAs: ca.Pool(),
 		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox")}),
@@ -149,7 +163,11 @@ func start(t *testing.T) *fixture {
 		LeaseDuration:  8 * time.Second,
 		StatusInterval: 5 * time.Second,
 		Log:            testr.New(t),
-	})
+	}
+	for _, c := range configure {
+		c(f, &opts)
+	}
+	a, err := node.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,20 +184,31 @@ func start(t *testing.T) *fixture {
 }
 
 // pushTestApp pushes the runtime tests' app, built static, as an image
-// with its own root filesystem: /testapp, its entrypoint.
-func pushTestApp(t *testing.T, ref, dir string) {
+// with its own root filesystem (/testapp, its entrypoint) or, with appDir,
+// as an image of the platform's Go stack (/app/testapp, unpacked as its app
+// directory and run on the run base, which has the /bin/sh the kube
+// driver's commands need).
+func pushTestApp(t *testing.T, ref, dir string, appDir bool) {
 	t.Helper()
 	bin := filepath.Join(dir, runtimetest.BuildTestApp(t, dir))
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	prefix, cfg := "", v1.Config{Entrypoint: []string{"/testapp"}, Env: []string{"VERSION=from-image"}}
+	if appDir {
+		prefix = "app/"
+		cfg = v1.Config{Cmd: []string{"/app/testapp"}, WorkingDir: "/app", Env: []string{"PATH=/usr/bin:/bin"},
+			Labels: map[string]string{build.LabelStack: "go"}}
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"tmp/", "etc/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	for _, d := range []string{"tmp/", "etc/", prefix} {
+		if d != "" {
+			tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+		}
 	}
-	tw.WriteHeader(&tar.Header{Name: "testapp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))})
+	tw.WriteHeader(&tar.Header{Name: prefix + "testapp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))})
 	tw.Write(data)
 	tw.Close()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
@@ -190,8 +219,7 @@ func pushTestApp(t *testing.T, ref, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/testapp"}, Env: []string{"VERSION=from-image"}})
-	if err != nil {
+	if img, err = mutate.Config(img, cfg); err != nil {
 		t.Fatal(err)
 	}
 	r, err := name.ParseReference(ref)
@@ -379,6 +407,31 @@ func TestAgent(t *testing.T) {
 		})
 	})
 
+	t.Run("FollowsALog", func(t *testing.T) {
+		p, err := f.getPod(ctx, ns, "web-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		rc, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Follow: true, TailLines: ptr.To(int64(0))}).Stream(fctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if _, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/log?msg=followed-line-42"); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			if sc.Text() == "followed-line-42" {
+				return
+			}
+			t.Logf("followed: %q", sc.Text())
+		}
+		t.Fatalf("the line written while following never came: %v", sc.Err())
+	})
+
 	t.Run("RestartsAContainerThatFailsItsLivenessProbe", func(t *testing.T) {
 		p, err := f.getPod(ctx, ns, "web-1")
 		if err != nil {
@@ -433,6 +486,60 @@ func TestAgent(t *testing.T) {
 			}
 			if podReady(p) {
 				return fmt.Errorf("a crashing pod is Ready")
+			}
+			return nil
+		})
+	})
+
+	t.Run("RunsADeploymentTheSchedulerBinds", func(t *testing.T) {
+		labels := map[string]string{"app": "web"}
+		tmpl := f.webPod(ns, "", pull)
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(int32(2)),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+			},
+		}
+		d.Spec.Template.Spec.NodeName = "" // kube-scheduler binds them
+		if _, err := f.admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 90*time.Second, "the Deployment's two Pods run on the node and serve", func(ctx context.Context) error {
+			d, err := f.admin.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if d.Status.AvailableReplicas != 2 {
+				return fmt.Errorf("%d of 2 replicas available", d.Status.AvailableReplicas)
+			}
+			pods, err := f.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != nodeName {
+					return fmt.Errorf("pod %s is on node %q", p.Name, p.Spec.NodeName)
+				}
+				if code, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/"); err != nil || code != 200 {
+					return fmt.Errorf("pod %s at %s: %d %v", p.Name, p.Status.PodIP, code, err)
+				}
+			}
+			return nil
+		})
+		// Scaled to zero, the ReplicaSet deletes the Pods and the node
+		// stops them.
+		if _, err := f.admin.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the Pods are gone", func(ctx context.Context) error {
+			pods, err := f.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				return err
+			}
+			if len(pods.Items) > 0 {
+				return fmt.Errorf("%d pods left", len(pods.Items))
 			}
 			return nil
 		})

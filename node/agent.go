@@ -247,6 +247,12 @@ func (a *Agent) sync(ctx context.Context, obj any) {
 		return
 	}
 	w := newPodWorker(a, pod)
+	if used, capacity := int64(len(a.workers)), a.opts.Capacity.Pods().Value(); used >= capacity {
+		// What the kubelet's admission says of a Pod bound by name past
+		// the node's pods (the scheduler would not have bound it).
+		w.refusal = &refusal{reason: "OutOfpods",
+			message: fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, capacity)}
+	}
 	a.workers[pod.UID] = w
 	a.wg.Add(1)
 	go func() {

@@ -649,3 +649,53 @@ func TestAgent(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentRefusesPodsPastItsCapacity: a Pod bound by name past the node's
+// pods (no scheduler checks it) fails as OutOfpods, as the kubelet's
+// admission does, and the node's other Pod keeps running.
+func TestAgentRefusesPodsPastItsCapacity(t *testing.T) {
+	f := start(t, func(_ *fixture, o *node.Options) {
+		o.Capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	})
+	ctx := context.Background()
+	const ns = "tenant-a"
+	f.namespace(t, ns)
+	pull := f.pullSecret(t, ns)
+	if _, err := f.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "env"}, StringData: map[string]string{"VERSION": "one"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"first", "second"} {
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, name, pull), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the agent took "+name, func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 0 {
+				return fmt.Errorf("not seen yet")
+			}
+			return nil
+		})
+	}
+	platformtest.Eventually(t, 60*time.Second, "first runs, second failed as OutOfpods", func(ctx context.Context) error {
+		first, err := f.getPod(ctx, ns, "first")
+		if err != nil {
+			return err
+		}
+		second, err := f.getPod(ctx, ns, "second")
+		if err != nil {
+			return err
+		}
+		if !podReady(first) {
+			return fmt.Errorf("first is not ready: %s %v", first.Status.Phase, first.Status.ContainerStatuses)
+		}
+		if second.Status.Phase != corev1.PodFailed || second.Status.Reason != "OutOfpods" || !strings.Contains(second.Status.Message, "capacity: 1") {
+			return fmt.Errorf("second: %s %s %q", second.Status.Phase, second.Status.Reason, second.Status.Message)
+		}
+		return nil
+	})
+}

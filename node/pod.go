@@ -43,7 +43,12 @@ type podWorker struct {
 	st     podState
 
 	statusMu sync.Mutex // orders status writes
+
+	refusal *refusal // set when the agent admits no more Pods
 }
+
+// refusal is why the agent does not run a Pod: the Pod fails with it.
+type refusal struct{ reason, message string }
 
 // podState is what the worker knows of its Pod's container, the source of
 // the Pod's status.
@@ -138,13 +143,16 @@ func (w *podWorker) wait(d time.Duration) bool {
 func (w *podWorker) run(ctx context.Context) {
 	pod := w.pod()
 	log := w.a.opts.Log.WithValues("pod", klog.KObj(pod))
-	if err := admit(pod); err != nil {
-		log.Info("Refusing a pod", "reason", err.Error())
+	if err := admit(pod); err != nil && w.refusal == nil {
+		w.refusal = &refusal{reason: "Unsupported", message: err.Error()}
+	}
+	if r := w.refusal; r != nil {
+		log.Info("Refusing a pod", "reason", r.reason, "message", r.message)
 		w.setState(func(s *podState) {
-			s.phase, s.reason, s.message = corev1.PodFailed, "Unsupported", err.Error()
+			s.phase, s.reason, s.message = corev1.PodFailed, r.reason, r.message
 			s.waiting = nil
 		})
-		w.a.recorder.Event(pod, corev1.EventTypeWarning, "Unsupported", err.Error())
+		w.a.recorder.Event(pod, corev1.EventTypeWarning, r.reason, r.message)
 		w.pushStatus(ctx)
 		return
 	}
@@ -450,7 +458,7 @@ func (w *podWorker) fillStatus(p *corev1.Pod) {
 	for _, c := range conds {
 		setPodCondition(s, c)
 	}
-	if len(p.Spec.Containers) == 0 || st.phase == corev1.PodFailed && st.reason == "Unsupported" {
+	if len(p.Spec.Containers) == 0 || w.refusal != nil {
 		return
 	}
 	c := p.Spec.Containers[0]

@@ -43,15 +43,7 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 	runtimetest.RunDriverSuite(t, newDriver, runtimetest.Harness{
 		Complete: func(t *testing.T, rel runtime.Release) runtime.Release {
 			rel.Image = f.appImage
-			procs := map[string]runtime.Process{}
-			for name, p := range rel.Processes {
-				if name != runtime.WebProcess && p.Command == "" {
-					p.Command = "./testapp worker"
-				}
-				procs[name] = p
-			}
-			rel.Processes = procs
-			return rel
+			return runtimetest.WithWorkerCommands(rel)
 		},
 		Get: func(t *testing.T, _ runtime.Driver, tenant, app, path string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -19,16 +19,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"bex.co/bex/internal/lines"
 )
 
 // Containers' output is kept as the kubelet keeps it, one file a run of a
 // container in the CRI log format ("TIME STREAM F|P LINE"), under
 // StateDir/pods/NS_POD_UID/CONTAINER/RESTARTS.log. A file that passes
 // maxLogFile is rotated once (.1), so a container's output takes at most
-// twice that; a line longer than maxLogLine is cut into partial lines.
+// twice that; a line longer than lines.DefaultMax (16 KiB) is cut into
+// partial lines.
 const (
 	maxLogFile = 10 << 20
-	maxLogLine = 16 << 10
 )
 
 // logStore keeps the containers' log files.
@@ -82,12 +84,12 @@ type logFile struct {
 	mu      sync.Mutex
 	f       *os.File
 	size    int64
-	writers []*lineWriter
+	writers []*lines.Writer
 }
 
 // stream returns the writer of one of the process's streams.
 func (l *logFile) stream(name string) io.Writer {
-	w := &lineWriter{emit: func(line []byte, partial bool) { l.write(name, line, partial) }}
+	w := &lines.Writer{Emit: func(line []byte, partial bool) { l.write(name, line, partial) }}
 	l.mu.Lock()
 	l.writers = append(l.writers, w)
 	l.mu.Unlock()
@@ -125,7 +127,7 @@ func (l *logFile) Close() error {
 	ws := l.writers
 	l.mu.Unlock()
 	for _, w := range ws {
-		w.flush()
+		w.Flush()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -138,44 +140,6 @@ func (l *logFile) Close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
-}
-
-// lineWriter cuts a stream into lines.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	emit func(line []byte, partial bool)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.buf = append(w.buf, p...)
-			for len(w.buf) >= maxLogLine {
-				w.emit(w.buf[:maxLogLine], true)
-				w.buf = append(w.buf[:0], w.buf[maxLogLine:]...)
-			}
-			break
-		}
-		w.buf = append(w.buf, p[:i]...)
-		w.emit(w.buf, false)
-		w.buf = w.buf[:0]
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-func (w *lineWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.emit(w.buf, false)
-		w.buf = w.buf[:0]
-	}
 }
 
 // logRequest is what a /containerLogs request asks for (the kubelet's

@@ -110,7 +110,7 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 	if !cfg.RootFS {
 		// An app directory's config names the host's directory; the
 		// container sees it at /app.
-		local = func(v string) string { return inApp(v, img.dir) }
+		local = func(v string) string { return sandbox.AppPaths(v, img.dir) }
 	}
 	entry, args := cfg.Entrypoint, cfg.Cmd
 	if len(c.Command) > 0 {
@@ -152,20 +152,6 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 		spec.AppDir, spec.WorkDir = img.dir, workDir
 	}
 	return spec, nil
-}
-
-// inApp maps the host directory dir in v (a path or a PATH-like list) to
-// /app, where the container sees it.
-func inApp(v, dir string) string {
-	elems := strings.Split(v, ":")
-	for i, e := range elems {
-		if e == dir {
-			elems[i] = sandbox.AppDir
-		} else if rest, ok := strings.CutPrefix(e, dir+"/"); ok {
-			elems[i] = sandbox.AppDir + "/" + rest
-		}
-	}
-	return strings.Join(elems, ":")
 }
 
 var envName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)

@@ -19,6 +19,21 @@ import (
 // AppDir is where a release's files are in a container of the run base.
 const AppDir = "/app"
 
+// AppPaths maps the host directory dir in v (a path, or a list of them
+// joined with ":" as PATH is) to AppDir, where a container of the run base
+// sees it.
+func AppPaths(v, dir string) string {
+	elems := strings.Split(v, ":")
+	for i, e := range elems {
+		if e == dir {
+			elems[i] = AppDir
+		} else if rest, ok := strings.CutPrefix(e, dir+"/"); ok {
+			elems[i] = AppDir + "/" + rest
+		}
+	}
+	return strings.Join(elems, ":")
+}
+
 // AppUID is the uid (and gid) processes run as in a container of the run
 // base; the release's files belong to it.
 const AppUID = 1000

@@ -51,15 +51,7 @@ func TestKubeDriver(t *testing.T) {
 		runtimetest.RunDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t) }, runtimetest.Harness{
 			Complete: func(t *testing.T, rel runtime.Release) runtime.Release {
 				rel.Image = fmt.Sprintf("registry.bex.test/%s/%s:%d", rel.Tenant, rel.App, rel.Number)
-				procs := map[string]runtime.Process{}
-				for name, p := range rel.Processes {
-					if name != runtime.WebProcess && p.Command == "" {
-						p.Command = "./testapp worker"
-					}
-					procs[name] = p
-				}
-				rel.Processes = procs
-				return rel
+				return runtimetest.WithWorkerCommands(rel)
 			},
 		})
 	})

@@ -392,7 +392,7 @@ func (d *Driver) baseEnv(rel runtime.Release) map[string]string {
 	}
 	for k, v := range rel.ImageEnv {
 		if d.opts.Sandbox != nil && rel.RootFS == "" {
-			v = inApp(v, rel.Dir)
+			v = sandbox.AppPaths(v, rel.Dir)
 		}
 		env[k] = v
 	}
@@ -401,19 +401,6 @@ func (d *Driver) baseEnv(rel runtime.Release) map[string]string {
 	}
 	delete(env, "PORT")
 	return env
-}
-
-// inApp maps the paths under dir in a value (a path list, say) to /app.
-func inApp(v, dir string) string {
-	elems := strings.Split(v, ":")
-	for i, e := range elems {
-		if e == dir {
-			elems[i] = sandbox.AppDir
-		} else if rest, ok := strings.CutPrefix(e, dir+"/"); ok {
-			elems[i] = sandbox.AppDir + "/" + rest
-		}
-	}
-	return strings.Join(elems, ":")
 }
 
 // waitHealthy waits for every instance's first outcome; on a failure it

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"bex.co/bex/internal/lines"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/sandbox"
 )
@@ -302,8 +303,8 @@ func (i *instance) start() (<-chan error, error) {
 		cmd.Env = i.env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	}
-	stdout := &lineWriter{emit: i.emitter(runtime.Stdout)}
-	stderr := &lineWriter{emit: i.emitter(runtime.Stderr)}
+	stdout := &lines.Writer{Emit: i.emitter(runtime.Stdout)}
+	stderr := &lines.Writer{Emit: i.emitter(runtime.Stderr)}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A child that keeps the pipes open must not hold up Wait.
 	cmd.WaitDelay = time.Second
@@ -326,8 +327,8 @@ func (i *instance) start() (<-chan error, error) {
 	exited := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
-		stdout.flush()
-		stderr.flush()
+		stdout.Flush()
+		stderr.Flush()
 		exited <- err
 	}()
 	return exited, nil
@@ -336,8 +337,9 @@ func (i *instance) start() (<-chan error, error) {
 // recentLines is how many of its last output lines an instance keeps.
 const recentLines = 10
 
-func (i *instance) emitter(stream string) func(string) {
-	return func(text string) {
+func (i *instance) emitter(stream string) func([]byte, bool) {
+	return func(line []byte, _ bool) {
+		text := string(line)
 		i.a.logs.add(runtime.LogLine{Time: time.Now(), Process: i.process, Instance: i.index, Stream: stream, Text: text})
 		i.mu.Lock()
 		if i.recent = append(i.recent, text); len(i.recent) > recentLines {

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -172,46 +171,4 @@ func (b *logBuffer) stream(ctx context.Context, lines []runtime.LogLine, sub cha
 		}
 	}()
 	return out
-}
-
-// maxLine is the longest line kept whole; longer ones are split.
-const maxLine = 16 << 10
-
-// lineWriter turns an instance's output into LogLines.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	emit func(text string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.buf = append(w.buf, p...)
-			for len(w.buf) >= maxLine {
-				w.emit(string(w.buf[:maxLine]))
-				w.buf = append(w.buf[:0], w.buf[maxLine:]...)
-			}
-			break
-		}
-		w.buf = append(w.buf, p[:i]...)
-		w.emit(string(bytes.TrimSuffix(w.buf, []byte("\r"))))
-		w.buf = w.buf[:0]
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// flush emits a last line that had no newline.
-func (w *lineWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.emit(string(w.buf))
-		w.buf = w.buf[:0]
-	}
 }

@@ -40,6 +40,21 @@ func BuildTestApp(t testing.TB, dir string) string {
 	return "testapp"
 }
 
+// WithWorkerCommands returns rel with the test app's worker command
+// ("./testapp worker") on each process but web that names none: what a
+// driver that runs images (whose own command is the web process) needs.
+func WithWorkerCommands(rel runtime.Release) runtime.Release {
+	procs := map[string]runtime.Process{}
+	for name, p := range rel.Processes {
+		if name != runtime.WebProcess && p.Command == "" {
+			p.Command = "./testapp worker"
+		}
+		procs[name] = p
+	}
+	rel.Processes = procs
+	return rel
+}
+
 // Harness is how RunDriverSuite drives one implementation.
 type Harness struct {
 	// Complete fills in what the driver needs to run the test app in rel:

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -115,7 +116,7 @@ type Agent struct {
 	images   *imageStore
 	events   record.EventBroadcaster
 	recorder record.EventRecorder
-	startup  time.Time
+	nodeInfo corev1.NodeSystemInfo // what runs the node, read once
 
 	logs   *logStore
 	probes *http.Client
@@ -146,7 +147,7 @@ func New(opts Options) (*Agent, error) {
 		images:   newImageStore(filepath.Join(opts.StateDir, "images"), opts.Keychain),
 		events:   b,
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bex-node", Host: opts.NodeName}),
-		startup:  time.Now(),
+		nodeInfo: nodeInfo(opts.KubeletVersion, opts.Sandbox),
 		logs:     &logStore{dir: filepath.Join(opts.StateDir, "pods")},
 		probes:   newProbeClient(),
 		workers:  map[types.UID]*podWorker{},
@@ -317,11 +318,11 @@ func (a *Agent) stopAll() {
 // default of 110 pods.
 func machineCapacity() corev1.ResourceList {
 	list := corev1.ResourceList{
-		corev1.ResourceCPU:  *resourceQuantity(int64(goruntime.NumCPU()), "cpu"),
-		corev1.ResourcePods: *resourceQuantity(110, "pods"),
+		corev1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
 	}
 	if mem, err := memTotal(); err == nil {
-		list[corev1.ResourceMemory] = *resourceQuantity(mem, "memory")
+		list[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
 	}
 	return list
 }

@@ -120,36 +120,39 @@ func RegistryConfigKeychain(path string) (authn.Keychain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading registry credentials: %w", err)
 	}
-	var cfg struct {
-		Auths map[string]dockerAuth `json:"auths"`
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	kc, err := configAuths(b)
+	if err != nil {
 		return nil, fmt.Errorf("registry credentials %s: %w", path, err)
 	}
-	return secretKeychain(cfg.Auths), nil
+	return kc, nil
 }
 
 // dockerConfigKeychain reads a kubernetes.io/dockerconfigjson (or
 // dockercfg) Secret as a keychain.
 func dockerConfigKeychain(sec *corev1.Secret) (authn.Keychain, error) {
-	var auths map[string]dockerAuth
+	var kc secretKeychain
+	var err error
 	switch sec.Type {
 	case corev1.SecretTypeDockerConfigJson:
-		var cfg struct {
-			Auths map[string]dockerAuth `json:"auths"`
-		}
-		if err := json.Unmarshal(sec.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
-			return nil, fmt.Errorf("image pull secret %s: %w", sec.Name, err)
-		}
-		auths = cfg.Auths
+		kc, err = configAuths(sec.Data[corev1.DockerConfigJsonKey])
 	case corev1.SecretTypeDockercfg:
-		if err := json.Unmarshal(sec.Data[corev1.DockerConfigKey], &auths); err != nil {
-			return nil, fmt.Errorf("image pull secret %s: %w", sec.Name, err)
-		}
+		err = json.Unmarshal(sec.Data[corev1.DockerConfigKey], &kc)
 	default:
 		return nil, fmt.Errorf("image pull secret %s is of type %s, not %s", sec.Name, sec.Type, corev1.SecretTypeDockerConfigJson)
 	}
-	return secretKeychain(auths), nil
+	if err != nil {
+		return nil, fmt.Errorf("image pull secret %s: %w", sec.Name, err)
+	}
+	return kc, nil
+}
+
+// configAuths reads the "auths" of a docker config.json.
+func configAuths(data []byte) (secretKeychain, error) {
+	var cfg struct {
+		Auths secretKeychain `json:"auths"`
+	}
+	err := json.Unmarshal(data, &cfg)
+	return cfg.Auths, err
 }
 
 type dockerAuth struct {

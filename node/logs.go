@@ -246,7 +246,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 // of them since a time, with or without their timestamps; with follow, the
 // lines written after, until the run ends.
 func (a *Agent) copyLog(ctx context.Context, w io.Writer, path string, req logRequest) error {
-	var lines [][]byte
+	var kept [][]byte
 	var offset int64
 	for _, p := range []string{path + ".1", path} {
 		b, err := os.ReadFile(p)
@@ -257,27 +257,22 @@ func (a *Agent) copyLog(ctx context.Context, w io.Writer, path string, req logRe
 			offset = int64(len(b))
 		}
 		for _, line := range bytes.SplitAfter(b, []byte("\n")) {
-			if len(line) > 0 && line[len(line)-1] == '\n' {
-				lines = append(lines, line)
+			if out, ok := formatLine(line, req); ok {
+				kept = append(kept, out)
 			}
-		}
-	}
-	var kept [][]byte
-	for _, l := range lines {
-		if out, ok := formatLine(l, req); ok {
-			kept = append(kept, out)
 		}
 	}
 	if req.tailLines >= 0 && int64(len(kept)) > req.tailLines {
 		kept = kept[int64(len(kept))-req.tailLines:]
 	}
+	flusher, _ := w.(http.Flusher)
 	for _, l := range kept {
 		if _, err := w.Write(l); err != nil {
 			return err
 		}
 	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+	if flusher != nil {
+		flusher.Flush()
 	}
 	if !req.follow {
 		return nil
@@ -293,33 +288,29 @@ func (a *Agent) copyLog(ctx context.Context, w io.Writer, path string, req logRe
 	rd := bufio.NewReader(f)
 	var pending []byte
 	for {
-		chunk, err := rd.ReadBytes('\n')
-		pending = append(pending, chunk...)
-		if err == nil {
+		// Whatever a run wrote before it ended is read by the pass
+		// that follows the end.
+		live := a.logs.isLive(path)
+		for {
+			chunk, err := rd.ReadBytes('\n')
+			pending = append(pending, chunk...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
 			if out, ok := formatLine(pending, req); ok {
 				if _, err := w.Write(out); err != nil {
 					return err
 				}
-				if fl, ok := w.(http.Flusher); ok {
-					fl.Flush()
+				if flusher != nil {
+					flusher.Flush()
 				}
 			}
-			pending = nil
-			continue
+			pending = pending[:0]
 		}
-		if err != io.EOF {
-			return err
-		}
-		if !a.logs.isLive(path) {
-			// The run ended: what it wrote is all read once EOF comes
-			// after it ended.
-			rest, _ := io.ReadAll(rd)
-			pending = append(pending, rest...)
-			for _, l := range bytes.SplitAfter(pending, []byte("\n")) {
-				if out, ok := formatLine(l, req); ok && len(l) > 0 && l[len(l)-1] == '\n' {
-					w.Write(out)
-				}
-			}
+		if !live {
 			return nil
 		}
 		select {
@@ -332,9 +323,13 @@ func (a *Agent) copyLog(ctx context.Context, w io.Writer, path string, req logRe
 
 // formatLine turns a CRI log line into what the client gets: the text,
 // with its time first when asked, a newline at the end unless the line was
-// cut; ok is false for a line before req.since or one not in the format.
+// cut; ok is false for a line before req.since, an unfinished one (no
+// newline yet) or one not in the format.
 func formatLine(l []byte, req logRequest) ([]byte, bool) {
-	l = bytes.TrimSuffix(l, []byte("\n"))
+	l, whole := bytes.CutSuffix(l, []byte("\n"))
+	if !whole {
+		return nil, false
+	}
 	parts := bytes.SplitN(l, []byte(" "), 4)
 	if len(parts) < 3 {
 		return nil, false

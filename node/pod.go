@@ -259,21 +259,15 @@ func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 // is true when the worker stopped it for the Pod's deletion or the agent's
 // end. exit is the process's exit code.
 func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, container *sandbox.Container) (exit int32, stopped bool) {
-	st := w.snapshot()
-	out, err := w.a.logs.open(pod, c.Name, st.restarts)
-	if err != nil {
-		w.setState(func(s *podState) {
-			s.waiting = &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}
-		})
-		w.pushStatus(ctx)
-		return 128, !w.wait(w.a.opts.RestartBackoff)
-	}
-	defer out.Close()
-	cmd, err := container.Command()
+	out, err := w.a.logs.open(pod, c.Name, w.snapshot().restarts)
+	var cmd *exec.Cmd
 	if err == nil {
-		cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
-		cmd.WaitDelay = time.Second
-		err = cmd.Start()
+		defer out.Close()
+		if cmd, err = container.Command(); err == nil {
+			cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
+			cmd.WaitDelay = time.Second
+			err = cmd.Start()
+		}
 	}
 	if err != nil {
 		w.setState(func(s *podState) {

@@ -14,11 +14,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"bex.co/bex/internal/sandbox"
 )
 
 // nodeLeaseNamespace holds the Nodes' heartbeat Leases.
@@ -73,14 +74,7 @@ func (a *Agent) updateStatus(ctx context.Context) error {
 			{Type: corev1.NodeHostName, Address: a.opts.NodeName},
 		}
 		n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(a.opts.Port)
-		n.Status.NodeInfo = corev1.NodeSystemInfo{
-			KubeletVersion:          a.opts.KubeletVersion,
-			OperatingSystem:         goruntime.GOOS,
-			Architecture:            goruntime.GOARCH,
-			ContainerRuntimeVersion: "runc://" + a.opts.Sandbox.RuncVersion(),
-			KernelVersion:           kernelVersion(),
-			BootID:                  bootID(),
-		}
+		n.Status.NodeInfo = a.nodeInfo
 		type cond struct {
 			typ             corev1.NodeConditionType
 			status          corev1.ConditionStatus
@@ -179,13 +173,6 @@ func (a *Agent) renewLeaseOnce(ctx context.Context) error {
 	return err
 }
 
-func resourceQuantity(v int64, what string) *resource.Quantity {
-	if what == "memory" {
-		return resource.NewQuantity(v, resource.BinarySI)
-	}
-	return resource.NewQuantity(v, resource.DecimalSI)
-}
-
 // memTotal is the machine's memory in bytes, from /proc/meminfo.
 func memTotal() (int64, error) {
 	f, err := os.Open("/proc/meminfo")
@@ -203,12 +190,18 @@ func memTotal() (int64, error) {
 	return 0, errors.New("no MemTotal in /proc/meminfo")
 }
 
-func kernelVersion() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return strings.TrimSpace(string(b))
-}
-
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
+// nodeInfo is what the Node's status says runs it.
+func nodeInfo(kubeletVersion string, sb *sandbox.Manager) corev1.NodeSystemInfo {
+	read := func(path string) string {
+		b, _ := os.ReadFile(path)
+		return strings.TrimSpace(string(b))
+	}
+	return corev1.NodeSystemInfo{
+		KubeletVersion:          kubeletVersion,
+		OperatingSystem:         goruntime.GOOS,
+		Architecture:            goruntime.GOARCH,
+		ContainerRuntimeVersion: "runc://" + sb.RuncVersion(),
+		KernelVersion:           read("/proc/sys/kernel/osrelease"),
+		BootID:                  read("/proc/sys/kernel/random/boot_id"),
+	}
 }

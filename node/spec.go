@@ -173,31 +173,19 @@ func (w *podWorker) environment(ctx context.Context, pod *corev1.Pod, c corev1.C
 		set(k, local(v))
 	}
 	set("HOSTNAME", pod.Name)
-	core := w.a.opts.Client.CoreV1()
 	for _, src := range c.EnvFrom {
-		var data map[string]string
+		ref := sourceRef{secret: src.SecretRef != nil}
 		switch {
 		case src.SecretRef != nil:
-			s, err := core.Secrets(pod.Namespace).Get(ctx, src.SecretRef.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && ptrTrue(src.SecretRef.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("secret %q of envFrom: %w", src.SecretRef.Name, err)
-			}
-			data = map[string]string{}
-			for k, v := range s.Data {
-				data[k] = string(v)
-			}
+			ref.name, ref.optional = src.SecretRef.Name, src.SecretRef.Optional
 		case src.ConfigMapRef != nil:
-			cm, err := core.ConfigMaps(pod.Namespace).Get(ctx, src.ConfigMapRef.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && ptrTrue(src.ConfigMapRef.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("config map %q of envFrom: %w", src.ConfigMapRef.Name, err)
-			}
-			data = cm.Data
+			ref.name, ref.optional = src.ConfigMapRef.Name, src.ConfigMapRef.Optional
+		default:
+			continue
+		}
+		data, _, err := w.readSource(ctx, pod.Namespace, ref)
+		if err != nil {
+			return nil, fmt.Errorf("envFrom: %w", err)
 		}
 		for k, v := range data {
 			if envName.MatchString(src.Prefix + k) {
@@ -225,39 +213,57 @@ func (w *podWorker) environment(ctx context.Context, pod *corev1.Pod, c corev1.C
 	return env, nil
 }
 
+// sourceRef names a Secret or ConfigMap a variable reads.
+type sourceRef struct {
+	secret   bool
+	name     string
+	optional *bool
+}
+
+func (r sourceRef) String() string {
+	if r.secret {
+		return fmt.Sprintf("secret %q", r.name)
+	}
+	return fmt.Sprintf("config map %q", r.name)
+}
+
+// readSource returns the data of the Secret or ConfigMap r names; found is
+// false when it is missing and optional.
+func (w *podWorker) readSource(ctx context.Context, ns string, r sourceRef) (data map[string]string, found bool, err error) {
+	core := w.a.opts.Client.CoreV1()
+	if r.secret {
+		var s *corev1.Secret
+		if s, err = core.Secrets(ns).Get(ctx, r.name, metav1.GetOptions{}); err == nil {
+			data = make(map[string]string, len(s.Data))
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		}
+	} else {
+		var cm *corev1.ConfigMap
+		if cm, err = core.ConfigMaps(ns).Get(ctx, r.name, metav1.GetOptions{}); err == nil {
+			data = cm.Data
+		}
+	}
+	if apierrors.IsNotFound(err) && ptrTrue(r.optional) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", r, err)
+	}
+	return data, true, nil
+}
+
 // valueFrom resolves one variable's source; ok is false for an optional
 // source that is missing.
 func (w *podWorker) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVarSource) (string, bool, error) {
-	core := w.a.opts.Client.CoreV1()
+	var ref sourceRef
+	var key string
 	switch {
 	case src.SecretKeyRef != nil:
-		r := src.SecretKeyRef
-		s, err := core.Secrets(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) && ptrTrue(r.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("secret %q: %w", r.Name, err)
-		}
-		v, ok := s.Data[r.Key]
-		if !ok && !ptrTrue(r.Optional) {
-			return "", false, fmt.Errorf("secret %q has no key %q", r.Name, r.Key)
-		}
-		return string(v), ok, nil
+		ref, key = sourceRef{secret: true, name: src.SecretKeyRef.Name, optional: src.SecretKeyRef.Optional}, src.SecretKeyRef.Key
 	case src.ConfigMapKeyRef != nil:
-		r := src.ConfigMapKeyRef
-		cm, err := core.ConfigMaps(pod.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) && ptrTrue(r.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("config map %q: %w", r.Name, err)
-		}
-		v, ok := cm.Data[r.Key]
-		if !ok && !ptrTrue(r.Optional) {
-			return "", false, fmt.Errorf("config map %q has no key %q", r.Name, r.Key)
-		}
-		return v, ok, nil
+		ref, key = sourceRef{name: src.ConfigMapKeyRef.Name, optional: src.ConfigMapKeyRef.Optional}, src.ConfigMapKeyRef.Key
 	case src.FieldRef != nil:
 		switch src.FieldRef.FieldPath {
 		case "metadata.name":
@@ -274,8 +280,18 @@ func (w *podWorker) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.
 			return w.a.opts.Address.String(), true, nil
 		}
 		return "", false, fmt.Errorf("field %s is not one bex-node resolves", src.FieldRef.FieldPath)
+	default:
+		return "", false, errors.New("no source")
 	}
-	return "", false, errors.New("no source")
+	data, found, err := w.readSource(ctx, pod.Namespace, ref)
+	if err != nil || !found {
+		return "", false, err
+	}
+	v, ok := data[key]
+	if !ok && !ptrTrue(ref.optional) {
+		return "", false, fmt.Errorf("%s has no key %q", ref, key)
+	}
+	return v, ok, nil
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"bex.co/bex/internal/childproc"
@@ -39,6 +38,10 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Their serving certificates are self-signed; /healthz is open to
+	// anyone (--authorization-always-allow-paths).
+	client := &http.Client{Timeout: 5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	for i, component := range []string{"kube-controller-manager", "kube-scheduler"} {
 		bin, err := cp.opts.Binaries.KubeComponent(ctx, component, version)
 		if err != nil {
@@ -73,10 +76,6 @@ func (cp *ControlPlane) StartControllers(ctx context.Context) error {
 		cp.mu.Lock()
 		cp.controllers = append(cp.controllers, proc)
 		cp.mu.Unlock()
-		// Their serving certificates are self-signed; /healthz is open to
-		// anyone (--authorization-always-allow-paths).
-		client := &http.Client{Timeout: 5 * time.Second,
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 		wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 		err = proc.WaitReady(wctx, component, 200*time.Millisecond, func(ctx context.Context) error {
 			return childproc.HTTPOK(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[i]))
@@ -96,13 +95,9 @@ func (cp *ControlPlane) componentKubeconfig(component string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.CertFile}
-	kc.AuthInfos[component] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	kc.Contexts["bex"] = &clientcmdapi.Context{Cluster: "bex", AuthInfo: component}
-	kc.CurrentContext = "bex"
 	path := filepath.Join(cp.dataDir, component+".kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	auth := &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	if err := cp.writeKubeconfigFor(path, component, auth); err != nil {
 		return "", fmt.Errorf("writing the kubeconfig of %s: %w", component, err)
 	}
 	return path, os.Chmod(path, 0o600)

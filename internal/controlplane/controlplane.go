@@ -776,15 +776,22 @@ func (cp *ControlPlane) configFor(url string) *rest.Config {
 func (cp *ControlPlane) KubeconfigPath() string { return filepath.Join(cp.dataDir, "admin.kubeconfig") }
 
 func (cp *ControlPlane) writeKubeconfig() error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.CertFile}
-	kc.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{ClientCertificate: cp.pki.admin.CertFile, ClientKey: cp.pki.admin.KeyFile}
-	kc.Contexts["bex"] = &clientcmdapi.Context{Cluster: "bex", AuthInfo: AdminUser}
-	kc.CurrentContext = "bex"
-	if err := clientcmd.WriteToFile(*kc, cp.KubeconfigPath()); err != nil {
+	auth := &clientcmdapi.AuthInfo{ClientCertificate: cp.pki.admin.CertFile, ClientKey: cp.pki.admin.KeyFile}
+	if err := cp.writeKubeconfigFor(cp.KubeconfigPath(), AdminUser, auth); err != nil {
 		return fmt.Errorf("writing admin kubeconfig: %w", err)
 	}
 	return nil
+}
+
+// writeKubeconfigFor writes a kubeconfig at path for the plane's endpoint
+// with user's credentials (a new file gets mode 0600).
+func (cp *ControlPlane) writeKubeconfigFor(path, user string, auth *clientcmdapi.AuthInfo) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bex"] = &clientcmdapi.Cluster{Server: cp.Endpoint(), CertificateAuthority: cp.pki.ca.CertFile}
+	kc.AuthInfos[user] = auth
+	kc.Contexts["bex"] = &clientcmdapi.Context{Cluster: "bex", AuthInfo: user}
+	kc.CurrentContext = "bex"
+	return clientcmd.WriteToFile(*kc, path)
 }
 
 // httpClient returns a client that trusts the plane's CA and presents the

@@ -35,10 +35,10 @@ images:
 	  $(if $(TOOLCHAIN_BASE),--toolchain-base "$(TOOLCHAIN_BASE)") \
 	  $(if $(STATIC_BASE),--static-base "$(STATIC_BASE)") $(if $(INSECURE),--insecure) $(IMAGES_FLAGS)
 
-## kubebin: build the pinned kube-apiserver, etcd, pebble, helm, BuildKit (buildkitd, buildctl) and Cluster API manager binaries, and kube-controller-manager and kube-scheduler of the newest pinned version (cached per version)
+## kubebin: build the pinned kube-apiserver, etcd, pebble, helm, BuildKit (buildkitd, buildctl) and Cluster API manager binaries, and kube-controller-manager and kube-scheduler of the same TEST_KUBE_VERSIONS (cached per version)
 kubebin:
 	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv,helm,buildkitd,buildctl,capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager
-	$(GO) run ./cmd/bex-kubebin --versions 1.37.2 --components kube-controller-manager,kube-scheduler
+	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --components kube-controller-manager,kube-scheduler
 
 ## test: the whole test suite against real components, the continuity suite included (screenshots in out/screenshots/, out/continuity-report.md)
 test: kubebin

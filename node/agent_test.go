@@ -1,9 +1,7 @@
 package node_test
 
 import (
-	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,12 +20,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -131,9 +123,9 @@ func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixtur
 	t.Cleanup(srv.Close)
 	f := &fixture{cp: cp, admin: admin, ca: ca, registry: strings.TrimPrefix(srv.URL, "http://"), state: filepath.Join(dir, "node")}
 	f.image = f.registry + "/tenant-a/testapp:1"
-	pushTestApp(t, f.image, dir, false)
+	runtimetest.PushTestApp(t, f.image, dir, registry.Auth(registryToken), nil)
 	f.appImage = f.registry + "/suite/testapp:1"
-	pushTestApp(t, f.appImage, dir, true)
+	runtimetest.PushTestApp(t, f.appImage, dir, registry.Auth(registryToken), map[string]string{build.LabelStack: "go"})
 
 	ports, err := childproc.FreePorts("127.0.0.1", 1)
 	if err != nil {
@@ -181,54 +173,6 @@ func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixtur
 		}
 	})
 	return f
-}
-
-// pushTestApp pushes the runtime tests' app, built static, as an image
-// with its own root filesystem (/testapp, its entrypoint) or, with appDir,
-// as an image of the platform's Go stack (/app/testapp, unpacked as its app
-// directory and run on the run base, which has the /bin/sh the kube
-// driver's commands need).
-func pushTestApp(t *testing.T, ref, dir string, appDir bool) {
-	t.Helper()
-	bin := filepath.Join(dir, runtimetest.BuildTestApp(t, dir))
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, cfg := "", v1.Config{Entrypoint: []string{"/testapp"}, Env: []string{"VERSION=from-image"}}
-	if appDir {
-		prefix = "app/"
-		cfg = v1.Config{Cmd: []string{"/app/testapp"}, WorkingDir: "/app", Env: []string{"PATH=/usr/bin:/bin"},
-			Labels: map[string]string{build.LabelStack: "go"}}
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"tmp/", "etc/", prefix} {
-		if d != "" {
-			tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-		}
-	}
-	tw.WriteHeader(&tar.Header{Name: prefix + "testapp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))})
-	tw.Write(data)
-	tw.Close()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err = mutate.Config(img, cfg); err != nil {
-		t.Fatal(err)
-	}
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img, remote.WithAuth(registry.Auth(registryToken))); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // pullSecret is a dockerconfigjson Secret with the registry's token.

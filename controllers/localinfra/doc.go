@@ -8,7 +8,9 @@
 // external etcd (<cluster>-etcd, the CA; <cluster>-apiserver-etcd-client,
 // the client certificate), sets spec.controlPlaneEndpoint and
 // status.initialization.provisioned. MachineReconciler starts a
-// LocalMachine's kube-apiserver once its Machine has bootstrap data, sets
+// LocalMachine once its Machine has bootstrap data (a control-plane
+// machine's kube-apiserver and components, or a worker's bex-node with
+// credentials from the cluster's <cluster>-ca Secret), sets
 // spec.providerID, annotates the Machine's KubeadmConfig with the serving
 // certificate's expiry (machine.cluster.x-k8s.io/certificates-expiry, which
 // KubeadmControlPlane would otherwise read through a kubelet's port

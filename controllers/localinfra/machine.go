@@ -23,6 +23,7 @@ import (
 
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	"bex.co/bex/internal/localfleet"
+	"bex.co/bex/internal/pki"
 )
 
 // MachineControllerName names the LocalMachine controller.
@@ -122,6 +123,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 	}
+	if _, cp := machine.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+		return r.reconcileWorker(ctx, lm, machine, cluster, c)
+	}
 	m := c.Machine(lm.Name)
 	if m == nil {
 		data, err := r.bootstrapData(ctx, lm.Namespace, *machine.Spec.Bootstrap.DataSecretName)
@@ -158,6 +162,63 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// reconcileWorker starts a worker machine (a Machine without the
+// control-plane label, such as a MachineDeployment's): its node agent,
+// bex-node, with credentials from the cluster's CA. Cluster API's Machine
+// controller matches its Node by the provider ID and sets the Machine's
+// nodeRef.
+func (r *MachineReconciler) reconcileWorker(ctx context.Context, lm *infrav1.LocalMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster, c *localfleet.Cluster) (ctrl.Result, error) {
+	w := c.Worker(lm.Name)
+	if w == nil {
+		data, err := r.bootstrapData(ctx, lm.Namespace, *machine.Spec.Bootstrap.DataSecretName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		ca, err := r.clusterCA(ctx, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		r.setReady(ctx, lm, metav1.ConditionFalse, infrav1.StartingReason, "starting bex-node "+machine.Spec.Version)
+		if w, err = c.StartWorker(ctx, localfleet.WorkerSpec{Name: lm.Name, Version: machine.Spec.Version,
+			ProviderID: lm.Spec.ProviderID, BootstrapData: data, CA: ca}); err != nil {
+			r.setReady(ctx, lm, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	patch := client.MergeFrom(lm.DeepCopy())
+	lm.Status.Initialization.Provisioned = ptr.To(true)
+	lm.Status.Addresses = []clusterv1.MachineAddress{
+		{Type: clusterv1.MachineInternalIP, Address: w.IP().String()},
+		{Type: clusterv1.MachineHostName, Address: w.Name()},
+	}
+	lm.Status.Version = "v" + w.Version()
+	lm.Status.Restarts = int32(w.Restarts())
+	if w.Running() {
+		setCondition(&lm.Status.Conditions, lm.Generation, metav1.ConditionTrue, infrav1.ReadyReason, "bex-node v"+w.Version()+" on "+w.IP().String())
+	} else {
+		setCondition(&lm.Status.Conditions, lm.Generation, metav1.ConditionFalse, infrav1.StartingReason, "bex-node exited; restarting")
+	}
+	if err := r.Client.Status().Patch(ctx, lm, patch); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// clusterCA reads the cluster's CA, the <cluster>-ca Secret Cluster API
+// generated.
+func (r *MachineReconciler) clusterCA(ctx context.Context, cluster *clusterv1.Cluster) (*pki.KeyPair, error) {
+	s := &corev1.Secret{}
+	name := cluster.Name + "-ca"
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: name}, s); err != nil {
+		return nil, fmt.Errorf("reading the cluster CA Secret %s: %w", name, err)
+	}
+	ca, err := pki.ParseKeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("the cluster CA Secret %s: %w", name, err)
+	}
+	return ca, nil
 }
 
 // ownerMachine returns the Machine that owns the LocalMachine, nil when
@@ -240,7 +301,7 @@ func (r *MachineReconciler) delete(ctx context.Context, lm *infrav1.LocalMachine
 	if !controllerutil.ContainsFinalizer(lm, infrav1.LocalMachineFinalizer) {
 		return nil
 	}
-	setCondition(&lm.Status.Conditions, lm.Generation, metav1.ConditionFalse, infrav1.DeletingReason, "stopping kube-apiserver")
+	setCondition(&lm.Status.Conditions, lm.Generation, metav1.ConditionFalse, infrav1.DeletingReason, "stopping the machine's processes")
 	if cluster != nil {
 		c, err := r.cluster(ctx, cluster)
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -24,6 +24,10 @@ type ClusterOptions struct {
 	ControlPlaneReplicas int32
 	// Block is the cluster's loopback /24 (localfleet.FreeBlock).
 	Block netip.Prefix
+	// WorkerReplicas is the number of worker machines, of a
+	// MachineDeployment <name>-md-0; each runs bex-node. Zero makes no
+	// MachineDeployment.
+	WorkerReplicas int32
 	// APIServerExtraArgs are the KubeadmControlPlane's
 	// clusterConfiguration.apiServer.extraArgs.
 	APIServerExtraArgs []bootstrapv1.Arg
@@ -43,7 +47,9 @@ const (
 // create them: the LocalCluster, the LocalMachineTemplate, the
 // KubeadmControlPlane (maxSurge 0, external etcd, every default set
 // explicitly so that it means the same with or without Cluster API's
-// webhooks, CoreDNS and kube-proxy not managed) and the Cluster.
+// webhooks, CoreDNS and kube-proxy not managed), with workers their
+// LocalMachineTemplate, KubeadmConfigTemplate and MachineDeployment, and
+// the Cluster, last.
 func ClusterObjects(o ClusterOptions) []client.Object {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: o.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: o.Name}}
@@ -100,5 +106,52 @@ func ClusterObjects(o ClusterOptions) []client.Object {
 			},
 		},
 	}
-	return []client.Object{lc, tmpl, kcp, cluster}
+	objs := []client.Object{lc, tmpl, kcp}
+	if o.WorkerReplicas > 0 {
+		objs = append(objs, workerObjects(o, meta)...)
+	}
+	return append(objs, cluster)
+}
+
+// workerObjects returns a MachineDeployment of o.WorkerReplicas workers
+// and its templates, every default set explicitly as for the control
+// plane: a rolling update with maxSurge 0 and maxUnavailable 1 (no spare
+// machine, as for the control plane), machines deleted oldest first.
+func workerObjects(o ClusterOptions, meta func(string) metav1.ObjectMeta) []client.Object {
+	name := o.Name + "-md-0"
+	tmpl := &infrav1.LocalMachineTemplate{ObjectMeta: meta(name)}
+	config := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
+		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig}},
+	}}
+	maxSurge, maxUnavailable := intstr.FromInt32(0), intstr.FromInt32(1)
+	labels := map[string]string{clusterv1.ClusterNameLabel: o.Name, clusterv1.MachineDeploymentNameLabel: name}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: meta(name),
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: o.Name,
+			Replicas:    &o.WorkerReplicas,
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: &maxSurge, MaxUnavailable: &maxUnavailable,
+				},
+			}},
+			Deletion: clusterv1.MachineDeploymentDeletionSpec{Order: clusterv1.OldestMachineSetDeletionOrder},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: o.Name,
+					Version:     o.Version,
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfigTemplate", Name: config.Name,
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.LocalMachineTemplateKind, Name: tmpl.Name,
+					},
+				},
+			},
+		},
+	}
+	return []client.Object{tmpl, config, md}
 }

@@ -55,6 +55,14 @@ type Options struct {
 	// discovery of every other running machine lists what it serves
 	// (mvp.WaitListedByPeers). Zero means mvp.DefaultPeerSyncTimeout.
 	PeerSyncTimeout time.Duration
+	// NodeBinary is the path of bex-node, the node agent worker machines
+	// run (cmd/bex-node). Without it the host runs control-plane machines
+	// only.
+	NodeBinary string
+	// NodeRegistryConfig is a Docker config.json with the registry
+	// credentials the node agents pull with after a Pod's own image pull
+	// secrets [none].
+	NodeRegistryConfig string
 }
 
 // Host runs the processes of local clusters: per cluster an etcd and a TCP
@@ -162,6 +170,7 @@ type Cluster struct {
 	mu       sync.Mutex
 	state    clusterState
 	machines map[string]*Machine
+	workers  map[string]*Worker
 }
 
 // clusterState is what a cluster's directory remembers between starts.
@@ -186,7 +195,7 @@ func (h *Host) EnsureCluster(ctx context.Context, spec ClusterSpec) (*Cluster, e
 		c.stopProcesses()
 		delete(h.clusters, k)
 	}
-	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), machines: map[string]*Machine{}}
+	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), machines: map[string]*Machine{}, workers: map[string]*Worker{}}
 	if err := c.start(ctx); err != nil {
 		c.stopProcesses()
 		return nil, fmt.Errorf("starting cluster %s: %w", k, err)
@@ -369,23 +378,29 @@ func (c *Cluster) machinesExcept(name string) []*Machine {
 	return out
 }
 
-// stopProcesses stops every machine (without removing its files), the load
-// balancer and etcd.
+// stopProcesses stops every worker and control-plane machine (without
+// removing their files), the load balancer and etcd.
 func (c *Cluster) stopProcesses() {
+	c.mu.Lock()
+	workers, machines := c.workers, c.machines
+	c.workers, c.machines = map[string]*Worker{}, map[string]*Machine{}
+	c.mu.Unlock()
+	haltAll(workers)
 	if c.lb != nil {
 		c.lb.Close()
 	}
-	c.mu.Lock()
-	machines := c.machines
-	c.machines = map[string]*Machine{}
-	c.mu.Unlock()
+	haltAll(machines)
+	if c.etcd != nil {
+		c.etcd.Stop(10 * time.Second)
+	}
+}
+
+// haltAll halts the machines at once and waits for them.
+func haltAll[M interface{ halt(time.Duration) }](machines map[string]M) {
 	var wg sync.WaitGroup
 	for _, m := range machines {
 		wg.Add(1)
 		go func() { defer wg.Done(); m.halt(10 * time.Second) }()
 	}
 	wg.Wait()
-	if c.etcd != nil {
-		c.etcd.Stop(10 * time.Second)
-	}
 }

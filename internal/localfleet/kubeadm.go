@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -152,14 +153,22 @@ type clusterConfiguration struct {
 	KubernetesVersion    string `json:"kubernetesVersion"`
 	CertificatesDir      string `json:"certificatesDir"`
 	ControlPlaneEndpoint string `json:"controlPlaneEndpoint"`
+	ClusterName          string `json:"clusterName"`
 	Networking           struct {
 		ServiceSubnet string `json:"serviceSubnet"`
+		PodSubnet     string `json:"podSubnet"`
 		DNSDomain     string `json:"dnsDomain"`
 	} `json:"networking"`
 	APIServer struct {
 		ExtraArgs []arg    `json:"extraArgs"`
 		CertSANs  []string `json:"certSANs"`
 	} `json:"apiServer"`
+	ControllerManager struct {
+		ExtraArgs []arg `json:"extraArgs"`
+	} `json:"controllerManager"`
+	Scheduler struct {
+		ExtraArgs []arg `json:"extraArgs"`
+	} `json:"scheduler"`
 	Etcd struct {
 		External *struct {
 			Endpoints []string `json:"endpoints"`
@@ -183,6 +192,14 @@ func (c *clusterConfiguration) serviceSubnet() string {
 		return c.Networking.ServiceSubnet
 	}
 	return "10.96.0.0/12"
+}
+
+// clusterName is clusterName with kubeadm's default.
+func (c *clusterConfiguration) clusterName() string {
+	if c.ClusterName != "" {
+		return c.ClusterName
+	}
+	return "kubernetes"
 }
 
 func (c *clusterConfiguration) dnsDomain() string {
@@ -245,7 +262,7 @@ func readKubeadmConfig(files []bootstrapFile) (*kubeadmConfig, error) {
 			return parseKubeadmConfig(f.Content)
 		}
 	}
-	return nil, fmt.Errorf("the bootstrap data writes neither %s nor %s: not a kubeadm control-plane machine", initConfigPath, joinConfigPath)
+	return nil, fmt.Errorf("the bootstrap data writes neither %s nor %s: not a kubeadm machine", initConfigPath, joinConfigPath)
 }
 
 func parseKubeadmConfig(data []byte) (*kubeadmConfig, error) {
@@ -285,8 +302,6 @@ func parseKubeadmConfig(data []byte) (*kubeadmConfig, error) {
 		return nil, errors.New("the kubeadm init configuration has no ClusterConfiguration")
 	case out.Init == nil && out.Join == nil:
 		return nil, errors.New("the kubeadm configuration has neither an InitConfiguration nor a JoinConfiguration")
-	case out.Join != nil && out.Join.ControlPlane == nil:
-		return nil, errors.New("the kubeadm JoinConfiguration is a worker's (no controlPlane): only control-plane machines run here")
 	case out.Join != nil && out.Join.Discovery.BootstrapToken == nil:
 		return nil, errors.New("the kubeadm JoinConfiguration has no bootstrap token to discover the cluster with")
 	}
@@ -328,9 +343,10 @@ func (n nodeRegistration) nodeTaints() []corev1.Taint {
 	return []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
 }
 
-// pathFlagSuffixes are the endings of kube-apiserver flag names whose
-// value is a path on the node.
-var pathFlagSuffixes = []string{"-file", "-cafile", "-certfile", "-keyfile", "-certificate", "-key", "-config", "-path", "-dir"}
+// pathFlagSuffixes are the endings of the control-plane components' flag
+// names whose value is a path on the node ("kubeconfig" ends
+// --authentication-kubeconfig too).
+var pathFlagSuffixes = []string{"-file", "-cafile", "-certfile", "-keyfile", "-certificate", "-key", "-config", "-path", "-dir", "kubeconfig"}
 
 // apiServerArgs returns kube-apiserver's flags as kubeadm's
 // getAPIServerCommand makes them (its defaults, then extraArgs), with every
@@ -373,12 +389,75 @@ func apiServerArgs(cc *clusterConfiguration, root, ip string, port int) []string
 		{"bind-address", ip},
 		{"endpoint-reconciler-type", "none"},
 	}
+	merged := slices.DeleteFunc(mergeArgs(defaults, cc.APIServer.ExtraArgs), func(a arg) bool {
+		return a.Value == "" && strings.HasPrefix(a.Name, "etcd-") && a.Name != "etcd-servers"
+	})
+	return commandArgs(merged, root)
+}
+
+// controllerManagerArgs returns kube-controller-manager's flags as
+// kubeadm's getControllerManagerCommand makes them (its defaults, then
+// controllerManager.extraArgs), with every path on the node moved under
+// root. Its kubeconfig is the machine's controller-manager.conf, which
+// names the machine's own kube-apiserver.
+func controllerManagerArgs(cc *clusterConfiguration, root, ip string) []string {
+	dir := cc.certDir()
+	kubeconfig := path.Join(kubernetesDir, kubeControllerManager.kubeconfig)
+	ca := path.Join(dir, "ca.crt")
+	defaults := []arg{
+		// Not kubeadm's 127.0.0.1: each machine has its own loopback
+		// address, so that every machine's component listens on its
+		// standard port.
+		{"bind-address", ip},
+		{"leader-elect", "true"},
+		{"kubeconfig", kubeconfig},
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+		{"client-ca-file", ca},
+		{"requestheader-client-ca-file", path.Join(dir, "front-proxy-ca.crt")},
+		{"root-ca-file", ca},
+		{"service-account-private-key-file", path.Join(dir, "sa.key")},
+		{"cluster-signing-cert-file", ca},
+		{"cluster-signing-key-file", path.Join(dir, "ca.key")},
+		{"use-service-account-credentials", "true"},
+		{"controllers", "*,bootstrapsigner,tokencleaner"},
+	}
+	// kubeadm lets the controller manager allocate the Nodes' Pod CIDRs,
+	// and tells it the service range, only with a Pod subnet.
+	if cc.Networking.PodSubnet != "" {
+		defaults = append(defaults,
+			arg{"allocate-node-cidrs", "true"},
+			arg{"cluster-cidr", cc.Networking.PodSubnet},
+			arg{"service-cluster-ip-range", cc.serviceSubnet()})
+	}
+	defaults = append(defaults, arg{"cluster-name", cc.clusterName()})
+	return commandArgs(mergeArgs(defaults, cc.ControllerManager.ExtraArgs), root)
+}
+
+// schedulerArgs returns kube-scheduler's flags as kubeadm's
+// getSchedulerCommand makes them (its defaults, then scheduler.extraArgs),
+// with every path on the node moved under root.
+func schedulerArgs(cc *clusterConfiguration, root, ip string) []string {
+	kubeconfig := path.Join(kubernetesDir, kubeScheduler.kubeconfig)
+	defaults := []arg{
+		{"bind-address", ip}, // as the controller manager's
+		{"leader-elect", "true"},
+		{"kubeconfig", kubeconfig},
+		{"authentication-kubeconfig", kubeconfig},
+		{"authorization-kubeconfig", kubeconfig},
+	}
+	return commandArgs(mergeArgs(defaults, cc.Scheduler.ExtraArgs), root)
+}
+
+// mergeArgs applies extraArgs to a component's defaults: a flag they name
+// takes the new value in its place, a new flag comes after the defaults.
+func mergeArgs(defaults, extra []arg) []arg {
 	merged := append([]arg(nil), defaults...)
 	index := map[string]int{}
 	for i, a := range merged {
 		index[a.Name] = i
 	}
-	for _, a := range cc.APIServer.ExtraArgs {
+	for _, a := range extra {
 		if i, ok := index[a.Name]; ok {
 			merged[i].Value = a.Value
 			continue
@@ -386,11 +465,14 @@ func apiServerArgs(cc *clusterConfiguration, root, ip string, port int) []string
 		index[a.Name] = len(merged)
 		merged = append(merged, a)
 	}
-	out := make([]string, 0, len(merged))
-	for _, a := range merged {
-		if a.Value == "" && (strings.HasPrefix(a.Name, "etcd-") && a.Name != "etcd-servers") {
-			continue
-		}
+	return merged
+}
+
+// commandArgs returns args as a command line's flags, the absolute path
+// each path flag names moved under root, the machine's "/".
+func commandArgs(args []arg, root string) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
 		v := a.Value
 		if isPathFlag(a.Name) && path.IsAbs(v) {
 			v = filepath.Join(root, filepath.FromSlash(v))
@@ -400,7 +482,21 @@ func apiServerArgs(cc *clusterConfiguration, root, ip string, port int) []string
 	return out
 }
 
+// flagValue returns the value of the last --name= in args.
+func flagValue(args []string, name string) (string, bool) {
+	value, found := "", false
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			value, found = v, true
+		}
+	}
+	return value, found
+}
+
 func isPathFlag(name string) bool {
+	if name == "config" { // kube-scheduler's --config
+		return true
+	}
 	for _, s := range pathFlagSuffixes {
 		if strings.HasSuffix(name, s) {
 			return true

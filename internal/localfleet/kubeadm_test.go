@@ -2,6 +2,7 @@ package localfleet
 
 import (
 	"encoding/base64"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,7 +123,6 @@ func TestBootstrapDataRefusals(t *testing.T) {
 		"a path outside /":    "write_files:\n- path: ../etc/x\n  content: x\n",
 		"an unknown encoding": "write_files:\n- path: /etc/x\n  encoding: rot13\n  content: x\n",
 		"no kubeadm config":   "write_files:\n- path: /etc/x\n  content: x\n",
-		"a worker's join":     "write_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: JoinConfiguration\n    discovery:\n      bootstrapToken:\n        apiServerEndpoint: 127.77.3.1:6443\n        token: abc.def\n",
 		"kubeadm v1beta3":     "write_files:\n- path: /run/kubeadm/kubeadm.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta3\n    kind: ClusterConfiguration\n",
 		"no external etcd":    "write_files:\n- path: /run/kubeadm/kubeadm.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: ClusterConfiguration\n    ---\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: InitConfiguration\n",
 	} {
@@ -147,5 +147,125 @@ func TestGzipContent(t *testing.T) {
 	got, err := decodeContent("gzip+base64", gz)
 	if err != nil || string(got) != "hello" {
 		t.Errorf("gzip+base64: %q, %v", got, err)
+	}
+}
+
+func TestCheckRole(t *testing.T) {
+	const workerJoin = "write_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: JoinConfiguration\n    discovery:\n      bootstrapToken:\n        apiServerEndpoint: 127.77.3.1:6443\n        token: abc.def\n"
+	const controlPlaneJoin = workerJoin + "    controlPlane:\n      localAPIEndpoint:\n        bindPort: 6443\n"
+	for _, c := range []struct {
+		name, data string
+		worker, ok bool
+	}{
+		{"a worker's join on a worker", workerJoin, true, true},
+		{"a worker's join on a control-plane machine", workerJoin, false, false},
+		{"a control-plane join on a control-plane machine", controlPlaneJoin, false, true},
+		{"a control-plane join on a worker", controlPlaneJoin, true, false},
+	} {
+		files, err := parseCloudConfig([]byte(c.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := readKubeadmConfig(files)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := kc.checkRole(c.worker); (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+func TestComponentArgs(t *testing.T) {
+	const root, ip = "/fleet/m-1/root", "127.77.3.11"
+	under := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
+	const etcd = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\netcd:\n  external:\n    endpoints: [https://127.77.3.2:2379]\n"
+	const kcm, sched = "kube-controller-manager", "kube-scheduler"
+	for _, c := range []struct {
+		name    string
+		cluster string // the ClusterConfiguration beyond its external etcd
+		want    map[string][]string
+		absent  map[string][]string // flags a component must not have
+		healthz map[string]string
+	}{{
+		name: "kubeadm's defaults",
+		want: map[string][]string{
+			kcm: {
+				"--bind-address=" + ip,
+				"--leader-elect=true",
+				"--kubeconfig=" + under("/etc/kubernetes/controller-manager.conf"),
+				"--authentication-kubeconfig=" + under("/etc/kubernetes/controller-manager.conf"),
+				"--authorization-kubeconfig=" + under("/etc/kubernetes/controller-manager.conf"),
+				"--client-ca-file=" + under("/etc/kubernetes/pki/ca.crt"),
+				"--requestheader-client-ca-file=" + under("/etc/kubernetes/pki/front-proxy-ca.crt"),
+				"--root-ca-file=" + under("/etc/kubernetes/pki/ca.crt"),
+				"--service-account-private-key-file=" + under("/etc/kubernetes/pki/sa.key"),
+				"--cluster-signing-cert-file=" + under("/etc/kubernetes/pki/ca.crt"),
+				"--cluster-signing-key-file=" + under("/etc/kubernetes/pki/ca.key"),
+				"--use-service-account-credentials=true",
+				"--controllers=*,bootstrapsigner,tokencleaner",
+				"--cluster-name=kubernetes",
+			},
+			sched: {
+				"--bind-address=" + ip,
+				"--leader-elect=true",
+				"--kubeconfig=" + under("/etc/kubernetes/scheduler.conf"),
+				"--authentication-kubeconfig=" + under("/etc/kubernetes/scheduler.conf"),
+				"--authorization-kubeconfig=" + under("/etc/kubernetes/scheduler.conf"),
+			},
+		},
+		// Without a Pod subnet kubeadm allocates no Node CIDRs.
+		absent:  map[string][]string{kcm: {"allocate-node-cidrs", "cluster-cidr", "service-cluster-ip-range"}},
+		healthz: map[string]string{kcm: "https://127.77.3.11:10257/healthz", sched: "https://127.77.3.11:10259/healthz"},
+	}, {
+		name:    "a Pod subnet, a cluster name, a certificates dir",
+		cluster: "clusterName: local-1\ncertificatesDir: /etc/pki\nnetworking:\n  podSubnet: 192.168.0.0/16\n  serviceSubnet: 10.128.0.0/16\n",
+		want: map[string][]string{kcm: {
+			"--allocate-node-cidrs=true",
+			"--cluster-cidr=192.168.0.0/16",
+			"--service-cluster-ip-range=10.128.0.0/16",
+			"--cluster-name=local-1",
+			"--cluster-signing-key-file=" + under("/etc/pki/ca.key"),
+			"--service-account-private-key-file=" + under("/etc/pki/sa.key"),
+		}},
+	}, {
+		name: "extraArgs: an override, a new path, a value",
+		cluster: "controllerManager:\n  extraArgs:\n  - name: controllers\n    value: '*,-ttl'\n  - name: flex-volume-plugin-dir\n    value: /usr/libexec/flex\n  - name: secure-port\n    value: \"10400\"\n" +
+			"scheduler:\n  extraArgs:\n  - name: config\n    value: /etc/kubernetes/scheduler-config.yaml\n  - name: bind-address\n    value: 0.0.0.0\n  - name: v\n    value: \"2\"\n",
+		want: map[string][]string{
+			kcm:   {"--controllers=*,-ttl", "--flex-volume-plugin-dir=" + under("/usr/libexec/flex"), "--secure-port=10400"},
+			sched: {"--config=" + under("/etc/kubernetes/scheduler-config.yaml"), "--bind-address=0.0.0.0", "--v=2"},
+		},
+		absent: map[string][]string{sched: {"bind-address=" + ip}, kcm: {"controllers=*,bootstrapsigner"}},
+		// An unspecified bind address is probed at the machine's.
+		healthz: map[string]string{kcm: "https://127.77.3.11:10400/healthz", sched: "https://127.77.3.11:10259/healthz"},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			cc, err := parseClusterConfiguration([]byte(etcd + c.cluster))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := componentArgs(cc, root, ip)
+			for comp, want := range c.want {
+				for _, w := range want {
+					if !slices.Contains(args[comp], w) {
+						t.Errorf("%s lacks %s:\n%s", comp, w, strings.Join(args[comp], "\n"))
+					}
+				}
+			}
+			for comp, absent := range c.absent {
+				for _, a := range absent {
+					if i := slices.IndexFunc(args[comp], func(f string) bool { return strings.HasPrefix(f, "--"+a) }); i >= 0 {
+						t.Errorf("%s has %s", comp, args[comp][i])
+					}
+				}
+			}
+			for comp, want := range c.healthz {
+				port := map[string]int{kcm: kubeControllerManager.port, sched: kubeScheduler.port}[comp]
+				if got := healthzURL(args[comp], netip.MustParseAddr(ip), port); got != want {
+					t.Errorf("%s's /healthz is probed at %s, want %s", comp, got, want)
+				}
+			}
+		})
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,11 +20,11 @@ import (
 
 // What the kubelet of a kubeadm control-plane node keeps up, which Cluster
 // API reads: the Node (with the control-plane label and taint kubeadm's
-// mark-control-plane phase adds) and the mirror Pods of the static Pods.
+// mark-control-plane phase adds) and its lease, and the mirror Pods of the
+// static Pods.
 
 // controlPlaneComponents are the static Pods of a kubeadm control-plane
-// node with external etcd. Only kube-apiserver runs here; the other two
-// are reported as running (docs/fleet.md).
+// node with external etcd.
 var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
 // controlPlaneLabel is kubeadm's control-plane Node label and taint key.
@@ -74,7 +76,48 @@ func (m *Machine) registerNode(ctx context.Context) error {
 	m.mu.Lock()
 	m.nodeUID = n.UID
 	m.mu.Unlock()
-	return m.reportNode(ctx, nodeCS, n, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	if err := m.reportNode(ctx, nodeCS, n, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"); err != nil {
+		return err
+	}
+	return m.renewNodeLease(ctx)
+}
+
+// nodeLeaseSeconds is the duration of a Node's lease, the kubelet's
+// default; the kubelet renews it a quarter of that apart, as heartbeat does.
+const nodeLeaseSeconds = 40
+
+// renewNodeLease creates or renews the Node's lease in kube-node-lease with
+// the node's credentials, as the kubelet does: the node lifecycle
+// controller of kube-controller-manager marks a Node whose lease is not
+// renewed within its grace period unknown, and taints it unreachable.
+func (m *Machine) renewNodeLease(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(m.node)
+	if err != nil {
+		return err
+	}
+	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	spec := coordinationv1.LeaseSpec{HolderIdentity: ptr.To(m.spec.Name), LeaseDurationSeconds: ptr.To[int32](nodeLeaseSeconds), RenewTime: &now}
+	l, err := leases.Get(ctx, m.spec.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: m.spec.Name, Namespace: corev1.NamespaceNodeLease,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: m.spec.Name, UID: m.nodeUIDOf()}}},
+			Spec: spec,
+		}
+		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Node %s's lease: %w", m.spec.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Node %s's lease: %w", m.spec.Name, err)
+	}
+	l.Spec = spec
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("renewing Node %s's lease: %w", m.spec.Name, err)
+	}
+	return nil
 }
 
 func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
@@ -120,9 +163,10 @@ func (m *Machine) mirrorPodName(component string) string { return component + "-
 
 // syncMirrorPods creates the machine's mirror Pods when missing, as the
 // kubelet does for its static Pods, and reports them running, the
-// kube-apiserver's ready as apiserverReady and the others ready. Errors
-// are returned for the first registration; the supervisor retries.
-func (m *Machine) syncMirrorPods(ctx context.Context, apiserverReady bool) error {
+// kube-apiserver's ready as it is ready and in the load balancer, the
+// others' as their /healthz answers (the kubelet's probes). Errors are
+// returned for the first registration; the supervisor retries.
+func (m *Machine) syncMirrorPods(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(m.node)
 	if err != nil {
 		return err
@@ -139,7 +183,10 @@ func (m *Machine) syncMirrorPods(ctx context.Context, apiserverReady bool) error
 		if err != nil {
 			return fmt.Errorf("mirror Pod %s: %w", m.mirrorPodName(comp), err)
 		}
-		ready := comp != "kube-apiserver" || apiserverReady
+		ready := m.isReady()
+		if comp != "kube-apiserver" {
+			ready = m.componentReady(ctx, comp)
+		}
 		if podReady(pod) == ready && pod.Status.Phase == corev1.PodRunning {
 			continue
 		}
@@ -157,10 +204,12 @@ func (m *Machine) syncMirrorPods(ctx context.Context, apiserverReady bool) error
 func (m *Machine) mirrorPod(component string) *corev1.Pod {
 	sum := sha256.Sum256([]byte(component + "\x00" + m.spec.Name + "\x00" + m.spec.Version))
 	hash := hex.EncodeToString(sum[:8])
-	c := corev1.Container{Name: component, Image: "registry.k8s.io/" + component + ":v" + m.spec.Version, Command: []string{component}}
+	args := m.st.ComponentArgs[component]
 	if component == "kube-apiserver" {
-		c.Command = append(c.Command, m.st.Args...)
+		args = m.st.Args
 	}
+	c := corev1.Container{Name: component, Image: "registry.k8s.io/" + component + ":v" + m.spec.Version,
+		Command: append([]string{component}, args...)}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: m.mirrorPodName(component), Namespace: metav1.NamespaceSystem,
@@ -235,8 +284,9 @@ func (m *Machine) deleteMirrorPods(ctx context.Context) error {
 	return nil
 }
 
-// markNodeLost marks the Node not ready and the kube-apiserver's mirror Pod
-// not ready, through the load balancer.
+// markNodeLost marks the Node's readiness unknown and its mirror Pods not
+// ready, through the load balancer, as the node lifecycle controller does
+// for a Node whose lease is not renewed.
 func (m *Machine) markNodeLost(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(m.admin)
 	if err != nil {
@@ -250,13 +300,17 @@ func (m *Machine) markNodeLost(ctx context.Context) error {
 		return err
 	}
 	pods := cs.CoreV1().Pods(metav1.NamespaceSystem)
-	pod, err := pods.Get(ctx, m.mirrorPodName("kube-apiserver"), metav1.GetOptions{})
-	if err != nil {
-		return err
+	for _, comp := range controlPlaneComponents {
+		pod, err := pods.Get(ctx, m.mirrorPodName(comp), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		setPodStatus(pod, m.ip.String(), false)
+		if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
 	}
-	setPodStatus(pod, m.ip.String(), false)
-	_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return err
+	return nil
 }
 
 func (m *Machine) nodeUIDOf() types.UID {

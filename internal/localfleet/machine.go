@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,10 +40,11 @@ type MachineSpec struct {
 	BootstrapData []byte
 }
 
-// Machine is one control-plane machine of a local cluster: a kube-apiserver
-// process in its own UTS namespace on its own loopback address, started
-// from its bootstrap data as kubeadm would, and what a kubelet keeps up for
-// it (its Node, the control-plane components' mirror Pods).
+// Machine is one control-plane machine of a local cluster: a kube-apiserver,
+// kube-controller-manager and kube-scheduler in its own UTS namespace on
+// its own loopback address, started from its bootstrap data as kubeadm
+// would, and what a kubelet keeps up for it (its Node and its lease, the
+// control-plane components' mirror Pods).
 type Machine struct {
 	c    *Cluster
 	spec MachineSpec
@@ -51,20 +53,18 @@ type Machine struct {
 	bin  string
 	st   machineState
 	pki  *nodePKI
+	// comps are kube-controller-manager and kube-scheduler.
+	comps []*componentProc
+	probe *http.Client // the kubelet's probes
 
 	local *rest.Config // admin, to its own kube-apiserver
 	admin *rest.Config // admin, through the load balancer
 	node  *rest.Config // system:node:NAME, through the load balancer
 
-	mu       sync.Mutex
-	proc     *childproc.Process
-	restarts int
-	stopping bool // no restart: deleted, lost or halted
-	lost     bool
-	nodeUID  types.UID
-	ready    bool          // what the mirror Pod last said
-	stop     chan struct{} // ends the supervisor
-	done     chan struct{} // closed when the supervisor ended
+	supervised // the kube-apiserver
+	lost       bool
+	nodeUID    types.UID
+	ready      bool // the kube-apiserver is ready and in the load balancer
 }
 
 // machineState is what a machine's directory keeps between starts, as a
@@ -73,6 +73,10 @@ type machineState struct {
 	Version string   `json:"version"`
 	Init    bool     `json:"init"`
 	Args    []string `json:"args"`
+	// ComponentArgs are kube-controller-manager's and kube-scheduler's
+	// flags, by name. A state written before machines ran them has none:
+	// they are made on its next start.
+	ComponentArgs map[string][]string `json:"componentArgs,omitempty"`
 	// ClusterConfiguration is the ClusterConfiguration document the
 	// machine was made with.
 	ClusterConfiguration string `json:"clusterConfiguration"`
@@ -107,29 +111,6 @@ func (m *Machine) EndpointConfig() *rest.Config { return rest.CopyConfig(m.admin
 // certificate expires.
 func (m *Machine) APIServerCertificateExpiry() time.Time { return m.pki.APIServerExpiry }
 
-// Running reports whether the kube-apiserver's process is alive.
-func (m *Machine) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.proc != nil && !m.proc.Exited()
-}
-
-// isStopping reports whether the machine is being deleted, lost or
-// halted: its kube-apiserver is not restarted.
-func (m *Machine) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
-
-// Restarts returns how often the kube-apiserver was started again after it
-// exited.
-func (m *Machine) Restarts() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.restarts
-}
-
 // Lost reports whether the machine was lost (KillMachine).
 func (m *Machine) Lost() bool {
 	m.mu.Lock()
@@ -137,24 +118,16 @@ func (m *Machine) Lost() bool {
 	return m.lost
 }
 
-// PID returns the kube-apiserver's process ID, 0 when none runs.
-func (m *Machine) PID() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.proc == nil {
-		return 0
-	}
-	return m.proc.PID()
-}
-
 // StartMachine makes the machine and starts it, unless it runs: on the
 // first start it writes the bootstrap data's files under the machine's
 // directory, reads the kubeadm configuration (for a join, the
 // ClusterConfiguration from the cluster's kubeadm-config, with the
-// bootstrap token), issues the node's certificates and writes the
-// kube-apiserver's flags; on a later start (after the Host was closed) it
-// reuses them. It returns once the kube-apiserver is ready, in the load
-// balancer, and its Node and mirror Pods are registered.
+// bootstrap token), issues the node's certificates and writes the flags of
+// kube-apiserver, kube-controller-manager and kube-scheduler; on a later
+// start (after the Host was closed) it reuses them. The two components
+// start once the kube-apiserver is ready. It returns once the
+// kube-apiserver is in the load balancer, both components answer /healthz,
+// and its Node and mirror Pods are registered.
 func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machine, err error) {
 	spec.Version = strings.TrimPrefix(spec.Version, "v")
 	if m := c.Machine(spec.Name); m != nil {
@@ -168,11 +141,14 @@ func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machin
 		return nil, err
 	}
 	m := &Machine{c: c, spec: spec, ip: ip, dir: filepath.Join(c.dir, "machines", spec.Name),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		probe: probeClient(), supervised: newSupervised()}
 	if m.bin, err = c.host.opts.Binaries.KubeAPIServer(ctx, spec.Version); err != nil {
 		return nil, err
 	}
 	if err := m.prepare(ctx); err != nil {
+		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
+	}
+	if m.comps, err = m.components(ctx); err != nil {
 		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
 	}
 	defer func() {
@@ -182,6 +158,9 @@ func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machin
 		}
 	}()
 	if err := m.startProcess(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.startComponents(); err != nil {
 		return nil, err
 	}
 	if m.st.Init {
@@ -195,19 +174,28 @@ func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machin
 	if err := m.registerNode(ctx); err != nil {
 		return nil, err
 	}
-	if err := m.syncMirrorPods(ctx, true); err != nil {
+	if err := m.waitComponents(ctx); err != nil {
+		return nil, err
+	}
+	m.setReady(true)
+	if err := m.syncMirrorPods(ctx); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	c.machines[spec.Name] = m
 	c.mu.Unlock()
 	go m.supervise()
-	fmt.Fprintf(c.host.opts.Log, "machine %s: kube-apiserver v%s on %s, in the load balancer\n", spec.Name, spec.Version, m.Addr())
+	fmt.Fprintf(c.host.opts.Log, "machine %s: kube-apiserver v%s on %s, in the load balancer; kube-controller-manager and kube-scheduler ready\n", spec.Name, spec.Version, m.Addr())
 	return m, nil
 }
 
 func (m *Machine) statePath() string { return filepath.Join(m.dir, "machine.json") }
 func (m *Machine) root() string      { return filepath.Join(m.dir, "root") }
+
+func (m *Machine) saveState() error {
+	data, _ := json.MarshalIndent(m.st, "", "  ")
+	return os.WriteFile(m.statePath(), data, 0o600)
+}
 
 // prepare does what "kubeadm init" or "kubeadm join" does before the
 // kubelet starts the static Pods, or reads what it did on a first start.
@@ -234,6 +222,15 @@ func (m *Machine) prepare(ctx context.Context) error {
 		if err := m.pki.issue(cc, m.spec.Name, m.ip.AsSlice(), m.c.EndpointHost()); err != nil {
 			return err
 		}
+		if m.st.ComponentArgs == nil {
+			m.st.ComponentArgs = componentArgs(cc, m.root(), m.ip.String())
+			if err := m.saveState(); err != nil {
+				return err
+			}
+		}
+		if err := m.writeKubeconfigs(); err != nil {
+			return err
+		}
 		return m.clients()
 	case !errors.Is(err, os.ErrNotExist):
 		return err
@@ -244,6 +241,9 @@ func (m *Machine) prepare(ctx context.Context) error {
 	}
 	kc, err := readKubeadmConfig(files)
 	if err != nil {
+		return err
+	}
+	if err := kc.checkRole(false); err != nil {
 		return err
 	}
 	if err := writeFiles(m.root(), files); err != nil {
@@ -268,11 +268,14 @@ func (m *Machine) prepare(ctx context.Context) error {
 		return err
 	}
 	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), APIServerPort)
+	m.st.ComponentArgs = componentArgs(kc.Cluster, m.root(), m.ip.String())
+	if err := m.writeKubeconfigs(); err != nil {
+		return err
+	}
 	if err := m.clients(); err != nil {
 		return err
 	}
-	data, _ = json.MarshalIndent(m.st, "", "  ")
-	return os.WriteFile(m.statePath(), data, 0o600)
+	return m.saveState()
 }
 
 // clients makes the machine's admin and node configs.
@@ -340,8 +343,9 @@ func (m *Machine) startProcess(ctx context.Context) error {
 }
 
 // uploadConfig does what "kubeadm init" does once the first kube-apiserver
-// runs and Cluster API reads: the kubeadm-config ConfigMap, and the RBAC
-// that lets a joining machine read it with its bootstrap token.
+// runs and Cluster API reads: the kubeadm-config ConfigMap, the RBAC
+// that lets a joining machine read it with its bootstrap token, and the
+// binding of kubeadm's cluster admins.
 func (m *Machine) uploadConfig(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(m.local)
 	if err != nil {
@@ -366,6 +370,16 @@ func (m *Machine) uploadConfig(ctx context.Context) error {
 		}}
 	if _, err := cs.RbacV1().RoleBindings(metav1.NamespaceSystem).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating RoleBinding %s: %w", role, err)
+	}
+	// kubeadm's cluster admins: the group of the kube-apiservers' kubelet
+	// client certificate, which a node agent's SubjectAccessReview checks
+	// before it serves a container's log.
+	const admins = "kubeadm:cluster-admins"
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: admins},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: admins}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ClusterRoleBinding %s: %w", admins, err)
 	}
 	return nil
 }
@@ -399,95 +413,111 @@ func (m *Machine) joinLoadBalancer(ctx context.Context) error {
 // wired reports whether the kube-apiserver runs the Mixed Version Proxy:
 // kube-apiserver builds it only with --peer-ca-file.
 func (m *Machine) wired() bool {
-	for _, a := range m.st.Args {
-		if v, ok := strings.CutPrefix(a, "--peer-ca-file="); ok && v != "" {
-			return true
-		}
-	}
-	return false
+	v, _ := flagValue(m.st.Args, "peer-ca-file")
+	return v != ""
 }
 
-// supervise restarts the kube-apiserver when it exits, as the kubelet
-// restarts a static Pod (1, 2, 4 … 30 seconds apart), and keeps the mirror
-// Pods' readiness up to date, until the machine is stopped.
+// supervise keeps the machine up as the kubelet keeps a node's static
+// Pods: it restarts the kube-apiserver, kube-controller-manager and
+// kube-scheduler each when it exits, and every 10 seconds renews the
+// Node's lease and reports the mirror Pods' readiness, until the machine
+// is stopped.
 func (m *Machine) supervise() {
 	defer close(m.done)
+	loops := []func(){m.superviseAPIServer, m.heartbeat}
+	for _, c := range m.comps {
+		loops = append(loops, func() { m.superviseComponent(c) })
+	}
+	var wg sync.WaitGroup
+	for _, loop := range loops {
+		wg.Add(1)
+		go func() { defer wg.Done(); loop() }()
+	}
+	wg.Wait()
+}
+
+// heartbeat renews the Node's lease, as the kubelet does every 10 seconds
+// (the node lifecycle controller marks a Node whose lease is not renewed
+// unknown), and reports the mirror Pods' readiness, the kubelet's probes.
+// What fails is tried again on the next tick.
+func (m *Machine) heartbeat() {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
-	backoff := time.Second
 	for {
-		m.mu.Lock()
-		proc := m.proc
-		m.mu.Unlock()
 		select {
 		case <-m.stop:
 			return
 		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			m.syncMirrorPods(ctx, m.Running())
-			cancel()
-			continue
-		case <-proc.Done():
 		}
-		if m.isStopping() {
-			<-m.stop
-			return
-		}
-		fmt.Fprintf(m.c.host.opts.Log, "machine %s: kube-apiserver exited (%v), restarting in %s\n", m.spec.Name, proc.Err(), backoff)
-		m.c.lb.Remove(m.Addr())
-		m.c.lb.CloseConns(m.Addr())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		m.gone(ctx)
-		m.syncMirrorPods(ctx, false)
-		cancel()
-		select {
-		case <-m.stop:
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-		ctx, cancel = context.WithTimeout(context.Background(), m.c.host.opts.StartTimeout)
-		err := m.startProcess(ctx)
-		if err == nil {
-			err = m.joinLoadBalancer(ctx)
-		}
-		cancel()
-		m.mu.Lock()
-		m.restarts++
-		m.mu.Unlock()
-		if err != nil {
-			fmt.Fprintf(m.c.host.opts.Log, "machine %s: restarting kube-apiserver: %v\n", m.spec.Name, err)
-			continue
-		}
-		backoff = time.Second
-		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		m.syncMirrorPods(ctx, true)
+		ctx, cancel := m.keeper().stopContext(10 * time.Second)
+		m.renewNodeLease(ctx)
+		m.syncMirrorPods(ctx)
 		cancel()
 	}
 }
 
+// superviseAPIServer restarts the kube-apiserver when it exits: out of the
+// load balancer, its identity lease removed and its mirror Pod not ready
+// until it is ready again and admitted back.
+func (m *Machine) superviseAPIServer() {
+	m.keeper().keepRunning(restartable{
+		name:    "kube-apiserver",
+		current: m.current,
+		exited: func(ctx context.Context) {
+			m.setReady(false)
+			m.c.lb.Remove(m.Addr())
+			m.c.lb.CloseConns(m.Addr())
+			m.gone(ctx)
+			m.syncMirrorPods(ctx)
+		},
+		start: func(ctx context.Context) error {
+			if err := m.startProcess(ctx); err != nil {
+				return err
+			}
+			return m.joinLoadBalancer(ctx)
+		},
+		ready: func(ctx context.Context) {
+			m.setReady(true)
+			m.syncMirrorPods(ctx)
+		},
+		restarts: &m.restarts,
+	})
+}
+
+// keeper returns what the machine's supervisor loops share.
+func (m *Machine) keeper() keeper {
+	return keeper{log: m.c.host.opts.Log, what: "machine " + m.spec.Name, startTimeout: m.c.host.opts.StartTimeout,
+		stop: m.stop, stopping: m.isStopping, mu: &m.mu}
+}
+
+// setReady records whether the kube-apiserver is ready and in the load
+// balancer: its mirror Pod's readiness.
+func (m *Machine) setReady(ready bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ready = ready
+}
+
+func (m *Machine) isReady() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready
+}
+
 // endSupervisor stops the supervisor and waits for it, when it runs.
 func (m *Machine) endSupervisor() {
-	m.mu.Lock()
-	m.stopping = true
-	select {
-	case <-m.stop:
-	default:
-		close(m.stop)
-	}
-	m.mu.Unlock()
+	m.signalStop()
 	if m.c.Machine(m.spec.Name) == m {
 		<-m.done
 	}
 }
 
-// halt stops the kube-apiserver and keeps the machine's files: the Host is
-// closing.
+// halt stops kube-controller-manager and kube-scheduler, then the
+// kube-apiserver, and keeps the machine's files: the Host is closing.
 func (m *Machine) halt(grace time.Duration) {
 	m.endSupervisor()
-	m.mu.Lock()
-	proc := m.proc
-	m.mu.Unlock()
+	m.stopComponents(grace)
+	proc := m.current()
 	if proc != nil {
 		proc.Stop(grace)
 	}
@@ -496,11 +526,15 @@ func (m *Machine) halt(grace time.Duration) {
 // DeleteMachine deletes the machine as Cluster API's deletion of a
 // control-plane machine ends on a real one: the load balancer drops it and
 // its connections drain (Options.DrainTimeout), its mirror Pods are
-// deleted, its kube-apiserver is stopped (SIGTERM, Options.StopGrace,
-// SIGKILL), its identity lease is removed, and its files and address are
-// released.
+// deleted, its kube-controller-manager and kube-scheduler and then its
+// kube-apiserver are stopped (SIGTERM, Options.StopGrace, SIGKILL), its
+// identity lease is removed, and its files and address are released. A worker's node agent is stopped (its containers with it)
+// and its files and address released.
 // Deleting a machine that does not run only releases them.
 func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
+	if w := c.Worker(name); w != nil {
+		c.deleteWorker(w)
+	}
 	m := c.Machine(name)
 	if m != nil {
 		m.endSupervisor()
@@ -514,9 +548,8 @@ func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 				fmt.Fprintf(c.host.opts.Log, "machine %s: deleting its mirror Pods: %v\n", name, err)
 			}
 		}
-		m.mu.Lock()
-		proc := m.proc
-		m.mu.Unlock()
+		m.stopComponents(c.host.opts.StopGrace)
+		proc := m.current()
 		if proc != nil {
 			proc.Stop(c.host.opts.StopGrace)
 		}
@@ -534,11 +567,12 @@ func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 	return nil
 }
 
-// KillMachine loses the machine, as a host that dies: its kube-apiserver
-// gets SIGKILL and is not restarted, the load balancer drops it, its Node
-// and kube-apiserver mirror Pod are marked not ready (what Kubernetes'
-// node lifecycle does once the node stops reporting), and its identity
-// lease is removed at once. DeleteMachine removes what is left.
+// KillMachine loses the machine, as a host that dies: its kube-apiserver,
+// kube-controller-manager and kube-scheduler get SIGKILL and are not
+// restarted, the load balancer drops it, its Node and mirror Pods are
+// marked not ready at once (what Kubernetes' node lifecycle controller does
+// once the Node's lease is not renewed for its grace period), and its
+// identity lease is removed at once. DeleteMachine removes what is left.
 func (c *Cluster) KillMachine(ctx context.Context, name string) error {
 	m := c.Machine(name)
 	if m == nil {
@@ -551,6 +585,9 @@ func (c *Cluster) KillMachine(ctx context.Context, name string) error {
 	m.mu.Unlock()
 	if proc != nil {
 		proc.Kill()
+	}
+	for _, p := range m.componentProcs() {
+		p.Kill()
 	}
 	c.lb.Remove(m.Addr())
 	c.lb.CloseConns(m.Addr())

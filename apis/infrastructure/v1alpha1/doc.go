@@ -2,10 +2,12 @@
 // API, bex's Cluster API infrastructure provider for machines that are
 // processes on one machine: LocalCluster (a cluster's control-plane
 // endpoint, a TCP load balancer on loopback, and its external etcd),
-// LocalMachine (one control-plane machine: a kube-apiserver process of the
-// Machine's version in its own UTS namespace, with what kubeadm and the
-// kubelet would keep up for Cluster API) and LocalMachineTemplate (what
-// KubeadmControlPlane clones LocalMachines from).
+// LocalMachine (one control-plane machine: kube-apiserver,
+// kube-controller-manager and kube-scheduler of the Machine's version in
+// its own UTS namespace, with what kubeadm and the kubelet would keep up
+// for Cluster API; or one worker: bex-node, the node agent) and
+// LocalMachineTemplate (what KubeadmControlPlane and MachineDeployments
+// clone LocalMachines from).
 //
 // The types follow Cluster API's v1beta2 provider contract: the CRDs carry
 // the label cluster.x-k8s.io/v1beta2=v1alpha1, a LocalCluster reports

@@ -167,8 +167,9 @@ type LocalMachineStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// LocalMachine is a Cluster API control-plane machine that is a process on
-// this machine.
+// LocalMachine is a Cluster API machine that is processes on this machine:
+// a control-plane machine's kube-apiserver, kube-controller-manager and
+// kube-scheduler, or a worker's node agent, bex-node.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

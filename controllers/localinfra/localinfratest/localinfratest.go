@@ -260,7 +260,7 @@ func LogTail(t *testing.T, name, file string) {
 
 // WaitControlPlane waits until the cluster's KubeadmControlPlane reports
 // replicas ready, up-to-date replicas of version (such as "v1.36.3"), and
-// every LocalMachine of the cluster runs it and is ready.
+// every control-plane LocalMachine of the cluster runs it and is ready.
 func (f *Fleet) WaitControlPlane(t *testing.T, ns, cluster, version string, replicas int32, timeout time.Duration) {
 	t.Helper()
 	platformtest.Eventually(t, timeout, fmt.Sprintf("%d ready machines of %s", replicas, version), func(ctx context.Context) error {
@@ -273,7 +273,8 @@ func (f *Fleet) WaitControlPlane(t *testing.T, ns, cluster, version string, repl
 			return fmt.Errorf("KubeadmControlPlane replicas %d, ready %d, up to date %d; conditions %s", deref(st.Replicas), deref(st.ReadyReplicas), deref(st.UpToDateReplicas), falseConditions(st.Conditions))
 		}
 		var lms infrav1.LocalMachineList
-		if err := f.Client.List(ctx, &lms, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		if err := f.Client.List(ctx, &lms, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster},
+			client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
 			return err
 		}
 		if int32(len(lms.Items)) != replicas {

@@ -1,0 +1,227 @@
+package localinfra_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
+	"bex.co/bex/controllers/localinfra"
+	"bex.co/bex/controllers/localinfra/localinfratest"
+	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/localfleet"
+	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/internal/sandbox/sandboxtest"
+	"bex.co/bex/test/platformtest"
+)
+
+// TestMachineDeploymentRunsWorkers makes a cluster with a MachineDeployment
+// of two workers: each is bex-node on its own address, whose Node Cluster
+// API's Machine controller matches by provider ID. A Pod bound to a worker
+// pulls from the registry with the node's credentials, serves on its Pod
+// IP, and its log is read through the cluster's apiserver (the apiserver's
+// kubelet client, allowed by kubeadm's cluster-admins binding). Scaling
+// the MachineDeployment down stops one worker and removes its Node.
+func TestMachineDeploymentRunsWorkers(t *testing.T) {
+	sandboxtest.Require(t)
+	versions := kubebin.KubeVersions()
+	version := "v" + versions[len(versions)-1]
+	dir := t.TempDir()
+
+	const token = "s3cret"
+	reg, err := registry.New(filepath.Join(dir, "registry"), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(srv.Close)
+	regHost := strings.TrimPrefix(srv.URL, "http://")
+	image := regHost + "/tenant-a/testapp:1"
+	runtimetest.PushTestApp(t, image, dir, registry.Auth(token), nil)
+	regConfig := filepath.Join(dir, "config.json")
+	auth := base64.StdEncoding.EncodeToString([]byte(registry.Username + ":" + token))
+	data, _ := json.Marshal(map[string]any{"auths": map[string]any{regHost: map[string]string{"auth": auth}}})
+	if err := os.WriteFile(regConfig, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := platformtest.BuildBinaries(t, "bex-node")
+	f := localinfratest.Start(t, localinfratest.Options{Version: version, Host: localfleet.Options{
+		NodeBinary: filepath.Join(bin, "bex-node"), NodeRegistryConfig: regConfig,
+	}})
+	const ns, name = "default", "workers-1"
+	ctx := context.Background()
+	start := time.Now()
+	f.CreateCluster(t, localinfra.ClusterOptions{Namespace: ns, Name: name, Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 2})
+	f.WaitControlPlane(t, ns, name, version, 3, 10*time.Minute)
+	workload := f.WorkloadClient(t, ns, name)
+
+	// The workers' Machines get their Nodes: Cluster API matched them by
+	// the provider ID bex-node registered.
+	var workers []corev1.Node
+	platformtest.Eventually(t, 5*time.Minute, "two worker Machines with ready Nodes", func(ctx context.Context) error {
+		var machines clusterv1.MachineList
+		if err := f.Client.List(ctx, &machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name + "-md-0"}); err != nil {
+			return err
+		}
+		if len(machines.Items) != 2 {
+			return fmt.Errorf("%d worker Machines", len(machines.Items))
+		}
+		workers = workers[:0]
+		for _, m := range machines.Items {
+			if !m.Status.NodeRef.IsDefined() {
+				return fmt.Errorf("Machine %s has no nodeRef yet (phase %s)", m.Name, m.Status.Phase)
+			}
+			n, err := workload.CoreV1().Nodes().Get(ctx, m.Status.NodeRef.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if n.Spec.ProviderID != m.Spec.ProviderID || !strings.HasPrefix(n.Spec.ProviderID, infrav1.ProviderIDPrefix) {
+				return fmt.Errorf("Node %s has provider ID %q, its Machine %q", n.Name, n.Spec.ProviderID, m.Spec.ProviderID)
+			}
+			if !nodeIsReady(n) {
+				return fmt.Errorf("Node %s is not ready", n.Name)
+			}
+			if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; cp {
+				return fmt.Errorf("worker Node %s is labelled a control-plane node", n.Name)
+			}
+			if n.Status.NodeInfo.KubeletVersion != version {
+				return fmt.Errorf("Node %s reports kubelet %s, want %s", n.Name, n.Status.NodeInfo.KubeletVersion, version)
+			}
+			workers = append(workers, *n)
+		}
+		return nil
+	})
+	t.Logf("three control-plane machines and two workers ready in %s", time.Since(start).Round(time.Second))
+	for _, n := range workers {
+		if f.Host.Cluster(ns, name).Worker(n.Name) == nil {
+			t.Errorf("the host runs no worker %s", n.Name)
+		}
+	}
+
+	// A Pod bound to the first worker runs there, pulled with the node's
+	// registry credentials.
+	target := workers[0].Name
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: target,
+			// bex-node mounts no volumes, the token's either (docs/fleet.md).
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "web", Image: image,
+				Env:   []corev1.EnvVar{{Name: "PORT", Value: "8080"}, {Name: runtimetest.EnvVersion, Value: "on-a-worker"}},
+				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}},
+		},
+	}
+	if _, err := workload.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var podIP string
+	platformtest.Eventually(t, 2*time.Minute, "the Pod serving on its IP", func(ctx context.Context) error {
+		p, err := workload.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			t.Fatalf("the Pod failed: %s: %s", p.Status.Reason, p.Status.Message)
+		}
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return fmt.Errorf("Pod phase %s, IP %q, statuses %+v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
+		}
+		podIP = p.Status.PodIP
+		resp, err := http.Get("http://" + podIP + ":8080/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "on-a-worker") {
+			return fmt.Errorf("the Pod answers %q", body)
+		}
+		return nil
+	})
+	platformtest.Eventually(t, time.Minute, "the Pod's log through the apiserver", func(ctx context.Context) error {
+		raw, err := workload.CoreV1().Pods("default").GetLogs("hello", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(raw), "listening on port 8080") {
+			return fmt.Errorf("log %q", raw)
+		}
+		return nil
+	})
+	if err := workload.CoreV1().Pods("default").Delete(ctx, "hello", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, time.Minute, "the Pod gone and its container stopped", func(ctx context.Context) error {
+		if _, err := workload.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Pod still there: %v", err)
+		}
+		if _, err := http.Get("http://" + podIP + ":8080/"); err == nil {
+			return fmt.Errorf("%s still answers", podIP)
+		}
+		return nil
+	})
+
+	// Scaling down deletes one worker: its node agent stops, its Node
+	// and files go.
+	md := &clusterv1.MachineDeployment{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-md-0"}, md); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(md.DeepCopy())
+	one := int32(1)
+	md.Spec.Replicas = &one
+	if err := f.Client.Patch(ctx, md, patch); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 3*time.Minute, "one worker left", func(ctx context.Context) error {
+		nodes, err := workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!node-role.kubernetes.io/control-plane"})
+		if err != nil {
+			return err
+		}
+		if len(nodes.Items) != 1 {
+			return fmt.Errorf("%d worker Nodes", len(nodes.Items))
+		}
+		running := 0
+		for _, n := range workers {
+			if f.Host.Cluster(ns, name).Worker(n.Name) != nil {
+				running++
+			} else if _, err := os.Stat(filepath.Join(f.Dir, "fleet", ns, name, "machines", n.Name)); !os.IsNotExist(err) {
+				return fmt.Errorf("the deleted worker %s's files remain: %v", n.Name, err)
+			}
+		}
+		if running != 1 {
+			return fmt.Errorf("the host runs %d workers", running)
+		}
+		return nil
+	})
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

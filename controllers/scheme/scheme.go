@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -26,7 +27,8 @@ func New() *runtime.Scheme {
 		schedulingv1alpha1.AddToScheme,
 		clusterv1.AddToScheme,
 		controlplanev1.AddToScheme,
-		infrav1.AddToScheme, // the local fleet's LocalClusters and LocalMachines
+		bootstrapv1.AddToScheme, // the local fleet's workers' KubeadmConfigTemplates
+		infrav1.AddToScheme,     // the local fleet's LocalClusters and LocalMachines
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err)) // only a programming error gets here

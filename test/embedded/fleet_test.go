@@ -22,13 +22,15 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
-// TestMakeRunFleet creates a cluster of the local fleet through the API of
-// make run's platform, waits until Cluster API reports its three machines
-// healthy, plans an upgrade over it, writes into it, restarts the
-// platform on the same state directory and finds the cluster serving again
-// with what was written, then deletes it and finds its files gone.
+// TestMakeRunFleet creates a cluster of the local fleet, with a worker,
+// through the API of make run's platform, waits until Cluster API reports
+// its three control-plane machines healthy and the worker's Node ready,
+// plans an upgrade over it, writes into it, restarts the platform on the
+// same state directory and finds the cluster serving again with what was
+// written and the worker's node agent running again, then deletes it and
+// finds its files gone.
 func TestMakeRunFleet(t *testing.T) {
-	bin := platformtest.BuildBinaries(t, "bex-embedded")
+	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex-node")
 	state := t.TempDir()
 	dbURL := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -46,12 +48,16 @@ func TestMakeRunFleet(t *testing.T) {
 	versions := kubebin.KubeVersions()
 	version := "v" + versions[len(versions)-2]
 	start := time.Now()
-	lc, err := op.CreateLocalCluster(ctx, apiclient.CreateLocalClusterRequest{Name: "e2e-1", Version: version, ControlPlaneReplicas: 3})
+	lc, err := op.CreateLocalCluster(ctx, apiclient.CreateLocalClusterRequest{Name: "e2e-1", Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitHealthy(t, op, lc.Name, version, 3)
 	t.Logf("three %s machines healthy %s after bex fleet create", version, time.Since(start).Round(time.Second))
+	mgmt := platformtest.Client(t, env["BEX_KUBECONFIG"])
+	workload := workloadClient(t, mgmt, "e2e-1")
+	worker := waitWorker(t, workload, time.Time{})
+	t.Logf("its worker %s ready %s after bex fleet create", worker, time.Since(start).Round(time.Second))
 
 	// bex upgrade plans over it as over any cluster of the fleet.
 	next := "v" + versions[len(versions)-1]
@@ -64,8 +70,6 @@ func TestMakeRunFleet(t *testing.T) {
 	}
 
 	// Something to find after the restart, in the cluster's own etcd.
-	mgmt := platformtest.Client(t, env["BEX_KUBECONFIG"])
-	workload := workloadClient(t, mgmt, "e2e-1")
 	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"run": "first"}}
 	if _, err := workload.CoreV1().ConfigMaps("default").Create(ctx, kept, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -93,6 +97,10 @@ func TestMakeRunFleet(t *testing.T) {
 	fleetReady(t, p)
 	waitHealthy(t, op, lc.Name, version, 3)
 	t.Logf("three machines healthy again %s after the restart began", time.Since(start).Round(time.Second))
+	if again := waitWorker(t, workload, start); again != worker {
+		t.Errorf("after the restart the worker is %s, was %s", again, worker)
+	}
+	t.Logf("its worker's node agent renewed its lease %s after the restart began", time.Since(start).Round(time.Second))
 
 	start = time.Now()
 	if _, err := op.DeleteLocalCluster(ctx, "e2e-1"); err != nil {
@@ -115,6 +123,40 @@ func TestMakeRunFleet(t *testing.T) {
 	})
 	t.Logf("deleted in %s", time.Since(start).Round(time.Second))
 	p.Interrupt(t)
+}
+
+// waitWorker waits until the cluster has one worker Node, ready, whose
+// node agent renewed its Lease after since, and returns its name.
+func waitWorker(t *testing.T, workload kubernetes.Interface, since time.Time) string {
+	t.Helper()
+	var name string
+	platformtest.Eventually(t, 5*time.Minute, "a ready worker Node", func(ctx context.Context) error {
+		nodes, err := workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!node-role.kubernetes.io/control-plane"})
+		if err != nil {
+			return err
+		}
+		if len(nodes.Items) != 1 {
+			return fmt.Errorf("%d worker Nodes", len(nodes.Items))
+		}
+		n := nodes.Items[0]
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		if !ready {
+			return fmt.Errorf("worker Node %s is not ready", n.Name)
+		}
+		lease, err := workload.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(since) {
+			return fmt.Errorf("worker %s's lease last renewed %v", n.Name, lease.Spec.RenewTime)
+		}
+		name = n.Name
+		return nil
+	})
+	return name
 }
 
 // fleetReady waits until the platform says its local fleet is ready.

@@ -56,6 +56,9 @@ const (
 	// MaxLocalReplicas: every machine is a kube-apiserver process on the
 	// platform's machine.
 	MaxLocalReplicas = 5
+	// MaxLocalWorkers: every worker is a node agent with a sandbox bridge
+	// of its own on the platform's machine.
+	MaxLocalWorkers = 4
 	// maxLocalClusterName keeps the machines' names, <name>-control-plane-
 	// and five characters (Cluster API's names for KubeadmControlPlane's
 	// machines), a DNS label: they are the machines' hostnames and Nodes.
@@ -80,7 +83,7 @@ func (s *Server) localFleetReady(c echo.Context) error {
 }
 
 // localClusterSpec checks a request and returns its version with a "v" and
-// its replicas with the default filled in.
+// its control-plane replicas with the default filled in.
 func localClusterSpec(req apiclient.CreateLocalClusterRequest) (string, int32, error) {
 	switch {
 	case req.Name == "":
@@ -105,6 +108,8 @@ func localClusterSpec(req apiclient.CreateLocalClusterRequest) (string, int32, e
 			"without a surplus one (maxSurge 0), which Cluster API allows from three machines on", replicas, MinLocalReplicas)
 	case replicas > MaxLocalReplicas:
 		return "", 0, invalid("controlPlaneReplicas", "%d control-plane machines: want at most %d, since each is a kube-apiserver process on this machine", replicas, MaxLocalReplicas)
+	case req.WorkerReplicas < 0 || req.WorkerReplicas > MaxLocalWorkers:
+		return "", 0, invalid("workerReplicas", "%d worker machines: want 0 to %d, since each is a node agent with its own sandbox network on this machine", req.WorkerReplicas, MaxLocalWorkers)
 	}
 	return "v" + version, replicas, nil
 }
@@ -133,7 +138,7 @@ func (s *Server) createLocalCluster(c echo.Context) error {
 	// taken only once its LocalCluster is written.
 	s.localMu.Lock()
 	defer s.localMu.Unlock()
-	objs, err := s.localClusterObjects(ctx, req.Name, version, replicas)
+	objs, err := s.localClusterObjects(ctx, req.Name, version, replicas, req.WorkerReplicas)
 	if err != nil {
 		return err
 	}
@@ -156,18 +161,19 @@ func (s *Server) createLocalCluster(c echo.Context) error {
 	// The load balancer listens at .1 of the block.
 	endpoint := netip.MustParsePrefix(lc.Spec.AddressBlock).Addr().Next()
 	name := LocalClusterNamespace + "/" + req.Name
-	s.audit(c, "fleet.create", name, map[string]any{"version": version, "controlPlaneReplicas": replicas, "addressBlock": lc.Spec.AddressBlock})
+	s.audit(c, "fleet.create", name, map[string]any{"version": version, "controlPlaneReplicas": replicas,
+		"workerReplicas": req.WorkerReplicas, "addressBlock": lc.Spec.AddressBlock})
 	return c.JSON(http.StatusCreated, apiclient.LocalCluster{
-		Name: name, Version: version, ControlPlaneReplicas: replicas, AddressBlock: lc.Spec.AddressBlock,
+		Name: name, Version: version, ControlPlaneReplicas: replicas, WorkerReplicas: req.WorkerReplicas, AddressBlock: lc.Spec.AddressBlock,
 		Endpoint: netip.AddrPortFrom(endpoint, localfleet.APIServerPort).String(),
 		Message: fmt.Sprintf("created: Cluster API makes its %d machines one after the other (a few minutes); "+
-			"bex fleet list shows them as they become healthy", replicas),
+			"bex fleet list shows them as they become healthy", replicas+req.WorkerReplicas),
 	})
 }
 
 // localClusterObjects returns the objects of a new local cluster in a free
 // address block; a name any of them has already is a 409.
-func (s *Server) localClusterObjects(ctx context.Context, name, version string, replicas int32) ([]client.Object, error) {
+func (s *Server) localClusterObjects(ctx context.Context, name, version string, replicas, workers int32) ([]client.Object, error) {
 	var lcs infrav1.LocalClusterList
 	if err := s.kube.List(ctx, &lcs); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -187,7 +193,7 @@ func (s *Server) localClusterObjects(ctx context.Context, name, version string, 
 		return nil, &httpError{status: http.StatusConflict, message: fmt.Sprintf("no address block for another local cluster: %v; delete one first", err)}
 	}
 	objs := localinfra.ClusterObjects(localinfra.ClusterOptions{
-		Namespace: LocalClusterNamespace, Name: name, Version: version, ControlPlaneReplicas: replicas, Block: block,
+		Namespace: LocalClusterNamespace, Name: name, Version: version, ControlPlaneReplicas: replicas, WorkerReplicas: workers, Block: block,
 	})
 	// The Cluster (created last) first: a name taken by a cluster is the
 	// likelier, and says more.

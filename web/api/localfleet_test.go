@@ -95,6 +95,8 @@ func TestLocalFleet(t *testing.T) {
 		{"version not pinned", apiclient.CreateLocalClusterRequest{Name: "dev-1", Version: "v1.36.0"}, "version", `version "v1.36.0" is not pinned`},
 		{"two machines", apiclient.CreateLocalClusterRequest{Name: "dev-1", Version: "v1.36.3", ControlPlaneReplicas: 2}, "controlPlaneReplicas", "want at least 3"},
 		{"six machines", apiclient.CreateLocalClusterRequest{Name: "dev-1", Version: "v1.36.3", ControlPlaneReplicas: 6}, "controlPlaneReplicas", "want at most 5"},
+		{"five workers", apiclient.CreateLocalClusterRequest{Name: "dev-1", Version: "v1.36.3", WorkerReplicas: 5}, "workerReplicas", "5 worker machines: want 0 to 4"},
+		{"negative workers", apiclient.CreateLocalClusterRequest{Name: "dev-1", Version: "v1.36.3", WorkerReplicas: -1}, "workerReplicas", "want 0 to 4"},
 	} {
 		a := create(tc.req)
 		if a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field || !strings.Contains(a.err().Message, tc.says) {

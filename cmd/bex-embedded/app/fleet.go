@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -54,7 +55,14 @@ func newLocalFleet(state string, out io.Writer) (*localFleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := localfleet.NewHost(localfleet.Options{Dir: filepath.Join(state, "fleet"), Binaries: bin, Log: log, Fsync: true})
+	// Worker machines run bex-node, built beside bex-embedded (make build).
+	nodeBin := ""
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "bex-node"); statOK(p) {
+			nodeBin = p
+		}
+	}
+	host, err := localfleet.NewHost(localfleet.Options{Dir: filepath.Join(state, "fleet"), Binaries: bin, Log: log, Fsync: true, NodeBinary: nodeBin})
 	if err != nil {
 		return nil, fmt.Errorf("the local fleet's host: %w", err)
 	}
@@ -130,4 +138,10 @@ func capiCRDsInstalled(ctx context.Context, cfg *rest.Config) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("looking for Cluster API's CRDs: %w", err)
+}
+
+// statOK reports whether path exists.
+func statOK(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

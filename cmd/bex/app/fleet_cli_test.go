@@ -110,6 +110,8 @@ func TestFleetCLI(t *testing.T) {
 			wantErr: "this platform has no local fleet: its clusters come from Cluster API providers such as CAPH"},
 		{name: "two machines", args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3", "--control-plane-replicas", "2"},
 			wantErr: "2 control-plane machines: want at least 3"},
+		{name: "five workers", args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3", "--workers", "5"},
+			wantErr: "5 worker machines: want 0 to 4"},
 		{name: "an unpinned version", args: []string{"fleet", "create", "dev-1", "--version", "1.30.1"},
 			wantErr: `version "1.30.1" is not pinned: give one of v1.35.4, v1.36.3, v1.37.2 (field version)`},
 		{name: "another namespace", args: []string{"fleet", "create", "prod/dev-1", "--version", "v1.36.3"}, wantErr: "local clusters live in namespace default"},

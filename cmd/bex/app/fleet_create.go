@@ -68,6 +68,7 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&req.Version, "version", "", "Kubernetes version of the control plane, one of the pinned versions (such as v1.36.3)")
 	cmd.Flags().Int32Var(&req.ControlPlaneReplicas, "control-plane-replicas", 3, "control-plane machines, 3 to 5 (upgrades replace one at a time, with no spare machine)")
+	cmd.Flags().Int32Var(&req.WorkerReplicas, "workers", 0, "worker machines, 0 to 4: each runs bex-node, which runs Pods as runc containers")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every control-plane machine is healthy, printing each change")
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Minute, "how long --wait waits")
 	return cmd
@@ -75,8 +76,12 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 
 // renderLocalClusterCreated says what was created and how to follow it.
 func renderLocalClusterCreated(w io.Writer, lc apiclient.LocalCluster, wait bool) error {
-	fmt.Fprintf(w, "Created local cluster %s: Kubernetes %s, %d control-plane machines, API at https://%s (addresses %s).\n",
-		lc.Name, lc.Version, lc.ControlPlaneReplicas, lc.Endpoint, lc.AddressBlock)
+	workers := ""
+	if lc.WorkerReplicas > 0 {
+		workers = fmt.Sprintf(" and %d workers", lc.WorkerReplicas)
+	}
+	fmt.Fprintf(w, "Created local cluster %s: Kubernetes %s, %d control-plane machines%s, API at https://%s (addresses %s).\n",
+		lc.Name, lc.Version, lc.ControlPlaneReplicas, workers, lc.Endpoint, lc.AddressBlock)
 	if wait {
 		_, err := fmt.Fprintln(w, "Cluster API makes its machines one after the other; waiting until they are healthy.")
 		return err

@@ -20,6 +20,9 @@ type CreateLocalClusterRequest struct {
 	// ControlPlaneReplicas is the number of control-plane machines, 3 to 5;
 	// zero means 3.
 	ControlPlaneReplicas int32 `json:"controlPlaneReplicas,omitempty"`
+	// WorkerReplicas is the number of worker machines, 0 to 4: each runs
+	// bex-node, the node agent that runs Pods as runc containers.
+	WorkerReplicas int32 `json:"workerReplicas,omitempty"`
 }
 
 // LocalCluster answers the creation of a local cluster: what was written.
@@ -28,6 +31,7 @@ type LocalCluster struct {
 	Name                 string `json:"name"`
 	Version              string `json:"version"`
 	ControlPlaneReplicas int32  `json:"controlPlaneReplicas"`
+	WorkerReplicas       int32  `json:"workerReplicas"`
 	// AddressBlock is the loopback /24 its processes listen in.
 	AddressBlock string `json:"addressBlock"`
 	// Endpoint is where its API will answer (the load balancer), host:port.

@@ -3,6 +3,7 @@ package localfleet
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,8 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -503,4 +508,21 @@ func isPathFlag(name string) bool {
 		}
 	}
 	return false
+}
+
+// readKubeadmConfigMap reads kube-system/kubeadm-config as "kubeadm join"'s
+// discovery does: with the join's bootstrap token, through the endpoint it
+// names, trusting caPEM (the cluster CA). A refused token fails here.
+func (j *joinConfiguration) readKubeadmConfigMap(ctx context.Context, caPEM []byte) (*corev1.ConfigMap, error) {
+	bt := j.Discovery.BootstrapToken
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://" + bt.APIServerEndpoint, BearerToken: bt.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}, Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading kube-system/kubeadm-config with the bootstrap token through %s: %w", bt.APIServerEndpoint, err)
+	}
+	return cm, nil
 }

@@ -295,19 +295,13 @@ func (m *Machine) clients() error {
 // does: from kube-system/kubeadm-config, authenticated with the bootstrap
 // token, through the endpoint the JoinConfiguration names.
 func (m *Machine) discover(ctx context.Context, join *joinConfiguration) (*clusterConfiguration, []byte, error) {
-	bt := join.Discovery.BootstrapToken
 	ca, err := os.ReadFile(filepath.Join(m.root(), "etc", "kubernetes", "pki", "ca.crt"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the cluster CA to discover the cluster with: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://" + bt.APIServerEndpoint, BearerToken: bt.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca}, Timeout: 10 * time.Second})
+	cm, err := join.readKubeadmConfigMap(ctx, ca)
 	if err != nil {
 		return nil, nil, err
-	}
-	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading kube-system/kubeadm-config with the bootstrap token through %s: %w", bt.APIServerEndpoint, err)
 	}
 	doc := []byte(cm.Data["ClusterConfiguration"])
 	cc, err := parseClusterConfiguration(doc)

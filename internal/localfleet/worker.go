@@ -199,16 +199,8 @@ func (w *Worker) prepare(ctx context.Context) error {
 // it, through the endpoint the JoinConfiguration names, trusting the
 // cluster CA.
 func (w *Worker) discover(ctx context.Context, join *joinConfiguration) error {
-	bt := join.Discovery.BootstrapToken
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://" + bt.APIServerEndpoint, BearerToken: bt.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: w.spec.CA.CertPEM()}, Timeout: 10 * time.Second})
-	if err != nil {
-		return err
-	}
-	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("the join's bootstrap token is refused by %s: %w", bt.APIServerEndpoint, err)
-	}
-	return nil
+	_, err := join.readKubeadmConfigMap(ctx, w.spec.CA.CertPEM())
+	return err
 }
 
 // issue writes the node agent's credentials, as the kubelet's TLS

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// ServingClusters returns the cluster that serves each app, keyed
+// "tenant/app" (tenant by name).
+func (s *Store) ServingClusters(ctx context.Context) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT t.name, c.app, c.cluster FROM app_clusters c JOIN tenants t ON t.id = c.tenant_id")
+	if err != nil {
+		return nil, fmt.Errorf("reading where apps run: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var tenant, app, cluster string
+		if err := rows.Scan(&tenant, &app, &cluster); err != nil {
+			return nil, fmt.Errorf("reading where apps run: %w", err)
+		}
+		out[tenant+"/"+app] = cluster
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading where apps run: %w", err)
+	}
+	return out, nil
+}
+
+// SetServingCluster records that cluster serves the app of the tenant
+// (by name); the error wraps ErrNotFound when there is no such tenant.
+func (s *Store) SetServingCluster(ctx context.Context, tenant, app, cluster string) error {
+	if app == "" || cluster == "" {
+		return fmt.Errorf("%w app %q on cluster %q", ErrInvalid, app, cluster)
+	}
+	tag, err := s.pool.Exec(ctx,
+		"INSERT INTO app_clusters (tenant_id, app, cluster) SELECT id, $2, $3 FROM tenants WHERE name = $1 "+
+			"ON CONFLICT (tenant_id, app) DO UPDATE SET cluster = EXCLUDED.cluster, since = now() "+
+			"WHERE app_clusters.cluster <> EXCLUDED.cluster",
+		tenant, app, cluster)
+	if err != nil {
+		return fmt.Errorf("recording that cluster %s serves %s/%s: %w", cluster, tenant, app, err)
+	}
+	if tag.RowsAffected() == 0 {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tenants WHERE name = $1)", tenant).Scan(&exists); err != nil {
+			return fmt.Errorf("looking up tenant %s: %w", tenant, err)
+		}
+		if !exists {
+			return fmt.Errorf("tenant %s: %w", tenant, ErrNotFound)
+		}
+	}
+	return nil
+}
+
+// ClearServingCluster forgets where the app runs; a missing one is fine.
+func (s *Store) ClearServingCluster(ctx context.Context, tenant, app string) error {
+	if _, err := s.pool.Exec(ctx,
+		"DELETE FROM app_clusters c USING tenants t WHERE t.id = c.tenant_id AND t.name = $1 AND c.app = $2",
+		tenant, app); err != nil {
+		return fmt.Errorf("forgetting where %s/%s runs: %w", tenant, app, err)
+	}
+	return nil
+}

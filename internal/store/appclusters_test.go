@@ -1,0 +1,57 @@
+package store_test
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"bex.co/bex/internal/store"
+)
+
+func TestServingClusters(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	newTenant(t, s, "acme")
+	newTenant(t, s, "other")
+
+	for _, c := range []struct{ tenant, app, cluster string }{
+		{"acme", "web", "local"},
+		{"other", "web", "alpha"},
+		{"acme", "web", "beta"}, // a move
+		{"acme", "api", "beta"},
+	} {
+		if err := s.SetServingCluster(ctx, c.tenant, c.app, c.cluster); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ServingClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"acme/web": "beta", "acme/api": "beta", "other/web": "alpha"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("serving clusters %v, want %v", got, want)
+	}
+
+	if err := s.ClearServingCluster(ctx, "acme", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearServingCluster(ctx, "acme", "gone"); err != nil {
+		t.Fatalf("clearing an app with no cluster: %v", err)
+	}
+	got, err = s.ServingClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"acme/api": "beta", "other/web": "alpha"}; !maps.Equal(got, want) {
+		t.Fatalf("after clearing acme/web: %v, want %v", got, want)
+	}
+
+	if err := s.SetServingCluster(ctx, "nobody", "web", "local"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unknown tenant: %v, want ErrNotFound", err)
+	}
+	if err := s.SetServingCluster(ctx, "acme", "web", ""); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("an empty cluster: %v, want ErrInvalid", err)
+	}
+}

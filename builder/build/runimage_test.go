@@ -254,6 +254,16 @@ func TestRunImage(t *testing.T) {
 	if ic.Processes["web"] != "node server.js" || !slices.Contains(ic.Env, "PATH="+filepath.Join(dir, "node_modules/.bin")+":"+filepath.Join(dir, "bin")+":/usr/local/bin:/usr/bin:/bin") {
 		t.Errorf("unpacked config: processes %v env %q", ic.Processes, ic.Env)
 	}
+	// Inspect reads the same configuration without unpacking, with the
+	// image's own paths: what a cluster that pulls the image runs.
+	got, err := build.Inspect(context.Background(), res.Image, b.Keychain())
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	if got.Digest != ic.Digest || got.RootFS || got.Processes["web"] != "node server.js" || got.WorkingDir != "/app" ||
+		!slices.Contains(got.Env, "PATH=/app/node_modules/.bin:/app/bin:/usr/local/bin:/usr/bin:/bin") {
+		t.Errorf("inspected config: %+v", got)
+	}
 }
 
 // TestRunImageMissing: a run image that does not exist fails the build

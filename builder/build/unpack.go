@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -155,21 +156,11 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 	}
 
 	c := cf.Config
-	out := ImageConfig{
-		Digest:     digest.String(),
-		Stack:      stack,
-		Commit:     c.Labels[LabelCommit],
-		RootFS:     rootFS,
-		WorkingDir: dir,
-		Processes:  imageProcesses(c.Labels, rootFS),
-		Entrypoint: c.Entrypoint,
-		Cmd:        c.Cmd,
-	}
+	out := imageConfig(digest.String(), cf)
 	if rootFS {
-		out.WorkingDir = path.Clean("/" + c.WorkingDir)
-		out.Env = append([]string(nil), c.Env...)
 		return out, nil
 	}
+	out.WorkingDir, out.Env = dir, nil
 	if wd := rewriteAppPath(c.WorkingDir, dir); strings.HasPrefix(wd, dir) {
 		out.WorkingDir = wd
 	}
@@ -182,6 +173,51 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 		out.Env = append(out.Env, k+"="+strings.Join(elems, ":"))
 	}
 	return out, nil
+}
+
+// Inspect reads image's configuration without unpacking it, for a runtime
+// that runs the image itself (a cluster pulls it): WorkingDir and Env are
+// the image's own, with its own paths. keychains are as for Unpack.
+func Inspect(ctx context.Context, image string, keychains ...authn.Keychain) (ImageConfig, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return ImageConfig{}, fmt.Errorf("parsing image reference: %w", err)
+	}
+	var kc authn.Keychain = authn.DefaultKeychain
+	if len(keychains) > 0 {
+		kc = authn.NewMultiKeychain(keychains...)
+	}
+	img, err := remote.Image(ref, registryOptions(ctx, kc)...)
+	if err != nil {
+		return ImageConfig{}, fmt.Errorf("reading %s: %w", image, registryError(err))
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return ImageConfig{}, fmt.Errorf("reading %s: %w", image, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return ImageConfig{}, fmt.Errorf("reading image config: %w", err)
+	}
+	return imageConfig(digest.String(), cf), nil
+}
+
+// imageConfig is the ImageConfig of an image as it is, its paths its own.
+func imageConfig(digest string, cf *v1.ConfigFile) ImageConfig {
+	c := cf.Config
+	stack := platformv1alpha1.Stack(c.Labels[LabelStack])
+	rootFS := stack == "" || stack == platformv1alpha1.StackDockerfile
+	return ImageConfig{
+		Digest:     digest,
+		Stack:      stack,
+		Commit:     c.Labels[LabelCommit],
+		RootFS:     rootFS,
+		WorkingDir: path.Clean("/" + c.WorkingDir),
+		Env:        append([]string(nil), c.Env...),
+		Processes:  imageProcesses(c.Labels, rootFS),
+		Entrypoint: c.Entrypoint,
+		Cmd:        c.Cmd,
+	}
 }
 
 // imageProcesses reads the process labels. A Dockerfile image may inherit

@@ -84,6 +84,10 @@ type Resources struct {
 // Release is everything a driver needs to run one release of an app.
 type Release struct {
 	Tenant, App string
+	// Cluster is the workload cluster the release runs on, as the
+	// scheduler placed the app; a driver that routes to one runtime per
+	// cluster (placed) needs it, the others ignore it.
+	Cluster string
 	// Number is the release number, 1 and up.
 	Number int
 	// Image is the OCI image reference (kube driver).
@@ -189,6 +193,9 @@ const (
 
 // Status is what a driver reports about an app.
 type Status struct {
+	// Cluster is the workload cluster that serves the app, for a driver
+	// that routes to one runtime per cluster (placed); "" for the others.
+	Cluster string
 	// Release is the release the app runs (or, mid-rollout on kube, rolls
 	// out); 0 when none has been rolled out.
 	Release int
@@ -234,6 +241,14 @@ type LogLine struct {
 	Instance int
 	Stream   string
 	Text     string
+}
+
+// ImageRunner is implemented by a driver that may run a release from its
+// Image alone: RunsImage reports whether it runs rel so (rel.Cluster set),
+// and the caller then need not unpack the image (Dir and RootFS stay
+// empty). A driver that does not implement it needs them.
+type ImageRunner interface {
+	RunsImage(rel Release) bool
 }
 
 // Driver runs releases. Methods are safe for concurrent use; calls for the

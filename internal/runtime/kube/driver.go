@@ -29,7 +29,10 @@ import (
 	"bex.co/bex/internal/runtime"
 )
 
-var _ runtime.Driver = (*Driver)(nil)
+var (
+	_ runtime.Driver      = (*Driver)(nil)
+	_ runtime.ImageRunner = (*Driver)(nil)
+)
 
 // Options configures a Driver. Zero fields take the defaults in brackets.
 type Options struct {
@@ -123,6 +126,10 @@ type Driver struct {
 	locks    map[string]*sync.Mutex
 	prepared map[string]time.Time // namespace → when it was last prepared
 }
+
+// RunsImage implements runtime.ImageRunner: the cluster pulls every
+// release's Image.
+func (d *Driver) RunsImage(runtime.Release) bool { return true }
 
 // New returns a Driver for the cluster cfg reaches.
 func New(cfg *rest.Config, opts Options) (*Driver, error) {

@@ -1,0 +1,376 @@
+package placed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// ErrNotPlaced is wrapped by Deploy when the release names no cluster: the
+// scheduler found none for the app.
+var ErrNotPlaced = errors.New("the app is not placed on any cluster")
+
+// ErrNoCluster is wrapped by Clusters.Driver when the fleet has no cluster
+// of that name (it was deleted).
+var ErrNoCluster = errors.New("no such cluster")
+
+// Apps is a cluster's routing table, as the edge reads it (edge.Apps).
+// Both methods are called on every request: they take no lock that a
+// deploy holds and do no network round trip.
+type Apps interface {
+	// Upstreams returns the addresses of the app's ready web instances.
+	Upstreams(tenant, app string) []string
+	// Runs reports whether the app has a release rolled out.
+	Runs(tenant, app string) bool
+}
+
+// Clusters gives the runtime of each cluster of the fleet. Its methods are
+// safe for concurrent use.
+type Clusters interface {
+	// Driver returns the runtime driver of the named cluster, making it
+	// when needed; the error wraps ErrNoCluster when the fleet has no such
+	// cluster.
+	Driver(ctx context.Context, cluster string) (runtime.Driver, error)
+	// Apps returns the routing table of the named cluster, nil when there
+	// is none (yet). It does no network round trip.
+	Apps(cluster string) Apps
+}
+
+// Ledger records which cluster serves each app, across restarts and
+// between the platform's processes. Its methods are safe for concurrent
+// use.
+type Ledger interface {
+	// ServingClusters returns every app's cluster, keyed by Key.
+	ServingClusters(ctx context.Context) (map[string]string, error)
+	// SetServingCluster records that cluster serves the app.
+	SetServingCluster(ctx context.Context, tenant, app, cluster string) error
+	// ClearServingCluster forgets the app; a missing one is fine.
+	ClearServingCluster(ctx context.Context, tenant, app string) error
+}
+
+// Key is the Ledger's key of an app.
+func Key(tenant, app string) string { return tenant + "/" + app }
+
+// Options configure a Driver. Zero fields take the defaults in brackets.
+type Options struct {
+	Clusters Clusters
+	Ledger   Ledger
+	// RoutedTimeout bounds the wait, after a release is healthy on a
+	// cluster it moves to, for that cluster's routing table to list its
+	// instances, before the edge switches [1m].
+	RoutedTimeout time.Duration
+	// DrainDelay is how long the old cluster keeps serving after the edge
+	// switched, for requests already on their way to it [2s].
+	DrainDelay time.Duration
+	Log        logr.Logger
+}
+
+// Driver runs each app on the cluster its release names.
+type Driver struct {
+	opts Options
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+	// serving maps Key → cluster; read on every request by the edge.
+	serving sync.Map
+}
+
+var (
+	_ runtime.Driver      = (*Driver)(nil)
+	_ runtime.ImageRunner = (*Driver)(nil)
+	_ Apps                = (*Driver)(nil)
+)
+
+// New reads the ledger and returns a Driver over opts.Clusters.
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	switch {
+	case opts.Clusters == nil:
+		return nil, errors.New("placed driver: Clusters is nil")
+	case opts.Ledger == nil:
+		return nil, errors.New("placed driver: Ledger is nil")
+	}
+	if opts.RoutedTimeout <= 0 {
+		opts.RoutedTimeout = time.Minute
+	}
+	if opts.DrainDelay <= 0 {
+		opts.DrainDelay = 2 * time.Second
+	}
+	serving, err := opts.Ledger.ServingClusters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading where apps run: %w", err)
+	}
+	d := &Driver{opts: opts, locks: map[string]*sync.Mutex{}}
+	for k, c := range serving {
+		d.serving.Store(k, c)
+	}
+	return d, nil
+}
+
+// Serving returns the cluster that serves the app, and whether one does.
+func (d *Driver) Serving(tenant, app string) (string, bool) {
+	c, ok := d.serving.Load(Key(tenant, app))
+	if !ok {
+		return "", false
+	}
+	return c.(string), true
+}
+
+// ServingClusters returns the clusters that serve at least one app, so
+// that their drivers and routing tables can be made before a request
+// needs them (after a restart).
+func (d *Driver) ServingClusters() []string {
+	seen := map[string]bool{}
+	var out []string
+	d.serving.Range(func(_, c any) bool {
+		if !seen[c.(string)] {
+			seen[c.(string)] = true
+			out = append(out, c.(string))
+		}
+		return true
+	})
+	return out
+}
+
+func (d *Driver) lock(tenant, app string) func() {
+	d.mu.Lock()
+	l, ok := d.locks[Key(tenant, app)]
+	if !ok {
+		l = &sync.Mutex{}
+		d.locks[Key(tenant, app)] = l
+	}
+	d.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// RunsImage implements runtime.ImageRunner: a release runs from its image
+// when the driver of its cluster does.
+func (d *Driver) RunsImage(rel runtime.Release) bool {
+	if rel.Cluster == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := d.opts.Clusters.Driver(ctx, rel.Cluster)
+	if err != nil {
+		return false
+	}
+	ir, ok := drv.(runtime.ImageRunner)
+	return ok && ir.RunsImage(rel)
+}
+
+// Deploy implements runtime.Driver on rel.Cluster. When another cluster
+// serves the app, it is a move: the release starts there and passes its
+// health check while the old cluster serves, the edge switches once the
+// new cluster's routing table has its instances, and then the app is
+// removed from the old cluster. A move that fails leaves the old cluster
+// serving and removes what it started.
+func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer) error {
+	if err := rel.Validate(); err != nil {
+		return err
+	}
+	if rel.Cluster == "" {
+		return ErrNotPlaced
+	}
+	defer d.lock(rel.Tenant, rel.App)()
+	target, err := d.opts.Clusters.Driver(ctx, rel.Cluster)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", rel.Cluster, err)
+	}
+	from, serving := d.Serving(rel.Tenant, rel.App)
+	if serving && from == rel.Cluster {
+		return target.Deploy(ctx, rel, log)
+	}
+	if serving {
+		fmt.Fprintf(log, "-----> Moving from cluster %s to %s\n", from, rel.Cluster)
+	}
+	// From here, a failure removes what the deploy started on the new
+	// cluster: the old one, if any, keeps serving.
+	failed := func(err error) error {
+		d.removeQuietly(ctx, target, rel.Cluster, rel.Tenant, rel.App)
+		if serving {
+			return fmt.Errorf("starting on cluster %s: %w; the app keeps running on %s", rel.Cluster, err, from)
+		}
+		return err
+	}
+	if err := target.Deploy(ctx, rel, log); err != nil {
+		return failed(err)
+	}
+	if err := d.waitRouted(ctx, rel); err != nil {
+		return failed(err)
+	}
+	if err := d.opts.Ledger.SetServingCluster(ctx, rel.Tenant, rel.App, rel.Cluster); err != nil {
+		return failed(fmt.Errorf("recording that cluster %s serves the app: %w", rel.Cluster, err))
+	}
+	// The edge switches here.
+	d.serving.Store(Key(rel.Tenant, rel.App), rel.Cluster)
+	if !serving {
+		return nil
+	}
+	fmt.Fprintf(log, "-----> Serving from cluster %s\n", rel.Cluster)
+	select {
+	case <-time.After(d.opts.DrainDelay):
+	case <-ctx.Done():
+	}
+	old, err := d.opts.Clusters.Driver(context.WithoutCancel(ctx), from)
+	if err == nil {
+		err = old.Remove(context.WithoutCancel(ctx), rel.Tenant, rel.App)
+	}
+	switch {
+	case errors.Is(err, ErrNoCluster):
+	case err != nil:
+		d.opts.Log.Error(err, "Removing a moved app from its old cluster", "tenant", rel.Tenant, "app", rel.App, "cluster", from)
+		fmt.Fprintf(log, " !     The app could not be removed from cluster %s: %v\n", from, err)
+	default:
+		fmt.Fprintf(log, "-----> Removed from cluster %s\n", from)
+	}
+	return nil
+}
+
+// waitRouted waits until the routing table of rel's cluster lists the
+// app's web instances, when it has any, so that the edge never switches to
+// a cluster that would answer with no upstream.
+func (d *Driver) waitRouted(ctx context.Context, rel runtime.Release) error {
+	web, ok := rel.Processes[runtime.WebProcess]
+	if !ok || web.Replicas == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.opts.RoutedTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if apps := d.opts.Clusters.Apps(rel.Cluster); apps != nil && len(apps.Upstreams(rel.Tenant, rel.App)) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s does not route to the app's web instances after %s", rel.Cluster, d.opts.RoutedTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// removeQuietly removes what a failed move started on cluster.
+func (d *Driver) removeQuietly(ctx context.Context, drv runtime.Driver, cluster, tenant, app string) {
+	if err := drv.Remove(context.WithoutCancel(ctx), tenant, app); err != nil {
+		d.opts.Log.Error(err, "Removing what a failed move started", "tenant", tenant, "app", app, "cluster", cluster)
+	}
+}
+
+// Remove implements runtime.Driver on the cluster that serves the app. An
+// app whose cluster is gone is removed with it.
+func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
+	defer d.lock(tenant, app)()
+	cluster, ok := d.Serving(tenant, app)
+	if !ok {
+		return nil
+	}
+	drv, err := d.opts.Clusters.Driver(ctx, cluster)
+	if err == nil {
+		err = drv.Remove(ctx, tenant, app)
+	}
+	if err != nil && !errors.Is(err, ErrNoCluster) {
+		return fmt.Errorf("cluster %s: %w", cluster, err)
+	}
+	if err := d.opts.Ledger.ClearServingCluster(ctx, tenant, app); err != nil {
+		return err
+	}
+	d.serving.Delete(Key(tenant, app))
+	return nil
+}
+
+// driverOf is the driver of the cluster that serves the app.
+func (d *Driver) driverOf(ctx context.Context, tenant, app string) (string, runtime.Driver, error) {
+	cluster, ok := d.Serving(tenant, app)
+	if !ok {
+		return "", nil, fmt.Errorf("%s/%s: %w", tenant, app, runtime.ErrNotFound)
+	}
+	drv, err := d.opts.Clusters.Driver(ctx, cluster)
+	if err != nil {
+		return cluster, nil, fmt.Errorf("cluster %s: %w", cluster, err)
+	}
+	return cluster, drv, nil
+}
+
+// Status implements runtime.Driver: the status on the cluster that serves
+// the app, with Cluster set.
+func (d *Driver) Status(ctx context.Context, tenant, app string) (runtime.Status, error) {
+	cluster, drv, err := d.driverOf(ctx, tenant, app)
+	if err != nil {
+		return runtime.Status{Cluster: cluster}, err
+	}
+	st, err := drv.Status(ctx, tenant, app)
+	st.Cluster = cluster
+	return st, err
+}
+
+// Logs implements runtime.Driver on the cluster that serves the app.
+func (d *Driver) Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan runtime.LogLine, error) {
+	_, drv, err := d.driverOf(ctx, tenant, app)
+	if err != nil {
+		return nil, err
+	}
+	return drv.Logs(ctx, tenant, app, tail, follow)
+}
+
+// Upstreams implements Apps over the routing table of the cluster that
+// serves the app.
+func (d *Driver) Upstreams(tenant, app string) []string {
+	if apps := d.appsOf(tenant, app); apps != nil {
+		return apps.Upstreams(tenant, app)
+	}
+	return nil
+}
+
+// Runs implements Apps over the routing table of the cluster that serves
+// the app.
+func (d *Driver) Runs(tenant, app string) bool {
+	apps := d.appsOf(tenant, app)
+	return apps != nil && apps.Runs(tenant, app)
+}
+
+func (d *Driver) appsOf(tenant, app string) Apps {
+	cluster, ok := d.Serving(tenant, app)
+	if !ok {
+		return nil
+	}
+	return d.opts.Clusters.Apps(cluster)
+}
+
+// Static is a fixed set of clusters, by name: the embedded process runtime
+// as "local", or tests' drivers.
+type Static map[string]Cluster
+
+// Cluster is one cluster's runtime: its driver and its routing table.
+type Cluster struct {
+	Driver runtime.Driver
+	Apps   Apps
+}
+
+var _ Clusters = Static(nil)
+
+// Driver implements Clusters.
+func (s Static) Driver(_ context.Context, name string) (runtime.Driver, error) {
+	c, ok := s[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrNoCluster, name)
+	}
+	return c.Driver, nil
+}
+
+// Apps implements Clusters.
+func (s Static) Apps(name string) Apps {
+	c, ok := s[name]
+	if !ok || c.Apps == nil {
+		return nil
+	}
+	return c.Apps
+}

@@ -1,0 +1,328 @@
+package placed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/placed"
+	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/runtime/runtimetest"
+)
+
+const (
+	tenant = "acme"
+	domain = "bex.test"
+)
+
+var (
+	appDir    string
+	buildOnce sync.Once
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bex-placed-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	appDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// ledger is an in-memory placed.Ledger (the store's is tested in
+// internal/store); fail makes SetServingCluster fail.
+type ledger struct {
+	mu   sync.Mutex
+	m    map[string]string
+	fail error
+}
+
+func (l *ledger) ServingClusters(context.Context) (map[string]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.m), nil
+}
+
+func (l *ledger) SetServingCluster(_ context.Context, tenant, app, cluster string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	if l.m == nil {
+		l.m = map[string]string{}
+	}
+	l.m[placed.Key(tenant, app)] = cluster
+	return nil
+}
+
+func (l *ledger) ClearServingCluster(_ context.Context, tenant, app string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, placed.Key(tenant, app))
+	return nil
+}
+
+func (l *ledger) get(tenant, app string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[placed.Key(tenant, app)]
+}
+
+func newProcessDriver(t *testing.T) *process.Driver {
+	t.Helper()
+	d := process.New(process.Options{
+		LogDir: t.TempDir(), BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second,
+	})
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// fleet is two clusters, a and b, each a process driver.
+func fleet(t *testing.T) placed.Static {
+	a, b := newProcessDriver(t), newProcessDriver(t)
+	return placed.Static{"a": {Driver: a, Apps: a}, "b": {Driver: b, Apps: b}}
+}
+
+func newDriver(t *testing.T, clusters placed.Clusters, l placed.Ledger) *placed.Driver {
+	t.Helper()
+	d, err := placed.New(t.Context(), placed.Options{Clusters: clusters, Ledger: l, DrainDelay: 300 * time.Millisecond, RoutedTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func complete(t *testing.T, rel runtime.Release) runtime.Release {
+	buildOnce.Do(func() { runtimetest.BuildTestApp(t, appDir) })
+	rel.Dir = appDir
+	procs := map[string]runtime.Process{}
+	for name, p := range rel.Processes {
+		if p.Command == "" {
+			p.Command = "./testapp"
+			if name != runtime.WebProcess {
+				p.Command = "./testapp worker"
+			}
+		}
+		procs[name] = p
+	}
+	rel.Processes = procs
+	return rel
+}
+
+func get(h http.Handler, tenant, app, path string) (string, error) {
+	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.String(), nil
+}
+
+func newEdge(t *testing.T, d *placed.Driver) http.Handler {
+	t.Helper()
+	p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d}, edge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDriverSuite: the placed driver keeps every promise of a driver, on
+// the cluster each release names.
+func TestDriverSuite(t *testing.T) {
+	runtimetest.RunDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t, fleet(t), &ledger{}) }, runtimetest.Harness{
+		Complete: func(t *testing.T, rel runtime.Release) runtime.Release {
+			rel = complete(t, rel)
+			rel.Cluster = "b"
+			return rel
+		},
+		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
+			return get(newEdge(t, d.(*placed.Driver)), tenant, app, path)
+		},
+		Logs: true,
+	})
+}
+
+func webRelease(t *testing.T, app, cluster string, number int, env map[string]string) runtime.Release {
+	e := map[string]string{runtimetest.EnvVersion: fmt.Sprintf("v%d", number)}
+	maps.Copy(e, env)
+	return complete(t, runtime.Release{
+		Tenant: tenant, App: app, Number: number, Cluster: cluster, Env: e,
+		Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}},
+		HealthCheck: runtime.HealthCheck{Path: runtimetest.HealthPath, Interval: 100 * time.Millisecond, Timeout: 2 * time.Second},
+	})
+}
+
+func deploy(t *testing.T, d runtime.Driver, rel runtime.Release) string {
+	t.Helper()
+	var log strings.Builder
+	if err := d.Deploy(t.Context(), rel, &log); err != nil {
+		t.Fatalf("deploying v%d on %s: %v\n%s", rel.Number, rel.Cluster, err, log.String())
+	}
+	return log.String()
+}
+
+// runs reports whether cluster's own driver runs the app.
+func runs(t *testing.T, clusters placed.Static, cluster, app string) bool {
+	t.Helper()
+	_, err := clusters[cluster].Driver.Status(t.Context(), tenant, app)
+	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// load sends requests through h until stop is closed, and counts those
+// that did not answer v1.
+func load(h http.Handler, app string, stop <-chan struct{}) (sent, failed *atomic.Int64, firstErr *atomic.Value, done <-chan struct{}) {
+	sent, failed, firstErr = &atomic.Int64{}, &atomic.Int64{}, &atomic.Value{}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			sent.Add(1)
+			if body, err := get(h, tenant, app, "/"); err != nil || strings.TrimSpace(body) != "v1" {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, fmt.Sprintf("%q %v", body, err))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return sent, failed, firstErr, ch
+}
+
+// TestMoveLosesNoRequest: a deploy onto another cluster starts the
+// release there, switches the edge and removes the app from the old
+// cluster, while requests through the edge keep being answered.
+func TestMoveLosesNoRequest(t *testing.T) {
+	clusters, l := fleet(t), &ledger{}
+	d := newDriver(t, clusters, l)
+	h := newEdge(t, d)
+	deploy(t, d, webRelease(t, "web", "a", 1, nil))
+	if got := l.get(tenant, "web"); got != "a" {
+		t.Fatalf("ledger says %q serves, want a", got)
+	}
+	if body, err := get(h, tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+		t.Fatalf("before the move: %q %v", body, err)
+	}
+
+	stop := make(chan struct{})
+	sent, failed, firstErr, done := load(h, "web", stop)
+	time.Sleep(200 * time.Millisecond)
+	log := deploy(t, d, webRelease(t, "web", "b", 1, nil))
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	<-done
+	t.Logf("%d requests during the move", sent.Load())
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d requests failed during the move, first: %v", n, sent.Load(), firstErr.Load())
+	}
+	for _, want := range []string{"Moving from cluster a to b", "Serving from cluster b", "Removed from cluster a"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("deploy output has no %q:\n%s", want, log)
+		}
+	}
+	if runs(t, clusters, "a", "web") || !runs(t, clusters, "b", "web") {
+		t.Fatalf("after the move: runs on a %v, on b %v; want b only", runs(t, clusters, "a", "web"), runs(t, clusters, "b", "web"))
+	}
+	st, err := d.Status(t.Context(), tenant, "web")
+	if err != nil || st.Cluster != "b" || st.Release != 1 {
+		t.Fatalf("status after the move: %+v %v", st, err)
+	}
+	if got := l.get(tenant, "web"); got != "b" {
+		t.Fatalf("ledger says %q serves, want b", got)
+	}
+
+	// A driver made anew (the platform restarted) finds where the app runs.
+	again := newDriver(t, clusters, l)
+	if c, ok := again.Serving(tenant, "web"); !ok || c != "b" {
+		t.Fatalf("after a restart the app is served by %q (%v), want b", c, ok)
+	}
+	if body, err := get(newEdge(t, again), tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+		t.Fatalf("after a restart: %q %v", body, err)
+	}
+}
+
+// TestFailedMoveKeepsTheOldCluster: a release that does not become healthy
+// on the new cluster is removed there, and the old one keeps serving.
+func TestFailedMoveKeepsTheOldCluster(t *testing.T) {
+	clusters, l := fleet(t), &ledger{}
+	d := newDriver(t, clusters, l)
+	h := newEdge(t, d)
+	deploy(t, d, webRelease(t, "web", "a", 1, nil))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var log strings.Builder
+	err := d.Deploy(ctx, webRelease(t, "web", "b", 2, map[string]string{runtimetest.EnvFailHealth: "1"}), &log)
+	if err == nil || !strings.Contains(err.Error(), "keeps running on a") {
+		t.Fatalf("a failed move: %v, want an error saying a keeps serving\n%s", err, log.String())
+	}
+	if !runs(t, clusters, "a", "web") || runs(t, clusters, "b", "web") {
+		t.Fatalf("after a failed move: runs on a %v, on b %v; want a only", runs(t, clusters, "a", "web"), runs(t, clusters, "b", "web"))
+	}
+	if body, err := get(h, tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+		t.Fatalf("after a failed move: %q %v", body, err)
+	}
+
+	// The ledger refuses: the move is undone as well.
+	l.fail = errors.New("database down")
+	err = d.Deploy(t.Context(), webRelease(t, "web", "b", 2, nil), &log)
+	if err == nil || !strings.Contains(err.Error(), "database down") {
+		t.Fatalf("a move the ledger refuses: %v", err)
+	}
+	if !runs(t, clusters, "a", "web") || runs(t, clusters, "b", "web") {
+		t.Fatalf("after a move the ledger refused: runs on a %v, on b %v; want a only", runs(t, clusters, "a", "web"), runs(t, clusters, "b", "web"))
+	}
+}
+
+// TestUnplacedAndGoneClusters: a release placed nowhere, or on a cluster
+// the fleet does not have, changes nothing; an app whose cluster is gone
+// is removed from the ledger.
+func TestUnplacedAndGoneClusters(t *testing.T) {
+	clusters, l := fleet(t), &ledger{}
+	d := newDriver(t, clusters, l)
+	if err := d.Deploy(t.Context(), webRelease(t, "web", "", 1, nil), &strings.Builder{}); !errors.Is(err, placed.ErrNotPlaced) {
+		t.Fatalf("a release with no cluster: %v, want ErrNotPlaced", err)
+	}
+	if err := d.Deploy(t.Context(), webRelease(t, "web", "c", 1, nil), &strings.Builder{}); !errors.Is(err, placed.ErrNoCluster) {
+		t.Fatalf("a release on an unknown cluster: %v, want ErrNoCluster", err)
+	}
+	if _, ok := d.Serving(tenant, "web"); ok {
+		t.Fatal("a refused release left the app served")
+	}
+
+	_ = l.SetServingCluster(t.Context(), tenant, "old", "gone")
+	d = newDriver(t, clusters, l)
+	if _, err := d.Status(t.Context(), tenant, "old"); !errors.Is(err, placed.ErrNoCluster) {
+		t.Fatalf("status of an app on a gone cluster: %v, want ErrNoCluster", err)
+	}
+	if err := d.Remove(t.Context(), tenant, "old"); err != nil {
+		t.Fatalf("removing an app whose cluster is gone: %v", err)
+	}
+	if _, ok := d.Serving(tenant, "old"); ok || l.get(tenant, "old") != "" {
+		t.Fatal("the app whose cluster is gone is still in the ledger")
+	}
+}

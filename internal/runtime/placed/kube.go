@@ -1,0 +1,223 @@
+package placed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/kube"
+)
+
+// KubeconfigKey is the key of the kubeconfig in the Secret Cluster API
+// writes for each cluster, <cluster>-kubeconfig.
+const KubeconfigKey = "value"
+
+// KubeOptions configure KubeClusters. Zero fields take the defaults in
+// brackets.
+type KubeOptions struct {
+	// Client reads the management cluster's Cluster API Clusters and their
+	// kubeconfig Secrets.
+	Client client.Reader
+	// Static are clusters that are not Cluster API's (the process
+	// runtime's "local"); they win over a Cluster API cluster of the same
+	// name, as in the scheduler's fleet.
+	Static Static
+	// Driver configures each cluster's kube driver.
+	Driver kube.Options
+	// Recheck is how long a cluster's driver is used before the Cluster
+	// and its Secret are read again [10s].
+	Recheck time.Duration
+	Log     logr.Logger
+}
+
+// KubeClusters are the Cluster API clusters of a management cluster, each
+// run by a kube driver made from its <cluster>-kubeconfig Secret with the
+// cluster's EndpointSlices as its routing table (edge.EndpointSliceApps:
+// the Pods' IPs, which the edge must reach), beside Static clusters. A
+// cluster's driver is made when first asked for, made anew when its
+// Secret changes, and dropped when its Cluster is gone. Close stops the
+// clusters' watches.
+type KubeClusters struct {
+	opts   KubeOptions
+	ctx    context.Context // the watches live as long
+	cancel context.CancelFunc
+	scheme *k8sruntime.Scheme
+
+	mu       sync.Mutex
+	clusters map[string]*kubeCluster // by name
+	// apps maps a cluster's name to its routing table; read without mu,
+	// since the edge reads it on every request and mu is held while a
+	// cluster is connected.
+	apps sync.Map
+}
+
+type kubeCluster struct {
+	secretUID     types.UID
+	secretVersion string
+	checked       time.Time
+	driver        *kube.Driver
+	apps          *edge.EndpointSliceApps
+	stop          context.CancelFunc
+}
+
+var _ Clusters = (*KubeClusters)(nil)
+
+// NewKubeClusters returns KubeClusters whose watches live until ctx ends
+// or Close.
+func NewKubeClusters(ctx context.Context, opts KubeOptions) (*KubeClusters, error) {
+	if opts.Client == nil {
+		return nil, errors.New("kube clusters: Client is nil")
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = 10 * time.Second
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return &KubeClusters{opts: opts, ctx: ctx, cancel: cancel, scheme: scheme, clusters: map[string]*kubeCluster{}}, nil
+}
+
+// Close stops every cluster's watches.
+func (k *KubeClusters) Close() {
+	k.cancel()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name, c := range k.clusters {
+		c.stop()
+		delete(k.clusters, name)
+		k.apps.Delete(name)
+	}
+}
+
+// Driver implements Clusters.
+func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver, error) {
+	if c, ok := k.opts.Static[name]; ok {
+		return c.Driver, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.clusters[name]
+	if ok && time.Since(c.checked) < k.opts.Recheck {
+		return c.driver, nil
+	}
+	secret, err := k.kubeconfigSecret(ctx, name)
+	if err != nil {
+		if ok && errors.Is(err, ErrNoCluster) {
+			c.stop()
+			delete(k.clusters, name)
+			k.apps.Delete(name)
+			k.opts.Log.Info("Dropped the runtime of a deleted cluster", "cluster", name)
+		}
+		return nil, err
+	}
+	if ok && c.secretUID == secret.UID && c.secretVersion == secret.ResourceVersion {
+		c.checked = time.Now()
+		return c.driver, nil
+	}
+	fresh, err := k.connect(ctx, secret)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cluster %s: %w", name, err)
+	}
+	if ok {
+		c.stop()
+	}
+	k.clusters[name] = fresh
+	k.apps.Store(name, fresh.apps)
+	k.opts.Log.Info("Connected to a cluster's runtime", "cluster", name)
+	return fresh.driver, nil
+}
+
+// kubeconfigSecret returns the kubeconfig Secret of the Cluster API
+// Cluster named name, in whichever namespace it is.
+func (k *KubeClusters) kubeconfigSecret(ctx context.Context, name string) (*corev1.Secret, error) {
+	var list clusterv1.ClusterList
+	if err := k.opts.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing clusters: %w", err)
+	}
+	var cl *clusterv1.Cluster
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			cl = &list.Items[i]
+			break
+		}
+	}
+	if cl == nil {
+		return nil, fmt.Errorf("%w %q", ErrNoCluster, name)
+	}
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: cl.Namespace, Name: name + "-kubeconfig"}
+	if err := k.opts.Client.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("cluster %s has no kubeconfig Secret %s yet", name, key)
+		}
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if len(secret.Data[KubeconfigKey]) == 0 {
+		return nil, fmt.Errorf("kubeconfig Secret %s has no key %q", key, KubeconfigKey)
+	}
+	return secret, nil
+}
+
+// connect makes the driver and the routing table of the cluster secret
+// opens; the table is synced when it returns.
+func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kubeCluster, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[KubeconfigKey])
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "bex-runtime"
+	drv, err := kube.New(cfg, k.opts.Driver)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(cfg, edge.SliceCacheOptions(k.scheme))
+	if err != nil {
+		return nil, fmt.Errorf("making the EndpointSlice cache: %w", err)
+	}
+	watchCtx, stop := context.WithCancel(k.ctx)
+	go func() {
+		if err := c.Start(watchCtx); err != nil {
+			k.opts.Log.Error(err, "EndpointSlice cache stopped", "secret", klog.KObj(secret))
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	apps, err := edge.WatchEndpointSlices(syncCtx, c)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &kubeCluster{
+		secretUID: secret.UID, secretVersion: secret.ResourceVersion, checked: time.Now(),
+		driver: drv, apps: apps, stop: stop,
+	}, nil
+}
+
+// Apps implements Clusters.
+func (k *KubeClusters) Apps(name string) Apps {
+	if c, ok := k.opts.Static[name]; ok {
+		return c.Apps
+	}
+	if a, ok := k.apps.Load(name); ok {
+		return a.(*edge.EndpointSliceApps)
+	}
+	return nil
+}

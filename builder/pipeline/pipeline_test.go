@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +29,7 @@ import (
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -120,11 +123,12 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
 	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, retention ...int) *pipeline.Pipeline {
+		_, follow := rt.(*placed.Driver)
 		opts := release.Options{
 			Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(), BinDir: binDir,
-			ReleasesDir: filepath.Join(dir, releases),
-			URL:         func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
-			Log:         testr.New(t),
+			ReleasesDir: filepath.Join(dir, releases), FollowPlacement: follow,
+			URL: func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
+			Log: testr.New(t),
 		}
 		for _, keep := range retention {
 			opts.ReleaseRetention = keep
@@ -312,4 +316,71 @@ func mustTenantID(t *testing.T, st *store.Store, name string) string {
 		t.Fatal(err)
 	}
 	return tenant.ID
+}
+
+// place sets the App's placement as the App controller does: on cluster,
+// or (cluster "") nowhere, with the scheduler's message.
+func (e *env) place(t *testing.T, cluster, message string) {
+	t.Helper()
+	app := e.app(t)
+	app.Status.Cluster = cluster
+	cond := metav1.Condition{Type: platformv1alpha1.AppPlacedCondition, Status: metav1.ConditionTrue, Reason: "Scheduled", Message: message}
+	if cluster == "" {
+		cond.Status, cond.Reason = metav1.ConditionFalse, "Unschedulable"
+	}
+	meta.SetStatusCondition(&app.Status.Conditions, cond)
+	if err := e.kube.Status().Update(t.Context(), app); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPipelineFollowsPlacement: with a runtime that follows the placement,
+// a release goes out on the cluster the App is placed on; an App placed
+// elsewhere is moved there by EnsureRunning; and an App that fits no
+// cluster gets the scheduler's explanation at its push, while the release
+// before keeps serving.
+func TestPipelineFollowsPlacement(t *testing.T) {
+	e := newEnv(t)
+	b := process.New(process.Options{LogDir: t.TempDir()})
+	t.Cleanup(func() { _ = b.Close() })
+	clusters := placed.Static{"a": {Driver: e.rt, Apps: e.rt}, "b": {Driver: b, Apps: b}}
+	pd, err := placed.New(t.Context(), placed.Options{Clusters: clusters, Ledger: e.st, DrainDelay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := e.pipelineWith(pd, "")
+
+	e.place(t, "a", "placed on a/default")
+	e.deploy(t, pl, e.commit(t, "v1", ""))
+	if st, err := pd.Status(t.Context(), e.tenant, e.name); err != nil || st.Cluster != "a" || st.Release != 1 {
+		t.Fatalf("after the first push: %+v %v, want v1 on a", st, err)
+	}
+
+	e.place(t, "b", "moved from a/default to b/default: a is cordoned")
+	if err := pl.EnsureRunning(t.Context(), e.app(t)); err != nil {
+		t.Fatalf("EnsureRunning after the App was placed on b: %v", err)
+	}
+	if st, err := pd.Status(t.Context(), e.tenant, e.name); err != nil || st.Cluster != "b" || st.Release != 1 {
+		t.Fatalf("after the move: %+v %v, want v1 on b", st, err)
+	}
+	if _, err := e.rt.Status(t.Context(), e.tenant, e.name); err == nil {
+		t.Fatal("after the move the app still runs on a")
+	}
+	serving, err := e.st.ServingClusters(t.Context())
+	if err != nil || serving[e.tenant+"/"+e.name] != "b" {
+		t.Fatalf("the store says %v serve (%v), want b", serving, err)
+	}
+
+	const why = "no cluster fits: a: Cordoned (annotation scheduling.bex.co/cordoned=true); b: InsufficientMemory (needs 512Mi, 128Mi free)"
+	e.place(t, "", why)
+	_, err = pl.Deploy(t.Context(), e.commit(t, "v2", ""), testWriter{t})
+	if err == nil || !strings.Contains(err.Error(), "fits no cluster of the fleet: "+why) {
+		t.Fatalf("a push of an App that fits no cluster: %v, want the scheduler's explanation", err)
+	}
+	if st, err := pd.Status(t.Context(), e.tenant, e.name); err != nil || st.Cluster != "b" || st.Release != 1 {
+		t.Fatalf("after the refused push: %+v %v, want v1 still on b", st, err)
+	}
+	if got := e.app(t).Status.CurrentRelease; got != 1 {
+		t.Fatalf("after the refused push the current release is v%d, want v1", got)
+	}
 }

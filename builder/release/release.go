@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,8 +59,18 @@ type Options struct {
 	// be rolled back to. 0 means DefaultReleaseRetention; it may not be
 	// negative.
 	ReleaseRetention int
-	Log              logr.Logger
+	// FollowPlacement says that Runtime runs each app on the cluster the
+	// scheduler placed it on (placed.Driver): a release goes out only once
+	// the App is placed, onto its status.cluster, and an app that runs on
+	// another cluster than that is rolled out there again (a move).
+	FollowPlacement bool
+	Log             logr.Logger
 }
+
+// placementPatience bounds the wait of a release for the App controller to
+// place an App it has not placed yet (an App created just before its first
+// push).
+const placementPatience = 30 * time.Second
 
 // DefaultReleaseRetention is how many releases of an app the platform keeps
 // when the operator does not say.
@@ -205,7 +217,37 @@ func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 // running reports whether the runtime serves the App's current release.
 func (p *Releaser) running(ctx context.Context, app *platformv1alpha1.App) bool {
 	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
-	return err == nil && st.Release == int(app.Status.CurrentRelease) && len(st.Instances) > 0
+	if err != nil || st.Release != int(app.Status.CurrentRelease) || len(st.Instances) == 0 {
+		return false
+	}
+	return !p.opts.FollowPlacement || app.Status.Cluster == "" || st.Cluster == app.Status.Cluster
+}
+
+// placement returns the cluster the App is placed on, waiting a little
+// for the App controller to place a new App; an App that fits no cluster
+// gets the scheduler's explanation.
+func (p *Releaser) placement(ctx context.Context, app *platformv1alpha1.App) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, placementPatience)
+	defer cancel()
+	for {
+		cond := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppPlacedCondition)
+		switch {
+		case cond != nil && cond.Status == metav1.ConditionTrue && app.Status.Cluster != "":
+			return app.Status.Cluster, nil
+		case cond != nil && cond.Status == metav1.ConditionFalse:
+			return "", fmt.Errorf("app %s fits no cluster of the fleet: %s", app.Name, cond.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("app %s is not placed on a cluster yet; push again in a minute", app.Name)
+		case <-time.After(200 * time.Millisecond):
+		}
+		fresh, err := p.App(ctx, app.Namespace, app.Name)
+		if err != nil {
+			return "", err
+		}
+		app = fresh
+	}
 }
 
 // Remove stops everything the runtime runs for the app.
@@ -301,8 +343,25 @@ func deleteImage(ctx context.Context, image string, kc authn.Keychain) error {
 	return err
 }
 
-// Rollout unpacks image and hands the release to the runtime.
+// Rollout unpacks image (unless the runtime runs it from the registry)
+// and hands the release to the runtime, on the cluster the App is placed
+// on.
 func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
+	rel := runtime.Release{Tenant: app.Namespace, App: app.Name, Number: number, Image: image}
+	if p.opts.FollowPlacement {
+		cluster, err := p.placement(ctx, app)
+		if err != nil {
+			return err
+		}
+		rel.Cluster = cluster
+	}
+	if ir, ok := p.opts.Runtime.(runtime.ImageRunner); ok && ir.RunsImage(rel) {
+		img, err := build.Inspect(ctx, image, p.opts.Keychain)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", image, err)
+		}
+		return p.deploy(ctx, app, rel, img, config, out)
+	}
 	dir := p.releaseDir(app, number)
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -323,14 +382,6 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		}
 		return fmt.Errorf("unpacking %s: %w", image, err)
 	}
-	env, err := p.environment(ctx, app.Namespace, config)
-	if err != nil {
-		return err
-	}
-	rel := runtime.Release{
-		Tenant: app.Namespace, App: app.Name, Number: number, Image: image,
-		Env: env, Processes: processes(app, img), HealthCheck: healthCheck(app),
-	}
 	if img.RootFS {
 		// An image with its own root filesystem (a Dockerfile build) runs
 		// as it is, with its own paths and environment.
@@ -338,6 +389,17 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	} else {
 		rel.Dir, rel.ImageEnv = img.WorkingDir, p.imageEnv(img)
 	}
+	return p.deploy(ctx, app, rel, img, config, out)
+}
+
+// deploy completes rel from the image and the App and hands it to the
+// runtime.
+func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel runtime.Release, img build.ImageConfig, config map[string]store.ConfigValue, out io.Writer) error {
+	env, err := p.environment(ctx, app.Namespace, config)
+	if err != nil {
+		return err
+	}
+	rel.Env, rel.Processes, rel.HealthCheck = env, processes(app, img), healthCheck(app)
 	rel.Resources = resourcesOf(app)
 	return p.opts.Runtime.Deploy(ctx, rel, out)
 }

@@ -321,7 +321,7 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 
 	app := createApp(t, e, token, "web")
 	want := apiclient.App{
-		Name: "web", Tenant: "appsacme", Branch: "main", Status: "pending",
+		Name: "web", Tenant: "appsacme", Branch: "main", Status: "pending", Placed: "pending",
 		GitRemote: apitest.GitBase + "/appsacme/web.git",
 		URL:       "https://web-appsacme." + apitest.AppDomain,
 	}
@@ -352,6 +352,47 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 	a.decode(t, &got)
 	if got.GitRemote != want.GitRemote || got.URL != want.URL {
 		t.Errorf("app = %+v", got)
+	}
+	if strings.Contains(string(a.body), `"cluster"`) || strings.Contains(string(a.body), `"placement"`) || !strings.Contains(string(a.body), `"placed":"pending"`) {
+		t.Errorf("an app the scheduler has not looked at = %s, want placed pending and neither cluster nor placement", a.body)
+	}
+
+	// Where the app runs and why, as the App controller wrote it: placed,
+	// then not placed while status.cluster still names the cluster that
+	// went away.
+	for _, tc := range []struct {
+		cluster string
+		placed  bool
+		message string
+		want    map[string]any
+	}{
+		{"alpha", true, "placed on alpha/workers (score 80, BinPack)",
+			map[string]any{"cluster": "alpha", "placed": "placed", "placement": "placed on alpha/workers (score 80, BinPack)"}},
+		{"alpha", false, "No workload cluster can take the app: cluster alpha is gone from the fleet (its Placement still names alpha/workers): no cluster has room",
+			map[string]any{"cluster": "alpha", "placed": "not placed", "placement": "No workload cluster can take the app: cluster alpha is gone from the fleet (its Placement still names alpha/workers): no cluster has room"}},
+	} {
+		e.PlaceApp(t, "appsacme", "web", tc.cluster, tc.placed, tc.message)
+		for _, path := range []string{"/apps/web", "/apps"} {
+			a := call(t, e, http.MethodGet, path, token, nil)
+			wantStatus(t, "getting "+path, a, http.StatusOK)
+			var app map[string]any
+			if path == "/apps" {
+				var list []map[string]any
+				a.decode(t, &list)
+				i := slices.IndexFunc(list, func(v map[string]any) bool { return v["name"] == "web" })
+				if i < 0 {
+					t.Fatalf("GET /apps = %s, without web", a.body)
+				}
+				app = list[i]
+			} else {
+				a.decode(t, &app)
+			}
+			for k, v := range tc.want {
+				if app[k] != v {
+					t.Errorf("GET %s after placing (placed %v): %s = %v, want %q", path, tc.placed, k, app[k], v)
+				}
+			}
+		}
 	}
 
 	// Refused names: the field is named and nothing is created.

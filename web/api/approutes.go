@@ -221,7 +221,6 @@ func (s *Server) routeView(r *platformv1alpha1.Route) apiclient.Route {
 		App:        r.Spec.AppRef.Name,
 		Process:    cmp.Or(r.Spec.Process, "web"),
 		TLS:        string(cmp.Or(r.Spec.TLS.Mode, platformv1alpha1.TLSModeAuto)),
-		Status:     "pending",
 		Conditions: []apiclient.RouteCondition{},
 		DNSTarget: apiclient.DNSTarget{
 			CNAME:     r.Spec.AppRef.Name + "-" + r.Namespace + "." + s.appDomainHost(),
@@ -235,14 +234,8 @@ func (s *Server) routeView(r *platformv1alpha1.Route) apiclient.Route {
 			Type: "TXT", Name: domains.ChallengeName(r.Spec.Hostname), Value: domains.Token(s.appDomain, r.Namespace, r.Spec.Hostname),
 		}
 	}
-	if ready := meta.FindStatusCondition(r.Status.Conditions, platformv1alpha1.RouteReadyCondition); ready != nil {
-		v.Ready = ready.Status == metav1.ConditionTrue
-		v.Status = "not ready"
-		if v.Ready {
-			v.Status = "ready"
-		}
-		v.StatusMessage = ready.Message
-	}
+	v.Status, v.StatusMessage = conditionInWords(r.Status.Conditions, platformv1alpha1.RouteReadyCondition, "ready")
+	v.Ready = v.Status == "ready"
 	conds := slices.Clone(r.Status.Conditions)
 	rank := func(typ string) int {
 		if i := slices.Index(conditionOrder, typ); i >= 0 {

@@ -83,20 +83,29 @@ func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
 		GitRemote:      s.gitBase + "/" + tenant + "/" + app.Name + ".git",
 		URL:            "https://" + app.Name + "-" + tenant + "." + s.appDomain,
 		CurrentRelease: app.Status.CurrentRelease,
-		Status:         "pending",
+		Cluster:        app.Status.Cluster,
 		CreatedAt:      app.CreationTimestamp.UTC(),
 	}
 	if v.Branch == "" {
 		v.Branch = "main"
 	}
-	if ready := meta.FindStatusCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition); ready != nil {
-		v.Status = "not ready"
-		if ready.Status == metav1.ConditionTrue {
-			v.Status = "ready"
-		}
-		v.StatusMessage = ready.Message
-	}
+	v.Status, v.StatusMessage = conditionInWords(app.Status.Conditions, platformv1alpha1.AppReadyCondition, "ready")
+	v.Placed, v.Placement = conditionInWords(app.Status.Conditions, platformv1alpha1.AppPlacedCondition, "placed")
 	return v
+}
+
+// conditionInWords says how the condition typ of conds stands, in a word:
+// word when it is True, "not " + word when it is False or Unknown,
+// "pending" when there is none yet; and the condition's message.
+func conditionInWords(conds []metav1.Condition, typ, word string) (string, string) {
+	c := meta.FindStatusCondition(conds, typ)
+	switch {
+	case c == nil:
+		return "pending", ""
+	case c.Status == metav1.ConditionTrue:
+		return word, c.Message
+	}
+	return "not " + word, c.Message
 }
 
 func (s *Server) listApps(c echo.Context) error {

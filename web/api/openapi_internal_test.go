@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,7 +77,15 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 	app := doc.Components.Schemas["App"]
 	if app == nil || app.Properties["gitRemote"].Type[0] != "string" {
-		t.Errorf("schema App = %+v, want a gitRemote string", app)
+		t.Fatalf("schema App = %+v, want a gitRemote string", app)
+	}
+	for _, p := range []string{"placed", "placement", "cluster"} {
+		if s, ok := app.Properties[p]; !ok || s.Type[0] != "string" {
+			t.Errorf("schema App has no %s string", p)
+		}
+	}
+	if !slices.Contains(app.Required, "placed") || slices.Contains(app.Required, "cluster") || slices.Contains(app.Required, "placement") {
+		t.Errorf("schema App requires %v, want placed and neither cluster nor placement", app.Required)
 	}
 }
 

@@ -211,6 +211,27 @@ func TestDashboard(t *testing.T) {
 	if shop.status != http.StatusOK || !strings.Contains(shop.body, apitest.GitBase+"/ann/shop.git") {
 		t.Fatalf("the app page = %d:\n%s", shop.status, shop.body)
 	}
+	// Where the app runs and why, in the CLI's words: pending until the
+	// scheduler looks, then the cluster and the Placed condition's message.
+	for _, tc := range []struct {
+		name    string
+		place   func()
+		cluster string
+		why     string
+	}{
+		{name: "before the scheduler looked", place: func() {}, cluster: `<span class="badge pending" id="app-cluster">pending</span>`},
+		{name: "placed", place: func() { e.PlaceApp(t, "ann", "shop", "alpha", true, "placed on alpha/workers (score 80, BinPack)") },
+			cluster: `<span class="badge placed" id="app-cluster">alpha</span>`, why: "placed on alpha/workers (score 80, BinPack)"},
+		{name: "no cluster fits", place: func() {
+			e.PlaceApp(t, "ann", "shop", "", false, "No workload cluster can take the app: no pool has 4 CPU free")
+		}, cluster: `<span class="badge not placed" id="app-cluster">none</span>`, why: "No workload cluster can take the app: no pool has 4 CPU free"},
+	} {
+		tc.place()
+		p := a.get("/apps/shop")
+		if want := tc.cluster + ` <span id="app-placement">` + tc.why + `</span>`; p.status != http.StatusOK || !strings.Contains(p.body, want) {
+			t.Errorf("the app page %s = %d, want it to show %s:\n%s", tc.name, p.status, want, p.body)
+		}
+	}
 
 	// Bob sees nothing of ann's; tenants get 403 on the console, and an
 	// operator 403 on tenants' pages.

@@ -1,6 +1,7 @@
 // Package dashboard is the platform's web pages: the tenant dashboard
-// (apps, releases with rollback, builds with their logs streamed live,
-// runtime logs, environment, routes, traffic) and the operator console
+// (apps, the cluster each runs on and why, releases with rollback, builds
+// with their logs streamed live, runtime logs, environment, routes,
+// traffic) and the operator console
 // (the fleet's control planes and MVP readiness, fleet upgrades with a live
 // timeline of versions and probe outcomes per apiserver, pause, resume and
 // abort, and the audit log).

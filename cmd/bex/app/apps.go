@@ -93,7 +93,7 @@ func releaseName(n int64) string {
 func newAppsInfoCommand(st *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "info NAME",
-		Short: "Show an app: its git remote, URL, status and current release",
+		Short: "Show an app: its git remote, URL, status, current release and the cluster it runs on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := st.needClient()
@@ -104,29 +104,38 @@ func newAppsInfoCommand(st *state) *cobra.Command {
 			if err != nil {
 				return explain(err)
 			}
-			return st.render(app, func(w io.Writer) error {
-				status := app.Status
-				if app.StatusMessage != "" {
-					status += ": " + app.StatusMessage
-				}
-				rows := [][]string{
-					{"Name:", app.Name},
-					{"Git remote:", app.GitRemote},
-					{"URL:", app.URL},
-					{"Branch:", app.Branch},
-					{"Release:", releaseName(app.CurrentRelease)},
-					{"Status:", status},
-					{"Created:", app.CreatedAt.UTC().Format(timeFormat)},
-				}
-				for _, r := range rows {
-					if _, err := fmt.Fprintf(w, "%-12s%s\n", r[0], r[1]); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			return st.render(app, func(w io.Writer) error { return renderAppInfo(w, app) })
 		},
 	}
+}
+
+// renderAppInfo writes an app's facts, one a line: among them its status
+// and where it runs, each with the condition's message that says why.
+func renderAppInfo(w io.Writer, app apiclient.App) error {
+	status := app.Status
+	if app.StatusMessage != "" {
+		status += ": " + app.StatusMessage
+	}
+	where := app.RunsOn()
+	if app.Placement != "" {
+		where += " (" + app.Placement + ")"
+	}
+	rows := [][]string{
+		{"Name:", app.Name},
+		{"Git remote:", app.GitRemote},
+		{"URL:", app.URL},
+		{"Branch:", app.Branch},
+		{"Release:", releaseName(app.CurrentRelease)},
+		{"Status:", status},
+		{"Cluster:", where},
+		{"Created:", app.CreatedAt.UTC().Format(timeFormat)},
+	}
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%-12s%s\n", r[0], r[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newAppsDeleteCommand(st *state) *cobra.Command {

@@ -120,6 +120,8 @@ func TestCLI(t *testing.T) {
 		wantErr string
 		// json decodes -o json output and checks it.
 		json func(t *testing.T, out []byte)
+		// before, when set, runs first.
+		before func(t *testing.T)
 	}{
 		{name: "create app", args: []string{"apps", "create", "web"}, want: "Created app web.\n" +
 			"  git remote: http://git.bex.test:7000/cliacme/web.git\n" +
@@ -144,7 +146,19 @@ func TestCLI(t *testing.T) {
 			}
 		}},
 		{name: "app info", args: []string{"apps", "info", "web"},
-			match: `(?s)^Name:       web\nGit remote: http://git\.bex\.test:7000/cliacme/web\.git\nURL:        https://web-cliacme\.apps\.bex\.test\nBranch:     main\nRelease:    -\nStatus:     pending\nCreated:    \d{4}-\d\d-\d\d \d\d:\d\d\n$`},
+			match: `(?s)^Name:       web\nGit remote: http://git\.bex\.test:7000/cliacme/web\.git\nURL:        https://web-cliacme\.apps\.bex\.test\nBranch:     main\nRelease:    -\nStatus:     pending\nCluster:    pending\nCreated:    \d{4}-\d\d-\d\d \d\d:\d\d\n$`},
+		{name: "app info placed", before: func(t *testing.T) {
+			e.PlaceApp(t, "cliacme", "web", "alpha", true, "placed on alpha/workers (score 80, BinPack)")
+		}, args: []string{"apps", "info", "web"}, match: `(?m)^Cluster:    alpha \(placed on alpha/workers \(score 80, BinPack\)\)$`},
+		{name: "app info placed json", args: []string{"apps", "info", "web", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var a apiclient.App
+			if err := json.Unmarshal(out, &a); err != nil || a.Cluster != "alpha" || a.Placed != "placed" || a.Placement != "placed on alpha/workers (score 80, BinPack)" {
+				t.Errorf("app = %s, %v", out, err)
+			}
+		}},
+		{name: "app info not placed", before: func(t *testing.T) {
+			e.PlaceApp(t, "cliacme", "web", "", false, "No workload cluster can take the app: no pool has 4 CPU free")
+		}, args: []string{"apps", "info", "web"}, match: `(?m)^Cluster:    none \(No workload cluster can take the app: no pool has 4 CPU free\)$`},
 		{name: "missing app", args: []string{"apps", "info", "nope"}, wantErr: `app "nope" not found`},
 		{name: "bad output", args: []string{"apps", "list", "-o", "yaml"}, wantErr: "-o yaml: want table or json"},
 
@@ -214,6 +228,9 @@ func TestCLI(t *testing.T) {
 		{name: "operator on apps", env: operator, args: []string{"apps", "list"}, wantErr: "not allowed: an operator's token acts for no tenant"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before(t)
+			}
 			out, err := bex(t, dir, tc.env, tc.stdin, tc.args...)
 			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
 				return

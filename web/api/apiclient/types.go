@@ -87,9 +87,33 @@ type App struct {
 	// Status is the App's Ready condition in a word: "ready", "not ready",
 	// "pending" (no condition yet), with the condition's message in
 	// StatusMessage.
-	Status        string    `json:"status"`
-	StatusMessage string    `json:"statusMessage,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// Placed is the App's Placed condition in a word: "placed", "not
+	// placed" (no workload cluster can take the app), "pending" (the
+	// scheduler has not looked yet), with the condition's message, where
+	// and why, in Placement.
+	Placed    string `json:"placed"`
+	Placement string `json:"placement,omitempty"`
+	// Cluster is the workload cluster the app is placed on and runs on:
+	// "local" is the platform's own process runtime, any other name a
+	// Cluster API cluster of the fleet. A cluster that went away can stay
+	// named here while Placed is "not placed".
+	Cluster   string    `json:"cluster,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// RunsOn says in a word where the app runs, as the CLI and the dashboard
+// show it next to Placement: its cluster, "none" when no workload cluster
+// can take it, or "pending" before the scheduler placed it.
+func (a App) RunsOn() string {
+	switch {
+	case a.Placed == "not placed":
+		return "none"
+	case a.Cluster == "":
+		return "pending"
+	}
+	return a.Cluster
 }
 
 // Build is one build of an app.

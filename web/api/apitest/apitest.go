@@ -4,7 +4,8 @@
 // fleet-upgrade routes plan over, and with a LocalFleet the local
 // provider's CRDs), behind an httptest server, with an operator's token, a
 // Releaser that records each rollback as a release in the store, and a
-// LogSource the test feeds. Tests of the API and of the CLI use it.
+// LogSource the test feeds; PlaceApp writes an App's placement as the App
+// controller would. Tests of the API, the CLI and the dashboard use it.
 //
 // Packages that use it call pgtest.Main from TestMain.
 package apitest
@@ -18,6 +19,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -354,6 +356,27 @@ func (e *Env) CreateCluster(t testing.TB, ns, name, version string, labels map[s
 		if err := e.Kube.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %T %s/%s: %v", obj, ns, name, err)
 		}
+	}
+}
+
+// PlaceApp writes the status the App controller writes when it placed
+// the tenant's app, or found no cluster for it: status.cluster and the
+// Placed condition, True with message when placed, else False.
+func (e *Env) PlaceApp(t testing.TB, tenant, app, cluster string, placed bool, message string) {
+	t.Helper()
+	ctx := context.Background()
+	obj := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		t.Fatalf("reading app %s/%s: %v", tenant, app, err)
+	}
+	cond := metav1.Condition{Type: platformv1alpha1.AppPlacedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.AppScheduledReason, Message: message}
+	if !placed {
+		cond.Status, cond.Reason = metav1.ConditionFalse, platformv1alpha1.AppUnschedulableReason
+	}
+	meta.SetStatusCondition(&obj.Status.Conditions, cond)
+	obj.Status.Cluster = cluster
+	if err := e.Kube.Status().Update(ctx, obj); err != nil {
+		t.Fatalf("writing the placement of app %s/%s: %v", tenant, app, err)
 	}
 }
 

@@ -33,7 +33,7 @@ type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
 
 	// LocalClusters are static clusters in fleetstate.ParseStatic's form,
-	// such as embedded mode's "local:cpu=4,memory=8Gi,pods=110".
+	// such as embedded mode's "local:cpu=4,memory=8Gi,pods=110,standby".
 	LocalClusters []string
 	// Scoring is binpack or spread.
 	Scoring string
@@ -69,7 +69,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
 	fs.StringArrayVar(&o.LocalClusters, "local-cluster", o.LocalClusters,
-		"a static cluster of the fleet, NAME:cpu=4,memory=8Gi,pods=110[,pool=default][,region=NAME][,plans=starter+standard][,version=1.37.2]; repeatable")
+		"a static cluster of the fleet, NAME:cpu=4,memory=8Gi,pods=110[,pool=default][,region=NAME][,plans=starter+standard][,version=1.37.2][,standby]; standby: it takes new placements only while no Cluster API cluster can run apps; repeatable")
 	fs.StringVar(&o.Scoring, "scoring", o.Scoring, "how feasible pools are scored: binpack (fill the fullest first) or spread (the emptiest first)")
 	fs.BoolVar(&o.ClusterAPI, "cluster-api", o.ClusterAPI, "read Cluster API clusters (v1beta2) from the cluster of --kubeconfig")
 	fs.StringVar(&o.FleetNamespace, "fleet-namespace", o.FleetNamespace, "read Cluster API clusters of this namespace only (default: all)")

@@ -57,6 +57,14 @@ type ClusterCapacityStatus struct {
 	MidUpgrade bool `json:"midUpgrade"`
 	// Healthy is true when the Cluster is Available and its nodes were read.
 	Healthy bool `json:"healthy"`
+	// Cordoned is true when the Cluster has the annotation
+	// scheduling.bex.co/cordoned=true.
+	Cordoned bool `json:"cordoned,omitempty"`
+	// Deleting is true when the Cluster API Cluster is being deleted.
+	Deleting bool `json:"deleting,omitempty"`
+	// Standby is true for a standby static cluster: it takes new placements
+	// only while no Cluster API cluster of the fleet can run apps.
+	Standby bool `json:"standby,omitempty"`
 	// AcceptsPlacements is true when the scheduler may place new apps here.
 	AcceptsPlacements bool `json:"acceptsPlacements"`
 	// Reason is Accepting, or why the cluster takes no new placements.
@@ -205,6 +213,25 @@ type PlacementSpec struct {
 	Replicas int32 `json:"replicas"`
 	// Resources of one replica.
 	Resources Resources `json:"resources"`
+	// MovedFrom records the last move of the app: where it was placed
+	// before and why it left. Nil until the app first moves.
+	MovedFrom *PlacementMove `json:"movedFrom,omitempty"`
+}
+
+// PlacementMove is where a Placement pointed before a move, and why it
+// moved.
+type PlacementMove struct {
+	// Cluster the app was placed on.
+	Cluster string `json:"cluster"`
+	// Pool the app was placed in.
+	Pool string `json:"pool"`
+	// Reason the app left: ClusterGone, Deleting, Cordoned, MidUpgrade or
+	// OverCommitted.
+	Reason string `json:"reason"`
+	// Message explains Reason to a person.
+	Message string `json:"message,omitempty"`
+	// Time of the move.
+	Time metav1.Time `json:"time"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -26,8 +26,9 @@ import (
 )
 
 // DefaultLocalCluster is embedded mode's process runtime as a static
-// cluster of the fleet.
-const DefaultLocalCluster = "local:cpu=4,memory=8Gi,pods=110"
+// cluster of the fleet, on standby: it takes new apps only while no Cluster
+// API cluster can run them, and keeps those it has.
+const DefaultLocalCluster = "local:cpu=4,memory=8Gi,pods=110,standby"
 
 // User is bex-apiserver's identity in the control plane.
 const User = "bex-apiserver"

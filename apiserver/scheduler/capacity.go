@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -70,6 +71,7 @@ func Capacities(clusters []fleetstate.Cluster, req Requested) []scheduling.Clust
 		addCapacity(&t, c)
 		byCluster[k.Cluster] = t
 	}
+	running := runningClusters(clusters)
 	out := make([]scheduling.ClusterCapacity, 0, len(clusters))
 	for _, c := range clusters {
 		cc := scheduling.ClusterCapacity{
@@ -82,6 +84,9 @@ func Capacities(clusters []fleetstate.Cluster, req Requested) []scheduling.Clust
 				ControlPlaneVersions: c.ControlPlaneVersions,
 				MidUpgrade:           c.MidUpgrade,
 				Healthy:              c.Healthy,
+				Cordoned:             c.Cordoned,
+				Deleting:             c.Deleting,
+				Standby:              c.Standby,
 				Allocatable:          zeroCapacity(),
 				Requested:            zeroCapacity(),
 			},
@@ -110,16 +115,59 @@ func Capacities(clusters []fleetstate.Cluster, req Requested) []scheduling.Clust
 			cc.Status.Pools = append(cc.Status.Pools, pc)
 		}
 		sort.Slice(cc.Status.Pools, func(i, j int) bool { return cc.Status.Pools[i].Name < cc.Status.Pools[j].Name })
-		setAcceptance(&cc.Status, c, ready)
+		setAcceptance(&cc.Status, c, ready, running)
 		out = append(out, cc)
 	}
 	return out
 }
 
+// runsApps reports whether c is a Cluster API cluster that can run apps: it
+// has a pool with a ready node and is not being deleted. While one does,
+// standby clusters take no new placements.
+func runsApps(c fleetstate.Cluster) bool {
+	if c.Source != fleetstate.SourceClusterAPI || c.Deleting {
+		return false
+	}
+	for _, p := range c.Pools {
+		if p.ReadyNodes > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// runningClusters returns the names of the clusters that run apps, in the
+// fleet's order.
+func runningClusters(clusters []fleetstate.Cluster) []string {
+	var out []string
+	for _, c := range clusters {
+		if runsApps(c) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// maxNamed is how many clusters a standby message names.
+const maxNamed = 5
+
+// standbyMessage says which clusters keep a standby cluster from taking
+// new placements.
+func standbyMessage(running []string) string {
+	names := strings.Join(running, ", ")
+	if len(running) > maxNamed {
+		names = fmt.Sprintf("%s and %d more", strings.Join(running[:maxNamed], ", "), len(running)-maxNamed)
+	}
+	return "standby: new apps go to the Cluster API clusters while one can run them (a pool with a ready node, not being deleted): " + names
+}
+
 // setAcceptance decides whether the cluster takes new placements and says
-// why not, first reason first: health, upgrade, cordon, pools.
-func setAcceptance(s *scheduling.ClusterCapacityStatus, c fleetstate.Cluster, ready bool) {
+// why not, first reason first: deletion, health, upgrade, cordon, pools,
+// standby. running names the Cluster API clusters that run apps.
+func setAcceptance(s *scheduling.ClusterCapacityStatus, c fleetstate.Cluster, ready bool, running []string) {
 	switch {
+	case c.Deleting:
+		s.Reason, s.Message = v1alpha1.ReasonDeleting, fmt.Sprintf("Cluster %s/%s is being deleted", c.Namespace, c.Name)
 	case !c.Healthy:
 		s.Reason, s.Message = v1alpha1.ReasonUnhealthy, c.HealthMessage
 	case c.MidUpgrade:
@@ -128,6 +176,11 @@ func setAcceptance(s *scheduling.ClusterCapacityStatus, c fleetstate.Cluster, re
 		s.Reason, s.Message = v1alpha1.ReasonCordoned, fmt.Sprintf("annotation %s=true", v1alpha1.CordonedAnnotation)
 	case !ready:
 		s.Reason, s.Message = v1alpha1.ReasonNoPools, "no node pool has a ready node"
+	case c.Standby && len(running) > 0:
+		s.Reason, s.Message = v1alpha1.ReasonStandby, standbyMessage(running)
+	case c.Standby:
+		s.AcceptsPlacements, s.Reason = true, v1alpha1.ReasonAccepting
+		s.Message = "standby, and no Cluster API cluster can run apps (a pool with a ready node, not being deleted): takes new apps"
 	default:
 		s.AcceptsPlacements, s.Reason = true, v1alpha1.ReasonAccepting
 	}

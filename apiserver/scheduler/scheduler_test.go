@@ -129,3 +129,93 @@ func TestReviewTakesPlanSizes(t *testing.T) {
 		t.Fatalf("standard plan resources: %+v", st.Resources)
 	}
 }
+
+func TestStandbyAndDeleting(t *testing.T) {
+	local := fleetstate.Cluster{Name: "local", Source: fleetstate.SourceStatic, Region: "local", Healthy: true, Standby: true,
+		Pools: []fleetstate.Pool{pool("default", "4", "8Gi", 110)}}
+	capi := func(name string, mod func(*fleetstate.Cluster)) fleetstate.Cluster {
+		c := fleetstate.Cluster{Name: name, Namespace: "fleet", Source: fleetstate.SourceClusterAPI, Healthy: true,
+			Pools: []fleetstate.Pool{pool("workers", "8", "16Gi", 110)}}
+		if mod != nil {
+			mod(&c)
+		}
+		return c
+	}
+	deleting := func(c *fleetstate.Cluster) { c.Deleting = true }
+	notReady := func(c *fleetstate.Cluster) { c.Pools[0].ReadyNodes, c.Pools[0].Allocatable = 0, fleetstate.Resources{} }
+	cordoned := func(c *fleetstate.Cluster) { c.Cordoned = true }
+	unhealthy := func(c *fleetstate.Cluster) { c.Healthy, c.HealthMessage = false, "Cluster is not Available" }
+	for _, tc := range []struct {
+		name string
+		// fleet is sorted by name, as sources return it.
+		fleet []fleetstate.Cluster
+		// reasons are each cluster's ClusterCapacity reason, in order.
+		reasons []string
+		// chosen is where a starter app goes ("" = unschedulable).
+		chosen string
+		// localMessage is in local's message.
+		localMessage string
+	}{{
+		name: "no Cluster API cluster: local takes apps", fleet: []fleetstate.Cluster{local},
+		reasons: []string{"local=Accepting"}, chosen: "local/default", localMessage: "no Cluster API cluster can run apps",
+	}, {
+		name: "a Cluster API cluster runs apps: local stands by", fleet: []fleetstate.Cluster{capi("alpha", nil), local},
+		reasons: []string{"alpha=Accepting", "local=Standby"}, chosen: "alpha/workers", localMessage: "not being deleted): alpha",
+	}, {
+		name: "every Cluster API cluster is named", fleet: []fleetstate.Cluster{capi("alpha", nil), capi("beta", deleting), capi("gamma", nil), local},
+		reasons: []string{"alpha=Accepting", "beta=Deleting", "gamma=Accepting", "local=Standby"}, chosen: "alpha/workers", localMessage: "not being deleted): alpha, gamma",
+	}, {
+		name: "the only Cluster API cluster is being deleted: local takes apps", fleet: []fleetstate.Cluster{capi("alpha", deleting), local},
+		reasons: []string{"alpha=Deleting", "local=Accepting"}, chosen: "local/default",
+	}, {
+		name: "deleting comes before unhealthy", fleet: []fleetstate.Cluster{capi("alpha", func(c *fleetstate.Cluster) { deleting(c); unhealthy(c) }), local},
+		reasons: []string{"alpha=Deleting", "local=Accepting"}, chosen: "local/default",
+	}, {
+		name: "no ready node in the Cluster API cluster: local takes apps", fleet: []fleetstate.Cluster{capi("alpha", notReady), local},
+		reasons: []string{"alpha=NoPools", "local=Accepting"}, chosen: "local/default",
+	}, {
+		// A cordoned or unhealthy cluster still runs its apps: the fleet
+		// exists, and new apps wait rather than land on the standby.
+		name: "cordoned Cluster API cluster: local still stands by", fleet: []fleetstate.Cluster{capi("alpha", cordoned), local},
+		reasons: []string{"alpha=Cordoned", "local=Standby"}, chosen: "",
+	}, {
+		name: "unhealthy Cluster API cluster with ready nodes: local still stands by", fleet: []fleetstate.Cluster{capi("alpha", unhealthy), local},
+		reasons: []string{"alpha=Unhealthy", "local=Standby"}, chosen: "",
+	}, {
+		// BinPack: the smaller local is the fuller after placing.
+		name:    "a static cluster not on standby takes apps beside the fleet",
+		fleet:   []fleetstate.Cluster{capi("alpha", nil), func() fleetstate.Cluster { c := local; c.Standby = false; return c }()},
+		reasons: []string{"alpha=Accepting", "local=Accepting"}, chosen: "local/default",
+	}, {
+		name:    "more than five clusters: the first five named",
+		fleet:   []fleetstate.Cluster{capi("c1", nil), capi("c2", nil), capi("c3", nil), capi("c4", nil), capi("c5", nil), capi("c6", nil), capi("c7", nil), local},
+		reasons: []string{"c1=Accepting", "c2=Accepting", "c3=Accepting", "c4=Accepting", "c5=Accepting", "c6=Accepting", "c7=Accepting", "local=Standby"},
+		chosen:  "c1/workers", localMessage: "not being deleted): c1, c2, c3, c4, c5 and 2 more",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			caps := Capacities(tc.fleet, Requested{})
+			var got []string
+			for i, c := range caps {
+				got = append(got, c.Name+"="+c.Status.Reason)
+				f := tc.fleet[i]
+				if s := c.Status; s.Standby != f.Standby || s.Deleting != f.Deleting || s.Cordoned != f.Cordoned || s.AcceptsPlacements != (s.Reason == v1alpha1.ReasonAccepting) {
+					t.Errorf("%s: status %+v does not reflect %+v", c.Name, s, f)
+				}
+				if c.Name == "local" && !strings.Contains(c.Status.Message, tc.localMessage) {
+					t.Errorf("local's message %q lacks %q", c.Status.Message, tc.localMessage)
+				}
+			}
+			if !slices.Equal(got, tc.reasons) {
+				t.Fatalf("reasons: got %v, want %v", got, tc.reasons)
+			}
+			st := Review(caps, spec(1, "0", "0", scheduling.PlacementConstraints{Plan: "starter"}), v1alpha1.StrategyBinPack)
+			chosen := ""
+			if st.Schedulable {
+				chosen = st.Cluster + "/" + st.Pool
+			}
+			if chosen != tc.chosen {
+				t.Fatalf("a starter app: placed on %q, want %q (%s)", chosen, tc.chosen, st.Message)
+			}
+		})
+	}
+}

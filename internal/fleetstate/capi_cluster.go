@@ -35,6 +35,7 @@ func newCluster(cl *clusterv1.Cluster) Cluster {
 		Source:    SourceClusterAPI,
 		Region:    cl.Labels[RegionLabel],
 		Cordoned:  cl.Annotations[CordonedAnnotation] == "true",
+		Deleting:  !cl.DeletionTimestamp.IsZero(),
 		Healthy:   true,
 	}
 	if p := strings.TrimSpace(cl.Annotations[PlansAnnotation]); p != "" {

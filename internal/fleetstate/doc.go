@@ -1,7 +1,8 @@
 // Package fleetstate reads the fleet of workload clusters the scheduler
 // places apps onto, and hands bex-apiserver a snapshot of it: per cluster its
-// region, plans, control-plane versions, whether it is mid-upgrade, healthy or
-// cordoned, and per node pool its nodes and their allocatable resources.
+// region, plans, control-plane versions, whether it is mid-upgrade, healthy,
+// cordoned or being deleted (or, for a static cluster, standby), and per node
+// pool its nodes and their allocatable resources.
 //
 // Two sources make a fleet. Static clusters come from flags (embedded mode's
 // "local" process runtime is one). Cluster API clusters come from the

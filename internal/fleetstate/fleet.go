@@ -53,6 +53,14 @@ type Cluster struct {
 	HealthMessage string
 	// Cordoned is true when the operator stopped new placements.
 	Cordoned bool
+	// Deleting is true once the Cluster API Cluster has a deletion
+	// timestamp: its machines are going away.
+	Deleting bool
+	// Standby marks a static cluster that takes new placements only while
+	// no Cluster API cluster of the fleet can run apps (embedded mode's
+	// process runtime, once a fleet exists). The scheduler decides; the
+	// source only reports the mark.
+	Standby bool
 	// Pools are the node pools, sorted by name.
 	Pools []Pool
 }

@@ -11,10 +11,12 @@ import (
 
 // ParseStatic parses a static cluster from its flag form
 //
-//	NAME:cpu=4,memory=8Gi,pods=110[,pool=default][,region=local][,plans=starter+standard][,version=1.37.2]
+//	NAME:cpu=4,memory=8Gi,pods=110[,pool=default][,region=local][,plans=starter+standard][,version=1.37.2][,standby]
 //
 // into a healthy cluster with one pool of one ready node. cpu, memory and
 // pods are required; the pool defaults to "default", the region to NAME.
+// standby (or standby=true) marks the cluster Standby: it takes new
+// placements only while no Cluster API cluster of the fleet can run apps.
 func ParseStatic(spec string) (Cluster, error) {
 	name, rest, ok := strings.Cut(spec, ":")
 	if !ok {
@@ -27,6 +29,9 @@ func ParseStatic(spec string) (Cluster, error) {
 	pool := Pool{Name: "default", Nodes: 1, ReadyNodes: 1}
 	have := map[string]bool{}
 	for _, kv := range strings.Split(rest, ",") {
+		if kv == "standby" {
+			kv = "standby=true"
+		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || v == "" {
 			return Cluster{}, fmt.Errorf("static cluster %s: %q is not key=value", name, kv)
@@ -48,6 +53,8 @@ func ParseStatic(spec string) (Cluster, error) {
 			c.Plans = strings.Split(v, "+")
 		case "version":
 			c.ControlPlaneVersions = []string{strings.TrimPrefix(v, "v")}
+		case "standby":
+			c.Standby, err = strconv.ParseBool(v)
 		default:
 			err = fmt.Errorf("unknown key")
 		}

@@ -29,3 +29,35 @@ func TestParseStatic(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStaticStandby(t *testing.T) {
+	for _, tc := range []struct {
+		spec    string
+		standby bool
+		wantErr string
+	}{
+		{spec: "local:cpu=4,memory=8Gi,pods=110", standby: false},
+		{spec: "local:cpu=4,memory=8Gi,pods=110,standby", standby: true},
+		{spec: "local:standby,cpu=4,memory=8Gi,pods=110", standby: true},
+		{spec: "local:cpu=4,memory=8Gi,pods=110,standby=true", standby: true},
+		{spec: "local:cpu=4,memory=8Gi,pods=110,standby=false", standby: false},
+		{spec: "local:cpu=4,memory=8Gi,pods=110,standby=maybe", wantErr: "standby"},
+		{spec: "local:cpu=4,memory=8Gi,pods=110,standby=", wantErr: "not key=value"},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			c, err := ParseStatic(tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("want error with %q, got %v", tc.wantErr, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Standby != tc.standby || !c.Healthy || len(c.Pools) != 1 || c.Pools[0].ReadyNodes != 1 {
+				t.Fatalf("parsed: %+v, want standby=%t", c, tc.standby)
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 }
 
 // fleet is the seeded fleet; the static cluster "local" (cpu=4,
-// memory=8Gi, pods=110) comes from local.DefaultLocalCluster.
+// memory=8Gi, pods=110, on standby) comes from local.DefaultLocalCluster.
 func fleet() []fleettest.Cluster {
 	v := func(s string, n int32) fleettest.Version { return fleettest.Version{Version: s, Replicas: n} }
 	node := func(name, cpu, mem string, pods int64, ready bool) fleettest.Node {

@@ -41,7 +41,9 @@ func wantFleet() []string {
 		"gamma source=ClusterAPI region=us-east plans=[pro] versions=[1.37.2] mid=false healthy=true accepts=true reason=Accepting" +
 			" alloc=[" + want("2", "4Gi", 110) + "] req=[" + want("0", "0", 0) + "]" +
 			" | workers nodes=1 ready=1 alloc=[" + want("2", "4Gi", 110) + "] req=[" + want("0", "0", 0) + "]",
-		"local source=Static region=local plans=[] versions=[] mid=false healthy=true accepts=true reason=Accepting" +
+		// On standby (local.DefaultLocalCluster): the Cluster API clusters
+		// run apps.
+		"local source=Static region=local plans=[] versions=[] mid=false healthy=true accepts=false reason=Standby" +
 			" alloc=[" + want("4", "8Gi", 110) + "] req=[" + want("250m", "512Mi", 1) + "]" +
 			" | default nodes=1 ready=1 alloc=[" + want("4", "8Gi", 110) + "] req=[" + want("250m", "512Mi", 1) + "]",
 	}
@@ -80,6 +82,15 @@ func TestClusterCapacityMatchesSeededFleet(t *testing.T) {
 	}
 	if !strings.Contains(cc.Status.Message, "v1.36.3") {
 		t.Errorf("beta's message does not name the versions: %q", cc.Status.Message)
+	}
+	// The standby cluster names the Cluster API clusters that run apps: a
+	// pool with a ready node, not being deleted (mid-upgrade, unavailable
+	// or not, they still run theirs).
+	if err := env.admin.Get(context.Background(), client.ObjectKey{Name: "local"}, cc); err != nil {
+		t.Fatal(err)
+	}
+	if s := cc.Status; !s.Standby || !strings.HasSuffix(s.Message, "): alpha, beta, delta, gamma") {
+		t.Errorf("local: standby=%t, message %q", s.Standby, s.Message)
 	}
 	err := env.admin.Get(context.Background(), client.ObjectKey{Name: "nope"}, cc)
 	if !apierrors.IsNotFound(err) {
@@ -137,7 +148,7 @@ func TestPlacementReviewUnschedulableExplainsEachCluster(t *testing.T) {
 	if st.Schedulable || st.Cluster != "" {
 		t.Fatalf("want unschedulable, got %+v", st)
 	}
-	wantV := []string{"alpha/big=InsufficientCPU", "alpha/workers=InsufficientCPU", "beta=MidUpgrade", "delta=Unhealthy", "gamma/workers=InsufficientCPU", "local/default=InsufficientCPU"}
+	wantV := []string{"alpha/big=InsufficientCPU", "alpha/workers=InsufficientCPU", "beta=MidUpgrade", "delta=Unhealthy", "gamma/workers=InsufficientCPU", "local=Standby"}
 	if got := verdicts(st); !slices.Equal(got, wantV) {
 		t.Fatalf("verdicts:\n got %v\nwant %v", got, wantV)
 	}

@@ -25,6 +25,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Placement{}.OpenAPIModelName():             schema_bex_apis_scheduling_v1alpha1_Placement(ref),
 		v1alpha1.PlacementConstraints{}.OpenAPIModelName():  schema_bex_apis_scheduling_v1alpha1_PlacementConstraints(ref),
 		v1alpha1.PlacementList{}.OpenAPIModelName():         schema_bex_apis_scheduling_v1alpha1_PlacementList(ref),
+		v1alpha1.PlacementMove{}.OpenAPIModelName():         schema_bex_apis_scheduling_v1alpha1_PlacementMove(ref),
 		v1alpha1.PlacementReview{}.OpenAPIModelName():       schema_bex_apis_scheduling_v1alpha1_PlacementReview(ref),
 		v1alpha1.PlacementReviewSpec{}.OpenAPIModelName():   schema_bex_apis_scheduling_v1alpha1_PlacementReviewSpec(ref),
 		v1alpha1.PlacementReviewStatus{}.OpenAPIModelName(): schema_bex_apis_scheduling_v1alpha1_PlacementReviewStatus(ref),
@@ -359,6 +360,27 @@ func schema_bex_apis_scheduling_v1alpha1_ClusterCapacityStatus(ref common.Refere
 							Format:      "",
 						},
 					},
+					"cordoned": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cordoned is true when the Cluster has the annotation scheduling.bex.co/cordoned=true.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"deleting": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Deleting is true when the Cluster API Cluster is being deleted.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"standby": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standby is true for a standby static cluster: it takes new placements only while no Cluster API cluster of the fleet can run apps.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 					"acceptsPlacements": {
 						SchemaProps: spec.SchemaProps{
 							Description: "AcceptsPlacements is true when the scheduler may place new apps here.",
@@ -548,6 +570,59 @@ func schema_bex_apis_scheduling_v1alpha1_PlacementList(ref common.ReferenceCallb
 		},
 		Dependencies: []string{
 			v1alpha1.Placement{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_bex_apis_scheduling_v1alpha1_PlacementMove(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementMove is where a Placement pointed before a move, and why it moved.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster the app was placed on.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pool the app was placed in.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason the app left: ClusterGone, Deleting, Cordoned, MidUpgrade or OverCommitted.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message explains Reason to a person.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Time of the move.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster", "pool", "reason", "time"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -783,12 +858,18 @@ func schema_bex_apis_scheduling_v1alpha1_PlacementSpec(ref common.ReferenceCallb
 							Ref:         ref(v1alpha1.Resources{}.OpenAPIModelName()),
 						},
 					},
+					"movedFrom": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MovedFrom records the last move of the app: where it was placed before and why it left. Empty until the app first moves.",
+							Ref:         ref(v1alpha1.PlacementMove{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"app", "cluster", "pool", "replicas", "resources"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Resources{}.OpenAPIModelName()},
+			v1alpha1.PlacementMove{}.OpenAPIModelName(), v1alpha1.Resources{}.OpenAPIModelName()},
 	}
 }
 

@@ -25,6 +25,14 @@ const (
 	// ReasonCordoned: the operator set the annotation
 	// scheduling.bex.co/cordoned=true on the cluster.
 	ReasonCordoned = "Cordoned"
+	// ReasonDeleting: the Cluster API Cluster is being deleted (it has a
+	// deletion timestamp); it takes no new placements and its apps move.
+	ReasonDeleting = "Deleting"
+	// ReasonStandby: a standby static cluster (embedded mode's process
+	// runtime) while some Cluster API cluster of the fleet can run apps (has
+	// a pool with a ready node and is not being deleted); the message names
+	// those clusters. Apps placed on it stay.
+	ReasonStandby = "Standby"
 	// ReasonRegionMismatch: the cluster is not in the requested region.
 	ReasonRegionMismatch = "RegionMismatch"
 	// ReasonPoolMismatch: the pool is not the requested pool.
@@ -40,6 +48,19 @@ const (
 	// ReasonInsufficientPods: the pool's free pod slots are fewer than the
 	// replicas.
 	ReasonInsufficientPods = "InsufficientPods"
+)
+
+// Reasons of Placement spec.movedFrom.reason, besides ReasonDeleting,
+// ReasonCordoned and ReasonMidUpgrade: why the App controller moved an app
+// off its cluster.
+const (
+	// ReasonClusterGone: the cluster is no longer in the fleet (no
+	// ClusterCapacity of that name).
+	ReasonClusterGone = "ClusterGone"
+	// ReasonOverCommitted: the pool can no longer hold what its Placements
+	// request (requested > allocatable on CPU, memory or pods, or the pool
+	// is gone), counting the app at its current size.
+	ReasonOverCommitted = "OverCommitted"
 )
 
 // Annotations and labels bex-apiserver reads on Cluster API Clusters.
@@ -126,6 +147,17 @@ type ClusterCapacityStatus struct {
 	MidUpgrade bool `json:"midUpgrade"`
 	// Healthy is true when the Cluster is Available and its nodes were read.
 	Healthy bool `json:"healthy"`
+	// Cordoned is true when the Cluster has the annotation
+	// scheduling.bex.co/cordoned=true.
+	// +optional
+	Cordoned bool `json:"cordoned,omitempty"`
+	// Deleting is true when the Cluster API Cluster is being deleted.
+	// +optional
+	Deleting bool `json:"deleting,omitempty"`
+	// Standby is true for a standby static cluster: it takes new placements
+	// only while no Cluster API cluster of the fleet can run apps.
+	// +optional
+	Standby bool `json:"standby,omitempty"`
 	// AcceptsPlacements is true when the scheduler may place new apps here.
 	AcceptsPlacements bool `json:"acceptsPlacements"`
 	// Reason is Accepting, or why the cluster takes no new placements.
@@ -298,6 +330,27 @@ type PlacementSpec struct {
 	Replicas int32 `json:"replicas"`
 	// Resources of one replica.
 	Resources Resources `json:"resources"`
+	// MovedFrom records the last move of the app: where it was placed
+	// before and why it left. Empty until the app first moves.
+	// +optional
+	MovedFrom *PlacementMove `json:"movedFrom,omitempty"`
+}
+
+// PlacementMove is where a Placement pointed before a move, and why it
+// moved.
+type PlacementMove struct {
+	// Cluster the app was placed on.
+	Cluster string `json:"cluster"`
+	// Pool the app was placed in.
+	Pool string `json:"pool"`
+	// Reason the app left: ClusterGone, Deleting, Cordoned, MidUpgrade or
+	// OverCommitted.
+	Reason string `json:"reason"`
+	// Message explains Reason to a person.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time of the move.
+	Time metav1.Time `json:"time"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

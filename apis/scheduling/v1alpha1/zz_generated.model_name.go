@@ -46,6 +46,11 @@ func (in PlacementList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementMove) OpenAPIModelName() string {
+	return "co.bex.scheduling.v1alpha1.PlacementMove"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PlacementReview) OpenAPIModelName() string {
 	return "co.bex.scheduling.v1alpha1.PlacementReview"
 }

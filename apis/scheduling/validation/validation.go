@@ -37,7 +37,16 @@ func validatePlacementSpec(s *scheduling.PlacementSpec, path *field.Path) field.
 	if s.Replicas < 0 {
 		errs = append(errs, field.Invalid(path.Child("replicas"), s.Replicas, "must not be negative"))
 	}
-	return append(errs, validateResources(&s.Resources, path.Child("resources"))...)
+	errs = append(errs, validateResources(&s.Resources, path.Child("resources"))...)
+	if m := s.MovedFrom; m != nil {
+		mp := path.Child("movedFrom")
+		errs = append(errs, validateDNSLabel(m.Cluster, mp.Child("cluster"))...)
+		errs = append(errs, validateDNSLabel(m.Pool, mp.Child("pool"))...)
+		if m.Reason == "" {
+			errs = append(errs, field.Required(mp.Child("reason"), "why the app moved"))
+		}
+	}
+	return errs
 }
 
 // ValidatePlacementReview checks a PlacementReview being created.

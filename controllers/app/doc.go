@@ -6,9 +6,14 @@
 // NamespacePreparer), keeps the App's current release running and reads
 // its health and the newest build's outcome through Releases, and writes
 // the App's Built, Released, Placed and Ready conditions, status.cluster
-// and observedGeneration. A running App is observed again every 15 s: the
-// runtime has no events to watch. Deleting an App stops what runs for it
-// and removes its Placement before its finalizer comes off.
+// and observedGeneration. A running App is observed again every 15 s, any
+// other App with a Placer every 30 s: neither the runtime nor the fleet has
+// events to watch. Each round the Placer keeps the App's Placement (resized
+// to the App's web replicas and resources), or moves it when its cluster is
+// gone, being deleted, cordoned, mid-upgrade or its pool over-committed and
+// the scheduler finds another; the runtime follows status.cluster. Deleting
+// an App stops what runs for it and removes its Placement before its
+// finalizer comes off.
 //
 // The build and release pipeline hands it facts through the App's status
 // (currentRelease) and Releases; it never starts builds itself.

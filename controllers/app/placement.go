@@ -3,70 +3,158 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
+	"bex.co/bex/apiserver/scheduler"
 )
 
 // Placement is the outcome of placing an App.
 type Placement struct {
-	// Placed is true when the App has a Placement; Cluster and Pool say where.
+	// Placed is true when the App has a Placement on a cluster of the
+	// fleet; Cluster and Pool say where. When its cluster is gone from the
+	// fleet and no other cluster takes it, Placed is false and Cluster and
+	// Pool still name where the Placement points.
 	Placed        bool
 	Cluster, Pool string
-	// Message explains the outcome: the score, or why no cluster fits.
+	// MovedFrom is "cluster/pool" when this call moved the App, else "".
+	MovedFrom string
+	// Message explains the outcome: the score, the move and why, or why no
+	// cluster fits.
 	Message string
 }
 
-// Placer places Apps on workload clusters. Calls are idempotent: an App
-// that has a Placement keeps it.
+// Placer places Apps on workload clusters. Calls are idempotent and
+// level-based: each one looks at the App's Placement and the cluster it
+// names as they are now.
 type Placer interface {
-	// Place returns the App's Placement, asking the scheduler (a
-	// PlacementReview) and recording its choice (a Placement named like the
-	// App, in its namespace) when there is none yet. An unschedulable App
-	// is not an error: Placed is false and Message says why.
+	// Place returns the App's Placement. Without one it asks the scheduler
+	// (a PlacementReview) and records its choice (a Placement named like
+	// the App, in its namespace). With one it keeps it, updating replicas
+	// and resources to what the App asks, unless its cluster can no longer
+	// hold the App (gone from the fleet, being deleted, cordoned,
+	// mid-upgrade, or its pool over-committed): then it asks the scheduler
+	// again and moves the Placement when another cluster fits, and keeps it
+	// where it is when none does. An unschedulable App is not an error:
+	// Placed is false and Message says why.
 	Place(ctx context.Context, app *platformv1alpha1.App) (Placement, error)
 	// Unplace deletes the App's Placement; a missing one is fine.
 	Unplace(ctx context.Context, app *platformv1alpha1.App) error
 }
 
-// SchedulerPlacer is the Placer over the scheduling.bex.co API.
+// SchedulerPlacer is the Placer over the scheduling.bex.co API: it reads
+// Placements and ClusterCapacities, creates PlacementReviews, and creates
+// and updates Placements through Client.
 type SchedulerPlacer struct {
 	Client client.Client
 }
 
 var _ Placer = SchedulerPlacer{}
 
+// size is what an App asks of its Placement.
+type size struct {
+	Replicas int32
+	// Resources of one replica, the plan's where the App sets none.
+	Resources schedulingv1alpha1.Resources
+	Plan      string
+}
+
+// wantedSize is the size the App asks for: its web replicas (at least one,
+// as a PlacementReview places), and per replica its resources or its
+// plan's.
+func wantedSize(app *platformv1alpha1.App) size {
+	s := size{Replicas: max(webReplicas(app), 1), Plan: string(app.Spec.Plan)}
+	if plan, ok := scheduler.PlanResources(s.Plan); ok {
+		s.Resources = schedulingv1alpha1.Resources{CPU: plan.CPU, Memory: plan.Memory}
+	}
+	if r := app.Spec.Resources; r != nil {
+		if r.CPU != nil && !r.CPU.IsZero() {
+			s.Resources.CPU = r.CPU.DeepCopy()
+		}
+		if r.Memory != nil && !r.Memory.IsZero() {
+			s.Resources.Memory = r.Memory.DeepCopy()
+		}
+	}
+	return s
+}
+
+func (s size) String() string {
+	return fmt.Sprintf("%d × (cpu %s, memory %s)", s.Replicas, s.Resources.CPU.String(), s.Resources.Memory.String())
+}
+
+// sizeOf is the size a Placement records.
+func sizeOf(spec *schedulingv1alpha1.PlacementSpec) size {
+	return size{Replicas: spec.Replicas, Resources: spec.Resources, Plan: spec.Plan}
+}
+
+// equal reports whether two sizes ask for the same.
+func (s size) equal(o size) bool {
+	return s.Replicas == o.Replicas && s.Plan == o.Plan &&
+		s.Resources.CPU.Cmp(o.Resources.CPU) == 0 && s.Resources.Memory.Cmp(o.Resources.Memory) == 0
+}
+
+// resize sets the Placement's size and reports whether it changed.
+func resize(spec *schedulingv1alpha1.PlacementSpec, want size) bool {
+	if sizeOf(spec).equal(want) {
+		return false
+	}
+	spec.Replicas, spec.Plan = want.Replicas, want.Plan
+	spec.Resources = schedulingv1alpha1.Resources{CPU: want.Resources.CPU.DeepCopy(), Memory: want.Resources.Memory.DeepCopy()}
+	return true
+}
+
 // Place implements Placer.
 func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (Placement, error) {
+	want := wantedSize(app)
 	existing := &schedulingv1alpha1.Placement{}
 	err := p.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Name}, existing)
-	if err == nil {
-		return Placement{Placed: true, Cluster: existing.Spec.Cluster, Pool: existing.Spec.Pool,
-			Message: fmt.Sprintf("placed on %s/%s", existing.Spec.Cluster, existing.Spec.Pool)}, nil
-	}
-	if !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return p.placeNew(ctx, app, want)
+	case err != nil:
 		return Placement{}, fmt.Errorf("reading placement: %w", err)
 	}
+	cc := &schedulingv1alpha1.ClusterCapacity{}
+	if err := p.Client.Get(ctx, types.NamespacedName{Name: existing.Spec.Cluster}, cc); apierrors.IsNotFound(err) {
+		cc = nil
+	} else if err != nil {
+		return Placement{}, fmt.Errorf("reading the capacity of cluster %s: %w", existing.Spec.Cluster, err)
+	}
+	reason, why := leaveReason(cc, &existing.Spec, want)
+	if reason == "" {
+		return p.keep(ctx, existing, want)
+	}
+	return p.move(ctx, app, existing, want, reason, why)
+}
+
+// review asks the scheduler where an App of the given size would go.
+func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, want size) (*schedulingv1alpha1.PlacementReview, error) {
 	review := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{
 		App:         app.Name,
-		Replicas:    webReplicas(app),
-		Constraints: schedulingv1alpha1.PlacementConstraints{Plan: string(app.Spec.Plan)},
+		Replicas:    want.Replicas,
+		Resources:   want.Resources,
+		Constraints: schedulingv1alpha1.PlacementConstraints{Plan: want.Plan},
 	}}
-	if r := app.Spec.Resources; r != nil {
-		if r.CPU != nil {
-			review.Spec.Resources.CPU = *r.CPU
-		}
-		if r.Memory != nil {
-			review.Spec.Resources.Memory = *r.Memory
-		}
-	}
 	if err := p.Client.Create(ctx, review); err != nil {
-		return Placement{}, fmt.Errorf("asking the scheduler: %w", err)
+		return nil, fmt.Errorf("asking the scheduler: %w", err)
+	}
+	return review, nil
+}
+
+// placeNew places an App that has no Placement.
+func (p SchedulerPlacer) placeNew(ctx context.Context, app *platformv1alpha1.App, want size) (Placement, error) {
+	review, err := p.review(ctx, app, want)
+	if err != nil {
+		return Placement{}, err
 	}
 	st := review.Status
 	if !st.Schedulable {
@@ -75,7 +163,7 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	placement := &schedulingv1alpha1.Placement{
 		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name},
 		Spec: schedulingv1alpha1.PlacementSpec{
-			App: app.Name, Cluster: st.Cluster, Pool: st.Pool, Plan: string(app.Spec.Plan),
+			App: app.Name, Cluster: st.Cluster, Pool: st.Pool, Plan: want.Plan,
 			Replicas: review.Spec.Replicas, Resources: st.Resources,
 		},
 	}
@@ -84,6 +172,127 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	}
 	return Placement{Placed: true, Cluster: st.Cluster, Pool: st.Pool,
 		Message: fmt.Sprintf("placed on %s/%s (score %d, %s)", st.Cluster, st.Pool, st.Score, st.Strategy)}, nil
+}
+
+// keep keeps a Placement whose cluster still holds the App, rescaled to
+// what the App asks.
+func (p SchedulerPlacer) keep(ctx context.Context, existing *schedulingv1alpha1.Placement, want size) (Placement, error) {
+	s := &existing.Spec
+	msg := fmt.Sprintf("placed on %s/%s", s.Cluster, s.Pool)
+	if m := s.MovedFrom; m != nil {
+		msg += fmt.Sprintf(", moved there from %s/%s at %s: %s", m.Cluster, m.Pool, m.Time.UTC().Format(time.RFC3339), m.Message)
+	}
+	if resize(s, want) {
+		if err := p.Client.Update(ctx, existing); err != nil {
+			return Placement{}, fmt.Errorf("rescaling placement: %w", err)
+		}
+		msg += ", rescaled to " + want.String()
+	}
+	return Placement{Placed: true, Cluster: s.Cluster, Pool: s.Pool, Message: msg}, nil
+}
+
+// move places again an App whose cluster can no longer hold it, for reason
+// (explained by why). When the scheduler finds a cluster the Placement is
+// updated in place; when it finds none the Placement stays where it is,
+// rescaled to what the App asks.
+func (p SchedulerPlacer) move(ctx context.Context, app *platformv1alpha1.App, existing *schedulingv1alpha1.Placement, want size, reason, why string) (Placement, error) {
+	s := &existing.Spec
+	from := s.Cluster + "/" + s.Pool
+	review, err := p.review(ctx, app, want)
+	if err != nil {
+		return Placement{}, err
+	}
+	st := review.Status
+	if !st.Schedulable {
+		if resize(s, want) {
+			if err := p.Client.Update(ctx, existing); err != nil {
+				return Placement{}, fmt.Errorf("rescaling placement: %w", err)
+			}
+		}
+		if reason == schedulingv1alpha1.ReasonClusterGone {
+			return Placement{Cluster: s.Cluster, Pool: s.Pool,
+				Message: fmt.Sprintf("%s (its Placement still names %s): %s", why, from, st.Message)}, nil
+		}
+		return Placement{Placed: true, Cluster: s.Cluster, Pool: s.Pool,
+			Message: fmt.Sprintf("stays on %s although %s: no other cluster can take it (%s)", from, why, st.Message)}, nil
+	}
+	s.MovedFrom = &schedulingv1alpha1.PlacementMove{Cluster: s.Cluster, Pool: s.Pool, Reason: reason, Message: why, Time: metav1.Now()}
+	s.Cluster, s.Pool = st.Cluster, st.Pool
+	resize(s, want)
+	if err := p.Client.Update(ctx, existing); err != nil {
+		return Placement{}, fmt.Errorf("moving placement from %s to %s/%s: %w", from, st.Cluster, st.Pool, err)
+	}
+	logf.FromContext(ctx).Info("App moved", "from", from, "to", st.Cluster+"/"+st.Pool, "reason", reason)
+	return Placement{Placed: true, Cluster: st.Cluster, Pool: st.Pool, MovedFrom: from,
+		Message: fmt.Sprintf("moved from %s to %s/%s: %s (score %d, %s)", from, st.Cluster, st.Pool, why, st.Score, st.Strategy)}, nil
+}
+
+// leaveReason says why an App placed by spec must leave its cluster, whose
+// capacity is cc (nil: the cluster is gone from the fleet), at the size it
+// wants: a reason of spec.movedFrom and a message, or "" when it stays.
+// Unhealthy is no reason, nor a pool with no ready node: it is often
+// transient (a missed heartbeat, an apiserver or a node agent restarting),
+// and the pool figures of an unhealthy cluster are not trusted either.
+func leaveReason(cc *schedulingv1alpha1.ClusterCapacity, spec *schedulingv1alpha1.PlacementSpec, want size) (string, string) {
+	if cc == nil {
+		return schedulingv1alpha1.ReasonClusterGone, fmt.Sprintf("cluster %s is gone from the fleet", spec.Cluster)
+	}
+	st := &cc.Status
+	switch {
+	case st.Deleting:
+		return schedulingv1alpha1.ReasonDeleting, fmt.Sprintf("%s is being deleted", cc.Name)
+	case st.Cordoned:
+		return schedulingv1alpha1.ReasonCordoned, fmt.Sprintf("%s is cordoned (annotation %s=true)", cc.Name, schedulingv1alpha1.CordonedAnnotation)
+	case st.MidUpgrade:
+		msg := fmt.Sprintf("%s is mid-upgrade", cc.Name)
+		if st.Reason == schedulingv1alpha1.ReasonMidUpgrade && st.Message != "" {
+			msg += " (" + st.Message + ")"
+		}
+		return schedulingv1alpha1.ReasonMidUpgrade, msg
+	case !st.Healthy:
+		return "", ""
+	}
+	for _, pool := range st.Pools {
+		if pool.Name != spec.Pool {
+			continue
+		}
+		if pool.ReadyNodes == 0 {
+			// Its nodes are all not ready: as with an unhealthy cluster,
+			// often for a while only (a node agent restarting); a node
+			// lost for good is left to the cluster's own eviction.
+			return "", ""
+		}
+		if short := overCommitted(pool, sizeOf(spec), want); short != "" {
+			if sizeOf(spec).equal(want) {
+				return schedulingv1alpha1.ReasonOverCommitted, fmt.Sprintf("%s/%s is over-committed (%s)", cc.Name, pool.Name, short)
+			}
+			return schedulingv1alpha1.ReasonOverCommitted, fmt.Sprintf("%s/%s cannot hold the app at %s (%s)", cc.Name, pool.Name, want, short)
+		}
+		return "", ""
+	}
+	return schedulingv1alpha1.ReasonOverCommitted, fmt.Sprintf("%s has no pool %s any more", cc.Name, spec.Pool)
+}
+
+// overCommitted compares what the pool's Placements request, with the
+// App's placed at want instead of has, to what the pool can hold, and
+// describes each shortage; "" when it holds them.
+func overCommitted(pool schedulingv1alpha1.PoolCapacity, has, want size) string {
+	cpu := pool.Requested.CPU.MilliValue() + int64(want.Replicas)*want.Resources.CPU.MilliValue() - int64(has.Replicas)*has.Resources.CPU.MilliValue()
+	mem := pool.Requested.Memory.Value() + int64(want.Replicas)*want.Resources.Memory.Value() - int64(has.Replicas)*has.Resources.Memory.Value()
+	pods := pool.Requested.Pods + int64(want.Replicas) - int64(has.Replicas)
+	var short []string
+	if alloc := pool.Allocatable.CPU.MilliValue(); cpu > alloc {
+		short = append(short, fmt.Sprintf("cpu: %s requested, %s allocatable",
+			resource.NewMilliQuantity(cpu, resource.DecimalSI), resource.NewMilliQuantity(alloc, resource.DecimalSI)))
+	}
+	if alloc := pool.Allocatable.Memory.Value(); mem > alloc {
+		short = append(short, fmt.Sprintf("memory: %s requested, %s allocatable",
+			resource.NewQuantity(mem, resource.BinarySI), resource.NewQuantity(alloc, resource.BinarySI)))
+	}
+	if alloc := pool.Allocatable.Pods; pods > alloc {
+		short = append(short, fmt.Sprintf("pods: %d requested, %d allocatable", pods, alloc))
+	}
+	return strings.Join(short, "; ")
 }
 
 // Unplace implements Placer.

@@ -34,6 +34,12 @@ const finalizer = "platform.bex.co/runtime"
 // the runtime has no events of its own to watch.
 const resyncPeriod = 15 * time.Second
 
+// placementResync is how often the placement of an App is looked at again
+// when nothing else brings the App back: the fleet (a cordon, a deletion, a
+// pool that shrank, room freed for an unschedulable App) has no events the
+// controller watches, and an App must move within about a minute.
+const placementResync = 30 * time.Second
+
 // NamespacePreparer is what a Releases may also do: make the tenant's
 // namespace in the runtime ready for apps (confined: Pod Security labels,
 // NetworkPolicy, the deploying processes' rights there). The App controller
@@ -79,7 +85,8 @@ type Reconciler struct {
 	// the controller only reports conditions.
 	Releases Releases
 	// Placer, when set, places each App on a workload cluster through the
-	// scheduler API before anything runs.
+	// scheduler API before anything runs, and places it again when its
+	// cluster can no longer hold it (status.cluster follows).
 	Placer Placer
 }
 
@@ -180,12 +187,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		s.placementObserved, s.placement = true, pl
 		app.Status.Cluster = pl.Cluster
 	}
+	var result reconcile.Result
+	if r.Placer != nil {
+		result.RequeueAfter = placementResync
+	}
 	if p, ok := r.Releases.(NamespacePreparer); ok {
 		if err := p.PrepareNamespace(ctx, app.Namespace); err != nil {
 			return reconcile.Result{}, fmt.Errorf("preparing the runtime namespace: %w", err)
 		}
 	}
-	var result reconcile.Result
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {
 		result.RequeueAfter = resyncPeriod
 		if err := r.Releases.EnsureRunning(ctx, app); err != nil {

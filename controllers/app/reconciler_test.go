@@ -34,7 +34,7 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	startController(ctx, t, cp.RESTConfig(), nil)
+	startController(ctx, t, cp.RESTConfig(), nil, nil)
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
@@ -68,9 +68,9 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 	}
 }
 
-// startController runs the App controller, with releases (nil: none),
-// until ctx ends.
-func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releases app.Releases) {
+// startController runs the App controller, with releases and placer (nil:
+// none), until ctx ends.
+func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releases app.Releases, placer app.Placer) {
 	t.Helper()
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -83,7 +83,7 @@ func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releas
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: releases}).SetupWithManager(mgr); err != nil {
+	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: releases, Placer: placer}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
@@ -133,7 +133,7 @@ func TestAppPreparesItsNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startController(ctx, t, cp.RESTConfig(), driverReleases{driver})
+	startController(ctx, t, cp.RESTConfig(), driverReleases{driver}, nil)
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {

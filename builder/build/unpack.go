@@ -87,25 +87,9 @@ func (c ImageConfig) Args() []string {
 // (they resolve inside the container's root), and its device nodes and
 // FIFOs are skipped (the container runtime makes /dev).
 func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Keychain) (ImageConfig, error) {
-	ref, err := name.ParseReference(image)
+	img, digest, cf, err := fetch(ctx, image, keychains)
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("parsing image reference: %w", err)
-	}
-	var kc authn.Keychain = authn.DefaultKeychain
-	if len(keychains) > 0 {
-		kc = authn.NewMultiKeychain(keychains...)
-	}
-	img, err := remote.Image(ref, registryOptions(ctx, kc)...)
-	if err != nil {
-		return ImageConfig{}, fmt.Errorf("pulling %s: %w", image, registryError(err))
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return ImageConfig{}, fmt.Errorf("pulling %s: %w", image, err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return ImageConfig{}, fmt.Errorf("reading image config: %w", err)
+		return ImageConfig{}, err
 	}
 	dir, err = filepath.Abs(dir)
 	if err != nil {
@@ -179,9 +163,20 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 // that runs the image itself (a cluster pulls it): WorkingDir and Env are
 // the image's own, with its own paths. keychains are as for Unpack.
 func Inspect(ctx context.Context, image string, keychains ...authn.Keychain) (ImageConfig, error) {
+	_, digest, cf, err := fetch(ctx, image, keychains)
+	if err != nil {
+		return ImageConfig{}, err
+	}
+	return imageConfig(digest.String(), cf), nil
+}
+
+// fetch reads image's manifest and config from its registry, with the
+// credentials of the first of keychains that has some (none: the docker
+// configuration's); layers are read when the image's are.
+func fetch(ctx context.Context, image string, keychains []authn.Keychain) (v1.Image, v1.Hash, *v1.ConfigFile, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("parsing image reference: %w", err)
+		return nil, v1.Hash{}, nil, fmt.Errorf("parsing image reference: %w", err)
 	}
 	var kc authn.Keychain = authn.DefaultKeychain
 	if len(keychains) > 0 {
@@ -189,17 +184,17 @@ func Inspect(ctx context.Context, image string, keychains ...authn.Keychain) (Im
 	}
 	img, err := remote.Image(ref, registryOptions(ctx, kc)...)
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("reading %s: %w", image, registryError(err))
+		return nil, v1.Hash{}, nil, fmt.Errorf("pulling %s: %w", image, registryError(err))
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("reading %s: %w", image, err)
+		return nil, v1.Hash{}, nil, fmt.Errorf("pulling %s: %w", image, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return ImageConfig{}, fmt.Errorf("reading image config: %w", err)
+		return nil, v1.Hash{}, nil, fmt.Errorf("reading image config: %w", err)
 	}
-	return imageConfig(digest.String(), cf), nil
+	return img, digest, cf, nil
 }
 
 // imageConfig is the ImageConfig of an image as it is, its paths its own.

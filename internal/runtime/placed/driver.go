@@ -72,6 +72,9 @@ type Options struct {
 	Log        logr.Logger
 }
 
+// removePatience bounds the removal of a moved app from its old cluster.
+const removePatience = time.Minute
+
 // Driver runs each app on the cluster its release names.
 type Driver struct {
 	opts Options
@@ -219,9 +222,13 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	case <-time.After(d.opts.DrainDelay):
 	case <-ctx.Done():
 	}
-	old, err := d.opts.Clusters.Driver(context.WithoutCancel(ctx), from)
+	// The old cluster may be on its way out (a deleted cluster): its
+	// removal does not hold the app for long.
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removePatience)
+	defer cancel()
+	old, err := d.opts.Clusters.Driver(rmCtx, from)
 	if err == nil {
-		err = old.Remove(context.WithoutCancel(ctx), rel.Tenant, rel.App)
+		err = old.Remove(rmCtx, rel.Tenant, rel.App)
 	}
 	switch {
 	case errors.Is(err, ErrNoCluster):

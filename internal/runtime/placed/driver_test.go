@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -14,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/runtime/process"
@@ -110,38 +107,11 @@ func newDriver(t *testing.T, clusters placed.Clusters, l placed.Ledger) *placed.
 
 func complete(t *testing.T, rel runtime.Release) runtime.Release {
 	buildOnce.Do(func() { runtimetest.BuildTestApp(t, appDir) })
-	rel.Dir = appDir
-	procs := map[string]runtime.Process{}
-	for name, p := range rel.Processes {
-		if p.Command == "" {
-			p.Command = "./testapp"
-			if name != runtime.WebProcess {
-				p.Command = "./testapp worker"
-			}
-		}
-		procs[name] = p
-	}
-	rel.Processes = procs
-	return rel
+	return runtimetest.InDir(rel, appDir)
 }
 
-func get(h http.Handler, tenant, app, path string) (string, error) {
-	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
-	}
-	return rec.Body.String(), nil
-}
-
-func newEdge(t *testing.T, d *placed.Driver) http.Handler {
-	t.Helper()
-	p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d}, edge.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+func get(d *placed.Driver, tenant, app, path string) (string, error) {
+	return runtimetest.EdgeGet(d, domain, tenant, app, path)
 }
 
 // TestDriverSuite: the placed driver keeps every promise of a driver, on
@@ -154,7 +124,7 @@ func TestDriverSuite(t *testing.T) {
 			return rel
 		},
 		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
-			return get(newEdge(t, d.(*placed.Driver)), tenant, app, path)
+			return get(d.(*placed.Driver), tenant, app, path)
 		},
 		Logs: true,
 	})
@@ -191,7 +161,7 @@ func runs(t *testing.T, clusters placed.Static, cluster, app string) bool {
 
 // load sends requests through h until stop is closed, and counts those
 // that did not answer v1.
-func load(h http.Handler, app string, stop <-chan struct{}) (sent, failed *atomic.Int64, firstErr *atomic.Value, done <-chan struct{}) {
+func load(h *placed.Driver, app string, stop <-chan struct{}) (sent, failed *atomic.Int64, firstErr *atomic.Value, done <-chan struct{}) {
 	sent, failed, firstErr = &atomic.Int64{}, &atomic.Int64{}, &atomic.Value{}
 	ch := make(chan struct{})
 	go func() {
@@ -219,7 +189,7 @@ func load(h http.Handler, app string, stop <-chan struct{}) (sent, failed *atomi
 func TestMoveLosesNoRequest(t *testing.T) {
 	clusters, l := fleet(t), &ledger{}
 	d := newDriver(t, clusters, l)
-	h := newEdge(t, d)
+	h := d
 	deploy(t, d, webRelease(t, "web", "a", 1, nil))
 	if got := l.get(tenant, "web"); got != "a" {
 		t.Fatalf("ledger says %q serves, want a", got)
@@ -260,7 +230,7 @@ func TestMoveLosesNoRequest(t *testing.T) {
 	if c, ok := again.Serving(tenant, "web"); !ok || c != "b" {
 		t.Fatalf("after a restart the app is served by %q (%v), want b", c, ok)
 	}
-	if body, err := get(newEdge(t, again), tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v1" {
+	if body, err := get(again, tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v1" {
 		t.Fatalf("after a restart: %q %v", body, err)
 	}
 }
@@ -270,7 +240,7 @@ func TestMoveLosesNoRequest(t *testing.T) {
 func TestFailedMoveKeepsTheOldCluster(t *testing.T) {
 	clusters, l := fleet(t), &ledger{}
 	d := newDriver(t, clusters, l)
-	h := newEdge(t, d)
+	h := d
 	deploy(t, d, webRelease(t, "web", "a", 1, nil))
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

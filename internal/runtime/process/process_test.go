@@ -79,19 +79,7 @@ func newDriver(t *testing.T, opts process.Options) *process.Driver {
 }
 
 func complete(t *testing.T, rel runtime.Release) runtime.Release {
-	rel.Dir = testAppDir(t)
-	procs := map[string]runtime.Process{}
-	for name, p := range rel.Processes {
-		if p.Command == "" {
-			p.Command = "./testapp"
-			if name != runtime.WebProcess {
-				p.Command = "./testapp worker"
-			}
-		}
-		procs[name] = p
-	}
-	rel.Processes = procs
-	return rel
+	return runtimetest.InDir(rel, testAppDir(t))
 }
 
 // get fetches path of the app through an edge over d.
@@ -131,17 +119,7 @@ func runDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver) {
 	runtimetest.RunDriverSuite(t, newDriver, runtimetest.Harness{
 		Complete: complete,
 		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
-			p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: d.(*process.Driver)}, edge.Options{})
-			if err != nil {
-				return "", err
-			}
-			req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
-			rec := httptest.NewRecorder()
-			p.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
-				return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
-			}
-			return rec.Body.String(), nil
+			return runtimetest.EdgeGet(d.(*process.Driver), domain, tenant, app, path)
 		},
 		Logs: true,
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/runtime"
 )
 
@@ -53,6 +56,37 @@ func WithWorkerCommands(rel runtime.Release) runtime.Release {
 	}
 	rel.Processes = procs
 	return rel
+}
+
+// InDir returns rel running the test app that BuildTestApp built into
+// dir: Dir set, "./testapp" on web and "./testapp worker" on the other
+// processes that name no command; what a driver that runs directories
+// needs.
+func InDir(rel runtime.Release, dir string) runtime.Release {
+	rel = WithWorkerCommands(rel)
+	if web, ok := rel.Processes[runtime.WebProcess]; ok && web.Command == "" {
+		web.Command = "./testapp"
+		rel.Processes[runtime.WebProcess] = web
+	}
+	rel.Dir = dir
+	return rel
+}
+
+// EdgeGet requests path of the app through an edge whose default
+// hostnames (under domain) resolve from apps, and returns the body of a
+// 200, or an error with the status and body of anything else.
+func EdgeGet(apps edge.Apps, domain, tenant, app, path string) (string, error) {
+	p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: apps}, edge.Options{})
+	if err != nil {
+		return "", err
+	}
+	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.String(), nil
 }
 
 // Harness is how RunDriverSuite drives one implementation.

@@ -2,8 +2,6 @@ package localinfra_test
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,9 +54,7 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 	image := regHost + "/tenant-a/testapp:1"
 	runtimetest.PushTestApp(t, image, dir, registry.Auth(token), nil)
 	regConfig := filepath.Join(dir, "config.json")
-	auth := base64.StdEncoding.EncodeToString([]byte(registry.Username + ":" + token))
-	data, _ := json.Marshal(map[string]any{"auths": map[string]any{regHost: map[string]string{"auth": auth}}})
-	if err := os.WriteFile(regConfig, data, 0o600); err != nil {
+	if err := registry.WriteDockerConfig(regConfig, regHost, token); err != nil {
 		t.Fatal(err)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -460,4 +461,20 @@ func writeAtomic(tmpDir, path string, r io.Reader) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// WriteDockerConfig writes a docker config.json (mode 0600) at path that
+// opens the registry at host (host:port) with token, for clients that read
+// one (bex-node's --registry-config).
+func WriteDockerConfig(path, host, token string) error {
+	auth := base64.StdEncoding.EncodeToString([]byte(Username + ":" + token))
+	data, err := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{"auth": auth}}})
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing registry credentials: %w", err)
+	}
+	return os.Rename(tmp, path)
 }

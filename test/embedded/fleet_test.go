@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
@@ -25,10 +29,12 @@ import (
 // TestMakeRunFleet creates a cluster of the local fleet, with a worker,
 // through the API of make run's platform, waits until Cluster API reports
 // its three control-plane machines healthy and the worker's Node ready,
-// plans an upgrade over it, writes into it, restarts the platform on the
-// same state directory and finds the cluster serving again with what was
-// written and the worker's node agent running again, then deletes it and
-// finds its files gone.
+// pushes an app and finds it placed on the cluster and served through the
+// edge from a Pod on the worker, plans an upgrade over the cluster, writes
+// into it, restarts the platform on the same state directory and finds the
+// cluster serving again with what was written, the worker's node agent
+// running again and the app served from it, then deletes the cluster,
+// finds its files gone and the app served by the process runtime again.
 func TestMakeRunFleet(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex-node")
 	state := t.TempDir()
@@ -58,6 +64,34 @@ func TestMakeRunFleet(t *testing.T) {
 	workload := workloadClient(t, mgmt, "e2e-1")
 	worker := waitWorker(t, workload, time.Time{})
 	t.Logf("its worker %s ready %s after bex fleet create", worker, time.Since(start).Round(time.Second))
+
+	// A new app goes onto the cluster now that it has a worker (the
+	// process runtime stands by): its instance is a Pod on the worker,
+	// which the edge reaches.
+	// The scheduler's view of the fleet follows the worker's Node by
+	// watch: once it has it, local stands by.
+	platformtest.Eventually(t, 2*time.Minute, "the local cluster on standby", func(ctx context.Context) error {
+		cc := &schedulingv1alpha1.ClusterCapacity{}
+		if err := mgmt.Get(ctx, client.ObjectKey{Name: "local"}, cc); err != nil {
+			return err
+		}
+		if cc.Status.Reason != schedulingv1alpha1.ReasonStandby || !strings.Contains(cc.Status.Message, "e2e-1") {
+			return fmt.Errorf("local: %s: %s", cc.Status.Reason, cc.Status.Message)
+		}
+		return nil
+	})
+	start = time.Now()
+	const body = "hello from the fleet"
+	pushNodeApp(t, env, "hello", body)
+	t.Logf("an app pushed and released in %s", time.Since(start).Round(time.Second))
+	servedFrom(t, env, mgmt, "hello", "e2e-1", body)
+	pods, err := workload.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != worker || pods.Items[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("the app's Pods on %s: %+v, want one running on %s", "e2e-1", podsOf(pods.Items), worker)
+	}
 
 	// bex upgrade plans over it as over any cluster of the fleet.
 	next := "v" + versions[len(versions)-1]
@@ -101,6 +135,8 @@ func TestMakeRunFleet(t *testing.T) {
 		t.Errorf("after the restart the worker is %s, was %s", again, worker)
 	}
 	t.Logf("its worker's node agent renewed its lease %s after the restart began", time.Since(start).Round(time.Second))
+	servedFrom(t, env, mgmt, "hello", "e2e-1", body)
+	t.Logf("the app served from the cluster again %s after the restart began", time.Since(start).Round(time.Second))
 
 	start = time.Now()
 	if _, err := op.DeleteLocalCluster(ctx, "e2e-1"); err != nil {
@@ -122,6 +158,9 @@ func TestMakeRunFleet(t *testing.T) {
 		return nil
 	})
 	t.Logf("deleted in %s", time.Since(start).Round(time.Second))
+	// With no cluster left, the app runs on the process runtime again.
+	servedFrom(t, env, mgmt, "hello", "local", body)
+	t.Logf("the app served by the process runtime %s after the deletion began", time.Since(start).Round(time.Second))
 	p.Interrupt(t)
 }
 
@@ -219,4 +258,65 @@ func workloadClient(t *testing.T, mgmt client.Client, name string) kubernetes.In
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// pushNodeApp creates the dev tenant's app name and pushes a Node app that
+// answers body, until it is released.
+func pushNodeApp(t *testing.T, env map[string]string, name, body string) {
+	t.Helper()
+	dev, err := apiclient.New(env["BEX_API"], env["BEX_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := dev.CreateApp(t.Context(), apiclient.CreateAppRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	platformtest.Git(t, dir, "init", "-q", "-b", "main")
+	platformtest.WriteNodeApp(t, dir, body, "")
+	platformtest.Git(t, dir, "add", ".")
+	platformtest.Git(t, dir, "commit", "-q", "-m", name)
+	remote, err := url.Parse(app.GitRemote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
+	if out, err := platformtest.GitErr(dir, "push", remote.String(), "main"); err != nil || !strings.Contains(out, "Released v1") {
+		t.Fatalf("pushing %s: %v\n%s", name, err, out)
+	}
+}
+
+// servedFrom waits until the dev tenant's app runs on cluster (the App's
+// status.cluster, the runtime's ledger) and answers body through the edge.
+func servedFrom(t *testing.T, env map[string]string, mgmt client.Client, name, cluster, body string) {
+	t.Helper()
+	apps := platformtest.AppClient(t, env)
+	host := name + "-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	platformtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%s served from cluster %s", name, cluster), func(ctx context.Context) error {
+		app := &platformv1alpha1.App{}
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: "dev", Name: name}, app); err != nil {
+			return err
+		}
+		if app.Status.Cluster != cluster {
+			return fmt.Errorf("placed on %q", app.Status.Cluster)
+		}
+		if err := platformtest.HasCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		code, got, err := platformtest.GetApp(ctx, apps, host)
+		if err != nil || code != http.StatusOK || got != body {
+			return fmt.Errorf("GET https://%s/ = %d %q %v", host, code, got, err)
+		}
+		return nil
+	})
+}
+
+// podsOf describes pods for a failure message.
+func podsOf(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, fmt.Sprintf("%s on %q %s", p.Name, p.Spec.NodeName, p.Status.Phase))
+	}
+	return out
 }

@@ -62,7 +62,8 @@ func newLocalFleet(state string, out io.Writer) (*localFleet, error) {
 			nodeBin = p
 		}
 	}
-	host, err := localfleet.NewHost(localfleet.Options{Dir: filepath.Join(state, "fleet"), Binaries: bin, Log: log, Fsync: true, NodeBinary: nodeBin})
+	host, err := localfleet.NewHost(localfleet.Options{Dir: filepath.Join(state, "fleet"), Binaries: bin, Log: log, Fsync: true,
+		NodeBinary: nodeBin, NodeRegistryConfig: registryConfigPath(state)})
 	if err != nil {
 		return nil, fmt.Errorf("the local fleet's host: %w", err)
 	}

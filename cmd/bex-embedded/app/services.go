@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"bex.co/bex/apiserver/local"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitaccess"
 	"bex.co/bex/builder/gitserver"
@@ -32,10 +33,13 @@ import (
 	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/fleetstate"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/secretfile"
@@ -200,8 +204,13 @@ type registryService struct {
 	addr, token, tokenFile string
 }
 
+// registryConfigPath is the docker config.json that opens the platform
+// registry, for the local fleet's node agents.
+func registryConfigPath(state string) string { return filepath.Join(state, "registry-config.json") }
+
 // startRegistry serves the platform registry. Every request presents its
-// token, which only the builder and the releaser's Unpack get.
+// token, which only the builder, the releaser and the local fleet's node
+// agents get.
 func (s *starter) startRegistry() (*registryService, error) {
 	tokenFile := filepath.Join(s.StateDir, "registry-token")
 	token, _, err := secretfile.LoadOrCreate(tokenFile)
@@ -216,6 +225,10 @@ func (s *starter) startRegistry() (*registryService, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The local fleet's node agents pull the apps' images with it.
+	if err := registry.WriteDockerConfig(registryConfigPath(s.StateDir), l.Addr().String(), token); err != nil {
+		return nil, err
+	}
 	// Blobs stream both ways for as long as they take: headers and idle
 	// connections only are bounded.
 	s.serve("registry", l, httpserve.Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second}.Server(reg.Handler()))
@@ -223,11 +236,13 @@ func (s *starter) startRegistry() (*registryService, error) {
 }
 
 // appsService is where tenant code runs: the sandboxes, the builder in
-// them, and the runtime driver of the apps.
+// them, and the runtime driver of the apps, which runs each app on the
+// cluster it is placed on (the process runtime, as the static cluster
+// "local", or a Cluster API cluster of the local fleet).
 type appsService struct {
 	sandboxes *sandboxes
 	builder   *build.Builder
-	runtime   *process.Driver
+	runtime   *placed.Driver
 }
 
 // startApps makes the sandboxes, the builder (pushing to reg, handing
@@ -259,7 +274,43 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 	if sb.apps != nil {
 		s.log.Info("Tenant sandboxes ready", "apps", sb.apps.Subnet().String(), "builds", sb.builds.Subnet().String())
 	}
-	return &appsService{sandboxes: sb, builder: builder, runtime: rt}, nil
+	pd, err := s.placedRuntime(rt)
+	if err != nil {
+		return nil, err
+	}
+	return &appsService{sandboxes: sb, builder: builder, runtime: pd}, nil
+}
+
+// placedRuntime is the driver that runs each app where it is placed: rt
+// as the static cluster of the scheduler's fleet, and a kube driver per
+// Cluster API cluster. The clusters that served apps when the platform
+// last stopped are connected in the background, so that the edge routes
+// to them again.
+func (s *starter) placedRuntime(rt *process.Driver) (*placed.Driver, error) {
+	local, err := fleetstate.ParseStatic(local.DefaultLocalCluster)
+	if err != nil {
+		return nil, err
+	}
+	log := s.log.WithName("runtime")
+	clusters, err := placed.NewKubeClusters(s.ctx, placed.KubeOptions{
+		Client: s.kube, Static: placed.Static{local.Name: {Driver: rt, Apps: rt}}, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.stops.push(clusters.Close)
+	pd, err := placed.New(s.ctx, placed.Options{Clusters: clusters, Ledger: s.st, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range pd.ServingClusters() {
+		go func() {
+			if _, err := clusters.Driver(s.ctx, c); err != nil {
+				log.Error(err, "Connecting to a cluster that serves apps", "cluster", c)
+			}
+		}()
+	}
+	return pd, nil
 }
 
 // edgeService is the running edge.
@@ -278,7 +329,7 @@ func (e *edgeService) url(tenant, app string) string {
 
 // startEdge serves HTTP and HTTPS for the apps rt runs, with certificates
 // from the local CA and the store.
-func (s *starter) startEdge(rt *process.Driver) (*edgeService, error) {
+func (s *starter) startEdge(rt edge.Apps) (*edgeService, error) {
 	httpL, err := s.listen("edge")
 	if err != nil {
 		return nil, err
@@ -323,7 +374,7 @@ func (s *starter) newPipeline(apps *appsService, e *edgeService) (*pipeline.Pipe
 	rel, err := release.New(release.Options{
 		Store: s.st, Kube: s.kube, Runtime: apps.runtime, Keychain: apps.builder.Keychain(),
 		ReleasesDir: filepath.Join(s.StateDir, "releases"), BinDir: s.binDir, URL: e.url, Log: s.log.WithName("releaser"),
-		ReleaseRetention: s.ReleaseRetention,
+		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true,
 	})
 	if err != nil {
 		return nil, err
@@ -370,7 +421,7 @@ func (s *starter) startGit(pl *pipeline.Pipeline) (*gitService, error) {
 
 // startAPI serves the API and the dashboard on one listener, and returns
 // its URL. The API is ready once ready is set and the apiserver answers.
-func (s *starter) startAPI(pl *pipeline.Pipeline, rt *process.Driver, git *gitService, e *edgeService, ready *atomic.Bool) (string, error) {
+func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitService, e *edgeService, ready *atomic.Bool) (string, error) {
 	apiSrv, err := api.New(api.Options{
 		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt},
 		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,

@@ -287,13 +287,13 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 // last stopped are connected in the background, so that the edge routes
 // to them again.
 func (s *starter) placedRuntime(rt *process.Driver) (*placed.Driver, error) {
-	local, err := fleetstate.ParseStatic(local.DefaultLocalCluster)
+	static, err := fleetstate.ParseStatic(local.DefaultLocalCluster)
 	if err != nil {
 		return nil, err
 	}
 	log := s.log.WithName("runtime")
 	clusters, err := placed.NewKubeClusters(s.ctx, placed.KubeOptions{
-		Client: s.kube, Static: placed.Static{local.Name: {Driver: rt, Apps: rt}}, Log: log,
+		Client: s.kube, Static: placed.Static{static.Name: {Driver: rt, Apps: rt}}, Log: log,
 	})
 	if err != nil {
 		return nil, err

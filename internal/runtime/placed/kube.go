@@ -59,12 +59,20 @@ type KubeClusters struct {
 	cancel context.CancelFunc
 	scheme *k8sruntime.Scheme
 
-	mu       sync.Mutex
-	clusters map[string]*kubeCluster // by name
-	// apps maps a cluster's name to its routing table; read without mu,
-	// since the edge reads it on every request and mu is held while a
-	// cluster is connected.
+	mu    sync.Mutex
+	slots map[string]*clusterSlot // by name
+	// apps maps a cluster's name to its routing table; read without a
+	// lock, since the edge reads it on every request and a slot's lock is
+	// held while its cluster is connected.
 	apps sync.Map
+}
+
+// clusterSlot holds one cluster's runtime under a lock of its own, so that
+// a cluster being read or connected (up to a minute for one out of reach)
+// holds up no other.
+type clusterSlot struct {
+	mu sync.Mutex
+	c  *kubeCluster // nil until connected
 }
 
 type kubeCluster struct {
@@ -92,7 +100,7 @@ func NewKubeClusters(ctx context.Context, opts KubeOptions) (*KubeClusters, erro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	return &KubeClusters{opts: opts, ctx: ctx, cancel: cancel, scheme: scheme, clusters: map[string]*kubeCluster{}}, nil
+	return &KubeClusters{opts: opts, ctx: ctx, cancel: cancel, scheme: scheme, slots: map[string]*clusterSlot{}}, nil
 }
 
 // Close stops every cluster's watches.
@@ -100,11 +108,27 @@ func (k *KubeClusters) Close() {
 	k.cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for name, c := range k.clusters {
-		c.stop()
-		delete(k.clusters, name)
+	for name, sl := range k.slots {
+		sl.mu.Lock()
+		if sl.c != nil {
+			sl.c.stop()
+			sl.c = nil
+		}
+		sl.mu.Unlock()
 		k.apps.Delete(name)
 	}
+}
+
+// slot returns the slot of the named cluster, making it when missing.
+func (k *KubeClusters) slot(name string) *clusterSlot {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	sl, ok := k.slots[name]
+	if !ok {
+		sl = &clusterSlot{}
+		k.slots[name] = sl
+	}
+	return sl
 }
 
 // Driver implements Clusters.
@@ -112,23 +136,24 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 	if c, ok := k.opts.Static[name]; ok {
 		return c.Driver, nil
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	c, ok := k.clusters[name]
-	if ok && time.Since(c.checked) < k.opts.Recheck {
+	sl := k.slot(name)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	c := sl.c
+	if c != nil && time.Since(c.checked) < k.opts.Recheck {
 		return c.driver, nil
 	}
 	secret, err := k.kubeconfigSecret(ctx, name)
 	if err != nil {
-		if ok && errors.Is(err, ErrNoCluster) {
+		if c != nil && errors.Is(err, ErrNoCluster) {
 			c.stop()
-			delete(k.clusters, name)
+			sl.c = nil
 			k.apps.Delete(name)
 			k.opts.Log.Info("Dropped the runtime of a deleted cluster", "cluster", name)
 		}
 		return nil, err
 	}
-	if ok && c.secretUID == secret.UID && c.secretVersion == secret.ResourceVersion {
+	if c != nil && c.secretUID == secret.UID && c.secretVersion == secret.ResourceVersion {
 		c.checked = time.Now()
 		return c.driver, nil
 	}
@@ -136,10 +161,10 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", name, err)
 	}
-	if ok {
+	if c != nil {
 		c.stop()
 	}
-	k.clusters[name] = fresh
+	sl.c = fresh
 	k.apps.Store(name, fresh.apps)
 	k.opts.Log.Info("Connected to a cluster's runtime", "cluster", name)
 	return fresh.driver, nil

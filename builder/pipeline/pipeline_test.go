@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -322,14 +321,7 @@ func mustTenantID(t *testing.T, st *store.Store, name string) string {
 // or (cluster "") nowhere, with the scheduler's message.
 func (e *env) place(t *testing.T, cluster, message string) {
 	t.Helper()
-	app := e.app(t)
-	app.Status.Cluster = cluster
-	cond := metav1.Condition{Type: platformv1alpha1.AppPlacedCondition, Status: metav1.ConditionTrue, Reason: "Scheduled", Message: message}
-	if cluster == "" {
-		cond.Status, cond.Reason = metav1.ConditionFalse, "Unschedulable"
-	}
-	meta.SetStatusCondition(&app.Status.Conditions, cond)
-	if err := e.kube.Status().Update(t.Context(), app); err != nil {
+	if err := platformtest.PlaceApp(t.Context(), e.kube, e.tenant, e.name, cluster, cluster != "", message); err != nil {
 		t.Fatal(err)
 	}
 }

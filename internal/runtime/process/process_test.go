@@ -82,15 +82,9 @@ func complete(t *testing.T, rel runtime.Release) runtime.Release {
 	return runtimetest.InDir(rel, testAppDir(t))
 }
 
-// get fetches path of the app through an edge over d.
+// get fetches path of the app through the edge p.
 func get(p http.Handler, app, path string) (string, error) {
-	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
-	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
-	}
-	return rec.Body.String(), nil
+	return runtimetest.Get(p, edge.Hostname(tenant, app, domain), path)
 }
 
 func newEdge(t *testing.T, d *process.Driver) *edge.Proxy {

@@ -80,9 +80,15 @@ func EdgeGet(apps edge.Apps, domain, tenant, app, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req := httptest.NewRequest(http.MethodGet, "http://"+edge.Hostname(tenant, app, domain)+path, nil)
+	return Get(p, edge.Hostname(tenant, app, domain), path)
+}
+
+// Get requests path of host from h (an edge), and returns the body of a
+// 200, or an error with the status and body of anything else.
+func Get(h http.Handler, host, path string) (string, error) {
+	req := httptest.NewRequest(http.MethodGet, "http://"+host+path, nil)
 	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		return "", fmt.Errorf("%d %s", rec.Code, rec.Body.String())
 	}

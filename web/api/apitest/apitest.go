@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -36,6 +35,7 @@ import (
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api"
 )
 
@@ -364,19 +364,8 @@ func (e *Env) CreateCluster(t testing.TB, ns, name, version string, labels map[s
 // Placed condition, True with message when placed, else False.
 func (e *Env) PlaceApp(t testing.TB, tenant, app, cluster string, placed bool, message string) {
 	t.Helper()
-	ctx := context.Background()
-	obj := &platformv1alpha1.App{}
-	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
-		t.Fatalf("reading app %s/%s: %v", tenant, app, err)
-	}
-	cond := metav1.Condition{Type: platformv1alpha1.AppPlacedCondition, Status: metav1.ConditionTrue, Reason: platformv1alpha1.AppScheduledReason, Message: message}
-	if !placed {
-		cond.Status, cond.Reason = metav1.ConditionFalse, platformv1alpha1.AppUnschedulableReason
-	}
-	meta.SetStatusCondition(&obj.Status.Conditions, cond)
-	obj.Status.Cluster = cluster
-	if err := e.Kube.Status().Update(ctx, obj); err != nil {
-		t.Fatalf("writing the placement of app %s/%s: %v", tenant, app, err)
+	if err := platformtest.PlaceApp(context.Background(), e.Kube, tenant, app, cluster, placed, message); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ServingClusters returns the cluster that serves each app, keyed
@@ -59,6 +61,81 @@ func (s *Store) ClearServingCluster(ctx context.Context, tenant, app string) err
 		"DELETE FROM app_clusters c USING tenants t WHERE t.id = c.tenant_id AND t.name = $1 AND c.app = $2",
 		tenant, app); err != nil {
 		return fmt.Errorf("forgetting where %s/%s runs: %w", tenant, app, err)
+	}
+	return nil
+}
+
+// AppsServedBy returns the apps ("tenant/app", tenant by name) that cluster
+// serves, sorted.
+func (s *Store) AppsServedBy(ctx context.Context, cluster string) ([]string, error) {
+	rows, err := s.pool.Query(ctx,
+		"SELECT t.name || '/' || c.app FROM app_clusters c JOIN tenants t ON t.id = c.tenant_id WHERE c.cluster = $1 ORDER BY 1",
+		cluster)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apps cluster %s serves: %w", cluster, err)
+	}
+	apps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reading the apps cluster %s serves: %w", cluster, err)
+	}
+	return apps, nil
+}
+
+// Leftover is an app a move could not remove from the cluster it left.
+type Leftover struct {
+	Tenant, App, Cluster string
+}
+
+// AddLeftover records that the app of the tenant (by name) still has to be
+// removed from cluster; the error wraps ErrNotFound when there is no such
+// tenant.
+func (s *Store) AddLeftover(ctx context.Context, l Leftover) error {
+	if l.App == "" || l.Cluster == "" {
+		return fmt.Errorf("%w app %q on cluster %q", ErrInvalid, l.App, l.Cluster)
+	}
+	tag, err := s.pool.Exec(ctx,
+		"INSERT INTO app_leftovers (tenant_id, app, cluster) SELECT id, $2, $3 FROM tenants WHERE name = $1 ON CONFLICT DO NOTHING",
+		l.Tenant, l.App, l.Cluster)
+	if err != nil {
+		return fmt.Errorf("recording that %s/%s is left on cluster %s: %w", l.Tenant, l.App, l.Cluster, err)
+	}
+	if tag.RowsAffected() == 0 {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tenants WHERE name = $1)", l.Tenant).Scan(&exists); err != nil {
+			return fmt.Errorf("looking up tenant %s: %w", l.Tenant, err)
+		}
+		if !exists {
+			return fmt.Errorf("tenant %s: %w", l.Tenant, ErrNotFound)
+		}
+	}
+	return nil
+}
+
+// Leftovers returns every app still to be removed from a cluster, oldest
+// first.
+func (s *Store) Leftovers(ctx context.Context) ([]Leftover, error) {
+	rows, err := s.pool.Query(ctx,
+		"SELECT t.name, l.app, l.cluster FROM app_leftovers l JOIN tenants t ON t.id = l.tenant_id ORDER BY l.since, t.name, l.app")
+	if err != nil {
+		return nil, fmt.Errorf("reading the apps left on clusters: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Leftover, error) {
+		var l Leftover
+		err := row.Scan(&l.Tenant, &l.App, &l.Cluster)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the apps left on clusters: %w", err)
+	}
+	return out, nil
+}
+
+// ClearLeftover forgets a leftover; a missing one is fine.
+func (s *Store) ClearLeftover(ctx context.Context, l Leftover) error {
+	if _, err := s.pool.Exec(ctx,
+		"DELETE FROM app_leftovers l USING tenants t WHERE t.id = l.tenant_id AND t.name = $1 AND l.app = $2 AND l.cluster = $3",
+		l.Tenant, l.App, l.Cluster); err != nil {
+		return fmt.Errorf("forgetting that %s/%s is left on cluster %s: %w", l.Tenant, l.App, l.Cluster, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 
 	"bex.co/bex/internal/store"
@@ -33,6 +34,15 @@ func TestServingClusters(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("serving clusters %v, want %v", got, want)
 	}
+	for cluster, want := range map[string][]string{"beta": {"acme/api", "acme/web"}, "alpha": {"other/web"}, "local": nil} {
+		got, err := s.AppsServedBy(ctx, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("apps served by %s: %v, want %v", cluster, got, want)
+		}
+	}
 
 	if err := s.ClearServingCluster(ctx, "acme", "web"); err != nil {
 		t.Fatal(err)
@@ -52,6 +62,47 @@ func TestServingClusters(t *testing.T) {
 		t.Fatalf("an unknown tenant: %v, want ErrNotFound", err)
 	}
 	if err := s.SetServingCluster(ctx, "acme", "web", ""); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("an empty cluster: %v, want ErrInvalid", err)
+	}
+}
+
+func TestLeftovers(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	newTenant(t, s, "acme")
+
+	web := store.Leftover{Tenant: "acme", App: "web", Cluster: "alpha"}
+	api := store.Leftover{Tenant: "acme", App: "api", Cluster: "beta"}
+	for _, l := range []store.Leftover{web, api, web} {
+		if err := s.AddLeftover(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.Leftover{web, api}; !slices.Equal(got, want) {
+		t.Fatalf("leftovers %v, want %v (oldest first, once each)", got, want)
+	}
+	if err := s.ClearLeftover(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearLeftover(ctx, web); err != nil {
+		t.Fatalf("clearing a missing leftover: %v", err)
+	}
+	got, err = s.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.Leftover{api}; !slices.Equal(got, want) {
+		t.Fatalf("after clearing %v: %v, want %v", web, got, want)
+	}
+	if err := s.AddLeftover(ctx, store.Leftover{Tenant: "nobody", App: "web", Cluster: "alpha"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unknown tenant: %v, want ErrNotFound", err)
+	}
+	if err := s.AddLeftover(ctx, store.Leftover{Tenant: "acme", App: "web"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("an empty cluster: %v, want ErrInvalid", err)
 	}
 }

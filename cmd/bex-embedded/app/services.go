@@ -303,6 +303,7 @@ func (s *starter) placedRuntime(rt *process.Driver) (*placed.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	go pd.SweepLeftovers(s.ctx, placed.SweepInterval)
 	for _, c := range pd.ServingClusters() {
 		go func() {
 			if _, err := clusters.Driver(s.ctx, c); err != nil {

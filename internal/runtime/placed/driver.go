@@ -1,6 +1,7 @@
 package placed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
 )
 
 // ErrNotPlaced is wrapped by Deploy when the release names no cluster: the
@@ -53,6 +55,13 @@ type Ledger interface {
 	SetServingCluster(ctx context.Context, tenant, app, cluster string) error
 	// ClearServingCluster forgets the app; a missing one is fine.
 	ClearServingCluster(ctx context.Context, tenant, app string) error
+
+	// AddLeftover records an app a move could not remove from the
+	// cluster it left; Leftovers returns them, oldest first; ClearLeftover
+	// forgets one (a missing one is fine).
+	AddLeftover(ctx context.Context, l store.Leftover) error
+	Leftovers(ctx context.Context) ([]store.Leftover, error)
+	ClearLeftover(ctx context.Context, l store.Leftover) error
 }
 
 // Key is the Ledger's key of an app.
@@ -74,6 +83,10 @@ type Options struct {
 
 // removePatience bounds the removal of a moved app from its old cluster.
 const removePatience = time.Minute
+
+// SweepInterval is how often a platform calls SweepLeftovers: every
+// minute, as a move that leaves an app behind tells its log.
+const SweepInterval = time.Minute
 
 // Driver runs each app on the cluster its release names.
 type Driver struct {
@@ -234,7 +247,11 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	case errors.Is(err, ErrNoCluster):
 	case err != nil:
 		d.opts.Log.Error(err, "Removing a moved app from its old cluster", "tenant", rel.Tenant, "app", rel.App, "cluster", from)
-		fmt.Fprintf(log, " !     The app could not be removed from cluster %s: %v\n", from, err)
+		fmt.Fprintf(log, " !     The app could not be removed from cluster %s yet (%v): the platform tries again every minute\n", from, err)
+		left := store.Leftover{Tenant: rel.Tenant, App: rel.App, Cluster: from}
+		if err := d.opts.Ledger.AddLeftover(context.WithoutCancel(ctx), left); err != nil {
+			d.opts.Log.Error(err, "Recording an app left on its old cluster", "tenant", rel.Tenant, "app", rel.App, "cluster", from)
+		}
 	default:
 		fmt.Fprintf(log, "-----> Removed from cluster %s\n", from)
 	}
@@ -262,6 +279,59 @@ func (d *Driver) waitRouted(ctx context.Context, rel runtime.Release) error {
 			return fmt.Errorf("cluster %s does not route to the app's web instances after %s", rel.Cluster, d.opts.RoutedTimeout)
 		case <-tick.C:
 		}
+	}
+}
+
+// RemoveLeftovers removes again, from the clusters they left, the apps a
+// move could not remove (Ledger.Leftovers). A leftover whose cluster is
+// gone, or that serves the app again (it moved back), is forgotten; one
+// that still cannot be removed stays for the next call. It returns the
+// first error.
+func (d *Driver) RemoveLeftovers(ctx context.Context) error {
+	leftovers, err := d.opts.Ledger.Leftovers(ctx)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, l := range leftovers {
+		if err := d.removeLeftover(ctx, l); err != nil {
+			d.opts.Log.Error(err, "Removing an app left on a cluster it moved off", "tenant", l.Tenant, "app", l.App, "cluster", l.Cluster)
+			first = cmp.Or(first, err)
+		}
+	}
+	return first
+}
+
+func (d *Driver) removeLeftover(ctx context.Context, l store.Leftover) error {
+	defer d.lock(l.Tenant, l.App)()
+	if cluster, ok := d.Serving(l.Tenant, l.App); !ok || cluster != l.Cluster {
+		rmCtx, cancel := context.WithTimeout(ctx, removePatience)
+		defer cancel()
+		drv, err := d.opts.Clusters.Driver(rmCtx, l.Cluster)
+		if err == nil {
+			err = drv.Remove(rmCtx, l.Tenant, l.App)
+		}
+		if err != nil && !errors.Is(err, ErrNoCluster) {
+			return fmt.Errorf("removing %s from cluster %s: %w", Key(l.Tenant, l.App), l.Cluster, err)
+		}
+		if err == nil {
+			d.opts.Log.Info("Removed an app left on a cluster it moved off", "tenant", l.Tenant, "app", l.App, "cluster", l.Cluster)
+		}
+	}
+	return d.opts.Ledger.ClearLeftover(ctx, l)
+}
+
+// SweepLeftovers calls RemoveLeftovers every interval until ctx ends.
+func (d *Driver) SweepLeftovers(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_ = d.RemoveLeftovers(ctx) // logged
 	}
 }
 

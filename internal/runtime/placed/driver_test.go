@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/internal/store"
 )
 
 const (
@@ -43,9 +45,32 @@ func TestMain(m *testing.M) {
 // ledger is an in-memory placed.Ledger (the store's is tested in
 // internal/store); fail makes SetServingCluster fail.
 type ledger struct {
-	mu   sync.Mutex
-	m    map[string]string
-	fail error
+	mu        sync.Mutex
+	m         map[string]string
+	fail      error
+	leftovers []store.Leftover
+}
+
+func (l *ledger) AddLeftover(_ context.Context, left store.Leftover) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !slices.Contains(l.leftovers, left) {
+		l.leftovers = append(l.leftovers, left)
+	}
+	return nil
+}
+
+func (l *ledger) Leftovers(context.Context) ([]store.Leftover, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.leftovers), nil
+}
+
+func (l *ledger) ClearLeftover(_ context.Context, left store.Leftover) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leftovers = slices.DeleteFunc(l.leftovers, func(x store.Leftover) bool { return x == left })
+	return nil
 }
 
 func (l *ledger) ServingClusters(context.Context) (map[string]string, error) {
@@ -265,6 +290,85 @@ func TestFailedMoveKeepsTheOldCluster(t *testing.T) {
 	}
 	if !runs(t, clusters, "a", "web") || runs(t, clusters, "b", "web") {
 		t.Fatalf("after a move the ledger refused: runs on a %v, on b %v; want a only", runs(t, clusters, "a", "web"), runs(t, clusters, "b", "web"))
+	}
+}
+
+// unreachable is a cluster's driver whose Remove fails while down is set,
+// as a cluster's apiserver that does not answer.
+type unreachable struct {
+	runtime.Driver
+	down atomic.Bool
+}
+
+func (u *unreachable) Remove(ctx context.Context, tenant, app string) error {
+	if u.down.Load() {
+		return errors.New("connection refused")
+	}
+	return u.Driver.Remove(ctx, tenant, app)
+}
+
+// TestLeftoversAreRemovedLater: a move whose removal from the old cluster
+// fails says so, keeps the app served from the new cluster, and records
+// the leftover; RemoveLeftovers removes it once the old cluster answers,
+// and forgets a leftover whose cluster serves the app again.
+func TestLeftoversAreRemovedLater(t *testing.T) {
+	clusters, l := fleet(t), &ledger{}
+	a := &unreachable{Driver: clusters["a"].Driver}
+	clusters["a"] = placed.Cluster{Driver: a, Apps: clusters["a"].Apps}
+	d := newDriver(t, clusters, l)
+	deploy(t, d, webRelease(t, "web", "a", 1, nil))
+
+	a.down.Store(true)
+	var log strings.Builder
+	if err := d.Deploy(t.Context(), webRelease(t, "web", "b", 2, nil), &log); err != nil {
+		t.Fatalf("a move whose removal fails: %v, want it done\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "could not be removed from cluster a yet") {
+		t.Errorf("the move's log does not say the app is left on a:\n%s", log.String())
+	}
+	if body, err := get(d, tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v2" {
+		t.Fatalf("after the move: %q %v, want v2 from b", body, err)
+	}
+	left := store.Leftover{Tenant: tenant, App: "web", Cluster: "a"}
+	if got, _ := l.Leftovers(t.Context()); !slices.Equal(got, []store.Leftover{left}) {
+		t.Fatalf("leftovers %v, want %v", got, left)
+	}
+	if !runs(t, clusters, "a", "web") {
+		t.Fatal("the app does not run on a: the removal was meant to fail")
+	}
+
+	// Still down: the leftover stays.
+	if err := d.RemoveLeftovers(t.Context()); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("RemoveLeftovers with a down: %v, want its error", err)
+	}
+	if got, _ := l.Leftovers(t.Context()); len(got) != 1 || !runs(t, clusters, "a", "web") {
+		t.Fatalf("after a failed retry: leftovers %v, runs on a %t", got, runs(t, clusters, "a", "web"))
+	}
+
+	a.down.Store(false)
+	if err := d.RemoveLeftovers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if runs(t, clusters, "a", "web") {
+		t.Fatal("the app still runs on a after RemoveLeftovers")
+	}
+	if got, _ := l.Leftovers(t.Context()); len(got) != 0 {
+		t.Fatalf("leftovers %v after their removal", got)
+	}
+	if body, err := get(d, tenant, "web", "/"); err != nil || strings.TrimSpace(body) != "v2" {
+		t.Fatalf("after the leftover's removal: %q %v, want v2 from b", body, err)
+	}
+
+	// A leftover on the cluster that serves the app again is forgotten,
+	// not removed.
+	if err := l.AddLeftover(t.Context(), store.Leftover{Tenant: tenant, App: "web", Cluster: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveLeftovers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Leftovers(t.Context()); len(got) != 0 || !runs(t, clusters, "b", "web") {
+		t.Fatalf("a leftover on the serving cluster: leftovers %v, runs on b %t", got, runs(t, clusters, "b", "web"))
 	}
 }
 

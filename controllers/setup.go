@@ -12,6 +12,7 @@ import (
 	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/route"
 	"bex.co/bex/controllers/scheme"
+	"bex.co/bex/controllers/workerhook"
 	"bex.co/bex/internal/localfleet"
 )
 
@@ -24,10 +25,10 @@ func NewScheme() *runtime.Scheme { return scheme.New() }
 // (LocalFleetNames).
 func Names() []string { return []string{app.ControllerName, route.ControllerName} }
 
-// LocalFleetNames returns the names of the controllers Deps.LocalFleet
-// adds.
+// LocalFleetNames returns the names of the controllers make run's local
+// fleet adds (Deps.LocalFleet and Deps.ServedApps).
 func LocalFleetNames() []string {
-	return []string{localinfra.ClusterControllerName, localinfra.MachineControllerName}
+	return []string{localinfra.ClusterControllerName, localinfra.MachineControllerName, workerhook.ControllerName}
 }
 
 // Deps are what the controllers need beyond the manager. Nil fields turn
@@ -67,6 +68,15 @@ type Deps struct {
 	// without it.
 	FleetUpgrades *fleetupgrade.Reconciler
 
+	// ServedApps, when set, says which apps each Cluster API cluster
+	// serves (the *store.Store of a platform that runs apps on its fleet's
+	// clusters, as make run does): the worker Machines of a cluster being
+	// deleted are held until its apps moved (controllers/workerhook), and
+	// the App controller looks at the Apps of a Cluster as soon as it
+	// changes. The management cluster must serve Cluster API's Cluster and
+	// Machine kinds. Nil leaves worker Machines alone.
+	ServedApps workerhook.Apps
+
 	// LocalFleet, when set, runs the local infrastructure provider
 	// (controllers/localinfra: LocalClusters and LocalMachines) over this
 	// host's processes, as make run's local fleet does; the management
@@ -76,7 +86,10 @@ type Deps struct {
 
 // Setup registers every controller with mgr.
 func Setup(mgr ctrl.Manager, deps Deps) error {
-	r := &app.Reconciler{Client: mgr.GetClient(), Releases: deps.Releases}
+	r := &app.Reconciler{
+		Client: mgr.GetClient(), Releases: deps.Releases,
+		Events: mgr.GetEventRecorder(app.ControllerName), WatchClusters: deps.ServedApps != nil,
+	}
 	if deps.Schedule {
 		// Uncached: PlacementReviews are create-only and Placements are
 		// read right after they are written.
@@ -100,6 +113,12 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	}
 	if err := rr.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up %s: %w", route.ControllerName, err)
+	}
+	if deps.ServedApps != nil {
+		wh := &workerhook.Reconciler{Client: mgr.GetClient(), Apps: deps.ServedApps, Events: mgr.GetEventRecorder(workerhook.ControllerName)}
+		if err := wh.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", workerhook.ControllerName, err)
+		}
 	}
 	if h := deps.LocalFleet; h != nil {
 		if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {

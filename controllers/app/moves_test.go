@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,6 +128,24 @@ func TestAppFollowsTheFleet(t *testing.T) {
 		m.Reason != schedulingv1alpha1.ReasonCordoned || !strings.Contains(m.Message, "alpha is cordoned") {
 		t.Fatalf("shop's Placement after the cordon: %+v (movedFrom %+v)", pl.Spec, pl.Spec.MovedFrom)
 	}
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	platformtest.Eventually(t, time.Minute, "a Moved event on shop", func(ctx context.Context) error {
+		evs, err := cs.EventsV1().Events(shop.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Name != shop.Name {
+				continue
+			}
+			if e.Reason == "Moved" && strings.Contains(e.Note, "Placed again on beta/workers, away from alpha/workers") {
+				return nil
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		return fmt.Errorf("shop's events: %v", seen)
+	})
 
 	// A rescale: 2 web replicas of 1 cpu and 1Gi each.
 	patchApp(ctx, t, c, shop, func(a *platformv1alpha1.App) {

@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"strconv"
-	"time"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
@@ -88,6 +90,14 @@ type Reconciler struct {
 	// scheduler API before anything runs, and places it again when its
 	// cluster can no longer hold it (status.cluster follows).
 	Placer Placer
+	// Events records on an App that it was placed again elsewhere (a
+	// Moved event); nil records none.
+	Events events.EventRecorder
+	// WatchClusters, with a Placer, looks at the Apps a Cluster API
+	// Cluster runs again as soon as the Cluster changes (is cordoned or
+	// being deleted) rather than at the next resync; the management
+	// cluster must serve Cluster API's Cluster kind.
+	WatchClusters bool
 }
 
 // SetupWithManager registers the reconciler; it watches Apps and the Secrets
@@ -99,11 +109,41 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, secretRefIndex, secretNames); err != nil {
 		return fmt.Errorf("indexing apps by secret: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&platformv1alpha1.App{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret)).
-		Complete(r)
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret))
+	if r.WatchClusters && r.Placer != nil {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, clusterIndex, clusterOf); err != nil {
+			return fmt.Errorf("indexing apps by cluster: %w", err)
+		}
+		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.appsOnCluster))
+	}
+	return b.Complete(r)
+}
+
+// clusterIndex indexes Apps by status.cluster.
+const clusterIndex = "status.cluster"
+
+func clusterOf(obj client.Object) []string {
+	if c := obj.(*platformv1alpha1.App).Status.Cluster; c != "" {
+		return []string{c}
+	}
+	return nil
+}
+
+// appsOnCluster returns the Apps placed on a Cluster, in every namespace.
+func (r *Reconciler) appsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	var apps platformv1alpha1.AppList
+	if err := r.Client.List(ctx, &apps, client.MatchingFields{clusterIndex: obj.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing apps on cluster", "cluster", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(apps.Items))
+	for _, a := range apps.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+	}
+	return reqs
 }
 
 func secretNames(obj client.Object) []string {
@@ -186,6 +226,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 		s.placementObserved, s.placement = true, pl
 		app.Status.Cluster = pl.Cluster
+		if pl.MovedFrom != "" && r.Events != nil {
+			r.Events.Eventf(app, nil, corev1.EventTypeNormal, "Moved", "Place",
+				"Placed again on %s/%s, away from %s: %s", pl.Cluster, pl.Pool, pl.MovedFrom, pl.Message)
+		}
 	}
 	var result reconcile.Result
 	if r.Placer != nil {

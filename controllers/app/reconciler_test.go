@@ -83,7 +83,8 @@ func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releas
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&app.Reconciler{Client: mgr.GetClient(), Releases: releases, Placer: placer}).SetupWithManager(mgr); err != nil {
+	r := &app.Reconciler{Client: mgr.GetClient(), Releases: releases, Placer: placer, Events: mgr.GetEventRecorder(app.ControllerName)}
+	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

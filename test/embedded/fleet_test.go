@@ -34,7 +34,9 @@ import (
 // into it, restarts the platform on the same state directory and finds the
 // cluster serving again with what was written, the worker's node agent
 // running again and the app served from it, then deletes the cluster,
-// finds its files gone and the app served by the process runtime again.
+// finds its files gone and the app served by the process runtime again,
+// with no request to it failed during the deletion: Cluster API drains the
+// worker only once the app moved (controllers/workerhook).
 func TestMakeRunFleet(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex-node")
 	state := t.TempDir()
@@ -139,6 +141,7 @@ func TestMakeRunFleet(t *testing.T) {
 	t.Logf("the app served from the cluster again %s after the restart began", time.Since(start).Round(time.Second))
 
 	start = time.Now()
+	requests := keepRequesting(ctx, t, env, "hello", body)
 	if _, err := op.DeleteLocalCluster(ctx, "e2e-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,52 @@ func TestMakeRunFleet(t *testing.T) {
 	// With no cluster left, the app runs on the process runtime again.
 	servedFrom(t, env, mgmt, "hello", "local", body)
 	t.Logf("the app served by the process runtime %s after the deletion began", time.Since(start).Round(time.Second))
+	sent, failed := requests()
+	t.Logf("%d requests to the app during the deletion, %d failed", sent, len(failed))
+	if len(failed) > 0 {
+		t.Errorf("%d of %d requests to the app failed during the cluster's deletion; the first: %v", len(failed), sent, failed[:min(len(failed), 5)])
+	}
 	p.Interrupt(t)
+}
+
+// keepRequesting sends a request to the app every 100 ms until the
+// returned function is called, which returns how many it sent and the
+// failures.
+func keepRequesting(ctx context.Context, t *testing.T, env map[string]string, name, body string) func() (int, []string) {
+	t.Helper()
+	apps := platformtest.AppClient(t, env)
+	host := name + "-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var sent int
+	var failed []string
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			code, got, err := platformtest.GetApp(rctx, apps, host)
+			rcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			sent++
+			if err != nil || code != http.StatusOK || got != body {
+				failed = append(failed, fmt.Sprintf("%s: %d %q %v", time.Now().Format("15:04:05.000"), code, got, err))
+			}
+		}
+	}()
+	return func() (int, []string) {
+		cancel()
+		<-done
+		return sent, failed
+	}
 }
 
 // waitWorker waits until the cluster has one worker Node, ready, whose

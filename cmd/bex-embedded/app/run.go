@@ -226,6 +226,7 @@ func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error,
 	}
 	if s.fleet != nil {
 		deps.LocalFleet = s.fleet.host
+		deps.ServedApps = s.st
 	}
 	if err := controllers.Setup(mgr, deps); err != nil {
 		return nil, fmt.Errorf("setting up controllers: %w", err)

@@ -138,11 +138,31 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 	if err := x.finish(); err != nil {
 		return ImageConfig{}, err
 	}
+	return unpackedConfig(digest.String(), cf, dir), nil
+}
 
+// InspectUnpacked reads image's configuration as Unpack returned it when
+// it unpacked image into dir, without unpacking it again: for a restart
+// of a release whose directory is in use. keychains are as for Unpack.
+func InspectUnpacked(ctx context.Context, image string, dir string, keychains ...authn.Keychain) (ImageConfig, error) {
+	_, digest, cf, err := fetch(ctx, image, keychains)
+	if err != nil {
+		return ImageConfig{}, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return ImageConfig{}, err
+	}
+	return unpackedConfig(digest.String(), cf, dir), nil
+}
+
+// unpackedConfig is the configuration of an image unpacked into dir: an
+// image laid out under /app has its paths mapped to dir.
+func unpackedConfig(digest string, cf *v1.ConfigFile, dir string) ImageConfig {
 	c := cf.Config
-	out := imageConfig(digest.String(), cf)
-	if rootFS {
-		return out, nil
+	out := imageConfig(digest, cf)
+	if out.RootFS {
+		return out
 	}
 	out.WorkingDir, out.Env = dir, nil
 	if wd := rewriteAppPath(c.WorkingDir, dir); strings.HasPrefix(wd, dir) {
@@ -156,7 +176,7 @@ func Unpack(ctx context.Context, image string, dir string, keychains ...authn.Ke
 		}
 		out.Env = append(out.Env, k+"="+strings.Join(elems, ":"))
 	}
-	return out, nil
+	return out
 }
 
 // Inspect reads image's configuration without unpacking it, for a runtime

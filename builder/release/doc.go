@@ -11,7 +11,14 @@
 // sandboxing driver runs the latter. Rollback rolls an earlier release's
 // image and config out as a new release. After each release goes live,
 // Prune marks the releases past the retention pruned and deletes their
-// artifacts, retrying at the next prune what failed.
+// artifacts, retrying at the next prune what failed. ReleaseConfig rolls
+// the current release's image out as a new release with the App's new
+// environment (a config release, described by the names that changed);
+// Restart hands the runtime the current release again with a new
+// runtime.Process.Restart on the processes to restart, reusing the
+// release's unpacked directory, and records no release. A rollout of
+// either that fails is a runtime.NotDeployedError: what served keeps
+// serving.
 //
 // EnsureRunning brings the runtime back to the App's current release after a
 // restart; the App controller calls it, level-based, and it reads the App

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,21 +141,33 @@ func (p *Releaser) Lock(ctx context.Context, tenant, app string) (unlock func(),
 	}, nil
 }
 
+// locked takes the app's lock (Lock) and reads its tenant and App: what
+// every change of a release starts with. The caller unlocks.
+func (p *Releaser) locked(ctx context.Context, tenantName, appName string) (func(), store.Tenant, *platformv1alpha1.App, error) {
+	unlock, err := p.Lock(ctx, tenantName, appName)
+	if err != nil {
+		return nil, store.Tenant{}, nil, err
+	}
+	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
+	if err != nil {
+		unlock()
+		return nil, store.Tenant{}, nil, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
+	}
+	app, err := p.App(ctx, tenantName, appName)
+	if err != nil {
+		unlock()
+		return nil, store.Tenant{}, nil, err
+	}
+	return unlock, tenant, app, nil
+}
+
 // Rollback rolls release `to` out again as a new release.
 func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
-	unlock, err := p.Lock(ctx, tenantName, appName)
+	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
-	if err != nil {
-		return 0, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
-	}
-	app, err := p.App(ctx, tenantName, appName)
-	if err != nil {
-		return 0, err
-	}
 	target, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, to)
 	if err != nil {
 		return 0, fmt.Errorf("release v%d: %w", to, err)
@@ -167,7 +180,7 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 		return 0, err
 	}
 	if err := p.Rollout(ctx, app, latest+1, target.Image, target.Config, io.Discard); err != nil {
-		return 0, fmt.Errorf("rolling back to v%d failed, the current release keeps serving: %w", to, err)
+		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("rolling back to v%d failed, the current release keeps serving: %w", to, err)}
 	}
 	rel, err := p.opts.Store.CreateRollbackRelease(ctx, tenant.ID, appName, to, actor)
 	if err != nil {
@@ -178,6 +191,123 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 	}
 	p.Prune(ctx, tenant.ID, app, io.Discard)
 	return rel.Number, nil
+}
+
+// ReleaseConfig rolls the image of the app's current release out again as
+// a new release with the App's environment as it is now (spec.env, read
+// under the app's lock, secrets as references), described description
+// ("Set FOO, BAR": names only, never values), and makes it current. It
+// returns 0 and changes nothing when the app has no release yet: its first
+// push takes the environment. A rollout that fails leaves the current
+// release serving and no release recorded, and the error is a
+// *runtime.NotDeployedError that says why.
+func (p *Releaser) ReleaseConfig(ctx context.Context, tenantName, appName, description, actor string) (int, error) {
+	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	base, err := p.opts.Store.CurrentRelease(ctx, tenant.ID, appName, int(app.Status.CurrentRelease))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the current release: %w", err)
+	}
+	if err := base.Runnable(); err != nil {
+		return 0, err
+	}
+	latest, err := p.LatestNumber(ctx, tenant.ID, appName)
+	if err != nil {
+		return 0, err
+	}
+	config := ConfigOf(app)
+	number := latest + 1
+	if err := p.Rollout(ctx, app, number, base.Image, config, io.Discard); err != nil {
+		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("release v%d did not go out, v%d keeps serving: %w", number, base.Number, err)}
+	}
+	rel, err := p.opts.Store.CreateRelease(ctx, store.NewRelease{
+		TenantID: tenant.ID, App: appName, BuildID: base.BuildID, Image: base.Image, Config: config,
+		Description: description, CreatedBy: actor,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording release v%d: %w", number, err)
+	}
+	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
+		return 0, err
+	}
+	p.Prune(ctx, tenant.ID, app, io.Discard)
+	return rel.Number, nil
+}
+
+// Restart replaces the running instances of the app's current release
+// with new ones, of process or, when process is "", of every process that
+// runs instances: the runtime rolls them as it rolls a release out (a web
+// instance gets traffic once healthy, the old one stops after), and leaves
+// the other processes' instances alone. No release is recorded; secrets
+// are read again. It returns the release and the processes restarted. A
+// process the release does not have, or runs no instance of, is an error
+// that wraps store.ErrInvalid and changes nothing; a restart whose new
+// instances never become healthy leaves the old ones serving and returns
+// a *runtime.NotDeployedError.
+func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process string) (int, []string, error) {
+	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unlock()
+	if app.Status.CurrentRelease == 0 {
+		return 0, nil, fmt.Errorf("app %s has no release to restart yet: push to its git remote first", appName)
+	}
+	cur, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, int(app.Status.CurrentRelease))
+	if err != nil {
+		return 0, nil, fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
+	}
+	rel, img, err := p.prepare(ctx, app, cur.Number, cur.Image, true)
+	if err != nil {
+		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("restarting v%d failed, its instances keep running: %w", cur.Number, err)}
+	}
+	procs := processes(app, img)
+	restart, err := restartable(procs, process, appName, cur.Number)
+	if err != nil {
+		return 0, nil, err
+	}
+	token := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, name := range restart {
+		pr := procs[name]
+		pr.Restart = token
+		procs[name] = pr
+	}
+	if err := p.deploy(ctx, app, rel, procs, cur.Config, io.Discard); err != nil {
+		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("restarting %s of v%d failed, the old instances keep running: %w", strings.Join(restart, ", "), cur.Number, err)}
+	}
+	return cur.Number, restart, nil
+}
+
+// restartable returns the processes of procs a restart of process ("" for
+// all) restarts: those that run instances.
+func restartable(procs map[string]runtime.Process, process, app string, number int) ([]string, error) {
+	var names, running []string
+	for name, pr := range procs {
+		names = append(names, name)
+		if pr.Replicas > 0 {
+			running = append(running, name)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(running)
+	pr, ok := procs[process]
+	switch {
+	case process == "" && len(running) == 0:
+		return nil, fmt.Errorf("%w restart: release v%d of %s runs no instance", store.ErrInvalid, number, app)
+	case process == "":
+		return running, nil
+	case !ok:
+		return nil, fmt.Errorf("%w process %q: release v%d of %s has %s", store.ErrInvalid, process, number, app, strings.Join(names, ", "))
+	case pr.Replicas == 0:
+		return nil, fmt.Errorf("%w process %q: release v%d of %s runs no instance of it", store.ErrInvalid, process, number, app)
+	}
+	return []string{process}, nil
 }
 
 // EnsureRunning makes the runtime run the App's current release, rolling it
@@ -347,27 +477,47 @@ func deleteImage(ctx context.Context, image string, kc authn.Keychain) error {
 // and hands the release to the runtime, on the cluster the App is placed
 // on.
 func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
+	rel, img, err := p.prepare(ctx, app, number, image, false)
+	if err != nil {
+		return err
+	}
+	return p.deploy(ctx, app, rel, processes(app, img), config, out)
+}
+
+// prepare returns release number of the App, on the cluster the App is
+// placed on, with its image unpacked unless the runtime runs it from the
+// registry, and the image's configuration. With again, a release directory
+// that is there already is taken as it is: its release runs from it.
+func (p *Releaser) prepare(ctx context.Context, app *platformv1alpha1.App, number int, image string, again bool) (runtime.Release, build.ImageConfig, error) {
 	rel := runtime.Release{Tenant: app.Namespace, App: app.Name, Number: number, Image: image}
 	if p.opts.FollowPlacement {
 		cluster, err := p.placement(ctx, app)
 		if err != nil {
-			return err
+			return rel, build.ImageConfig{}, err
 		}
 		rel.Cluster = cluster
 	}
 	if ir, ok := p.opts.Runtime.(runtime.ImageRunner); ok && ir.RunsImage(rel) {
 		img, err := build.Inspect(ctx, image, p.opts.Keychain)
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", image, err)
+			return rel, img, fmt.Errorf("reading %s: %w", image, err)
 		}
-		return p.deploy(ctx, app, rel, img, config, out)
+		return p.withImage(rel, img), img, nil
 	}
 	dir := p.releaseDir(app, number)
+	if entries, err := os.ReadDir(dir); again && err == nil && len(entries) > 0 {
+		img, err := build.InspectUnpacked(ctx, image, dir, p.opts.Keychain)
+		if err != nil {
+			return rel, img, fmt.Errorf("reading %s: %w", image, err)
+		}
+		rel.Dir = dir
+		return p.withImage(rel, img), img, nil
+	}
 	if err := os.RemoveAll(dir); err != nil {
-		return err
+		return rel, build.ImageConfig{}, err
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
+		return rel, build.ImageConfig{}, err
 	}
 	img, err := build.Unpack(ctx, image, dir, p.opts.Keychain)
 	if err != nil {
@@ -378,28 +528,37 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		}
 		if gitserver.DiskFull(err) {
 			p.opts.Log.Error(err, "Disk full: release not unpacked", "app", klog.KObj(app), "release", number, "dir", filepath.Dir(dir))
-			return fmt.Errorf("the platform's disk is full: release v%d could not be unpacked; push again once the platform's operator has freed space", number)
+			return rel, img, fmt.Errorf("the platform's disk is full: release v%d could not be unpacked; push again once the platform's operator has freed space", number)
 		}
-		return fmt.Errorf("unpacking %s: %w", image, err)
+		return rel, img, fmt.Errorf("unpacking %s: %w", image, err)
 	}
-	if img.RootFS {
-		// An image with its own root filesystem (a Dockerfile build) runs
-		// as it is, with its own paths and environment.
-		rel.RootFS, rel.WorkDir, rel.ImageEnv = dir, img.WorkingDir, envMap(img.Env)
-	} else {
-		rel.Dir, rel.ImageEnv = img.WorkingDir, p.imageEnv(img)
-	}
-	return p.deploy(ctx, app, rel, img, config, out)
+	rel.Dir = dir
+	return p.withImage(rel, img), img, nil
 }
 
-// deploy completes rel from the image and the App and hands it to the
-// runtime.
-func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel runtime.Release, img build.ImageConfig, config map[string]store.ConfigValue, out io.Writer) error {
+// withImage completes rel, whose Dir is the directory img was unpacked
+// into (none when the runtime runs the image), from img.
+func (p *Releaser) withImage(rel runtime.Release, img build.ImageConfig) runtime.Release {
+	switch {
+	case rel.Dir == "":
+	case img.RootFS:
+		// An image with its own root filesystem (a Dockerfile build) runs
+		// as it is, with its own paths and environment.
+		rel.RootFS, rel.WorkDir, rel.ImageEnv, rel.Dir = rel.Dir, img.WorkingDir, envMap(img.Env), ""
+	default:
+		rel.Dir, rel.ImageEnv = img.WorkingDir, p.imageEnv(img)
+	}
+	return rel
+}
+
+// deploy completes rel with procs and what the App says, and hands it to
+// the runtime.
+func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel runtime.Release, procs map[string]runtime.Process, config map[string]store.ConfigValue, out io.Writer) error {
 	env, err := p.environment(ctx, app.Namespace, config)
 	if err != nil {
 		return err
 	}
-	rel.Env, rel.Processes, rel.HealthCheck = env, processes(app, img), healthCheck(app)
+	rel.Env, rel.Processes, rel.HealthCheck = env, procs, healthCheck(app)
 	rel.Resources = resourcesOf(app)
 	return p.opts.Runtime.Deploy(ctx, rel, out)
 }

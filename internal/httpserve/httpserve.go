@@ -47,3 +47,17 @@ func (t Timeouts) Server(h http.Handler) *http.Server {
 func Stream(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }
+
+// RolloutPatience is how long an answer that waits for a rollout (a
+// rollback, a restart, a config release) may take to write: the runtime's
+// own deadlines (60 s for a process to start, 11 min for a kube rollout)
+// end the wait first.
+const RolloutPatience = 15 * time.Minute
+
+// AwaitRollout moves the server's write deadline for w's response to
+// RolloutPatience from now: the answer comes once a rollout has ended.
+// Call it before the wait. A writer that cannot set deadlines is left as
+// it is.
+func AwaitRollout(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(RolloutPatience))
+}

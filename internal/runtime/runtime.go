@@ -15,6 +15,17 @@ import (
 // app: it was never deployed, its only deploy failed, or it was removed.
 var ErrNotFound = errors.New("app not running")
 
+// NotDeployedError says that a rollout did not go out and why, in words
+// for the app's owner: the release was refused or never became healthy,
+// and what ran before keeps running. The release package wraps the
+// failures of its rollouts in it, so that the API can show them to the
+// tenant instead of hiding them as internal errors.
+type NotDeployedError struct{ Err error }
+
+func (e *NotDeployedError) Error() string { return e.Err.Error() }
+
+func (e *NotDeployedError) Unwrap() error { return e.Err }
+
 // WebProcess is the process type that receives the app's HTTP traffic.
 const WebProcess = "web"
 
@@ -69,10 +80,19 @@ func (h HealthCheck) String() string {
 // image's ENTRYPOINT and CMD, for images that may have no shell at all).
 // Both empty means the image's own entrypoint (kube driver only: the
 // process driver needs one of them).
+//
+// Restart asks for a rolling restart of the process's instances: a Deploy
+// of the release the driver runs already (same Number, nothing else
+// changed) replaces the instances of each process whose Restart is set and
+// differs from the one they were started with, with zero downtime as a
+// rollout, and leaves the other processes' instances running. Empty asks
+// for nothing: the instances keep the Restart they have. A Deploy of
+// another release replaces every instance whatever Restart says.
 type Process struct {
 	Command  string
 	Args     []string
 	Replicas int
+	Restart  string
 }
 
 // Resources is the CPU and memory of one instance, as Kubernetes quantities
@@ -208,8 +228,13 @@ type Status struct {
 
 // Instance is one running copy of a process.
 type Instance struct {
-	Process  string
-	Index    int
+	Process string
+	Index   int
+	// ID tells this instance from every other the app has had: a new one
+	// (a new release, a restart) has a new ID, while a crash and its
+	// restart in place keep it. The process driver numbers its instances,
+	// the kube driver gives the pod's name.
+	ID       string
 	Release  int
 	State    InstanceState
 	Restarts int

@@ -158,6 +158,29 @@ func TestTenantDashboard(t *testing.T) {
 	}
 	b.screenshot("app-after-rollback")
 
+	// A restart from the app page: new instances of v3 serve what v3 runs.
+	// Then a variable set from the form goes out at once as release v4,
+	// which the list names by what changed.
+	if st := b.clickAndLoad("restarting the app", "#restart-app button"); st != 200 {
+		t.Fatalf("restarting: status %d: %q", st, b.text("main"))
+	}
+	if notice := b.text("#notice"); notice != "Restarted web: new instances of release v3." {
+		t.Fatalf("after the restart the page says %q", notice)
+	}
+	platformtest.Eventually(t, time.Minute, "v1's body to serve after the restart", serves("hello v1"))
+	b.do("typing a variable", chromedp.SetValue(chromedp.CSS(`#env-form input[name=name]`), "GREETING"),
+		chromedp.SetValue(chromedp.CSS(`#env-form input[name=value]`), "hi"))
+	if st := b.clickAndLoad("setting a variable", "#env-form button"); st != 200 {
+		t.Fatalf("setting a variable: status %d: %q", st, b.text("main"))
+	}
+	if notice := b.text("#notice"); notice != "Environment changed: release v4 runs with it." {
+		t.Fatalf("after setting a variable the page says %q", notice)
+	}
+	if rel := b.text(`tr[data-release="4"]`); !strings.Contains(rel, "Set GREETING") || !strings.Contains(rel, "serving") {
+		t.Errorf("release v4 is not shown serving as the config release: %q", rel)
+	}
+	b.screenshot("app-config-release")
+
 	// The runtime logs page follows the app's output: a request made
 	// while it is open shows up in it.
 	b.open(base + "/apps/hello/logs")

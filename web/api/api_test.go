@@ -480,6 +480,7 @@ func testTenantIsolation(t *testing.T, cp *controlplane.ControlPlane) {
 		{http.MethodGet, "/apps/web/builds/latest/log", nil},
 		{http.MethodGet, "/apps/web/releases", nil},
 		{http.MethodPost, "/apps/web/rollback", apiclient.RollbackRequest{Release: 1}},
+		{http.MethodPost, "/apps/web/restart", nil},
 		{http.MethodGet, "/apps/web/env", nil},
 		{http.MethodPatch, "/apps/web/env", apiclient.PatchEnvRequest{Set: map[string]string{"X": "y"}}},
 		{http.MethodGet, "/apps/web/logs", nil},
@@ -508,6 +509,9 @@ func testTenantIsolation(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 	if calls := e.Releaser.Calls(); len(calls) != 0 {
 		t.Errorf("rollbacks: %+v, want none", calls)
+	}
+	if n, m := len(e.Releaser.Restarts()), len(e.Releaser.ConfigReleases()); n != 0 || m != 0 {
+		t.Errorf("tenant B's attempts reached the Releaser: %d restarts, %d config releases", n, m)
 	}
 	if n := countRows(t, e, "audit_log"); n != auditBefore {
 		t.Errorf("audit_log has %d rows, want %d: refused requests are no changes", n, auditBefore)

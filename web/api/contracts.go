@@ -6,8 +6,12 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
-// Releaser rolls apps back; the runtime side of the platform implements
-// it.
+// Releaser rolls apps back, releases their config and restarts them; the
+// runtime side of the platform implements it. Its methods are safe for
+// concurrent use, stop when ctx ends, and serialise with every other
+// change to the same app (a push's deploy, another rollback). A rollout
+// that does not go out leaves what serves as it was and returns a
+// *runtime.NotDeployedError that says why, in words for the tenant.
 //
 // Rollback records a new release of the tenant's app that runs what
 // release number to ran (store.CreateRollbackRelease does the recording),
@@ -16,8 +20,23 @@ import (
 // exists and that release to exists and is not the current one. Rollback
 // may return before the rollout completes; the App's status tells how it
 // goes. It is safe for concurrent use and stops when ctx ends.
+//
+// ReleaseConfig records a new release of the app's current image with the
+// App's environment as it is now (spec.env, after the API's change),
+// described description — names of variables, never values — and created
+// by actor, rolls it out and makes it current. It returns 0 and changes
+// nothing when the app has no release yet.
+//
+// Restart replaces the running instances of the app's current release, of
+// process or of every process that runs instances when it is "", with new
+// ones, as a rollout does (with zero downtime for a web process with a
+// health check); it records no release. It returns the release and the
+// processes it restarted. A process the release does not have or runs no
+// instance of is an error wrapping store.ErrInvalid that changes nothing.
 type Releaser interface {
 	Rollback(ctx context.Context, tenant, app string, to int, actor string) (newRelease int, err error)
+	ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (newRelease int, err error)
+	Restart(ctx context.Context, tenant, app, process string) (release int, processes []string, err error)
 }
 
 // LogLine is one line an app's process printed.

@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -105,7 +107,9 @@ func validateEnvPatch(req apiclient.PatchEnvRequest) error {
 }
 
 // patchEnv sets and unsets variables: plain values in the App's spec.env,
-// secret ones in the Secret <app>-env that spec.env references.
+// secret ones in the Secret <app>-env that spec.env references. Unless
+// the request says noRelease, the Releaser then releases the new
+// environment; a release that fails leaves the change stored.
 func (s *Server) patchEnv(c echo.Context) error {
 	var req apiclient.PatchEnvRequest
 	if err := bind(c, &req, false); err != nil {
@@ -147,13 +151,58 @@ func (s *Server) patchEnv(c echo.Context) error {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+
+	release, releaseErr := 0, error(nil)
+	if !req.NoRelease {
+		awaitRollout(c)
+		p := principalOf(c)
+		release, releaseErr = s.deployer.ReleaseConfig(ctx, p.tenant.Name, app.Name, envChange(names, req.Unset), p.actor())
+	}
+	// The change is stored whatever became of its release: audited either way.
+	outcome := map[string]any{}
+	switch {
+	case req.NoRelease:
+		outcome["noRelease"] = true
+	case releaseErr != nil:
+		outcome["releaseFailed"] = true
+	case release > 0:
+		outcome["release"] = release
+	}
 	if len(names) > 0 {
-		s.audit(c, "env.set", app.Name, map[string]any{"names": names, "secret": req.Secret})
+		s.audit(c, "env.set", app.Name, with(outcome, map[string]any{"names": names, "secret": req.Secret}))
 	}
 	if len(req.Unset) > 0 {
-		s.audit(c, "env.unset", app.Name, map[string]any{"names": req.Unset})
+		s.audit(c, "env.unset", app.Name, with(outcome, map[string]any{"names": req.Unset}))
+	}
+	if releaseErr != nil {
+		return fmt.Errorf("the new environment of %s is stored, but %w; it goes out with the next release: fix what failed, then push or set a variable again", app.Name, releaseErr)
+	}
+	if release > 0 {
+		c.Response().Header().Set(apiclient.ReleaseHeader, strconv.Itoa(release))
 	}
 	return c.JSON(http.StatusOK, envView(app.Spec.Env))
+}
+
+// envChange describes a change of the environment in a release list, by
+// the names it sets and unsets (never their values): "Set FOO, BAR",
+// "Unset FOO", "Set FOO; unset BAR".
+func envChange(set, unset []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "set "+strings.Join(set, ", "))
+	}
+	if len(unset) > 0 {
+		parts = append(parts, "unset "+strings.Join(unset, ", "))
+	}
+	d := strings.Join(parts, "; ")
+	return strings.ToUpper(d[:1]) + d[1:]
+}
+
+// with returns a new map of a's entries and b's.
+func with(a, b map[string]any) map[string]any {
+	out := maps.Clone(b)
+	maps.Copy(out, a)
+	return out
 }
 
 // mergeEnv returns the env of app with req applied: set variables replace those of the

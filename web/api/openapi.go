@@ -33,6 +33,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Rollback":                  reflect.TypeFor[apiclient.Rollback](),
 	"EnvVar":                    reflect.TypeFor[apiclient.EnvVar](),
 	"PatchEnvRequest":           reflect.TypeFor[apiclient.PatchEnvRequest](),
+	"RestartRequest":            reflect.TypeFor[apiclient.RestartRequest](),
+	"Restart":                   reflect.TypeFor[apiclient.Restart](),
 	"LogLine":                   reflect.TypeFor[apiclient.LogLine](),
 	"SSHKey":                    reflect.TypeFor[apiclient.SSHKey](),
 	"AddSSHKeyRequest":          reflect.TypeFor[apiclient.AddSSHKeyRequest](),

@@ -105,6 +105,7 @@ func (s *Server) rollback(c echo.Context) error {
 	if to == current {
 		return invalid("release", "v%d is the current release of app %q already", to, app.Name)
 	}
+	awaitRollout(c)
 	n, err := s.deployer.Rollback(ctx, p.tenant.Name, app.Name, to, p.actor())
 	if err != nil {
 		return fmt.Errorf("rolling %s back to v%d: %w", app.Name, to, err)

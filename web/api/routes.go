@@ -134,11 +134,17 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPost, path: "/apps/:app/rollback", handler: s.rollback, access: tenant,
 			summary: "Roll back to a release (default: the one before the current), as a new release",
 			request: "RollbackRequest", requestOptional: true, response: "Rollback", status: http.StatusCreated},
+		{method: http.MethodPost, path: "/apps/:app/restart", handler: s.restart, access: tenant,
+			summary: "Restart the current release: new instances of one process, or of every process, replace the running ones as in a rollout " +
+				"(a web instance gets traffic once healthy); no release is made. An app without a release answers 409, a process it does not run 422",
+			request: "RestartRequest", requestOptional: true, response: "Restart"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenant,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},
 		{method: http.MethodPatch, path: "/apps/:app/env", handler: s.patchEnv, access: tenant,
-			summary: "Set and unset environment variables in one change; with secret=true the values go into the Secret <app>-env",
+			summary: "Set and unset environment variables in one change; with secret=true the values go into the Secret <app>-env. " +
+				"Unless noRelease, an app with a release gets a new release of its current image with the new environment, rolled out at once " +
+				"(header Bex-Release: its number); a rollout that fails answers 409 with why, the change stays stored and the previous release serves",
 			request: "PatchEnvRequest", response: "[]EnvVar"},
 
 		{method: http.MethodGet, path: "/apps/:app/routes", handler: s.listRoutes, access: tenant,

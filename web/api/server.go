@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
 )
 
@@ -296,8 +297,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var he *httpError
 	var ee *echo.HTTPError
 	var qe *store.QuotaError
+	var nd *runtime.NotDeployedError
 	switch {
 	case errors.As(err, &he):
+	case errors.As(err, &nd):
+		// What serves is unchanged; the tenant reads why.
+		he = &httpError{status: http.StatusConflict, message: err.Error()}
 	case errors.As(err, &qe):
 		he = &httpError{status: http.StatusForbidden, message: qe.Error(), quota: qe.Quota}
 	case errors.As(err, &ee):

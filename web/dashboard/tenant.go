@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -92,6 +93,7 @@ func (d *Dashboard) rollback(c echo.Context) error {
 	if err != nil || to < 1 {
 		return &pageError{status: http.StatusBadRequest, title: "Bad request", message: "The form names no release to roll back to."}
 	}
+	httpserve.AwaitRollout(c.Response())
 	rb, err := d.client(c).Rollback(c.Request().Context(), name, to)
 	if err != nil {
 		return err
@@ -100,7 +102,8 @@ func (d *Dashboard) rollback(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#releases")
 }
 
-// setEnv sets or unsets one variable.
+// setEnv sets or unsets one variable and, unless the form says not to,
+// releases the change at once.
 func (d *Dashboard) setEnv(c echo.Context) error {
 	name := c.Param("app")
 	key := strings.TrimSpace(c.FormValue("name"))
@@ -111,10 +114,30 @@ func (d *Dashboard) setEnv(c echo.Context) error {
 		req.Set = map[string]string{key: c.FormValue("value")}
 		req.Secret = c.FormValue("secret") != ""
 	}
-	if _, err := d.client(c).PatchEnv(c.Request().Context(), name, req); err != nil {
+	req.NoRelease = c.FormValue("norelease") != ""
+	httpserve.AwaitRollout(c.Response())
+	_, release, err := d.client(c).PatchEnv(c.Request().Context(), name, req)
+	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape("Environment changed: a new release rolls out.")+"#env")
+	notice := "Environment changed: it goes out with the next release."
+	if release > 0 {
+		notice = fmt.Sprintf("Environment changed: release v%d runs with it.", release)
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#env")
+}
+
+// restart restarts the app's current release, every process or the one
+// the form names.
+func (d *Dashboard) restart(c echo.Context) error {
+	name := c.Param("app")
+	httpserve.AwaitRollout(c.Response())
+	r, err := d.client(c).Restart(c.Request().Context(), name, strings.TrimSpace(c.FormValue("process")))
+	if err != nil {
+		return err
+	}
+	notice := fmt.Sprintf("Restarted %s: new instances of release v%d.", strings.Join(r.Processes, ", "), r.Release)
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice))
 }
 
 // deleteApp deletes the app once its name was typed again.

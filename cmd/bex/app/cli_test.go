@@ -108,21 +108,7 @@ func TestCLI(t *testing.T) {
 	}
 	operator := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": e.OperatorToken}
 
-	for _, tc := range []struct {
-		name  string
-		env   map[string]string
-		args  []string
-		stdin string
-		// want is the exact output; match a pattern it must match.
-		want    string
-		match   string
-		absent  string
-		wantErr string
-		// json decodes -o json output and checks it.
-		json func(t *testing.T, out []byte)
-		// before, when set, runs first.
-		before func(t *testing.T)
-	}{
+	for _, tc := range []cliCase{
 		{name: "create app", args: []string{"apps", "create", "web"}, want: "Created app web.\n" +
 			"  git remote: http://git.bex.test:7000/cliacme/web.git\n" +
 			"  url:        https://web-cliacme.apps.bex.test\n\n" +
@@ -162,11 +148,14 @@ func TestCLI(t *testing.T) {
 		{name: "missing app", args: []string{"apps", "info", "nope"}, wantErr: `app "nope" not found`},
 		{name: "bad output", args: []string{"apps", "list", "-o", "yaml"}, wantErr: "-o yaml: want table or json"},
 
-		{name: "env set", args: []string{"env", "set", "web", "GREETING=hello world", "EMPTY="}, want: "" +
+		// Stored without releases, so that the releases below are the
+		// pushes' (release_cli_test.go has the config releases).
+		{name: "env set", args: []string{"env", "set", "web", "GREETING=hello world", "EMPTY=", "--no-release"}, want: "" +
+			"Stored without a release: the change goes out with the next release of web.\n" +
 			"NAME      VALUE\n" +
 			"EMPTY     \n" +
 			"GREETING  hello world\n"},
-		{name: "env set secret", args: []string{"env", "set", "web", "DATABASE_URL=postgres://u:hunter2@db", "--secret"},
+		{name: "env set secret", args: []string{"env", "set", "web", "DATABASE_URL=postgres://u:hunter2@db", "--secret", "--no-release"},
 			match: `(?m)^DATABASE_URL  \(secret\)$`, absent: "hunter2"},
 		{name: "env list json", args: []string{"env", "list", "web", "-o", "json"}, absent: "hunter2", json: func(t *testing.T, out []byte) {
 			var vs []apiclient.EnvVar
@@ -176,7 +165,8 @@ func TestCLI(t *testing.T) {
 		}},
 		{name: "env set bad", args: []string{"env", "set", "web", "NOEQUALS"}, wantErr: `"NOEQUALS": write variables as KEY=VALUE`},
 		{name: "env set reserved", args: []string{"env", "set", "web", "PORT=80"}, wantErr: "PORT is set by the platform (field set.PORT)"},
-		{name: "env unset", args: []string{"env", "unset", "web", "EMPTY", "GREETING"}, want: "" +
+		{name: "env unset", args: []string{"env", "unset", "web", "EMPTY", "GREETING", "--no-release"}, want: "" +
+			"Stored without a release: the change goes out with the next release of web.\n" +
 			"NAME          VALUE\n" +
 			"DATABASE_URL  (secret)\n"},
 
@@ -227,21 +217,7 @@ func TestCLI(t *testing.T) {
 		{name: "admin list", env: operator, args: []string{"admin", "tenant", "list"}, match: `(?m)^cliacme +\d{4}.*\nclinew +`},
 		{name: "operator on apps", env: operator, args: []string{"apps", "list"}, wantErr: "not allowed: an operator's token acts for no tenant"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.before != nil {
-				tc.before(t)
-			}
-			out, err := bex(t, dir, tc.env, tc.stdin, tc.args...)
-			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
-				return
-			}
-			if tc.absent != "" && strings.Contains(out, tc.absent) {
-				t.Errorf("bex %s printed %q, which must not show", strings.Join(tc.args, " "), tc.absent)
-			}
-			if tc.json != nil {
-				tc.json(t, []byte(out))
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, dir, nil) })
 	}
 
 	// The audit log saw each change, by the CLI's token.
@@ -262,6 +238,45 @@ func TestCLI(t *testing.T) {
 	}
 	if _, err := bex(t, dir, nil, "", "apps", "list"); err == nil || err.Error() != "the token was refused: check it or ask your operator for a new one, then run `bex login --api URL --token TOKEN`" {
 		t.Errorf("apps list with a revoked token: err = %v", err)
+	}
+}
+
+// cliCase is a run of bex and what it must print.
+type cliCase struct {
+	name  string
+	env   map[string]string
+	args  []string
+	stdin string
+	// want is the exact output; match a pattern it must match.
+	want    string
+	match   string
+	absent  string
+	wantErr string
+	// json decodes -o json output and checks it.
+	json func(t *testing.T, out []byte)
+	// before, when set, runs first.
+	before func(t *testing.T)
+}
+
+// run runs the case with its configuration under dir and its env, or env
+// when it has none, and checks what it printed.
+func (tc cliCase) run(t *testing.T, dir string, env map[string]string) {
+	t.Helper()
+	if tc.before != nil {
+		tc.before(t)
+	}
+	if tc.env != nil {
+		env = tc.env
+	}
+	out, err := bex(t, dir, env, tc.stdin, tc.args...)
+	if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
+		return
+	}
+	if tc.absent != "" && strings.Contains(out, tc.absent) {
+		t.Errorf("bex %s printed %q, which must not show", strings.Join(tc.args, " "), tc.absent)
+	}
+	if tc.json != nil {
+		tc.json(t, []byte(out))
 	}
 }
 

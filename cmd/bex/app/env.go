@@ -57,11 +57,31 @@ func (st *state) renderEnv(app string, vars []apiclient.EnvVar) error {
 	})
 }
 
+// renderEnvChange says what became of a change of app's environment, then
+// lists the environment; with -o json it writes the environment alone.
+func (st *state) renderEnvChange(app string, vars []apiclient.EnvVar, release int, noRelease bool) error {
+	if st.output != outputJSON {
+		var err error
+		switch {
+		case release > 0:
+			_, err = fmt.Fprintf(st.io.Out, "Released %s v%d with the new environment.\n", app, release)
+		case noRelease:
+			_, err = fmt.Fprintf(st.io.Out, "Stored without a release: the change goes out with the next release of %s.\n", app)
+		default:
+			_, err = fmt.Fprintf(st.io.Out, "Stored: %s has no release yet; its first push runs with it.\n", app)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return st.renderEnv(app, vars)
+}
+
 func newEnvSetCommand(st *state) *cobra.Command {
-	var secret bool
+	var secret, noRelease bool
 	cmd := &cobra.Command{
 		Use:   "set APP KEY=VALUE...",
-		Short: "Set environment variables; --secret keeps their values in a Secret, never shown again",
+		Short: "Set environment variables and release them at once; --secret keeps their values in a Secret, never shown again",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set := map[string]string{}
@@ -76,32 +96,36 @@ func newEnvSetCommand(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars, err := c.PatchEnv(cmd.Context(), args[0], apiclient.PatchEnvRequest{Set: set, Secret: secret})
+			vars, release, err := c.PatchEnv(cmd.Context(), args[0], apiclient.PatchEnvRequest{Set: set, Secret: secret, NoRelease: noRelease})
 			if err != nil {
 				return explain(err)
 			}
-			return st.renderEnv(args[0], vars)
+			return st.renderEnvChange(args[0], vars, release, noRelease)
 		},
 	}
 	cmd.Flags().BoolVar(&secret, "secret", false, "keep the values in the app's Secret; they are never shown again")
+	cmd.Flags().BoolVar(&noRelease, "no-release", false, "store the change without releasing it; it goes out with the next release")
 	return cmd
 }
 
 func newEnvUnsetCommand(st *state) *cobra.Command {
-	return &cobra.Command{
+	var noRelease bool
+	cmd := &cobra.Command{
 		Use:   "unset APP KEY...",
-		Short: "Remove environment variables",
+		Short: "Remove environment variables and release the change at once",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := st.needClient()
 			if err != nil {
 				return err
 			}
-			vars, err := c.PatchEnv(cmd.Context(), args[0], apiclient.PatchEnvRequest{Unset: args[1:]})
+			vars, release, err := c.PatchEnv(cmd.Context(), args[0], apiclient.PatchEnvRequest{Unset: args[1:], NoRelease: noRelease})
 			if err != nil {
 				return explain(err)
 			}
-			return st.renderEnv(args[0], vars)
+			return st.renderEnvChange(args[0], vars, release, noRelease)
 		},
 	}
+	cmd.Flags().BoolVar(&noRelease, "no-release", false, "store the change without releasing it; it goes out with the next release")
+	return cmd
 }

@@ -87,6 +87,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newBuildsCommand(st),
 		newReleasesCommand(st),
 		newRollbackCommand(st),
+		newRestartCommand(st),
 		newEnvCommand(st),
 		newLogsCommand(st),
 		newKeysCommand(st),

@@ -9,7 +9,9 @@
 // the cluster's rest.Config. Readiness comes from the release's health check
 // as a readinessProbe, rollouts are RollingUpdates that never go below the
 // wanted replicas (maxUnavailable 0, maxSurge 1), and Status is read back
-// from the Deployments and their Pods.
+// from the Deployments and their Pods. A process's Restart is the pod
+// template's bex.co/restart annotation: a new one rolls the Deployment, an
+// empty one keeps the annotation the release's Deployment has.
 //
 // Tenants are hostile, so the driver also keeps what confines them:
 //   - a release's environment is a Secret of its own ("<app>-env-<n>"),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,13 +190,8 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	unlock := d.lock(ns, rel.App)
 	defer unlock()
 
-	deployments := map[string]*appsv1ac.DeploymentApplyConfiguration{}
-	for _, p := range rel.ProcessNames() {
-		dep, err := d.deployment(ns, rel, p)
-		if err != nil {
-			return err
-		}
-		deployments[p] = dep
+	if _, err := resources(rel.Resources); err != nil {
+		return err
 	}
 	if d.opts.PreparedNamespaces {
 		if err := d.checkNamespace(ctx, ns); err != nil {
@@ -217,6 +213,14 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 			return fmt.Errorf("reading deployment %s: %w", current.Items[i].Name, err)
 		}
 		previous[current.Items[i].Labels[LabelProcess]] = ac
+	}
+	deployments := map[string]*appsv1ac.DeploymentApplyConfiguration{}
+	for _, p := range rel.ProcessNames() {
+		dep, err := d.deployment(ns, keepRestart(rel, p, previous[p]), p)
+		if err != nil {
+			return err
+		}
+		deployments[p] = dep
 	}
 
 	// The release's own Secret: the pods of the release before it keep
@@ -243,6 +247,24 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	}
 	fmt.Fprintf(log, "Release %d is live\n", rel.Number)
 	return nil
+}
+
+// keepRestart returns rel with the Restart of process set, when rel
+// leaves it empty, to the one its Deployment prev already runs for the
+// same release: an empty Restart asks for no restart, so the pods stay.
+func keepRestart(rel runtime.Release, process string, prev *appsv1ac.DeploymentApplyConfiguration) runtime.Release {
+	p := rel.Processes[process]
+	if p.Restart != "" || prev == nil || prev.Spec == nil || prev.Spec.Template == nil ||
+		prev.Spec.Template.Labels[LabelRelease] != strconv.Itoa(rel.Number) {
+		return rel
+	}
+	if token := prev.Spec.Template.Annotations[AnnotationRestart]; token != "" {
+		procs := maps.Clone(rel.Processes)
+		p.Restart = token
+		procs[process] = p
+		rel.Processes = procs
+	}
+	return rel
 }
 
 // PrepareNamespace makes the tenant's namespace what apps run in: created
@@ -685,7 +707,7 @@ func instancesFrom(pods []corev1.Pod) []runtime.Instance {
 		process := pod.Labels[LabelProcess]
 		release, _ := strconv.Atoi(pod.Labels[LabelRelease])
 		key := process + "/" + strconv.Itoa(release)
-		inst := runtime.Instance{Process: process, Index: next[key], Release: release, Since: pod.CreationTimestamp.Time}
+		inst := runtime.Instance{Process: process, Index: next[key], ID: pod.Name, Release: release, Since: pod.CreationTimestamp.Time}
 		next[key]++
 		inst.State, inst.Since = podState(pod)
 		for _, cs := range pod.Status.ContainerStatuses {

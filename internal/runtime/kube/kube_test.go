@@ -142,7 +142,9 @@ func simulate(t *testing.T, c client.Client, ns string) {
 	})
 }
 
-// runPods replaces the pods of dep with ready ones of its template.
+// runPods replaces the pods of dep with ready ones of its template, named
+// after its generation as a ReplicaSet's are after its template: a new
+// template (a restart) gets new pods.
 func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: "default"}}
 	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -159,7 +161,7 @@ func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error
 	}
 	for i := range replicas(dep) {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: fmt.Sprintf("%s-%s-%d", dep.Name, dep.Spec.Template.Labels[kube.LabelRelease], i), Labels: dep.Spec.Template.Labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: fmt.Sprintf("%s-%s-g%d-%d", dep.Name, dep.Spec.Template.Labels[kube.LabelRelease], dep.Generation, i), Labels: dep.Spec.Template.Labels},
 			Spec:       dep.Spec.Template.Spec,
 		}
 		if err := c.Create(ctx, pod); err != nil {

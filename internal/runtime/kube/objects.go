@@ -31,6 +31,11 @@ const (
 	LabelRelease   = "bex.co/release"
 
 	managedBy = "bex"
+
+	// AnnotationRestart on a Deployment's pod template is the Restart of
+	// its process (runtime.Process): a new one rolls the pods, as kubectl
+	// rollout restart's restartedAt does.
+	AnnotationRestart = "bex.co/restart"
 )
 
 // WebPort is the PORT of web containers.
@@ -185,6 +190,10 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 	}
 	lbls := labels(rel, process)
 	release := strconv.Itoa(rel.Number)
+	template := corev1ac.PodTemplateSpec().WithLabels(lbls)
+	if p.Restart != "" {
+		template.WithAnnotations(map[string]string{AnnotationRestart: p.Restart})
+	}
 	return appsv1ac.Deployment(ObjectName(rel.App, process), ns).
 		WithLabels(lbls).
 		WithAnnotations(map[string]string{LabelRelease: release}).
@@ -198,8 +207,7 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 					WithMaxUnavailable(intstr.FromInt32(0)).
 					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(lbls).
+			WithTemplate(template.
 				WithSpec(corev1ac.PodSpec().
 					WithContainers(container).
 					WithSecurityContext(corev1ac.PodSecurityContext().

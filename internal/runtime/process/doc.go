@@ -7,7 +7,11 @@
 // with exponential backoff, stdout/stderr capture into a per-app ring buffer
 // and file) and hands the edge its routing table through Upstreams: the
 // addresses of the healthy web instances of each app's current release,
-// switched atomically at cut-over.
+// switched atomically at cut-over. A Deploy of the release that runs, with
+// nothing changed but some processes' Restart, starts new instances of
+// those processes only, cuts over to them once healthy and stops the old
+// ones; the other instances keep running (a restart). The same release
+// with no new Restart changes nothing.
 //
 // An instance that keeps crashing is restarted after 1s, 2s, 4s... up to
 // BackoffMax, each delay in a "restarting in" line of the app's log; from

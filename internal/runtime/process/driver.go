@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,6 +109,8 @@ type Driver struct {
 	opts        Options
 	probeClient *http.Client
 	ports       *ports
+	// started numbers the instances the driver starts: their IDs.
+	started atomic.Int64
 
 	mu     sync.Mutex
 	apps   map[appKey]*app
@@ -136,6 +139,14 @@ type app struct {
 type release struct {
 	number    int
 	instances []*instance
+	// spec is what the release was deployed with, and restarts the
+	// Restart each process's instances run for: a Deploy of the same spec
+	// keeps the instances of the processes whose Restart it leaves alone.
+	spec     runtime.Release
+	restarts map[string]string
+	// restarting, on a pending release of the number that serves, names
+	// the processes being restarted.
+	restarting []string
 }
 
 // New returns a Driver. A negative DrainDelay means none.
@@ -229,17 +240,24 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		return fmt.Errorf("app %s/%s is being removed", rel.Tenant, rel.App)
 	}
 	a.cancelDeploy = cancel
+	cur := a.current
 	a.mu.Unlock()
 
-	next, err := d.startRelease(a, rel, log)
+	keep := keptProcesses(cur, rel)
+	if len(keep) == len(rel.Processes) {
+		fmt.Fprintf(log, "Release %d runs already, as it is: nothing to restart\n", rel.Number)
+		return nil
+	}
+	fresh, err := d.startRelease(a, rel, keep, log)
 	if err != nil {
 		return err
 	}
+	next := merge(cur, fresh, keep, rel)
 	a.mu.Lock()
-	a.pending = next
+	a.pending = fresh
 	a.mu.Unlock()
 
-	if failed, err := waitHealthy(ctx, next, log); err != nil {
+	if failed, err := waitHealthy(ctx, fresh, log); err != nil {
 		fmt.Fprintf(log, "Release %d failed: %v\n", rel.Number, err)
 		if lines := failed.lastOutput(); len(lines) > 0 {
 			fmt.Fprintf(log, "Last output of %s:\n", failed.name())
@@ -250,7 +268,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		a.mu.Lock()
 		a.pending = nil
 		a.mu.Unlock()
-		stopAll(next.instances)
+		stopAll(fresh.instances)
 		if a.current != nil {
 			fmt.Fprintf(log, "Release %d keeps serving\n", a.current.number)
 		}
@@ -258,12 +276,15 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	}
 
 	a.mu.Lock()
-	old := a.current
 	a.current, a.pending = next, nil
 	a.updateRoutesLocked()
 	a.mu.Unlock()
-	fmt.Fprintf(log, "Traffic switched to release %d\n", rel.Number)
-	if old != nil {
+	if len(keep) > 0 {
+		fmt.Fprintf(log, "Traffic switched to the new instances of release %d\n", rel.Number)
+	} else {
+		fmt.Fprintf(log, "Traffic switched to release %d\n", rel.Number)
+	}
+	if old := replaced(cur, keep); len(old) > 0 {
 		if d.opts.DrainDelay > 0 {
 			t := time.NewTimer(d.opts.DrainDelay)
 			select {
@@ -272,11 +293,76 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 				t.Stop()
 			}
 		}
-		fmt.Fprintf(log, "Stopping release %d\n", old.number)
-		stopAll(old.instances)
+		if len(keep) > 0 {
+			fmt.Fprintf(log, "Stopping the old instances of %s\n", strings.Join(fresh.restarting, ", "))
+		} else {
+			fmt.Fprintf(log, "Stopping release %d\n", cur.number)
+		}
+		stopAll(old)
 	}
 	fmt.Fprintf(log, "Release %d is live\n", rel.Number)
 	return nil
+}
+
+// keptProcesses returns the processes of rel whose running instances a
+// Deploy of rel keeps: none unless cur runs the same release as rel, then
+// those whose Restart rel leaves empty or as it is.
+func keptProcesses(cur *release, rel runtime.Release) map[string]bool {
+	keep := map[string]bool{}
+	if cur == nil || cur.number != rel.Number || !reflect.DeepEqual(withoutRestarts(cur.spec), withoutRestarts(rel)) {
+		return keep
+	}
+	for name, p := range rel.Processes {
+		if p.Restart == "" || p.Restart == cur.restarts[name] {
+			keep[name] = true
+		}
+	}
+	return keep
+}
+
+// withoutRestarts returns rel with no process's Restart set.
+func withoutRestarts(rel runtime.Release) runtime.Release {
+	procs := make(map[string]runtime.Process, len(rel.Processes))
+	for name, p := range rel.Processes {
+		p.Restart = ""
+		procs[name] = p
+	}
+	rel.Processes = procs
+	return rel
+}
+
+// merge returns the release that serves once fresh is healthy: the
+// instances of cur's kept processes and fresh's, process by process.
+func merge(cur, fresh *release, keep map[string]bool, rel runtime.Release) *release {
+	next := &release{number: rel.Number, spec: rel, restarts: map[string]string{}}
+	for _, name := range rel.ProcessNames() {
+		from := fresh
+		next.restarts[name] = rel.Processes[name].Restart
+		if keep[name] {
+			from = cur
+			next.restarts[name] = cur.restarts[name]
+		}
+		for _, i := range from.instances {
+			if i.process == name {
+				next.instances = append(next.instances, i)
+			}
+		}
+	}
+	return next
+}
+
+// replaced returns the instances of cur that a Deploy keeping keep stops.
+func replaced(cur *release, keep map[string]bool) []*instance {
+	if cur == nil {
+		return nil
+	}
+	var out []*instance
+	for _, i := range cur.instances {
+		if !keep[i.process] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func (d *Driver) validate(rel runtime.Release) error {
@@ -331,15 +417,22 @@ func (d *Driver) app(tenant, name string) (*app, error) {
 	return a, nil
 }
 
-// startRelease starts every instance of rel.
-func (d *Driver) startRelease(a *app, rel runtime.Release, log io.Writer) (*release, error) {
+// startRelease starts every instance of rel but those of the processes
+// in keep.
+func (d *Driver) startRelease(a *app, rel runtime.Release, keep map[string]bool, log io.Writer) (*release, error) {
 	r := &release{number: rel.Number}
 	hc := rel.HealthCheck.WithDefaults()
 	for _, name := range rel.ProcessNames() {
+		if keep[name] {
+			continue
+		}
+		if len(keep) > 0 {
+			r.restarting = append(r.restarting, name)
+		}
 		p := rel.Processes[name]
 		for idx := range p.Replicas {
 			i := &instance{
-				d: d, a: a, process: name, index: idx, release: rel.Number,
+				d: d, a: a, process: name, index: idx, release: rel.Number, id: strconv.FormatInt(d.started.Add(1), 10),
 				command: p.Command, args: p.Args, dir: rel.Dir, rel: &rel,
 				host:  "127.0.0.1",
 				state: runtime.Starting, since: time.Now(),
@@ -508,11 +601,10 @@ func (d *Driver) Status(ctx context.Context, tenant, name string) (runtime.Statu
 	}
 	var st runtime.Status
 	for _, r := range []*release{cur, pending} {
-		if r == nil {
-			continue
-		}
-		for _, i := range r.instances {
-			st.Instances = append(st.Instances, i.snapshot())
+		if r != nil {
+			for _, i := range r.instances {
+				st.Instances = append(st.Instances, i.snapshot())
+			}
 		}
 	}
 	if cur == nil {
@@ -540,7 +632,10 @@ func (d *Driver) Status(ctx context.Context, tenant, name string) (runtime.Statu
 	default:
 		st.Message = fmt.Sprintf("release %d: %s", cur.number, strings.Join(notReady, "; "))
 	}
-	if pending != nil {
+	switch {
+	case pending != nil && len(pending.restarting) > 0:
+		st.Message += fmt.Sprintf("; restarting %s", strings.Join(pending.restarting, ", "))
+	case pending != nil:
 		st.Message += fmt.Sprintf("; release %d is starting", pending.number)
 	}
 	return st, nil

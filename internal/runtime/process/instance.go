@@ -39,6 +39,8 @@ type instance struct {
 	a       *app
 	process string
 	index   int
+	// id is the instance's runtime.Instance.ID.
+	id      string
 	release int
 	command string
 	args    []string // the image's own command, sandbox only
@@ -128,7 +130,7 @@ func (i *instance) isHealthy() bool {
 func (i *instance) snapshot() runtime.Instance {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return runtime.Instance{Process: i.process, Index: i.index, Release: i.release, State: i.state, Restarts: i.restarts, Since: i.since}
+	return runtime.Instance{Process: i.process, Index: i.index, ID: i.id, Release: i.release, State: i.state, Restarts: i.restarts, Since: i.since}
 }
 
 // crashLoop says, when the instance is crash-looping, what its status

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +124,7 @@ func RunDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver, h
 	t.Run("InvalidReleaseRefused", s.invalidRelease)
 	t.Run("RolloutFailedReleaseAndRemove", s.rollout)
 	t.Run("Workers", s.workers)
+	t.Run("Restart", s.restart)
 	if h.Logs {
 		t.Run("Logs", s.logs)
 	}
@@ -392,4 +395,123 @@ func (s *suite) logs(t *testing.T) {
 	cancel()
 	for range follow { // closed once ctx ends
 	}
+}
+
+// instanceIDs returns the IDs of the app's instances of release by
+// process, once it runs them all (instances in all).
+func (s *suite) instanceIDs(t *testing.T, d runtime.Driver, app string, release, instances int) map[string][]string {
+	t.Helper()
+	st := s.waitStatus(t, d, app, release, instances)
+	ids := map[string][]string{}
+	for _, i := range st.Instances {
+		if i.ID == "" {
+			t.Fatalf("instance %s has no ID", i.Name())
+		}
+		ids[i.Process] = append(ids[i.Process], i.ID)
+	}
+	for _, v := range ids {
+		slices.Sort(v)
+	}
+	return ids
+}
+
+// restart: a Deploy of the running release that changes a process's
+// Restart replaces that process's instances, and only those; the web
+// process keeps serving meanwhile; the same Restart again, or none,
+// replaces nothing.
+func (s *suite) restart(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "restart"
+	rel := s.release(t, app, 1, "v1", nil)
+	rel.Processes["worker"] = runtime.Process{Replicas: 1}
+	rel = s.h.Complete(t, rel)
+	deploy := func(web, worker string) {
+		t.Helper()
+		r := rel
+		r.Processes = maps.Clone(rel.Processes)
+		for name, token := range map[string]string{runtime.WebProcess: web, "worker": worker} {
+			p := r.Processes[name]
+			p.Restart = token
+			r.Processes[name] = p
+		}
+		var log strings.Builder
+		if err := d.Deploy(ctx, r, &log); err != nil {
+			t.Fatalf("deploying release 1 with restarts web %q, worker %q: %v\n%s", web, worker, err, log.String())
+		}
+	}
+	deploy("", "")
+	first := s.instanceIDs(t, d, app, 1, 3)
+	s.waitServes(t, d, app, "v1")
+
+	deploy("", "worker-1")
+	second := s.instanceIDs(t, d, app, 1, 3)
+	if !slices.Equal(second[runtime.WebProcess], first[runtime.WebProcess]) {
+		t.Errorf("restarting the worker replaced web instances: %v, then %v", first[runtime.WebProcess], second[runtime.WebProcess])
+	}
+	if shared := common(first["worker"], second["worker"]); len(shared) > 0 || len(second["worker"]) != 1 {
+		t.Errorf("restarting the worker kept instances %v (before %v, after %v)", shared, first["worker"], second["worker"])
+	}
+
+	// The web process restarts while requests keep reaching it.
+	stop := make(chan struct{})
+	served := make(chan []string, 1)
+	if s.h.Get != nil {
+		go func() {
+			var failures []string
+			n := 0
+			for {
+				select {
+				case <-stop:
+					served <- append(failures, fmt.Sprintf("%d served", n))
+					return
+				default:
+				}
+				if body, err := s.h.Get(t, d, "suite", app, "/"); err != nil {
+					failures = append(failures, err.Error())
+				} else if strings.TrimSpace(body) != "v1" {
+					failures = append(failures, "body "+body)
+				} else {
+					n++
+				}
+			}
+		}()
+	}
+	deploy("web-1", "")
+	close(stop)
+	third := s.instanceIDs(t, d, app, 1, 3)
+	if shared := common(second[runtime.WebProcess], third[runtime.WebProcess]); len(shared) > 0 || len(third[runtime.WebProcess]) != 2 {
+		t.Errorf("restarting web kept instances %v (before %v, after %v)", shared, second[runtime.WebProcess], third[runtime.WebProcess])
+	}
+	if !slices.Equal(third["worker"], second["worker"]) {
+		t.Errorf("restarting web replaced the worker: %v, then %v", second["worker"], third["worker"])
+	}
+	if s.h.Get != nil {
+		report := <-served
+		if failures := report[:len(report)-1]; len(failures) > 0 {
+			t.Errorf("requests failed while web restarted (%s): %q", report[len(report)-1], failures)
+		}
+		s.waitServes(t, d, app, "v1")
+	}
+
+	// Nothing new asked: nothing replaced.
+	deploy("web-1", "worker-1")
+	deploy("", "")
+	if fourth := s.instanceIDs(t, d, app, 1, 3); !maps.EqualFunc(fourth, third, slices.Equal) {
+		t.Errorf("deploying the same restarts again replaced instances: %v, then %v", third, fourth)
+	}
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+}
+
+// common returns the strings both a and b hold.
+func common(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

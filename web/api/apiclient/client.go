@@ -273,10 +273,34 @@ func (c *Client) ListEnv(ctx context.Context, app string) ([]EnvVar, error) {
 	return vs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/env", nil, nil, &vs)
 }
 
-// PatchEnv sets and unsets variables of app and returns its environment.
-func (c *Client) PatchEnv(ctx context.Context, app string, req PatchEnvRequest) ([]EnvVar, error) {
+// PatchEnv sets and unsets variables of app and returns its environment
+// and the release that rolled the change out (ReleaseHeader), 0 when none
+// did: the app has no release yet, or req.NoRelease.
+func (c *Client) PatchEnv(ctx context.Context, app string, req PatchEnvRequest) ([]EnvVar, int, error) {
+	path := "/apps/" + seg(app) + "/env"
+	resp, err := c.do(ctx, http.MethodPatch, path, nil, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
 	var vs []EnvVar
-	return vs, c.call(ctx, http.MethodPatch, "/apps/"+seg(app)+"/env", nil, req, &vs)
+	if err := json.NewDecoder(resp.Body).Decode(&vs); err != nil {
+		return nil, 0, fmt.Errorf("decoding the answer to %s %s: %w", http.MethodPatch, path, err)
+	}
+	release := 0
+	if h := resp.Header.Get(ReleaseHeader); h != "" {
+		if release, err = strconv.Atoi(h); err != nil {
+			return nil, 0, fmt.Errorf("the answer to %s %s: %s %q is not a release number", http.MethodPatch, path, ReleaseHeader, h)
+		}
+	}
+	return vs, release, nil
+}
+
+// Restart restarts the instances of app's current release: of process, or
+// of every process when it is "".
+func (c *Client) Restart(ctx context.Context, app, process string) (Restart, error) {
+	var r Restart
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/restart", nil, RestartRequest{Process: process}, &r)
 }
 
 // Logs calls fn with the app's log lines: the last tail lines (0: the

@@ -175,12 +175,36 @@ type EnvVar struct {
 
 // PatchEnvRequest is the body of PATCH /api/v1/apps/{app}/env: variables
 // to set and names to unset, in one change. A name may not be in both.
+// Unless NoRelease, a change to an app that has a release makes a new
+// release of the current one's image with the new environment and rolls it
+// out; the answer's ReleaseHeader names it.
 type PatchEnvRequest struct {
 	Set map[string]string `json:"set,omitempty"`
 	// Secret keeps the values of Set in the app's Secret instead of the
 	// App object.
 	Secret bool     `json:"secret,omitempty"`
 	Unset  []string `json:"unset,omitempty"`
+	// NoRelease stores the change without releasing it: it goes out with
+	// the next release (a push, or a change that releases).
+	NoRelease bool `json:"noRelease,omitempty"`
+}
+
+// ReleaseHeader, on the answer to PATCH /api/v1/apps/{app}/env, is the
+// number of the release that rolled the change out; absent when none did.
+const ReleaseHeader = "Bex-Release"
+
+// RestartRequest is the body of POST /api/v1/apps/{app}/restart.
+type RestartRequest struct {
+	// Process is the process type to restart ("web", "worker"); empty
+	// restarts every process that runs instances.
+	Process string `json:"process,omitempty"`
+}
+
+// Restart answers a restart: the release whose instances were replaced,
+// and the processes restarted.
+type Restart struct {
+	Release   int      `json:"release"`
+	Processes []string `json:"processes"`
 }
 
 // LogLine is one line an app's process printed; GET .../logs streams them

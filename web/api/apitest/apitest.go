@@ -2,8 +2,10 @@
 // on a fresh Postgres database from pgtest and a real control plane from
 // cptest (plus the Cluster API v1beta2 CRDs of deploy/capi-crds, which the
 // fleet-upgrade routes plan over, and with a LocalFleet the local
-// provider's CRDs), behind an httptest server, with an operator's token, a
-// Releaser that records each rollback as a release in the store, and a
+// provider's CRDs and Cluster API's KubeadmConfigTemplate, which a local
+// cluster's workers have), behind an httptest server, with an operator's token, a
+// Releaser that records each rollback and config release as a release in
+// the store (it runs nothing), and a
 // LogSource the test feeds; PlaceApp writes an App's placement as the App
 // controller would. Tests of the API, the CLI and the dashboard use it.
 //
@@ -12,9 +14,11 @@ package apitest
 
 import (
 	"context"
+	"io/fs"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +35,7 @@ import (
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	capicrds "bex.co/bex/deploy/capi-crds"
+	installcrds "bex.co/bex/deploy/install-crds"
 	localinfracrds "bex.co/bex/deploy/localinfra-crds"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
@@ -77,12 +83,13 @@ func (e *Env) SetNotReady(err error) {
 
 // NewScheme returns the scheme of the API's cluster client: core,
 // platform.bex.co, fleet.bex.co and infrastructure.bex.co kinds, and
-// Cluster API's Cluster and KubeadmControlPlane (v1beta2).
+// Cluster API's core, KubeadmControlPlane and kubeadm bootstrap kinds
+// (v1beta2).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, platformv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme,
-		clusterv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme,
+		clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -132,6 +139,17 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), localinfracrds.CRDs()); err != nil {
 			t.Fatalf("installing the local provider's CRDs: %v", err)
 		}
+		if !opts.ClusterAPIRunning {
+			// A local cluster with workers has a KubeadmConfigTemplate.
+			const name = "bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml"
+			data, err := fs.ReadFile(installcrds.CRDs(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), fstest.MapFS{name: {Data: data}}); err != nil {
+				t.Fatalf("installing the KubeadmConfigTemplate CRD: %v", err)
+			}
+		}
 	}
 	dbURL := opts.DatabaseURL
 	if dbURL == "" {
@@ -146,7 +164,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("creating cluster client: %v", err)
 	}
-	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st}, Logs: &Logs{}}
+	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube}, Logs: &Logs{}}
 	apiKube := kube
 	if opts.WrapKube != nil {
 		apiKube = opts.WrapKube(kube)
@@ -216,13 +234,24 @@ type Rollback struct {
 	Actor       string
 }
 
-// Releaser is an api.Releaser that records each rollback as a release in
-// the store, as the runtime's would, and remembers the calls.
+// Releaser is an api.Releaser that records each rollback and config
+// release as a release in the store, as the runtime's would, and remembers
+// the calls. It runs nothing: its restarts replace nothing (releaser.go).
 type Releaser struct {
 	Store *store.Store
+	// Kube reaches the Apps, whose status.currentRelease a config release
+	// sets and a restart reads.
+	Kube client.Client
 
-	mu    sync.Mutex
-	calls []Rollback
+	mu       sync.Mutex
+	calls    []Rollback
+	configs  []ConfigRelease
+	restarts []Restart
+	// processes are what every release runs, for Restart; nil: web.
+	processes []string
+	// fail, when set, makes ReleaseConfig and Restart fail as a rollout
+	// that never became healthy.
+	fail error
 }
 
 // Rollback records a rollback release.

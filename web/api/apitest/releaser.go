@@ -1,0 +1,126 @@
+package apitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	bexruntime "bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
+)
+
+// ConfigRelease is one call of Releaser.ReleaseConfig.
+type ConfigRelease struct {
+	Tenant, App, Description, Actor string
+}
+
+// Restart is one call of Releaser.Restart.
+type Restart struct {
+	Tenant, App, Process string
+}
+
+// SetProcesses sets the process types every release runs (web alone
+// unless set).
+func (r *Releaser) SetProcesses(names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.processes = names
+}
+
+// FailRollouts makes ReleaseConfig and Restart fail with a
+// *runtime.NotDeployedError of err, and record nothing; nil makes them
+// succeed again.
+func (r *Releaser) FailRollouts(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = err
+}
+
+// ReleaseConfig records a release of the latest release's image and
+// config (the fake reads no App), described description; 0 when the app
+// has no release.
+func (r *Releaser) ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (int, error) {
+	r.mu.Lock()
+	r.configs = append(r.configs, ConfigRelease{Tenant: tenant, App: app, Description: description, Actor: actor})
+	fail := r.fail
+	r.mu.Unlock()
+	t, err := r.Store.GetTenantByName(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	latest, err := r.Store.LatestRelease(ctx, t.ID, app)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if fail != nil {
+		return 0, &bexruntime.NotDeployedError{Err: fmt.Errorf("release v%d did not go out, v%d keeps serving: %w", latest.Number+1, latest.Number, fail)}
+	}
+	rel, err := r.Store.CreateRelease(ctx, store.NewRelease{
+		TenantID: t.ID, App: app, BuildID: latest.BuildID, Image: latest.Image, Config: latest.Config,
+		Description: description, CreatedBy: actor,
+	})
+	if err != nil {
+		return 0, err
+	}
+	obj := &platformv1alpha1.App{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		return 0, err
+	}
+	base := obj.DeepCopy()
+	obj.Status.CurrentRelease = int64(rel.Number)
+	if err := r.Kube.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		return 0, err
+	}
+	return rel.Number, nil
+}
+
+// Restart answers the App's current release and the processes a restart
+// of process restarts; a process no release runs is refused as the
+// runtime's Releaser refuses it.
+func (r *Releaser) Restart(ctx context.Context, tenant, app, process string) (int, []string, error) {
+	r.mu.Lock()
+	r.restarts = append(r.restarts, Restart{Tenant: tenant, App: app, Process: process})
+	procs, fail := r.processes, r.fail
+	r.mu.Unlock()
+	if procs == nil {
+		procs = []string{"web"}
+	}
+	obj := &platformv1alpha1.App{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		return 0, nil, err
+	}
+	current := obj.Status.CurrentRelease
+	switch {
+	case current == 0:
+		return 0, nil, fmt.Errorf("app %s has no release to restart yet", app)
+	case process != "" && !slices.Contains(procs, process):
+		return 0, nil, fmt.Errorf("%w process %q: release v%d of %s has %s", store.ErrInvalid, process, current, app, strings.Join(procs, ", "))
+	case fail != nil:
+		return 0, nil, &bexruntime.NotDeployedError{Err: fmt.Errorf("restarting v%d failed, the old instances keep running: %w", current, fail)}
+	case process != "":
+		procs = []string{process}
+	}
+	return int(current), procs, nil
+}
+
+// ConfigReleases returns the config releases asked for so far.
+func (r *Releaser) ConfigReleases() []ConfigRelease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ConfigRelease(nil), r.configs...)
+}
+
+// Restarts returns the restarts asked for so far.
+func (r *Releaser) Restarts() []Restart {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Restart(nil), r.restarts...)
+}

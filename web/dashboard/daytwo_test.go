@@ -1,0 +1,83 @@
+package dashboard_test
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/store"
+)
+
+// TestRestartAndConfigRelease: the app page offers a restart once the app
+// has a release, and the button restarts it; the env form releases the
+// change and says which release runs it, or with "don't release yet" only
+// stores it; a restart the API refuses shows why.
+func TestRestartAndConfigRelease(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "dashrel")
+	u := newUser(t, srv.URL)
+	signIn(t, u, token)
+	p := u.get("/apps")
+	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
+	}
+	p = u.get("/apps/shop")
+	if strings.Contains(p.body, `id="restart-app"`) || !strings.Contains(p.body, "Nothing to restart yet") {
+		t.Errorf("the page of an app without a release offers a restart:\n%s", p.body)
+	}
+	csrf := p.csrf(t)
+
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashrel/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+		t.Fatal(err)
+	}
+	app := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashrel", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	app.Status.CurrentRelease = 1
+	if err := e.Kube.Status().Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if p := u.get("/apps/shop"); !strings.Contains(p.body, `id="restart-app"`) {
+		t.Errorf("the page of an app with a release offers no restart:\n%s", p.body)
+	}
+
+	notice := func(p page) string {
+		t.Helper()
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("status %d, want a redirect:\n%s", p.status, p.body)
+		}
+		loc, err := url.Parse(p.header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc.Query().Get("notice")
+	}
+	if got := notice(u.post("/apps/shop/restart", url.Values{"csrf": {csrf}})); got != "Restarted web: new instances of release v1." {
+		t.Errorf("after a restart the page says %q", got)
+	}
+	if calls := e.Releaser.Restarts(); len(calls) != 1 || calls[0].App != "shop" || calls[0].Process != "" {
+		t.Errorf("restarts asked = %+v", calls)
+	}
+	if got := notice(u.post("/apps/shop/env", url.Values{"csrf": {csrf}, "name": {"FOO"}, "value": {"1"}})); got != "Environment changed: release v2 runs with it." {
+		t.Errorf("after setting a variable the page says %q", got)
+	}
+	if got := notice(u.post("/apps/shop/env", url.Values{"csrf": {csrf}, "name": {"BAR"}, "value": {"1"}, "norelease": {"1"}})); got != "Environment changed: it goes out with the next release." {
+		t.Errorf("after setting a variable without a release the page says %q", got)
+	}
+	if p := u.get("/apps/shop"); !strings.Contains(p.body, "Set FOO") || strings.Contains(p.body, "Set BAR") {
+		t.Errorf("the release list does not show the config release alone:\n%s", p.body)
+	}
+
+	e.Releaser.FailRollouts(errors.New("web.0 failed its health check GET /healthz: 500 (3 of 3)"))
+	p = u.post("/apps/shop/restart", url.Values{"csrf": {csrf}, "process": {"web"}})
+	if p.status != http.StatusConflict || !strings.Contains(p.body, "the old instances keep running: web.0 failed its health check") {
+		t.Errorf("a failed restart: %d\n%s", p.status, p.body)
+	}
+}

@@ -65,9 +65,13 @@ type Options struct {
 	// KubeletVersion is reported in the Node's nodeInfo; Cluster API and
 	// the version skew policy read it.
 	KubeletVersion string
-	// ProviderID and Labels are set on the Node when it registers.
+	// ProviderID, Labels and Taints are set on the Node when it
+	// registers, as the kubelet's --provider-id, --node-labels and
+	// --register-with-taints; a Node registered by an earlier run keeps
+	// what it has, as with the kubelet.
 	ProviderID string
 	Labels     map[string]string
+	Taints     []corev1.Taint
 	// RestartBackoff is the first delay before a crashed container starts
 	// again; it doubles up to five minutes [10s].
 	RestartBackoff time.Duration

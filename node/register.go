@@ -48,7 +48,7 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: labels},
-		Spec:       corev1.NodeSpec{ProviderID: a.opts.ProviderID},
+		Spec:       corev1.NodeSpec{ProviderID: a.opts.ProviderID, Taints: a.opts.Taints},
 	}
 	nodes := a.opts.Client.CoreV1().Nodes()
 	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

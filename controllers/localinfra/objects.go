@@ -1,10 +1,15 @@
 package localinfra
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -28,6 +33,13 @@ type ClusterOptions struct {
 	// MachineDeployment <name>-md-0; each runs bex-node. Zero makes no
 	// MachineDeployment.
 	WorkerReplicas int32
+	// WorkerLabels and WorkerTaints are the workers' Node labels and
+	// taints, in the KubeadmConfigTemplate's
+	// joinConfiguration.nodeRegistration (kubeletExtraArgs node-labels,
+	// taints) as for any kubeadm worker. None by default: kubeadm gives a
+	// worker none (no node-role label either), nor do CAPH's templates.
+	WorkerLabels map[string]string
+	WorkerTaints []corev1.Taint
 	// APIServerExtraArgs are the KubeadmControlPlane's
 	// clusterConfiguration.apiServer.extraArgs.
 	APIServerExtraArgs []bootstrapv1.Arg
@@ -121,7 +133,10 @@ func workerObjects(o ClusterOptions, meta func(string) metav1.ObjectMeta) []clie
 	name := o.Name + "-md-0"
 	tmpl := &infrav1.LocalMachineTemplate{ObjectMeta: meta(name)}
 	config := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{
-		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{Format: bootstrapv1.CloudConfig}},
+		Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: bootstrapv1.KubeadmConfigSpec{
+			Format:            bootstrapv1.CloudConfig,
+			JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: workerNodeRegistration(o)},
+		}},
 	}}
 	maxSurge, maxUnavailable := intstr.FromInt32(0), intstr.FromInt32(1)
 	labels := map[string]string{clusterv1.ClusterNameLabel: o.Name, clusterv1.MachineDeploymentNameLabel: name}
@@ -154,4 +169,22 @@ func workerObjects(o ClusterOptions, meta func(string) metav1.ObjectMeta) []clie
 		},
 	}
 	return []client.Object{tmpl, config, md}
+}
+
+// workerNodeRegistration is the workers' nodeRegistration: o's labels as
+// the kubelet's node-labels, o's taints (nil, kubeadm's default for a
+// worker, when there are none).
+func workerNodeRegistration(o ClusterOptions) bootstrapv1.NodeRegistrationOptions {
+	var nr bootstrapv1.NodeRegistrationOptions
+	if len(o.WorkerLabels) > 0 {
+		kvs := make([]string, 0, len(o.WorkerLabels))
+		for _, k := range slices.Sorted(maps.Keys(o.WorkerLabels)) {
+			kvs = append(kvs, k+"="+o.WorkerLabels[k])
+		}
+		nr.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr.To(strings.Join(kvs, ","))}}
+	}
+	if len(o.WorkerTaints) > 0 {
+		nr.Taints = ptr.To(slices.Clone(o.WorkerTaints))
+	}
+	return nr
 }

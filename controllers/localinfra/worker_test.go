@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -32,11 +34,15 @@ import (
 
 // TestMachineDeploymentRunsWorkers makes a cluster with a MachineDeployment
 // of two workers: each is bex-node on its own address, whose Node Cluster
-// API's Machine controller matches by provider ID. A Pod bound to a worker
+// API's Machine controller matches by provider ID, registered with the
+// labels and taints of the KubeadmConfigTemplate's nodeRegistration (and
+// no node-role label, as kubeadm gives a worker none). A Pod that selects
+// the workers' label and tolerates their taint is scheduled onto one,
 // pulls from the registry with the node's credentials, serves on its Pod
 // IP, and its log is read through the cluster's apiserver (the apiserver's
-// kubelet client, allowed by kubeadm's cluster-admins binding). Scaling
-// the MachineDeployment down stops one worker and removes its Node.
+// kubelet client, allowed by kubeadm's cluster-admins binding); one that
+// does not tolerate the taint is not scheduled. Scaling the
+// MachineDeployment down stops one worker and removes its Node.
 func TestMachineDeploymentRunsWorkers(t *testing.T) {
 	sandboxtest.Require(t)
 	versions := kubebin.KubeVersions()
@@ -65,7 +71,10 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 	const ns, name = "default", "workers-1"
 	ctx := context.Background()
 	start := time.Now()
-	f.CreateCluster(t, localinfra.ClusterOptions{Namespace: ns, Name: name, Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 2})
+	pool := map[string]string{"bex.co/pool": "general"}
+	dedicated := corev1.Taint{Key: "bex.co/dedicated", Value: "apps", Effect: corev1.TaintEffectNoSchedule}
+	f.CreateCluster(t, localinfra.ClusterOptions{Namespace: ns, Name: name, Version: version, ControlPlaneReplicas: 3,
+		WorkerReplicas: 2, WorkerLabels: pool, WorkerTaints: []corev1.Taint{dedicated}})
 	f.WaitControlPlane(t, ns, name, version, 3, 10*time.Minute)
 	workload := f.WorkloadClient(t, ns, name)
 
@@ -95,8 +104,20 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 			if !nodeIsReady(n) {
 				return fmt.Errorf("Node %s is not ready", n.Name)
 			}
-			if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; cp {
-				return fmt.Errorf("worker Node %s is labelled a control-plane node", n.Name)
+			// What the API's fleet view counts as a ready worker.
+			if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineNodeReadyCondition) {
+				return fmt.Errorf("Machine %s is not NodeReady: %+v", m.Name, m.Status.Conditions)
+			}
+			for k := range n.Labels {
+				if strings.HasPrefix(k, "node-role.kubernetes.io/") {
+					return fmt.Errorf("worker Node %s has the role label %s, which kubeadm gives no worker", n.Name, k)
+				}
+			}
+			if n.Labels["bex.co/pool"] != "general" || n.Labels["kubernetes.io/hostname"] != n.Name {
+				return fmt.Errorf("worker Node %s has labels %v, want bex.co/pool=general from its nodeRegistration beside the kubelet's own", n.Name, n.Labels)
+			}
+			if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != dedicated.Key || n.Spec.Taints[0].Value != dedicated.Value || n.Spec.Taints[0].Effect != dedicated.Effect {
+				return fmt.Errorf("worker Node %s has taints %v, want those of its nodeRegistration, %v", n.Name, n.Spec.Taints, dedicated)
 			}
 			if n.Status.NodeInfo.KubeletVersion != version {
 				return fmt.Errorf("Node %s reports kubelet %s, want %s", n.Name, n.Status.NodeInfo.KubeletVersion, version)
@@ -112,13 +133,14 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 		}
 	}
 
-	// A Pod bound to the first worker runs there, pulled with the node's
-	// registry credentials.
-	target := workers[0].Name
+	// A Pod that selects the workers' pool and tolerates their taint is
+	// scheduled onto one and runs there, pulled with the node's registry
+	// credentials.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
 		Spec: corev1.PodSpec{
-			NodeName: target,
+			NodeSelector: pool,
+			Tolerations:  []corev1.Toleration{{Key: dedicated.Key, Operator: corev1.TolerationOpEqual, Value: dedicated.Value, Effect: dedicated.Effect}},
 			// bex-node mounts no volumes, the token's either (docs/fleet.md).
 			AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{
@@ -131,6 +153,30 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 	if _, err := workload.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// One that does not tolerate the taint fits no node: the control
+	// plane's three have kubeadm's taint, the two workers theirs (without
+	// it, it would be bound to a worker as the one above).
+	intolerant := pod.DeepCopy()
+	intolerant.Name, intolerant.Spec.Tolerations = "intolerant", nil
+	if _, err := workload.CoreV1().Pods("default").Create(ctx, intolerant, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, time.Minute, "the Pod without the toleration unschedulable for the workers' taint", func(ctx context.Context) error {
+		p, err := workload.CoreV1().Pods("default").Get(ctx, intolerant.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				strings.Contains(c.Message, "5 node(s) had untolerated taint") {
+				return nil
+			}
+		}
+		return fmt.Errorf("Pod on %q, conditions %+v", p.Spec.NodeName, p.Status.Conditions)
+	})
+	if err := workload.CoreV1().Pods("default").Delete(ctx, intolerant.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	var podIP string
 	platformtest.Eventually(t, 2*time.Minute, "the Pod serving on its IP", func(ctx context.Context) error {
 		p, err := workload.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
@@ -139,6 +185,9 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 		}
 		if p.Status.Phase == corev1.PodFailed {
 			t.Fatalf("the Pod failed: %s: %s", p.Status.Reason, p.Status.Message)
+		}
+		if !slices.ContainsFunc(workers, func(n corev1.Node) bool { return n.Name == p.Spec.NodeName }) {
+			return fmt.Errorf("Pod on %q, want a worker", p.Spec.NodeName)
 		}
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 			return fmt.Errorf("Pod phase %s, IP %q, statuses %+v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)

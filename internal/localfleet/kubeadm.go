@@ -217,9 +217,12 @@ func (c *clusterConfiguration) dnsDomain() string {
 // nodeRegistration is what is read of kubeadm's nodeRegistration.
 type nodeRegistration struct {
 	Name string `json:"name"`
-	// Taints nil means kubeadm's default control-plane taint; an empty
-	// list means none.
+	// Taints nil means kubeadm's default: the control-plane taint on a
+	// control-plane machine, none on a worker; an empty list means none.
 	Taints *[]corev1.Taint `json:"taints"`
+	// KubeletExtraArgs are the kubelet's flags beyond kubeadm's: of them
+	// node-labels and register-with-taints are taken.
+	KubeletExtraArgs []arg `json:"kubeletExtraArgs,omitempty"`
 }
 
 type apiEndpoint struct {
@@ -346,6 +349,62 @@ func (n nodeRegistration) nodeTaints() []corev1.Taint {
 		return *n.Taints
 	}
 	return []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+}
+
+// kubelet flags of kubeletExtraArgs a local machine acts on: bex-node
+// takes them on a worker; a control-plane machine's Node gets the labels.
+const (
+	kubeletNodeLabels = "node-labels"
+	kubeletTaints     = "register-with-taints"
+)
+
+// nodeLabels are the labels kubeletExtraArgs' node-labels give the Node
+// (comma-separated KEY=VALUE; repeated flags add up, as the kubelet's do).
+func (n nodeRegistration) nodeLabels() (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range n.KubeletExtraArgs {
+		if a.Name != kubeletNodeLabels {
+			continue
+		}
+		for _, kv := range strings.Split(a.Value, ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, fmt.Errorf("kubeletExtraArgs node-labels %q: %q is not KEY=VALUE", a.Value, kv)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// workerKubeletArgs are the node agent's flags of a worker's
+// nodeRegistration, as "kubeadm join" writes a worker kubelet's
+// (kubeadm-flags.env): its taints as --register-with-taints (a worker's
+// kubelet registers with them; kubeadm taints a control-plane node in
+// its mark-control-plane phase instead), then kubeletExtraArgs'
+// node-labels and register-with-taints, which override kubeadm's. The
+// node agent checks them as the kubelet does.
+func (n nodeRegistration) workerKubeletArgs() []string {
+	var out []string
+	if n.Taints != nil && len(*n.Taints) > 0 && !slices.ContainsFunc(n.KubeletExtraArgs, func(a arg) bool { return a.Name == kubeletTaints }) {
+		ts := make([]string, len(*n.Taints))
+		for i, t := range *n.Taints {
+			ts[i] = t.Key + ":" + string(t.Effect)
+			if t.Value != "" {
+				ts[i] = t.Key + "=" + t.Value + ":" + string(t.Effect)
+			}
+		}
+		out = append(out, "--"+kubeletTaints+"="+strings.Join(ts, ","))
+	}
+	for _, a := range n.KubeletExtraArgs {
+		if a.Name == kubeletNodeLabels || a.Name == kubeletTaints {
+			out = append(out, "--"+a.Name+"="+a.Value)
+		}
+	}
+	return out
 }
 
 // pathFlagSuffixes are the endings of the control-plane components' flag

@@ -2,6 +2,7 @@ package localfleet
 
 import (
 	"encoding/base64"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -173,6 +174,60 @@ func TestCheckRole(t *testing.T) {
 		if err := kc.checkRole(c.worker); (err == nil) != c.ok {
 			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+}
+
+// TestWorkerKubeletArgs: a worker's nodeRegistration, as CABPK writes it
+// from a KubeadmConfigTemplate, becomes the node agent's flags as "kubeadm
+// join" makes a worker kubelet's: the taints as --register-with-taints,
+// kubeletExtraArgs' node-labels and register-with-taints as given (they
+// override kubeadm's), no other kubelet flag; nil taints are none.
+func TestWorkerKubeletArgs(t *testing.T) {
+	const join = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 127.77.3.1:6443\n    token: abc.def\n"
+	for _, c := range []struct {
+		name, registration string
+		want               []string
+		labels             map[string]string
+	}{
+		{name: "none", registration: "", want: nil, labels: map[string]string{}},
+		{name: "taints null", registration: "  taints: null\n", want: nil, labels: map[string]string{}},
+		{name: "labels and taints", registration: "" +
+			"  kubeletExtraArgs:\n" +
+			"  - name: cloud-provider\n    value: external\n" +
+			"  - name: node-labels\n    value: bex.co/pool=general,tier=web\n" +
+			"  - name: node-labels\n    value: zone=a\n" +
+			"  taints:\n" +
+			"  - key: bex.co/dedicated\n    value: apps\n    effect: NoSchedule\n" +
+			"  - key: spare\n    effect: PreferNoSchedule\n",
+			want: []string{
+				"--register-with-taints=bex.co/dedicated=apps:NoSchedule,spare:PreferNoSchedule",
+				"--node-labels=bex.co/pool=general,tier=web",
+				"--node-labels=zone=a",
+			},
+			labels: map[string]string{"bex.co/pool": "general", "tier": "web", "zone": "a"}},
+		{name: "register-with-taints overrides the taints", registration: "" +
+			"  kubeletExtraArgs:\n  - name: register-with-taints\n    value: a=b:NoExecute\n" +
+			"  taints:\n  - key: bex.co/dedicated\n    effect: NoSchedule\n",
+			want: []string{"--register-with-taints=a=b:NoExecute"}, labels: map[string]string{}},
+	} {
+		data := join
+		if c.registration != "" {
+			data += "nodeRegistration:\n" + c.registration
+		}
+		kc, err := parseKubeadmConfig([]byte(data))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := kc.Join.NodeRegistration.workerKubeletArgs(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: flags %q, want %q", c.name, got, c.want)
+		}
+		if got, err := kc.Join.NodeRegistration.nodeLabels(); err != nil || !maps.Equal(got, c.labels) {
+			t.Errorf("%s: labels %v, %v; want %v", c.name, got, err, c.labels)
+		}
+	}
+	bad := nodeRegistration{KubeletExtraArgs: []arg{{Name: "node-labels", Value: "a=b,c"}}}
+	if _, err := bad.nodeLabels(); err == nil || !strings.Contains(err.Error(), `"c" is not KEY=VALUE`) {
+		t.Errorf("node-labels a=b,c: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"runtime"
 	"time"
 
@@ -44,13 +45,19 @@ func (m *Machine) registerNode(ctx context.Context) error {
 		return err
 	}
 	name := m.spec.Name
+	// The kubelet's --node-labels (kubeletExtraArgs), then its own.
+	labels, err := m.st.NodeRegistration.nodeLabels()
+	if err != nil {
+		return err
+	}
+	maps.Copy(labels, map[string]string{
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       runtime.GOOS,
+		"kubernetes.io/arch":     runtime.GOARCH,
+	})
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"kubernetes.io/hostname": name,
-			"kubernetes.io/os":       runtime.GOOS,
-			"kubernetes.io/arch":     runtime.GOARCH,
-		}},
-		Spec: corev1.NodeSpec{ProviderID: m.spec.ProviderID},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{ProviderID: m.spec.ProviderID},
 	}
 	if _, err := nodeCS.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("registering Node %s: %w", name, err)

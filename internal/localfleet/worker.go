@@ -190,6 +190,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 		"--provider-id=" + w.spec.ProviderID,
 		"--state-dir=" + w.path(workerStateDir),
 	}}
+	w.st.Args = append(w.st.Args, kc.Join.NodeRegistration.workerKubeletArgs()...)
 	data, _ = json.MarshalIndent(w.st, "", "  ")
 	return os.WriteFile(w.statePath(), data, 0o600)
 }

@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,11 +120,11 @@ func TestLocalFleet(t *testing.T) {
 	wantStatus(t, "creating dev-1", a, http.StatusCreated)
 	var dev1 apiclient.LocalCluster
 	a.decode(t, &dev1)
-	a = create(apiclient.CreateLocalClusterRequest{Name: "dev-2", Version: "v1.37.2", ControlPlaneReplicas: 5})
+	a = create(apiclient.CreateLocalClusterRequest{Name: "dev-2", Version: "v1.37.2", ControlPlaneReplicas: 5, WorkerReplicas: 2})
 	wantStatus(t, "creating dev-2", a, http.StatusCreated)
 	var dev2 apiclient.LocalCluster
 	a.decode(t, &dev2)
-	if dev1.Name != ns+"/dev-1" || dev1.Version != "v1.36.3" || dev1.ControlPlaneReplicas != 3 || dev2.ControlPlaneReplicas != 5 ||
+	if dev1.Name != ns+"/dev-1" || dev1.Version != "v1.36.3" || dev1.ControlPlaneReplicas != 3 || dev2.ControlPlaneReplicas != 5 || dev2.WorkerReplicas != 2 ||
 		dev1.AddressBlock == dev2.AddressBlock || !strings.Contains(dev1.Message, "bex fleet list") {
 		t.Errorf("created %+v and %+v", dev1, dev2)
 	}
@@ -152,6 +154,28 @@ func TestLocalFleet(t *testing.T) {
 	}
 	if lc.Spec.AddressBlock != dev1.AddressBlock {
 		t.Errorf("dev-1's LocalCluster block %s, answered %s", lc.Spec.AddressBlock, dev1.AddressBlock)
+	}
+
+	// dev-2's workers: a MachineDeployment of two, whose Nodes get no
+	// label or taint, as a kubeadm worker's (none of the bootstrap
+	// template's nodeRegistration is set).
+	md := &clusterv1.MachineDeployment{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-2-md-0"}, md); err != nil {
+		t.Fatal(err)
+	}
+	if md.Spec.ClusterName != "dev-2" || ptr.Deref(md.Spec.Replicas, 0) != 2 || md.Spec.Template.Spec.Version != "v1.37.2" ||
+		md.Spec.Template.Spec.Bootstrap.ConfigRef.Kind != "KubeadmConfigTemplate" || md.Spec.Template.Spec.InfrastructureRef.Kind != "LocalMachineTemplate" {
+		t.Errorf("dev-2's MachineDeployment: %+v", md.Spec)
+	}
+	kct := &bootstrapv1.KubeadmConfigTemplate{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-2-md-0"}, kct); err != nil {
+		t.Fatal(err)
+	}
+	if nr := kct.Spec.Template.Spec.JoinConfiguration.NodeRegistration; len(nr.KubeletExtraArgs) != 0 || nr.Taints != nil {
+		t.Errorf("dev-2's workers get node labels or taints: %+v", nr)
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-1-md-0"}, &clusterv1.MachineDeployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("dev-1, made without workers, has a MachineDeployment: %v", err)
 	}
 
 	// Taken names: the Cluster's, or an object left from another cluster.
@@ -185,6 +209,38 @@ func TestLocalFleet(t *testing.T) {
 	}
 	if got, want := strings.Join(names, " "), "default/dev-1:LocalCluster:v1.36.3:3 default/dev-2:LocalCluster:v1.37.2:5"; got != want {
 		t.Errorf("fleet = %s, want %s", got, want)
+	}
+	if list[0].WorkerReplicas != 0 || list[1].WorkerReplicas != 2 || len(list[1].Workers) != 0 {
+		t.Errorf("workers: dev-1 wants %d, dev-2 wants %d and has %+v; want 0, 2 and none yet", list[0].WorkerReplicas, list[1].WorkerReplicas, list[1].Workers)
+	}
+	// The workers' Machines, as Cluster API makes them: one's Node is
+	// ready, the other's not yet. They are workers, not control-plane
+	// machines.
+	for i, ready := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse} {
+		m := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("dev-2-md-0-x-%d", i),
+				Labels: map[string]string{clusterv1.ClusterNameLabel: "dev-2", clusterv1.MachineDeploymentNameLabel: "dev-2-md-0"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "dev-2", Version: "v1.37.2", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("x")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "LocalMachine", Name: "x"}},
+		}
+		if err := e.Kube.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: clusterv1.MachineNodeReadyCondition, Status: ready, Reason: "NodeReady"})
+		m.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: fmt.Sprintf("127.77.9.%d", 20+i)}}
+		if err := e.Kube.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a = call(t, e, http.MethodGet, "/fleet", op, nil)
+	list = nil
+	a.decode(t, &list)
+	var workers []string
+	for _, w := range list[1].Workers {
+		workers = append(workers, fmt.Sprintf("%s:%s:%s:%t", w.Name, w.Version, w.Address, w.Healthy))
+	}
+	if got, want := strings.Join(workers, " "), "dev-2-md-0-x-0:v1.37.2:127.77.9.20:true dev-2-md-0-x-1:v1.37.2:127.77.9.21:false"; got != want || len(list[1].Machines) != 0 || len(list[0].Workers) != 0 {
+		t.Errorf("dev-2's workers = %s (control plane %+v, dev-1's workers %+v), want %s", got, list[1].Machines, list[0].Workers, want)
 	}
 
 	// Deletion: only local clusters, none a fleet upgrade rolls, none

@@ -57,7 +57,7 @@ func (d *Dashboard) renderConsole(c echo.Context, status int, formErr string) er
 	data["Upgrades"] = upgrades
 	if formErr != "" {
 		data["LocalClusterError"] = formErr
-		data["Form"] = map[string]string{"name": c.FormValue("name"), "version": c.FormValue("version"), "replicas": c.FormValue("replicas")}
+		data["Form"] = map[string]string{"name": c.FormValue("name"), "version": c.FormValue("version"), "replicas": c.FormValue("replicas"), "workers": c.FormValue("workers")}
 	}
 	return d.render(c, status, "console", data)
 }
@@ -66,12 +66,20 @@ func (d *Dashboard) renderConsole(c echo.Context, status int, formErr string) er
 // fleet; the API's refusal is shown on the form.
 func (d *Dashboard) createLocalCluster(c echo.Context) error {
 	req := apiclient.CreateLocalClusterRequest{Name: strings.TrimSpace(c.FormValue("name")), Version: strings.TrimSpace(c.FormValue("version"))}
-	if r := strings.TrimSpace(c.FormValue("replicas")); r != "" {
-		n, err := strconv.ParseInt(r, 10, 32)
-		if err != nil {
-			return d.renderConsole(c, http.StatusUnprocessableEntity, fmt.Sprintf("control-plane machines: %q is not a number; give 3, 4 or 5", r))
+	for _, f := range []struct {
+		field, what, give string
+		into              *int32
+	}{
+		{"replicas", "control-plane machines", "3, 4 or 5", &req.ControlPlaneReplicas},
+		{"workers", "workers", "0 to 4", &req.WorkerReplicas},
+	} {
+		if v := strings.TrimSpace(c.FormValue(f.field)); v != "" {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return d.renderConsole(c, http.StatusUnprocessableEntity, fmt.Sprintf("%s: %q is not a number; give %s", f.what, v, f.give))
+			}
+			*f.into = int32(n)
 		}
-		req.ControlPlaneReplicas = int32(n)
 	}
 	lc, err := d.client(c).CreateLocalCluster(c.Request().Context(), req)
 	return d.localClusterChanged(c, lc.Message, err)

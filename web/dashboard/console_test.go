@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,6 +85,9 @@ func TestConsoleLocalClusters(t *testing.T) {
 			t.Errorf("the version list lacks v%s", v)
 		}
 	}
+	if !strings.Contains(console.body, `name="workers" type="number" min="0" max="4" value="0"`) {
+		t.Errorf("the create form lacks a workers field of 0 to 4, 0 by default:\n%s", console.body)
+	}
 	csrf := console.csrf(t)
 	if p := op.post("/console/local-clusters", url.Values{"name": {"dev-2"}, "version": {"v1.36.3"}}); p.status != http.StatusForbidden {
 		t.Errorf("creating without the CSRF field = %d, want 403", p.status)
@@ -99,6 +103,8 @@ func TestConsoleLocalClusters(t *testing.T) {
 		{"a bad name", url.Values{"name": {"Dev_1"}, "version": {"v1.36.3"}}, http.StatusUnprocessableEntity, "lower-case letters"},
 		{"two machines", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "replicas": {"2"}}, http.StatusUnprocessableEntity, "want at least 3"},
 		{"replicas not a number", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "replicas": {"three"}}, http.StatusUnprocessableEntity, `"three" is not a number`},
+		{"five workers", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "workers": {"5"}}, http.StatusUnprocessableEntity, "5 worker machines: want 0 to 4"},
+		{"workers not a number", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "workers": {"two"}}, http.StatusUnprocessableEntity, `workers: "two" is not a number; give 0 to 4`},
 		{"a version not pinned", url.Values{"name": {"dev-1"}, "version": {"v1.30.0"}}, http.StatusUnprocessableEntity, "is not pinned"},
 	} {
 		tc.form.Set("csrf", csrf)
@@ -109,6 +115,9 @@ func TestConsoleLocalClusters(t *testing.T) {
 		}
 		if !strings.Contains(p.body, `value="`+html.EscapeString(tc.form.Get("name"))+`"`) {
 			t.Errorf("%s: the form lost the name typed", tc.name)
+		}
+		if w := tc.form.Get("workers"); w != "" && !strings.Contains(p.body, `name="workers" type="number" min="0" max="4" value="`+w+`"`) {
+			t.Errorf("%s: the form lost the workers typed", tc.name)
 		}
 	}
 	fleet.SetNotReady(errors.New("Cluster API's managers are being built"))
@@ -121,14 +130,18 @@ func TestConsoleLocalClusters(t *testing.T) {
 		t.Fatalf("refused forms made clusters %v", got)
 	}
 
-	// Created: the console says what happens next and lists it with a
-	// delete form.
-	p := op.post("/console/local-clusters", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "replicas": {"3"}, "csrf": {csrf}})
+	// Created, with a worker: the console says what happens next and
+	// lists it with a delete form.
+	p := op.post("/console/local-clusters", url.Values{"name": {"dev-1"}, "version": {"v1.36.3"}, "replicas": {"3"}, "workers": {"1"}, "csrf": {csrf}})
 	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console?notice=") {
 		t.Fatalf("creating dev-1 = %d to %q:\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 	if got := clusters(); len(got) != 1 || got[0] != "dev-1" {
 		t.Fatalf("clusters after creating dev-1: %v", got)
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: apiclient.LocalClusterNamespace, Name: "dev-1-md-0"}, md); err != nil || ptr.Deref(md.Spec.Replicas, 0) != 1 {
+		t.Errorf("dev-1's workers: %v, %v; want a MachineDeployment of one", md.Spec.Replicas, err)
 	}
 	after := op.get(p.header.Get("Location"))
 	if notice := between(after.body, `id="notice">`, "</p>"); !strings.Contains(notice, "bex fleet list") {
@@ -136,6 +149,9 @@ func TestConsoleLocalClusters(t *testing.T) {
 	}
 	if !strings.Contains(after.body, `data-cluster="default/dev-1"`) || !strings.Contains(after.body, `action="/console/local-clusters/dev-1/delete"`) {
 		t.Errorf("the console after creating lacks dev-1 or its delete form:\n%s", after.body)
+	}
+	if !strings.Contains(after.body, `<div class="workers">Workers, 1 wanted: </div>`) {
+		t.Errorf("dev-1's row does not say it wants a worker:\n%s", after.body)
 	}
 
 	// Deleting needs the name typed again; a tenant cannot.

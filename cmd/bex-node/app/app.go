@@ -38,6 +38,7 @@ type Options struct {
 	KubeletVersion    string
 	ProviderID        string
 	Labels            map[string]string
+	Taints            string
 	CPU, Memory       string
 	MaxPods           int
 	SandboxOutbound   bool
@@ -64,7 +65,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RegistryConfig, "registry-config", o.RegistryConfig, "Docker config.json with the node's registry credentials, tried after a Pod's image pull secrets [none]")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Version reported in the Node's nodeInfo (the control plane's, as vX.Y.Z)")
 	fs.StringVar(&o.ProviderID, "provider-id", o.ProviderID, "spec.providerID of the Node (its Cluster API Machine's)")
-	fs.StringToStringVar(&o.Labels, "node-labels", o.Labels, "Labels of the Node when it registers")
+	fs.StringToStringVar(&o.Labels, "node-labels", o.Labels, "Labels of the Node when it registers, as the kubelet's (no kubernetes.io or k8s.io label but those a kubelet may set on itself)")
+	fs.StringVar(&o.Taints, "register-with-taints", o.Taints, "Taints of the Node when it registers, as the kubelet's: comma-separated KEY=VALUE:EFFECT [none]")
 	fs.StringVar(&o.CPU, "cpu", o.CPU, "CPU the Node offers [this machine's CPUs]")
 	fs.StringVar(&o.Memory, "memory", o.Memory, "Memory the Node offers [this machine's]")
 	fs.IntVar(&o.MaxPods, "max-pods", o.MaxPods, "Pods the Node runs at most")
@@ -89,6 +91,12 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeletVersion != "" && !strings.HasPrefix(o.KubeletVersion, "v") {
 		errs = append(errs, fmt.Errorf("--kubelet-version %q must start with v, as v1.37.2", o.KubeletVersion))
+	}
+	if err := node.ValidateNodeLabels(o.Labels); err != nil {
+		errs = append(errs, fmt.Errorf("--node-labels: %w", err))
+	}
+	if _, err := node.ParseTaints(o.Taints); err != nil {
+		errs = append(errs, fmt.Errorf("--register-with-taints: %w", err))
 	}
 	if o.MaxPods < 1 || o.MaxPods > 250 {
 		errs = append(errs, fmt.Errorf("--max-pods %d must be 1 to 250 (one sandbox bridge's addresses)", o.MaxPods))
@@ -126,6 +134,10 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if !cas.AppendCertsFromPEM(caPEM) {
 		return fmt.Errorf("--client-ca-file %s holds no PEM certificate", o.ClientCAFile)
 	}
+	taints, err := node.ParseTaints(o.Taints)
+	if err != nil {
+		return fmt.Errorf("--register-with-taints: %w", err)
+	}
 	var kc authn.Keychain
 	if o.RegistryConfig != "" {
 		if kc, err = node.RegistryConfigKeychain(o.RegistryConfig); err != nil {
@@ -149,7 +161,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	a, err := node.New(node.Options{
 		Client: client, NodeName: o.NodeName, Address: netip.MustParseAddr(o.Address), Port: o.Port,
 		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, Keychain: kc,
-		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels,
+		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels, Taints: taints,
 		Log: log,
 	})
 	if err != nil {

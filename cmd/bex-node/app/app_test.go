@@ -18,6 +18,15 @@ func TestValidate(t *testing.T) {
 		{"version without v", func(o *Options) { o.KubeletVersion = "1.37.2" }, []string{"must start with v"}},
 		{"too many pods", func(o *Options) { o.MaxPods = 300 }, []string{"--max-pods 300"}},
 		{"bad memory", func(o *Options) { o.Memory = "lots" }, []string{`--memory "lots"`}},
+		{"labels and taints", func(o *Options) {
+			o.Labels = map[string]string{"bex.co/pool": "general", "node.kubernetes.io/exclude-from-external-load-balancers": "", "topology.kubernetes.io/zone": "a"}
+			o.Taints = "bex.co/dedicated=apps:NoSchedule,bex.co/spare:PreferNoSchedule"
+		}, nil},
+		{"a role label", func(o *Options) { o.Labels = map[string]string{"node-role.kubernetes.io/worker": "", "k8s.io/x": "y"} },
+			[]string{"--node-labels: labels k8s.io/x, node-role.kubernetes.io/worker are in the kubernetes.io or k8s.io namespace, which a node may not set on itself"}},
+		{"a bad label", func(o *Options) { o.Labels = map[string]string{"bex.co/pool": "a b"} }, []string{`label bex.co/pool="a b"`}},
+		{"a taint without effect", func(o *Options) { o.Taints = "bex.co/dedicated=apps" }, []string{`--register-with-taints: taint "bex.co/dedicated=apps": want KEY=VALUE:EFFECT or KEY:EFFECT`}},
+		{"a taint's effect", func(o *Options) { o.Taints = "a=b:Never" }, []string{`effect "Never" is not NoSchedule`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()

@@ -80,7 +80,8 @@ func waitFleet(ctx context.Context, c *apiclient.Client, w io.Writer, full strin
 	}
 }
 
-// healthyMachines counts the cluster's healthy machines of its version.
+// healthyMachines counts the cluster's healthy control-plane machines of
+// its version.
 func healthyMachines(cl *apiclient.FleetCluster) int {
 	n := 0
 	for _, m := range cl.Machines {
@@ -89,4 +90,24 @@ func healthyMachines(cl *apiclient.FleetCluster) int {
 		}
 	}
 	return n
+}
+
+// readyWorkers counts the cluster's workers whose Node is ready, of any
+// version (a kubelet may be behind the control plane).
+func readyWorkers(cl *apiclient.FleetCluster) int {
+	n := 0
+	for _, m := range cl.Workers {
+		if m.Healthy && !m.Deleting {
+			n++
+		}
+	}
+	return n
+}
+
+// fleetClusterReady says whether every machine the cluster wants is
+// there and healthy: the control plane's at its version, the workers'
+// Nodes ready.
+func fleetClusterReady(cl *apiclient.FleetCluster) bool {
+	return healthyMachines(cl) == int(cl.Replicas) && len(cl.Machines) == int(cl.Replicas) &&
+		readyWorkers(cl) == int(cl.WorkerReplicas) && len(cl.Workers) == int(cl.WorkerReplicas)
 }

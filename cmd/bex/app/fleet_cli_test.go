@@ -1,9 +1,11 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,11 +22,17 @@ import (
 
 // TestFleetCLI runs bex fleet create, list and delete against the real
 // API; the test plays Cluster API's part: it writes the machines of a
-// cluster being waited for, and holds a deleted one with a finalizer.
+// cluster being waited for, its worker's Node ready only once the API
+// answered with the control plane healthy, and holds a deleted one with a
+// finalizer.
 func TestFleetCLI(t *testing.T) {
 	cp := cptest.Start(t)
 	fleet := &apitest.LocalFleet{}
-	e := apitest.StartWith(t, cp, apitest.Options{LocalFleet: fleet})
+	lists := &machineLists{}
+	e := apitest.StartWith(t, cp, apitest.Options{LocalFleet: fleet, WrapKube: func(c client.Client) client.Client {
+		lists.Client = c
+		return lists
+	}})
 	none := apitest.Start(t, cp)
 	ctx := t.Context()
 	_, tenantToken := e.TenantToken(t, "clifleet")
@@ -49,31 +57,58 @@ func TestFleetCLI(t *testing.T) {
 		}
 		return true
 	}
+	// machine writes a Machine of the cluster with condition cond true
+	// or false.
+	machine := func(cluster, name, version string, labels map[string]string, cond string, status metav1.ConditionStatus) *clusterv1.Machine {
+		labels[clusterv1.ClusterNameLabel] = cluster
+		m := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: labels},
+			Spec: clusterv1.MachineSpec{ClusterName: cluster, Version: version, Bootstrap: clusterv1.Bootstrap{DataSecretName: new("x")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalMachine", Name: "m"}},
+		}
+		if err := e.Kube.Create(ctx, m); err != nil {
+			t.Error(err)
+			return nil
+		}
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: cond, Status: status, Reason: "Test"})
+		if err := e.Kube.Status().Update(ctx, m); err != nil {
+			t.Error(err)
+			return nil
+		}
+		return m
+	}
 	// machinesOf writes n healthy control-plane Machines of the cluster,
-	// one after the other, once its Cluster exists.
-	machinesOf := func(cluster, version string, n int) {
+	// one after the other, once its Cluster exists, and with workers a
+	// worker Machine whose Node is ready only once the API has listed the
+	// control plane healthy (so that --wait has seen it so).
+	machinesOf := func(cluster, version string, n int, workers bool) {
 		if !until("cluster "+cluster+" created", func() bool {
 			return e.Kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: cluster}, &clusterv1.Cluster{}) == nil
 		}) {
 			return
 		}
+		var worker *clusterv1.Machine
+		if workers {
+			worker = machine(cluster, cluster+"-md-0-0", version, map[string]string{clusterv1.MachineDeploymentNameLabel: cluster + "-md-0"},
+				clusterv1.MachineNodeReadyCondition, metav1.ConditionFalse)
+		}
 		kcp := cluster + "-control-plane"
 		for i := range n {
-			m := &clusterv1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", kcp, i),
-					Labels: map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: kcp, clusterv1.ClusterNameLabel: cluster}},
-				Spec: clusterv1.MachineSpec{ClusterName: cluster, Version: version, Bootstrap: clusterv1.Bootstrap{DataSecretName: new("x")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalMachine", Name: "m"}},
-			}
-			if err := e.Kube.Create(ctx, m); err != nil {
-				t.Error(err)
+			if machine(cluster, fmt.Sprintf("%s-%d", kcp, i), version, map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: kcp},
+				controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition, metav1.ConditionTrue) == nil {
 				return
 			}
-			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: controlplanev1.KubeadmControlPlaneMachineAPIServerPodHealthyCondition, Status: metav1.ConditionTrue, Reason: "PodHealthy"})
-			if err := e.Kube.Status().Update(ctx, m); err != nil {
-				t.Error(err)
-				return
-			}
+		}
+		if worker == nil {
+			return
+		}
+		seen := lists.n.Load()
+		if !until("the API listing the healthy control plane", func() bool { return lists.n.Load() > seen }) {
+			return
+		}
+		meta.SetStatusCondition(&worker.Status.Conditions, metav1.Condition{Type: clusterv1.MachineNodeReadyCondition, Status: metav1.ConditionTrue, Reason: "Test"})
+		if err := e.Kube.Status().Update(ctx, worker); err != nil {
+			t.Error(err)
 		}
 	}
 	// finalize holds the Cluster with Cluster API's finalizer while
@@ -124,23 +159,26 @@ func TestFleetCLI(t *testing.T) {
 				`Cluster API makes its machines one after the other \(a few minutes\)\. Follow it with:\n  bex fleet list\n$`},
 		{name: "create it again", args: []string{"fleet", "create", "dev-1", "--version", "v1.36.3"}, wantErr: "cluster default/dev-1 exists already"},
 		{name: "list", args: []string{"fleet", "list"}, want: "" +
-			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES  MVP        STATE\n" +
-			"default/dev-1  LocalCluster    v1.36.3  0/3      -         not wired  rolling\n"},
-		{name: "create and wait", before: func(t *testing.T) { bg.Go(func() { machinesOf("dev-2", "v1.37.2", 3) }) },
-			args: []string{"fleet", "create", "dev-2", "--version", "v1.37.2", "--wait"},
-			match: `^Created local cluster default/dev-2: Kubernetes v1\.37\.2, 3 control-plane machines, .*\n` +
+			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES  WORKERS  MVP        STATE\n" +
+			"default/dev-1  LocalCluster    v1.36.3  0/3      -         -        not wired  rolling\n"},
+		{name: "create and wait", before: func(t *testing.T) { bg.Go(func() { machinesOf("dev-2", "v1.37.2", 3, true) }) },
+			args: []string{"fleet", "create", "dev-2", "--version", "v1.37.2", "--workers", "1", "--wait"},
+			match: `^Created local cluster default/dev-2: Kubernetes v1\.37\.2, 3 control-plane machines and 1 worker, .*\n` +
 				`Cluster API makes its machines one after the other; waiting until they are healthy\.\n` +
-				`(default/dev-2: [0-2] of 3 machines healthy\n)*default/dev-2: 3 of 3 machines healthy\n$`},
+				`(default/dev-2: [0-2] of 3 control-plane machines healthy, 0 of 1 workers ready\n)*` +
+				`default/dev-2: 3 of 3 control-plane machines healthy, 0 of 1 workers ready\n` +
+				`default/dev-2: 3 of 3 control-plane machines healthy, 1 of 1 workers ready\n$`},
 		{name: "list json", args: []string{"fleet", "list", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var fleet []apiclient.FleetCluster
-			if err := json.Unmarshal(out, &fleet); err != nil || len(fleet) != 2 || fleet[1].Name != "default/dev-2" || len(fleet[1].Machines) != 3 || fleet[1].Infrastructure != "LocalCluster" {
+			if err := json.Unmarshal(out, &fleet); err != nil || len(fleet) != 2 || fleet[1].Name != "default/dev-2" || len(fleet[1].Machines) != 3 || fleet[1].Infrastructure != "LocalCluster" ||
+				fleet[1].WorkerReplicas != 1 || len(fleet[1].Workers) != 1 || !fleet[1].Workers[0].Healthy {
 				t.Errorf("fleet = %s, %v", out, err)
 			}
 		}},
 		{name: "list with a ready cluster", args: []string{"fleet", "list"}, want: "" +
-			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES   MVP        STATE\n" +
-			"default/dev-1  LocalCluster    v1.36.3  0/3      -          not wired  rolling\n" +
-			"default/dev-2  LocalCluster    v1.37.2  3/3      3 v1.37.2  not wired  ready\n"},
+			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES   WORKERS  MVP        STATE\n" +
+			"default/dev-1  LocalCluster    v1.36.3  0/3      -          -        not wired  rolling\n" +
+			"default/dev-2  LocalCluster    v1.37.2  3/3      3 v1.37.2  1/1      not wired  ready\n"},
 		{name: "delete", args: []string{"fleet", "delete", "default/dev-1"},
 			want: "Local cluster default/dev-1: deleting: Cluster API deletes its machines, then the local provider stops its processes and removes its files; bex fleet list shows it until it is gone.\n"},
 		{name: "delete a missing one", args: []string{"fleet", "delete", "dev-1"}, wantErr: "no cluster default/dev-1: bex fleet list shows the clusters"},
@@ -155,7 +193,7 @@ func TestFleetCLI(t *testing.T) {
 				}
 			})
 		}, args: []string{"fleet", "delete", "dev-2", "--wait"},
-			match: `^Local cluster default/dev-2: deleting: .*\.\n(default/dev-2: deleting, 3 machines left\n)?default/dev-2: gone\n$`},
+			match: `^Local cluster default/dev-2: deleting: .*\.\n(default/dev-2: deleting, 4 machines left\n)?default/dev-2: gone\n$`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.before != nil {
@@ -173,4 +211,17 @@ func TestFleetCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// machineLists counts the API's lists of Machines (one per GET /fleet).
+type machineLists struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *machineLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*clusterv1.MachineList); ok {
+		c.n.Add(1)
+	}
+	return c.Client.List(ctx, list, opts...)
 }

@@ -15,11 +15,12 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "create NAME --version VERSION [--control-plane-replicas N] [--wait]",
+		Use:   "create NAME --version VERSION [--control-plane-replicas N] [--workers N] [--wait]",
 		Short: "Create a cluster of the local fleet, whose machines are processes on this machine (make run only; operators)",
 		Long: "create writes the Cluster, KubeadmControlPlane and LocalCluster of a new cluster in namespace default; Cluster API's\n" +
 			"managers and the local provider then start its machines, one after the other. It returns once the objects are\n" +
-			"written (follow the cluster with bex fleet list), or with --wait once every machine is healthy.\n" +
+			"written (follow the cluster with bex fleet list), or with --wait once every control-plane machine is healthy and\n" +
+			"every worker's Node is ready. Workers get no Node labels or taints, as kubeadm workers.\n" +
 			"Upgrade it with bex upgrade plan|start; delete it with bex fleet delete NAME.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,14 +48,16 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 					progress = io.Discard
 				}
 				err := waitFleet(cmd.Context(), c, progress, lc.Name, timeout,
-					func(cl *apiclient.FleetCluster) bool {
-						return cl != nil && healthyMachines(cl) == int(cl.Replicas) && len(cl.Machines) == int(cl.Replicas)
-					},
+					func(cl *apiclient.FleetCluster) bool { return cl != nil && fleetClusterReady(cl) },
 					func(cl *apiclient.FleetCluster) string {
 						if cl == nil {
 							return "not listed"
 						}
-						return fmt.Sprintf("%d of %d machines healthy", healthyMachines(cl), cl.Replicas)
+						s := fmt.Sprintf("%d of %d control-plane machines healthy", healthyMachines(cl), cl.Replicas)
+						if cl.WorkerReplicas > 0 || len(cl.Workers) > 0 {
+							s += fmt.Sprintf(", %d of %d workers ready", readyWorkers(cl), cl.WorkerReplicas)
+						}
+						return s
 					})
 				if err != nil {
 					return err
@@ -69,7 +72,7 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 	cmd.Flags().StringVar(&req.Version, "version", "", "Kubernetes version of the control plane, one of the pinned versions (such as v1.36.3)")
 	cmd.Flags().Int32Var(&req.ControlPlaneReplicas, "control-plane-replicas", 3, "control-plane machines, 3 to 5 (upgrades replace one at a time, with no spare machine)")
 	cmd.Flags().Int32Var(&req.WorkerReplicas, "workers", 0, "worker machines, 0 to 4: each runs bex-node, which runs Pods as runc containers")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every control-plane machine is healthy, printing each change")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every control-plane machine is healthy and every worker's Node ready, printing each change")
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Minute, "how long --wait waits")
 	return cmd
 }
@@ -78,7 +81,7 @@ func newFleetCreateCommand(st *state) *cobra.Command {
 func renderLocalClusterCreated(w io.Writer, lc apiclient.LocalCluster, wait bool) error {
 	workers := ""
 	if lc.WorkerReplicas > 0 {
-		workers = fmt.Sprintf(" and %d workers", lc.WorkerReplicas)
+		workers = " and " + plural(int(lc.WorkerReplicas), "worker")
 	}
 	fmt.Fprintf(w, "Created local cluster %s: Kubernetes %s, %d control-plane machines%s, API at https://%s (addresses %s).\n",
 		lc.Name, lc.Version, lc.ControlPlaneReplicas, workers, lc.Endpoint, lc.AddressBlock)

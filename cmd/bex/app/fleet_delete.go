@@ -47,7 +47,7 @@ func newFleetDeleteCommand(st *state) *cobra.Command {
 						if cl == nil {
 							return "gone"
 						}
-						return "deleting, " + plural(len(cl.Machines), "machine") + " left"
+						return "deleting, " + plural(len(cl.Machines)+len(cl.Workers), "machine") + " left"
 					})
 				if err != nil {
 					return err

@@ -15,7 +15,7 @@ import (
 func newFleetListCommand(st *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List the fleet's clusters: infrastructure, version, healthy control-plane machines, Mixed Version Proxy (operators)",
+		Short: "List the fleet's clusters: infrastructure, version, healthy control-plane machines, ready workers, Mixed Version Proxy (operators)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := st.needClient()
@@ -31,21 +31,27 @@ func newFleetListCommand(st *state) *cobra.Command {
 	}
 }
 
-// renderFleet writes one row per cluster.
+// renderFleet writes one row per cluster: HEALTHY and MACHINES are the
+// control plane's, WORKERS the workers whose Node is ready of those its
+// MachineDeployments want.
 func renderFleet(w io.Writer, fleet []apiclient.FleetCluster) error {
 	if len(fleet) == 0 {
 		_, err := fmt.Fprintln(w, "No clusters. In make run, create one with: bex fleet create NAME --version VERSION")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tINFRASTRUCTURE\tVERSION\tHEALTHY\tMACHINES\tMVP\tSTATE")
+	fmt.Fprintln(tw, "NAME\tINFRASTRUCTURE\tVERSION\tHEALTHY\tMACHINES\tWORKERS\tMVP\tSTATE")
 	for _, cl := range fleet {
 		mvp := "not wired"
 		if cl.MVP.Wired {
 			mvp = "wired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", cl.Name, orDash(cl.Infrastructure), orDash(cl.Version),
-			healthyMachines(&cl), cl.Replicas, machineVersions(cl.Machines), mvp, clusterState(&cl))
+		workers := "-"
+		if cl.WorkerReplicas > 0 || len(cl.Workers) > 0 {
+			workers = fmt.Sprintf("%d/%d", readyWorkers(&cl), cl.WorkerReplicas)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", cl.Name, orDash(cl.Infrastructure), orDash(cl.Version),
+			healthyMachines(&cl), cl.Replicas, machineVersions(cl.Machines), workers, mvp, clusterState(&cl))
 	}
 	return tw.Flush()
 }
@@ -77,7 +83,7 @@ func clusterState(cl *apiclient.FleetCluster) string {
 		return "paused"
 	case cl.ControlPlane == "":
 		return "-"
-	case healthyMachines(cl) == int(cl.Replicas) && len(cl.Machines) == int(cl.Replicas):
+	case fleetClusterReady(cl):
 		return "ready"
 	}
 	return "rolling"

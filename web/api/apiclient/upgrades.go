@@ -309,7 +309,8 @@ func (c *Client) changeUpgrade(ctx context.Context, name, action string) (Upgrad
 }
 
 // FleetCluster is a Cluster API cluster of the fleet: its control plane's
-// machines and whether its apiservers run the Mixed Version Proxy.
+// machines, its workers, and whether its apiservers run the Mixed Version
+// Proxy.
 type FleetCluster struct {
 	// Name is the Cluster's "namespace/name".
 	Name string `json:"name"`
@@ -332,17 +333,23 @@ type FleetCluster struct {
 	Deleting bool `json:"deleting,omitempty"`
 	// Machines are the control plane's machines, oldest first.
 	Machines []FleetMachine `json:"machines"`
-	MVP      FleetMVP       `json:"mvp"`
+	// WorkerReplicas is how many worker machines its MachineDeployments
+	// want, and Workers are their machines, oldest first.
+	WorkerReplicas int32          `json:"workerReplicas"`
+	Workers        []FleetMachine `json:"workers"`
+	MVP            FleetMVP       `json:"mvp"`
 }
 
-// FleetMachine is one control-plane machine.
+// FleetMachine is one machine: of the control plane, or a worker.
 type FleetMachine struct {
 	Name    string `json:"name"`
 	Node    string `json:"node,omitempty"`
 	Version string `json:"version"`
-	// Address is its InternalIP, where the verifier reaches its apiserver.
+	// Address is its InternalIP (where the verifier reaches a
+	// control-plane machine's apiserver).
 	Address string `json:"address,omitempty"`
-	// Healthy is true when its apiserver pod is healthy.
+	// Healthy is true when its apiserver pod is healthy (a control-plane
+	// machine) or its Node is ready (a worker).
 	Healthy   bool      `json:"healthy"`
 	Deleting  bool      `json:"deleting,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`

@@ -93,7 +93,7 @@ type Driver struct {
 	opts Options
 
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks map[string]*appLock
 	// serving maps Key → cluster; read on every request by the edge.
 	serving sync.Map
 }
@@ -122,7 +122,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading where apps run: %w", err)
 	}
-	d := &Driver{opts: opts, locks: map[string]*sync.Mutex{}}
+	d := &Driver{opts: opts, locks: map[string]*appLock{}}
 	for k, c := range serving {
 		d.serving.Store(k, c)
 	}
@@ -154,16 +154,34 @@ func (d *Driver) ServingClusters() []string {
 	return out
 }
 
+// appLock serialises the calls for one app; users counts the callers that
+// hold or wait for it, so that it is dropped once none does.
+type appLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes the app's lock and returns its release. Locks exist only
+// while held or awaited: the map does not grow with every app ever seen.
 func (d *Driver) lock(tenant, app string) func() {
+	key := Key(tenant, app)
 	d.mu.Lock()
-	l, ok := d.locks[Key(tenant, app)]
+	l, ok := d.locks[key]
 	if !ok {
-		l = &sync.Mutex{}
-		d.locks[Key(tenant, app)] = l
+		l = &appLock{}
+		d.locks[key] = l
 	}
+	l.users++
 	d.mu.Unlock()
 	l.Lock()
-	return l.Unlock
+	return func() {
+		l.Unlock()
+		d.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(d.locks, key)
+		}
+		d.mu.Unlock()
+	}
 }
 
 // RunsImage implements runtime.ImageRunner: a release runs from its image

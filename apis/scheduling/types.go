@@ -89,6 +89,9 @@ type PoolCapacity struct {
 	// ReadyNodes is the number of the pool's nodes that are Ready; only they
 	// count in Allocatable.
 	ReadyNodes int32 `json:"readyNodes"`
+	// NotReadySince, when the pool has nodes and none is Ready, is since
+	// when none has been: the last time one of them left Ready.
+	NotReadySince *metav1.Time `json:"notReadySince,omitempty"`
 	// Allocatable is the sum of the ready nodes' status.allocatable.
 	Allocatable Capacity `json:"allocatable"`
 	// Requested is the sum of replicas × resources of the Placements on

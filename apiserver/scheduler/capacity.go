@@ -106,6 +106,9 @@ func Capacities(clusters []fleetstate.Cluster, req Requested) []scheduling.Clust
 				Allocatable: zeroCapacity(),
 				Requested:   zeroCapacity(),
 			}
+			if p.ReadyNodes == 0 && p.Nodes > 0 && !p.NotReadySince.IsZero() {
+				pc.NotReadySince = &metav1.Time{Time: p.NotReadySince}
+			}
 			addCapacity(&pc.Allocatable, fromFleet(p.Allocatable))
 			if r, ok := req[PoolKey{Cluster: c.Name, Pool: p.Name}]; ok {
 				addCapacity(&pc.Requested, r)

@@ -4,8 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"bex.co/bex/apis/scheduling"
 	"bex.co/bex/apis/scheduling/v1alpha1"
@@ -217,5 +219,29 @@ func TestStandbyAndDeleting(t *testing.T) {
 				t.Fatalf("a starter app: placed on %q, want %q (%s)", chosen, tc.chosen, st.Message)
 			}
 		})
+	}
+}
+
+// TestCapacityNotReadySince: a pool with nodes and none Ready says since
+// when (the App controller moves apps off it past a grace); a pool with a
+// ready node, or with no node at all, says nothing.
+func TestCapacityNotReadySince(t *testing.T) {
+	since := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	down := pool("down", "4", "8Gi", 110)
+	down.ReadyNodes, down.Allocatable, down.NotReadySince = 0, fleetstate.Resources{}, since
+	up := pool("up", "4", "8Gi", 110)
+	up.NotReadySince = since // stale: a node is ready
+	empty := fleetstate.Pool{Name: "empty", NotReadySince: since}
+	cc := Capacities([]fleetstate.Cluster{{Name: "alpha", Namespace: "fleet", Source: fleetstate.SourceClusterAPI, Healthy: true,
+		Pools: []fleetstate.Pool{down, empty, up}}}, Requested{})
+	got := map[string]*metav1.Time{}
+	for _, p := range cc[0].Status.Pools {
+		got[p.Name] = p.NotReadySince
+	}
+	if got["down"] == nil || !got["down"].Time.Equal(since) {
+		t.Errorf("down: notReadySince %v, want %v", got["down"], since)
+	}
+	if got["up"] != nil || got["empty"] != nil {
+		t.Errorf("up: %v, empty: %v; want neither set", got["up"], got["empty"])
 	}
 }

@@ -129,7 +129,7 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	} else if err != nil {
 		return Placement{}, fmt.Errorf("reading the capacity of cluster %s: %w", existing.Spec.Cluster, err)
 	}
-	reason, why := leaveReason(cc, &existing.Spec, want)
+	reason, why := leaveReason(cc, &existing.Spec, want, time.Now())
 	if reason == "" {
 		return p.keep(ctx, existing, want)
 	}
@@ -227,13 +227,20 @@ func (p SchedulerPlacer) move(ctx context.Context, app *platformv1alpha1.App, ex
 		Message: fmt.Sprintf("moved from %s to %s/%s: %s (score %d, %s)", from, st.Cluster, st.Pool, why, st.Score, st.Strategy)}, nil
 }
 
+// NotReadyGrace is how long an App's pool may have no Ready node before
+// the App leaves it: Kubernetes' default for evicting Pods off an
+// unreachable node (tolerationSeconds 300), past which the node is taken
+// as lost rather than restarting.
+const NotReadyGrace = 5 * time.Minute
+
 // leaveReason says why an App placed by spec must leave its cluster, whose
 // capacity is cc (nil: the cluster is gone from the fleet), at the size it
-// wants: a reason of spec.movedFrom and a message, or "" when it stays.
-// Unhealthy is no reason, nor a pool with no ready node: it is often
-// transient (a missed heartbeat, an apiserver or a node agent restarting),
-// and the pool figures of an unhealthy cluster are not trusted either.
-func leaveReason(cc *schedulingv1alpha1.ClusterCapacity, spec *schedulingv1alpha1.PlacementSpec, want size) (string, string) {
+// wants, at time now: a reason of spec.movedFrom and a message, or "" when
+// it stays. Unhealthy is no reason, nor a pool with no ready node for less
+// than NotReadyGrace: it is often transient (a missed heartbeat, an
+// apiserver or a node agent restarting), and the pool figures of an
+// unhealthy cluster are not trusted either.
+func leaveReason(cc *schedulingv1alpha1.ClusterCapacity, spec *schedulingv1alpha1.PlacementSpec, want size, now time.Time) (string, string) {
 	if cc == nil {
 		return schedulingv1alpha1.ReasonClusterGone, fmt.Sprintf("cluster %s is gone from the fleet", spec.Cluster)
 	}
@@ -258,8 +265,13 @@ func leaveReason(cc *schedulingv1alpha1.ClusterCapacity, spec *schedulingv1alpha
 		}
 		if pool.ReadyNodes == 0 {
 			// Its nodes are all not ready: as with an unhealthy cluster,
-			// often for a while only (a node agent restarting); a node
-			// lost for good is left to the cluster's own eviction.
+			// often for a while only (a node agent restarting). Past the
+			// grace the pool is taken as lost: no other node of it can
+			// take the app's Pods.
+			if since := pool.NotReadySince; since != nil && now.Sub(since.Time) >= NotReadyGrace {
+				return schedulingv1alpha1.ReasonNotReady, fmt.Sprintf("%s/%s has had no ready node since %s (more than %s)",
+					cc.Name, pool.Name, since.UTC().Format(time.RFC3339), NotReadyGrace)
+			}
 			return "", ""
 		}
 		if short := overCommitted(pool, sizeOf(spec), want); short != "" {

@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ func TestLeaveReason(t *testing.T) {
 	spec := &schedulingv1alpha1.PlacementSpec{App: "shop", Cluster: "alpha", Pool: "workers", Plan: "standard", Replicas: 2,
 		Resources: schedulingv1alpha1.Resources{CPU: resource.MustParse("1"), Memory: resource.MustParse("2Gi")}}
 	has := sizeOf(spec)
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	cluster := func(mod func(*schedulingv1alpha1.ClusterCapacityStatus)) *schedulingv1alpha1.ClusterCapacity {
 		cc := &schedulingv1alpha1.ClusterCapacity{ObjectMeta: metav1.ObjectMeta{Name: "alpha"}, Status: schedulingv1alpha1.ClusterCapacityStatus{
 			Healthy: true, AcceptsPlacements: true, Reason: schedulingv1alpha1.ReasonAccepting,
@@ -75,6 +77,14 @@ func TestLeaveReason(t *testing.T) {
 		{name: "the pool's nodes all not ready: stays, as when unhealthy", cc: cluster(func(s *schedulingv1alpha1.ClusterCapacityStatus) {
 			s.Pools[1].ReadyNodes, s.Pools[1].Allocatable = 0, capacity("0", "0", 0)
 		}), want: has},
+		{name: "the pool's nodes not ready for less than the grace: stays", cc: cluster(func(s *schedulingv1alpha1.ClusterCapacityStatus) {
+			s.Pools[1].ReadyNodes, s.Pools[1].Allocatable = 0, capacity("0", "0", 0)
+			s.Pools[1].NotReadySince = &metav1.Time{Time: now.Add(-NotReadyGrace + time.Second)}
+		}), want: has},
+		{name: "the pool's nodes not ready past the grace: leaves", cc: cluster(func(s *schedulingv1alpha1.ClusterCapacityStatus) {
+			s.Pools[1].ReadyNodes, s.Pools[1].Allocatable = 0, capacity("0", "0", 0)
+			s.Pools[1].NotReadySince = &metav1.Time{Time: now.Add(-NotReadyGrace)}
+		}), want: has, reason: schedulingv1alpha1.ReasonNotReady, message: "alpha/workers has had no ready node since 2026-12-03T09:55:00Z (more than 5m0s)"},
 		{name: "the pool is gone", cc: cluster(func(s *schedulingv1alpha1.ClusterCapacityStatus) { s.Pools = s.Pools[:1] }), want: has,
 			reason: schedulingv1alpha1.ReasonOverCommitted, message: "alpha has no pool workers any more"},
 		{name: "a rescale that fits stays", cc: cluster(nil), want: sized(3, "1", "2Gi")},
@@ -83,7 +93,7 @@ func TestLeaveReason(t *testing.T) {
 		{name: "a shrink ends the over-commitment", cc: cluster(workers(capacity("4", "8Gi", 10), capacity("5", "6Gi", 3))), want: sized(1, "1", "2Gi")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reason, msg := leaveReason(tc.cc, spec, tc.want)
+			reason, msg := leaveReason(tc.cc, spec, tc.want, now)
 			if reason != tc.reason || !strings.Contains(msg, tc.message) {
 				t.Fatalf("leaveReason = %q, %q; want %q, %q", reason, msg, tc.reason, tc.message)
 			}

@@ -129,6 +129,9 @@ func pools(idx *clusterIndex, cl *clusterv1.Cluster, w *nodeWatch) []Pool {
 			}
 			pool.Nodes++
 			if !nodeReady(node) {
+				if since := notReadySince(node); since.After(pool.NotReadySince) {
+					pool.NotReadySince = since
+				}
 				continue
 			}
 			pool.ReadyNodes++
@@ -137,6 +140,9 @@ func pools(idx *clusterIndex, cl *clusterv1.Cluster, w *nodeWatch) []Pool {
 				Memory: node.Status.Allocatable.Memory().DeepCopy(),
 				Pods:   node.Status.Allocatable.Pods().Value(),
 			})
+		}
+		if pool.ReadyNodes > 0 {
+			pool.NotReadySince = time.Time{}
 		}
 		out = append(out, pool)
 	}
@@ -148,6 +154,17 @@ func joinMsg(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// notReadySince is when a node that is not Ready left Ready: its Ready
+// condition's last transition, or its creation when it has none.
+func notReadySince(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return n.CreationTimestamp.Time
 }
 
 func nodeReady(n *corev1.Node) bool {

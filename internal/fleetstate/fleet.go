@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -70,6 +71,11 @@ type Pool struct {
 	Name       string
 	Nodes      int32
 	ReadyNodes int32
+	// NotReadySince, when Nodes > 0 and ReadyNodes is 0, is the last time
+	// one of the pool's nodes left Ready (its Ready condition's
+	// lastTransitionTime; a node that never reported one counts from its
+	// creation).
+	NotReadySince time.Time
 	// Allocatable is the sum over ready nodes.
 	Allocatable Resources
 }

@@ -904,6 +904,12 @@ func schema_bex_apis_scheduling_v1alpha1_PoolCapacity(ref common.ReferenceCallba
 							Format:      "int32",
 						},
 					},
+					"notReadySince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NotReadySince, when the pool has nodes and none is Ready, is since when none has been: the last time one of them left Ready.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 					"allocatable": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Allocatable is the sum of the ready nodes' status.allocatable.",
@@ -923,7 +929,7 @@ func schema_bex_apis_scheduling_v1alpha1_PoolCapacity(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Capacity{}.OpenAPIModelName()},
+			v1alpha1.Capacity{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -115,7 +115,10 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 		return fmt.Errorf("setting up %s: %w", route.ControllerName, err)
 	}
 	if deps.ServedApps != nil {
-		wh := &workerhook.Reconciler{Client: mgr.GetClient(), Apps: deps.ServedApps, Events: mgr.GetEventRecorder(workerhook.ControllerName)}
+		wh := &workerhook.Reconciler{
+			Client: mgr.GetClient(), Apps: deps.ServedApps, Events: mgr.GetEventRecorder(workerhook.ControllerName),
+			Workloads: workerhook.SecretWorkloads(mgr.GetAPIReader()),
+		}
 		if err := wh.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", workerhook.ControllerName, err)
 		}

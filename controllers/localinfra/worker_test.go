@@ -13,17 +13,22 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
 	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/localinfra/localinfratest"
+	"bex.co/bex/controllers/workerhook"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/registry"
@@ -67,6 +72,14 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-node")
 	f := localinfratest.Start(t, localinfratest.Options{Version: version, Host: localfleet.Options{
 		NodeBinary: filepath.Join(bin, "bex-node"), NodeRegistryConfig: regConfig,
+	}, Setup: func(mgr ctrl.Manager) error {
+		// The platform's deletion hook on workers (controllers/workerhook),
+		// as make run runs it; no cluster of this test is deleted, so no app
+		// is served by one.
+		return (&workerhook.Reconciler{
+			Client: mgr.GetClient(), Apps: noApps{}, Events: mgr.GetEventRecorder(workerhook.ControllerName),
+			Workloads: workerhook.SecretWorkloads(mgr.GetAPIReader()),
+		}).SetupWithManager(mgr)
 	}})
 	const ns, name = "default", "workers-1"
 	ctx := context.Background()
@@ -227,6 +240,34 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 		return nil
 	})
 
+	// An app of one instance, as the kube driver makes it (a Deployment of
+	// the platform's, rolled with maxSurge 1 and maxUnavailable 0), runs on
+	// the worker the scale-down deletes: the deletion hook rolls it onto
+	// the other worker before Cluster API drains this one, so it has a
+	// ready Pod all along (a drain alone evicts it first).
+	steady, onNode := startSteady(ctx, t, workload, image, pool, dedicated)
+	marked := false
+	var machines clusterv1.MachineList
+	if err := f.Client.List(ctx, &machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if m.Status.NodeRef.Name != onNode {
+			continue
+		}
+		base := m.DeepCopy()
+		metav1.SetMetaDataAnnotation(&m.ObjectMeta, clusterv1.DeleteMachineAnnotation, "yes")
+		if err := f.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		marked = true
+	}
+	if !marked {
+		t.Fatalf("no Machine of node %s", onNode)
+	}
+	gaps := watchReady(ctx, t, workload, steady)
+
 	// Scaling down deletes one worker: its node agent stops, its Node
 	// and files go.
 	md := &clusterv1.MachineDeployment{}
@@ -260,7 +301,126 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 		}
 		return nil
 	})
+	polls, empty := gaps()
+	t.Logf("the app's Pods read %d times during the scale-down, %d times with none ready", polls, len(empty))
+	if len(empty) > 0 {
+		t.Errorf("the app of one instance had no ready Pod %d times of %d during the scale-down, first at %s", len(empty), polls, empty[0])
+	}
+	pods, err := workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=steady"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == onNode {
+			t.Errorf("Pod %s still on the deleted worker %s", p.Name, onNode)
+		}
+	}
 }
+
+// startSteady runs a Deployment of one instance of the test app as the
+// kube runtime driver would, and returns its name and its Pod's node.
+func startSteady(ctx context.Context, t *testing.T, workload kubernetes.Interface, image string, pool map[string]string, taint corev1.Taint) (string, string) {
+	t.Helper()
+	labels := map[string]string{"app": "steady", "app.kubernetes.io/managed-by": "bex"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "steady", Namespace: "default", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "steady"}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                 pool,
+					Tolerations:                  []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}},
+					AutomountServiceAccountToken: ptr.To(false),
+					Containers: []corev1.Container{{
+						Name: "web", Image: image,
+						Env:   []corev1.EnvVar{{Name: "PORT", Value: "8080"}},
+						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: runtimetest.HealthPath, Port: intstr.FromInt32(8080)}},
+							PeriodSeconds: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := workload.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var node string
+	platformtest.Eventually(t, 2*time.Minute, "the steady app's Pod ready", func(ctx context.Context) error {
+		pods, err := workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=steady"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if podReady(&p) {
+				node = p.Spec.NodeName
+				return nil
+			}
+		}
+		return fmt.Errorf("%d Pods, none ready", len(pods.Items))
+	})
+	return dep.Name, node
+}
+
+// watchReady reads the Deployment's Pods every 200 ms until the returned
+// function is called, which returns how many times it read them and when
+// none was ready.
+func watchReady(ctx context.Context, t *testing.T, workload kubernetes.Interface, name string) func() (int, []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var polls int
+	var empty []string
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			pods, err := workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			if err != nil {
+				continue // the test's context ended, or a blip of the apiserver: not the app's gap
+			}
+			polls++
+			if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return podReady(&p) }) {
+				empty = append(empty, time.Now().Format("15:04:05.000"))
+			}
+		}
+	}()
+	return func() (int, []string) {
+		cancel()
+		<-done
+		return polls, empty
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// noApps is a store with no app on any cluster.
+type noApps struct{}
+
+func (noApps) AppsServedBy(context.Context, string) ([]string, error) { return nil, nil }
 
 func nodeIsReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {

@@ -11,8 +11,14 @@
 // stays up meanwhile.
 //
 // A worker deleted while its Cluster stays (a MachineDeployment's scale-down
-// or rollout) is let go at once: the cluster keeps the apps, and its
-// Deployments bring their Pods up on the other workers. A hold is bounded
+// or rollout) keeps the apps on the cluster's other workers: the hook stays
+// until no Pod of the platform's (app.kubernetes.io/managed-by=bex) runs on
+// it. The worker's Node is cordoned and each Deployment with a Pod there is
+// rolled (MovedOffAnnotation on its pod template), so that a new Pod is
+// ready on another worker before the old one stops: a drain alone would
+// evict the old one first, and an app of one instance would be down until
+// its new Pod is ready. With no other Ready, schedulable worker, or no
+// Node, the worker goes at once. A hold is bounded
 // (MaxHold): past it the worker goes with a Warning event that names the
 // apps still there, so that no app that cannot move blocks a cluster's
 // deletion for ever.

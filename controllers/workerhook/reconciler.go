@@ -53,6 +53,10 @@ type Reconciler struct {
 	// Events records why a worker was held or let go, on the Machine; nil
 	// records none.
 	Events events.EventRecorder
+	// Workloads reaches a cluster's apiserver, to roll the platform's
+	// Pods off a worker of a cluster that stays (SecretWorkloads); nil
+	// lets such a worker go at once.
+	Workloads Workloads
 	// MaxHold is DefaultMaxHold when zero; Settle is DefaultSettle when
 	// zero.
 	MaxHold, Settle time.Duration
@@ -134,9 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("reading cluster %s/%s of machine %s: %w", m.Namespace, m.Spec.ClusterName, m.Name, err)
 	}
 	if err == nil && cluster.DeletionTimestamp.IsZero() {
-		// A scale-down or a rollout: the cluster keeps its apps.
-		return ctrl.Result{}, r.release(ctx, m, corev1.EventTypeNormal, "WorkerReleased",
-			"The cluster stays: its Deployments bring the worker's Pods up on the other workers")
+		// A scale-down or a rollout: the cluster keeps its apps, on its
+		// other workers.
+		return r.moveOff(ctx, m, cluster)
 	}
 
 	apps, err := r.Apps.AppsServedBy(ctx, m.Spec.ClusterName)

@@ -56,6 +56,13 @@ type Options struct {
 	Sandbox *sandbox.Manager
 	// StateDir keeps the unpacked images and the containers' logs.
 	StateDir string
+	// PlatformBinDir is the platform's binary directory (bex-static, the
+	// web process of static sites): a container on the run base (a
+	// stack image, of which only the app's layer is unpacked) has it at
+	// the end of its PATH, as on the process runtime; an image with its
+	// own root filesystem does not. Sandbox must show it read-only
+	// (sandbox.Options.ReadOnlyPaths) [none].
+	PlatformBinDir string
 	// Keychain holds the node's own registry credentials, tried after a
 	// Pod's image pull secrets [none].
 	Keychain authn.Keychain

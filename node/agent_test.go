@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +64,7 @@ type fixture struct {
 	appImage string // the same as a Go stack image
 	registry string // host:port
 	state    string
+	bin      string // the platform's binary directory: bex-static
 }
 
 // start starts the fixture; configure, when given, changes the agent's
@@ -132,6 +134,13 @@ func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixtur
 		t.Fatal(err)
 	}
 	f.port = ports[0]
+	// The platform's binary directory, as make build's bin/: containers on
+	// the run base see it read-only, as bex-node's --platform-bin-dir
+	// has it.
+	f.bin = platformtest.BuildBinaries(t, "bex-static")
+	if err := os.Chmod(f.bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	serving, err := ca.Issue(pki.Spec{CommonName: nodeName, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	if err != nil {
@@ -148,8 +157,9 @@ func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixtur
 	opts := node.Options{
 		Client: nodeClient, NodeName: nodeName, Address: netip.MustParseAddr("127.0.0.1"), Port: f.port,
 		ServingCert: serving.TLSCertificate(), ClientCAs: ca.Pool(),
-		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox")}),
+		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox"), ReadOnlyPaths: []string{f.bin}}),
 		StateDir:       f.state,
+		PlatformBinDir: f.bin,
 		KubeletVersion: "v1.37.2",
 		RestartBackoff: 500 * time.Millisecond,
 		LeaseDuration:  8 * time.Second,
@@ -232,6 +242,45 @@ func (f *fixture) webPod(ns, name string, pullSecret string) *corev1.Pod {
 		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret}}
 	}
 	return p
+}
+
+// staticSite builds a site of one index.html with the platform's builder
+// (detected as static, no run image) and returns its image by digest.
+func (f *fixture) staticSite(t *testing.T, tenant, app, index string) string {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "index.html"), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "site.git")
+	var commit string
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"}, {"add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "site"},
+		{"clone", "-q", "--bare", work, repo}, {"rev-parse", "HEAD"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		commit = strings.TrimSpace(string(out))
+	}
+	b, err := build.New(build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.registry, RegistryAuth: registry.Auth(registryToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	res, err := b.Build(context.Background(), build.Request{Tenant: tenant, App: app, RepoDir: repo, Commit: commit}, &log)
+	if err != nil {
+		t.Fatalf("building the site: %v\n%s", err, log.String())
+	}
+	if res.Processes["web"] != "bex-static" {
+		t.Fatalf("the site's web process is %q, not bex-static", res.Processes["web"])
+	}
+	return res.Image
 }
 
 func (f *fixture) getPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
@@ -507,6 +556,48 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// A static site's image, as the builder makes it without a run image
+	// (make run's): one layer with the site under /app, web = bex-static,
+	// which the run base finds in the platform's binary directory.
+	t.Run("RunsAStaticSite", func(t *testing.T) {
+		image := f.staticSite(t, "tenant-a", "site", "<h1>static on the node</h1>\n")
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site-1"},
+			Spec: corev1.PodSpec{
+				NodeName:                     nodeName,
+				AutomountServiceAccountToken: ptr.To(false),
+				ImagePullSecrets:             []corev1.LocalObjectReference{{Name: pull}},
+				Containers: []corev1.Container{{
+					Name: "web", Image: image,
+					Command: []string{"/bin/sh", "-c", "bex-static"}, // as the kube driver runs a process
+					Env:     []corev1.EnvVar{{Name: "PORT", Value: "8080"}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+						PeriodSeconds: 1},
+				}},
+			},
+		}
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the site is served on its Pod IP", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "site-1")
+			if err != nil {
+				return err
+			}
+			if !podReady(p) || p.Status.PodIP == "" {
+				return fmt.Errorf("phase %s, ip %q, containers %+v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
+			}
+			code, body, err := get(ctx, "http://"+p.Status.PodIP+":8080/")
+			if err != nil || code != 200 || body != "<h1>static on the node</h1>\n" {
+				return fmt.Errorf("GET /: %d %q %v", code, body, err)
+			}
+			return nil
+		})
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "site-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("RefusesWhatItDoesNotRun", func(t *testing.T) {

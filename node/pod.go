@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -395,13 +396,19 @@ func (w *podWorker) snapshot() podState {
 	return w.st
 }
 
-// pushStatus writes the Pod's status from the worker's state.
+// pushStatus writes the Pod's status from the worker's state. It tries
+// again on a conflict, and on Forbidden for about ten seconds: the
+// apiserver's Node authorizer refuses the node a Pod its graph does not
+// have bound to it yet, and its informer may lag the agent's watch, most
+// for a Pod refused as soon as it is seen, whose status is written once.
 func (w *podWorker) pushStatus(ctx context.Context) {
 	w.statusMu.Lock()
 	defer w.statusMu.Unlock()
 	pods := w.a.opts.Client.CoreV1().Pods(w.pod().Namespace)
 	name := w.pod().Name
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	backoff := wait.Backoff{Steps: 8, Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second}
+	again := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsForbidden(err) }
+	err := retry.OnError(backoff, again, func() error {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

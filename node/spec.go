@@ -126,7 +126,11 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 	if len(argv) == 0 {
 		return sandbox.Spec{}, fmt.Errorf("container %q has no command and its image %q names none", c.Name, c.Image)
 	}
-	env, err := w.environment(ctx, pod, c, cfg.Env, local)
+	imageEnv := cfg.Env
+	if !cfg.RootFS && w.a.opts.PlatformBinDir != "" {
+		imageEnv = withPlatformBin(imageEnv, w.a.opts.PlatformBinDir)
+	}
+	env, err := w.environment(ctx, pod, c, imageEnv, local)
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
@@ -152,6 +156,30 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 		spec.AppDir, spec.WorkDir = img.dir, workDir
 	}
 	return spec, nil
+}
+
+// defaultPath is the PATH of a container on the run base whose image sets
+// none (the builder's images set one).
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// withPlatformBin is env with dir at the end of its PATH, as the process
+// runtime sets it (builder/release's imageEnv): what the stacks' processes
+// name bare (bex-static) is found there. The Pod's own env may still set
+// PATH.
+func withPlatformBin(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+			continue
+		}
+		out = append(out, kv)
+	}
+	if path == "" {
+		path = defaultPath
+	}
+	return append(out, "PATH="+path+":"+dir)
 }
 
 var envName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)

@@ -56,8 +56,10 @@ type Options struct {
 	// (mvp.WaitListedByPeers). Zero means mvp.DefaultPeerSyncTimeout.
 	PeerSyncTimeout time.Duration
 	// NodeBinary is the path of bex-node, the node agent worker machines
-	// run (cmd/bex-node). Without it the host runs control-plane machines
-	// only.
+	// run (cmd/bex-node). Its directory is the platform's binary directory
+	// the agents give containers on the run base (--platform-bin-dir):
+	// bex-static, built beside it, serves static sites. Without it the
+	// host runs control-plane machines only.
 	NodeBinary string
 	// NodeRegistryConfig is a Docker config.json with the registry
 	// credentials the node agents pull with after a Pod's own image pull

@@ -238,6 +238,13 @@ func (w *Worker) issue() error {
 // startProcess starts the node agent and waits until its Node is ready.
 func (w *Worker) startProcess(ctx context.Context) error {
 	argv := append([]string{w.c.host.opts.NodeBinary}, w.st.Args...)
+	// bex-static lies beside bex-node (make build's bin/): static sites on
+	// the run base find it there, as on the process runtime.
+	bin, err := filepath.Abs(filepath.Dir(w.c.host.opts.NodeBinary))
+	if err != nil {
+		return err
+	}
+	argv = append(argv, "--platform-bin-dir="+bin)
 	if w.c.host.opts.NodeRegistryConfig != "" {
 		argv = append(argv, "--registry-config="+w.c.host.opts.NodeRegistryConfig)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,7 @@ type Options struct {
 	CPU, Memory       string
 	MaxPods           int
 	SandboxOutbound   bool
+	PlatformBinDir    string
 }
 
 // NewOptions returns the defaults.
@@ -62,6 +64,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Where unpacked images and containers' logs are kept")
 	fs.StringVar(&o.SandboxSubnet, "sandbox-subnet", o.SandboxSubnet, "Pool of the containers' addresses (a /16 to /19 no route overlaps) [10.231.0.0/16]")
 	fs.BoolVar(&o.SandboxOutbound, "sandbox-outbound", o.SandboxOutbound, "Let containers open connections beyond the machine")
+	fs.StringVar(&o.PlatformBinDir, "platform-bin-dir", o.PlatformBinDir, "The platform's binary directory (bex-static): containers on the run base (stack images) see it read-only and have it at the end of their PATH, as on the process runtime [none]")
 	fs.StringVar(&o.RegistryConfig, "registry-config", o.RegistryConfig, "Docker config.json with the node's registry credentials, tried after a Pod's image pull secrets [none]")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Version reported in the Node's nodeInfo (the control plane's, as vX.Y.Z)")
 	fs.StringVar(&o.ProviderID, "provider-id", o.ProviderID, "spec.providerID of the Node (its Cluster API Machine's)")
@@ -88,6 +91,9 @@ func (o *Options) Validate() error {
 		if _, err := netip.ParseAddr(o.Address); err != nil {
 			errs = append(errs, fmt.Errorf("--address %q is not an IP address", o.Address))
 		}
+	}
+	if o.PlatformBinDir != "" && !filepath.IsAbs(o.PlatformBinDir) {
+		errs = append(errs, fmt.Errorf("--platform-bin-dir %q must be an absolute path", o.PlatformBinDir))
 	}
 	if o.KubeletVersion != "" && !strings.HasPrefix(o.KubeletVersion, "v") {
 		errs = append(errs, fmt.Errorf("--kubelet-version %q must start with v, as v1.37.2", o.KubeletVersion))
@@ -144,7 +150,14 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 	}
-	sb, err := sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: o.StateDir, Outbound: o.SandboxOutbound})
+	var readOnly []string
+	if o.PlatformBinDir != "" {
+		if st, err := os.Stat(o.PlatformBinDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--platform-bin-dir %s is not a directory", o.PlatformBinDir)
+		}
+		readOnly = []string{o.PlatformBinDir}
+	}
+	sb, err := sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: o.StateDir, ReadOnlyPaths: readOnly, Outbound: o.SandboxOutbound})
 	if err != nil {
 		return fmt.Errorf("bex-node runs containers in sandboxes: %w", err)
 	}
@@ -160,7 +173,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	a, err := node.New(node.Options{
 		Client: client, NodeName: o.NodeName, Address: netip.MustParseAddr(o.Address), Port: o.Port,
-		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, Keychain: kc,
+		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, PlatformBinDir: o.PlatformBinDir, Keychain: kc,
 		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels, Taints: taints,
 		Log: log,
 	})

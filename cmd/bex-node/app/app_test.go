@@ -26,6 +26,8 @@ func TestValidate(t *testing.T) {
 			[]string{"--node-labels: labels k8s.io/x, node-role.kubernetes.io/worker are in the kubernetes.io or k8s.io namespace, which a node may not set on itself"}},
 		{"a bad label", func(o *Options) { o.Labels = map[string]string{"bex.co/pool": "a b"} }, []string{`label bex.co/pool="a b"`}},
 		{"a taint without effect", func(o *Options) { o.Taints = "bex.co/dedicated=apps" }, []string{`--register-with-taints: taint "bex.co/dedicated=apps": want KEY=VALUE:EFFECT or KEY:EFFECT`}},
+		{"platform bin dir", func(o *Options) { o.PlatformBinDir = "/opt/bex/bin" }, nil},
+		{"relative platform bin dir", func(o *Options) { o.PlatformBinDir = "bin" }, []string{`--platform-bin-dir "bin" must be an absolute path`}},
 		{"a taint's effect", func(o *Options) { o.Taints = "a=b:Never" }, []string{`effect "Never" is not NoSchedule`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

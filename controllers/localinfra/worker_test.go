@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,37 +372,25 @@ func startSteady(ctx context.Context, t *testing.T, workload kubernetes.Interfac
 
 // watchReady reads the Deployment's Pods every 200 ms until the returned
 // function is called, which returns how many times it read them and when
-// none was ready.
+// none was ready. A read that fails (an apiserver's blip) is no gap of the
+// app's and is not counted.
 func watchReady(ctx context.Context, t *testing.T, workload kubernetes.Interface, name string) func() (int, []string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var polls int
-	var empty []string
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			pods, err := workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-			if err != nil {
-				continue // the test's context ended, or a blip of the apiserver: not the app's gap
-			}
-			polls++
-			if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return podReady(&p) }) {
-				empty = append(empty, time.Now().Format("15:04:05.000"))
-			}
+	var failedReads atomic.Int64
+	stop := platformtest.Meanwhile(ctx, 200*time.Millisecond, func(ctx context.Context) error {
+		pods, err := workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			failedReads.Add(1)
+			return nil
 		}
-	}()
+		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return podReady(&p) }) {
+			return fmt.Errorf("none of %d Pods ready", len(pods.Items))
+		}
+		return nil
+	})
 	return func() (int, []string) {
-		cancel()
-		<-done
-		return polls, empty
+		calls, gaps := stop()
+		return calls - int(failedReads.Load()), gaps
 	}
 }
 

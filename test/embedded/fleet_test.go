@@ -179,37 +179,15 @@ func keepRequesting(ctx context.Context, t *testing.T, env map[string]string, na
 	t.Helper()
 	apps := platformtest.AppClient(t, env)
 	host := name + "-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var sent int
-	var failed []string
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-			code, got, err := platformtest.GetApp(rctx, apps, host)
-			rcancel()
-			if ctx.Err() != nil {
-				return
-			}
-			sent++
-			if err != nil || code != http.StatusOK || got != body {
-				failed = append(failed, fmt.Sprintf("%s: %d %q %v", time.Now().Format("15:04:05.000"), code, got, err))
-			}
+	return platformtest.Meanwhile(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		code, got, err := platformtest.GetApp(ctx, apps, host)
+		if err != nil || code != http.StatusOK || got != body {
+			return fmt.Errorf("%d %q %v", code, got, err)
 		}
-	}()
-	return func() (int, []string) {
-		cancel()
-		<-done
-		return sent, failed
-	}
+		return nil
+	})
 }
 
 // waitWorker waits until the cluster has one worker Node, ready, whose

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,31 +148,9 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 	}
 
 	// A restart: new processes, no request lost, no release.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	served := 0
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, err := e.get()
-			mu.Lock()
-			if err != nil {
-				failures = append(failures, err.Error())
-			} else {
-				served++
-			}
-			mu.Unlock()
-		}
-	})
+	stop := e.keepAsking()
 	number, procs, err := e.a.Restart(ctx, e.tenant, e.name, "")
-	close(stop)
-	wg.Wait()
+	served, failures := stop()
 	if err != nil || number != 2 || len(procs) != 1 || procs[0] != runtime.WebProcess {
 		t.Fatalf("restart: v%d %v, %v; want v2 [web]", number, procs, err)
 	}
@@ -207,5 +187,159 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 	}
 	if latest, err := e.st.LatestRelease(ctx, tenantID, e.name); err != nil || latest.Number != 2 || e.app(t).Status.CurrentRelease != 2 {
 		t.Errorf("after the failed config release: latest v%d (%v), current v%d; want v2", latest.Number, err, e.app(t).Status.CurrentRelease)
+	}
+}
+
+// keepAsking asks the app through the edge until the returned stop is
+// called, which says how many requests were answered and how the others
+// failed.
+func (e *env) keepAsking() (stop func() (served int, failures []string)) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var failures []string
+	served := 0
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := e.get(); err != nil {
+				failures = append(failures, err.Error())
+			} else {
+				served++
+			}
+		}
+	})
+	return func() (int, []string) {
+		close(done)
+		wg.Wait()
+		return served, failures
+	}
+}
+
+// pids asks the app n times through the edge and each of its healthy
+// web instances once, and returns the process ids that answered.
+func (e *env) pids(t *testing.T, n int) map[int]bool {
+	t.Helper()
+	seen := map[int]bool{}
+	for range n {
+		a, err := e.get()
+		if err != nil {
+			t.Fatalf("asking the app: %v", err)
+		}
+		seen[a.PID] = true
+	}
+	for _, addr := range e.rt.Upstreams(e.tenant, e.name) {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatalf("asking instance %s: %v", addr, err)
+		}
+		var a envAnswer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("instance %s: %v", addr, err)
+		}
+		seen[a.PID] = true
+	}
+	return seen
+}
+
+// replicas returns the App's spec.processes replicas by process.
+func (e *env) replicas(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, p := range e.app(t).Spec.Processes {
+		if p.Replicas != nil {
+			out[p.Name] = int(*p.Replicas)
+		}
+	}
+	return out
+}
+
+// TestScale, on a real build, store and process runtime: scaling web to
+// 2 adds an instance and keeps the one that ran, so that two distinct
+// processes answer; scaling back to 1 stops one of them and starts none;
+// every request is answered throughout; no release is recorded; the App
+// keeps the count, which a restart then runs; a process the release does
+// not have is refused, changing nothing.
+func TestScale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	tenantID := mustTenantID(t, e.st, e.tenant)
+
+	if n, procs, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 2}, ""); err != nil || n != 0 || procs["web"] != 2 {
+		t.Fatalf("scaling an app without a release: v%d %v, %v; want the count stored only", n, procs, err)
+	}
+	if got := e.replicas(t); got["web"] != 2 {
+		t.Fatalf("the App's spec says %v, want web 2", got)
+	}
+	if _, _, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 1}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if v1 := e.deploy(t, e.a, e.commitEnvApp(t)); v1 != 1 {
+		t.Fatalf("first deploy made v%d", v1)
+	}
+	first := e.pids(t, 5)
+	if len(first) != 1 {
+		t.Fatalf("web=1 answers from %v", first)
+	}
+
+	stop := e.keepAsking()
+	// e.a released v1: its unpacked directory is the one that runs (e.b
+	// has a release directory of its own, as another machine would).
+	n, procs, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 2}, "")
+	if err != nil || n != 1 || procs["web"] != 2 {
+		t.Fatalf("scale web=2: v%d %v, %v", n, procs, err)
+	}
+	two := e.pids(t, 20)
+	for pid := range first {
+		if len(two) != 2 || !two[pid] {
+			t.Errorf("after web=2 the app answers from %v; want two processes, %v among them", two, first)
+		}
+	}
+	if n, _, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 1}, ""); err != nil || n != 1 {
+		t.Fatalf("scale web=1: v%d, %v", n, err)
+	}
+	served, failures := stop()
+	if len(failures) > 0 || served == 0 {
+		t.Errorf("while scaling %d requests were answered and %d failed: %q", served, len(failures), failures)
+	}
+	one := e.pids(t, 10)
+	for pid := range one {
+		if len(one) != 1 || !two[pid] {
+			t.Errorf("after web=1 the app answers from %v; want one of %v", one, two)
+		}
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 1 {
+		t.Errorf("after web=1 the runtime runs %d processes", got)
+	}
+	if latest, err := e.st.LatestRelease(ctx, tenantID, e.name); err != nil || latest.Number != 1 {
+		t.Errorf("after scaling the latest release is v%d, %v; want v1 still", latest.Number, err)
+	}
+
+	// Refused: nothing changes, neither the spec nor what runs.
+	if _, _, err := e.b.Scale(ctx, e.tenant, e.name, map[string]int{"web": 3, "clock": 1}, ""); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "process clock: release v1 of web has web") {
+		t.Errorf("scaling a process the release lacks: %v", err)
+	}
+	if got := e.replicas(t); got["web"] != 1 || len(got) != 1 {
+		t.Errorf("a refused scale changed the spec: %v", got)
+	}
+	if now := e.pids(t, 10); len(now) != 1 || !maps.Equal(now, one) {
+		t.Errorf("a refused scale changed what runs: %v, was %v", now, one)
+	}
+
+	// The App keeps the count: a restart runs it.
+	if _, _, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 2}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.a.Restart(ctx, e.tenant, e.name, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 2 {
+		t.Errorf("after a restart of web=2 the runtime runs %d processes", got)
 	}
 }

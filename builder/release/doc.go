@@ -16,7 +16,9 @@
 // environment (a config release, described by the names that changed);
 // Restart hands the runtime the current release again with a new
 // runtime.Process.Restart on the processes to restart, reusing the
-// release's unpacked directory, and records no release. A rollout of
+// release's unpacked directory, and records no release; Scale hands it
+// the current release again with the new instance counts (and plan),
+// then stores them in the App's spec, and records no release. A rollout of
 // either that fails is a runtime.NotDeployedError: what served keeps
 // serving.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -282,6 +283,95 @@ func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process str
 		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("restarting %s of v%d failed, the old instances keep running: %w", strings.Join(restart, ", "), cur.Number, err)}
 	}
 	return cur.Number, restart, nil
+}
+
+// Scale sets how many instances of each process of counts the App runs
+// and, when plan is not empty, its plan, and applies them at once to the
+// current release: a process whose count changed gets instances added
+// (web ones take traffic once healthy) or its last ones drained and
+// stopped, and keeps the others; a new plan, which changes every
+// instance's resources, rolls every process as a release does. No release
+// is recorded: the App's spec keeps the counts and the plan, so that the
+// next push, rollback or restart runs them. It returns the release scaled
+// (0 when the app has none yet: then the spec alone changes, and its first
+// push takes the counts) and the instance count of each of its processes.
+// A process the release does not have is an error wrapping
+// store.ErrInvalid, and a scale that does not go out a
+// *runtime.NotDeployedError; either leaves the App's spec and its
+// instances as they were.
+func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts map[string]int, plan string) (int, map[string]int, error) {
+	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unlock()
+	want := scaled(app, counts, plan)
+	if app.Status.CurrentRelease == 0 {
+		if err := p.opts.Kube.Patch(ctx, want, client.MergeFrom(app)); err != nil {
+			return 0, nil, fmt.Errorf("storing the scale of %s: %w", appName, err)
+		}
+		formation := map[string]int{}
+		for _, pr := range want.Spec.Processes {
+			if pr.Replicas != nil {
+				formation[pr.Name] = int(*pr.Replicas)
+			}
+		}
+		return 0, formation, nil
+	}
+	cur, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, int(app.Status.CurrentRelease))
+	if err != nil {
+		return 0, nil, fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
+	}
+	rel, img, err := p.prepare(ctx, want, cur.Number, cur.Image, true)
+	if err != nil {
+		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, its instances keep running: %w", cur.Number, err)}
+	}
+	procs := processes(want, img)
+	if known := processes(app, img); len(known) != len(procs) {
+		var names, unknown []string
+		for name := range known {
+			names = append(names, name)
+		}
+		for name := range counts {
+			if _, ok := known[name]; !ok {
+				unknown = append(unknown, name)
+			}
+		}
+		slices.Sort(names)
+		slices.Sort(unknown)
+		return 0, nil, fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, strings.Join(unknown, ", "), cur.Number, appName, strings.Join(names, ", "))
+	}
+	if err := p.deploy(ctx, want, rel, procs, cur.Config, io.Discard); err != nil {
+		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, what ran keeps running: %w", cur.Number, err)}
+	}
+	if err := p.opts.Kube.Patch(ctx, want, client.MergeFrom(app)); err != nil {
+		return 0, nil, fmt.Errorf("storing the scale of %s (it runs already): %w", appName, err)
+	}
+	formation := map[string]int{}
+	for name, pr := range procs {
+		formation[name] = pr.Replicas
+	}
+	return cur.Number, formation, nil
+}
+
+// scaled returns a copy of app whose spec runs counts instances of its
+// processes, and plan when it is not empty.
+func scaled(app *platformv1alpha1.App, counts map[string]int, plan string) *platformv1alpha1.App {
+	want := app.DeepCopy()
+	if plan != "" {
+		want.Spec.Plan = platformv1alpha1.Plan(plan)
+	}
+	names := slices.Sorted(maps.Keys(counts))
+	for _, name := range names {
+		n := int32(counts[name])
+		i := slices.IndexFunc(want.Spec.Processes, func(pr platformv1alpha1.Process) bool { return pr.Name == name })
+		if i < 0 {
+			want.Spec.Processes = append(want.Spec.Processes, platformv1alpha1.Process{Name: name})
+			i = len(want.Spec.Processes) - 1
+		}
+		want.Spec.Processes[i].Replicas = &n
+	}
+	return want
 }
 
 // restartable returns the processes of procs a restart of process ("" for

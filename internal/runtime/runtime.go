@@ -88,6 +88,12 @@ func (h HealthCheck) String() string {
 // rollout, and leaves the other processes' instances running. Empty asks
 // for nothing: the instances keep the Restart they have. A Deploy of
 // another release replaces every instance whatever Restart says.
+//
+// Replicas is how many instances run. A Deploy of the release the driver
+// runs already that changes only Replicas (and Restart) scales: a process
+// that keeps its Restart keeps its running instances, gets new ones added
+// (web ones take traffic once healthy), or has its last ones taken out of
+// traffic, drained and stopped; no instance it still wants is replaced.
 type Process struct {
 	Command  string
 	Args     []string

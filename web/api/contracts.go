@@ -33,10 +33,20 @@ import (
 // health check); it records no release. It returns the release and the
 // processes it restarted. A process the release does not have or runs no
 // instance of is an error wrapping store.ErrInvalid that changes nothing.
+//
+// Scale sets how many instances of each process of counts the App runs,
+// and its plan when plan is not empty, and applies them to the current
+// release without recording one: instances added or stopped, none of
+// those it keeps replaced. It returns the release (0 when the app has
+// none: then only the App's spec changes) and the count of each of its
+// processes. A process the release does not have is an error wrapping
+// store.ErrInvalid; that and a scale that does not go out change nothing,
+// the App's spec included.
 type Releaser interface {
 	Rollback(ctx context.Context, tenant, app string, to int, actor string) (newRelease int, err error)
 	ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (newRelease int, err error)
 	Restart(ctx context.Context, tenant, app, process string) (release int, processes []string, err error)
+	Scale(ctx context.Context, tenant, app string, counts map[string]int, plan string) (release int, processes map[string]int, err error)
 }
 
 // LogLine is one line an app's process printed.

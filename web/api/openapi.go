@@ -35,6 +35,8 @@ var schemaTypes = map[string]reflect.Type{
 	"PatchEnvRequest":           reflect.TypeFor[apiclient.PatchEnvRequest](),
 	"RestartRequest":            reflect.TypeFor[apiclient.RestartRequest](),
 	"Restart":                   reflect.TypeFor[apiclient.Restart](),
+	"ScaleRequest":              reflect.TypeFor[apiclient.ScaleRequest](),
+	"Scale":                     reflect.TypeFor[apiclient.Scale](),
 	"LogLine":                   reflect.TypeFor[apiclient.LogLine](),
 	"SSHKey":                    reflect.TypeFor[apiclient.SSHKey](),
 	"AddSSHKeyRequest":          reflect.TypeFor[apiclient.AddSSHKeyRequest](),

@@ -138,6 +138,11 @@ func (s *Server) routeTable() []route {
 			summary: "Restart the current release: new instances of one process, or of every process, replace the running ones as in a rollout " +
 				"(a web instance gets traffic once healthy); no release is made. An app without a release answers 409, a process it does not run 422",
 			request: "RestartRequest", requestOptional: true, response: "Restart"},
+		{method: http.MethodPost, path: "/apps/:app/scale", handler: s.scale, access: tenant,
+			summary: "Scale: set how many instances of each process run, and the plan, applied at once to the current release " +
+				"(instances added or drained and stopped, none replaced; a new plan rolls every instance); no release is made, the App keeps the counts. " +
+				"An app without a release only stores them. Bad counts or an unknown process answer 422, counts over a limit 403 naming the quota",
+			request: "ScaleRequest", response: "Scale"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenant,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},

@@ -81,3 +81,58 @@ func TestRestartAndConfigRelease(t *testing.T) {
 		t.Errorf("a failed restart: %d\n%s", p.status, p.body)
 	}
 }
+
+// TestScaleForm: the app page's Scale form sets a process's instances and
+// the plan, says what runs now, and shows a refusal with what to fix.
+func TestScaleForm(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "dashscale")
+	u := newUser(t, srv.URL)
+	signIn(t, u, token)
+	p := u.get("/apps")
+	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
+	}
+	p = u.get("/apps/shop")
+	if !strings.Contains(p.body, `id="scale-app"`) {
+		t.Fatalf("the app page has no Scale form:\n%s", p.body)
+	}
+	csrf := p.csrf(t)
+	notice := func(p page) string {
+		t.Helper()
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("status %d, want a redirect:\n%s", p.status, p.body)
+		}
+		loc, err := url.Parse(p.header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc.Query().Get("notice")
+	}
+	if got := notice(u.post("/apps/shop/scale", url.Values{"csrf": {csrf}, "process": {"web"}, "count": {"2"}})); got != "Stored web=2 on plan starter: the first push runs it." {
+		t.Errorf("after scaling an app without a release the page says %q", got)
+	}
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashscale/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+		t.Fatal(err)
+	}
+	app := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashscale", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	app.Status.CurrentRelease = 1
+	if err := e.Kube.Status().Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if got := notice(u.post("/apps/shop/scale", url.Values{"csrf": {csrf}, "process": {"web"}, "count": {"3"}, "plan": {"standard"}})); got != "Scaled to web=3 on plan standard: release v1 runs it now." {
+		t.Errorf("after a scale the page says %q", got)
+	}
+	p = u.post("/apps/shop/scale", url.Values{"csrf": {csrf}, "process": {"web"}, "count": {"30"}})
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "instancesPerProcess quota (20)") {
+		t.Errorf("a scale over the limit: %d\n%s", p.status, p.body)
+	}
+	p = u.post("/apps/shop/scale", url.Values{"csrf": {csrf}, "process": {"web"}, "count": {"two"}})
+	if p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "give a whole number, 0 to 20") {
+		t.Errorf("a count that is no number: %d\n%s", p.status, p.body)
+	}
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -138,6 +139,34 @@ func (d *Dashboard) restart(c echo.Context) error {
 	}
 	notice := fmt.Sprintf("Restarted %s: new instances of release v%d.", strings.Join(r.Processes, ", "), r.Release)
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice))
+}
+
+// scale sets the instances of the process the form names, and the plan
+// it picks, applied to the current release.
+func (d *Dashboard) scale(c echo.Context) error {
+	name := c.Param("app")
+	counts := map[string]int{}
+	if count := strings.TrimSpace(c.FormValue("count")); count != "" {
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			return &pageError{status: http.StatusUnprocessableEntity, title: "Not scaled", message: fmt.Sprintf("Instances %q: give a whole number, 0 to %d.", count, apiclient.MaxInstancesPerProcess)}
+		}
+		counts[strings.TrimSpace(c.FormValue("process"))] = n
+	}
+	httpserve.AwaitRollout(c.Response())
+	r, err := d.client(c).Scale(c.Request().Context(), name, counts, c.FormValue("plan"))
+	if err != nil {
+		return err
+	}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(r.Processes)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", p, r.Processes[p]))
+	}
+	notice := fmt.Sprintf("Scaled to %s on plan %s: release v%d runs it now.", strings.Join(parts, " "), r.Plan, r.Release)
+	if r.Release == 0 {
+		notice = fmt.Sprintf("Stored %s on plan %s: the first push runs it.", strings.Join(parts, " "), r.Plan)
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#scale")
 }
 
 // deleteApp deletes the app once its name was typed again.

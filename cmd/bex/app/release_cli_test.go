@@ -83,3 +83,62 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, dir, env) })
 	}
 }
+
+// TestScaleCLI: bex scale says what runs now, or that an app without a
+// release only stored the counts; it refuses, changing nothing, what is
+// not a count, a process the release does not run and a count over the
+// limit, naming the quota.
+func TestScaleCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "cliscale")
+	dir := t.TempDir()
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, err := bex(t, dir, env, "", "apps", "create", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	e.Releaser.SetProcesses("web", "worker")
+	for _, tc := range []cliCase{
+		{name: "before any release", args: []string{"scale", "shop", "web=2"},
+			want: "Stored: shop has no release yet; its first push runs web=2 on plan starter.\n"},
+		{name: "scale", before: func(t *testing.T) {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliscale/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+				t.Fatal(err)
+			}
+			app := &platformv1alpha1.App{}
+			if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "cliscale", Name: "shop"}, app); err != nil {
+				t.Fatal(err)
+			}
+			app.Status.CurrentRelease = 1
+			if err := e.Kube.Status().Update(ctx, app); err != nil {
+				t.Fatal(err)
+			}
+		}, args: []string{"scale", "shop", "web=3", "worker=1", "--plan", "standard"},
+			want: "Scaled shop to web=3 worker=1 on plan standard: release v1 runs it now.\n"},
+		{name: "scale json", args: []string{"scale", "shop", "worker=0", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var r apiclient.Scale
+			if err := json.Unmarshal(out, &r); err != nil || r.Release != 1 || r.Processes["web"] != 3 || r.Processes["worker"] != 0 || r.Plan != "standard" {
+				t.Errorf("scale = %s, %v", out, err)
+			}
+		}},
+		{name: "not a count", args: []string{"scale", "shop", "web=many"}, wantErr: `"web=many": the count of instances is a whole number, such as web=2`},
+		{name: "nothing", args: []string{"scale", "shop"}, wantErr: "nothing to scale: give PROCESS=COUNT (web=2), --plan, or both"},
+		{name: "negative", args: []string{"scale", "shop", "web=-1"}, wantErr: "web=-1: the count of instances is 0 or more (0 stops the process) (field processes)"},
+		{name: "unknown process", args: []string{"scale", "shop", "clock=1"}, wantErr: "process clock: release v1 of shop has web, worker (field processes)"},
+		{name: "over the limit", args: []string{"scale", "shop", "web=50"}, wantErr: "not allowed: the tenant's instancesPerProcess quota (20) is reached: web=50 asks for more instances of one process than any plan runs; ask for 20 or fewer"},
+		{name: "unknown plan", args: []string{"scale", "shop", "--plan", "huge"}, wantErr: `plan "huge": the plans are starter, standard, pro (field plan)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, dir, env) })
+	}
+	app := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "cliscale", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, p := range app.Spec.Processes {
+		got[p.Name] = *p.Replicas
+	}
+	if app.Spec.Plan != "standard" || got["web"] != 3 || got["worker"] != 0 {
+		t.Errorf("after the refused scales the App has plan %q, %v; want standard, web 3, worker 0", app.Spec.Plan, got)
+	}
+}

@@ -88,6 +88,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newReleasesCommand(st),
 		newRollbackCommand(st),
 		newRestartCommand(st),
+		newScaleCommand(st),
 		newEnvCommand(st),
 		newLogsCommand(st),
 		newKeysCommand(st),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -142,9 +144,10 @@ func simulate(t *testing.T, c client.Client, ns string) {
 	})
 }
 
-// runPods replaces the pods of dep with ready ones of its template, named
-// after its generation as a ReplicaSet's are after its template: a new
-// template (a restart) gets new pods.
+// runPods makes the pods of dep ready ones of its template, named after
+// the template as a ReplicaSet's are: a new template (a release, a
+// restart) replaces every pod, another replica count adds the pods
+// missing or deletes the last ones and keeps the others.
 func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: "default"}}
 	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -154,14 +157,27 @@ func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error
 	if err := c.List(ctx, &pods, client.InNamespace(dep.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
 		return err
 	}
+	h := fnv.New32a()
+	fmt.Fprint(h, dep.Spec.Template.Labels[kube.LabelRelease], "/", dep.Spec.Template.Annotations[kube.AnnotationRestart])
+	prefix := fmt.Sprintf("%s-%s-%x-", dep.Name, dep.Spec.Template.Labels[kube.LabelRelease], h.Sum32())
+	have := map[string]bool{}
 	for i := range pods.Items {
+		name := pods.Items[i].Name
+		idx, err := strconv.Atoi(strings.TrimPrefix(name, prefix))
+		if strings.HasPrefix(name, prefix) && err == nil && idx < int(replicas(dep)) {
+			have[name] = true
+			continue
+		}
 		if err := c.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
 	for i := range replicas(dep) {
+		if have[fmt.Sprintf("%s%d", prefix, i)] {
+			continue
+		}
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: fmt.Sprintf("%s-%s-g%d-%d", dep.Name, dep.Spec.Template.Labels[kube.LabelRelease], dep.Generation, i), Labels: dep.Spec.Template.Labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: fmt.Sprintf("%s%d", prefix, i), Labels: dep.Spec.Template.Labels},
 			Spec:       dep.Spec.Template.Spec,
 		}
 		if err := c.Create(ctx, pod); err != nil {

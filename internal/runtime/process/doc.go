@@ -10,8 +10,11 @@
 // switched atomically at cut-over. A Deploy of the release that runs, with
 // nothing changed but some processes' Restart, starts new instances of
 // those processes only, cuts over to them once healthy and stops the old
-// ones; the other instances keep running (a restart). The same release
-// with no new Restart changes nothing.
+// ones; the other instances keep running (a restart). One that changes
+// some processes' Replicas scales them: it starts only the instances
+// missing, or takes the last ones out of the routing table, drains and
+// stops them, and replaces none (a scale). The same release with no new
+// Restart and the same Replicas changes nothing.
 //
 // An instance that keeps crashing is restarted after 1s, 2s, 4s... up to
 // BackoffMax, each delay in a "restarting in" line of the app's log; from

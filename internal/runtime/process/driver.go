@@ -145,8 +145,9 @@ type release struct {
 	spec     runtime.Release
 	restarts map[string]string
 	// restarting, on a pending release of the number that serves, names
-	// the processes being restarted.
-	restarting []string
+	// the processes being restarted, and scaling those that get more
+	// instances.
+	restarting, scaling []string
 }
 
 // New returns a Driver. A negative DrainDelay means none.
@@ -244,11 +245,16 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	a.mu.Unlock()
 
 	keep := keptProcesses(cur, rel)
-	if len(keep) == len(rel.Processes) {
+	if len(keep) == len(rel.Processes) && !scales(cur, rel) {
+		if !reflect.DeepEqual(cur.spec, rel) {
+			a.mu.Lock()
+			a.current = merge(cur, &release{number: rel.Number}, keep, rel)
+			a.mu.Unlock()
+		}
 		fmt.Fprintf(log, "Release %d runs already, as it is: nothing to restart\n", rel.Number)
 		return nil
 	}
-	fresh, err := d.startRelease(a, rel, keep, log)
+	fresh, err := d.startRelease(a, rel, cur, keep, log)
 	if err != nil {
 		return err
 	}
@@ -279,12 +285,13 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	a.current, a.pending = next, nil
 	a.updateRoutesLocked()
 	a.mu.Unlock()
-	if len(keep) > 0 {
-		fmt.Fprintf(log, "Traffic switched to the new instances of release %d\n", rel.Number)
-	} else {
+	switch {
+	case len(keep) == 0:
 		fmt.Fprintf(log, "Traffic switched to release %d\n", rel.Number)
+	case len(fresh.instances) > 0:
+		fmt.Fprintf(log, "Traffic switched to the new instances of release %d\n", rel.Number)
 	}
-	if old := replaced(cur, keep); len(old) > 0 {
+	if old := replaced(cur, keep, rel); len(old) > 0 {
 		if d.opts.DrainDelay > 0 {
 			t := time.NewTimer(d.opts.DrainDelay)
 			select {
@@ -294,7 +301,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 			}
 		}
 		if len(keep) > 0 {
-			fmt.Fprintf(log, "Stopping the old instances of %s\n", strings.Join(fresh.restarting, ", "))
+			fmt.Fprintf(log, "Stopping %s\n", instanceNames(old))
 		} else {
 			fmt.Fprintf(log, "Stopping release %d\n", cur.number)
 		}
@@ -305,11 +312,14 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 }
 
 // keptProcesses returns the processes of rel whose running instances a
-// Deploy of rel keeps: none unless cur runs the same release as rel, then
-// those whose Restart rel leaves empty or as it is.
+// Deploy of rel keeps: none unless cur runs the same release as rel, with
+// nothing changed but the processes' Restart and Replicas, then those whose
+// Restart rel leaves empty or as it is. A kept process whose Replicas
+// changed is scaled: instances are added to those it has, or the last ones
+// stopped.
 func keptProcesses(cur *release, rel runtime.Release) map[string]bool {
 	keep := map[string]bool{}
-	if cur == nil || cur.number != rel.Number || !reflect.DeepEqual(withoutRestarts(cur.spec), withoutRestarts(rel)) {
+	if cur == nil || cur.number != rel.Number || !reflect.DeepEqual(unscaled(cur.spec), unscaled(rel)) {
 		return keep
 	}
 	for name, p := range rel.Processes {
@@ -320,49 +330,81 @@ func keptProcesses(cur *release, rel runtime.Release) map[string]bool {
 	return keep
 }
 
-// withoutRestarts returns rel with no process's Restart set.
-func withoutRestarts(rel runtime.Release) runtime.Release {
+// unscaled returns rel with no process's Restart or Replicas set: what a
+// restart or a scale leaves as it is.
+func unscaled(rel runtime.Release) runtime.Release {
 	procs := make(map[string]runtime.Process, len(rel.Processes))
 	for name, p := range rel.Processes {
-		p.Restart = ""
+		p.Restart, p.Replicas = "", 0
 		procs[name] = p
 	}
 	rel.Processes = procs
 	return rel
 }
 
-// merge returns the release that serves once fresh is healthy: the
-// instances of cur's kept processes and fresh's, process by process.
+// scales reports whether a Deploy of rel changes how many instances of a
+// process cur runs.
+func scales(cur *release, rel runtime.Release) bool {
+	for name, p := range rel.Processes {
+		if len(cur.of(name)) != p.Replicas {
+			return true
+		}
+	}
+	return false
+}
+
+// of returns r's instances of process, by index.
+func (r *release) of(process string) []*instance {
+	var out []*instance
+	for _, i := range r.instances {
+		if i.process == process {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].index < out[b].index })
+	return out
+}
+
+// merge returns the release that serves once fresh is healthy, process by
+// process: the kept processes' instances of cur that rel still wants (the
+// first Replicas) and those fresh added, the other processes' of fresh.
 func merge(cur, fresh *release, keep map[string]bool, rel runtime.Release) *release {
 	next := &release{number: rel.Number, spec: rel, restarts: map[string]string{}}
 	for _, name := range rel.ProcessNames() {
-		from := fresh
 		next.restarts[name] = rel.Processes[name].Restart
 		if keep[name] {
-			from = cur
 			next.restarts[name] = cur.restarts[name]
+			kept := cur.of(name)
+			next.instances = append(next.instances, kept[:min(len(kept), rel.Processes[name].Replicas)]...)
 		}
-		for _, i := range from.instances {
-			if i.process == name {
-				next.instances = append(next.instances, i)
-			}
-		}
+		next.instances = append(next.instances, fresh.of(name)...)
 	}
 	return next
 }
 
-// replaced returns the instances of cur that a Deploy keeping keep stops.
-func replaced(cur *release, keep map[string]bool) []*instance {
+// replaced returns the instances of cur that a Deploy of rel keeping keep
+// stops: all those of the processes it does not keep, and those past the
+// Replicas rel wants of the others.
+func replaced(cur *release, keep map[string]bool, rel runtime.Release) []*instance {
 	if cur == nil {
 		return nil
 	}
 	var out []*instance
 	for _, i := range cur.instances {
-		if !keep[i.process] {
+		if !keep[i.process] || i.index >= rel.Processes[i.process].Replicas {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// instanceNames lists the instances' names: "web.1, web.2".
+func instanceNames(instances []*instance) string {
+	names := make([]string, 0, len(instances))
+	for _, i := range instances {
+		names = append(names, i.name())
+	}
+	return strings.Join(names, ", ")
 }
 
 func (d *Driver) validate(rel runtime.Release) error {
@@ -417,20 +459,25 @@ func (d *Driver) app(tenant, name string) (*app, error) {
 	return a, nil
 }
 
-// startRelease starts every instance of rel but those of the processes
-// in keep.
-func (d *Driver) startRelease(a *app, rel runtime.Release, keep map[string]bool, log io.Writer) (*release, error) {
+// startRelease starts every instance of rel but those cur runs of the
+// processes in keep: of those, only the ones past what cur runs (a scale
+// up).
+func (d *Driver) startRelease(a *app, rel runtime.Release, cur *release, keep map[string]bool, log io.Writer) (*release, error) {
 	r := &release{number: rel.Number}
 	hc := rel.HealthCheck.WithDefaults()
 	for _, name := range rel.ProcessNames() {
-		if keep[name] {
-			continue
-		}
-		if len(keep) > 0 {
+		p := rel.Processes[name]
+		first := 0
+		switch {
+		case keep[name]:
+			first = len(cur.of(name))
+			if first < p.Replicas {
+				r.scaling = append(r.scaling, name)
+			}
+		case len(keep) > 0:
 			r.restarting = append(r.restarting, name)
 		}
-		p := rel.Processes[name]
-		for idx := range p.Replicas {
+		for idx := first; idx < p.Replicas; idx++ {
 			i := &instance{
 				d: d, a: a, process: name, index: idx, release: rel.Number, id: strconv.FormatInt(d.started.Add(1), 10),
 				command: p.Command, args: p.Args, dir: rel.Dir, rel: &rel,
@@ -633,8 +680,13 @@ func (d *Driver) Status(ctx context.Context, tenant, name string) (runtime.Statu
 		st.Message = fmt.Sprintf("release %d: %s", cur.number, strings.Join(notReady, "; "))
 	}
 	switch {
-	case pending != nil && len(pending.restarting) > 0:
-		st.Message += fmt.Sprintf("; restarting %s", strings.Join(pending.restarting, ", "))
+	case pending != nil && len(pending.restarting)+len(pending.scaling) > 0:
+		if len(pending.restarting) > 0 {
+			st.Message += fmt.Sprintf("; restarting %s", strings.Join(pending.restarting, ", "))
+		}
+		if len(pending.scaling) > 0 {
+			st.Message += fmt.Sprintf("; scaling %s up", strings.Join(pending.scaling, ", "))
+		}
 	case pending != nil:
 		st.Message += fmt.Sprintf("; release %d is starting", pending.number)
 	}

@@ -125,6 +125,7 @@ func RunDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver, h
 	t.Run("RolloutFailedReleaseAndRemove", s.rollout)
 	t.Run("Workers", s.workers)
 	t.Run("Restart", s.restart)
+	t.Run("Scale", s.scale)
 	if h.Logs {
 		t.Run("Logs", s.logs)
 	}
@@ -454,31 +455,9 @@ func (s *suite) restart(t *testing.T) {
 	}
 
 	// The web process restarts while requests keep reaching it.
-	stop := make(chan struct{})
-	served := make(chan []string, 1)
-	if s.h.Get != nil {
-		go func() {
-			var failures []string
-			n := 0
-			for {
-				select {
-				case <-stop:
-					served <- append(failures, fmt.Sprintf("%d served", n))
-					return
-				default:
-				}
-				if body, err := s.h.Get(t, d, "suite", app, "/"); err != nil {
-					failures = append(failures, err.Error())
-				} else if strings.TrimSpace(body) != "v1" {
-					failures = append(failures, "body "+body)
-				} else {
-					n++
-				}
-			}
-		}()
-	}
+	stop := s.keepAsking(t, d, app, "v1")
 	deploy("web-1", "")
-	close(stop)
+	failed := stop()
 	third := s.instanceIDs(t, d, app, 1, 3)
 	if shared := common(second[runtime.WebProcess], third[runtime.WebProcess]); len(shared) > 0 || len(third[runtime.WebProcess]) != 2 {
 		t.Errorf("restarting web kept instances %v (before %v, after %v)", shared, second[runtime.WebProcess], third[runtime.WebProcess])
@@ -486,13 +465,10 @@ func (s *suite) restart(t *testing.T) {
 	if !slices.Equal(third["worker"], second["worker"]) {
 		t.Errorf("restarting web replaced the worker: %v, then %v", second["worker"], third["worker"])
 	}
-	if s.h.Get != nil {
-		report := <-served
-		if failures := report[:len(report)-1]; len(failures) > 0 {
-			t.Errorf("requests failed while web restarted (%s): %q", report[len(report)-1], failures)
-		}
-		s.waitServes(t, d, app, "v1")
+	if failed != "" {
+		t.Errorf("requests failed while web restarted: %s", failed)
 	}
+	s.waitServes(t, d, app, "v1")
 
 	// Nothing new asked: nothing replaced.
 	deploy("web-1", "worker-1")
@@ -502,6 +478,101 @@ func (s *suite) restart(t *testing.T) {
 	}
 	if err := d.Remove(ctx, "suite", app); err != nil {
 		t.Fatalf("Remove: %v", err)
+	}
+}
+
+// scale: a Deploy of the running release with other Replicas adds the
+// instances a process lacks and stops those it has too many of, and
+// replaces none: the instances before are all still there after a scale
+// up, and a scale down keeps some of them and starts none; the web process
+// keeps serving throughout.
+func (s *suite) scale(t *testing.T) {
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "scale"
+	rel := s.release(t, app, 1, "v1", nil)
+	rel.Processes["worker"] = runtime.Process{Replicas: 1}
+	rel = s.h.Complete(t, rel)
+	deploy := func(web, worker int) map[string][]string {
+		t.Helper()
+		r := rel
+		r.Processes = maps.Clone(rel.Processes)
+		for name, n := range map[string]int{runtime.WebProcess: web, "worker": worker} {
+			p := r.Processes[name]
+			p.Replicas = n
+			r.Processes[name] = p
+		}
+		var log strings.Builder
+		if err := d.Deploy(ctx, r, &log); err != nil {
+			t.Fatalf("deploying release 1 with web=%d worker=%d: %v\n%s", web, worker, err, log.String())
+		}
+		ids := s.instanceIDs(t, d, app, 1, web+worker)
+		if len(ids[runtime.WebProcess]) != web || len(ids["worker"]) != worker {
+			t.Fatalf("web=%d worker=%d runs %v", web, worker, ids)
+		}
+		return ids
+	}
+	first := deploy(1, 1)
+	s.waitServes(t, d, app, "v1")
+
+	stop := s.keepAsking(t, d, app, "v1")
+	up := deploy(3, 2)
+	for _, p := range []string{runtime.WebProcess, "worker"} {
+		if kept := common(first[p], up[p]); len(kept) != len(first[p]) {
+			t.Errorf("scaling %s up replaced instances: %v, then %v", p, first[p], up[p])
+		}
+	}
+	down := deploy(1, 0)
+	if kept := common(up[runtime.WebProcess], down[runtime.WebProcess]); len(kept) != 1 {
+		t.Errorf("scaling web from 3 to 1 kept %v of %v (now %v): it should keep one and start none", kept, up[runtime.WebProcess], down[runtime.WebProcess])
+	}
+	if failed := stop(); failed != "" {
+		t.Errorf("requests failed while web scaled: %s", failed)
+	}
+	s.waitServes(t, d, app, "v1")
+	if again := deploy(1, 0); !maps.EqualFunc(again, down, slices.Equal) {
+		t.Errorf("deploying the same counts again replaced instances: %v, then %v", down, again)
+	}
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+}
+
+// keepAsking asks the app for / until the returned stop is called, which
+// says how the requests that did not answer want failed ("" when all
+// did). Without the harness's Get it asks nothing.
+func (s *suite) keepAsking(t *testing.T, d runtime.Driver, app, want string) (stop func() string) {
+	if s.h.Get == nil {
+		return func() string { return "" }
+	}
+	done := make(chan struct{})
+	report := make(chan string, 1)
+	go func() {
+		var failures []string
+		n := 0
+		for {
+			select {
+			case <-done:
+				if len(failures) == 0 {
+					report <- ""
+				} else {
+					report <- fmt.Sprintf("%d served, %d failed: %q", n, len(failures), failures)
+				}
+				return
+			default:
+			}
+			if body, err := s.h.Get(t, d, "suite", app, "/"); err != nil {
+				failures = append(failures, err.Error())
+			} else if strings.TrimSpace(body) != want {
+				failures = append(failures, "body "+body)
+			} else {
+				n++
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		return <-report
 	}
 }
 

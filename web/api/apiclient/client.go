@@ -296,6 +296,13 @@ func (c *Client) PatchEnv(ctx context.Context, app string, req PatchEnvRequest) 
 	return vs, release, nil
 }
 
+// Scale sets how many instances of each process app runs and, when plan
+// is not empty, its plan, and applies them to its current release.
+func (c *Client) Scale(ctx context.Context, app string, processes map[string]int, plan string) (Scale, error) {
+	var r Scale
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/scale", nil, ScaleRequest{Processes: processes, Plan: plan}, &r)
+}
+
 // Restart restarts the instances of app's current release: of process, or
 // of every process when it is "".
 func (c *Client) Restart(ctx context.Context, app, process string) (Restart, error) {

@@ -207,6 +207,31 @@ type Restart struct {
 	Processes []string `json:"processes"`
 }
 
+// ScaleRequest is the body of POST /api/v1/apps/{app}/scale: at least one
+// of the two.
+type ScaleRequest struct {
+	// Processes maps process types to how many instances of each run
+	// ("web": 3, "worker": 1), 0 to MaxInstancesPerProcess; the types
+	// left out keep theirs.
+	Processes map[string]int `json:"processes,omitempty"`
+	// Plan, when set, is the plan each instance runs on: starter,
+	// standard or pro.
+	Plan string `json:"plan,omitempty"`
+}
+
+// MaxInstancesPerProcess is how many instances of one process an app may
+// run, whatever its plan (the App's spec.processes[].replicas maximum).
+const MaxInstancesPerProcess = 20
+
+// Scale answers a scale: the release it applied to (0 when the app has
+// no release yet and only its spec changed), the instance count of each
+// process the App runs now, and its plan.
+type Scale struct {
+	Release   int            `json:"release"`
+	Processes map[string]int `json:"processes"`
+	Plan      string         `json:"plan"`
+}
+
 // LogLine is one line an app's process printed; GET .../logs streams them
 // as JSON lines (application/x-ndjson).
 type LogLine struct {

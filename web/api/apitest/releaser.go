@@ -124,3 +124,52 @@ func (r *Releaser) Restarts() []Restart {
 	defer r.mu.Unlock()
 	return append([]Restart(nil), r.restarts...)
 }
+
+// Scale sets the counts and the plan in the App's spec, as the runtime's
+// Releaser does once the scale is out, and answers the App's current
+// release; a process no release runs is refused as the runtime's Releaser
+// refuses it, and a failed rollout changes nothing.
+func (r *Releaser) Scale(ctx context.Context, tenant, app string, counts map[string]int, plan string) (int, map[string]int, error) {
+	r.mu.Lock()
+	procs, fail := r.processes, r.fail
+	r.mu.Unlock()
+	if procs == nil {
+		procs = []string{"web"}
+	}
+	obj := &platformv1alpha1.App{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		return 0, nil, err
+	}
+	current := int(obj.Status.CurrentRelease)
+	for name := range counts {
+		if current != 0 && !slices.Contains(procs, name) {
+			return 0, nil, fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, name, current, app, strings.Join(procs, ", "))
+		}
+	}
+	if current != 0 && fail != nil {
+		return 0, nil, &bexruntime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, what ran keeps running: %w", current, fail)}
+	}
+	base := obj.DeepCopy()
+	if plan != "" {
+		obj.Spec.Plan = platformv1alpha1.Plan(plan)
+	}
+	formation := map[string]int{}
+	for name, n := range counts {
+		i := slices.IndexFunc(obj.Spec.Processes, func(p platformv1alpha1.Process) bool { return p.Name == name })
+		if i < 0 {
+			obj.Spec.Processes = append(obj.Spec.Processes, platformv1alpha1.Process{Name: name})
+			i = len(obj.Spec.Processes) - 1
+		}
+		c := int32(n)
+		obj.Spec.Processes[i].Replicas = &c
+	}
+	for _, p := range obj.Spec.Processes {
+		if p.Replicas != nil {
+			formation[p.Name] = int(*p.Replicas)
+		}
+	}
+	if err := r.Kube.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		return 0, nil, err
+	}
+	return current, formation, nil
+}

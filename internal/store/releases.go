@@ -27,8 +27,9 @@ type Release struct {
 	App      string `json:"app"`
 	// Number is v1, v2, ... per app, without gaps.
 	Number int `json:"number"`
-	// BuildID is the build that made the image; empty for a release that
-	// re-uses another release's image.
+	// BuildID is the build that made the image: for a rollback or a config
+	// release, the build of the release whose image it runs again; empty
+	// when that is not known.
 	BuildID string `json:"buildID,omitempty"`
 	// Image is the image by digest: <repository>@sha256:<hex>.
 	Image string `json:"image"`

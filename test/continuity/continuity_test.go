@@ -436,11 +436,16 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	if err != nil {
 		t.Fatalf("listing releases: %v", err)
 	}
+	// A push releases its own build; a config release (the CLI loop's
+	// env set) or a rollback runs an earlier release's build again, so
+	// the builds released are counted, not the releases.
+	released := map[int]bool{}
 	for _, r := range releases {
 		if r.Build != 0 {
-			rep.ReleasesFromPushes++
+			released[r.Build] = true
 		}
 	}
+	rep.ReleasesFromPushes = len(released)
 	var builds []apiclient.Build
 	err = getAll(env, "/apps/site/builds", &builds)
 	if err != nil {

@@ -49,7 +49,8 @@ type scenarioReport struct {
 	Failures map[string]map[string]int `json:"failures"`
 	// FailedSamples are the failed actions, in time order (at most 100).
 	FailedSamples []sample `json:"failedSamples"`
-	// ReleasesFromPushes counts the app's releases that run a build.
+	// ReleasesFromPushes counts the builds the app's releases run (a
+	// config release runs its release's build again).
 	// LeaderTerms are the leader election's terms; LeaderOverlaps the
 	// moments two candidates led at once (none, or the election is broken).
 	LeaderTerms    []term   `json:"leaderTerms"`
@@ -189,7 +190,7 @@ func (r *scenarioReport) check(t *testing.T) {
 		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
 	}
 	if r.ReleasesFromPushes != r.PushesSucceeded {
-		t.Errorf("%d releases run a build, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
+		t.Errorf("%d builds released, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
 	}
 	if len(r.BuildsStuck) > 0 {
 		t.Errorf("builds still running after the load stopped: %v", r.BuildsStuck)

@@ -136,8 +136,9 @@ type Release struct {
 	Number      int    `json:"number"`
 	Description string `json:"description"`
 	Image       string `json:"image"`
-	// Build is the number of the build whose image the release runs; 0
-	// when it re-uses another release's image.
+	// Build is the number of the build whose image the release runs: a
+	// push's own, or for a rollback or a config release the build of the
+	// release whose image it runs again; 0 when that is not known.
 	Build int `json:"build,omitempty"`
 	// Current is true for the release that serves traffic.
 	Current   bool      `json:"current"`

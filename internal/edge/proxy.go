@@ -57,7 +57,9 @@ type Resolver interface {
 // Options configures a Proxy.
 type Options struct {
 	// Transport reaches the upstreams; the default keeps up to 64 idle
-	// connections per upstream and gives up a dial after 5 s.
+	// connections per upstream and gives up a dial after 5 s, and sends a
+	// request without a body on the handler's goroutine (see
+	// inlineTransport).
 	Transport http.RoundTripper
 	// Log receives upstream errors; the default discards them.
 	Log logr.Logger
@@ -95,7 +97,8 @@ func New(r Resolver, opts Options) (*Proxy, error) {
 	}
 	base := opts.Transport
 	if base == nil {
-		base = DefaultTransport()
+		tr := DefaultTransport()
+		base = newInlineTransport(tr, tr.DialContext)
 	}
 	p := &Proxy{resolver: r, log: opts.Log, observe: opts.Observe}
 	if p.log.GetSink() == nil {

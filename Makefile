@@ -92,9 +92,10 @@ verify:
 bench-push:
 	$(GO) run ./test/bench/pushbench --pushes 6
 
-## bench-edge: the edge against the app directly and against Caddy, on loopback (docs/perf.md); builds Caddy first when missing
+## bench-edge: the edge against the app directly and against Caddy, nginx, HAProxy and Traefik, on loopback (docs/perf.md); installs nginx and HAProxy (as root) and builds Caddy and Traefik first when missing
 bench-edge:
-	$(GO) run ./cmd/bex-kubebin --tools caddy
+	bash hack/apt-ensure.sh bench-edge nginx=nginx haproxy=haproxy
+	$(GO) run ./cmd/bex-kubebin --tools caddy,traefik
 	$(GO) run ./test/bench/edgebench --json out/edge-bench.json $(EDGEBENCH_FLAGS)
 
 clean:

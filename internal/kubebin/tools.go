@@ -18,6 +18,9 @@ const (
 	PebbleChallTestSrv = "pebble-challtestsrv"
 	// Caddy is the Caddy web server with its standard modules, for benchmarks.
 	Caddy = "caddy"
+	// Traefik is the Traefik proxy, which Kubernetes-native platforms ship
+	// as their ingress, for benchmarks.
+	Traefik = "traefik"
 	// Helm is the Helm 3 CLI, to lint and render deploy/chart/bex in tests.
 	Helm = "helm"
 	// BuildKitd is BuildKit's daemon, which builds Dockerfile apps with
@@ -57,6 +60,9 @@ type tool struct {
 // recipe whose go.mod names them with tool directives; helm's recipe names
 // helm.sh/helm/v3/cmd/helm the same way, and BuildKit's names buildkitd and
 // buildctl (github.com/moby/buildkit has no replace directives to repeat).
+// Traefik's recipe names cmd/traefik and repeats the replace directives of
+// Traefik's go.mod (its forks of go-http-auth, mux and minheap) and its
+// exclude, which apply only in Traefik's own module.
 // Cluster API's recipe names its three managers; it requires
 // sigs.k8s.io/cluster-api/api at the same version, since the main module's
 // replace of ./api does not apply to a module that depends on it, and it pins
@@ -66,6 +72,7 @@ func toolTable() []tool {
 		{name: Pebble, recipe: "pebble-v2.10.3", version: "v2.10.3", pkg: "github.com/letsencrypt/pebble/v2/cmd/pebble", estimate: "about a minute"},
 		{name: PebbleChallTestSrv, recipe: "pebble-v2.10.3", version: "v2.10.3", pkg: "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv", estimate: "under a minute"},
 		{name: Caddy, recipe: "caddy-v2.11.9", version: "v2.11.9", pkg: ".", estimate: "about 8 minutes"},
+		{name: Traefik, recipe: "traefik-v3.6.12", version: "v3.6.12", pkg: "github.com/traefik/traefik/v3/cmd/traefik", estimate: "about 15 minutes", ldflags: traefikVersion("v3.6.12")},
 		{name: Helm, recipe: "helm-v3.22.0", version: "v3.22.0", pkg: "helm.sh/helm/v3/cmd/helm", estimate: "about 4 minutes"},
 		{name: BuildKitd, recipe: "buildkit-v0.34.2", version: "v0.34.2", pkg: "github.com/moby/buildkit/cmd/buildkitd", estimate: "about 6 minutes", ldflags: buildkitVersion("v0.34.2")},
 		{name: BuildCtl, recipe: "buildkit-v0.34.2", version: "v0.34.2", pkg: "github.com/moby/buildkit/cmd/buildctl", estimate: "about a minute after buildkitd", ldflags: buildkitVersion("v0.34.2")},
@@ -78,6 +85,11 @@ func toolTable() []tool {
 // capiVersion stamps Cluster API's version, which each manager logs at start.
 func capiVersion(v string) string {
 	return versionFlags("sigs.k8s.io/cluster-api/version", v)
+}
+
+// traefikVersion stamps Traefik's version, which traefik version reports.
+func traefikVersion(v string) string {
+	return "-X github.com/traefik/traefik/v3/pkg/version.Version=" + v
 }
 
 // buildkitVersion stamps BuildKit's version, which buildkitd --version and

@@ -15,6 +15,7 @@ func TestToolRecipesMatchTable(t *testing.T) {
 		Pebble:             "github.com/letsencrypt/pebble/v2",
 		PebbleChallTestSrv: "github.com/letsencrypt/pebble/v2",
 		Caddy:              "github.com/caddyserver/caddy/v2",
+		Traefik:            "github.com/traefik/traefik/v3",
 		Helm:               "helm.sh/helm/v3",
 		BuildKitd:          "github.com/moby/buildkit",
 		BuildCtl:           "github.com/moby/buildkit",
@@ -23,7 +24,7 @@ func TestToolRecipesMatchTable(t *testing.T) {
 		CAPIKubeadmBootstrapManager:    CAPIModule,
 		CAPIKubeadmControlPlaneManager: CAPIModule,
 	}
-	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy,helm,buildkitd,buildctl,capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager" {
+	if got := strings.Join(Tools(), ","); got != "pebble,pebble-challtestsrv,caddy,traefik,helm,buildkitd,buildctl,capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager" {
 		t.Fatalf("Tools() = %s", got)
 	}
 	for _, tl := range toolTable() {

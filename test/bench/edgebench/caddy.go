@@ -19,10 +19,10 @@ import (
 	"bex.co/bex/internal/edge"
 )
 
-// issueCaddyCert has ca sign a certificate for tlsHost with a P-256 key,
+// issueProxyCert has ca sign a certificate for tlsHost with a P-256 key,
 // the key type certmagic gives the edge, and writes it and its key to dir
-// for Caddy to load.
-func issueCaddyCert(ctx context.Context, ca *edge.LocalCA, dir string) (certFile, keyFile string, err error) {
+// for the proxies to load.
+func issueProxyCert(ctx context.Context, ca *edge.LocalCA, dir string) (certFile, keyFile string, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
@@ -37,13 +37,13 @@ func issueCaddyCert(ctx context.Context, ca *edge.LocalCA, dir string) (certFile
 	}
 	issued, err := ca.Issue(ctx, csr)
 	if err != nil {
-		return "", "", fmt.Errorf("issuing Caddy's certificate: %w", err)
+		return "", "", fmt.Errorf("issuing the proxies' certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return "", "", err
 	}
-	certFile, keyFile = filepath.Join(dir, "caddy.crt"), filepath.Join(dir, "caddy.key")
+	certFile, keyFile = filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
 	if err := os.WriteFile(certFile, issued.Certificate, 0o600); err != nil {
 		return "", "", err
 	}

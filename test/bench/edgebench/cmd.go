@@ -16,7 +16,7 @@ import (
 
 // Hostnames the proxies serve. The edge routes tlsHost as the default
 // hostname of app "hello" of tenant "bench", and plainHost through a Route
-// that asked for plain HTTP; Caddy answers any name.
+// that asked for plain HTTP; the other proxies answer any name.
 const (
 	benchDomain = "edgebench.test"
 	benchTenant = "bench"
@@ -34,6 +34,8 @@ type options struct {
 	gomaxprocs  int
 	edgeMetrics bool
 	jsonOut     string
+	// proxies are the keys of the proxies measured beside the edge.
+	proxies     []string
 	caddy       string
 	edgeProfile string
 	// caddyProfile is the prefix of Caddy's CPU profiles, one per Caddy
@@ -48,11 +50,11 @@ type options struct {
 func newCommand() *cobra.Command {
 	o := &options{
 		concurrency: 32, duration: 10 * time.Second, warmup: 2 * time.Second, rounds: 2,
-		gomaxprocs: runtime.NumCPU(), edgeMetrics: true,
+		gomaxprocs: runtime.NumCPU(), edgeMetrics: true, proxies: proxyKeys(),
 	}
 	cmd := &cobra.Command{
 		Use:           "edgebench",
-		Short:         "Measure the edge against the app directly and against Caddy",
+		Short:         "Measure the edge against the app directly and against Caddy, nginx, HAProxy and Traefik",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -69,10 +71,11 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.warmup, "warmup", o.warmup, "unmeasured load before each measurement, on the same connections")
 	f.IntVar(&o.rounds, "rounds", o.rounds, "rounds over all scenarios, alternating their order; the report gives medians")
 	f.BoolVar(&o.large, "large", o.large, "also measure a 16 KiB response body")
-	f.IntVar(&o.gomaxprocs, "gomaxprocs", o.gomaxprocs, "GOMAXPROCS of every process: load generator, app, edge and Caddy")
+	f.IntVar(&o.gomaxprocs, "gomaxprocs", o.gomaxprocs, "GOMAXPROCS of every process (load generator, app, edge, Caddy, Traefik), nginx's workers and HAProxy's threads")
 	f.BoolVar(&o.edgeMetrics, "edge-metrics", o.edgeMetrics, "the edge records its Prometheus metrics, as deployed")
 	f.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	f.BoolVar(&o.sandbox, "sandbox", false, "run the app in a tenant sandbox (runc, its own network namespace behind the sandbox bridge), as make run does; needs root")
+	f.StringSliceVar(&o.proxies, "proxies", o.proxies, "proxies to measure beside the edge (caddy, nginx, haproxy, traefik)")
 	f.StringVar(&o.caddy, "caddy", "", "Caddy binary to use (default: the pinned build, built when missing)")
 	f.StringVar(&o.edgeProfile, "edge-cpuprofile", "", "write a CPU profile of the edge process to this file")
 	f.StringVar(&o.caddyProfile, "caddy-cpuprofile", "", "write CPU profiles of Caddy's measured windows to PREFIX-<scenario>-<round>.pprof")
@@ -149,7 +152,7 @@ func (o *options) run(ctx context.Context, out, progress io.Writer) error {
 	}
 	machine.LoadAfter = loadAverage()
 
-	rep := newReport(o, machine, scenarios, res)
+	rep := newReport(o, machine, env.proxyNames(), scenarios, res)
 	rep.write(out)
 	if o.jsonOut != "" {
 		if err := rep.writeJSON(o.jsonOut); err != nil {
@@ -164,7 +167,7 @@ func (o *options) run(ctx context.Context, out, progress io.Writer) error {
 // sc, when asked to and sc is a Caddy scenario. The returned func waits for
 // it.
 func (o *options) profileCaddy(ctx context.Context, env *environment, sc scenario, round int) func() error {
-	if o.caddyProfile == "" || sc.proxy != "caddy" {
+	if o.caddyProfile == "" || sc.proxy != proxyCaddy {
 		return func() error { return nil }
 	}
 	file := fmt.Sprintf("%s-%s-%d.pprof", o.caddyProfile, strings.ReplaceAll(sc.name, " ", "-"), round+1)

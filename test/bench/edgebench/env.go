@@ -18,13 +18,13 @@ import (
 	"bex.co/bex/internal/kubebin"
 )
 
-// environment is the app, the edge and Caddy, each in its own process,
-// listening on loopback.
+// environment is the app, the edge and the proxies it is measured against,
+// each in its own process, listening on loopback.
 type environment struct {
-	tls                   *tls.Config
-	app                   string
-	edgeHTTP, edgeHTTPS   string
-	caddyHTTP, caddyHTTPS string
+	tls                 *tls.Config
+	app                 string
+	edgeHTTP, edgeHTTPS string
+	proxies             []runningProxy
 	// caddyAdmin is the unix socket of Caddy's admin endpoint; empty when off.
 	caddyAdmin string
 	children   []*child
@@ -32,17 +32,27 @@ type environment struct {
 	cleanups []func()
 }
 
-// startEnvironment starts the three servers and waits until each answers,
-// the edge over TLS included (its certificate is obtained then).
+// runningProxy is a proxy started on its plain and TLS addresses.
+type runningProxy struct {
+	proxy
+	http, https string
+}
+
+// startEnvironment starts the servers and waits until each answers, the
+// edge over TLS included (its certificate is obtained then).
 func startEnvironment(ctx context.Context, o *options, dir string, progress io.Writer) (_ *environment, err error) {
-	caddy := o.caddy
-	if caddy == "" {
-		b, err := kubebin.NewBuilder(kubebin.Options{Progress: progress})
-		if err != nil {
+	proxies, err := selectedProxies(o.proxies)
+	if err != nil {
+		return nil, err
+	}
+	b, err := kubebin.NewBuilder(kubebin.Options{Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	bins := make([]string, len(proxies))
+	for i, p := range proxies {
+		if bins[i], err = p.find(ctx, o, b); err != nil {
 			return nil, err
-		}
-		if caddy, err = b.Tool(ctx, kubebin.Caddy); err != nil {
-			return nil, fmt.Errorf("building Caddy: %w", err)
 		}
 	}
 	self, err := os.Executable()
@@ -53,7 +63,7 @@ func startEnvironment(ctx context.Context, o *options, dir string, progress io.W
 	if err != nil {
 		return nil, err
 	}
-	certFile, keyFile, err := issueCaddyCert(ctx, ca, dir)
+	certFile, keyFile, err := issueProxyCert(ctx, ca, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -66,11 +76,16 @@ func startEnvironment(ctx context.Context, o *options, dir string, progress io.W
 	}()
 	procsEnv := append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.gomaxprocs))
 
-	ls, err := listen(5)
+	ls, err := listen(3 + 2*len(proxies))
 	if err != nil {
 		return nil, err
 	}
-	env.app, env.edgeHTTP, env.edgeHTTPS, env.caddyHTTP, env.caddyHTTPS = addr(ls[0]), addr(ls[1]), addr(ls[2]), addr(ls[3]), addr(ls[4])
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	env.app, env.edgeHTTP, env.edgeHTTPS = addr(ls[0]), addr(ls[1]), addr(ls[2])
 
 	if o.sandbox {
 		if env.app, err = env.startSandboxedApp(progress, self, dir, o.gomaxprocs); err != nil {
@@ -94,24 +109,30 @@ func startEnvironment(ctx context.Context, o *options, dir string, progress io.W
 	if o.caddyProfile != "" {
 		env.caddyAdmin = filepath.Join(dir, "caddy-admin.sock")
 	}
-	cfg, err := caddyConfig(env.app, certFile, keyFile, filepath.Join(dir, "caddy-storage"), env.caddyAdmin)
-	if err != nil {
-		return nil, err
-	}
-	cfgFile := filepath.Join(dir, "caddy.json")
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		return nil, err
-	}
-	caddyEnv := append(procsEnv, "HOME="+filepath.Join(dir, "caddy-home"),
-		"XDG_DATA_HOME="+filepath.Join(dir, "caddy-data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "caddy-config"))
-	if err := env.start("caddy", progress, exec.Command(caddy, "run", "--config", cfgFile), caddyEnv, ls[3], ls[4]); err != nil {
-		return nil, err
-	}
-	for _, l := range ls {
-		l.Close()
+	var names []string
+	for i, p := range proxies {
+		plain, secure := ls[3+2*i], ls[4+2*i]
+		pdir := filepath.Join(dir, p.key)
+		if err := os.Mkdir(pdir, 0o755); err != nil {
+			return nil, err
+		}
+		setup := proxySetup{bin: bins[i], dir: pdir, upstream: env.app, plain: addr(plain), tls: addr(secure),
+			certFile: certFile, keyFile: keyFile, procs: o.gomaxprocs, environ: procsEnv}
+		if p.key == proxyCaddy {
+			setup.adminSock = env.caddyAdmin
+		}
+		cmd, environ, err := p.command(setup)
+		if err != nil {
+			return nil, fmt.Errorf("configuring %s: %w", p.name, err)
+		}
+		if err := env.start(p.key, progress, cmd, environ, plain, secure); err != nil {
+			return nil, err
+		}
+		env.proxies = append(env.proxies, runningProxy{proxy: p, http: addr(plain), https: addr(secure)})
+		names = append(names, fmt.Sprintf("%s (%s)", p.name, bins[i]))
 	}
 
-	fmt.Fprintf(progress, "Waiting for the app, the edge (obtaining its certificate) and Caddy (%s)\n", caddy)
+	fmt.Fprintf(progress, "Waiting for the app, the edge (obtaining its certificate) and %s\n", strings.Join(names, ", "))
 	for _, sc := range env.scenarios([]body{{path: "/", size: len(smallBody)}}) {
 		if err := env.waitReady(ctx, sc); err != nil {
 			return nil, err
@@ -134,17 +155,16 @@ type scenario struct {
 	proxy string
 }
 
-// The scenarios' names, without the body suffix.
+// The scenarios' names, without the body suffix; a proxy's are its name
+// and " plain" or " TLS".
 const (
-	direct     = "direct"
-	edgePlain  = "edge plain"
-	edgeTLS    = "edge TLS"
-	caddyPlain = "Caddy plain"
-	caddyTLS   = "Caddy TLS"
+	direct    = "direct"
+	edgePlain = "edge plain"
+	edgeTLS   = "edge TLS"
 )
 
-// scenarios returns the five paths to the app for each body, in the order
-// a round runs them.
+// scenarios returns the paths to the app for each body, in the order a
+// round runs them: direct, the edge, then each proxy, plain and TLS.
 func (env *environment) scenarios(bodies []body) []scenario {
 	var out []scenario
 	for _, b := range bodies {
@@ -159,9 +179,22 @@ func (env *environment) scenarios(bodies []body) []scenario {
 			scenario{direct + suffix, t(env.app, tlsHost, nil), ""},
 			scenario{edgePlain + suffix, t(env.edgeHTTP, plainHost, nil), "edge"},
 			scenario{edgeTLS + suffix, t(env.edgeHTTPS, tlsHost, env.tls), "edge"},
-			scenario{caddyPlain + suffix, t(env.caddyHTTP, plainHost, nil), "caddy"},
-			scenario{caddyTLS + suffix, t(env.caddyHTTPS, tlsHost, env.tls), "caddy"},
 		)
+		for _, p := range env.proxies {
+			out = append(out,
+				scenario{p.name + " plain" + suffix, t(p.http, plainHost, nil), p.key},
+				scenario{p.name + " TLS" + suffix, t(p.https, tlsHost, env.tls), p.key},
+			)
+		}
+	}
+	return out
+}
+
+// proxyNames returns the names of the proxies measured, in order.
+func (env *environment) proxyNames() []string {
+	var out []string
+	for _, p := range env.proxies {
+		out = append(out, p.name)
 	}
 	return out
 }

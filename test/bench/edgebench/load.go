@@ -292,11 +292,16 @@ func measure(ctx context.Context, t target, concurrency int, warmup, duration ti
 	return m, nil
 }
 
-// cpuTimes returns the CPU time of each process in pids that can be read.
+// cpuTimes returns the CPU time of each process in pids that can be read;
+// a proxy's includes its descendants (nginx's workers).
 func cpuTimes(pids map[string]int) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for role, pid := range pids {
-		if d, ok := cpuTime(pid); ok {
+		read := cpuTime
+		if role == roleProxy {
+			read = treeCPUTime
+		}
+		if d, ok := read(pid); ok {
 			out[role] = d
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,4 +43,28 @@ func cpuTime(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(u+st) * clockTick, true
+}
+
+// treeCPUTime returns the CPU time of process pid and of its descendants
+// alive now, and false when pid's cannot be read.
+func treeCPUTime(pid int) (time.Duration, bool) {
+	total, ok := cpuTime(pid)
+	if !ok {
+		return 0, false
+	}
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, c := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(c); err == nil {
+				if d, ok := treeCPUTime(child); ok {
+					total += d
+				}
+			}
+		}
+	}
+	return total, true
 }

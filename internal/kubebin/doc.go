@@ -14,7 +14,7 @@
 // The same machinery builds a few pinned tools the tests and benchmarks run,
 // named by Tool: pebble and pebble-challtestsrv (Let's Encrypt's ACME test
 // server and its mock DNS server, from one recipe whose go.mod lists both as
-// tool directives), Caddy with its standard modules, helm, BuildKit's
+// tool directives), Caddy with its standard modules, Traefik, helm, BuildKit's
 // buildkitd and buildctl, and Cluster API's three managers (the core
 // manager, the kubeadm bootstrap provider and the KubeadmControlPlane
 // controller, from one recipe that pins Cluster API's own k8s.io and
@@ -24,7 +24,8 @@
 // First builds, measured on 2 cores shared with other builds: pebble 53
 // seconds, pebble-challtestsrv 2 seconds after pebble (they share nearly
 // every package), Caddy 8.5 minutes (1018 packages, 3¼ minutes of CPU); the
-// binaries are 8, 7 and 56 MB. Cluster API's first manager 17 minutes
+// binaries are 8, 7 and 56 MB; Traefik 48 minutes on 2 cores loaded with
+// other builds (2496 packages). Cluster API's first manager 17 minutes
 // beside a kube-apiserver build (1305 packages; about 3½ minutes alone),
 // the other two 74 and 26 seconds after it; 58 to 64 MB each. Each recipe's
 // go.mod and go.sum were made with `go mod tidy` in a scratch copy of the
@@ -33,5 +34,5 @@
 // kubebin hands file paths to internal/controlplane, which starts the
 // control-plane binaries, to internal/acmetest, which starts pebble, to
 // internal/capi, which starts Cluster API's managers, and to the edge
-// benchmark, which starts Caddy.
+// benchmark, which starts Caddy and Traefik.
 package kubebin

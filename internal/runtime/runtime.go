@@ -240,11 +240,17 @@ type Instance struct {
 	// (a new release, a restart) has a new ID, while a crash and its
 	// restart in place keep it. The process driver numbers its instances,
 	// the kube driver gives the pod's name.
-	ID       string
-	Release  int
-	State    InstanceState
+	ID      string
+	Release int
+	State   InstanceState
+	// Restarts counts the times the instance exited on its own and was
+	// started again in place (same ID): the process driver's restarts of
+	// a crashed process, the kubelet's restarts of the pod's containers.
+	// A new instance starts from 0.
 	Restarts int
-	// Since is when the instance entered State.
+	// Since is when the instance entered State: for a Running one, when
+	// its current process came up (after a restart, the restart), which is
+	// its uptime.
 	Since time.Time
 }
 
@@ -297,8 +303,10 @@ type Driver interface {
 	// Remove stops and deletes everything of the app. Removing an app the
 	// driver does not run is not an error.
 	Remove(ctx context.Context, tenant, app string) error
-	// Status reports the app's release and instances; the error wraps
-	// ErrNotFound when the driver runs no such app.
+	// Status reports the app's release and instances, each with its
+	// state, since when, and its restarts in place after a crash (what
+	// bex ps shows); the error wraps ErrNotFound when the driver runs no
+	// such app.
 	Status(ctx context.Context, tenant, app string) (Status, error)
 	// Logs returns the app's last tail lines and, with follow, keeps
 	// sending new ones until ctx ends; the channel is closed then (or after

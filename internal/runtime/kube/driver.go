@@ -718,6 +718,7 @@ func instancesFrom(pods []corev1.Pod) []runtime.Instance {
 	return out
 }
 
+// podState is the state of pod's instance and since when it is in it.
 func podState(pod *corev1.Pod) (runtime.InstanceState, time.Time) {
 	since := pod.CreationTimestamp.Time
 	if pod.DeletionTimestamp != nil {
@@ -742,13 +743,27 @@ func podState(pod *corev1.Pod) (runtime.InstanceState, time.Time) {
 			continue
 		}
 		if c.Status == corev1.ConditionTrue {
-			return runtime.Running, c.LastTransitionTime.Time
+			return runtime.Running, runningSince(pod, c.LastTransitionTime.Time)
 		}
 		if runningLong(pod) {
 			return runtime.Unhealthy, c.LastTransitionTime.Time
 		}
 	}
 	return runtime.Starting, since
+}
+
+// runningSince is when a ready pod's instance came up: when it became
+// ready, or when its container last started if that is later (a container
+// that crashed and restarted within one status update leaves the Ready
+// condition's transition where it was).
+func runningSince(pod *corev1.Pod, ready time.Time) time.Time {
+	since := ready
+	for _, cs := range pod.Status.ContainerStatuses {
+		if r := cs.State.Running; r != nil && r.StartedAt.After(since) {
+			since = r.StartedAt.Time
+		}
+	}
+	return since
 }
 
 // runningLong reports whether a container of the pod has been running for

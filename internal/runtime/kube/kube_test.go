@@ -55,6 +55,9 @@ func TestKubeDriver(t *testing.T) {
 				rel.Image = fmt.Sprintf("registry.bex.test/%s/%s:%d", rel.Tenant, rel.App, rel.Number)
 				return runtimetest.WithWorkerCommands(rel)
 			},
+			Crash: func(t *testing.T, _ runtime.Driver, tenant, _ string, inst runtime.Instance) {
+				crashPod(t, c, tenant, inst.ID)
+			},
 		})
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
@@ -142,6 +145,30 @@ func simulate(t *testing.T, c client.Client, ns string) {
 			}
 		}
 	})
+}
+
+// crashPod plays the kubelet restarting the pod's crashed container: its
+// restart count goes up, its last termination is an exit, and its
+// container runs again from now.
+func crashPod(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var pod corev1.Pod
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		for i := range pod.Status.ContainerStatuses {
+			cs := &pod.Status.ContainerStatuses[i]
+			cs.RestartCount++
+			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 4, Reason: "Error", FinishedAt: now}}
+			cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+		}
+		return c.Status().Update(context.Background(), &pod)
+	})
+	if err != nil {
+		t.Fatalf("crashing pod %s/%s: %v", ns, name, err)
+	}
 }
 
 // runPods makes the pods of dep ready ones of its template, named after

@@ -75,6 +75,36 @@ func TestPodState(t *testing.T) {
 	}
 }
 
+// TestPodSince: a ready pod is up since it became ready, or since its
+// container last started when that is later: a crash and its restart
+// between two status updates leave the Ready condition as it was.
+func TestPodSince(t *testing.T) {
+	readyAt := metav1.NewTime(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	pod := func(started metav1.Time, restarts int32) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: readyAt}},
+			ContainerStatuses: []corev1.ContainerStatus{{Ready: true, RestartCount: restarts,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
+		}}
+	}
+	startedBefore := metav1.NewTime(readyAt.Add(-2 * time.Second))
+	restarted := metav1.NewTime(readyAt.Add(time.Hour))
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want time.Time
+	}{
+		{"became ready after it started", pod(startedBefore, 0), readyAt.Time},
+		{"restarted while ready", pod(restarted, 1), restarted.Time},
+	} {
+		state, since := podState(tc.pod)
+		if state != runtime.Running || !since.Equal(tc.want) {
+			t.Errorf("%s: %s since %s, want Running since %s", tc.name, state, since, tc.want)
+		}
+	}
+}
+
 func TestInstanceIndexes(t *testing.T) {
 	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(1000+int64(s), 0)) }
 	pod := func(name, process, release string, created int) corev1.Pod {

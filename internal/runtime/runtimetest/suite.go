@@ -107,6 +107,11 @@ type Harness struct {
 	// platform's routing and returns the body; the suite then checks what
 	// is served, not only what Status says.
 	Get func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error)
+	// Crash, when set, makes the app's instance inst exit on its own, as
+	// a crash does (the kube driver's simulated kubelet restarts the
+	// container). Without it the suite asks the instance for /exit through
+	// Get; with neither, the Crash case is skipped.
+	Crash func(t *testing.T, d runtime.Driver, tenant, app string, inst runtime.Instance)
 	// Logs says the driver captures the app's output for Logs.
 	Logs bool
 	// Timeout bounds each wait of the suite [60s].
@@ -126,6 +131,7 @@ func RunDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver, h
 	t.Run("Workers", s.workers)
 	t.Run("Restart", s.restart)
 	t.Run("Scale", s.scale)
+	t.Run("CrashRestartsInPlace", s.crash)
 	if h.Logs {
 		t.Run("Logs", s.logs)
 	}
@@ -532,6 +538,61 @@ func (s *suite) scale(t *testing.T) {
 	s.waitServes(t, d, app, "v1")
 	if again := deploy(1, 0); !maps.EqualFunc(again, down, slices.Equal) {
 		t.Errorf("deploying the same counts again replaced instances: %v, then %v", down, again)
+	}
+	if err := d.Remove(ctx, "suite", app); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+}
+
+// crash: an instance that exits on its own is restarted in place: Status
+// lists it with the same ID, Restarts counts the crash, and once it runs
+// again its Since is no earlier than the crash (the uptime starts again);
+// a fresh instance has no restarts and a Since.
+func (s *suite) crash(t *testing.T) {
+	crash := s.h.Crash
+	if crash == nil && s.h.Get != nil {
+		crash = func(t *testing.T, d runtime.Driver, tenant, app string, _ runtime.Instance) {
+			_, _ = s.h.Get(t, d, tenant, app, "/exit") // the connection drops as it exits
+		}
+	}
+	if crash == nil {
+		t.Skip("the harness can make no instance crash")
+	}
+	d := s.newDriver(t)
+	ctx := s.ctx(t)
+	const app = "crash"
+	rel := s.release(t, app, 1, "v1", nil)
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	rel = s.h.Complete(t, rel)
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	before := s.waitStatus(t, d, app, 1, 1).Instances[0]
+	if before.Restarts != 0 || before.Since.IsZero() || before.ID == "" {
+		t.Fatalf("a fresh instance: %+v, want no restarts, a Since and an ID", before)
+	}
+	crashedAt := time.Now().Truncate(time.Second) // kube's times have seconds
+	crash(t, d, "suite", app, before)
+	var after runtime.Instance
+	s.eventually(t, "the crashed instance runs again, its restart counted", func() error {
+		st, err := d.Status(ctx, "suite", app)
+		if err != nil {
+			return err
+		}
+		if len(st.Instances) != 1 {
+			return fmt.Errorf("%d instances: %+v", len(st.Instances), st.Instances)
+		}
+		after = st.Instances[0]
+		if after.Restarts < 1 || after.State != runtime.Running {
+			return fmt.Errorf("%s is %s with %d restarts", after.Name(), after.State, after.Restarts)
+		}
+		return nil
+	})
+	if after.ID != before.ID || after.Release != 1 || after.Name() != before.Name() {
+		t.Errorf("after its crash the instance is %+v; want %s of release 1 restarted in place (ID %s)", after, before.Name(), before.ID)
+	}
+	if after.Since.Before(crashedAt) {
+		t.Errorf("the restarted instance is up since %s, before it crashed (%s)", after.Since, crashedAt)
 	}
 	if err := d.Remove(ctx, "suite", app); err != nil {
 		t.Fatalf("Remove: %v", err)

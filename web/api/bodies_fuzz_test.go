@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
@@ -203,7 +204,7 @@ func (e *bodyFuzzEnv) start() error {
 		return fmt.Errorf("creating cluster client: %w", err)
 	}
 	srv, err := api.New(api.Options{
-		Store: e.st, Kube: e.kube, Deployer: &apitest.Releaser{Store: e.st}, Logs: &apitest.Logs{},
+		Store: e.st, Kube: e.kube, Deployer: &apitest.Releaser{Store: e.st}, Logs: &apitest.Logs{}, Instances: api.RuntimeInstances{Driver: process.New(process.Options{})},
 		GitBase: apitest.GitBase, AppDomain: apitest.AppDomain, EdgeAddresses: []string{apitest.EdgeAddress},
 		ReservedHostnames: []string{apitest.ReservedHostname}, Log: logr.Discard(),
 	})

@@ -66,3 +66,16 @@ type LogLine = apiclient.LogLine
 type LogSource interface {
 	Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan LogLine, error)
 }
+
+// InstanceSource reads what runs of a tenant's app; the runtime implements
+// it (RuntimeInstances).
+//
+// Instances returns the app's instances as the runtime reports them now,
+// by process, release and index, with the release it runs, the cluster it
+// runs on and whether it is ready. An app the runtime does not run (no
+// release yet, or removed) has no instances, Release 0 and a nil error;
+// another error means the runtime could not be read. It is safe for
+// concurrent use and stops when ctx ends.
+type InstanceSource interface {
+	Instances(ctx context.Context, tenant, app string) (apiclient.Instances, error)
+}

@@ -1,7 +1,7 @@
 // Package api is bex's platform JSON API under /api/v1: what the CLI, the
 // dashboard and scripts call. It owns the HTTP surface for tenants (apps,
-// builds and their logs, releases and rollback, env, runtime logs, custom
-// hostnames, SSH keys) and for operators (creating tenants; planning,
+// builds and their logs, releases and rollback, env, runtime logs, the
+// instances that run, custom hostnames, SSH keys) and for operators (creating tenants; planning,
 // starting, following, pausing, resuming and aborting fleet upgrades;
 // creating and deleting clusters of the local fleet where the platform
 // runs one), its
@@ -13,9 +13,10 @@
 // management cluster (a controller-runtime client), the cluster-scoped
 // FleetUpgrades and the Cluster API Clusters and KubeadmControlPlanes it
 // plans over, and the Postgres store (tenants, tokens, SSH keys, builds,
-// releases, the audit log, the fleet-upgrade records). Two small interfaces,
-// Releaser and LogSource, hand rollbacks and runtime log reads to whoever
-// runs apps; embedded mode adapts its runtime to them. A third, LocalFleet,
+// releases, the audit log, the fleet-upgrade records). Three small
+// interfaces, Releaser, LogSource and InstanceSource, hand rollbacks,
+// runtime log reads and instance reads to whoever runs apps; RuntimeLogs
+// and RuntimeInstances adapt a runtime driver to the last two. A third, LocalFleet,
 // says whether make run's local fleet can take clusters now.
 //
 // Every route but healthz and openapi.json needs "Authorization: Bearer

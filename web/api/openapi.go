@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -29,6 +30,8 @@ var schemaTypes = map[string]reflect.Type{
 	"CreateAppRequest":          reflect.TypeFor[apiclient.CreateAppRequest](),
 	"Build":                     reflect.TypeFor[apiclient.Build](),
 	"Release":                   reflect.TypeFor[apiclient.Release](),
+	"ReleaseInfo":               reflect.TypeFor[apiclient.ReleaseInfo](),
+	"Instances":                 reflect.TypeFor[apiclient.Instances](),
 	"RollbackRequest":           reflect.TypeFor[apiclient.RollbackRequest](),
 	"Rollback":                  reflect.TypeFor[apiclient.Rollback](),
 	"EnvVar":                    reflect.TypeFor[apiclient.EnvVar](),
@@ -194,6 +197,16 @@ func schemaOf(t reflect.Type) obj {
 			f := t.Field(i)
 			tag := f.Tag.Get("json")
 			name, opts, _ := strings.Cut(tag, ",")
+			if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's fields are the outer object's,
+				// as encoding/json writes them.
+				embedded := schemaOf(f.Type)
+				maps.Copy(props, embedded["properties"].(obj))
+				if r, ok := embedded["required"].([]string); ok {
+					required = append(required, r...)
+				}
+				continue
+			}
 			if !f.IsExported() || name == "-" {
 				continue
 			}

@@ -1,9 +1,14 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -27,35 +32,139 @@ func (s *Server) listReleases(c echo.Context) error {
 		return err
 	}
 	current := int(app.Status.CurrentRelease)
-	buildNumbers := map[string]int{}
+	builds := map[string]store.Build{}
 	views := make([]apiclient.Release, 0, len(releases))
 	for _, r := range releases {
-		v := apiclient.Release{
-			Number:      r.Number,
-			Description: r.Description,
-			Image:       r.Image,
-			Current:     r.Number == current,
-			CreatedBy:   r.CreatedBy,
-			CreatedAt:   r.CreatedAt.UTC(),
+		b, err := s.releaseBuild(ctx, r, builds)
+		if err != nil {
+			return err
 		}
-		if r.PrunedAt != nil {
-			at := r.PrunedAt.UTC()
-			v.PrunedAt = &at
-		}
-		if r.BuildID != "" {
-			n, ok := buildNumbers[r.BuildID]
-			if !ok {
-				b, err := s.store.GetBuild(ctx, r.BuildID)
-				if err != nil {
-					return err
-				}
-				n, buildNumbers[r.BuildID] = b.Number, b.Number
-			}
-			v.Build = n
-		}
-		views = append(views, v)
+		views = append(views, releaseView(r, current, b))
 	}
 	return c.JSON(http.StatusOK, views)
+}
+
+// releaseView is what the API shows of release r of an app whose current
+// release is current, built by b (zero when not known).
+func releaseView(r store.Release, current int, b store.Build) apiclient.Release {
+	v := apiclient.Release{
+		Number:      r.Number,
+		Description: r.Description,
+		Image:       r.Image,
+		Build:       b.Number,
+		Current:     r.Number == current,
+		CreatedBy:   r.CreatedBy,
+		CreatedAt:   r.CreatedAt.UTC(),
+	}
+	if r.PrunedAt != nil {
+		at := r.PrunedAt.UTC()
+		v.PrunedAt = &at
+	}
+	return v
+}
+
+// releaseBuild reads the build whose image r runs, remembering the builds
+// read in seen; the zero Build when r names none.
+func (s *Server) releaseBuild(ctx context.Context, r store.Release, seen map[string]store.Build) (store.Build, error) {
+	if r.BuildID == "" {
+		return store.Build{}, nil
+	}
+	if b, ok := seen[r.BuildID]; ok {
+		return b, nil
+	}
+	b, err := s.store.GetBuild(ctx, r.BuildID)
+	if err != nil {
+		return store.Build{}, fmt.Errorf("reading build of release v%d: %w", r.Number, err)
+	}
+	seen[r.BuildID] = b
+	return b, nil
+}
+
+// getRelease answers one release in full: its build, its variables by
+// name and what it changed from the release before.
+func (s *Server) getRelease(c echo.Context) error {
+	app, err := s.getAppObject(c)
+	if err != nil {
+		return err
+	}
+	ref := c.Param("release")
+	number, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(ref), "v"))
+	if err != nil || number < 1 {
+		return notFound("release %q of app %q not found: give its number, such as 3", ref, app.Name)
+	}
+	ctx := c.Request().Context()
+	tenantID := principalOf(c).tenant.ID
+	r, err := s.store.GetRelease(ctx, tenantID, app.Name, number)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("app %q has no release v%d: bex releases %s lists them", app.Name, number, app.Name)
+	}
+	if err != nil {
+		return err
+	}
+	var prev store.Release
+	if number > 1 {
+		if prev, err = s.store.GetRelease(ctx, tenantID, app.Name, number-1); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	b, err := s.releaseBuild(ctx, r, map[string]store.Build{})
+	if err != nil {
+		return err
+	}
+	v := apiclient.ReleaseInfo{
+		Release: releaseView(r, int(app.Status.CurrentRelease), b),
+		Status:  apiclient.ReleaseSuperseded,
+		Commit:  b.Commit,
+		Stack:   b.Stack,
+		Env:     []apiclient.ReleaseEnvVar{},
+		Changes: releaseChanges(prev, r),
+	}
+	switch {
+	case v.Current:
+		v.Status = apiclient.ReleaseCurrent
+	case r.PrunedAt != nil:
+		v.Status = apiclient.ReleasePruned
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Config)) {
+		v.Env = append(v.Env, apiclient.ReleaseEnvVar{Name: name, Secret: r.Config[name].SecretKeyRef != nil})
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// releaseChanges says, by name, what r changed from prev (the zero
+// Release before an app's first): variables added, changed and removed,
+// and whether the image is another. Plain values are compared by value,
+// secrets by the Secret key they read.
+func releaseChanges(prev, r store.Release) apiclient.ReleaseChanges {
+	ch := apiclient.ReleaseChanges{Previous: prev.Number, Image: prev.Image != r.Image,
+		Added: []string{}, Changed: []string{}, Removed: []string{}}
+	for _, name := range slices.Sorted(maps.Keys(r.Config)) {
+		old, ok := prev.Config[name]
+		switch {
+		case !ok:
+			ch.Added = append(ch.Added, name)
+		case !sameConfigValue(old, r.Config[name]):
+			ch.Changed = append(ch.Changed, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(prev.Config)) {
+		if _, ok := r.Config[name]; !ok {
+			ch.Removed = append(ch.Removed, name)
+		}
+	}
+	return ch
+}
+
+// sameConfigValue reports whether a and b are the same plain value, or
+// read the same Secret key.
+func sameConfigValue(a, b store.ConfigValue) bool {
+	switch {
+	case a.Value != nil && b.Value != nil:
+		return *a.Value == *b.Value
+	case a.SecretKeyRef != nil && b.SecretKeyRef != nil:
+		return *a.SecretKeyRef == *b.SecretKeyRef
+	}
+	return false
 }
 
 // rollback checks the target release and hands the rollback to the

@@ -131,6 +131,9 @@ func (s *Server) routeTable() []route {
 
 		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenant,
 			summary: "List an app's releases, newest first", response: "[]Release", query: []param{limitParam}},
+		{method: http.MethodGet, path: "/apps/:app/releases/:release", handler: s.getRelease, access: tenant,
+			summary: "Show one release in full (release is its number, 3 or v3): its build and commit, who made it and when, whether it serves, " +
+				"its variables by name and what it changed from the release before (names only: a value is never shown)", response: "ReleaseInfo"},
 		{method: http.MethodPost, path: "/apps/:app/rollback", handler: s.rollback, access: tenant,
 			summary: "Roll back to a release (default: the one before the current), as a new release",
 			request: "RollbackRequest", requestOptional: true, response: "Rollback", status: http.StatusCreated},
@@ -143,6 +146,11 @@ func (s *Server) routeTable() []route {
 				"(instances added or drained and stopped, none replaced; a new plan rolls every instance); no release is made, the App keeps the counts. " +
 				"An app without a release only stores them. Bad counts or an unknown process answer 422, counts over a limit 403 naming the quota",
 			request: "ScaleRequest", response: "Scale"},
+
+		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenant,
+			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
+				"restarts after crashes and since when it is in its state, and the cluster the app runs on. An app that runs nothing has no instances; " +
+				"a runtime that does not answer is a 503", response: "Instances"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenant,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},

@@ -38,6 +38,8 @@ type Options struct {
 	Deployer Releaser
 	// Logs reads apps' runtime output.
 	Logs LogSource
+	// Instances reads what runs of apps (bex ps).
+	Instances InstanceSource
 	// GitBase is the git receiver's base URL: an app's remote is
 	// <GitBase>/<tenant>/<app>.git.
 	GitBase string
@@ -79,6 +81,7 @@ type Server struct {
 	kube      client.Client
 	deployer  Releaser
 	logs      LogSource
+	instances InstanceSource
 	gitBase   string
 	appDomain string
 	edgeAddrs []string
@@ -103,7 +106,7 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	var missing []string
 	for name, isNil := range map[string]bool{
-		"Store": opts.Store == nil, "Kube": opts.Kube == nil, "Deployer": opts.Deployer == nil, "Logs": opts.Logs == nil,
+		"Store": opts.Store == nil, "Kube": opts.Kube == nil, "Deployer": opts.Deployer == nil, "Logs": opts.Logs == nil, "Instances": opts.Instances == nil,
 		"GitBase": opts.GitBase == "", "AppDomain": opts.AppDomain == "",
 	} {
 		if isNil {
@@ -138,6 +141,7 @@ func New(opts Options) (*Server, error) {
 		kube:          opts.Kube,
 		deployer:      opts.Deployer,
 		logs:          opts.Logs,
+		instances:     opts.Instances,
 		gitBase:       strings.TrimSuffix(opts.GitBase, "/"),
 		appDomain:     opts.AppDomain,
 		edgeAddrs:     slices.Clone(opts.EdgeAddresses),

@@ -424,7 +424,7 @@ func (s *starter) startGit(pl *pipeline.Pipeline) (*gitService, error) {
 // its URL. The API is ready once ready is set and the apiserver answers.
 func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitService, e *edgeService, ready *atomic.Bool) (string, error) {
 	apiSrv, err := api.New(api.Options{
-		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt},
+		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt}, Instances: api.RuntimeInstances{Driver: rt},
 		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,
 		Log: s.log.WithName("api"), MaxLogStreamsPerTenant: s.MaxLogStreamsPerTenant, Quotas: s.quotas(),
 		ReservedHostnames: s.ReservedHostnames,

@@ -136,7 +136,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 	apiSrv, err := api.New(api.Options{
-		Store: c.Store, Kube: c.Kube, Deployer: rt.Releaser, Logs: api.RuntimeLogs{Driver: rt.Driver},
+		Store: c.Store, Kube: c.Kube, Deployer: rt.Releaser, Logs: api.RuntimeLogs{Driver: rt.Driver}, Instances: api.RuntimeInstances{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,

@@ -5,8 +5,9 @@
 // provider's CRDs and Cluster API's KubeadmConfigTemplate, which a local
 // cluster's workers have), behind an httptest server, with an operator's token, a
 // Releaser that records each rollback and config release as a release in
-// the store (it runs nothing), and a
-// LogSource the test feeds; PlaceApp writes an App's placement as the App
+// the store (it runs nothing), a
+// LogSource the test feeds, and a real process runtime whose apps the
+// API's instances show (a test deploys into it what bex ps should see); PlaceApp writes an App's placement as the App
 // controller would. Tests of the API, the CLI and the dashboard use it.
 //
 // Packages that use it call pgtest.Main from TestMain.
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +42,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api"
@@ -66,6 +69,9 @@ type Env struct {
 	Kube     client.Client
 	Releaser *Releaser
 	Logs     *Logs
+	// Runtime is the process driver the API reads instances from; it
+	// runs what a test deploys into it, as host processes.
+	Runtime *process.Driver
 	// OperatorToken is the secret of an operator's token.
 	OperatorToken string
 
@@ -164,7 +170,10 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("creating cluster client: %v", err)
 	}
-	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube}, Logs: &Logs{}}
+	rt := process.New(process.Options{LogDir: t.TempDir(), BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second})
+	t.Cleanup(func() { rt.Close() })
+	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube}, Logs: &Logs{}, Runtime: rt}
 	apiKube := kube
 	if opts.WrapKube != nil {
 		apiKube = opts.WrapKube(kube)
@@ -174,6 +183,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		Kube:          apiKube,
 		Deployer:      e.Releaser,
 		Logs:          e.Logs,
+		Instances:     api.RuntimeInstances{Driver: rt},
 		GitBase:       GitBase,
 		AppDomain:     AppDomain,
 		EdgeAddresses: []string{EdgeAddress},

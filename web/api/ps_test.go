@@ -1,0 +1,207 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// instancesOf reads the app's instances through the API.
+func instancesOf(t *testing.T, e *apitest.Env, token, app string) apiclient.Instances {
+	t.Helper()
+	a := call(t, e, http.MethodGet, "/apps/"+app+"/instances", token, nil)
+	wantStatus(t, "listing instances of "+app, a, http.StatusOK)
+	var is apiclient.Instances
+	a.decode(t, &is)
+	return is
+}
+
+// TestInstances: GET /apps/{app}/instances shows what the runtime runs of
+// the app: each instance's process, release, state and uptime, and the
+// restarts of a crashed one, counted as the runtime restarts it in place;
+// an app that runs nothing has no instances and says why; another
+// tenant's app is not found, and a tenant's app of the same name shows
+// only its own.
+func TestInstances(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	_, token := e.TenantToken(t, "psacme")
+	_, other := e.TenantToken(t, "psother")
+	createApp(t, e, token, "shop")
+
+	is := instancesOf(t, e, token, "shop")
+	if len(is.Instances) != 0 || is.Release != 0 || is.App != "shop" || is.Message != "shop has no release yet: push to its git remote" {
+		t.Errorf("an app that runs nothing: %+v", is)
+	}
+
+	e.RunTestApp(t, "psacme", "shop", 1, "worker")
+	is = instancesOf(t, e, token, "shop")
+	if is.Release != 1 || !is.Ready || len(is.Instances) != 2 {
+		t.Fatalf("instances of release 1: %+v", is)
+	}
+	web, worker := is.Instances[0], is.Instances[1]
+	if web.Name != "web.0" || web.Process != "web" || web.State != apiclient.InstanceUp || web.Release != 1 || web.Restarts != 0 || web.ID == "" || web.Since.IsZero() {
+		t.Errorf("web instance: %+v", web)
+	}
+	if worker.Name != "worker.0" || worker.Process != "worker" || worker.State != apiclient.InstanceUp || worker.Restarts != 0 {
+		t.Errorf("worker instance: %+v", worker)
+	}
+
+	crashedAt := time.Now()
+	e.CrashTestApp(t, "psacme", "shop")
+	platformtest.Eventually(t, time.Minute, "the crashed web instance is up again, its restart counted", func(context.Context) error {
+		is = instancesOf(t, e, token, "shop")
+		if len(is.Instances) != 2 {
+			return fmt.Errorf("instances %+v", is.Instances)
+		}
+		if w := is.Instances[0]; w.Restarts != 1 || w.State != apiclient.InstanceUp {
+			return fmt.Errorf("web.0 is %s with %d restarts", w.State, w.Restarts)
+		}
+		return nil
+	})
+	if w := is.Instances[0]; w.ID != web.ID || w.Since.Before(crashedAt) {
+		t.Errorf("after the crash web.0 is %+v: want the same ID %s, up since the restart (after %s)", w, web.ID, crashedAt)
+	}
+	if w := is.Instances[1]; w.ID != worker.ID || w.Restarts != 0 {
+		t.Errorf("the worker, which did not crash: %+v", w)
+	}
+
+	// Another tenant neither reaches the app nor sees its instances under
+	// an app of the same name.
+	if a := call(t, e, http.MethodGet, "/apps/shop/instances", other, nil); a.status != http.StatusNotFound {
+		t.Errorf("another tenant's app: %d %s, want 404", a.status, a.body)
+	}
+	createApp(t, e, other, "shop")
+	if is := instancesOf(t, e, other, "shop"); len(is.Instances) != 0 {
+		t.Errorf("another tenant's app of the same name shows instances %+v", is.Instances)
+	}
+	for _, tc := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/apps/nope/instances", token, http.StatusNotFound},
+		{"/apps/shop/instances", "", http.StatusUnauthorized},
+		{"/apps/shop/instances", e.OperatorToken, http.StatusForbidden},
+	} {
+		if a := call(t, e, http.MethodGet, tc.path, tc.token, nil); a.status != tc.status {
+			t.Errorf("GET %s: %d %s, want %d", tc.path, a.status, a.body, tc.status)
+		}
+	}
+}
+
+// TestReleaseInfo: GET /apps/{app}/releases/{release} shows one release in
+// full: its build and commit, who and when, whether it serves or was
+// pruned, its variables by name and what it changed from the one before;
+// never a value. A release that does not exist, or is not a number, is
+// not found, as is another tenant's.
+func TestReleaseInfo(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "relinfo")
+	_, other := e.TenantToken(t, "relother")
+	createApp(t, e, token, "shop")
+	const plain1, plain2 = "value-one-7f3a", "value-two-9c1b"
+	secret := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
+	build := func(commit, image string) store.Build {
+		b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: commit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err = e.Store.FinishBuild(ctx, b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: "go", Image: image}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b1, b2 := build("abc1234ffff", "r/relinfo/shop@sha256:1"), build("def5678eeee", "r/relinfo/shop@sha256:2")
+	v1, v2 := plain1, plain2
+	for _, nr := range []store.NewRelease{
+		{BuildID: b1.ID, Image: b1.Image, Description: "Deploy abc1234", CreatedBy: "git",
+			Config: map[string]store.ConfigValue{"FOO": {Value: &v1}, "API_KEY": secret}},
+		{BuildID: b2.ID, Image: b2.Image, Description: "Deploy def5678", CreatedBy: "dev@acme.test",
+			Config: map[string]store.ConfigValue{"FOO": {Value: &v2}, "BAR": {Value: &v1}, "API_KEY": secret}},
+	} {
+		nr.TenantID, nr.App = tenant.ID, "shop"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Store.CreateRollbackRelease(ctx, tenant.ID, "shop", 1, "token:test"); err != nil {
+		t.Fatal(err)
+	}
+	setCurrentRelease(t, e, "relinfo", "shop", 3)
+	if _, err := e.Store.PruneReleases(ctx, tenant.ID, "shop", 2, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	info := func(ref string) apiclient.ReleaseInfo {
+		t.Helper()
+		a := call(t, e, http.MethodGet, "/apps/shop/releases/"+ref, token, nil)
+		wantStatus(t, "release "+ref, a, http.StatusOK)
+		for _, v := range []string{plain1, plain2} {
+			if strings.Contains(string(a.body), v) {
+				t.Errorf("release %s shows the value %q: %s", ref, v, a.body)
+			}
+		}
+		var r apiclient.ReleaseInfo
+		a.decode(t, &r)
+		return r
+	}
+	names := func(env []apiclient.ReleaseEnvVar) []string {
+		var out []string
+		for _, v := range env {
+			out = append(out, fmt.Sprintf("%s:%v", v.Name, v.Secret))
+		}
+		return out
+	}
+
+	r2 := info("2")
+	if r2.Number != 2 || r2.Status != apiclient.ReleaseSuperseded || r2.Current || r2.Build != 2 || r2.Commit != "def5678eeee" || r2.Stack != "go" ||
+		r2.CreatedBy != "dev@acme.test" || r2.Description != "Deploy def5678" || r2.Image != b2.Image || r2.CreatedAt.IsZero() {
+		t.Errorf("release 2: %+v", r2)
+	}
+	if got := names(r2.Env); !slices.Equal(got, []string{"API_KEY:true", "BAR:false", "FOO:false"}) {
+		t.Errorf("release 2 env %v", got)
+	}
+	if c := r2.Changes; c.Previous != 1 || !c.Image || !slices.Equal(c.Added, []string{"BAR"}) || !slices.Equal(c.Changed, []string{"FOO"}) || len(c.Removed) != 0 {
+		t.Errorf("release 2 changes %+v: want a new image, BAR added, FOO changed", c)
+	}
+
+	r3 := info("v3")
+	if r3.Status != apiclient.ReleaseCurrent || !r3.Current || r3.Description != "Rollback to v1" || r3.Build != 1 || r3.Commit != "abc1234ffff" || r3.Image != b1.Image {
+		t.Errorf("release 3: %+v", r3)
+	}
+	if c := r3.Changes; c.Previous != 2 || !c.Image || len(c.Added) != 0 || !slices.Equal(c.Changed, []string{"FOO"}) || !slices.Equal(c.Removed, []string{"BAR"}) {
+		t.Errorf("release 3 changes %+v: want v1's image again, FOO changed back, BAR removed", c)
+	}
+
+	r1 := info("1")
+	if r1.Status != apiclient.ReleasePruned || r1.PrunedAt == nil {
+		t.Errorf("release 1: %+v, want pruned", r1)
+	}
+	if c := r1.Changes; c.Previous != 0 || !c.Image || !slices.Equal(c.Added, []string{"API_KEY", "FOO"}) {
+		t.Errorf("release 1 changes %+v: want its variables added", c)
+	}
+
+	for _, tc := range []struct {
+		path, token, message string
+	}{
+		{"/apps/shop/releases/9", token, `app "shop" has no release v9: bex releases shop lists them`},
+		{"/apps/shop/releases/latest", token, `release "latest" of app "shop" not found: give its number, such as 3`},
+		{"/apps/shop/releases/0", token, `release "0" of app "shop" not found`},
+		{"/apps/shop/releases/1", other, `app "shop" not found`},
+	} {
+		a := call(t, e, http.MethodGet, tc.path, tc.token, nil)
+		if a.status != http.StatusNotFound || !strings.Contains(a.err().Message, tc.message) {
+			t.Errorf("GET %s: %d %s, want 404 saying %q", tc.path, a.status, a.body, tc.message)
+		}
+	}
+}

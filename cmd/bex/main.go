@@ -8,12 +8,11 @@ import (
 	"os/signal"
 
 	"bex.co/bex/cmd/bex/app"
-	"bex.co/bex/cmd/internal/command"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := app.NewCommand(app.IO{Out: os.Stdout, Err: os.Stderr, In: os.Stdin, Getenv: os.Getenv}).ExecuteContext(ctx)
+	code := app.Run(ctx, app.IO{Out: os.Stdout, Err: os.Stderr, In: os.Stdin, Getenv: os.Getenv}, os.Args[1:])
 	stop()
-	os.Exit(command.Exit(os.Stderr, "bex", err))
+	os.Exit(code)
 }

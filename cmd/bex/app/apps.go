@@ -147,7 +147,7 @@ func newAppsDeleteCommand(st *state) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if confirm != name {
-				return fmt.Errorf("deleting %s stops it and removes its env: run again with --confirm %s", name, name)
+				return usagef("deleting %s stops it and removes its env: run again with --confirm %s", name, name)
 			}
 			c, err := st.needClient()
 			if err != nil {

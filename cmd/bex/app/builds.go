@@ -1,6 +1,8 @@
 package app
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -67,7 +69,7 @@ func newBuildsLogCommand(st *state) *cobra.Command {
 			if len(args) == 2 {
 				n, err := strconv.Atoi(strings.TrimPrefix(args[1], "#"))
 				if err != nil || n < 1 {
-					return fmt.Errorf("build %q: give a build number, as bex builds %s lists them", args[1], args[0])
+					return usagef("build %q: give a build number, as bex builds %s lists them", args[1], args[0])
 				}
 				number = n
 			}
@@ -75,9 +77,53 @@ func newBuildsLogCommand(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return explain(c.BuildLog(cmd.Context(), args[0], number, follow, st.io.Out))
+			if st.output != outputJSON {
+				return explain(c.BuildLog(cmd.Context(), args[0], number, follow, st.io.Out))
+			}
+			lines := &jsonLines{enc: json.NewEncoder(st.io.Out)}
+			if err := c.BuildLog(cmd.Context(), args[0], number, follow, lines); err != nil {
+				return explain(err)
+			}
+			return lines.flush()
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing lines until the build ends")
 	return cmd
+}
+
+// jsonLines writes each line written to it as a JSON object on a line of
+// its own, {"text": line}, as bex logs -o json writes an app's lines.
+type jsonLines struct {
+	enc     *json.Encoder
+	partial []byte
+}
+
+func (j *jsonLines) Write(p []byte) (int, error) {
+	j.partial = append(j.partial, p...)
+	for {
+		i := bytes.IndexByte(j.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if err := j.encode(j.partial[:i]); err != nil {
+			return 0, err
+		}
+		j.partial = j.partial[i+1:]
+	}
+}
+
+// flush writes the last line, when it has no newline.
+func (j *jsonLines) flush() error {
+	if len(j.partial) == 0 {
+		return nil
+	}
+	err := j.encode(j.partial)
+	j.partial = nil
+	return err
+}
+
+func (j *jsonLines) encode(line []byte) error {
+	return j.enc.Encode(struct {
+		Text string `json:"text"`
+	}{string(line)})
 }

@@ -88,7 +88,7 @@ func newEnvSetCommand(st *state) *cobra.Command {
 			for _, kv := range args[1:] {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return fmt.Errorf("%q: write variables as KEY=VALUE", kv)
+					return usagef("%q: write variables as KEY=VALUE", kv)
 				}
 				set[k] = v
 			}

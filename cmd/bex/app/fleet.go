@@ -36,7 +36,7 @@ func localClusterName(arg string) (string, error) {
 		return arg, nil
 	}
 	if ns != "default" || name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("cluster %q: local clusters live in namespace default: give NAME or default/NAME", arg)
+		return "", usagef("cluster %q: local clusters live in namespace default: give NAME or default/NAME", arg)
 	}
 	return name, nil
 }

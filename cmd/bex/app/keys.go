@@ -106,7 +106,7 @@ func newKeysRemoveCommand(st *state) *cobra.Command {
 				}
 			}
 			if found == nil {
-				return fmt.Errorf("no SSH key %q: bex keys list shows them", args[0])
+				return notFoundf("no SSH key %q: bex keys list shows them", args[0])
 			}
 			if err := c.DeleteSSHKey(cmd.Context(), found.ID); err != nil {
 				return explain(err)

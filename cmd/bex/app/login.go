@@ -17,7 +17,7 @@ func newLoginCommand(st *state) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if apiURL == "" || token == "" {
-				return fmt.Errorf("both --api and --token are needed: bex login --api URL --token TOKEN")
+				return usagef("both --api and --token are needed: bex login --api URL --token TOKEN")
 			}
 			c, err := apiclient.New(apiURL, token, st.io.HTTPClient)
 			if err != nil {

@@ -18,7 +18,7 @@ func newLogsCommand(st *state) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tail < 0 {
-				return fmt.Errorf("--tail %d: give a number of lines, 0 or more", tail)
+				return usagef("--tail %d: give a number of lines, 0 or more", tail)
 			}
 			c, err := st.needClient()
 			if err != nil {

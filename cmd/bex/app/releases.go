@@ -8,7 +8,7 @@ import (
 )
 
 func newReleasesCommand(st *state) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "releases APP",
 		Short: "List an app's releases, newest first; * marks the one serving, (pruned) those that cannot be rolled back to",
 		Args:  cobra.ExactArgs(1),
@@ -42,4 +42,6 @@ func newReleasesCommand(st *state) *cobra.Command {
 			})
 		},
 	}
+	cmd.AddCommand(newReleasesInfoCommand(st))
+	return cmd
 }

@@ -19,7 +19,7 @@ func newRollbackCommand(st *state) *cobra.Command {
 			if len(args) == 2 {
 				n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(args[1]), "v"))
 				if err != nil || n < 1 {
-					return fmt.Errorf("release %q: give a release as bex releases %s lists it, such as v2", args[1], args[0])
+					return usagef("release %q: give a release as bex releases %s lists it, such as v2", args[1], args[0])
 				}
 				to = n
 			}

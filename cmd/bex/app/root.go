@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,13 @@ type IO struct {
 	Getenv func(string) string
 	// HTTPClient calls the API; nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Dir is the working directory, whose git remote named bex gives the
+	// app of commands that take [APP]; empty means the process's.
+	Dir string
+	// OpenURL opens a URL in the user's browser (bex open); nil means the
+	// desktop's opener (openInBrowser). It returns ErrNoBrowser when there
+	// is none.
+	OpenURL func(ctx context.Context, url string) error
 }
 
 // Output formats.
@@ -63,6 +71,9 @@ func NewCommand(streams IO) *cobra.Command {
 	if streams.Getenv == nil {
 		streams.Getenv = func(string) string { return "" }
 	}
+	if streams.OpenURL == nil {
+		streams.OpenURL = openInBrowser(streams.Getenv)
+	}
 	st := &state{io: streams}
 	root := &cobra.Command{
 		Use:   "bex",
@@ -71,6 +82,15 @@ func NewCommand(streams IO) *cobra.Command {
 			"releases, env and logs. Start with: bex login --api URL --token TOKEN",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A word that is no command is refused as a usage error; bex alone
+		// prints the help.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q: bex --help lists the commands", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return st.setUp()
 		},
@@ -97,15 +117,75 @@ func NewCommand(streams IO) *cobra.Command {
 		newAdminCommand(st),
 		newUpgradeCommand(st),
 		newFleetCommand(st),
+		newPsCommand(st),
+		newOpenCommand(st),
 	)
 	command.CobraUsage(root)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes the argument errors of cmd and of every command under it
+// (a missing APP, one too many) usage errors that show the command's
+// usage line.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil && cmd.HasParent() {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usagef("%v; usage: %s", err, c.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// Run runs bex with args and returns the process's exit code: 0, or the
+// exit code of the error's kind (ErrorOf), having written the error to
+// streams.Err: "bex: message", or with -o json a JSON object {"error":
+// {"kind", "status", "message", "field", "quota"}} that scripts can act
+// on.
+func Run(ctx context.Context, streams IO, args []string) int {
+	if streams.Err == nil {
+		streams.Err = io.Discard
+	}
+	cmd := NewCommand(streams)
+	cmd.SetArgs(append([]string{}, args...))
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	e := ErrorOf(err)
+	asJSON := false
+	if f := cmd.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == outputJSON {
+		asJSON = true
+	}
+	writeError(streams.Err, e, asJSON || askedForJSON(args))
+	return e.ExitCode()
+}
+
+// askedForJSON says whether args ask for -o json, for a command line
+// refused before its flags were all read.
+func askedForJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-ojson", a == "-o=json", a == "--output=json":
+			return true
+		case (a == "-o" || a == "--output") && i+1 < len(args) && args[i+1] == outputJSON:
+			return true
+		}
+	}
+	return false
 }
 
 // setUp checks the flags and loads the configuration and the client.
 func (st *state) setUp() error {
 	if st.output != outputTable && st.output != outputJSON {
-		return fmt.Errorf("-o %s: want table or json", st.output)
+		return usagef("-o %s: want table or json", st.output)
 	}
 	path, err := configFile(st.io.ConfigDir)
 	if err != nil {
@@ -130,7 +210,7 @@ func (st *state) setUp() error {
 }
 
 // errNotLoggedIn is what commands say without a configuration.
-var errNotLoggedIn = errors.New("not logged in: run `bex login --api URL --token TOKEN` (or set BEX_API and BEX_TOKEN)")
+var errNotLoggedIn = &Error{Kind: KindUnauthenticated, Message: "not logged in: run `bex login --api URL --token TOKEN` (or set BEX_API and BEX_TOKEN)"}
 
 // needClient returns the API client, or says how to get one.
 func (st *state) needClient() (*apiclient.Client, error) {
@@ -140,7 +220,8 @@ func (st *state) needClient() (*apiclient.Client, error) {
 	return st.client, nil
 }
 
-// explain turns an error of the API client into one that says what to do.
+// explain turns an error of the API client into one that says what to do;
+// it still wraps the API's answer, whose status gives the exit code.
 func explain(err error) error {
 	if err == nil {
 		return nil
@@ -149,9 +230,9 @@ func explain(err error) error {
 	var netErr *net.OpError
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized:
-		return errors.New("the token was refused: check it or ask your operator for a new one, then run `bex login --api URL --token TOKEN`")
+		return &explained{msg: "the token was refused: check it or ask your operator for a new one, then run `bex login --api URL --token TOKEN`", err: apiErr}
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
-		return fmt.Errorf("not allowed: %s", apiErr.Message)
+		return &explained{msg: "not allowed: " + apiErr.Message, err: apiErr}
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &netErr):
@@ -159,6 +240,15 @@ func explain(err error) error {
 	}
 	return err
 }
+
+// explained is an error said again in words that say what to do.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
 
 // printJSON writes v as indented JSON.
 func (st *state) printJSON(v any) error {

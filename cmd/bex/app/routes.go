@@ -2,7 +2,6 @@ package app
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -26,7 +25,7 @@ func newRoutesCommand(st *state) *cobra.Command {
 // appClient checks the --app flag and returns the API client.
 func (st *state) appClient(app string) (*apiclient.Client, error) {
 	if app == "" {
-		return nil, errors.New("which app? add --app APP")
+		return nil, usagef("which app? add --app APP")
 	}
 	return st.needClient()
 }

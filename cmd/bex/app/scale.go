@@ -23,7 +23,7 @@ func newScaleCommand(st *state) *cobra.Command {
 				return err
 			}
 			if len(counts) == 0 && plan == "" {
-				return fmt.Errorf("nothing to scale: give PROCESS=COUNT (web=2), --plan, or both")
+				return usagef("nothing to scale: give PROCESS=COUNT (web=2), --plan, or both")
 			}
 			c, err := st.needClient()
 			if err != nil {
@@ -60,9 +60,9 @@ func parseCounts(args []string) (map[string]int, error) {
 		n, err := strconv.Atoi(count)
 		switch {
 		case !ok || name == "":
-			return nil, fmt.Errorf("%q: give PROCESS=COUNT, such as web=2", a)
+			return nil, usagef("%q: give PROCESS=COUNT, such as web=2", a)
 		case err != nil:
-			return nil, fmt.Errorf("%q: the count of instances is a whole number, such as %s=2", a, name)
+			return nil, usagef("%q: the count of instances is a whole number, such as %s=2", a, name)
 		}
 		counts[name] = n
 	}

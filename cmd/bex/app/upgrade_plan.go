@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,7 +34,7 @@ func (f *upgradeSpecFlags) addFlags(fs *pflag.FlagSet) {
 // request checks the flags and returns the plan request they make.
 func (f *upgradeSpecFlags) request() (apiclient.UpgradePlanRequest, error) {
 	if f.to == "" {
-		return apiclient.UpgradePlanRequest{}, errors.New("which version? add --to, such as --to v1.37.2")
+		return apiclient.UpgradePlanRequest{}, usagef("which version? add --to, such as --to v1.37.2")
 	}
 	req := apiclient.UpgradePlanRequest{
 		TargetVersion:       f.to,
@@ -47,7 +46,7 @@ func (f *upgradeSpecFlags) request() (apiclient.UpgradePlanRequest, error) {
 	for _, w := range f.waves {
 		name, sel, ok := strings.Cut(w, ":")
 		if !ok || name == "" || strings.TrimSpace(sel) == "" {
-			return req, fmt.Errorf("--wave %q: want NAME:SELECTOR, such as eu:region=eu", w)
+			return req, usagef("--wave %q: want NAME:SELECTOR, such as eu:region=eu", w)
 		}
 		req.Waves = append(req.Waves, apiclient.UpgradeWave{Name: name, ClusterSelector: sel})
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +29,7 @@ func newUpgradeStartCommand(st *state) *cobra.Command {
 				return err
 			}
 			if soak < 0 {
-				return errors.New("--soak must not be negative")
+				return usagef("--soak must not be negative")
 			}
 			c, err := st.needClient()
 			if err != nil {

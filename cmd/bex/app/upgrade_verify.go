@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/upgrade/verify"
 )
 
@@ -152,7 +153,7 @@ func newUpgradeVerifyCommand(st *state) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
-				return err
+				return command.Usage(err)
 			}
 			if err := o.complete(st.io.Getenv); err != nil {
 				return err

@@ -1,0 +1,213 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"bex.co/bex/cmd/bex/app"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// gitCheckout makes a git repository whose remote named name has url.
+func gitCheckout(t *testing.T, name, url string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", name, url}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// TestPsCLI: bex ps shows the instances the runtime runs, a crash counted
+// as a restart, with the app named or found from the checkout's bex
+// remote; -o json prints the API's answer.
+func TestPsCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	_, token := e.TenantToken(t, "clips")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	io := app.IO{ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }}
+	run := func(io app.IO, args ...string) string {
+		t.Helper()
+		stdout, stderr, code := bexRun(t, io, args...)
+		if code != 0 {
+			t.Fatalf("bex %q: exit %d: %s", args, code, stderr)
+		}
+		return stdout
+	}
+	run(io, "apps", "create", "shop")
+	if out := run(io, "ps", "shop"); out != "No instances of shop: shop has no release yet: push to its git remote\n" {
+		t.Errorf("ps before any release printed %q", out)
+	}
+
+	e.RunTestApp(t, "clips", "shop", 1, "worker")
+	e.CrashTestApp(t, "clips", "shop")
+	platformtest.Eventually(t, time.Minute, "bex ps shows web.0 up again after one restart", func(context.Context) error {
+		var is apiclient.Instances
+		if err := json.Unmarshal([]byte(run(io, "ps", "shop", "-o", "json")), &is); err != nil {
+			return err
+		}
+		if len(is.Instances) != 2 || is.Instances[0].Restarts != 1 || is.Instances[0].State != apiclient.InstanceUp {
+			return fmt.Errorf("instances %+v", is.Instances)
+		}
+		return nil
+	})
+	want := regexp.MustCompile(`^shop: release 1: 2 of 2 instances running\n` +
+		`INSTANCE  STATE  SINCE +RELEASE  RESTARTS\n` +
+		`web\.0     up     \d+s ago +v1       1\n` +
+		`worker\.0  up     \d+s ago +v1       0\n$`)
+	if out := run(io, "ps", "shop"); !want.MatchString(out) {
+		t.Errorf("bex ps shop printed\n%s\nwant it to match %s", out, want)
+	}
+
+	// Without APP: the app of the checkout's bex remote.
+	checkout := io
+	checkout.Dir = gitCheckout(t, "bex", apitest.GitBase+"/clips/shop.git")
+	if out := run(checkout, "ps"); !want.MatchString(out) {
+		t.Errorf("bex ps in a checkout of shop printed\n%s\nwant it to match %s", out, want)
+	}
+	elsewhere := io
+	elsewhere.Dir = gitCheckout(t, "origin", "https://github.com/acme/shop.git")
+	if _, stderr, code := bexRun(t, elsewhere, "ps"); code != 2 || !regexp.MustCompile(`^bex: which app\? give APP, or run bex in a git checkout with a remote named bex`).MatchString(stderr) {
+		t.Errorf("bex ps in a checkout without a bex remote: exit %d, %s", code, stderr)
+	}
+}
+
+// TestOpenCLI: bex open opens the app's default URL, as heroku open does,
+// even when the app has a custom hostname; --print, -o json and a machine
+// without a browser print it instead.
+func TestOpenCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	_, token := e.TenantToken(t, "cliopen")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	var opened []string
+	io := app.IO{ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] },
+		OpenURL: func(_ context.Context, url string) error { opened = append(opened, url); return nil }}
+	for _, args := range [][]string{{"apps", "create", "shop"}, {"routes", "add", "www.example.com", "--app", "shop"}} {
+		if _, stderr, code := bexRun(t, io, args...); code != 0 {
+			t.Fatalf("bex %q: exit %d: %s", args, code, stderr)
+		}
+	}
+	const url = "https://shop-cliopen.apps.bex.test"
+
+	checkout := io
+	checkout.Dir = gitCheckout(t, "bex", "ssh://git@git.bex.test:2222/cliopen/shop.git")
+	for _, tc := range []struct {
+		name   string
+		io     app.IO
+		args   []string
+		want   string
+		opened bool
+	}{
+		{"open", io, []string{"open", "shop"}, "Opening " + url + " in the browser.\n", true},
+		{"open in a checkout", checkout, []string{"open"}, "Opening " + url + " in the browser.\n", true},
+		{"print", io, []string{"open", "shop", "--print"}, url + "\n", false},
+		// The desktop's opener, with no display: the URL is printed.
+		{"no browser", app.IO{ConfigDir: io.ConfigDir, Getenv: io.Getenv}, []string{"open", "shop"}, url + "\n", false},
+	} {
+		opened = nil
+		stdout, stderr, code := bexRun(t, tc.io, tc.args...)
+		if code != 0 || stdout != tc.want {
+			t.Errorf("%s: bex %q: exit %d, printed %q (%s), want %q", tc.name, tc.args, code, stdout, stderr, tc.want)
+		}
+		var want []string
+		if tc.opened {
+			want = []string{url}
+		}
+		if !slices.Equal(opened, want) {
+			t.Errorf("%s: opened %q, want %q", tc.name, opened, want)
+		}
+	}
+
+	opened = nil
+	stdout, _, code := bexRun(t, io, "open", "shop", "-o", "json")
+	var a apiclient.App
+	if err := json.Unmarshal([]byte(stdout), &a); err != nil || code != 0 || a.URL != url || a.Name != "shop" || len(opened) != 0 {
+		t.Errorf("bex open -o json: exit %d, %s (%v), opened %q; want the app, nothing opened", code, stdout, err, opened)
+	}
+	if _, stderr, code := bexRun(t, io, "open", "nope"); code != 3 || stderr != "bex: app \"nope\" not found\n" || len(opened) != 0 {
+		t.Errorf("bex open nope: exit %d, %s, opened %q", code, stderr, opened)
+	}
+}
+
+// TestReleaseInfoCLI: bex releases info shows one release in full and
+// never a value; a release the app does not have is not found (exit 3).
+func TestReleaseInfoCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "clirelinfo")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	io := app.IO{ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }}
+	if _, stderr, code := bexRun(t, io, "apps", "create", "shop"); code != 0 {
+		t.Fatalf("creating shop: %s", stderr)
+	}
+	b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: "abc1234ffff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = e.Store.FinishBuild(ctx, b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: "node", Image: "r/clirelinfo/shop@sha256:1"}); err != nil {
+		t.Fatal(err)
+	}
+	one, two := "hunter1", "hunter2"
+	secret := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
+	for _, nr := range []store.NewRelease{
+		{Description: "Deploy abc1234", CreatedBy: "git", Config: map[string]store.ConfigValue{"FOO": {Value: &one}}},
+		{Description: "Set API_KEY, FOO", CreatedBy: "token:test", Config: map[string]store.ConfigValue{"FOO": {Value: &two}, "API_KEY": secret}},
+	} {
+		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, b.Image
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.SetCurrentRelease(t, "clirelinfo", "shop", 2)
+
+	want := regexp.MustCompile(`^Release:     v2 \(current\)\n` +
+		`Description: Set API_KEY, FOO\n` +
+		`By:          token:test\n` +
+		`Created:     \d{4}-\d\d-\d\d \d\d:\d\d\n` +
+		`Build:       1 \(commit abc1234, node\)\n` +
+		`Image:       r/clirelinfo/shop@sha256:1\n` +
+		`Env:         API_KEY \(secret\), FOO\n` +
+		`Changes:     from v1: added API_KEY; changed FOO\n$`)
+	checkout := io
+	checkout.Dir = gitCheckout(t, "bex", apitest.GitBase+"/clirelinfo/shop.git")
+	for _, c := range []struct {
+		io   app.IO
+		args []string
+	}{{io, []string{"releases", "info", "shop", "v2"}}, {checkout, []string{"releases", "info", "2"}}} {
+		stdout, stderr, code := bexRun(t, c.io, c.args...)
+		if code != 0 || !want.MatchString(stdout) {
+			t.Errorf("bex %q: exit %d (%s), printed\n%s\nwant it to match %s", c.args, code, stderr, stdout, want)
+		}
+	}
+	stdout, _, code := bexRun(t, io, "releases", "info", "shop", "1", "-o", "json")
+	var r apiclient.ReleaseInfo
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.Number != 1 || r.Status != apiclient.ReleaseSuperseded || r.Commit != "abc1234ffff" ||
+		len(r.Env) != 1 || r.Env[0].Name != "FOO" || r.Changes.Previous != 0 {
+		t.Errorf("bex releases info shop 1 -o json: exit %d, %s (%v)", code, stdout, err)
+	}
+	for _, args := range [][]string{{"releases", "info", "shop", "v2"}, {"releases", "info", "shop", "1", "-o", "json"}} {
+		if stdout, _, _ := bexRun(t, io, args...); regexp.MustCompile("hunter").MatchString(stdout) {
+			t.Errorf("bex %q shows a value: %s", args, stdout)
+		}
+	}
+	if _, stderr, code := bexRun(t, io, "releases", "info", "shop", "v9"); code != 3 || stderr != "bex: app \"shop\" has no release v9: bex releases shop lists them\n" {
+		t.Errorf("bex releases info shop v9: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := bexRun(t, io, "releases", "info", "shop", "latest"); code != 2 || stderr != "bex: release \"latest\": give a release as bex releases lists it, such as v2\n" {
+		t.Errorf("bex releases info shop latest: exit %d, %s", code, stderr)
+	}
+}

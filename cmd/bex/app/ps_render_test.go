@@ -1,0 +1,94 @@
+package app
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// TestRenderInstances: bex ps says where the app runs and how, then a row
+// per instance with its state, how long ago it entered it, its release
+// and restarts; an app that runs nothing says why.
+func TestRenderInstances(t *testing.T) {
+	now := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	is := apiclient.Instances{App: "shop", Release: 4, Cluster: "alpha", Message: "release 4: worker.0 crashed 3 times; restarting in 2s; last exit: exit status 1",
+		Instances: []apiclient.Instance{
+			{Name: "web.0", Process: "web", Release: 4, State: "up", Since: now.Add(-(3*time.Hour + 12*time.Minute + 5*time.Second))},
+			{Name: "web.1", Process: "web", Release: 4, State: "up", Since: now.Add(-(50*time.Hour + 10*time.Minute))},
+			{Name: "worker.0", Process: "worker", Release: 4, State: "crashed", Restarts: 3, Since: now.Add(-12 * time.Second)},
+			{Name: "worker.0", Process: "worker", Release: 5, State: "starting", Since: now.Add(-(4*time.Minute + 59*time.Second))},
+		}}
+	for _, tc := range []struct {
+		name   string
+		change func(*apiclient.Instances)
+		want   string
+	}{{
+		name:   "on a cluster of the fleet",
+		change: func(*apiclient.Instances) {},
+		want: "shop on alpha: release 4: worker.0 crashed 3 times; restarting in 2s; last exit: exit status 1\n" +
+			"INSTANCE  STATE     SINCE      RELEASE  RESTARTS\n" +
+			"web.0     up        3h12m ago  v4       0\n" +
+			"web.1     up        2d2h ago   v4       0\n" +
+			"worker.0  crashed   12s ago    v4       3\n" +
+			"worker.0  starting  4m ago     v5       0\n",
+	}, {
+		name: "nothing runs",
+		change: func(is *apiclient.Instances) {
+			is.Cluster, is.Release, is.Instances, is.Message = "", 0, nil, "shop has no release yet: push to its git remote"
+		},
+		want: "No instances of shop: shop has no release yet: push to its git remote\n",
+	}} {
+		in := is
+		tc.change(&in)
+		var out bytes.Buffer
+		st := &state{io: IO{Out: &out}}
+		if err := st.renderInstances(&out, in, now); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != tc.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", tc.name, out.String(), tc.want)
+		}
+	}
+}
+
+// TestRenderReleaseInfo: bex releases info writes a release as labelled
+// lines: its status, build and commit, its variables by name and what it
+// changed in words.
+func TestRenderReleaseInfo(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	r := apiclient.ReleaseInfo{
+		Release: apiclient.Release{Number: 3, Description: "Set FOO; unset BAR", Image: "r/acme/shop@sha256:2", Build: 2, Current: true, CreatedBy: "dev@acme.test", CreatedAt: at},
+		Status:  "current", Commit: "def5678eeee", Stack: "go",
+		Env:     []apiclient.ReleaseEnvVar{{Name: "API_KEY", Secret: true}, {Name: "FOO"}},
+		Changes: apiclient.ReleaseChanges{Previous: 2, Added: []string{}, Changed: []string{"FOO"}, Removed: []string{"BAR"}},
+	}
+	var out bytes.Buffer
+	if err := renderReleaseInfo(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "Release:     v3 (current)\n" +
+		"Description: Set FOO; unset BAR\n" +
+		"By:          dev@acme.test\n" +
+		"Created:     2026-05-06 07:08\n" +
+		"Build:       2 (commit def5678, go)\n" +
+		"Image:       r/acme/shop@sha256:2\n" +
+		"Env:         API_KEY (secret), FOO\n" +
+		"Changes:     from v2: changed FOO; removed BAR\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	for _, tc := range []struct {
+		changes apiclient.ReleaseChanges
+		want    string
+	}{
+		{apiclient.ReleaseChanges{Previous: 0, Image: true, Added: []string{"A", "B"}}, "first release: added A, B"},
+		{apiclient.ReleaseChanges{Previous: 4, Image: true}, "from v4: new image"},
+		{apiclient.ReleaseChanges{Previous: 4}, "from v4: nothing"},
+	} {
+		if got := releaseChangesInWords(tc.changes); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.changes, got, tc.want)
+		}
+	}
+}

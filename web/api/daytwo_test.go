@@ -17,20 +17,6 @@ import (
 	"bex.co/bex/web/api/apitest"
 )
 
-// setCurrentRelease writes the App's status.currentRelease as a rollout
-// does.
-func setCurrentRelease(t *testing.T, e *apitest.Env, tenant, name string, number int64) {
-	t.Helper()
-	app := &platformv1alpha1.App{}
-	if err := e.Kube.Get(t.Context(), client.ObjectKey{Namespace: tenant, Name: name}, app); err != nil {
-		t.Fatal(err)
-	}
-	app.Status.CurrentRelease = number
-	if err := e.Kube.Status().Update(t.Context(), app); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // releaseDescriptions lists the app's releases as "v<N> <description>",
 // newest first, through the API.
 func releaseDescriptions(t *testing.T, e *apitest.Env, token, app string) []string {
@@ -70,7 +56,7 @@ func TestConfigReleases(t *testing.T) {
 	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/cfgrel/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
-	setCurrentRelease(t, e, "cfgrel", "web", 1)
+	e.SetCurrentRelease(t, "cfgrel", "web", 1)
 	const secretValue = "postgres://u:hunter2@db/x"
 	for _, tc := range []struct {
 		req  apiclient.PatchEnvRequest
@@ -174,7 +160,7 @@ func TestRestart(t *testing.T) {
 	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/restart/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
-	setCurrentRelease(t, e, "restart", "web", 1)
+	e.SetCurrentRelease(t, "restart", "web", 1)
 	for _, tc := range []struct {
 		req  apiclient.RestartRequest
 		want string

@@ -137,7 +137,7 @@ func TestReleaseInfo(t *testing.T) {
 	if _, err := e.Store.CreateRollbackRelease(ctx, tenant.ID, "shop", 1, "token:test"); err != nil {
 		t.Fatal(err)
 	}
-	setCurrentRelease(t, e, "relinfo", "shop", 3)
+	e.SetCurrentRelease(t, "relinfo", "shop", 3)
 	if _, err := e.Store.PruneReleases(ctx, tenant.ID, "shop", 2, 3); err != nil {
 		t.Fatal(err)
 	}

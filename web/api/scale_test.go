@@ -57,7 +57,7 @@ func TestScale(t *testing.T) {
 	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/scale/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
-	setCurrentRelease(t, e, "scale", "web", 1)
+	e.SetCurrentRelease(t, "scale", "web", 1)
 	auditBefore := countRows(t, e, "audit_log")
 	planBefore, countsBefore := appScale(t, e, "scale", "web")
 	for _, tc := range []struct {

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+
+	"bex.co/bex/web/api/apiclient"
 )
 
 // gitRemote is the git remote whose URL names the app of a checkout, as
@@ -33,6 +35,16 @@ func (st *state) appOf(ctx context.Context, args []string) (string, error) {
 		return "", usagef("which app? the git remote %s, %s, names no app: give APP", gitRemote, strings.TrimSpace(string(out)))
 	}
 	return name, nil
+}
+
+// namedAppClient returns the app a command acts on (appOf) and the API client.
+func (st *state) namedAppClient(ctx context.Context, args []string) (string, *apiclient.Client, error) {
+	name, err := st.appOf(ctx, args)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := st.needClient()
+	return name, c, err
 }
 
 // appFromRemote is the app a git remote's URL names: its last path

@@ -25,11 +25,7 @@ func newOpenCommand(st *state) *cobra.Command {
 			"Without APP, the app of the git checkout's remote named bex.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := st.appOf(cmd.Context(), args)
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			name, c, err := st.namedAppClient(cmd.Context(), args)
 			if err != nil {
 				return err
 			}

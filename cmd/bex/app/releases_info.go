@@ -26,11 +26,7 @@ func newReleasesInfoCommand(st *state) *cobra.Command {
 			if err != nil || number < 1 {
 				return usagef("release %q: give a release as bex releases lists it, such as v2", ref)
 			}
-			name, err := st.appOf(cmd.Context(), args[:len(args)-1])
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			name, c, err := st.namedAppClient(cmd.Context(), args[:len(args)-1])
 			if err != nil {
 				return err
 			}

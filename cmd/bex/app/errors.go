@@ -140,16 +140,16 @@ func statusKind(status int) string {
 	return KindError
 }
 
-// writeError writes err to w as "bex: message", or as a JSON object
-// {"error": {...}} on one line.
-func writeError(w io.Writer, e *Error, asJSON bool) {
+// writeError writes err to w as "bex: " and its message (with the field
+// at fault), or as its JSON object {"error": ErrorOf(err)} on one line.
+func writeError(w io.Writer, err error, asJSON bool) {
 	if !asJSON {
-		fmt.Fprintf(w, "bex: %s\n", e.Message)
+		fmt.Fprintf(w, "bex: %v\n", err)
 		return
 	}
 	_ = json.NewEncoder(w).Encode(struct {
 		Error *Error `json:"error"`
-	}{e})
+	}{ErrorOf(err)})
 }
 
 // usagef is a command line bex refuses, saying what to type instead.

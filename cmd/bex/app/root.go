@@ -157,13 +157,12 @@ func Run(ctx context.Context, streams IO, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	e := ErrorOf(err)
 	asJSON := false
 	if f := cmd.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == outputJSON {
 		asJSON = true
 	}
-	writeError(streams.Err, e, asJSON || askedForJSON(args))
-	return e.ExitCode()
+	writeError(streams.Err, err, asJSON || askedForJSON(args))
+	return ErrorOf(err).ExitCode()
 }
 
 // askedForJSON says whether args ask for -o json, for a command line

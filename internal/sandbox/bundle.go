@@ -225,9 +225,15 @@ func (c *Container) config(spec Spec, root string, uid int, workDir string, host
 		quota := l.CPUMilli * 100
 		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
 	}
+	var console *specs.Box
+	if spec.Terminal {
+		console = &specs.Box{Width: uint(spec.TerminalSize.Cols), Height: uint(spec.TerminalSize.Rows)}
+	}
 	return &specs.Spec{
 		Version: "1.0.2-dev",
 		Process: &specs.Process{
+			Terminal:        spec.Terminal,
+			ConsoleSize:     console,
 			User:            specs.User{UID: uint32(uid), GID: uint32(uid)},
 			Args:            spec.Args,
 			Env:             spec.Env,

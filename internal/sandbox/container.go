@@ -93,6 +93,15 @@ type Spec struct {
 	Binds []Bind
 	// Limits bound it.
 	Limits Limits
+	// Terminal runs the process on a pseudo-terminal of the container's
+	// own, of TerminalSize, whose input and output are Console's.
+	Terminal     bool
+	TerminalSize TerminalSize
+}
+
+// TerminalSize is the size of a container's terminal in characters.
+type TerminalSize struct {
+	Cols, Rows uint16
 }
 
 // Bind is a host directory seen in a container at the same path.
@@ -111,6 +120,11 @@ type Container struct {
 	hostIf string
 	cgroup string
 	limits Limits
+	// terminal, for a container that runs on one, is its size; console
+	// and consoleTTY the master and the slave of the terminal runc runs
+	// on, which runc relays to the container's own (runc.go).
+	terminal            *TerminalSize
+	console, consoleTTY *os.File
 
 	destroyOnce sync.Once
 }
@@ -220,6 +234,10 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if err := os.WriteFile(filepath.Join(c.dir, "config.json"), b, 0o600); err != nil {
 		return nil, err
 	}
+	if spec.Terminal {
+		size := spec.TerminalSize
+		c.terminal = &size
+	}
 	return c, nil
 }
 
@@ -241,6 +259,11 @@ func (c *Container) Command() (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(c.m.opts.Runc, c.m.runcArgs("run", "--keep", "--bundle", c.dir, c.id)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if c.terminal != nil {
+		if err := c.openConsole(cmd); err != nil {
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
 
@@ -302,6 +325,7 @@ func (c *Container) Destroy() error {
 	var err error
 	c.destroyOnce.Do(func() {
 		var errs []string
+		c.closeConsole()
 		if e := c.deleteRun(); e != nil {
 			errs = append(errs, e.Error())
 		}

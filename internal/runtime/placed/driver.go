@@ -101,6 +101,7 @@ type Driver struct {
 var (
 	_ runtime.Driver      = (*Driver)(nil)
 	_ runtime.ImageRunner = (*Driver)(nil)
+	_ runtime.Runner      = (*Driver)(nil)
 	_ Apps                = (*Driver)(nil)
 )
 
@@ -405,6 +406,25 @@ func (d *Driver) Status(ctx context.Context, tenant, app string) (runtime.Status
 	st, err := drv.Status(ctx, tenant, app)
 	st.Cluster = cluster
 	return st, err
+}
+
+// Run implements runtime.Runner on rel.Cluster, the cluster the app is
+// placed on, when that cluster's driver runs one-off commands; otherwise
+// the error wraps runtime.ErrRunNotSupported. It takes no lock of the app:
+// a run neither waits for a deploy nor holds one up.
+func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Command) (runtime.Exit, error) {
+	if rel.Cluster == "" {
+		return runtime.Exit{}, ErrNotPlaced
+	}
+	drv, err := d.opts.Clusters.Driver(ctx, rel.Cluster)
+	if err != nil {
+		return runtime.Exit{}, fmt.Errorf("cluster %s: %w", rel.Cluster, err)
+	}
+	r, ok := drv.(runtime.Runner)
+	if !ok {
+		return runtime.Exit{}, fmt.Errorf("cluster %s: %w", rel.Cluster, runtime.ErrRunNotSupported)
+	}
+	return r.Run(ctx, rel, cmd)
 }
 
 // Logs implements runtime.Driver on the cluster that serves the app.

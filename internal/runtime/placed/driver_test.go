@@ -400,3 +400,29 @@ func TestUnplacedAndGoneClusters(t *testing.T) {
 		t.Fatal("the app whose cluster is gone is still in the ledger")
 	}
 }
+
+// TestRunsWhereTheAppIsPlaced: a one-off command runs on the cluster the
+// release names; on a cluster whose driver runs none the error says so
+// (runtime.ErrRunNotSupported), and a release placed nowhere runs nothing.
+func TestRunsWhereTheAppIsPlaced(t *testing.T) {
+	clusters := fleet(t)
+	// A driver that is no runtime.Runner, as a workload cluster's.
+	clusters["k"] = placed.Cluster{Driver: &unreachable{Driver: clusters["a"].Driver}}
+	d := newDriver(t, clusters, &ledger{})
+	var out strings.Builder
+	cmd := runtime.Command{Args: []string{"sh", "-c", "echo ran"}, Name: "run.1", Attach: func(int) (runtime.Streams, error) {
+		return runtime.Streams{Stdout: &out}, nil
+	}}
+	if exit, err := d.Run(t.Context(), webRelease(t, "web", "b", 1, nil), cmd); err != nil || exit.Code != 0 || out.String() != "ran\n" {
+		t.Fatalf("a run on b: %+v, %v, output %q", exit, err, out.String())
+	}
+	if _, err := d.Run(t.Context(), webRelease(t, "web", "k", 1, nil), cmd); !errors.Is(err, runtime.ErrRunNotSupported) {
+		t.Errorf("a run on a cluster that runs no commands: %v, want ErrRunNotSupported", err)
+	}
+	if _, err := d.Run(t.Context(), webRelease(t, "web", "", 1, nil), cmd); !errors.Is(err, placed.ErrNotPlaced) {
+		t.Errorf("a run placed nowhere: %v, want ErrNotPlaced", err)
+	}
+	if out.String() != "ran\n" {
+		t.Errorf("refused runs ran: output %q", out.String())
+	}
+}

@@ -115,6 +115,8 @@ type Driver struct {
 	mu     sync.Mutex
 	apps   map[appKey]*app
 	closed bool
+	// runs are the one-off commands running, by app (run.go).
+	runs map[appKey]map[*oneOff]bool
 }
 
 type appKey struct{ tenant, app string }
@@ -572,9 +574,11 @@ func stopAll(instances []*instance) {
 	}
 }
 
-// Remove implements runtime.Driver: it cancels a running Deploy, stops every
-// instance (SIGTERM, SIGKILL after GracePeriod) and deletes the app's logs.
+// Remove implements runtime.Driver: it ends the app's one-off runs,
+// cancels a running Deploy, stops every instance (SIGTERM, SIGKILL after
+// GracePeriod) and deletes the app's logs.
 func (d *Driver) Remove(ctx context.Context, tenant, name string) error {
+	d.endRuns(&appKey{tenant, name}, errAppRemoved)
 	a := d.lookup(tenant, name)
 	if a == nil {
 		return nil
@@ -612,8 +616,8 @@ func (d *Driver) stopApp(a *app, remove bool) {
 	}
 }
 
-// Close stops every app; the driver refuses new deploys afterwards. Log
-// files are kept.
+// Close ends every run and stops every app; the driver refuses new deploys
+// and runs afterwards. Log files are kept.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed = true
@@ -622,6 +626,7 @@ func (d *Driver) Close() error {
 		apps = append(apps, a)
 	}
 	d.mu.Unlock()
+	d.endRuns(nil, errDriverClosed)
 	var wg sync.WaitGroup
 	for _, a := range apps {
 		wg.Go(func() { d.stopApp(a, false) })

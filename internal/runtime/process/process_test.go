@@ -96,25 +96,27 @@ func newEdge(t *testing.T, d *process.Driver) *edge.Proxy {
 }
 
 func TestDriverSuite(t *testing.T) {
-	runDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t, process.Options{}) })
+	runDriverSuite(t, false, func(t *testing.T) runtime.Driver { return newDriver(t, process.Options{}) })
 }
 
 // TestDriverSuiteInSandbox runs the suite with every instance in a runc
-// container: what the driver promises holds there too.
+// container: what the driver promises holds there too, and one-off
+// commands get a terminal when asked.
 func TestDriverSuiteInSandbox(t *testing.T) {
 	sandboxtest.Require(t)
-	runDriverSuite(t, func(t *testing.T) runtime.Driver {
+	runDriverSuite(t, true, func(t *testing.T) runtime.Driver {
 		return newDriver(t, process.Options{Sandbox: sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})})
 	})
 }
 
-func runDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver) {
+func runDriverSuite(t *testing.T, terminal bool, newDriver func(t *testing.T) runtime.Driver) {
 	runtimetest.RunDriverSuite(t, newDriver, runtimetest.Harness{
 		Complete: complete,
 		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
 			return runtimetest.EdgeGet(d.(*process.Driver), domain, tenant, app, path)
 		},
-		Logs: true,
+		Logs:     true,
+		Terminal: terminal,
 	})
 }
 

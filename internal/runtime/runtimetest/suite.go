@@ -116,6 +116,9 @@ type Harness struct {
 	Logs bool
 	// Timeout bounds each wait of the suite [60s].
 	Timeout time.Duration
+	// Terminal says the driver, a runtime.Runner, runs one-off commands on
+	// a terminal when asked.
+	Terminal bool
 }
 
 // RunDriverSuite checks what runtime.Driver promises, on drivers made by
@@ -132,6 +135,7 @@ func RunDriverSuite(t *testing.T, newDriver func(t *testing.T) runtime.Driver, h
 	t.Run("Restart", s.restart)
 	t.Run("Scale", s.scale)
 	t.Run("CrashRestartsInPlace", s.crash)
+	t.Run("Run", s.run)
 	if h.Logs {
 		t.Run("Logs", s.logs)
 	}

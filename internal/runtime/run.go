@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// ErrRunNotSupported is wrapped by Runner.Run, and by whatever stands for
+// a driver that is no Runner, when the runtime the app runs on cannot run
+// a one-off command (a workload cluster's Pods, today).
+var ErrRunNotSupported = errors.New("one-off commands do not run on this runtime")
+
+// TerminalSize is the size of a terminal in characters.
+type TerminalSize struct {
+	Cols, Rows uint16
+}
+
+// Streams are a one-off command's standard streams. A nil Stdin is an
+// empty one: the command reads end-of-file at once. With a terminal,
+// Stdout receives everything the command writes and Stderr nothing, and
+// Resize, when set, gives the terminal's new sizes until it is closed.
+type Streams struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Resize         <-chan TerminalSize
+}
+
+// Command is a one-off command run in a fresh instance of a release: what
+// `bex run` and the release phase run.
+type Command struct {
+	// Args is the command line, run as it is with no shell in between;
+	// Args[0] is looked up on the release's PATH.
+	Args []string
+	// Name is the instance's name ("run.3", "release"): its hostname and
+	// what its lines in the driver's own log say.
+	Name string
+	// Terminal runs the command on a pseudo-terminal of Size, as an
+	// interactive shell needs; a driver that has none runs it without one.
+	Terminal bool
+	Size     TerminalSize
+	// Attach is called once the instance is ready and before the command
+	// starts, with the release's number, and gives the streams. An error
+	// stops the run before anything ran, and Run returns it as it is.
+	Attach func(release int) (Streams, error)
+}
+
+// Exit is how a one-off command ended.
+type Exit struct {
+	// Code is the command's exit status; 128+N when signal N ended it.
+	Code int
+	// Reason says why the command was ended when it did not end on its
+	// own: the cause of the context that ended it ("timed out after 1h0m0s",
+	// "the client went away"), or that it went past its memory limit.
+	Reason string
+}
+
+// Runner is implemented by a driver that runs one-off commands.
+type Runner interface {
+	// Run runs cmd in a fresh instance of rel, with the release's image,
+	// environment (rel.Env over rel.ImageEnv, no PORT), sandbox and
+	// resources, as a web instance would have, but without a port and
+	// without traffic; nothing else of the app changes. It returns once
+	// the command and everything it started have ended and the instance
+	// is removed. When ctx ends first, the command is stopped (SIGTERM,
+	// then SIGKILL after a short grace period) and Exit.Reason is
+	// context.Cause(ctx). An error means the command did not run: an
+	// invalid rel, cmd.Attach's error, an instance that could not be made.
+	// Runs are independent of Deploy: neither waits for the other.
+	Run(ctx context.Context, rel Release, cmd Command) (Exit, error)
+}

@@ -18,6 +18,7 @@ const (
 	DefaultConcurrentBuilds = 2
 	DefaultRepoBytes        = 1 << 30
 	DefaultBuildMinutes     = 1000
+	DefaultConcurrentRuns   = 3
 )
 
 // Defaults are the platform's quotas for every tenant; the operator
@@ -30,7 +31,7 @@ type Defaults struct {
 func NewDefaults() *Defaults {
 	return &Defaults{store.Quotas{
 		Apps: DefaultApps, Routes: DefaultRoutes, ConcurrentBuilds: DefaultConcurrentBuilds,
-		RepoBytes: DefaultRepoBytes, BuildMinutes: DefaultBuildMinutes,
+		RepoBytes: DefaultRepoBytes, BuildMinutes: DefaultBuildMinutes, ConcurrentRuns: DefaultConcurrentRuns,
 	}}
 }
 
@@ -41,6 +42,7 @@ func (d *Defaults) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&d.ConcurrentBuilds, "quota-concurrent-builds", d.ConcurrentBuilds, "Builds of one tenant that may run at once, unless the operator set its own quota")
 	fs.Int64Var(&d.RepoBytes, "quota-repo-bytes", d.RepoBytes, "Bytes a tenant's git repositories may take on disk, unless the operator set its own quota")
 	fs.IntVar(&d.BuildMinutes, "quota-build-minutes", d.BuildMinutes, "Build minutes a tenant may use per calendar month (UTC), unless the operator set its own quota")
+	fs.IntVar(&d.ConcurrentRuns, "quota-concurrent-runs", d.ConcurrentRuns, "One-off runs (bex run) of one tenant that may run at once, unless the operator set its own quota")
 }
 
 // Validate checks the defaults.
@@ -48,7 +50,7 @@ func (d *Defaults) Validate() error {
 	var errs []error
 	for flag, v := range map[string]int64{
 		"--quota-apps": int64(d.Apps), "--quota-routes": int64(d.Routes), "--quota-concurrent-builds": int64(d.ConcurrentBuilds),
-		"--quota-repo-bytes": d.RepoBytes, "--quota-build-minutes": int64(d.BuildMinutes),
+		"--quota-repo-bytes": d.RepoBytes, "--quota-build-minutes": int64(d.BuildMinutes), "--quota-concurrent-runs": int64(d.ConcurrentRuns),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative", flag, v))

@@ -16,7 +16,7 @@ var ErrQuotaExceeded = errors.New("quota exceeded")
 // value, and what the tenant has.
 type QuotaError struct {
 	// Quota is the quota's name as the API and the flags spell it: apps,
-	// routes, concurrentBuilds, repoBytes, buildMinutes.
+	// routes, concurrentBuilds, repoBytes, buildMinutes, concurrentRuns.
 	Quota string
 	// Limit is the quota's value as a person reads it ("3", "1 GiB").
 	Limit string
@@ -44,6 +44,8 @@ type Quotas struct {
 	// BuildMinutes is how many minutes its builds may take in a calendar
 	// month (UTC).
 	BuildMinutes int `json:"buildMinutes"`
+	// ConcurrentRuns is how many of its one-off runs may run at once.
+	ConcurrentRuns int `json:"concurrentRuns"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a nil
@@ -54,6 +56,7 @@ type QuotaOverrides struct {
 	ConcurrentBuilds *int   `json:"concurrentBuilds,omitempty"`
 	RepoBytes        *int64 `json:"repoBytes,omitempty"`
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
+	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
 }
 
 // With returns q with the overrides that o sets.
@@ -67,6 +70,7 @@ func (q Quotas) With(o QuotaOverrides) Quotas {
 	set(&q.Routes, o.Routes)
 	set(&q.ConcurrentBuilds, o.ConcurrentBuilds)
 	set(&q.BuildMinutes, o.BuildMinutes)
+	set(&q.ConcurrentRuns, o.ConcurrentRuns)
 	if o.RepoBytes != nil {
 		q.RepoBytes = *o.RepoBytes
 	}
@@ -82,9 +86,9 @@ func (s *Store) TenantQuotas(ctx context.Context, tenantID string) (QuotaOverrid
 	var o QuotaOverrides
 	var exists bool
 	err := s.pool.QueryRow(ctx,
-		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes "+
+		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs "+
 			"FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).
-		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes)
+		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QuotaOverrides{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
@@ -104,7 +108,7 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	}
 	for name, v := range map[string]int64{
 		"apps": deref(o.Apps), "routes": deref(o.Routes), "concurrentBuilds": deref(o.ConcurrentBuilds),
-		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes),
+		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes), "concurrentRuns": deref(o.ConcurrentRuns),
 	} {
 		if v < 0 {
 			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, name, v)
@@ -117,11 +121,11 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 		return nil
 	}
 	_, err := s.pool.Exec(ctx,
-		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes) "+
-			"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id) DO UPDATE SET "+
+		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs) "+
+			"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id) DO UPDATE SET "+
 			"apps = EXCLUDED.apps, routes = EXCLUDED.routes, concurrent_builds = EXCLUDED.concurrent_builds, "+
-			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, updated_at = now()",
-		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes)
+			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, concurrent_runs = EXCLUDED.concurrent_runs, updated_at = now()",
+		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns)
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}

@@ -57,7 +57,7 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 	}
 	for field, v := range map[string]int64{
 		"apps": deref(req.Apps), "routes": deref(req.Routes), "concurrentBuilds": deref(req.ConcurrentBuilds),
-		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes),
+		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes), "concurrentRuns": deref(req.ConcurrentRuns),
 	} {
 		switch {
 		case v < 0:
@@ -110,6 +110,10 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 	if err != nil {
 		return apiclient.Quota{}, err
 	}
+	runs, err := s.store.RunningRuns(ctx, t.ID)
+	if err != nil {
+		return apiclient.Quota{}, err
+	}
 	var apps platformv1alpha1.AppList
 	if err := s.kube.List(ctx, &apps, client.InNamespace(t.Name)); err != nil {
 		return apiclient.Quota{}, fmt.Errorf("listing apps: %w", err)
@@ -124,7 +128,7 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 		Overrides: apiclient.QuotaOverrides(o),
 		Usage: apiclient.QuotaUsage{
 			Apps: len(apps.Items), Routes: len(routes.Items),
-			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60),
+			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60), RunningRuns: runs,
 		},
 		BuildMinutesSince: since,
 	}, nil

@@ -390,6 +390,9 @@ type Quotas struct {
 	// BuildMinutes is how many minutes its builds may take per calendar
 	// month (UTC).
 	BuildMinutes int `json:"buildMinutes"`
+	// ConcurrentRuns is how many of its one-off runs (bex run) may run at
+	// once.
+	ConcurrentRuns int `json:"concurrentRuns"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a field
@@ -400,6 +403,7 @@ type QuotaOverrides struct {
 	ConcurrentBuilds *int   `json:"concurrentBuilds,omitempty"`
 	RepoBytes        *int64 `json:"repoBytes,omitempty"`
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
+	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
 }
 
 // QuotaUsage is what a tenant has of each quota. The size of its
@@ -412,6 +416,8 @@ type QuotaUsage struct {
 	// BuildMinutes is the time its builds took since BuildMinutesSince,
 	// rounded down.
 	BuildMinutes int `json:"buildMinutes"`
+	// RunningRuns is how many of its one-off runs run.
+	RunningRuns int `json:"runningRuns"`
 }
 
 // Quota answers GET /api/v1/quota and the operators'

@@ -138,6 +138,7 @@ imagePullSecrets:
 - --quota-concurrent-builds={{ .Values.quotas.concurrentBuilds | int64 }}
 - --quota-repo-bytes={{ .Values.quotas.repoBytes | int64 }}
 - --quota-build-minutes={{ .Values.quotas.buildMinutes | int64 }}
+- --quota-concurrent-runs={{ .Values.quotas.concurrentRuns | int64 }}
 {{- end -}}
 
 {{/* bex.tenantArgs: what the kube driver keeps in every tenant namespace

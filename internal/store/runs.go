@@ -1,0 +1,260 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RunStatus is where a one-off run stands.
+type RunStatus string
+
+// The states of a run. A run starts running and ends once: succeeded when
+// its command exited 0, failed otherwise (or when it never started).
+const (
+	RunRunning   RunStatus = "running"
+	RunSucceeded RunStatus = "succeeded"
+	RunFailed    RunStatus = "failed"
+)
+
+// Limits of a run's record.
+const (
+	// MaxRunArgs is how many arguments a run's command may have.
+	MaxRunArgs = 256
+	// MaxRunCommandBytes bounds a run's command line, all arguments.
+	MaxRunCommandBytes = 16 << 10
+	// maxRunReasonBytes bounds the reason recorded.
+	maxRunReasonBytes = 4 << 10
+)
+
+// StaleRunAfter is how long a run may stay running before the quota stops
+// counting it: a platform that died mid-run leaves its row running, and it
+// must not hold the tenant's concurrent-runs quota for ever. Runs are
+// limited to far less (the API's maximum run time).
+const StaleRunAfter = 25 * time.Hour
+
+// Run is one one-off command run in a fresh instance of an app's release.
+type Run struct {
+	ID       string `json:"id"`
+	TenantID string `json:"tenantID"`
+	App      string `json:"app"`
+	// Number is 1, 2, 3, ... per app; the run is run.<Number>.
+	Number    int       `json:"number"`
+	Release   int       `json:"release"`
+	Command   []string  `json:"command"`
+	Terminal  bool      `json:"terminal"`
+	CreatedBy string    `json:"createdBy"`
+	Status    RunStatus `json:"status"`
+	// ExitCode is the command's exit status once it ended; nil while it
+	// runs or when it never started.
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Reason says why it ended when not on its own, or why it did not
+	// start.
+	Reason     string     `json:"reason,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// NewRun is what CreateRun needs.
+type NewRun struct {
+	TenantID  string
+	App       string
+	Release   int
+	Command   []string
+	Terminal  bool
+	CreatedBy string
+	// ConcurrentRuns, when set, is the tenant's quota of runs running at
+	// once: a run beyond it is refused with a *QuotaError and nothing is
+	// recorded.
+	ConcurrentRuns *int
+}
+
+// RunResult is how a run ended, for FinishRun.
+type RunResult struct {
+	// ExitCode is the command's exit status; nil when it never started.
+	ExitCode *int
+	// Reason says why it ended when not on its own, or why it did not
+	// start; cut at 4 KiB.
+	Reason string
+}
+
+const runColumns = "id, tenant_id, app, number, release, command, terminal, created_by, status, exit_code, reason, started_at, finished_at"
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Release, &r.Command, &r.Terminal, &r.CreatedBy,
+		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt)
+	return r, err
+}
+
+// CheckRunCommand reports what is wrong with a run's command line: empty,
+// too many arguments, too long, a NUL byte (no process argument holds one)
+// or text that is not UTF-8. The error wraps ErrInvalid.
+func CheckRunCommand(args []string) error {
+	switch {
+	case len(args) == 0 || args[0] == "":
+		return fmt.Errorf("%w command: give the command to run, such as [\"sh\", \"-c\", \"echo hello\"]", ErrInvalid)
+	case len(args) > MaxRunArgs:
+		return fmt.Errorf("%w command: %d arguments; at most %d", ErrInvalid, len(args), MaxRunArgs)
+	}
+	n := 0
+	for i, a := range args {
+		n += len(a)
+		switch {
+		case strings.IndexByte(a, 0) >= 0:
+			return fmt.Errorf("%w command: argument %d holds a NUL byte, which no process argument can", ErrInvalid, i)
+		case !utf8.ValidString(a):
+			return fmt.Errorf("%w command: argument %d is not UTF-8 text", ErrInvalid, i)
+		}
+	}
+	if n > MaxRunCommandBytes {
+		return fmt.Errorf("%w command: %d bytes; a command line is at most %d", ErrInvalid, n, MaxRunCommandBytes)
+	}
+	return nil
+}
+
+// CreateRun records a running run of an app and gives it the app's next
+// run number. The error wraps ErrInvalid when a field is missing or the
+// command is not one CheckRunCommand takes, ErrNotFound when the tenant
+// does not exist, and ErrQuotaExceeded when the tenant runs
+// nr.ConcurrentRuns already; concurrent calls for one tenant are checked
+// one at a time, so they cannot pass a quota together that only one fits.
+func (s *Store) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+	switch {
+	case nr.App == "":
+		return Run{}, fmt.Errorf("%w run: the app is not named", ErrInvalid)
+	case nr.Release < 1:
+		return Run{}, fmt.Errorf("%w run of %s: release %d", ErrInvalid, nr.App, nr.Release)
+	case nr.CreatedBy == "":
+		return Run{}, fmt.Errorf("%w run of %s: it does not say who ran it", ErrInvalid, nr.App)
+	}
+	if err := CheckRunCommand(nr.Command); err != nil {
+		return Run{}, err
+	}
+	if !isUUID(nr.TenantID) {
+		return Run{}, fmt.Errorf("tenant %q: %w", nr.TenantID, ErrNotFound)
+	}
+	var r Run
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if nr.ConcurrentRuns != nil {
+			if err := checkRunQuota(ctx, tx, nr.TenantID, *nr.ConcurrentRuns); err != nil {
+				return err
+			}
+		}
+		number, err := nextAppNumber(ctx, tx, nr.TenantID, nr.App, "last_run")
+		if err != nil {
+			return err
+		}
+		r, err = scanRun(tx.QueryRow(ctx,
+			"INSERT INTO runs (tenant_id, app, number, release, command, terminal, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING "+runColumns,
+			nr.TenantID, nr.App, number, nr.Release, nr.Command, nr.Terminal, nr.CreatedBy))
+		return err
+	})
+	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+		return Run{}, fmt.Errorf("tenant %s: %w", nr.TenantID, ErrNotFound)
+	}
+	if errors.Is(err, ErrQuotaExceeded) {
+		return Run{}, err
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("recording a run of %s: %w", nr.App, err)
+	}
+	return r, nil
+}
+
+// RunningRuns is how many of the tenant's runs run: those started within
+// StaleRunAfter that have not ended.
+func (s *Store) RunningRuns(ctx context.Context, tenantID string) (int, error) {
+	if !isUUID(tenantID) {
+		return 0, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	return runningRuns(ctx, s.pool, tenantID)
+}
+
+func runningRuns(ctx context.Context, q querier, tenantID string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running' AND started_at > now() - $2::interval",
+		tenantID, StaleRunAfter).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("counting the running runs of tenant %s: %w", tenantID, err)
+	}
+	return n, nil
+}
+
+// checkRunQuota refuses a run when the tenant runs max already; it takes
+// the tenant's run lock for tx's lifetime.
+func checkRunQuota(ctx context.Context, tx pgx.Tx, tenantID string, max int) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", quotaLockClass, tenantID+"/runs"); err != nil {
+		return fmt.Errorf("taking the run lock of tenant %s: %w", tenantID, err)
+	}
+	n, err := runningRuns(ctx, tx, tenantID)
+	if err != nil {
+		return err
+	}
+	if n >= max {
+		return &QuotaError{Quota: "concurrentRuns", Limit: fmt.Sprint(max),
+			Detail: fmt.Sprintf("%d of its one-off runs %s running; run again when one has ended, or ask the operator to raise the quota", n, plural(n, "is", "are"))}
+	}
+	return nil
+}
+
+// FinishRun records how a running run ended and returns it. The error
+// wraps ErrNotFound when the run does not exist and ErrConflict when it has
+// ended already.
+func (s *Store) FinishRun(ctx context.Context, runID string, res RunResult) (Run, error) {
+	if !isUUID(runID) {
+		return Run{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	status := RunFailed
+	if res.ExitCode != nil && *res.ExitCode == 0 && res.Reason == "" {
+		status = RunSucceeded
+	}
+	reason := strings.ToValidUTF8(res.Reason, "?")
+	if len(reason) > maxRunReasonBytes {
+		reason = strings.ToValidUTF8(reason[:maxRunReasonBytes], "")
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx,
+		"UPDATE runs SET status = $2, exit_code = $3, reason = $4, finished_at = now() WHERE id = $1 AND status = 'running' RETURNING "+runColumns,
+		runID, status, res.ExitCode, reason))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)", runID).Scan(&exists); err != nil {
+			return Run{}, fmt.Errorf("reading run %s: %w", runID, err)
+		}
+		if exists {
+			return Run{}, fmt.Errorf("run %s has ended already: %w", runID, ErrConflict)
+		}
+		return Run{}, fmt.Errorf("run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("finishing run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns the app's runs, newest first; limit 0 means 50, and it
+// is capped at 1000.
+func (s *Store) ListRuns(ctx context.Context, tenantID, app string, limit int) ([]Run, error) {
+	if !isUUID(tenantID) {
+		return nil, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	if limit <= 0 {
+		limit = defaultBuildLimit
+	}
+	limit = min(limit, maxListLimit)
+	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE tenant_id = $1 AND app = $2 ORDER BY number DESC LIMIT $3",
+		tenantID, app, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs of %s: %w", app, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs of %s: %w", app, err)
+	}
+	return runs, nil
+}

@@ -56,6 +56,9 @@ type env struct {
 	// retaining returns a pipeline on the first store and rt that keeps
 	// keep releases of an app, and its releases directory.
 	retaining func(keep int) (*pipeline.Pipeline, string)
+	// releaserWith returns a pipeline on the first store and rt whose
+	// Releaser's options mod changed.
+	releaserWith func(mod func(*release.Options)) *pipeline.Pipeline
 }
 
 // newEnv sets the environment up; mod changes the builder's options.
@@ -121,7 +124,7 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	}
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
-	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, retention ...int) *pipeline.Pipeline {
+	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, mods ...func(*release.Options)) *pipeline.Pipeline {
 		_, follow := rt.(*placed.Driver)
 		opts := release.Options{
 			Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(), BinDir: binDir,
@@ -129,8 +132,8 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 			URL: func(tenant, app string) string { return "https://" + app + "-" + tenant + ".example.test" },
 			Log: testr.New(t),
 		}
-		for _, keep := range retention {
-			opts.ReleaseRetention = keep
+		for _, mod := range mods {
+			mod(&opts)
 		}
 		rel, err := release.New(opts)
 		if err != nil {
@@ -151,7 +154,11 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.retaining = func(keep int) (*pipeline.Pipeline, string) {
 		more++
 		releases := "releases-" + strconv.Itoa(more)
-		return newPipeline(stA, releases, e.rt, "", keep), filepath.Join(dir, releases)
+		return newPipeline(stA, releases, e.rt, "", func(o *release.Options) { o.ReleaseRetention = keep }), filepath.Join(dir, releases)
+	}
+	e.releaserWith = func(mod func(*release.Options)) *pipeline.Pipeline {
+		more++
+		return newPipeline(stA, "releases-"+strconv.Itoa(more), e.rt, "", mod)
 	}
 
 	e.repo, e.bare = filepath.Join(dir, "work"), filepath.Join(dir, "web.git")

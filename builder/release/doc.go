@@ -22,6 +22,15 @@
 // either that fails is a runtime.NotDeployedError: what served keeps
 // serving.
 //
+// A release whose image has a release process (a Procfile's "release:"
+// line, such as migrations) runs it once in a fresh instance of the new
+// release (runtime.Runner), after the image is unpacked and before the
+// runtime rolls the release out; a push's, a rollback's and a config
+// release's rollout alike, never EnsureRunning's. It never runs as
+// instances. One that exits non-zero or outlasts ReleasePhaseTimeout
+// stops the rollout: the error quotes its exit status and last lines.
+// Run runs a one-off command in a fresh instance of the current release.
+//
 // EnsureRunning brings the runtime back to the App's current release after a
 // restart; the App controller calls it, level-based, and it reads the App
 // again under the app's lock rather than trust the caller's copy. Work on one

@@ -66,7 +66,10 @@ type Options struct {
 	// the App is placed, onto its status.cluster, and an app that runs on
 	// another cluster than that is rolled out there again (a move).
 	FollowPlacement bool
-	Log             logr.Logger
+	// ReleasePhaseTimeout bounds the release phase of a release (the
+	// Procfile's release process); 0 means DefaultReleasePhaseTimeout.
+	ReleasePhaseTimeout time.Duration
+	Log                 logr.Logger
 }
 
 // placementPatience bounds the wait of a release for the App controller to
@@ -106,6 +109,12 @@ func New(opts Options) (*Releaser, error) {
 	}
 	if opts.ReleaseRetention == 0 {
 		opts.ReleaseRetention = DefaultReleaseRetention
+	}
+	if opts.ReleasePhaseTimeout < 0 {
+		return nil, fmt.Errorf("releaser: ReleasePhaseTimeout %s is negative", opts.ReleasePhaseTimeout)
+	}
+	if opts.ReleasePhaseTimeout == 0 {
+		opts.ReleasePhaseTimeout = DefaultReleasePhaseTimeout
 	}
 	if opts.Keychain == nil {
 		opts.Keychain = authn.DefaultKeychain
@@ -268,7 +277,7 @@ func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process str
 	if err != nil {
 		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("restarting v%d failed, its instances keep running: %w", cur.Number, err)}
 	}
-	procs := processes(app, img)
+	procs, _ := withoutRelease(processes(app, img))
 	restart, err := restartable(procs, process, appName, cur.Number)
 	if err != nil {
 		return 0, nil, err
@@ -300,6 +309,9 @@ func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process str
 // *runtime.NotDeployedError; either leaves the App's spec and its
 // instances as they were.
 func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts map[string]int, plan string) (int, map[string]int, error) {
+	if _, ok := counts[ReleaseProcess]; ok {
+		return 0, nil, fmt.Errorf("%w process %s: the release phase runs once per release, before the release takes traffic; it has no instances to scale", store.ErrInvalid, ReleaseProcess)
+	}
 	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
 	if err != nil {
 		return 0, nil, err
@@ -326,8 +338,8 @@ func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts
 	if err != nil {
 		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, its instances keep running: %w", cur.Number, err)}
 	}
-	procs := processes(want, img)
-	if known := processes(app, img); len(known) != len(procs) {
+	procs, _ := withoutRelease(processes(want, img))
+	if known, _ := withoutRelease(processes(app, img)); len(known) != len(procs) {
 		var names, unknown []string
 		for name := range known {
 			names = append(names, name)
@@ -431,7 +443,8 @@ func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 	if err != nil {
 		return fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
 	}
-	return p.Rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard)
+	// The release phase ran when the release went out; not again.
+	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard, false)
 }
 
 // running reports whether the runtime serves the App's current release.
@@ -563,15 +576,33 @@ func deleteImage(ctx context.Context, image string, kc authn.Keychain) error {
 	return err
 }
 
-// Rollout unpacks image (unless the runtime runs it from the registry)
-// and hands the release to the runtime, on the cluster the App is placed
-// on.
+// Rollout unpacks image (unless the runtime runs it from the registry),
+// runs its release phase when it has one (the release process, in a
+// fresh instance of the new release, its output to out) and hands the
+// release to the runtime, on the cluster the App is placed on. A release
+// phase that fails, or does not end within ReleasePhaseTimeout, stops the
+// rollout: what serves keeps serving, and the error says why.
 func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer) error {
+	return p.rollout(ctx, app, number, image, config, out, true)
+}
+
+// rollout is Rollout, with the release phase only when phase is set.
+func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer, phase bool) error {
 	rel, img, err := p.prepare(ctx, app, number, image, false)
 	if err != nil {
 		return err
 	}
-	return p.deploy(ctx, app, rel, processes(app, img), config, out)
+	procs, command := withoutRelease(processes(app, img))
+	rel, err = p.complete(ctx, app, rel, procs, config)
+	if err != nil {
+		return err
+	}
+	if phase && command != "" {
+		if err := p.releasePhase(ctx, rel, command, out); err != nil {
+			return err
+		}
+	}
+	return p.opts.Runtime.Deploy(ctx, rel, out)
 }
 
 // prepare returns release number of the App, on the cluster the App is
@@ -644,13 +675,23 @@ func (p *Releaser) withImage(rel runtime.Release, img build.ImageConfig) runtime
 // deploy completes rel with procs and what the App says, and hands it to
 // the runtime.
 func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel runtime.Release, procs map[string]runtime.Process, config map[string]store.ConfigValue, out io.Writer) error {
-	env, err := p.environment(ctx, app.Namespace, config)
+	rel, err := p.complete(ctx, app, rel, procs, config)
 	if err != nil {
 		return err
 	}
+	return p.opts.Runtime.Deploy(ctx, rel, out)
+}
+
+// complete returns rel with procs, the environment of config (secrets
+// read) and what the App says of its health check and resources.
+func (p *Releaser) complete(ctx context.Context, app *platformv1alpha1.App, rel runtime.Release, procs map[string]runtime.Process, config map[string]store.ConfigValue) (runtime.Release, error) {
+	env, err := p.environment(ctx, app.Namespace, config)
+	if err != nil {
+		return rel, err
+	}
 	rel.Env, rel.Processes, rel.HealthCheck = env, procs, healthCheck(app)
 	rel.Resources = resourcesOf(app)
-	return p.opts.Runtime.Deploy(ctx, rel, out)
+	return rel, nil
 }
 
 // resourcesOf is what each instance of the app gets: spec.resources, and

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 
+	"bex.co/bex/internal/runtime"
+
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -42,11 +44,18 @@ import (
 // processes. A process the release does not have is an error wrapping
 // store.ErrInvalid; that and a scale that does not go out change nothing,
 // the App's spec included.
+//
+// Run runs cmd in a fresh instance of the app's current release, as
+// runtime.Runner.Run does: cmd.Attach is called once the instance is
+// ready, and an error before it (or Attach's own) means nothing ran. An
+// app without a release is an error wrapping store.ErrConflict; a runtime
+// that runs no one-off commands one wrapping runtime.ErrRunNotSupported.
 type Releaser interface {
 	Rollback(ctx context.Context, tenant, app string, to int, actor string) (newRelease int, err error)
 	ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (newRelease int, err error)
 	Restart(ctx context.Context, tenant, app, process string) (release int, processes []string, err error)
 	Scale(ctx context.Context, tenant, app string, counts map[string]int, plan string) (release int, processes map[string]int, err error)
+	Run(ctx context.Context, tenant, app string, cmd runtime.Command) (runtime.Exit, error)
 }
 
 // LogLine is one line an app's process printed.

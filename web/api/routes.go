@@ -146,6 +146,16 @@ func (s *Server) routeTable() []route {
 				"(instances added or drained and stopped, none replaced; a new plan rolls every instance); no release is made, the App keeps the counts. " +
 				"An app without a release only stores them. Bad counts or an unknown process answer 422, counts over a limit 403 naming the quota",
 			request: "ScaleRequest", response: "Scale"},
+		{method: http.MethodPost, path: "/apps/:app/runs", handler: s.createRun, access: tenant,
+			summary: "Run a one-off command in a fresh instance of the current release (its image, env with secrets, sandbox and plan limits; no port, no traffic). " +
+				"The request carries Connection: Upgrade and Upgrade: bex-run.v1; once the instance is ready the answer is 101 Switching Protocols " +
+				"(headers Bex-Run, Bex-Release) and the connection carries frames both ways: an 8-byte header (stream, 3 zero bytes, big-endian uint32 length, " +
+				"as Docker's attach) then up to 32 KiB; streams 0 stdin (client; empty closes it), 1 stdout, 2 stderr, 3 exit (last, a RunExit), 4 resize (client, a TerminalSize). " +
+				"Closing the connection kills the command; it is stopped after timeoutSeconds (default 1 h, at most 24 h). The run is recorded and audited as app.run. " +
+				"Without the upgrade 426; an app without a release 409; over the concurrentRuns quota 403 naming it; an app on a workload cluster 501",
+			request: "RunRequest", status: http.StatusSwitchingProtocols},
+		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenant,
+			summary: "List an app's one-off runs, newest first: who ran which command in which release, when, and how it ended", response: "[]Run", query: []param{limitParam}},
 
 		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenant,
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +

@@ -109,6 +109,8 @@ func NewCommand(streams IO) *cobra.Command {
 		newRollbackCommand(st),
 		newRestartCommand(st),
 		newScaleCommand(st),
+		newRunCommand(st),
+		newRunsCommand(st),
 		newEnvCommand(st),
 		newLogsCommand(st),
 		newKeysCommand(st),

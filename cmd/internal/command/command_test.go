@@ -3,6 +3,7 @@ package command_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,5 +79,15 @@ func TestCobraUsage(t *testing.T) {
 		if got := command.Exit(&out, "tool", root.Execute()); got != tc.want {
 			t.Errorf("%q: exit %d, want %d; output:\n%s", tc.args, got, tc.want, out.String())
 		}
+	}
+}
+
+// TestExitStatus: a command that ran another exits with the other's
+// status, and prints nothing of its own.
+func TestExitStatus(t *testing.T) {
+	var out bytes.Buffer
+	err := fmt.Errorf("running: %w", &command.ExitStatus{Code: 7})
+	if got := command.Exit(&out, "bex", err); got != 7 || out.Len() != 0 {
+		t.Errorf("exit %d, output %q; want 7 and nothing", got, out.String())
 	}
 }

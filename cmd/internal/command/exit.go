@@ -26,23 +26,34 @@ func Usage(err error) error {
 	return &UsageError{Err: err}
 }
 
+// ExitStatus is the end of a command that ran another to its end (bex
+// run): the process exits with Code, the other's status, and says nothing
+// more, since the other said what it had to.
+type ExitStatus struct{ Code int }
+
+func (e *ExitStatus) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
 // ExitCode is the process exit code for a command's error: 0 for nil, 2 for
-// a UsageError, 1 otherwise.
+// a UsageError, an ExitStatus's Code, 1 otherwise.
 func ExitCode(err error) int {
 	var ue *UsageError
+	var es *ExitStatus
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
 		return 2
+	case errors.As(err, &es):
+		return es.Code
 	}
 	return 1
 }
 
 // Exit returns the exit code for err (ExitCode), having written a non-nil
-// err to w as "name: err".
+// err but an ExitStatus to w as "name: err".
 func Exit(w io.Writer, name string, err error) int {
-	if err != nil {
+	var es *ExitStatus
+	if err != nil && !errors.As(err, &es) {
 		fmt.Fprintf(w, "%s: %v\n", name, err)
 	}
 	return ExitCode(err)

@@ -96,12 +96,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return resp, nil
 	}
 	defer resp.Body.Close()
+	return nil, errorOf(resp)
+}
+
+// errorOf reads an error answer into an *Error.
+func errorOf(resp *http.Response) *Error {
 	e := &Error{Status: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &e.ErrorBody) != nil || e.Message == "" {
 		e.Message = strings.TrimSpace(fmt.Sprintf("%s %s", resp.Status, b))
 	}
-	return nil, e
+	return e
 }
 
 // call is do that decodes a JSON answer into out, unless out is nil.

@@ -5,7 +5,8 @@
 // provider's CRDs and Cluster API's KubeadmConfigTemplate, which a local
 // cluster's workers have), behind an httptest server, with an operator's token, a
 // Releaser that records each rollback and config release as a release in
-// the store (it runs nothing), a
+// the store (it deploys nothing; its one-off runs are real processes of
+// this machine, run by the process runtime without a sandbox), a
 // LogSource the test feeds, and a real process runtime whose apps the
 // API's instances show (a test deploys into it what bex ps should see); PlaceApp writes an App's placement as the App
 // controller would. Tests of the API, the CLI and the dashboard use it.
@@ -42,6 +43,7 @@ import (
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/pgtest"
+	bexruntime "bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -173,7 +175,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	rt := process.New(process.Options{LogDir: t.TempDir(), BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second})
 	t.Cleanup(func() { rt.Close() })
-	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube}, Logs: &Logs{}, Runtime: rt}
+	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube, Runner: rt, RunDir: t.TempDir()}, Logs: &Logs{}, Runtime: rt}
 	apiKube := kube
 	if opts.WrapKube != nil {
 		apiKube = opts.WrapKube(kube)
@@ -246,12 +248,17 @@ type Rollback struct {
 
 // Releaser is an api.Releaser that records each rollback and config
 // release as a release in the store, as the runtime's would, and remembers
-// the calls. It runs nothing: its restarts replace nothing (releaser.go).
+// the calls. It deploys nothing: its restarts replace nothing
+// (releaser.go). Its one-off runs are real processes of this machine, run
+// by Runner in RunDir as the current release's directory.
 type Releaser struct {
 	Store *store.Store
 	// Kube reaches the Apps, whose status.currentRelease a config release
 	// sets and a restart reads.
 	Kube client.Client
+	// Runner runs the one-off commands in RunDir.
+	Runner bexruntime.Runner
+	RunDir string
 
 	mu       sync.Mutex
 	calls    []Rollback
@@ -262,6 +269,9 @@ type Releaser struct {
 	// fail, when set, makes ReleaseConfig and Restart fail as a rollout
 	// that never became healthy.
 	fail error
+	// runsUnsupported makes Run answer as a runtime that runs no one-off
+	// commands.
+	runsUnsupported bool
 }
 
 // Rollback records a rollback release.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,4 +173,38 @@ func (r *Releaser) Scale(ctx context.Context, tenant, app string, counts map[str
 		return 0, nil, err
 	}
 	return current, formation, nil
+}
+
+// SetRunsUnsupported makes Run answer as a runtime that runs no one-off
+// commands (an app on a workload cluster) when set.
+func (r *Releaser) SetRunsUnsupported(unsupported bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runsUnsupported = unsupported
+}
+
+// Run runs cmd for real, with Runner, in a release of RunDir numbered as
+// the App's current release, whose environment is RUN_RELEASE (its
+// number); an app without a release is refused as the runtime's Releaser
+// refuses it.
+func (r *Releaser) Run(ctx context.Context, tenant, app string, cmd bexruntime.Command) (bexruntime.Exit, error) {
+	r.mu.Lock()
+	unsupported := r.runsUnsupported
+	r.mu.Unlock()
+	if unsupported {
+		return bexruntime.Exit{}, fmt.Errorf("cluster fleet-1: %w", bexruntime.ErrRunNotSupported)
+	}
+	obj := &platformv1alpha1.App{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		return bexruntime.Exit{}, err
+	}
+	current := int(obj.Status.CurrentRelease)
+	if current == 0 {
+		return bexruntime.Exit{}, fmt.Errorf("%w: app %s has no release to run a command in yet", store.ErrConflict, app)
+	}
+	return r.Runner.Run(ctx, bexruntime.Release{
+		Tenant: tenant, App: app, Number: current, Dir: r.RunDir,
+		Env:       map[string]string{"RUN_RELEASE": strconv.Itoa(current)},
+		Processes: map[string]bexruntime.Process{"web": {Command: "true", Replicas: 1}},
+	}, cmd)
 }

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/web/api/apiclient"
+)
+
+func newRunCommand(st *state) *cobra.Command {
+	var interactive, noTTY bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run APP [flags] -- COMMAND [ARG...]",
+		Short: "Run a one-off command in a fresh instance of the app's current release (its image, env, sandbox), streaming its output; bex exits with its status",
+		Long: "Run a one-off command in a fresh instance of the app's current release: the same image, environment (secrets\n" +
+			"included), sandbox and plan limits as a web instance, but no port and no traffic. Its output comes back as it\n" +
+			"runs and bex exits with its exit status. The command runs as it is, with no shell: use sh -c '...' for one.\n\n" +
+			"When stdin and stdout are a terminal the command runs on one, with stdin attached (bex run APP -- bash);\n" +
+			"otherwise stdin is closed, or forwarded with -i. Ending bex (Ctrl-C without a terminal) kills the command.\n\n" +
+			"Examples:\n  bex run shop -- sh -c 'echo $DATABASE_URL'\n  bex run shop -- bash\n  bex run -i shop -- psql < dump.sql",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			app, argv, err := runArgs(args, cmd.ArgsLenAtDash())
+			if err != nil {
+				return command.Usage(err)
+			}
+			if timeout < 0 || timeout > apiclient.MaxRunTimeout || timeout%time.Second != 0 {
+				return command.Usage(fmt.Errorf("--timeout %s: whole seconds, at most %s", timeout, apiclient.MaxRunTimeout))
+			}
+			c, err := st.needClient()
+			if err != nil {
+				return err
+			}
+			req := apiclient.RunRequest{Command: argv, TimeoutSeconds: int(timeout / time.Second)}
+			streams := apiclient.RunStreams{Stdout: st.io.Out, Stderr: st.io.Err}
+			if interactive {
+				streams.Stdin = st.io.In
+			}
+			restore := func() {}
+			if tty, ok := st.terminal(); ok && !noTTY {
+				if restore, err = tty.attach(cmd.Context(), &req, &streams); err != nil {
+					return err
+				}
+			}
+			exit, err := c.Run(cmd.Context(), app, req, streams)
+			restore()
+			if errors.Is(err, context.Canceled) {
+				return errors.New("interrupted: the command was killed")
+			}
+			if err != nil {
+				return explain(err)
+			}
+			if exit.Reason != "" {
+				fmt.Fprintf(st.io.Err, "bex: run.%d of %s: %s (exit status %d)\n", exit.Run, app, exit.Reason, exit.ExitCode)
+			}
+			if exit.ExitCode != 0 {
+				return &command.ExitStatus{Code: exit.ExitCode}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "Forward stdin to the command when it is not a terminal (a terminal always is)")
+	cmd.Flags().BoolVar(&noTTY, "no-tty", false, "Do not run the command on a terminal even when stdin and stdout are one")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop the command after this long (default 1h, at most 24h)")
+	return cmd
+}
+
+// runArgs splits bex run's arguments into the app and the command: APP --
+// COMMAND..., or APP COMMAND... when the command has no flags bex would
+// take for its own.
+func runArgs(args []string, dash int) (string, []string, error) {
+	switch {
+	case dash == 1 && len(args) > 1, dash < 0 && len(args) > 1:
+		return args[0], args[1:], nil
+	case dash > 1:
+		return "", nil, fmt.Errorf("%q before --: give the app alone before --, as in bex run APP -- COMMAND", args[1:dash])
+	}
+	return "", nil, errors.New("no command to run: bex run APP -- COMMAND [ARG...]")
+}
+
+// terminal is bex's own terminal: stdin and stdout, both terminals.
+type terminal struct{ in, out *os.File }
+
+// terminal returns bex's terminal when stdin and stdout are one.
+func (st *state) terminal() (terminal, bool) {
+	in, ok1 := st.io.In.(*os.File)
+	out, ok2 := st.io.Out.(*os.File)
+	if !ok1 || !ok2 || !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
+		return terminal{}, false
+	}
+	return terminal{in, out}, true
+}
+
+// attach runs the command on a terminal of t's size, with t's input
+// forwarded as typed (raw: the command's terminal does the echo and line
+// editing, and Ctrl-C goes to the command) and its size changes; restore
+// gives t its mode back.
+func (t terminal) attach(ctx context.Context, req *apiclient.RunRequest, streams *apiclient.RunStreams) (restore func(), err error) {
+	req.Terminal = true
+	if cols, rows, err := term.GetSize(int(t.out.Fd())); err == nil {
+		req.Cols, req.Rows = uint16(cols), uint16(rows)
+	}
+	state, err := term.MakeRaw(int(t.in.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("putting the terminal in raw mode: %w", err)
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	sizes := make(chan apiclient.TerminalSize, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(sizes)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-winch:
+				if cols, rows, err := term.GetSize(int(t.out.Fd())); err == nil {
+					select {
+					case sizes <- apiclient.TerminalSize{Cols: uint16(cols), Rows: uint16(rows)}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	streams.Stdin, streams.Resize = t.in, sizes
+	return func() {
+		cancel()
+		signal.Stop(winch)
+		_ = term.Restore(int(t.in.Fd()), state)
+	}, nil
+}

@@ -1,0 +1,115 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/cmd/bex/app"
+	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// bexRun runs the CLI in process as bex does, and returns its stdout, its
+// stderr and the exit status main would exit with.
+func bexRun(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := app.NewCommand(app.IO{
+		Out: &out, Err: &errOut, In: strings.NewReader(stdin),
+		ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] },
+	})
+	cmd.SetArgs(args)
+	code := command.Exit(&errOut, "bex", cmd.ExecuteContext(t.Context()))
+	return out.String(), errOut.String(), code
+}
+
+// TestRunCLI: bex run streams the command's stdout and stderr apart and
+// exits with its status, saying nothing of its own; stdin goes to the
+// command with -i only; a stopped run says why; a refusal exits 1 with the
+// API's reason; bex runs lists the runs.
+func TestRunCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	_, token := e.TenantToken(t, "clirun")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, stderr, code := bexRun(t, env, "", "apps", "create", "shop"); code != 0 {
+		t.Fatal(stderr)
+	}
+
+	if _, stderr, code := bexRun(t, env, "", "run", "shop", "--", "true"); code != 1 || !strings.Contains(stderr, "has no release to run a command in yet: push to its git remote first") {
+		t.Errorf("a run before any release: exit %d, %q", code, stderr)
+	}
+	obj := &platformv1alpha1.App{}
+	if err := e.Kube.Get(t.Context(), client.ObjectKey{Namespace: "clirun", Name: "shop"}, obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Status.CurrentRelease = 2
+	if err := e.Kube.Status().Update(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name                 string
+		stdin                string
+		args                 []string
+		stdout, stderr       string
+		code                 int
+		stderrMatch, without string
+	}{
+		{name: "output and exit status", args: []string{"run", "shop", "--", "sh", "-c", "echo out; echo err >&2; exit 7"},
+			stdout: "out\n", stderr: "err\n", code: 7},
+		{name: "the release's environment", args: []string{"run", "shop", "--", "sh", "-c", `echo "v$RUN_RELEASE"`}, stdout: "v2\n"},
+		{name: "without -- when the command has no flags", args: []string{"run", "shop", "echo", "hello", "there"}, stdout: "hello there\n"},
+		{name: "stdin closed without -i", stdin: "typed\n", args: []string{"run", "shop", "--", "cat"}},
+		{name: "stdin forwarded with -i", stdin: "typed\n", args: []string{"run", "-i", "shop", "--", "cat"}, stdout: "typed\n"},
+		{name: "a run stopped at its time limit", args: []string{"run", "shop", "--timeout", "1s", "--", "sleep", "600"},
+			stderr: "bex: run.6 of shop: timed out after 1s (exit status 143)\n", code: 143},
+		{name: "no command", args: []string{"run", "shop"}, code: 2, stderrMatch: `no command to run: bex run APP -- COMMAND`},
+		{name: "more than the app before --", args: []string{"run", "shop", "extra", "--", "true"}, code: 2, stderrMatch: `give the app alone before --`},
+		{name: "a bad timeout", args: []string{"run", "shop", "--timeout", "25h", "--", "true"}, code: 2, stderrMatch: `--timeout 25h0m0s: whole seconds, at most 24h0m0s`},
+		{name: "an unknown app", args: []string{"run", "nothing", "--", "true"}, code: 1, stderrMatch: `app "nothing" not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := bexRun(t, env, tc.stdin, tc.args...)
+			if code != tc.code || stdout != tc.stdout {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q", code, stdout, stderr, tc.code, tc.stdout)
+			}
+			switch {
+			case tc.stderrMatch != "":
+				if !regexp.MustCompile(tc.stderrMatch).MatchString(stderr) {
+					t.Errorf("stderr %q, want it to match %q", stderr, tc.stderrMatch)
+				}
+			case stderr != tc.stderr:
+				t.Errorf("stderr %q, want %q", stderr, tc.stderr)
+			}
+		})
+	}
+
+	stdout, stderr, code := bexRun(t, env, "", "runs", "shop")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 7 {
+		t.Fatalf("bex runs: exit %d, %q\n%s", code, stderr, stdout)
+	}
+	for i, want := range map[int]string{
+		0: `^RUN +COMMAND +RELEASE +BY +STARTED +TOOK +STATUS$`,
+		1: `^run\.6 +sleep 600 +v2 +token:test +\S+ \S+ +\d+s +exit 143: timed out after 1s$`,
+		2: `^run\.5 +cat +v2 .* exit 0$`,
+		6: `^run\.1 +sh -c 'echo out; echo err >&2; exit 7' +v2 +token:test .* exit 7$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(lines[i]) {
+			t.Errorf("bex runs line %d %q, want it to match %q\n%s", i, lines[i], want, stdout)
+		}
+	}
+	stdout, _, _ = bexRun(t, env, "", "runs", "shop", "-o", "json")
+	var runs []apiclient.Run
+	if err := json.Unmarshal([]byte(stdout), &runs); err != nil || len(runs) != 6 || runs[0].Number != 6 || runs[5].ExitCode == nil || *runs[5].ExitCode != 7 {
+		t.Errorf("bex runs -o json: %v\n%s", err, stdout)
+	}
+}

@@ -1,0 +1,264 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// maxTerminalSide bounds a run terminal's columns and rows.
+const maxTerminalSide = 1000
+
+// errClientGone ends a run whose client closed its connection.
+var errClientGone = errors.New("the client went away")
+
+// createRun checks the request, runs its command in a fresh instance of
+// the app's current release through the Releaser and, once the instance
+// is ready, records the run (the tenant's concurrent-runs quota checked
+// there), switches the connection to the run's frames and streams the
+// command both ways. Every refusal comes before the switch, as an HTTP
+// answer, and changes nothing; after it, how the run ended is its last
+// frame.
+func (s *Server) createRun(c echo.Context) error {
+	r := c.Request()
+	if !strings.EqualFold(r.Header.Get("Upgrade"), apiclient.RunProtocol) || !headerHas(r.Header, "Connection", "upgrade") {
+		c.Response().Header().Set("Upgrade", apiclient.RunProtocol)
+		return &httpError{status: http.StatusUpgradeRequired, message: "a run streams its command's input and output over the request's connection: " +
+			"send Connection: Upgrade and Upgrade: " + apiclient.RunProtocol + " (bex run does), then read frames (docs/api.md)"}
+	}
+	var req apiclient.RunRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if err := store.CheckRunCommand(req.Command); err != nil {
+		return invalid("command", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+	}
+	timeout := apiclient.DefaultRunTimeout
+	switch {
+	case req.TimeoutSeconds < 0 || time.Duration(req.TimeoutSeconds)*time.Second > apiclient.MaxRunTimeout:
+		return invalid("timeoutSeconds", "timeoutSeconds %d: a run lasts at most %d seconds (%s); leave it out for %s",
+			req.TimeoutSeconds, int(apiclient.MaxRunTimeout/time.Second), apiclient.MaxRunTimeout, apiclient.DefaultRunTimeout)
+	case req.TimeoutSeconds > 0:
+		timeout = time.Duration(req.TimeoutSeconds) * time.Second
+	}
+	if req.Cols > maxTerminalSide || req.Rows > maxTerminalSide {
+		return invalid("cols", "a terminal of %d×%d: at most %d columns and rows", req.Cols, req.Rows, maxTerminalSide)
+	}
+	app, err := s.getAppObject(c)
+	if err != nil {
+		return err
+	}
+	if app.Status.CurrentRelease == 0 {
+		return &httpError{status: http.StatusConflict, message: fmt.Sprintf("app %q has no release to run a command in yet: push to its git remote first", app.Name)}
+	}
+	p := principalOf(c)
+	ctx := r.Context()
+	q, err := s.quotas.For(ctx, s.store, p.tenant.ID)
+	if err != nil {
+		return err
+	}
+	// Once the connection is switched the request's context is no
+	// measure of the client (the server may end it when the connection
+	// closes, first): the run ends when its own reader sees the client
+	// go, before that when the request's context ends.
+	ctx, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer end(nil)
+	var attached atomic.Bool
+	defer context.AfterFunc(r.Context(), func() {
+		if !attached.Load() {
+			end(errClientGone)
+		}
+	})()
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
+	defer cancel()
+
+	var a *runAttachment
+	cmd := runtime.Command{
+		Args: req.Command, Name: "run", Terminal: req.Terminal, Size: runtime.TerminalSize{Cols: req.Cols, Rows: req.Rows},
+		Attach: func(release int) (runtime.Streams, error) {
+			run, err := s.store.CreateRun(ctx, store.NewRun{
+				TenantID: p.tenant.ID, App: app.Name, Release: release, Command: req.Command, Terminal: req.Terminal,
+				CreatedBy: p.actor(), ConcurrentRuns: &q.ConcurrentRuns,
+			})
+			if err != nil {
+				return runtime.Streams{}, err
+			}
+			s.audit(c, "app.run", app.Name, map[string]any{
+				"run": run.Number, "release": release, "command": req.Command, "terminal": req.Terminal, "timeoutSeconds": int(timeout / time.Second),
+			})
+			attached.Store(true)
+			a, err = s.attachRun(c, run, end)
+			if err != nil {
+				s.finishRun(run, nil, "the connection could not be switched to the run's stream: "+err.Error())
+				return runtime.Streams{}, err
+			}
+			return a.streams, nil
+		},
+	}
+	exit, err := s.deployer.Run(ctx, p.tenant.Name, app.Name, cmd)
+	if a == nil {
+		// Nothing ran and the answer is still HTTP's.
+		if errors.Is(err, runtime.ErrRunNotSupported) {
+			return &httpError{status: http.StatusNotImplemented, message: fmt.Sprintf(
+				"app %s runs on a workload cluster, where one-off commands do not run yet: %v", app.Name, err)}
+		}
+		if err == nil {
+			err = errors.New("the runtime ran the command without attaching it")
+		}
+		return fmt.Errorf("running a command in %s: %w", app.Name, err)
+	}
+	var code *int
+	if err != nil {
+		exit = runtime.Exit{Code: 1, Reason: "the command could not start: " + err.Error()}
+	} else {
+		code = &exit.Code
+	}
+	s.finishRun(a.run, code, exit.Reason)
+	a.close(apiclient.RunExit{Run: a.run.Number, Release: a.run.Release, ExitCode: exit.Code, Reason: exit.Reason})
+	return nil
+}
+
+// headerHas reports whether the comma-separated header name holds token.
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runAttachment is a run's switched connection.
+type runAttachment struct {
+	run     store.Run
+	conn    net.Conn
+	frames  *apiclient.FrameWriter
+	streams runtime.Streams
+}
+
+// attachRun answers 101 Switching Protocols and returns the run's streams
+// over the connection: frames the client sends go to the command's stdin
+// and terminal; when the client closes the connection, end ends the run.
+func (s *Server) attachRun(c echo.Context, run store.Run, end context.CancelCauseFunc) (*runAttachment, error) {
+	conn, rw, err := c.Response().Hijack()
+	if err != nil {
+		return nil, err
+	}
+	// The server's deadlines were for the request; the run sets its own.
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\nBex-Run: %d\r\nBex-Release: %d\r\n\r\n",
+		apiclient.RunProtocol, run.Number, run.Release)
+	if err := rw.Flush(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	stdin, stdinW := io.Pipe()
+	resize := make(chan runtime.TerminalSize, 1)
+	go readRunFrames(rw.Reader, stdinW, resize, end)
+	fw := apiclient.NewFrameWriter(conn)
+	return &runAttachment{
+		run: run, conn: conn, frames: fw,
+		streams: runtime.Streams{Stdin: stdin, Stdout: fw.Stream(apiclient.StreamStdout), Stderr: fw.Stream(apiclient.StreamStderr), Resize: resize},
+	}, nil
+}
+
+// readRunFrames reads the client's frames until the connection ends:
+// stdin's go to stdin (an empty one closes it), resizes to resize (the
+// latest one only, when the last is not taken yet). A connection that
+// ends, or a frame that cannot be read, ends the run.
+func readRunFrames(r *bufio.Reader, stdin *io.PipeWriter, resize chan runtime.TerminalSize, end context.CancelCauseFunc) {
+	defer close(resize)
+	buf := make([]byte, apiclient.MaxFramePayload)
+	for {
+		stream, p, err := apiclient.ReadFrame(r, buf)
+		if err != nil {
+			stdin.CloseWithError(errClientGone)
+			end(errClientGone)
+			return
+		}
+		switch stream {
+		case apiclient.StreamStdin:
+			if len(p) == 0 {
+				stdin.Close()
+				continue
+			}
+			// Written while the command reads, or dropped once stdin is
+			// closed.
+			_, _ = stdin.Write(p)
+		case apiclient.StreamResize:
+			var size apiclient.TerminalSize
+			if json.Unmarshal(p, &size) != nil || size.Cols > maxTerminalSide || size.Rows > maxTerminalSide {
+				continue
+			}
+			select {
+			case <-resize:
+			default:
+			}
+			resize <- runtime.TerminalSize{Cols: size.Cols, Rows: size.Rows}
+		}
+	}
+}
+
+// close sends the exit frame and closes the connection.
+func (a *runAttachment) close(exit apiclient.RunExit) {
+	b, _ := json.Marshal(exit)
+	_ = a.frames.WriteFrame(apiclient.StreamExit, b)
+	a.conn.Close()
+}
+
+// finishRun records how a run ended, even when its client has gone.
+func (s *Server) finishRun(run store.Run, code *int, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.store.FinishRun(ctx, run.ID, store.RunResult{ExitCode: code, Reason: reason}); err != nil {
+		s.log.Error(err, "Recording the end of a run", "app", run.App, "run", run.Number)
+	}
+}
+
+// listRuns answers the app's runs, newest first.
+func (s *Server) listRuns(c echo.Context) error {
+	app, err := s.getAppObject(c)
+	if err != nil {
+		return err
+	}
+	limit, err := limitOf(c)
+	if err != nil {
+		return err
+	}
+	runs, err := s.store.ListRuns(c.Request().Context(), principalOf(c).tenant.ID, app.Name, limit)
+	if err != nil {
+		return err
+	}
+	views := make([]apiclient.Run, 0, len(runs))
+	for _, r := range runs {
+		v := apiclient.Run{
+			Number: r.Number, Release: r.Release, Command: r.Command, Terminal: r.Terminal, CreatedBy: r.CreatedBy,
+			Status: string(r.Status), ExitCode: r.ExitCode, Reason: r.Reason, StartedAt: r.StartedAt.UTC(),
+		}
+		if r.FinishedAt != nil {
+			at := r.FinishedAt.UTC()
+			v.FinishedAt = &at
+		}
+		views = append(views, v)
+	}
+	return c.JSON(http.StatusOK, views)
+}

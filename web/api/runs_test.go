@@ -1,0 +1,248 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// runOf runs command through the client and returns how it ended and what
+// it wrote.
+func runOf(t *testing.T, c *apiclient.Client, app string, req apiclient.RunRequest, stdin io.Reader) (apiclient.RunExit, string, string, error) {
+	t.Helper()
+	var stdout, stderr platformtest.SyncBuffer
+	exit, err := c.Run(t.Context(), app, req, apiclient.RunStreams{Stdin: stdin, Stdout: &stdout, Stderr: &stderr})
+	return exit, stdout.String(), stderr.String(), err
+}
+
+// listRuns lists the app's runs through the API.
+func listRuns(t *testing.T, c *apiclient.Client, app string) []apiclient.Run {
+	t.Helper()
+	runs, err := c.ListRuns(t.Context(), app, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+// TestRuns: POST .../runs streams a command's stdout and stderr as it
+// runs, forwards stdin, and ends with its exit status; the command is
+// killed when the client goes away and stopped at its time limit; each
+// run is recorded (GET .../runs) and audited; a run past the tenant's
+// concurrentRuns quota gets a 403 naming it, an app without a release a
+// 409, bad input a 422, a request without the upgrade a 426, an app on a
+// runtime that runs no commands a 501, and none of them changes anything.
+func TestRuns(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "runs")
+	createApp(t, e, token, "web")
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := apiclient.RunRequest{Command: []string{"echo", "hello"}}
+
+	t.Run("refused without changing anything", func(t *testing.T) {
+		runsBefore, auditBefore := countRows(t, e, "runs"), countRows(t, e, "audit_log")
+		if _, _, _, err := runOf(t, c, "web", echo, nil); !apiclient.IsStatus(err, http.StatusConflict) || !strings.Contains(err.Error(), "push to its git remote first") {
+			t.Errorf("a run in an app without a release: %v, want 409", err)
+		}
+		setCurrentRelease(t, e, "runs", "web", 3)
+		for _, tc := range []struct {
+			name   string
+			req    apiclient.RunRequest
+			status int
+			field  string
+			want   string
+		}{
+			{"no command", apiclient.RunRequest{}, 422, "command", "give the command to run"},
+			{"a NUL byte", apiclient.RunRequest{Command: []string{"echo", "a\x00b"}}, 422, "command", "argument 1 holds a NUL byte"},
+			{"too many arguments", apiclient.RunRequest{Command: make([]string, 257)}, 422, "command", ""},
+			{"too long", apiclient.RunRequest{Command: []string{"echo", strings.Repeat("x", 17<<10)}}, 422, "command", "a command line is at most 16384"},
+			{"too long a time", apiclient.RunRequest{Command: echo.Command, TimeoutSeconds: 86401}, 422, "timeoutSeconds", "at most 86400 seconds"},
+			{"a huge terminal", apiclient.RunRequest{Command: echo.Command, Terminal: true, Cols: 5000, Rows: 40}, 422, "cols", "at most 1000"},
+		} {
+			_, _, _, err := runOf(t, c, "web", tc.req, nil)
+			var ae *apiclient.Error
+			if !errors.As(err, &ae) || ae.Status != tc.status || ae.Field != tc.field || !strings.Contains(ae.Message, tc.want) {
+				t.Errorf("%s: %v, want %d on %q saying %q", tc.name, err, tc.status, tc.field, tc.want)
+			}
+		}
+		if _, _, _, err := runOf(t, c, "nothing", echo, nil); !apiclient.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("a run in an app that does not exist: %v, want 404", err)
+		}
+		// Another tenant's app is no app of this one.
+		_, otherToken := e.TenantToken(t, "runs-other")
+		other, _ := apiclient.New(e.URL, otherToken, nil)
+		if _, _, _, err := runOf(t, other, "web", echo, nil); !apiclient.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("a run in another tenant's app: %v, want 404", err)
+		}
+		a := call(t, e, http.MethodPost, "/apps/web/runs", token, echo)
+		if a.status != http.StatusUpgradeRequired || a.header.Get("Upgrade") != apiclient.RunProtocol || !strings.Contains(a.err().Message, "Upgrade: bex-run.v1") {
+			t.Errorf("a run without the upgrade: %d %s %v, want 426 naming the protocol", a.status, a.body, a.header)
+		}
+		e.Releaser.SetRunsUnsupported(true)
+		_, _, _, err := runOf(t, c, "web", echo, nil)
+		e.Releaser.SetRunsUnsupported(false)
+		if !apiclient.IsStatus(err, http.StatusNotImplemented) || !strings.Contains(err.Error(), "workload cluster") {
+			t.Errorf("a run on a runtime that runs no commands: %v, want 501", err)
+		}
+		if runs, audit := countRows(t, e, "runs"), countRows(t, e, "audit_log"); runs != runsBefore || audit != auditBefore {
+			t.Errorf("refused runs recorded %d runs and %d audit entries", runs-runsBefore, audit-auditBefore)
+		}
+	})
+
+	t.Run("output and exit status", func(t *testing.T) {
+		exit, stdout, stderr, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"sh", "-c", "echo out; echo err >&2; exit 7"}}, nil)
+		if err != nil || exit.ExitCode != 7 || exit.Reason != "" || exit.Release != 3 || stdout != "out\n" || stderr != "err\n" {
+			t.Errorf("exit %+v, %v, stdout %q, stderr %q; want 7 in v3, out, err", exit, err, stdout, stderr)
+		}
+		// A stream longer than one frame comes whole.
+		exit, stdout, _, err = runOf(t, c, "web", apiclient.RunRequest{Command: []string{"sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"}}, nil)
+		if err != nil || exit.ExitCode != 0 || stdout != strings.Repeat("x", 100000) {
+			t.Errorf("100000 bytes of output: exit %+v, %v, got %d bytes", exit, err, len(stdout))
+		}
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		exit, stdout, _, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"sh", "-c", `read a; read b; echo "got $a and $b"; cat`}},
+			strings.NewReader("one\ntwo\nthe rest\n"))
+		if err != nil || exit.ExitCode != 0 || stdout != "got one and two\nthe rest\n" {
+			t.Errorf("stdin forwarded: exit %+v, %v, stdout %q", exit, err, stdout)
+		}
+		exit, stdout, _, err = runOf(t, c, "web", apiclient.RunRequest{Command: []string{"cat"}}, nil)
+		if err != nil || exit.ExitCode != 0 || stdout != "" {
+			t.Errorf("no stdin: cat ended with %+v, %v, %q; want at once, empty", exit, err, stdout)
+		}
+	})
+
+	t.Run("the client going away kills the command", func(t *testing.T) {
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var stdout platformtest.SyncBuffer
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Run(runCtx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", "echo $$; exec sleep 600"}}, apiclient.RunStreams{Stdout: &stdout})
+			done <- err
+		}()
+		var pid int
+		platformtest.Eventually(t, time.Minute, "the command to say its process id", func(context.Context) error {
+			var err error
+			pid, err = strconv.Atoi(strings.TrimSpace(stdout.String()))
+			return err
+		})
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run after its context ended: %v", err)
+		}
+		platformtest.Eventually(t, time.Minute, "the command to be killed", func(context.Context) error {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("process %d is still there (%v)", pid, err)
+			}
+			return nil
+		})
+		platformtest.Eventually(t, time.Minute, "the run to be recorded as ended", func(context.Context) error {
+			r := listRuns(t, c, "web")[0]
+			if r.Status != string(store.RunFailed) || r.Reason != "the client went away" || r.ExitCode == nil {
+				return fmt.Errorf("run.%d is %s (%q)", r.Number, r.Status, r.Reason)
+			}
+			return nil
+		})
+	})
+
+	t.Run("stopped at its time limit", func(t *testing.T) {
+		exit, _, _, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"sleep", "600"}, TimeoutSeconds: 1}, nil)
+		if err != nil || exit.ExitCode != 128+int(syscall.SIGTERM) || exit.Reason != "timed out after 1s" {
+			t.Errorf("a run past its time limit: %+v, %v; want SIGTERM's status and why", exit, err)
+		}
+	})
+
+	t.Run("beyond the concurrent-runs quota", func(t *testing.T) {
+		if err := e.Store.SetTenantQuotas(ctx, tenant.ID, store.QuotaOverrides{ConcurrentRuns: ptr.To(1)}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.Store.SetTenantQuotas(ctx, tenant.ID, store.QuotaOverrides{})
+		// The first runs until its stdin closes.
+		in, typed := io.Pipe()
+		first := make(chan apiclient.RunExit, 1)
+		go func() {
+			exit, _, _, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"cat"}}, in)
+			if err != nil {
+				t.Errorf("the first run: %v", err)
+			}
+			first <- exit
+		}()
+		platformtest.Eventually(t, time.Minute, "the first run to run", func(context.Context) error {
+			if r := listRuns(t, c, "web")[0]; r.Status != string(store.RunRunning) {
+				return fmt.Errorf("run.%d is %s", r.Number, r.Status)
+			}
+			return nil
+		})
+		runsBefore, auditBefore := countRows(t, e, "runs"), countRows(t, e, "audit_log")
+		_, _, _, err := runOf(t, c, "web", echo, nil)
+		var ae *apiclient.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Quota != "concurrentRuns" || !strings.Contains(ae.Message, "concurrentRuns quota (1) is reached: 1 of its one-off runs is running") {
+			t.Errorf("a second run with a quota of one: %v, want 403 naming concurrentRuns", err)
+		}
+		if runs, audit := countRows(t, e, "runs"), countRows(t, e, "audit_log"); runs != runsBefore || audit != auditBefore {
+			t.Errorf("the refused run recorded %d runs and %d audit entries", runs-runsBefore, audit-auditBefore)
+		}
+		typed.Close()
+		if exit := <-first; exit.ExitCode != 0 {
+			t.Errorf("the first run ended %+v once its stdin closed", exit)
+		}
+		if exit, stdout, _, err := runOf(t, c, "web", echo, nil); err != nil || stdout != "hello\n" {
+			t.Errorf("a run once the first ended: %+v, %v, %q", exit, err, stdout)
+		}
+	})
+
+	t.Run("recorded and audited", func(t *testing.T) {
+		runs := listRuns(t, c, "web")
+		if len(runs) < 2 {
+			t.Fatalf("runs %+v", runs)
+		}
+		last, seven := runs[0], runs[len(runs)-1]
+		for i := range runs[1:] {
+			if runs[i].Number <= runs[i+1].Number {
+				t.Errorf("runs not newest first: %d before %d", runs[i].Number, runs[i+1].Number)
+			}
+		}
+		if last.Status != "succeeded" || last.ExitCode == nil || *last.ExitCode != 0 || last.FinishedAt == nil || strings.Join(last.Command, " ") != "echo hello" {
+			t.Errorf("the last run: %+v", last)
+		}
+		if seven.Number != 1 || seven.Release != 3 || seven.Status != "failed" || seven.ExitCode == nil || *seven.ExitCode != 7 ||
+			seven.CreatedBy != "token:test" || !strings.Contains(strings.Join(seven.Command, " "), "exit 7") {
+			t.Errorf("run.1: %+v, want the one that exited 7, by token:test, in v3", seven)
+		}
+		var audited []map[string]any
+		for _, a := range auditActions(t, e, tenant.ID) {
+			if a.Action == "app.run" && a.Target == "web" {
+				var d map[string]any
+				if err := json.Unmarshal(a.Details, &d); err != nil {
+					t.Fatal(err)
+				}
+				audited = append(audited, d)
+			}
+		}
+		if len(audited) != len(runs) || audited[0]["run"] != float64(1) || !strings.Contains(fmt.Sprint(audited[0]["command"]), "exit 7") {
+			t.Errorf("app.run audit entries %v, want one per run (%d)", audited, len(runs))
+		}
+	})
+}

@@ -77,6 +77,14 @@ func (s *scene) pushBuild(t *testing.T, dir string, p plan) (string, []result, e
 	platformtest.Git(t, dir, "add", "-A")
 	platformtest.Git(t, dir, "commit", "-q", "-m", "attack from the build: "+strings.Join(p.Groups, ", "))
 	out, err := s.a.tryPush(buildApp, dir)
+	return out, reportOf(t, out), err
+}
+
+// reportOf returns the attempts that "attack build" reported in out, one
+// JSON line each wherever the line starts (the push output prefixes
+// them), and logs each.
+func reportOf(t *testing.T, out string) []result {
+	t.Helper()
 	var rs []result
 	for _, line := range strings.Split(out, "\n") {
 		i := strings.Index(line, `{"attempt":`)
@@ -85,7 +93,7 @@ func (s *scene) pushBuild(t *testing.T, dir string, p plan) (string, []result, e
 		}
 		var r result
 		if err := json.Unmarshal([]byte(strings.TrimSpace(line[i:])), &r); err != nil {
-			t.Errorf("the build's report line %q: %v", line, err)
+			t.Errorf("the report line %q: %v", line, err)
 			continue
 		}
 		// A failed build quotes the last lines of its output again.
@@ -95,7 +103,7 @@ func (s *scene) pushBuild(t *testing.T, dir string, p plan) (string, []result, e
 		t.Logf("%-7s %s: %s", r.Outcome, r.Attempt, r.Detail)
 		rs = append(rs, r)
 	}
-	return out, rs, err
+	return rs
 }
 
 // reportHas fails t for each of attempts (prefixes) that rs lacks, and
@@ -106,7 +114,7 @@ func reportHas(t *testing.T, rs []result, attempts ...string) []result {
 	for _, want := range attempts {
 		i := slices.IndexFunc(rs, func(r result) bool { return strings.HasPrefix(r.Attempt, want) })
 		if i < 0 {
-			t.Errorf("the build's report has no attempt %q", want)
+			t.Errorf("the report has no attempt %q", want)
 			continue
 		}
 		found = append(found, rs[i])

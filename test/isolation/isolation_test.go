@@ -48,6 +48,21 @@ func sandboxed(t *testing.T, bin string) {
 		})
 	}
 
+	t.Run("a one-off run is in the same sandbox", func(t *testing.T) {
+		q := p
+		q.Groups = []string{"network"}
+		plan, err := json.Marshal(q)
+		must(t, err)
+		out, err := s.a.bexIn(string(plan), "run", "-i", attackApp, "--", "sh", "-c", "cat > /tmp/plan.json && exec /app/bin/app build /tmp/plan.json")
+		rs := reportOf(t, out)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("bex run of the network attacks: %v\n%s", err, out)
+		}
+		reportHas(t, rs, "connect to another tenant's instance directly", "connect to the platform's api on 127.0.0.1")
+		requireBlocked(t, "attack from a run", rs)
+		s.platformAnswers(t)
+	})
+
 	t.Run("memory past the limit kills the instance, which restarts on the same release", func(t *testing.T) {
 		before, err := s.a.whoami(attackApp)
 		must(t, err)

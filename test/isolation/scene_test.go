@@ -98,8 +98,15 @@ func start(ctx context.Context, t *testing.T, bin string, flags ...string) *scen
 }
 
 func (u *tenant) bex(args ...string) (string, error) {
+	return u.bexIn("", args...)
+}
+
+// bexIn runs the bex CLI as the tenant with stdin, and returns its
+// output, stdout and stderr together.
+func (u *tenant) bexIn(stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(u.s.ctx, filepath.Join(u.s.bin, "bex"), args...)
 	cmd.Env = append(os.Environ(), "BEX_API="+u.s.env["BEX_API"], "BEX_TOKEN="+u.token, "XDG_CONFIG_HOME="+u.home, "HOME="+u.home)
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -48,13 +48,7 @@ func (e *env) commitEnvApp(t *testing.T) gitserver.Push {
 	if err := os.WriteFile(filepath.Join(e.repo, "server.js"), []byte(envAppJS), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Git(t, e.repo, "add", ".")
-	platformtest.Git(t, e.repo, "commit", "-q", "-m", "env app")
-	platformtest.Git(t, e.repo, "push", "-q", e.bare, "main")
-	return gitserver.Push{
-		Tenant: e.tenant, App: e.name, Branch: "main", Actor: "user:test",
-		New: platformtest.Git(t, e.repo, "rev-parse", "HEAD")[:40], RepoDir: e.bare,
-	}
+	return e.pushWork(t, "env app")
 }
 
 // get asks the app, through an edge, what it runs with.

@@ -175,8 +175,15 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 func (e *env) commit(t *testing.T, body, buildJS string) gitserver.Push {
 	t.Helper()
 	platformtest.WriteNodeApp(t, e.repo, body, buildJS)
+	return e.pushWork(t, body)
+}
+
+// pushWork commits the work tree as it is with message, pushes it into
+// the bare repository and returns the push of it.
+func (e *env) pushWork(t *testing.T, message string) gitserver.Push {
+	t.Helper()
 	platformtest.Git(t, e.repo, "add", ".")
-	platformtest.Git(t, e.repo, "commit", "-q", "-m", body)
+	platformtest.Git(t, e.repo, "commit", "-q", "-m", message)
 	platformtest.Git(t, e.repo, "push", "-q", e.bare, "main")
 	return gitserver.Push{
 		Tenant: e.tenant, App: e.name, Branch: "main", Actor: "user:test",

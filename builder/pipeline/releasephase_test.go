@@ -25,13 +25,7 @@ func (e *env) commitWithRelease(t *testing.T, body, phase string) gitserver.Push
 	if err := os.WriteFile(filepath.Join(e.repo, "Procfile"), []byte("web: node server.js\nrelease: "+phase+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Git(t, e.repo, "add", ".")
-	platformtest.Git(t, e.repo, "commit", "-q", "-m", body)
-	platformtest.Git(t, e.repo, "push", "-q", e.bare, "main")
-	return gitserver.Push{
-		Tenant: e.tenant, App: e.name, Branch: "main", Actor: "user:test",
-		New: platformtest.Git(t, e.repo, "rev-parse", "HEAD")[:40], RepoDir: e.bare,
-	}
+	return e.pushWork(t, body)
 }
 
 // buildLog is the log the store keeps of the app's newest build, and the

@@ -575,7 +575,15 @@ func (s *suite) crash(t *testing.T) {
 	if before.Restarts != 0 || before.Since.IsZero() || before.ID == "" {
 		t.Fatalf("a fresh instance: %+v, want no restarts, a Since and an ID", before)
 	}
-	crashedAt := time.Now().Truncate(time.Second) // kube's times have seconds
+	// Kubernetes' times have seconds: the crash must come in a later
+	// second than the start for the uptime's new start to show.
+	s.eventually(t, "the clock is past the second the instance came up in", func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(before.Since) {
+			return fmt.Errorf("it is %s, the instance came up at %s", now, before.Since)
+		}
+		return nil
+	})
+	crashedAt := time.Now().Truncate(time.Second)
 	crash(t, d, "suite", app, before)
 	var after runtime.Instance
 	s.eventually(t, "the crashed instance runs again, its restart counted", func() error {

@@ -12,7 +12,7 @@ import (
 
 func TestNewNamesMissingOptions(t *testing.T) {
 	_, err := New(Options{})
-	if err == nil || !strings.Contains(err.Error(), "missing AppDomain, Deployer, GitBase, Kube, Logs, Store") {
+	if err == nil || !strings.Contains(err.Error(), "missing AppDomain, Deployer, GitBase, Instances, Kube, Logs, Store") {
 		t.Errorf("New(Options{}) = %v, want every missing option named", err)
 	}
 }

@@ -64,7 +64,7 @@ func TestRuns(t *testing.T) {
 		if _, _, _, err := runOf(t, c, "web", echo, nil); !apiclient.IsStatus(err, http.StatusConflict) || !strings.Contains(err.Error(), "push to its git remote first") {
 			t.Errorf("a run in an app without a release: %v, want 409", err)
 		}
-		setCurrentRelease(t, e, "runs", "web", 3)
+		e.SetCurrentRelease(t, "runs", "web", 3)
 		for _, tc := range []struct {
 			name   string
 			req    apiclient.RunRequest

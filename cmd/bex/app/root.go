@@ -159,6 +159,12 @@ func Run(ctx context.Context, streams IO, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
+	// bex run ends with the command's own status; the command said what
+	// it had to.
+	var es *command.ExitStatus
+	if errors.As(err, &es) {
+		return es.Code
+	}
 	asJSON := false
 	if f := cmd.PersistentFlags().Lookup("output"); f != nil && f.Value.String() == outputJSON {
 		asJSON = true

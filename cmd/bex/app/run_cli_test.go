@@ -1,59 +1,39 @@
 package app_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/bex/app"
-	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
 
-// bexRun runs the CLI in process as bex does, and returns its stdout, its
-// stderr and the exit status main would exit with.
-func bexRun(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, int) {
+// bexRunWith runs bex as its main does with env and stdin.
+func bexRunWith(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := app.NewCommand(app.IO{
-		Out: &out, Err: &errOut, In: strings.NewReader(stdin),
-		ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] },
-	})
-	cmd.SetArgs(args)
-	code := command.Exit(&errOut, "bex", cmd.ExecuteContext(t.Context()))
-	return out.String(), errOut.String(), code
+	return bexRun(t, app.IO{In: strings.NewReader(stdin), ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }}, args...)
 }
 
 // TestRunCLI: bex run streams the command's stdout and stderr apart and
 // exits with its status, saying nothing of its own; stdin goes to the
-// command with -i only; a stopped run says why; a refusal exits 1 with the
+// command with -i only; a stopped run says why; a refusal exits with its kind's code (409: 4) and the
 // API's reason; bex runs lists the runs.
 func TestRunCLI(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	_, token := e.TenantToken(t, "clirun")
 	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
-	if _, stderr, code := bexRun(t, env, "", "apps", "create", "shop"); code != 0 {
+	if _, stderr, code := bexRunWith(t, env, "", "apps", "create", "shop"); code != 0 {
 		t.Fatal(stderr)
 	}
 
-	if _, stderr, code := bexRun(t, env, "", "run", "shop", "--", "true"); code != 1 || !strings.Contains(stderr, "has no release to run a command in yet: push to its git remote first") {
+	if _, stderr, code := bexRunWith(t, env, "", "run", "shop", "--", "true"); code != app.ExitConflict || !strings.Contains(stderr, "has no release to run a command in yet: push to its git remote first") {
 		t.Errorf("a run before any release: exit %d, %q", code, stderr)
 	}
-	obj := &platformv1alpha1.App{}
-	if err := e.Kube.Get(t.Context(), client.ObjectKey{Namespace: "clirun", Name: "shop"}, obj); err != nil {
-		t.Fatal(err)
-	}
-	obj.Status.CurrentRelease = 2
-	if err := e.Kube.Status().Update(t.Context(), obj); err != nil {
-		t.Fatal(err)
-	}
+	e.SetCurrentRelease(t, "clirun", "shop", 2)
 
 	for _, tc := range []struct {
 		name                 string
@@ -77,7 +57,7 @@ func TestRunCLI(t *testing.T) {
 		{name: "an unknown app", args: []string{"run", "nothing", "--", "true"}, code: 1, stderrMatch: `app "nothing" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := bexRun(t, env, tc.stdin, tc.args...)
+			stdout, stderr, code := bexRunWith(t, env, tc.stdin, tc.args...)
 			if code != tc.code || stdout != tc.stdout {
 				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q", code, stdout, stderr, tc.code, tc.stdout)
 			}
@@ -92,7 +72,7 @@ func TestRunCLI(t *testing.T) {
 		})
 	}
 
-	stdout, stderr, code := bexRun(t, env, "", "runs", "shop")
+	stdout, stderr, code := bexRunWith(t, env, "", "runs", "shop")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if code != 0 || len(lines) != 7 {
 		t.Fatalf("bex runs: exit %d, %q\n%s", code, stderr, stdout)
@@ -107,7 +87,7 @@ func TestRunCLI(t *testing.T) {
 			t.Errorf("bex runs line %d %q, want it to match %q\n%s", i, lines[i], want, stdout)
 		}
 	}
-	stdout, _, _ = bexRun(t, env, "", "runs", "shop", "-o", "json")
+	stdout, _, _ = bexRunWith(t, env, "", "runs", "shop", "-o", "json")
 	var runs []apiclient.Run
 	if err := json.Unmarshal([]byte(stdout), &runs); err != nil || len(runs) != 6 || runs[0].Number != 6 || runs[5].ExitCode == nil || *runs[5].ExitCode != 7 {
 		t.Errorf("bex runs -o json: %v\n%s", err, stdout)

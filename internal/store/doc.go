@@ -1,7 +1,9 @@
 // Package store is bex's PostgreSQL store: the state Kubernetes is bad at
 // holding. It owns the schema and its versioned migrations (the SQL files in
-// migrations/, applied in order by Open), and the rows of tenants, users,
-// API tokens, SSH keys and the append-only audit log, builds and their logs,
+// migrations/, applied in order by Open), and the rows of tenants, their
+// members (users with a role: admin, developer, viewer) and invitations,
+// API tokens (with a scope and an optional expiry), SSH keys and the
+// append-only audit log, builds and their logs,
 // the immutable, per-app numbered release history, and the records of fleet
 // upgrades (runs, steps, every verifier probe sample). The edge's
 // certificates live in the same database, in tables internal/certstore
@@ -9,8 +11,11 @@
 // in the tenant's namespace is their desired state, and builds and releases
 // name an app by tenant and App name.
 //
-// Secrets stay inside: an API token's secret is returned once by CreateToken
-// and only its SHA-256 is stored; no exported type carries a hash. A
+// Secrets stay inside: an API token's secret is returned once by IssueToken
+// (an invitation's code once by CreateInvitation) and only its SHA-256 is
+// stored; no exported type carries a hash. Changes of a tenant's members
+// hold the tenant's row, so that the last admin cannot be demoted or
+// removed by two changes at once. A
 // release's config snapshot holds plain values and only references to the
 // keys of the tenant's Secrets, never a secret value.
 //

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -143,5 +144,48 @@ func TestPendingMigrations(t *testing.T) {
 				t.Fatalf("pending = %d, %v; want %d", len(pending), err, tt.pending)
 			}
 		})
+	}
+}
+
+// TestMembersMigration: the users of the old role tenant become admins of
+// their tenant, operators stay operators, and existing tokens keep full
+// scope.
+func TestMembersMigration(t *testing.T) {
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, "_members_and_tokens.sql") })
+	if i < 0 {
+		t.Fatal("no members_and_tokens migration")
+	}
+	if err := migrate(ctx, pool, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO tenants (id, name) VALUES ('00000000-0000-0000-0000-00000000000a', 'acme');
+		INSERT INTO users (id, tenant_id, email, role) VALUES
+			('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-00000000000a', 'ann@acme.test', 'tenant'),
+			('00000000-0000-0000-0000-0000000000a2', NULL, 'ops@bex.test', 'operator');
+		INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash) VALUES
+			('00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-0000000000a1', 'old', 'bex_aaaa', decode(repeat('ab', 32), 'hex'))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, pool, ms); err != nil {
+		t.Fatal(err)
+	}
+	var ann, ops, scope string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT role FROM users WHERE email = 'ann@acme.test'), (SELECT role FROM users WHERE email = 'ops@bex.test'),
+		(SELECT scope FROM api_tokens WHERE name = 'old')`).Scan(&ann, &ops, &scope); err != nil {
+		t.Fatal(err)
+	}
+	if ann != "admin" || ops != "operator" || scope != "full" {
+		t.Errorf("after migrating: ann %s, ops %s, token scope %s; want admin, operator, full", ann, ops, scope)
 	}
 }

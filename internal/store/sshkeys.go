@@ -15,11 +15,14 @@ import (
 // minRSABits is the smallest RSA key accepted, as in OpenSSH.
 const minRSABits = 2048
 
-// SSHKey is a public key with which a tenant pushes over SSH.
+// SSHKey is a public key with which a tenant's member pushes over SSH.
 type SSHKey struct {
 	ID       string `json:"id"`
 	TenantID string `json:"tenantID"`
-	Name     string `json:"name"`
+	// UserID is the member who added the key, whose role a push with it
+	// has; empty for a key of the tenant's, added with a machine token.
+	UserID string `json:"userID,omitempty"`
+	Name   string `json:"name"`
 	// Fingerprint is "SHA256:" and the unpadded base64 of the key's
 	// SHA-256, as ssh-keygen -l prints it. It is unique across tenants.
 	Fingerprint string `json:"fingerprint"`
@@ -29,11 +32,13 @@ type SSHKey struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-const sshKeyColumns = "id, tenant_id, name, fingerprint, public_key, created_at"
+const sshKeyColumns = "id, tenant_id, user_id, name, fingerprint, public_key, created_at"
 
 func scanSSHKey(row pgx.Row) (SSHKey, error) {
 	var k SSHKey
-	err := row.Scan(&k.ID, &k.TenantID, &k.Name, &k.Fingerprint, &k.PublicKey, &k.CreatedAt)
+	var userID *string
+	err := row.Scan(&k.ID, &k.TenantID, &userID, &k.Name, &k.Fingerprint, &k.PublicKey, &k.CreatedAt)
+	k.UserID = orEmpty(userID)
 	return k, err
 }
 
@@ -47,6 +52,13 @@ func scanSSHKey(row pgx.Row) (SSHKey, error) {
 // must not tell a tenant that another tenant holds a key: that would tell
 // who pushes where.
 func (s *Store) AddSSHKey(ctx context.Context, tenantID, name, authorizedKey string) (SSHKey, error) {
+	return s.AddMemberSSHKey(ctx, tenantID, "", name, authorizedKey)
+}
+
+// AddMemberSSHKey is AddSSHKey for a key that belongs to the tenant's
+// member userID (empty: to the tenant). The error also wraps ErrNotFound
+// when the tenant has no such member.
+func (s *Store) AddMemberSSHKey(ctx context.Context, tenantID, userID, name, authorizedKey string) (SSHKey, error) {
 	pub, comment, err := parseAuthorizedKey(authorizedKey)
 	if err != nil {
 		return SSHKey{}, err
@@ -65,17 +77,23 @@ func (s *Store) AddSSHKey(ctx context.Context, tenantID, name, authorizedKey str
 	if !isUUID(tenantID) {
 		return SSHKey{}, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
 	}
+	if userID != "" && !isUUID(userID) {
+		return SSHKey{}, fmt.Errorf("member %q: %w", userID, ErrNotFound)
+	}
 
 	k, err := scanSSHKey(s.pool.QueryRow(ctx,
-		"INSERT INTO ssh_keys (tenant_id, name, fingerprint, public_key) VALUES ($1, $2, $3, $4) RETURNING "+sshKeyColumns,
-		tenantID, name, fingerprint, line))
+		"INSERT INTO ssh_keys (tenant_id, user_id, name, fingerprint, public_key) VALUES ($1, $2, $3, $4, $5) RETURNING "+sshKeyColumns,
+		tenantID, nullable(userID), name, fingerprint, line))
 	if c, ok := constraintViolated(err, codeUniqueViolation); ok {
 		if c == "ssh_keys_tenant_id_name_key" {
 			return SSHKey{}, fmt.Errorf("ssh key named %q: %w", name, ErrConflict)
 		}
 		return s.keyTaken(ctx, tenantID, fingerprint)
 	}
-	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+	if c, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+		if c == "ssh_keys_user_in_tenant" {
+			return SSHKey{}, fmt.Errorf("member %s of tenant %s: %w", userID, tenantID, ErrNotFound)
+		}
 		return SSHKey{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
 	if err != nil {

@@ -62,11 +62,11 @@ func TestUsers(t *testing.T) {
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
 
-	dev, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: " Dev@Acme.test ", Role: store.RoleTenant, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA"})
+	dev, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: " Dev@Acme.test ", Role: store.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev.TenantID != acme.ID || dev.Email != "Dev@Acme.test" || dev.Role != store.RoleTenant {
+	if dev.TenantID != acme.ID || dev.Email != "Dev@Acme.test" || dev.Role != store.RoleAdmin {
 		t.Errorf("CreateUser = %+v", dev)
 	}
 	if got, err := s.GetUser(ctx, dev.ID); err != nil || got != dev {
@@ -81,7 +81,7 @@ func TestUsers(t *testing.T) {
 		t.Errorf("stored password hash = %q, %v", stored, err)
 	}
 
-	_, err = s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.TEST", Role: store.RoleTenant})
+	_, err = s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.TEST", Role: store.RoleAdmin})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Errorf("the same email in other case: err = %v, want ErrConflict", err)
 	}
@@ -95,10 +95,10 @@ func TestUsers(t *testing.T) {
 		want error
 	}{
 		{"operator with tenant", store.NewUser{TenantID: acme.ID, Email: "a@b.c", Role: store.RoleOperator}, store.ErrInvalid},
-		{"tenant user without tenant", store.NewUser{Email: "a@b.c", Role: store.RoleTenant}, store.ErrInvalid},
-		{"unknown role", store.NewUser{TenantID: acme.ID, Email: "a@b.c", Role: "admin"}, store.ErrInvalid},
-		{"bad email", store.NewUser{TenantID: acme.ID, Email: "nobody", Role: store.RoleTenant}, store.ErrInvalid},
-		{"missing tenant", store.NewUser{TenantID: "00000000-0000-0000-0000-000000000000", Email: "a@b.c", Role: store.RoleTenant}, store.ErrNotFound},
+		{"tenant user without tenant", store.NewUser{Email: "a@b.c", Role: store.RoleAdmin}, store.ErrInvalid},
+		{"unknown role", store.NewUser{TenantID: acme.ID, Email: "a@b.c", Role: "owner"}, store.ErrInvalid},
+		{"bad email", store.NewUser{TenantID: acme.ID, Email: "nobody", Role: store.RoleAdmin}, store.ErrInvalid},
+		{"missing tenant", store.NewUser{TenantID: "00000000-0000-0000-0000-000000000000", Email: "a@b.c", Role: store.RoleAdmin}, store.ErrNotFound},
 	}
 	for _, tt := range tests {
 		if _, err := s.CreateUser(ctx, tt.nu); !errors.Is(err, tt.want) {

@@ -8,8 +8,10 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -52,9 +54,55 @@ type Token struct {
 	// ParentID is, for a session token, the token it was made from; empty
 	// otherwise.
 	ParentID string `json:"parentID,omitempty"`
-	// ExpiresAt is when a session token ends; nil for other tokens.
+	// ExpiresAt is when the token ends: always set for a session token,
+	// nil for a token that does not expire.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Scope narrows what the token may do below its owner's role.
+	Scope Scope `json:"scope"`
 }
+
+// Scope narrows what a token may do below the role of its owner (a
+// machine token, which has no user, acts as an admin would).
+type Scope string
+
+const (
+	// ScopeFull keeps the owner's role.
+	ScopeFull Scope = "full"
+	// ScopeWrite acts as a developer at most: push, deploy, env... but
+	// no members or tokens of others.
+	ScopeWrite Scope = "write"
+	// ScopeRead acts as a viewer: it reads.
+	ScopeRead Scope = "read"
+)
+
+// Scopes are the scopes, from the narrowest.
+var Scopes = []Scope{ScopeRead, ScopeWrite, ScopeFull}
+
+// Limit returns the role a token of this scope acts with when its owner
+// has role: the lower of role and the scope's cap. An operator's role is
+// not a tenant's and stays as it is.
+func (sc Scope) Limit(role Role) Role {
+	limit := map[Scope]Role{ScopeRead: RoleViewer, ScopeWrite: RoleDeveloper}[sc]
+	if limit == "" || !role.Tenant() || limit.rank() >= role.rank() {
+		return role
+	}
+	return limit
+}
+
+// ParseScope returns the scope called s ("" is full), or an error
+// wrapping ErrInvalid that lists them.
+func ParseScope(s string) (Scope, error) {
+	if s == "" {
+		return ScopeFull, nil
+	}
+	if sc := Scope(s); slices.Contains(Scopes, sc) {
+		return sc, nil
+	}
+	return "", fmt.Errorf("%w scope %q: want read, write or full", ErrInvalid, s)
+}
+
+// Expired reports whether the token has ended at now.
+func (t Token) Expired(now time.Time) bool { return t.ExpiresAt != nil && !t.ExpiresAt.After(now) }
 
 // Session reports whether the token is a session token.
 func (t Token) Session() bool { return t.ParentID != "" }
@@ -62,7 +110,7 @@ func (t Token) Session() bool { return t.ParentID != "" }
 // Revoked reports whether the token has been revoked.
 func (t Token) Revoked() bool { return t.RevokedAt != nil }
 
-const tokenColumns = "id, tenant_id, user_id, name, prefix, created_at, last_used_at, revoked_at, parent_id, expires_at"
+const tokenColumns = "id, tenant_id, user_id, name, prefix, created_at, last_used_at, revoked_at, parent_id, expires_at, scope"
 
 // tokenColumnsOf is tokenColumns qualified by a table alias.
 func tokenColumnsOf(alias string) string {
@@ -76,34 +124,83 @@ func tokenColumnsOf(alias string) string {
 func scanToken(row pgx.Row, extra ...any) (Token, error) {
 	var t Token
 	var tenantID, userID, parentID *string
-	dest := append([]any{&t.ID, &tenantID, &userID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &parentID, &t.ExpiresAt}, extra...)
+	dest := append([]any{&t.ID, &tenantID, &userID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &parentID, &t.ExpiresAt, &t.Scope}, extra...)
 	err := row.Scan(dest...)
 	t.TenantID, t.UserID, t.ParentID = orEmpty(tenantID), orEmpty(userID), orEmpty(parentID)
 	return t, err
 }
 
-// CreateToken creates an API token called name and returns its secret,
-// which is not stored and cannot be read again, with the token.
-//
-// A tenant's token has tenantID set, and userID set when a user owns it
-// (empty for a machine token). An operator's token has no tenantID and the
-// operator's userID. The error wraps ErrNotFound when the tenant or user
-// does not exist and ErrInvalid when they do not fit together.
+// MaxTokensPerOwner is how many tokens that have not ended (sessions
+// aside) one user, or one tenant's machine tokens together, may have.
+const MaxTokensPerOwner = 50
+
+// maxTokenNameLen is the longest token name.
+const maxTokenNameLen = 64
+
+// NewToken is what IssueToken needs.
+type NewToken struct {
+	// TenantID is the tenant the token acts for; empty for an operator's
+	// token.
+	TenantID string
+	// UserID is the user who owns it; empty for a tenant's machine token.
+	UserID string
+	// Name tells the token apart: 1 to 64 characters.
+	Name string
+	// Scope narrows it below its owner's role; empty is ScopeFull.
+	Scope Scope
+	// ExpiresAt ends it; zero: it does not expire.
+	ExpiresAt time.Time
+}
+
+// CreateToken creates a full-scope token that does not expire: see
+// IssueToken.
 func (s *Store) CreateToken(ctx context.Context, tenantID, userID, name string) (string, Token, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
+	return s.IssueToken(ctx, NewToken{TenantID: tenantID, UserID: userID, Name: name})
+}
+
+// IssueToken creates an API token and returns its secret, which is not
+// stored and cannot be read again, with the token.
+//
+// A tenant's token has TenantID set, and UserID set when a user owns it
+// (empty for a machine token). An operator's token has no TenantID and the
+// operator's UserID. The error wraps ErrNotFound when the tenant or user
+// does not exist, ErrInvalid when they do not fit together or the name,
+// scope or expiry is wrong, and ErrQuotaExceeded when the owner has
+// MaxTokensPerOwner tokens that have not ended.
+func (s *Store) IssueToken(ctx context.Context, nt NewToken) (string, Token, error) {
+	return issueToken(ctx, s.pool, nt)
+}
+
+// issueToken is IssueToken on q, which may be a transaction.
+func issueToken(ctx context.Context, q querier, nt NewToken) (string, Token, error) {
+	tenantID, userID := nt.TenantID, nt.UserID
+	name := strings.TrimSpace(nt.Name)
+	scope, err := ParseScope(string(nt.Scope))
+	switch {
+	case name == "":
 		return "", Token{}, fmt.Errorf("%w token name: it is empty", ErrInvalid)
-	}
-	if tenantID == "" && userID == "" {
+	case len(name) > maxTokenNameLen || strings.ContainsFunc(name, unicode.IsControl):
+		return "", Token{}, fmt.Errorf("%w token name %q: at most %d characters, none a control character", ErrInvalid, name, maxTokenNameLen)
+	case err != nil:
+		return "", Token{}, err
+	case !nt.ExpiresAt.IsZero() && !nt.ExpiresAt.After(time.Now()):
+		return "", Token{}, fmt.Errorf("%w token %q: its expiry %s has passed", ErrInvalid, name, nt.ExpiresAt.UTC().Format(time.RFC3339))
+	case tenantID == "" && userID == "":
 		return "", Token{}, fmt.Errorf("%w token %q: it needs a tenant, or an operator to own it", ErrInvalid, name)
 	}
 	if tenantID != "" && !isUUID(tenantID) {
 		return "", Token{}, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
 	}
 	if userID != "" {
-		u, err := s.GetUser(ctx, userID)
+		if !isUUID(userID) {
+			return "", Token{}, fmt.Errorf("user %q: %w", userID, ErrNotFound)
+		}
+		u, err := scanUser(q.QueryRow(ctx, "SELECT "+userColumns+" FROM users WHERE id = $1", userID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", Token{}, fmt.Errorf("user %s: %w", userID, ErrNotFound)
+		}
 		if err != nil {
-			return "", Token{}, err
+			return "", Token{}, fmt.Errorf("reading user %s: %w", userID, err)
 		}
 		switch {
 		case tenantID == "" && u.Role != RoleOperator:
@@ -112,14 +209,29 @@ func (s *Store) CreateToken(ctx context.Context, tenantID, userID, name string) 
 			return "", Token{}, fmt.Errorf("%w token %q: user %s does not belong to tenant %s", ErrInvalid, name, u.Email, tenantID)
 		}
 	}
+	var expires *time.Time
+	if !nt.ExpiresAt.IsZero() {
+		expires = &nt.ExpiresAt
+	}
 
 	secret, hash, err := newTokenSecret()
 	if err != nil {
 		return "", Token{}, err
 	}
-	t, err := scanToken(s.pool.QueryRow(ctx,
-		"INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash) VALUES ($1, $2, $3, $4, $5) RETURNING "+tokenColumns,
-		nullable(tenantID), nullable(userID), name, secret[:tokenDisplayLen], hash))
+	// The count and the insert are one statement: the owner's limit holds
+	// but for concurrent creations, which may pass it by their number.
+	t, err := scanToken(q.QueryRow(ctx,
+		`INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash, scope, expires_at)
+		 SELECT $1, $2, $3, $4, $5, $6, $7
+		 WHERE (SELECT count(*) FROM api_tokens
+		        WHERE tenant_id IS NOT DISTINCT FROM $1 AND user_id IS NOT DISTINCT FROM $2
+		          AND parent_id IS NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) < $8
+		 RETURNING `+tokenColumns,
+		nullable(tenantID), nullable(userID), name, secret[:tokenDisplayLen], hash, string(scope), expires, MaxTokensPerOwner))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", Token{}, &QuotaError{Quota: "tokens", Limit: fmt.Sprint(MaxTokensPerOwner),
+			Detail: "that many tokens of the owner have not ended; revoke some (bex tokens list, bex tokens revoke) first"}
+	}
 	if c, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		switch c {
 		case "api_tokens_tenant_id_fkey":
@@ -136,22 +248,25 @@ func (s *Store) CreateToken(ctx context.Context, tenantID, userID, name string) 
 	return secret, t, nil
 }
 
-// newTokenSecret returns a fresh secret and its SHA-256.
-func newTokenSecret() (string, []byte, error) {
+// newTokenSecret returns a fresh token secret and its SHA-256.
+func newTokenSecret() (string, []byte, error) { return newSecret(TokenSecretPrefix) }
+
+// newSecret returns prefix and 32 random bytes in base32, and its SHA-256.
+func newSecret(prefix string) (string, []byte, error) {
 	random := make([]byte, tokenRandomBytes)
 	if _, err := rand.Read(random); err != nil {
-		return "", nil, fmt.Errorf("generating token secret: %w", err)
+		return "", nil, fmt.Errorf("generating a secret: %w", err)
 	}
-	secret := TokenSecretPrefix + tokenEncoding.EncodeToString(random)
+	secret := prefix + tokenEncoding.EncodeToString(random)
 	hash := sha256.Sum256([]byte(secret))
 	return secret, hash[:], nil
 }
 
 // CreateSessionToken makes a session token from parent (a token that is
 // not itself a session's): it acts for the same tenant and user under the
-// same name, so that audit entries and releases name the same actor, and
-// ends at expires, when parent is revoked, or when it is revoked itself
-// (signing out). It returns the secret, which is not stored. Session
+// same name and scope, so that audit entries and releases name the same
+// actor, and ends at expires, when parent is revoked or expires, or when it
+// is revoked itself (signing out). It returns the secret, which is not stored. Session
 // tokens that ended more than a day ago are deleted on the way. The error
 // wraps ErrInvalid when parent is a session token or expires has passed.
 func (s *Store) CreateSessionToken(ctx context.Context, parent Token, expires time.Time) (string, Token, error) {
@@ -170,8 +285,9 @@ func (s *Store) CreateSessionToken(ctx context.Context, parent Token, expires ti
 		return "", Token{}, err
 	}
 	t, err := scanToken(s.pool.QueryRow(ctx,
-		`INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash, parent_id, expires_at)
-		 SELECT tenant_id, user_id, name, $2, $3, id, $4 FROM api_tokens WHERE id = $1 AND revoked_at IS NULL
+		`INSERT INTO api_tokens (tenant_id, user_id, name, prefix, hash, parent_id, expires_at, scope)
+		 SELECT tenant_id, user_id, name, $2, $3, id, $4, scope FROM api_tokens
+		 WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 		 RETURNING `+tokenColumns,
 		parent.ID, secret[:tokenDisplayLen], hash, expires))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -186,7 +302,8 @@ func (s *Store) CreateSessionToken(ctx context.Context, parent Token, expires ti
 // AuthenticateToken returns the token whose secret this is, and records
 // that it was used. The error wraps ErrUnauthenticated when the secret is
 // malformed, unknown, revoked or expired, or a session's parent is
-// revoked, without saying which.
+// revoked or expired, without saying which. A token whose user was removed
+// is gone with them: unknown.
 func (s *Store) AuthenticateToken(ctx context.Context, secret string) (Token, error) {
 	if len(secret) != tokenSecretLen || !strings.HasPrefix(secret, TokenSecretPrefix) {
 		return Token{}, fmt.Errorf("api token: %w", ErrUnauthenticated)
@@ -198,7 +315,8 @@ func (s *Store) AuthenticateToken(ctx context.Context, secret string) (Token, er
 	t, err := scanToken(s.pool.QueryRow(ctx,
 		`UPDATE api_tokens t SET last_used_at = now()
 		 WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		   AND (parent_id IS NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id = t.parent_id AND p.revoked_at IS NULL))
+		   AND (parent_id IS NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id = t.parent_id AND p.revoked_at IS NULL
+		                                     AND (p.expires_at IS NULL OR p.expires_at > now())))
 		 RETURNING `+tokenColumnsOf("t")+", t.hash",
 		want[:]), &stored)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -251,4 +369,22 @@ func (s *Store) ListTokens(ctx context.Context, tenantID string) ([]Token, error
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
 	return tokens, nil
+}
+
+// GetToken returns the token with the given ID that acts for tenantID
+// (empty: an operator's token), revoked or not, or an error wrapping
+// ErrNotFound.
+func (s *Store) GetToken(ctx context.Context, tenantID, id string) (Token, error) {
+	if !isUUID(id) || tenantID != "" && !isUUID(tenantID) {
+		return Token{}, fmt.Errorf("token %q: %w", id, ErrNotFound)
+	}
+	t, err := scanToken(s.pool.QueryRow(ctx,
+		"SELECT "+tokenColumns+" FROM api_tokens WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2", id, nullable(tenantID)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Token{}, fmt.Errorf("token %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("reading token %s: %w", id, err)
+	}
+	return t, nil
 }

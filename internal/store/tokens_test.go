@@ -22,7 +22,7 @@ func TestTokenAuthentication(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
-	user, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.test", Role: store.RoleTenant})
+	user, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.test", Role: store.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestTokenOwners(t *testing.T) {
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
 	other := newTenant(t, s, "other")
-	dev, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.test", Role: store.RoleTenant})
+	dev, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.test", Role: store.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,5 +278,92 @@ func TestSessionTokens(t *testing.T) {
 	}
 	if _, _, err := s.CreateSessionToken(ctx, parent, time.Now().Add(time.Hour)); !errors.Is(err, store.ErrUnauthenticated) {
 		t.Errorf("a session from a revoked token: err = %v, want ErrUnauthenticated", err)
+	}
+}
+
+// TestTokenScopesAndExpiry: a token keeps its scope and expiry, ends when
+// it expires (its sessions too), and an owner has at most
+// MaxTokensPerOwner tokens that have not ended.
+func TestTokenScopesAndExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	dev, err := s.CreateUser(ctx, store.NewUser{TenantID: acme.ID, Email: "dev@acme.test", Role: store.RoleDeveloper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := time.Now().Add(time.Hour)
+	secret, tok, err := s.IssueToken(ctx, store.NewToken{TenantID: acme.ID, UserID: dev.ID, Name: "ci", Scope: store.ScopeRead, ExpiresAt: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Scope != store.ScopeRead || tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(in.Truncate(time.Microsecond)) || tok.Session() {
+		t.Errorf("token = %+v", tok)
+	}
+	sess, st, err := s.CreateSessionToken(ctx, tok, time.Now().Add(2*time.Hour))
+	if err != nil || st.Scope != store.ScopeRead {
+		t.Fatalf("a session of a read token: %+v, %v; want scope read", st, err)
+	}
+	if got, err := s.AuthenticateToken(ctx, secret); err != nil || got.Scope != store.ScopeRead {
+		t.Errorf("AuthenticateToken = %+v, %v", got, err)
+	}
+	if _, err := s.Pool().Exec(ctx, "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = $1", tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, sec := range map[string]string{"expired token": secret, "session of an expired token": sess} {
+		if _, err := s.AuthenticateToken(ctx, sec); !errors.Is(err, store.ErrUnauthenticated) {
+			t.Errorf("%s: err = %v, want ErrUnauthenticated", name, err)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		nt   store.NewToken
+	}{
+		{"unknown scope", store.NewToken{TenantID: acme.ID, Name: "x", Scope: "admin"}},
+		{"expiry passed", store.NewToken{TenantID: acme.ID, Name: "x", ExpiresAt: time.Now().Add(-time.Minute)}},
+		{"long name", store.NewToken{TenantID: acme.ID, Name: strings.Repeat("x", 65)}},
+		{"control character", store.NewToken{TenantID: acme.ID, Name: "a\x1bb"}},
+	} {
+		if _, _, err := s.IssueToken(ctx, tt.nt); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", tt.name, err)
+		}
+	}
+
+	// The expired token does not count; the revoked ones neither.
+	for i := range store.MaxTokensPerOwner {
+		if _, _, err := s.CreateToken(ctx, acme.ID, dev.ID, fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatalf("token %d: %v", i, err)
+		}
+	}
+	var qe *store.QuotaError
+	_, _, err = s.CreateToken(ctx, acme.ID, dev.ID, "one more")
+	if !errors.As(err, &qe) || qe.Quota != "tokens" {
+		t.Fatalf("past %d tokens: err = %v, want the tokens quota", store.MaxTokensPerOwner, err)
+	}
+	if _, _, err := s.CreateToken(ctx, acme.ID, "", "machine"); err != nil {
+		t.Errorf("a machine token of the same tenant: %v", err)
+	}
+	list, err := s.ListTokens(ctx, acme.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var t0 store.Token
+	for _, tk := range list {
+		if tk.Name == "t0" {
+			t0 = tk
+		}
+	}
+	if err := s.RevokeToken(ctx, acme.ID, t0.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateToken(ctx, acme.ID, dev.ID, "after a revocation"); err != nil {
+		t.Errorf("after revoking one: %v", err)
+	}
+	if got, err := s.GetToken(ctx, acme.ID, t0.ID); err != nil || !got.Revoked() {
+		t.Errorf("GetToken of the revoked one = %+v, %v", got, err)
+	}
+	if _, err := s.GetToken(ctx, "", t0.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetToken as no tenant: err = %v, want ErrNotFound", err)
 	}
 }

@@ -56,6 +56,10 @@ var bodyRoutes = []bodyRoute{
 		fields: []string{"apps", "routes", "concurrentBuilds", "repoBytes", "buildMinutes"}},
 	{method: http.MethodPost, path: "/admin/tenants", operator: true, fields: []string{"name"}},
 	{method: http.MethodPost, path: "/apps/" + fuzzApp + "/rollback", fields: []string{"release"}},
+	{method: http.MethodPost, path: "/tokens", fields: []string{"name", "scope", "expiresAt"}},
+	{method: http.MethodPost, path: "/members", fields: []string{"email", "role"}},
+	{method: http.MethodPatch, path: "/members/nobody@" + fuzzTenant + ".test", fields: []string{"role"}},
+	{method: http.MethodPost, path: "/invitations/accept", fields: []string{"code", "tokenName"}},
 }
 
 // Framings of a body, by the fuzz input's second byte: its low two bits
@@ -74,8 +78,8 @@ const (
 
 // FuzzAPIRequestBodies sends arbitrary bodies, with the Content-Types and
 // Content-Encodings clients send, to the API's routes that change state
-// (apps, env, routes, SSH keys, rollback, and the operator's tenants and
-// quotas), through the real handler on a real Postgres and a real
+// (apps, env, routes, SSH keys, rollback, tokens, members, invitations, and
+// the operator's tenants and quotas), through the real handler on a real Postgres and a real
 // kube-apiserver, one of each per fuzzing process, kept across inputs.
 // Whatever the input: no panic and never a 5xx; an accepted body is one JSON
 // value, in no encoding; a 4xx is a JSON error whose

@@ -1,7 +1,8 @@
 // Package api is bex's platform JSON API under /api/v1: what the CLI, the
 // dashboard and scripts call. It owns the HTTP surface for tenants (apps,
 // builds and their logs, releases and rollback, env, runtime logs, the
-// instances that run, custom hostnames, SSH keys) and for operators (creating tenants; planning,
+// instances that run, custom hostnames, SSH keys, members and invitations,
+// tokens) and for operators (creating tenants; planning,
 // starting, following, pausing, resuming and aborting fleet upgrades;
 // creating and deleting clusters of the local fleet where the platform
 // runs one), its
@@ -19,10 +20,14 @@
 // and RuntimeInstances adapt a runtime driver to the last two. A third, LocalFleet,
 // says whether make run's local fleet can take clusters now.
 //
-// Every route but healthz and openapi.json needs "Authorization: Bearer
-// <token>". A tenant's token reaches only its tenant: another tenant's app
-// answers 404 as if it did not exist. An operator's token reaches
+// Every route but healthz, openapi.json and invitations/accept needs
+// "Authorization: Bearer <token>". A tenant's token reaches only its
+// tenant: another tenant's app answers 404 as if it did not exist. Every
+// route of the table in routes.go declares the least tenant role it needs
+// (viewer, developer, admin); a token acts with its member's role (a
+// machine token's is admin) narrowed by its scope, read on each request,
+// and below the route's role it gets 403 naming the role. An operator's token reaches
 // /api/v1/admin/, /api/v1/upgrades and /api/v1/fleet. Errors are JSON {"message",
-// "field"}; a refused request changes nothing; every change writes one
+// "field", "quota", "role"}; a refused request changes nothing; every change writes one
 // audit entry.
 package api

@@ -60,5 +60,9 @@ func (s *Server) callerIsOperator(ctx context.Context, c echo.Context) bool {
 // whoAmI says whom the caller's token acts for.
 func (s *Server) whoAmI(c echo.Context) error {
 	p := principalOf(c)
-	return c.JSON(http.StatusOK, apiclient.WhoAmI{Tenant: p.tenant.Name, Operator: p.token.TenantID == "", Token: p.token.Name})
+	w := apiclient.WhoAmI{Tenant: p.tenant.Name, Operator: p.token.TenantID == "", Token: p.token.Name, Email: p.email, Scope: string(p.token.Scope)}
+	if !w.Operator {
+		w.Role = string(p.role)
+	}
+	return c.JSON(http.StatusOK, w)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"reflect"
@@ -61,6 +62,16 @@ var schemaTypes = map[string]reflect.Type{
 	"AuditEntry":                reflect.TypeFor[apiclient.AuditEntry](),
 	"Quota":                     reflect.TypeFor[apiclient.Quota](),
 	"QuotaOverrides":            reflect.TypeFor[apiclient.QuotaOverrides](),
+
+	"Member":                  reflect.TypeFor[apiclient.Member](),
+	"InviteRequest":           reflect.TypeFor[apiclient.InviteRequest](),
+	"Invitation":              reflect.TypeFor[apiclient.Invitation](),
+	"SetRoleRequest":          reflect.TypeFor[apiclient.SetRoleRequest](),
+	"AcceptInvitationRequest": reflect.TypeFor[apiclient.AcceptInvitationRequest](),
+	"AcceptedInvitation":      reflect.TypeFor[apiclient.AcceptedInvitation](),
+	"Token":                   reflect.TypeFor[apiclient.Token](),
+	"CreateTokenRequest":      reflect.TypeFor[apiclient.CreateTokenRequest](),
+	"CreatedToken":            reflect.TypeFor[apiclient.CreatedToken](),
 }
 
 // obj is a JSON object of the document.
@@ -99,7 +110,7 @@ func (s *Server) OpenAPI() map[string]any {
 		"info": obj{
 			"title":       "bex platform API",
 			"version":     "v1",
-			"description": "Apps, builds, releases, env, logs, custom hostnames (routes) and SSH keys of a tenant; tenants, the fleet and its upgrades for operators. Every route but healthz and openapi.json needs Authorization: Bearer <token>. Errors are JSON {message, field}.",
+			"description": "Apps, builds, releases, env, logs, custom hostnames (routes), SSH keys, members, invitations and tokens of a tenant; tenants, the fleet and its upgrades for operators. Every route but healthz, openapi.json and invitations/accept needs Authorization: Bearer <token>. A tenant's route needs a role, said in its description and in x-bex-access (viewer, developer, admin): a token acts with its member's role (a machine token's is admin), narrowed by its scope. Errors are JSON {message, field, quota, role}.",
 		},
 		"paths": paths,
 		"components": obj{
@@ -116,8 +127,10 @@ func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
 // operation is the OpenAPI operation of r.
 func operation(r route) obj {
 	op := obj{
-		"summary":     r.summary,
-		"operationId": operationID(r),
+		"summary":      r.summary,
+		"operationId":  operationID(r),
+		"description":  accessDescription(r.access),
+		"x-bex-access": r.access.String(),
 	}
 	var params []any
 	for _, m := range echoParam.FindAllStringSubmatch(r.path, -1) {
@@ -154,12 +167,27 @@ func operation(r route) obj {
 	errAnswer := func(desc string) obj {
 		return obj{"description": desc, "content": obj{"application/json": obj{"schema": ref("Error")}}}
 	}
-	responses := obj{strconv.Itoa(status): ok, "default": errAnswer("An error: 400 unreadable body, 401 no valid token, 403 wrong kind of token, 404 not found (also another tenant's), 409 taken, 422 invalid field, 501 not on this platform, 503 not ready.")}
+	responses := obj{strconv.Itoa(status): ok, "default": errAnswer("An error: 400 unreadable body, 401 no valid token, 403 wrong kind of token or a role below the one needed (role names it), 404 not found (also another tenant's), 409 taken, 422 invalid field, 501 not on this platform, 503 not ready.")}
 	op["responses"] = responses
 	if r.access != public {
 		op["security"] = []any{obj{"bearer": []any{}}}
 	}
 	return op
+}
+
+// accessDescription says who may call a route of access a.
+func accessDescription(a access) string {
+	switch a {
+	case public:
+		return "Needs no token."
+	case anyToken:
+		return "Needs any valid token."
+	case operator:
+		return "Needs an operator's token."
+	case tenantViewer:
+		return "Needs a tenant's token: any member (viewer, developer or admin)."
+	}
+	return fmt.Sprintf("Needs a tenant's token that acts as a %s or more (a token's scope may narrow its member's role); less answers 403 with role: %s.", a.role(), a.role())
 }
 
 // operationID names an operation: its method and path, camel-cased.

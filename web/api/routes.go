@@ -106,47 +106,47 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPost, path: "/upgrades/:name/abort", handler: s.abortUpgrade, access: operator,
 			summary: "Abort a fleet upgrade for good (spec.abort): it cannot be resumed; a cluster mid-rollout is left paused at mixed versions (operators)", response: "UpgradeChange"},
 
-		{method: http.MethodGet, path: "/quota", handler: s.getQuota, access: tenant,
+		{method: http.MethodGet, path: "/quota", handler: s.getQuota, access: tenantViewer,
 			summary: "The tenant's quotas (apps, routes, concurrent builds, repository size, build minutes a month) and its usage; a request beyond one answers 403 naming it", response: "Quota"},
 
-		{method: http.MethodGet, path: "/apps", handler: s.listApps, access: tenant,
+		{method: http.MethodGet, path: "/apps", handler: s.listApps, access: tenantViewer,
 			summary: "List the tenant's apps", response: "[]App"},
-		{method: http.MethodPost, path: "/apps", handler: s.createApp, access: tenant,
+		{method: http.MethodPost, path: "/apps", handler: s.createApp, access: tenantDeveloper,
 			summary: "Create an app", request: "CreateAppRequest", response: "App", status: http.StatusCreated},
-		{method: http.MethodGet, path: "/apps/:app", handler: s.getApp, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app", handler: s.getApp, access: tenantViewer,
 			summary: "Show an app, its git remote and URL", response: "App"},
-		{method: http.MethodDelete, path: "/apps/:app", handler: s.deleteApp, access: tenant,
+		{method: http.MethodDelete, path: "/apps/:app", handler: s.deleteApp, access: tenantAdmin,
 			summary: "Delete an app and its env Secret; its builds and releases stay on record", status: http.StatusNoContent},
 
-		{method: http.MethodGet, path: "/builds", handler: s.listAllBuilds, access: tenant,
+		{method: http.MethodGet, path: "/builds", handler: s.listAllBuilds, access: tenantViewer,
 			summary: "List the builds of every app of the tenant, newest first", response: "[]Build", query: []param{limitParam}},
-		{method: http.MethodGet, path: "/apps/:app/builds", handler: s.listBuilds, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/builds", handler: s.listBuilds, access: tenantViewer,
 			summary: "List an app's builds, newest first", response: "[]Build", query: []param{limitParam}},
-		{method: http.MethodGet, path: "/apps/:app/builds/:build", handler: s.getBuild, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/builds/:build", handler: s.getBuild, access: tenantViewer,
 			summary: "Show a build; build is its number or latest", response: "Build"},
-		{method: http.MethodGet, path: "/apps/:app/builds/:build/log", handler: s.buildLog, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/builds/:build/log", handler: s.buildLog, access: tenantViewer,
 			summary: "A build's output as text, one line per line; with follow=true, streamed until the build ends " +
 				"(a tenant follows a bounded number of logs at once: 429 past it)",
 			response: "text", responseType: "text/plain", query: []param{followParam}},
 
-		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenantViewer,
 			summary: "List an app's releases, newest first", response: "[]Release", query: []param{limitParam}},
-		{method: http.MethodGet, path: "/apps/:app/releases/:release", handler: s.getRelease, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/releases/:release", handler: s.getRelease, access: tenantViewer,
 			summary: "Show one release in full (release is its number, 3 or v3): its build and commit, who made it and when, whether it serves, " +
 				"its variables by name and what it changed from the release before (names only: a value is never shown)", response: "ReleaseInfo"},
-		{method: http.MethodPost, path: "/apps/:app/rollback", handler: s.rollback, access: tenant,
+		{method: http.MethodPost, path: "/apps/:app/rollback", handler: s.rollback, access: tenantDeveloper,
 			summary: "Roll back to a release (default: the one before the current), as a new release",
 			request: "RollbackRequest", requestOptional: true, response: "Rollback", status: http.StatusCreated},
-		{method: http.MethodPost, path: "/apps/:app/restart", handler: s.restart, access: tenant,
+		{method: http.MethodPost, path: "/apps/:app/restart", handler: s.restart, access: tenantDeveloper,
 			summary: "Restart the current release: new instances of one process, or of every process, replace the running ones as in a rollout " +
 				"(a web instance gets traffic once healthy); no release is made. An app without a release answers 409, a process it does not run 422",
 			request: "RestartRequest", requestOptional: true, response: "Restart"},
-		{method: http.MethodPost, path: "/apps/:app/scale", handler: s.scale, access: tenant,
+		{method: http.MethodPost, path: "/apps/:app/scale", handler: s.scale, access: tenantDeveloper,
 			summary: "Scale: set how many instances of each process run, and the plan, applied at once to the current release " +
 				"(instances added or drained and stopped, none replaced; a new plan rolls every instance); no release is made, the App keeps the counts. " +
 				"An app without a release only stores them. Bad counts or an unknown process answer 422, counts over a limit 403 naming the quota",
 			request: "ScaleRequest", response: "Scale"},
-		{method: http.MethodPost, path: "/apps/:app/runs", handler: s.createRun, access: tenant,
+		{method: http.MethodPost, path: "/apps/:app/runs", handler: s.createRun, access: tenantDeveloper,
 			summary: "Run a one-off command in a fresh instance of the current release (its image, env with secrets, sandbox and plan limits; no port, no traffic). " +
 				"The request carries Connection: Upgrade and Upgrade: bex-run.v1; once the instance is ready the answer is 101 Switching Protocols " +
 				"(headers Bex-Run, Bex-Release) and the connection carries frames both ways: an 8-byte header (stream, 3 zero bytes, big-endian uint32 length, " +
@@ -154,41 +154,70 @@ func (s *Server) routeTable() []route {
 				"Closing the connection kills the command; it is stopped after timeoutSeconds (default 1 h, at most 24 h). The run is recorded and audited as app.run. " +
 				"Without the upgrade 426; an app without a release 409; over the concurrentRuns quota 403 naming it; an app on a workload cluster 501",
 			request: "RunRequest", status: http.StatusSwitchingProtocols},
-		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenantViewer,
 			summary: "List an app's one-off runs, newest first: who ran which command in which release, when, and how it ended", response: "[]Run", query: []param{limitParam}},
 
-		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenantViewer,
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
 				"restarts after crashes and since when it is in its state, and the cluster the app runs on. An app that runs nothing has no instances; " +
 				"a runtime that does not answer is a 503", response: "Instances"},
 
-		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenantDeveloper,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},
-		{method: http.MethodPatch, path: "/apps/:app/env", handler: s.patchEnv, access: tenant,
+		{method: http.MethodPatch, path: "/apps/:app/env", handler: s.patchEnv, access: tenantDeveloper,
 			summary: "Set and unset environment variables in one change; with secret=true the values go into the Secret <app>-env. " +
 				"Unless noRelease, an app with a release gets a new release of its current image with the new environment, rolled out at once " +
 				"(header Bex-Release: its number); a rollout that fails answers 409 with why, the change stays stored and the previous release serves",
 			request: "PatchEnvRequest", response: "[]EnvVar"},
 
-		{method: http.MethodGet, path: "/apps/:app/routes", handler: s.listRoutes, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/routes", handler: s.listRoutes, access: tenantViewer,
 			summary: "List an app's custom hostnames with what the platform observed: admission, DNS, certificate", response: "[]Route"},
-		{method: http.MethodPost, path: "/apps/:app/routes", handler: s.addRoute, access: tenant,
+		{method: http.MethodPost, path: "/apps/:app/routes", handler: s.addRoute, access: tenantDeveloper,
 			summary: "Add a custom hostname to an app; the answer says which DNS record to create",
 			request: "AddRouteRequest", response: "Route", status: http.StatusCreated},
-		{method: http.MethodDelete, path: "/apps/:app/routes/:hostname", handler: s.removeRoute, access: tenant,
+		{method: http.MethodDelete, path: "/apps/:app/routes/:hostname", handler: s.removeRoute, access: tenantDeveloper,
 			summary: "Remove a custom hostname from an app", status: http.StatusNoContent,
 			query: []param{{"pathPrefix", "string", "The route's path prefix (default /)."}}},
 
-		{method: http.MethodGet, path: "/apps/:app/logs", handler: s.appLogs, access: tenant,
+		{method: http.MethodGet, path: "/apps/:app/logs", handler: s.appLogs, access: tenantViewer,
 			summary: "The app's runtime output as JSON lines; with follow=true, streamed until the client goes away " +
 				"(a tenant follows a bounded number of logs at once: 429 past it)",
 			response: "LogLine", responseType: "application/x-ndjson", query: []param{followParam, tailParam}},
 
-		{method: http.MethodGet, path: "/ssh-keys", handler: s.listSSHKeys, access: tenant,
+		{method: http.MethodGet, path: "/ssh-keys", handler: s.listSSHKeys, access: tenantViewer,
 			summary: "List the tenant's SSH keys", response: "[]SSHKey"},
-		{method: http.MethodPost, path: "/ssh-keys", handler: s.addSSHKey, access: tenant,
+		{method: http.MethodPost, path: "/ssh-keys", handler: s.addSSHKey, access: tenantDeveloper,
 			summary: "Register an SSH key for git pushes", request: "AddSSHKeyRequest", response: "SSHKey", status: http.StatusCreated},
-		{method: http.MethodDelete, path: "/ssh-keys/:id", handler: s.deleteSSHKey, access: tenant,
-			summary: "Remove an SSH key", status: http.StatusNoContent},
+		{method: http.MethodDelete, path: "/ssh-keys/:id", handler: s.deleteSSHKey, access: tenantDeveloper,
+			summary: "Remove an SSH key; another member's needs the admin role", status: http.StatusNoContent},
+
+		{method: http.MethodGet, path: "/members", handler: s.listMembers, access: tenantViewer,
+			summary: "List the tenant's members and their roles (viewer, developer, admin)", response: "[]Member"},
+		{method: http.MethodPost, path: "/members", handler: s.invite, access: tenantAdmin,
+			summary: "Invite an email with a role: the answer holds the invitation's single-use code, good for 7 days (a pending invitation of the same email is replaced); " +
+				"a member already answers 409",
+			request: "InviteRequest", response: "Invitation", status: http.StatusCreated},
+		{method: http.MethodPatch, path: "/members/:email", handler: s.setMemberRole, access: tenantAdmin,
+			summary: "Give a member another role; demoting the last admin answers 409", request: "SetRoleRequest", response: "Member"},
+		{method: http.MethodDelete, path: "/members/:email", handler: s.removeMember, access: tenantAdmin,
+			summary: "Remove a member: their tokens, sessions and SSH keys stop working at once; removing the last admin answers 409", status: http.StatusNoContent},
+		{method: http.MethodGet, path: "/invitations", handler: s.listInvitations, access: tenantAdmin,
+			summary: "List the tenant's pending invitations, without their codes", response: "[]Invitation"},
+		{method: http.MethodDelete, path: "/invitations/:id", handler: s.revokeInvitation, access: tenantAdmin,
+			summary: "Revoke a pending invitation: its code stops working", status: http.StatusNoContent},
+		{method: http.MethodPost, path: "/invitations/accept", handler: s.acceptInvitation, access: public,
+			summary: "Accept an invitation by its code (no token: the code is the credential): makes the member with the invitation's email and role " +
+				"and answers the secret of their first token, once; the code then fails. An unknown, used, revoked or expired code answers 404, an email that is a user already 409",
+			request: "AcceptInvitationRequest", response: "AcceptedInvitation", status: http.StatusCreated},
+
+		{method: http.MethodGet, path: "/tokens", handler: s.listTokens, access: tenantViewer,
+			summary:  "List your tokens (an admin: every token of the tenant) without their secrets: prefix, scope, owner, created, last used, expiry; sessions and revoked tokens are not listed",
+			response: "[]Token"},
+		{method: http.MethodPost, path: "/tokens", handler: s.createToken, access: tenantViewer,
+			summary: "Make a token of yours with a name, a scope (read, write or full: never more than your role) and an optional expiry within a year; " +
+				"the answer holds its secret, once. Needs a token of scope full",
+			request: "CreateTokenRequest", response: "CreatedToken", status: http.StatusCreated},
+		{method: http.MethodDelete, path: "/tokens/:id", handler: s.revokeToken, access: tenantViewer,
+			summary: "Revoke a token of yours (an admin: any of the tenant's): it and its sessions are refused from the next request on, API and git", status: http.StatusNoContent},
 	}
 }

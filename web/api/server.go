@@ -183,18 +183,51 @@ func (s *Server) Handler() http.Handler { return s.echo }
 type access int
 
 const (
-	public   access = iota // anyone, without a token
-	tenant                 // a tenant's token
-	operator               // an operator's token
-	anyToken               // any valid token
+	public          access = iota // anyone, without a token
+	anyToken                      // any valid token
+	operator                      // an operator's token
+	tenantViewer                  // a tenant's token acting as a viewer or more
+	tenantDeveloper               // a tenant's token acting as a developer or admin
+	tenantAdmin                   // a tenant's token acting as an admin
 )
 
-// principal is who calls: the token, for a tenant's token its tenant, and
-// the email of the user who owns the token, if one does.
+// role is the least tenant role a route of this access needs; "" for a
+// route that is not a tenant's.
+func (a access) role() store.Role {
+	switch a {
+	case tenantViewer:
+		return store.RoleViewer
+	case tenantDeveloper:
+		return store.RoleDeveloper
+	case tenantAdmin:
+		return store.RoleAdmin
+	}
+	return ""
+}
+
+// String names who may call: public, any token, operator, or the least
+// tenant role.
+func (a access) String() string {
+	switch a {
+	case public:
+		return "public"
+	case anyToken:
+		return "any token"
+	case operator:
+		return "operator"
+	}
+	return string(a.role())
+}
+
+// principal is who calls: the token, for a tenant's token its tenant, the
+// user who owns the token, if one does, and the role the token acts with.
 type principal struct {
 	token  store.Token
 	tenant store.Tenant
 	email  string
+	// role is the tenant role the token acts with (its user's, or admin
+	// for a machine token, narrowed by its scope), or RoleOperator.
+	role store.Role
 }
 
 // actor names the principal in audit entries and releases: the token's
@@ -213,7 +246,10 @@ func principalOf(c echo.Context) principal {
 	return p
 }
 
-// authenticate checks the bearer token against what the route needs.
+// authenticate checks the bearer token against what the route needs. A
+// tenant's token acts with its user's role at the time of the request (a
+// machine token's is admin), narrowed by its scope; a route that needs
+// more answers 403 naming the role it needs.
 func (s *Server) authenticate(a access) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -229,12 +265,12 @@ func (s *Server) authenticate(a access) echo.MiddlewareFunc {
 			tok, err := s.store.AuthenticateToken(ctx, strings.TrimSpace(secret))
 			if errors.Is(err, store.ErrUnauthenticated) {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="bex", error="invalid_token"`)
-				return errUnauthenticated("the token was refused: it is unknown or revoked")
+				return errUnauthenticated("the token was refused: it is unknown, revoked or expired")
 			}
 			if err != nil {
 				return err
 			}
-			p := principal{token: tok}
+			p := principal{token: tok, role: store.RoleAdmin}
 			if tok.TenantID != "" {
 				if p.tenant, err = s.store.GetTenant(ctx, tok.TenantID); err != nil {
 					return err
@@ -245,18 +281,33 @@ func (s *Server) authenticate(a access) echo.MiddlewareFunc {
 				if err != nil {
 					return err
 				}
-				p.email = u.Email
+				p.email, p.role = u.Email, u.Role
 			}
+			p.role = tok.Scope.Limit(p.role)
+			need := a.role()
 			switch {
-			case a == tenant && tok.TenantID == "":
+			case need != "" && tok.TenantID == "":
 				return &httpError{status: http.StatusForbidden, message: "an operator's token acts for no tenant: use a tenant's token"}
 			case a == operator && tok.TenantID != "":
 				return &httpError{status: http.StatusForbidden, message: "this needs an operator's token"}
+			case need != "" && !p.role.Covers(need):
+				return roleRefused(p, need, "this")
 			}
 			c.Set(principalKey, p)
 			return next(c)
 		}
 	}
+}
+
+// roleRefused is the 403 answer to a tenant's token whose role is below
+// need for what: it names the role needed, the one the token has and why.
+func roleRefused(p principal, need store.Role, what string) error {
+	why := fmt.Sprintf("your role in tenant %s is %s: an admin can change it (bex members set-role)", p.tenant.Name, p.role)
+	if p.token.Scope != store.ScopeFull {
+		why = fmt.Sprintf("the token's scope is %s, so it acts as a %s: use a token with a wider scope", p.token.Scope, p.role)
+	}
+	return &httpError{status: http.StatusForbidden, role: string(need),
+		message: fmt.Sprintf("%s needs the %s role: %s", what, need, why)}
 }
 
 // httpError is an error answer.
@@ -265,6 +316,8 @@ type httpError struct {
 	message string
 	field   string
 	quota   string
+	// role is the tenant role a 403 says is needed.
+	role string
 }
 
 func (e *httpError) Error() string { return e.message }
@@ -332,7 +385,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error(err, "Request failed", "method", c.Request().Method, "path", c.Path())
 		he = &httpError{status: http.StatusInternalServerError, message: "internal error: the operator's logs say more"}
 	}
-	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field, Quota: he.quota}); err != nil {
+	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field, Quota: he.quota, Role: he.role}); err != nil {
 		s.log.Error(err, "Writing error answer failed")
 	}
 }
@@ -341,6 +394,7 @@ type errorBody struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	Quota   string `json:"quota,omitempty"`
+	Role    string `json:"role,omitempty"`
 }
 
 // audit records a change made for the caller. A failure to record it is

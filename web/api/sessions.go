@@ -32,14 +32,21 @@ func (s *Server) createSession(c echo.Context) error {
 	if p.token.Session() {
 		return &httpError{status: http.StatusForbidden, message: "a session token cannot open another session: use the token you signed in with"}
 	}
-	secret, tok, err := s.store.CreateSessionToken(c.Request().Context(), p.token, time.Now().Add(ttl))
+	expires := time.Now().Add(ttl)
+	if p.token.ExpiresAt != nil && p.token.ExpiresAt.Before(expires) {
+		// A session ends with the token it was opened with.
+		expires = *p.token.ExpiresAt
+	}
+	secret, tok, err := s.store.CreateSessionToken(c.Request().Context(), p.token, expires)
 	if err != nil {
 		return err
 	}
 	s.audit(c, "session.create", tok.ID, map[string]any{"expiresAt": tok.ExpiresAt})
-	return c.JSON(http.StatusCreated, apiclient.Session{
-		Token: secret, ExpiresAt: tok.ExpiresAt.UTC(), Tenant: p.tenant.Name, Operator: p.token.TenantID == "",
-	})
+	sess := apiclient.Session{Token: secret, ExpiresAt: tok.ExpiresAt.UTC(), Tenant: p.tenant.Name, Operator: p.token.TenantID == ""}
+	if !sess.Operator {
+		sess.Role = string(p.role)
+	}
+	return c.JSON(http.StatusCreated, sess)
 }
 
 // endSession revokes the calling session token.

@@ -13,6 +13,9 @@ type ErrorBody struct {
 	// Quota names the tenant's quota that refused the request (apps,
 	// routes), with 403.
 	Quota string `json:"quota,omitempty"`
+	// Role names the tenant role the request needs (viewer, developer,
+	// admin), with 403 to a token that acts with less.
+	Role string `json:"role,omitempty"`
 }
 
 // WhoAmI says whom a token acts for.
@@ -23,6 +26,15 @@ type WhoAmI struct {
 	Operator bool `json:"operator"`
 	// Token is the token's name.
 	Token string `json:"token"`
+	// Email is the member who owns the token; empty for a tenant's
+	// machine token.
+	Email string `json:"email,omitempty"`
+	// Role is the tenant role the token acts with (viewer, developer,
+	// admin): its member's, or admin for a machine token, narrowed by its
+	// scope. Empty for an operator's token.
+	Role string `json:"role,omitempty"`
+	// Scope is the token's scope: read, write or full.
+	Scope string `json:"scope"`
 }
 
 // CreateSessionRequest is the body of POST /api/v1/sessions.
@@ -43,6 +55,8 @@ type Session struct {
 	Tenant string `json:"tenant,omitempty"`
 	// Operator is true for an operator's session.
 	Operator bool `json:"operator"`
+	// Role is the tenant role the session acts with, as WhoAmI's.
+	Role string `json:"role,omitempty"`
 }
 
 // CreateTenantRequest is the body of POST /api/v1/admin/tenants.
@@ -255,10 +269,13 @@ type AddSSHKeyRequest struct {
 	PublicKey string `json:"publicKey"`
 }
 
-// SSHKey is a public key a tenant pushes with.
+// SSHKey is a public key a tenant's member pushes with.
 type SSHKey struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// User is the member who added it, whose role a push with it has;
+	// empty for a key of the tenant's (added with a machine token).
+	User        string    `json:"user,omitempty"`
 	Fingerprint string    `json:"fingerprint"`
 	PublicKey   string    `json:"publicKey"`
 	CreatedAt   time.Time `json:"createdAt"`

@@ -48,6 +48,7 @@ import (
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api"
+	"bex.co/bex/web/api/apiclient"
 )
 
 // Defaults of the servers Start runs.
@@ -237,6 +238,31 @@ func (e *Env) TenantToken(t testing.TB, name string) (store.Tenant, string) {
 		t.Fatalf("creating token of %s: %v", name, err)
 	}
 	return tenant, secret
+}
+
+// Member invites email with role into the tenant of adminToken (a token
+// that acts as an admin) through the API, accepts the invitation as the
+// invitee does, and returns the new member's first token.
+func (e *Env) Member(t testing.TB, adminToken, email, role string) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := apiclient.New(e.URL, adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := admin.Invite(ctx, apiclient.InviteRequest{Email: email, Role: role})
+	if err != nil {
+		t.Fatalf("inviting %s as %s: %v", email, role, err)
+	}
+	anyone, err := apiclient.New(e.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := anyone.AcceptInvitation(ctx, apiclient.AcceptInvitationRequest{Code: inv.Code})
+	if err != nil {
+		t.Fatalf("accepting the invitation of %s: %v", email, err)
+	}
+	return a.Token
 }
 
 // Rollback is one call of Releaser.Rollback.

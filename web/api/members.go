@@ -1,0 +1,204 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
+)
+
+const (
+	// invitationTTL is how long an invitation's code is good.
+	invitationTTL = 7 * 24 * time.Hour
+	// firstMemberTokenName names the token accepting an invitation makes,
+	// unless the request names it.
+	firstMemberTokenName = "first token"
+	// maxCodeLen bounds an invitation code as it is read; real ones are 59
+	// characters.
+	maxCodeLen = 200
+)
+
+func memberView(u store.User, p principal) apiclient.Member {
+	return apiclient.Member{Email: u.Email, Role: string(u.Role), CreatedAt: u.CreatedAt.UTC(), You: u.ID == p.token.UserID}
+}
+
+func invitationView(inv store.Invitation) apiclient.Invitation {
+	return apiclient.Invitation{
+		ID: inv.ID, Email: inv.Email, Role: string(inv.Role), Prefix: inv.Prefix, InvitedBy: inv.InvitedBy,
+		CreatedAt: inv.CreatedAt.UTC(), ExpiresAt: inv.ExpiresAt.UTC(),
+	}
+}
+
+// emailParam is the {email} of a member's path, unescaped.
+func emailParam(c echo.Context) string {
+	raw := c.Param("email")
+	if e, err := url.PathUnescape(raw); err == nil {
+		return e
+	}
+	return raw
+}
+
+func (s *Server) listMembers(c echo.Context) error {
+	p := principalOf(c)
+	users, err := s.store.ListMembers(c.Request().Context(), p.tenant.ID)
+	if err != nil {
+		return err
+	}
+	views := make([]apiclient.Member, 0, len(users))
+	for _, u := range users {
+		views = append(views, memberView(u, p))
+	}
+	return c.JSON(http.StatusOK, views)
+}
+
+// parseRole reads a tenant role from the field of the request.
+func parseRole(field, role string) (store.Role, error) {
+	r, err := store.ParseTenantRole(strings.TrimSpace(role))
+	if err != nil {
+		return "", invalid(field, "role %q: want viewer (reads), developer (pushes, deploys, changes env, scales...) or admin (also members and tokens)", role)
+	}
+	return r, nil
+}
+
+// invite makes an invitation and answers its code, once.
+func (s *Server) invite(c echo.Context) error {
+	var req apiclient.InviteRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	role, err := parseRole("role", req.Role)
+	if err != nil {
+		return err
+	}
+	p := principalOf(c)
+	code, inv, err := s.store.CreateInvitation(c.Request().Context(), store.NewInvitation{
+		TenantID: p.tenant.ID, Email: req.Email, Role: role, InvitedBy: p.actor(), ExpiresAt: time.Now().Add(invitationTTL),
+	})
+	switch {
+	case errors.Is(err, store.ErrInvalid):
+		return invalid("email", "email %q: want an address such as ann@example.com", req.Email)
+	case errors.Is(err, store.ErrConflict):
+		return &httpError{status: http.StatusConflict, field: "email", message: fmt.Sprintf("%s is a member of %s already: change their role instead", strings.TrimSpace(req.Email), p.tenant.Name)}
+	case err != nil:
+		return err
+	}
+	s.audit(c, "member.invite", inv.Email, map[string]any{"role": inv.Role, "invitationID": inv.ID, "expiresAt": inv.ExpiresAt.UTC()})
+	v := invitationView(inv)
+	v.Code = code
+	return c.JSON(http.StatusCreated, v)
+}
+
+func (s *Server) listInvitations(c echo.Context) error {
+	invs, err := s.store.ListInvitations(c.Request().Context(), principalOf(c).tenant.ID)
+	if err != nil {
+		return err
+	}
+	views := make([]apiclient.Invitation, 0, len(invs))
+	for _, inv := range invs {
+		views = append(views, invitationView(inv))
+	}
+	return c.JSON(http.StatusOK, views)
+}
+
+func (s *Server) revokeInvitation(c echo.Context) error {
+	id := c.Param("id")
+	inv, err := s.store.RevokeInvitation(c.Request().Context(), principalOf(c).tenant.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no pending invitation %q: bex members list shows them", id)
+	}
+	if err != nil {
+		return err
+	}
+	s.audit(c, "invitation.revoke", inv.Email, map[string]any{"invitationID": inv.ID, "role": inv.Role})
+	return c.NoContent(http.StatusNoContent)
+}
+
+// acceptInvitation makes the member an invitation's code names, with
+// their first token, and answers its secret once. It needs no token: the
+// code is the credential.
+func (s *Server) acceptInvitation(c echo.Context) error {
+	var req apiclient.AcceptInvitationRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	code := strings.TrimSpace(req.Code)
+	switch {
+	case code == "":
+		return invalid("code", "give the invitation's code (bexinv_...), as the admin who invited you got it")
+	case len(code) > maxCodeLen:
+		return invalid("code", "an invitation code is %d characters or fewer", maxCodeLen)
+	}
+	name := strings.TrimSpace(req.TokenName)
+	if name == "" {
+		name = firstMemberTokenName
+	}
+	if err := checkTokenName(name); err != nil {
+		return invalid("tokenName", "%s", err.Error())
+	}
+	ctx := c.Request().Context()
+	a, err := s.store.AcceptInvitation(ctx, code, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("this invitation code is unknown, used, revoked or expired: ask an admin of the tenant for a new invitation")
+	case errors.Is(err, store.ErrConflict):
+		return &httpError{status: http.StatusConflict, field: "code",
+			message: "a user with this invitation's email exists already, and an email belongs to one tenant: ask for an invitation of another address"}
+	case err != nil:
+		return err
+	}
+	t, err := s.store.GetTenant(ctx, a.User.TenantID)
+	if err != nil {
+		return err
+	}
+	c.Set(principalKey, principal{token: a.Token, tenant: t, email: a.User.Email, role: a.User.Role})
+	s.audit(c, "member.join", a.User.Email, map[string]any{"role": a.User.Role, "invitationID": a.Invitation.ID, "invitedBy": a.Invitation.InvitedBy})
+	return c.JSON(http.StatusCreated, apiclient.AcceptedInvitation{
+		Tenant: t.Name, Email: a.User.Email, Role: string(a.User.Role), Token: a.Secret, TokenName: a.Token.Name,
+	})
+}
+
+// memberError maps the store's refusals of a change of a member.
+func memberError(email string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrLastAdmin):
+		return &httpError{status: http.StatusConflict, message: err.Error()}
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("no member %q: bex members list shows them", email)
+	}
+	return err
+}
+
+func (s *Server) setMemberRole(c echo.Context) error {
+	var req apiclient.SetRoleRequest
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	role, err := parseRole("role", req.Role)
+	if err != nil {
+		return err
+	}
+	p, email := principalOf(c), emailParam(c)
+	u, err := s.store.SetMemberRole(c.Request().Context(), p.tenant.ID, email, role)
+	if err != nil {
+		return memberError(email, err)
+	}
+	s.audit(c, "member.role", u.Email, map[string]any{"role": u.Role})
+	return c.JSON(http.StatusOK, memberView(u, p))
+}
+
+func (s *Server) removeMember(c echo.Context) error {
+	p, email := principalOf(c), emailParam(c)
+	u, err := s.store.RemoveMember(c.Request().Context(), p.tenant.ID, email)
+	if err != nil {
+		return memberError(email, err)
+	}
+	s.audit(c, "member.remove", u.Email, map[string]any{"role": u.Role})
+	return c.NoContent(http.StatusNoContent)
+}

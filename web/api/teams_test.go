@@ -1,0 +1,475 @@
+package api_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
+	"bex.co/bex/web/api/apitest"
+)
+
+// TestTeams runs the scenarios of members, roles and tokens on one control
+// plane; each has its own database and tenant names.
+func TestTeams(t *testing.T) {
+	cp := cptest.Start(t)
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *controlplane.ControlPlane)
+	}{
+		{"RolesOfEveryRoute", testRolesOfEveryRoute},
+		{"Members", testMembers},
+		{"Tokens", testTokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, cp)
+		})
+	}
+}
+
+// routeOp is one operation of the OpenAPI document: who may call it, and
+// whether it takes a body.
+type routeOp struct {
+	method, path, access string
+	body                 bool
+}
+
+func (o routeOp) String() string { return o.method + " " + o.path }
+
+// documentedRoutes reads the operations of the API's OpenAPI document,
+// which is made from the route table.
+func documentedRoutes(t *testing.T, e *apitest.Env) []routeOp {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Access      string         `json:"x-bex-access"`
+			RequestBody map[string]any `json:"requestBody"`
+		} `json:"paths"`
+	}
+	call(t, e, http.MethodGet, "/openapi.json", "", nil).decode(t, &doc)
+	var ops []routeOp
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			ops = append(ops, routeOp{method: strings.ToUpper(method), path: strings.TrimPrefix(path, "/api/v1"), access: op.Access, body: op.RequestBody != nil})
+		}
+	}
+	slices.SortFunc(ops, func(a, b routeOp) int { return strings.Compare(a.String(), b.String()) })
+	return ops
+}
+
+// selfService are the routes that change state which any member may call
+// for themselves: sign in and out of the dashboard, accept an invitation,
+// make and revoke their own tokens.
+var selfService = []string{"POST /sessions", "DELETE /sessions/current", "POST /invitations/accept", "POST /tokens", "DELETE /tokens/{id}"}
+
+// credentialReads are the reads a viewer may not make, because what they
+// answer is a way in: env values (connection strings, keys, as Heroku
+// keeps config vars from its view permission) and pending invitations.
+var credentialReads = []string{"GET /apps/{app}/env", "GET /invitations"}
+
+// testRolesOfEveryRoute walks every route of the OpenAPI document (so a
+// new route is covered without a change here): every route that changes
+// state needs more than a viewer unless it is self-service, every read is
+// open to viewers unless it reads credentials; then a viewer, an admin's
+// read-scoped token and a developer call each route and get 403 naming the
+// role exactly where their role is below the route's, and the refusals
+// change nothing.
+func testRolesOfEveryRoute(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	tenant, admin := e.TenantToken(t, "rolesacme")
+	createApp(t, e, admin, "web")
+	viewer := e.Member(t, admin, "vic@rolesacme.test", "viewer")
+	developer := e.Member(t, admin, "dev@rolesacme.test", "developer")
+	a := call(t, e, http.MethodPost, "/tokens", admin, apiclient.CreateTokenRequest{Name: "read", Scope: "read"})
+	wantStatus(t, "making a read-scoped token", a, http.StatusCreated)
+	var read apiclient.CreatedToken
+	a.decode(t, &read)
+
+	ops := documentedRoutes(t, e)
+	if len(ops) < 40 {
+		t.Fatalf("the document has %d operations", len(ops))
+	}
+	fill := strings.NewReplacer("{app}", "web", "{build}", "1", "{hostname}", "www.rolesacme.test", "{id}", "00000000-0000-0000-0000-000000000000",
+		"{email}", "nobody@rolesacme.test", "{name}", "nothing", "{tenant}", "rolesacme")
+	for _, o := range ops {
+		mutating := o.method != http.MethodGet
+		switch o.access {
+		case "public", "operator":
+		case "any token", "viewer":
+			if mutating && !slices.Contains(selfService, o.String()) {
+				t.Errorf("%s changes state and is open to %s: give it the developer or admin role", o, o.access)
+			}
+		case "developer", "admin":
+			if !mutating && !slices.Contains(credentialReads, o.String()) {
+				t.Errorf("%s reads and needs the %s role: a viewer reads everything but credentials", o, o.access)
+			}
+		default:
+			t.Errorf("%s: x-bex-access %q is none of public, any token, operator, viewer, developer, admin", o, o.access)
+		}
+		if strings.Contains(fill.Replace(o.path), "{") {
+			t.Fatalf("%s has a path parameter this test does not fill in: add it to fill", o)
+		}
+	}
+
+	before := auditActions(t, e, tenant.ID)
+	for _, who := range []struct {
+		name, token string
+		role        store.Role
+		scope       bool
+	}{
+		{"a viewer", viewer, store.RoleViewer, false},
+		{"an admin's read-scoped token", read.Secret, store.RoleViewer, true},
+		{"a developer", developer, store.RoleDeveloper, false},
+	} {
+		for _, o := range ops {
+			if o.access == "public" {
+				continue
+			}
+			var body any
+			if o.body {
+				body = map[string]any{}
+			}
+			a := call(t, e, o.method, fill.Replace(o.path), who.token, body)
+			need := store.Role(o.access)
+			switch {
+			case o.access == "operator":
+				if a.status != http.StatusForbidden {
+					t.Errorf("%s: %s: %d %s, want 403", who.name, o, a.status, a.body)
+				}
+			case need.Tenant() && !who.role.Covers(need):
+				msg := a.err().Message
+				if a.status != http.StatusForbidden || a.err().Role != o.access || !strings.Contains(msg, "needs the "+o.access+" role") {
+					t.Errorf("%s: %s: %d %s, want 403 naming the %s role", who.name, o, a.status, a.body, o.access)
+				}
+				if who.scope && !strings.Contains(msg, "scope is read") {
+					t.Errorf("%s: %s: %q does not say the scope narrows the token", who.name, o, msg)
+				}
+			default:
+				if a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
+					t.Errorf("%s: %s: %d %s, want it let through", who.name, o, a.status, a.body)
+				}
+			}
+		}
+	}
+
+	// The refusals changed nothing: the viewer's and the read token's only
+	// entries since the walk began are the sessions they were let open.
+	for _, en := range auditActions(t, e, tenant.ID)[len(before):] {
+		if (en.Actor == "vic@rolesacme.test" || en.Actor == "token:read") && en.Action != "session.create" {
+			t.Errorf("%s did %s to %s", en.Actor, en.Action, en.Target)
+		}
+	}
+	if a := call(t, e, http.MethodGet, "/apps/web", admin, nil); a.status != http.StatusOK {
+		t.Errorf("app web after the walk: %d %s", a.status, a.body)
+	}
+	var ms []apiclient.Member
+	call(t, e, http.MethodGet, "/members", admin, nil).decode(t, &ms)
+	if len(ms) != 2 || ms[0].Role != "developer" || ms[1].Role != "viewer" {
+		t.Errorf("members after the walk: %+v", ms)
+	}
+}
+
+// whoAmI asks whom token acts for.
+func whoAmI(t *testing.T, e *apitest.Env, token string) apiclient.WhoAmI {
+	t.Helper()
+	a := call(t, e, http.MethodGet, "/whoami", token, nil)
+	wantStatus(t, "whoami", a, http.StatusOK)
+	var w apiclient.WhoAmI
+	a.decode(t, &w)
+	return w
+}
+
+// invite invites email with role with token and returns the invitation.
+func invite(t *testing.T, e *apitest.Env, token, email, role string) apiclient.Invitation {
+	t.Helper()
+	a := call(t, e, http.MethodPost, "/members", token, apiclient.InviteRequest{Email: email, Role: role})
+	wantStatus(t, "inviting "+email, a, http.StatusCreated)
+	var inv apiclient.Invitation
+	a.decode(t, &inv)
+	return inv
+}
+
+// accept accepts an invitation's code without a token.
+func accept(t *testing.T, e *apitest.Env, code string) apiclient.AcceptedInvitation {
+	t.Helper()
+	a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: code})
+	wantStatus(t, "accepting an invitation", a, http.StatusCreated)
+	var acc apiclient.AcceptedInvitation
+	a.decode(t, &acc)
+	return acc
+}
+
+// testMembers: invitations by a single-use code, roles, the last admin,
+// and a removed member's token refused on the next request.
+func testMembers(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	tenant, machine := e.TenantToken(t, "memacme")
+	_, otherAdmin := e.TenantToken(t, "memother")
+
+	inv := invite(t, e, machine, "Ann@memacme.test", "admin")
+	if !strings.HasPrefix(inv.Code, store.InvitationCodePrefix) || inv.Email != "Ann@memacme.test" || inv.Role != "admin" ||
+		inv.InvitedBy != "token:test" || time.Until(inv.ExpiresAt) < 6*24*time.Hour {
+		t.Errorf("invitation = %+v", inv)
+	}
+	var pending []apiclient.Invitation
+	call(t, e, http.MethodGet, "/invitations", machine, nil).decode(t, &pending)
+	if len(pending) != 1 || pending[0].ID != inv.ID || pending[0].Code != "" {
+		t.Errorf("pending invitations = %+v, want the one without its code", pending)
+	}
+	for _, tc := range []struct {
+		req   apiclient.InviteRequest
+		field string
+	}{
+		{apiclient.InviteRequest{Email: "x@memacme.test", Role: "owner"}, "role"},
+		{apiclient.InviteRequest{Email: "nobody", Role: "viewer"}, "email"},
+		{apiclient.InviteRequest{Email: strings.Repeat("x", 251) + "@a.b", Role: "viewer"}, "email"},
+	} {
+		if a := call(t, e, http.MethodPost, "/members", machine, tc.req); a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field {
+			t.Errorf("inviting %+v: %d %s, want 422 on %s", tc.req, a.status, a.body, tc.field)
+		}
+	}
+	for _, code := range []string{"", "bexinv_nope", inv.Code[:len(inv.Code)-1] + "x"} {
+		a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: code})
+		if a.status != http.StatusNotFound && !(code == "" && a.status == http.StatusUnprocessableEntity) {
+			t.Errorf("accepting code %q: %d %s, want 404 (422 for none)", code, a.status, a.body)
+		}
+	}
+	ann := accept(t, e, inv.Code)
+	if ann.Tenant != "memacme" || ann.Email != "Ann@memacme.test" || ann.Role != "admin" || !strings.HasPrefix(ann.Token, store.TokenSecretPrefix) || ann.TokenName != "first token" {
+		t.Errorf("accepted = %+v", ann)
+	}
+	if w := whoAmI(t, e, ann.Token); w.Tenant != "memacme" || w.Email != "Ann@memacme.test" || w.Role != "admin" || w.Scope != "full" {
+		t.Errorf("whoami of the new member = %+v", w)
+	}
+	if a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: inv.Code}); a.status != http.StatusNotFound {
+		t.Errorf("accepting the code a second time: %d %s, want 404", a.status, a.body)
+	}
+	if a := call(t, e, http.MethodPost, "/members", ann.Token, apiclient.InviteRequest{Email: "ann@MEMACME.test", Role: "viewer"}); a.status != http.StatusConflict || a.err().Field != "email" {
+		t.Errorf("inviting a member: %d %s, want 409 on email", a.status, a.body)
+	}
+
+	bob := accept(t, e, invite(t, e, ann.Token, "bob@memacme.test", "developer").Code)
+	var ms []apiclient.Member
+	call(t, e, http.MethodGet, "/members", bob.Token, nil).decode(t, &ms)
+	if len(ms) != 2 || ms[0].Email != "Ann@memacme.test" || ms[0].Role != "admin" || ms[0].You || ms[1].Role != "developer" || !ms[1].You {
+		t.Errorf("members as bob = %+v", ms)
+	}
+	if a := call(t, e, http.MethodPost, "/members", bob.Token, apiclient.InviteRequest{Email: "x@memacme.test", Role: "admin"}); a.status != http.StatusForbidden || a.err().Role != "admin" {
+		t.Errorf("a developer inviting: %d %s, want 403 naming admin", a.status, a.body)
+	}
+
+	// The last admin can be neither demoted nor removed.
+	setRole := func(token, email, role string) answer {
+		t.Helper()
+		return call(t, e, http.MethodPatch, "/members/"+email, token, apiclient.SetRoleRequest{Role: role})
+	}
+	if a := setRole(ann.Token, "Ann@memacme.test", "developer"); a.status != http.StatusConflict || !strings.Contains(a.err().Message, "last admin") {
+		t.Errorf("demoting the last admin: %d %s, want 409", a.status, a.body)
+	}
+	if a := call(t, e, http.MethodDelete, "/members/ann@memacme.test", machine, nil); a.status != http.StatusConflict {
+		t.Errorf("removing the last admin: %d %s, want 409", a.status, a.body)
+	}
+	if a := setRole(ann.Token, "bob@memacme.test", "owner"); a.status != http.StatusUnprocessableEntity || a.err().Field != "role" {
+		t.Errorf("an unknown role: %d %s, want 422 on role", a.status, a.body)
+	}
+	if a := setRole(ann.Token, "nobody@memacme.test", "admin"); a.status != http.StatusNotFound {
+		t.Errorf("the role of nobody: %d %s, want 404", a.status, a.body)
+	}
+	if a := setRole(otherAdmin, "bob@memacme.test", "admin"); a.status != http.StatusNotFound {
+		t.Errorf("another tenant's admin setting bob's role: %d %s, want 404", a.status, a.body)
+	}
+	a := setRole(ann.Token, "bob@memacme.test", "admin")
+	wantStatus(t, "making bob admin", a, http.StatusOK)
+	var m apiclient.Member
+	if a.decode(t, &m); m.Role != "admin" || m.You {
+		t.Errorf("bob = %+v", m)
+	}
+	wantStatus(t, "bob demoting ann", setRole(bob.Token, "ann@memacme.test", "viewer"), http.StatusOK)
+	if w := whoAmI(t, e, ann.Token); w.Role != "viewer" {
+		t.Errorf("ann's token after her demotion acts as %q, want viewer", w.Role)
+	}
+	if a := setRole(ann.Token, "bob@memacme.test", "viewer"); a.status != http.StatusForbidden {
+		t.Errorf("a viewer setting a role: %d %s, want 403", a.status, a.body)
+	}
+
+	// A revoked invitation's code fails; so does a removed member's token.
+	carl := invite(t, e, bob.Token, "carl@memacme.test", "viewer")
+	if a := call(t, e, http.MethodDelete, "/invitations/"+carl.ID, otherAdmin, nil); a.status != http.StatusNotFound {
+		t.Errorf("another tenant revoking the invitation: %d %s, want 404", a.status, a.body)
+	}
+	wantStatus(t, "revoking carl's invitation", call(t, e, http.MethodDelete, "/invitations/"+carl.ID, bob.Token, nil), http.StatusNoContent)
+	if a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: carl.Code}); a.status != http.StatusNotFound {
+		t.Errorf("a revoked invitation's code: %d %s, want 404", a.status, a.body)
+	}
+	wantStatus(t, "removing ann", call(t, e, http.MethodDelete, "/members/ann@memacme.test", bob.Token, nil), http.StatusNoContent)
+	if a := call(t, e, http.MethodGet, "/apps", ann.Token, nil); a.status != http.StatusUnauthorized {
+		t.Errorf("the removed member's token: %d %s, want 401", a.status, a.body)
+	}
+	wantStatus(t, "removing her again", call(t, e, http.MethodDelete, "/members/ann@memacme.test", bob.Token, nil), http.StatusNotFound)
+
+	var actions []string
+	for _, en := range auditActions(t, e, tenant.ID) {
+		actions = append(actions, en.Action+" "+en.Target+" by "+en.Actor)
+	}
+	want := []string{
+		"member.invite Ann@memacme.test by token:test",
+		"member.join Ann@memacme.test by Ann@memacme.test",
+		"member.invite bob@memacme.test by Ann@memacme.test",
+		"member.join bob@memacme.test by bob@memacme.test",
+		"member.role bob@memacme.test by Ann@memacme.test",
+		"member.role Ann@memacme.test by bob@memacme.test",
+		"member.invite carl@memacme.test by bob@memacme.test",
+		"invitation.revoke carl@memacme.test by bob@memacme.test",
+		"member.remove Ann@memacme.test by bob@memacme.test",
+	}
+	if !slices.Equal(actions, want) {
+		t.Errorf("audit:\n%s\nwant:\n%s", strings.Join(actions, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// testTokens: personal tokens with a name, a scope and an expiry, listed
+// without their secret, never acting above their member's role, revocable
+// by their owner or an admin, and refused from the next request on once
+// revoked or expired.
+func testTokens(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	tenant, admin := e.TenantToken(t, "tokacme")
+	_, other := e.TenantToken(t, "tokother")
+	dev := e.Member(t, admin, "dev@tokacme.test", "developer")
+	viewer := e.Member(t, admin, "vic@tokacme.test", "viewer")
+
+	create := func(token string, req apiclient.CreateTokenRequest) apiclient.CreatedToken {
+		t.Helper()
+		a := call(t, e, http.MethodPost, "/tokens", token, req)
+		wantStatus(t, "making token "+req.Name, a, http.StatusCreated)
+		var ct apiclient.CreatedToken
+		a.decode(t, &ct)
+		return ct
+	}
+	in30d := time.Now().Add(30 * 24 * time.Hour).UTC().Truncate(time.Second)
+	ci := create(dev, apiclient.CreateTokenRequest{Name: "ci", Scope: "write", ExpiresAt: &in30d})
+	if !strings.HasPrefix(ci.Secret, store.TokenSecretPrefix) || ci.Token.Prefix != ci.Secret[:8] || ci.Token.Scope != "write" ||
+		ci.Token.User != "dev@tokacme.test" || ci.Token.ExpiresAt == nil || !ci.Token.ExpiresAt.Equal(in30d) || ci.Token.Current {
+		t.Errorf("created = %+v", ci)
+	}
+	if w := whoAmI(t, e, ci.Secret); w.Role != "developer" || w.Scope != "write" || w.Email != "dev@tokacme.test" {
+		t.Errorf("whoami of the write token = %+v", w)
+	}
+	// A viewer's full token is a viewer's: never above the member's role.
+	vfull := create(viewer, apiclient.CreateTokenRequest{Name: "laptop"})
+	if w := whoAmI(t, e, vfull.Secret); w.Role != "viewer" || w.Scope != "full" {
+		t.Errorf("whoami of a viewer's full token = %+v", w)
+	}
+	if a := call(t, e, http.MethodPost, "/apps", vfull.Secret, apiclient.CreateAppRequest{Name: "x"}); a.status != http.StatusForbidden {
+		t.Errorf("a viewer's full token creating an app: %d %s, want 403", a.status, a.body)
+	}
+	// A narrowed token makes no tokens; sessions keep the scope.
+	rd := create(admin, apiclient.CreateTokenRequest{Name: "dashboards", Scope: "read"})
+	if a := call(t, e, http.MethodPost, "/tokens", rd.Secret, apiclient.CreateTokenRequest{Name: "wider"}); a.status != http.StatusForbidden || !strings.Contains(a.err().Message, "scope full") {
+		t.Errorf("a read token making a token: %d %s, want 403", a.status, a.body)
+	}
+	a := call(t, e, http.MethodPost, "/sessions", rd.Secret, nil)
+	wantStatus(t, "a session of the read token", a, http.StatusCreated)
+	var sess apiclient.Session
+	if a.decode(t, &sess); sess.Role != "viewer" || whoAmI(t, e, sess.Token).Role != "viewer" {
+		t.Errorf("the read token's session acts as %q, want viewer", sess.Role)
+	}
+
+	past, far := time.Now().Add(-time.Minute), time.Now().Add(2*366*24*time.Hour)
+	for _, tc := range []struct {
+		req   apiclient.CreateTokenRequest
+		field string
+	}{
+		{apiclient.CreateTokenRequest{Name: " "}, "name"},
+		{apiclient.CreateTokenRequest{Name: strings.Repeat("x", 65)}, "name"},
+		{apiclient.CreateTokenRequest{Name: "x", Scope: "admin"}, "scope"},
+		{apiclient.CreateTokenRequest{Name: "x", ExpiresAt: &past}, "expiresAt"},
+		{apiclient.CreateTokenRequest{Name: "x", ExpiresAt: &far}, "expiresAt"},
+	} {
+		if a := call(t, e, http.MethodPost, "/tokens", dev, tc.req); a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field {
+			t.Errorf("making %+v: %d %s, want 422 on %s", tc.req, a.status, a.body, tc.field)
+		}
+	}
+
+	list := func(token string) []apiclient.Token {
+		t.Helper()
+		a := call(t, e, http.MethodGet, "/tokens", token, nil)
+		wantStatus(t, "listing tokens", a, http.StatusOK)
+		for _, secret := range []string{ci.Secret, vfull.Secret, rd.Secret, dev, viewer, admin} {
+			if strings.Contains(string(a.body), secret) || strings.Contains(string(a.body), secret[len(store.TokenSecretPrefix):]) {
+				t.Fatalf("the token list shows a secret: %s", a.body)
+			}
+		}
+		var ts []apiclient.Token
+		a.decode(t, &ts)
+		return ts
+	}
+	names := func(ts []apiclient.Token) []string {
+		var out []string
+		for _, tk := range ts {
+			n := tk.Name
+			if tk.Current {
+				n += "*"
+			}
+			out = append(out, n+" "+tk.User)
+		}
+		return out
+	}
+	if got := names(list(dev)); !slices.Equal(got, []string{"first token* dev@tokacme.test", "ci dev@tokacme.test"}) {
+		t.Errorf("the developer's tokens: %q", got)
+	}
+	if got := names(list(admin)); !slices.Equal(got, []string{"test* ", "first token dev@tokacme.test", "first token vic@tokacme.test", "ci dev@tokacme.test", "laptop vic@tokacme.test", "dashboards "}) {
+		t.Errorf("every token, as the admin sees them: %q", got)
+	}
+
+	// Revocation works on the next request; only the owner or an admin.
+	if a := call(t, e, http.MethodDelete, "/tokens/"+ci.Token.ID, viewer, nil); a.status != http.StatusForbidden || a.err().Role != "admin" {
+		t.Errorf("a viewer revoking the developer's token: %d %s, want 403 naming admin", a.status, a.body)
+	}
+	if a := call(t, e, http.MethodDelete, "/tokens/"+ci.Token.ID, other, nil); a.status != http.StatusNotFound {
+		t.Errorf("another tenant revoking it: %d %s, want 404", a.status, a.body)
+	}
+	wantStatus(t, "the token before its revocation", call(t, e, http.MethodGet, "/apps", ci.Secret, nil), http.StatusOK)
+	wantStatus(t, "revoking it", call(t, e, http.MethodDelete, "/tokens/"+ci.Token.ID, dev, nil), http.StatusNoContent)
+	if a := call(t, e, http.MethodGet, "/apps", ci.Secret, nil); a.status != http.StatusUnauthorized {
+		t.Errorf("the next request of the revoked token: %d %s, want 401", a.status, a.body)
+	}
+	wantStatus(t, "revoking it again", call(t, e, http.MethodDelete, "/tokens/"+ci.Token.ID, dev, nil), http.StatusNotFound)
+	wantStatus(t, "the admin revoking the viewer's token", call(t, e, http.MethodDelete, "/tokens/"+vfull.Token.ID, admin, nil), http.StatusNoContent)
+	if a := call(t, e, http.MethodGet, "/apps", vfull.Secret, nil); a.status != http.StatusUnauthorized {
+		t.Errorf("the viewer's revoked token: %d %s, want 401", a.status, a.body)
+	}
+
+	// Expiry works on the next request, and the list says so.
+	soon := time.Now().Add(time.Hour)
+	exp := create(dev, apiclient.CreateTokenRequest{Name: "short", ExpiresAt: &soon})
+	wantStatus(t, "the token before it expires", call(t, e, http.MethodGet, "/apps", exp.Secret, nil), http.StatusOK)
+	if _, err := e.Store.Pool().Exec(t.Context(), "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = $1", exp.Token.ID); err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, e, http.MethodGet, "/apps", exp.Secret, nil); a.status != http.StatusUnauthorized || !strings.Contains(a.err().Message, "expired") {
+		t.Errorf("the expired token: %d %s, want 401", a.status, a.body)
+	}
+	ts := list(dev)
+	if i := slices.IndexFunc(ts, func(tk apiclient.Token) bool { return tk.ID == exp.Token.ID }); i < 0 || !ts[i].Expired || ts[i].LastUsedAt == nil {
+		t.Errorf("the expired token in the list: %+v", ts)
+	}
+
+	var actions []string
+	for _, en := range auditActions(t, e, tenant.ID) {
+		if strings.HasPrefix(en.Action, "token.") {
+			actions = append(actions, en.Action+" by "+en.Actor)
+		}
+	}
+	want := []string{"token.create by dev@tokacme.test", "token.create by vic@tokacme.test", "token.create by token:test",
+		"token.revoke by dev@tokacme.test", "token.revoke by token:test", "token.create by dev@tokacme.test"}
+	if !slices.Equal(actions, want) {
+		t.Errorf("audit = %q, want %q", actions, want)
+	}
+}

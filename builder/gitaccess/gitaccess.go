@@ -18,7 +18,12 @@ import (
 // Auth authenticates pushers with the store's API tokens (HTTP) and SSH
 // keys. Operator tokens, which belong to no tenant, are refused. The actor
 // a push is recorded under is the API's: the token's user's email, else
-// token:<name>; sshkey:<name> for an SSH key.
+// token:<name>; sshkey:<name> for an SSH key. A credential pushes when it
+// acts as a developer or admin, as the API's routes that deploy need: a
+// token with its member's role (a machine token's is admin) narrowed by its
+// scope, a key with the role of the member who added it (a key of the
+// tenant's, added with a machine token, as a developer). A viewer's
+// credential fetches and is refused pushes, with why.
 type Auth struct{ Store *store.Store }
 
 var _ gitserver.Authenticator = Auth{}
@@ -32,15 +37,25 @@ func (a Auth) AuthenticatePassword(ctx context.Context, _, password string) (git
 	if err != nil {
 		return gitserver.Principal{}, unavailable(err)
 	}
-	actor := "token:" + tok.Name
+	actor, role := "token:"+tok.Name, store.RoleAdmin
 	if tok.UserID != "" {
 		u, err := a.Store.GetUser(ctx, tok.UserID)
 		if err != nil {
 			return gitserver.Principal{}, unavailable(fmt.Errorf("reading the token's user: %w", err))
 		}
-		actor = u.Email
+		actor, role = u.Email, u.Role
 	}
-	return a.principal(ctx, tok.TenantID, actor)
+	p, err := a.principal(ctx, tok.TenantID, actor)
+	if err != nil {
+		return p, err
+	}
+	if acts := tok.Scope.Limit(role); !acts.Covers(store.RoleDeveloper) {
+		p.PushDenied = fmt.Sprintf("your role in tenant %s is %s: pushing needs the developer role; an admin can change it (bex members set-role)", p.Tenant, role)
+		if acts != role {
+			p.PushDenied = fmt.Sprintf("the token's scope is %s, so it only reads: push with a token of scope write or full", tok.Scope)
+		}
+	}
+	return p, nil
 }
 
 // AuthenticatePublicKey implements gitserver.Authenticator.
@@ -52,7 +67,22 @@ func (a Auth) AuthenticatePublicKey(ctx context.Context, key ssh.PublicKey) (git
 	if err != nil {
 		return gitserver.Principal{}, unavailable(err)
 	}
-	return a.principal(ctx, k.TenantID, "sshkey:"+k.Name)
+	p, err := a.principal(ctx, k.TenantID, "sshkey:"+k.Name)
+	if err != nil || k.UserID == "" {
+		return p, err
+	}
+	u, err := a.Store.GetUser(ctx, k.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		// Removed meanwhile: the key went with them.
+		return gitserver.Principal{}, gitserver.ErrUnauthenticated
+	}
+	if err != nil {
+		return gitserver.Principal{}, unavailable(fmt.Errorf("reading the key's member: %w", err))
+	}
+	if !u.Role.Covers(store.RoleDeveloper) {
+		p.PushDenied = fmt.Sprintf("this key is %s's, whose role in tenant %s is %s: pushing needs the developer role; an admin can change it (bex members set-role)", u.Email, p.Tenant, u.Role)
+	}
+	return p, nil
 }
 
 func (a Auth) principal(ctx context.Context, tenantID, actor string) (gitserver.Principal, error) {

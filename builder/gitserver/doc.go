@@ -18,8 +18,13 @@
 // authentication only. A credential of tenant A on tenant B's repository gets
 // "repository not found" (HTTP 404), exactly like a path that does not exist;
 // an app missing from the pusher's own tenant gets "app X does not exist:
-// create it with `bex apps create X`". Nothing is created on disk before both
-// checks pass; the repository is created on first use after them.
+// create it with `bex apps create X`". A credential that may read but not
+// push (Principal.PushDenied: a viewer's) can clone and fetch; its push is
+// refused with HTTP 403 or an SSH protocol error that git prints as it is
+// ("push refused: …"). Nothing is created on disk before these checks
+// pass; the repository is created on first use after them. Every HTTP
+// request and every SSH connection is authenticated anew, so a revoked
+// token is refused on the next one.
 //
 // # Push rules
 //

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -114,11 +115,17 @@ type env struct {
 	home     string
 	sshCmd   string // GIT_SSH_COMMAND with acme's key
 	otherSSH string // GIT_SSH_COMMAND with other's key
+	// readSSH is GIT_SSH_COMMAND with a key of acme's that may not push.
+	readSSH string
 }
 
 const (
 	acmeToken  = "tok-acme"
 	otherToken = "tok-other"
+	// readToken is acme's, and may not push.
+	readToken = "tok-acme-read"
+	// readOnlyReason is why readToken and readSSH's key may not push.
+	readOnlyReason = "your role in tenant acme is viewer"
 )
 
 func newEnv(t *testing.T, opts ...func(*Options)) *env {
@@ -134,11 +141,13 @@ func newEnv(t *testing.T, opts ...func(*Options)) *env {
 		tokens: map[string]Principal{
 			acmeToken:  {Tenant: "acme", Actor: "alice@acme"},
 			otherToken: {Tenant: "other", Actor: "olga@other"},
+			readToken:  {Tenant: "acme", Actor: "vic@acme", PushDenied: readOnlyReason},
 		},
 		keys: map[string]Principal{},
 	}
 	e.sshCmd = e.sshKey(auth, "acme-key", Principal{Tenant: "acme", Actor: "alice@acme (ssh)"})
 	e.otherSSH = e.sshKey(auth, "other-key", Principal{Tenant: "other", Actor: "olga@other (ssh)"})
+	e.readSSH = e.sshKey(auth, "read-key", Principal{Tenant: "acme", Actor: "vic@acme (ssh)", PushDenied: readOnlyReason})
 	o := Options{
 		Root:     filepath.Join(t.TempDir(), "repos"),
 		Auth:     auth,
@@ -508,6 +517,38 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 
 	if _, err := os.Stat(e.srv.RepoDir("acme", "web")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("another tenant's push created the repository: %v", err)
+	}
+}
+
+// TestPushDenied: a credential that may not push fetches, and its push is
+// refused with its reason over HTTP and SSH, before anything is stored.
+func TestPushDenied(t *testing.T) {
+	e := newEnv(t)
+	dir := e.workTree()
+	e.mustGit(dir, "push", "-q", e.remote("http", "web"), "main")
+	before := e.lsRemote(e.remote("http", "web"))
+	e.commit(dir, "b.txt", "b\n")
+
+	out, err := e.git(dir, "push", e.httpRemote(readToken, "acme", "web"), "main")
+	if err == nil {
+		t.Fatalf("a push with a read-only token succeeded:\n%s", out)
+	}
+	assertContains(t, out, "remote: push refused: "+readOnlyReason, "403")
+	cmd := e.gitCmd(dir, "push", e.sshRemote("acme", "web"), "main")
+	cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND="+e.readSSH)
+	sshOut, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("a push with a read-only key succeeded:\n%s", sshOut)
+	}
+	assertContains(t, string(sshOut), "remote error: push refused: "+readOnlyReason)
+
+	if got := e.lsRemote(e.httpRemote(readToken, "acme", "web")); !maps.Equal(got, before) {
+		t.Errorf("after the refused pushes the refs are %v, want %v", got, before)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	e.mustGit(e.home, "clone", "-q", e.httpRemote(readToken, "acme", "web"), clone)
+	if n := len(e.deployer.pushes()); n != 1 {
+		t.Errorf("%d deploys, want the first push's only", n)
 	}
 }
 

@@ -66,6 +66,14 @@ func (s *Server) authorize(ctx context.Context, p Principal, tenant, app string)
 	return r, nil
 }
 
+// pushDenied is the refusal of a push by p, if p may not push.
+func pushDenied(p Principal) error {
+	if p.PushDenied == "" {
+		return nil
+	}
+	return &accessError{status: http.StatusForbidden, msg: "push refused: " + p.PushDenied}
+}
+
 // HTTPHandler serves git's smart HTTP protocol at
 // /<tenant>/<app>.git/{info/refs,git-receive-pack,git-upload-pack}, with the
 // tenant API token as the basic-auth password. Mount it at the root of its
@@ -117,6 +125,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r, err := s.authorize(req.Context(), p, tenant, app)
+	if err == nil && service == serviceReceivePack {
+		err = pushDenied(p)
+	}
 	if err != nil {
 		var ae *accessError
 		errors.As(err, &ae)

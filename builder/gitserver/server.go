@@ -26,6 +26,10 @@ import (
 type Principal struct {
 	Tenant string
 	Actor  string
+	// PushDenied, when set, says why this principal may fetch but not
+	// push (a role that only reads): a push is refused with it, over
+	// HTTP (403) and SSH, before anything is received.
+	PushDenied string
 }
 
 var (
@@ -53,6 +57,12 @@ var (
 //   - The returned Principal.Tenant must not be empty. The receiver compares it
 //     with the tenant in the repository path; the Authenticator does not need
 //     to know which repository is asked for.
+//   - A credential that may read but not push returns a Principal with
+//     PushDenied set to what the pusher should read; the receiver refuses
+//     its pushes with it.
+//   - The receiver authenticates every HTTP request and every SSH
+//     connection anew: a credential revoked meanwhile is refused on the
+//     next one.
 //   - Methods are called concurrently from many connections and must honour
 //     ctx cancellation.
 type Authenticator interface {

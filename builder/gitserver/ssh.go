@@ -15,8 +15,9 @@ import (
 // Permission extensions carrying the principal from authentication to the
 // session.
 const (
-	extTenant = "bex-tenant"
-	extActor  = "bex-actor"
+	extTenant     = "bex-tenant"
+	extActor      = "bex-actor"
+	extPushDenied = "bex-push-denied"
 )
 
 // ServeSSH accepts SSH connections on l until ctx is done, then closes l and
@@ -49,7 +50,7 @@ func (s *Server) ServeSSH(ctx context.Context, l net.Listener, hostKey ssh.Signe
 				}
 				return nil, errors.New("public key not registered with bex")
 			}
-			return &ssh.Permissions{Extensions: map[string]string{extTenant: p.Tenant, extActor: p.Actor}}, nil
+			return &ssh.Permissions{Extensions: map[string]string{extTenant: p.Tenant, extActor: p.Actor, extPushDenied: p.PushDenied}}, nil
 		},
 	}
 	cfg.AddHostKey(hostKey)
@@ -88,7 +89,8 @@ func (s *Server) serveSSHConn(ctx context.Context, conn net.Conn, cfg *ssh.Serve
 	defer func() { _ = sconn.Close() }()
 	go ssh.DiscardRequests(reqs)
 
-	p := Principal{Tenant: sconn.Permissions.Extensions[extTenant], Actor: sconn.Permissions.Extensions[extActor]}
+	ext := sconn.Permissions.Extensions
+	p := Principal{Tenant: ext[extTenant], Actor: ext[extActor], PushDenied: ext[extPushDenied]}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for nc := range chans {
@@ -156,6 +158,9 @@ func (s *Server) runSSHCommand(ctx context.Context, p Principal, ch ssh.Channel,
 		return 1
 	}
 	r, err := s.authorize(ctx, p, tenant, app)
+	if err == nil && service == serviceReceivePack {
+		err = pushDenied(p)
+	}
 	if err != nil {
 		_ = writeErr(ch, err.Error())
 		return 1

@@ -114,6 +114,8 @@ func NewCommand(streams IO) *cobra.Command {
 		newEnvCommand(st),
 		newLogsCommand(st),
 		newKeysCommand(st),
+		newMembersCommand(st),
+		newTokensCommand(st),
 		newRoutesCommand(st),
 		newQuotaCommand(st),
 		newAdminCommand(st),

@@ -35,14 +35,37 @@ func (d *Dashboard) home(c echo.Context) error {
 	}
 }
 
+// anonymousForm puts a fresh CSRF secret for a form that has no session
+// yet (sign-in, joining with an invitation) in the cookie name, sent back
+// to path only (a double-submit cookie), and returns it for the form.
+func anonymousForm(c echo.Context, name, path string) string {
+	secret := rand.Text()
+	c.SetCookie(&http.Cookie{
+		Name: name, Value: secret, Path: path, MaxAge: int(signInFormTTL / time.Second),
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
+	})
+	return secret
+}
+
+// anonymousFormOK checks the form's CSRF secret against the cookie name
+// and returns it.
+func anonymousFormOK(c echo.Context, name string) (string, bool) {
+	ck, err := c.Cookie(name)
+	if err != nil || !csrfOK(session{CSRF: ck.Value}, c.FormValue("csrf")) {
+		return "", false
+	}
+	return ck.Value, true
+}
+
+// dropAnonymousForm removes the cookie of an anonymous form once used.
+func dropAnonymousForm(c echo.Context, name, path string) {
+	c.SetCookie(&http.Cookie{Name: name, Path: path, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+}
+
 // signInPage shows the form, with a fresh CSRF secret in it and in the
 // sign-in cookie.
 func (d *Dashboard) signInPage(c echo.Context) error {
-	secret := rand.Text()
-	c.SetCookie(&http.Cookie{
-		Name: signInCookie, Value: secret, Path: "/signin", MaxAge: int(signInFormTTL / time.Second),
-		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
-	})
+	secret := anonymousForm(c, signInCookie, "/signin")
 	return d.render(c, http.StatusOK, "signin", map[string]any{"Title": "Sign in", "Next": safeNext(c.QueryParam("next")), "CSRF": secret})
 }
 
@@ -50,25 +73,21 @@ func (d *Dashboard) signInPage(c echo.Context) error {
 // opens a session with the API: the cookie holds a session token of its
 // own, never the token pasted, so that signing out can revoke it.
 func (d *Dashboard) signIn(c echo.Context) error {
-	ck, err := c.Cookie(signInCookie)
-	if err != nil || !csrfOK(session{CSRF: ck.Value}, c.FormValue("csrf")) {
+	csrf, ok := anonymousFormOK(c, signInCookie)
+	if !ok {
 		return &pageError{status: http.StatusForbidden, title: "Refused", message: "The sign-in form was not sent from this site's sign-in page, or it is more than an hour old: open the sign-in page again."}
 	}
 	token := strings.TrimSpace(c.FormValue("token"))
 	next := safeNext(c.FormValue("next"))
 	fail := func(msg string) error {
-		return d.render(c, http.StatusUnauthorized, "signin", map[string]any{"Title": "Sign in", "Next": next, "CSRF": ck.Value, "Error": msg})
+		return d.render(c, http.StatusUnauthorized, "signin", map[string]any{"Title": "Sign in", "Next": next, "CSRF": csrf, "Error": msg})
 	}
 	if token == "" {
 		return fail("Paste an API token: `bex login` prints where to find yours, and make run writes one to .bex/env as BEX_TOKEN.")
 	}
-	cl, err := apiclient.New(d.api, token, d.httpClient)
-	if err != nil {
-		return err
-	}
-	s, err := cl.CreateSession(c.Request().Context(), apiclient.CreateSessionRequest{TTLSeconds: int64(d.ttl / time.Second)})
+	s, err := d.openSession(c, token)
 	if apiclient.IsStatus(err, http.StatusUnauthorized) {
-		return fail("That token was refused: it is unknown or revoked.")
+		return fail("That token was refused: it is unknown, revoked or expired.")
 	}
 	if apiclient.IsStatus(err, http.StatusForbidden) {
 		return fail("That is a session's token: sign in with an API token.")
@@ -76,12 +95,7 @@ func (d *Dashboard) signIn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	value, err := d.sealer.seal(session{Token: s.Token, Tenant: s.Tenant, Operator: s.Operator, CSRF: newCSRF(), Expires: s.ExpiresAt.Unix()})
-	if err != nil {
-		return err
-	}
-	c.SetCookie(d.cookie(value, s.ExpiresAt))
-	c.SetCookie(&http.Cookie{Name: signInCookie, Path: "/signin", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	dropAnonymousForm(c, signInCookie, "/signin")
 	if next == "" {
 		next = "/apps"
 		if s.Operator {
@@ -89,6 +103,27 @@ func (d *Dashboard) signIn(c echo.Context) error {
 		}
 	}
 	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// openSession asks the API for a session of token and sets the session
+// cookie that holds it; the request's session is the new one from then on.
+func (d *Dashboard) openSession(c echo.Context, token string) (session, error) {
+	cl, err := apiclient.New(d.api, token, d.httpClient)
+	if err != nil {
+		return session{}, err
+	}
+	s, err := cl.CreateSession(c.Request().Context(), apiclient.CreateSessionRequest{TTLSeconds: int64(d.ttl / time.Second)})
+	if err != nil {
+		return session{}, err
+	}
+	sess := session{Token: s.Token, Tenant: s.Tenant, Operator: s.Operator, CSRF: newCSRF(), Expires: s.ExpiresAt.Unix()}
+	value, err := d.sealer.seal(sess)
+	if err != nil {
+		return session{}, err
+	}
+	c.SetCookie(d.cookie(value, s.ExpiresAt))
+	c.Set(sessionKey, sess)
+	return sess, nil
 }
 
 // signOut revokes the session's token at the API, so that a copy of the

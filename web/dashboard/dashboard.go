@@ -153,6 +153,17 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.GET("/apps/:app/logs", d.logsPage, d.guard(tenantOnly))
 	e.GET("/apps/:app/logs/stream", d.logsStream, d.guard(tenantOnly))
 
+	e.GET("/team", d.teamPage, d.guard(tenantOnly))
+	e.POST("/team/invitations", d.invite, d.guard(tenantOnly))
+	e.POST("/team/invitations/:id/revoke", d.revokeInvitation, d.guard(tenantOnly))
+	e.POST("/team/members/:email/role", d.setMemberRole, d.guard(tenantOnly))
+	e.POST("/team/members/:email/remove", d.removeMember, d.guard(tenantOnly))
+	e.GET("/tokens", d.tokensPage, d.guard(tenantOnly))
+	e.POST("/tokens", d.createToken, d.guard(tenantOnly))
+	e.POST("/tokens/:id/revoke", d.revokeToken, d.guard(tenantOnly))
+	e.GET("/join", d.joinPage, d.guard(anyone))
+	e.POST("/join", d.join, d.guard(anyone))
+
 	e.GET("/console", d.consolePage, d.guard(operatorOnly))
 	e.GET("/console/upgrades/:name", d.upgradePage, d.guard(operatorOnly))
 	e.POST("/console/upgrades/:name/:action", d.changeUpgrade, d.guard(operatorOnly))
@@ -308,8 +319,31 @@ func (d *Dashboard) handleError(err error, c echo.Context) {
 type page struct {
 	Title   string
 	Session session
-	Path    string
-	Data    any
+	// Who is whom the session acts for now, as the API says: its Role
+	// decides which forms a page offers (the API decides anyway).
+	Who  apiclient.WhoAmI
+	Path string
+	Data any
+}
+
+const whoKey = "bex.who"
+
+// who asks the API, once per request, whom a tenant's session acts for
+// now: a role changed since the sign-in shows at once. It is empty for an
+// operator, without a session, or when the API does not answer (the page
+// then offers no changes).
+func (d *Dashboard) who(c echo.Context) apiclient.WhoAmI {
+	if w, ok := c.Get(whoKey).(apiclient.WhoAmI); ok {
+		return w
+	}
+	var w apiclient.WhoAmI
+	if sess := sessionOf(c); sess.Token != "" && !sess.Operator {
+		if got, err := d.client(c).WhoAmI(c.Request().Context()); err == nil {
+			w = got
+		}
+	}
+	c.Set(whoKey, w)
+	return w
 }
 
 // render executes a page template into the answer.
@@ -320,7 +354,7 @@ func (d *Dashboard) render(c echo.Context, status int, name string, data map[str
 	}
 	title, _ := data["Title"].(string)
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout", page{Title: title, Session: sessionOf(c), Path: c.Request().URL.Path, Data: data}); err != nil {
+	if err := t.ExecuteTemplate(&buf, "layout", page{Title: title, Session: sessionOf(c), Who: d.who(c), Path: c.Request().URL.Path, Data: data}); err != nil {
 		return fmt.Errorf("rendering %s: %w", name, err)
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")

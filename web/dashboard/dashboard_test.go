@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"crypto/rand"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,14 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/web/api/apitest"
-	"bex.co/bex/web/dashboard"
+	"bex.co/bex/web/dashboard/dashboardtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -76,17 +74,27 @@ func (u *user) postWith(path string, form url.Values, header http.Header) page {
 }
 
 // signInForm opens the sign-in page as a browser does and returns the
-// form's fields: its CSRF secret, whose cookie u now holds (sent by hand
-// over plain HTTP, as a browser does to a loopback address).
+// form's fields: its CSRF secret, whose cookie u now holds, and next.
 func (u *user) signInForm(next string) url.Values {
 	u.t.Helper()
-	p := u.get("/signin?next=" + url.QueryEscape(next))
+	form := u.anonymousForm("/signin?next="+url.QueryEscape(next), "bex_signin", "/signin")
+	form.Set("next", next)
+	return form
+}
+
+// anonymousForm opens a page whose form has no session yet (sign-in,
+// join) as a browser does and returns the form's CSRF secret, whose
+// cookie (name, for path) u now holds (sent by hand over plain HTTP, as a
+// browser does to a loopback address).
+func (u *user) anonymousForm(page, name, path string) url.Values {
+	u.t.Helper()
+	p := u.get(page)
 	for _, ck := range (&http.Response{Header: p.header}).Cookies() {
-		if ck.Name == "bex_signin" {
-			u.c.Jar.SetCookies(mustURL(u.t, u.base+"/signin"), []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/signin"}})
+		if ck.Name == name {
+			u.c.Jar.SetCookies(mustURL(u.t, u.base+path), []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: path}})
 		}
 	}
-	return url.Values{"csrf": {p.csrf(u.t)}, "next": {next}}
+	return url.Values{"csrf": {p.csrf(u.t)}}
 }
 
 // sessionCookie keeps the session cookie a sign-in answered with.
@@ -129,15 +137,7 @@ func (p page) csrf(t *testing.T) string {
 func startDashboard(t *testing.T) (*apitest.Env, *httptest.Server) {
 	t.Helper()
 	e := apitest.Start(t, cptest.Start(t))
-	key := make([]byte, 32)
-	rand.Read(key)
-	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	t.Cleanup(srv.Close)
-	return e, srv
+	return e, dashboardtest.Start(t, e)
 }
 
 func TestDashboard(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package dashboard is the platform's web pages: the tenant dashboard
 // (apps, the cluster each runs on and why, releases with rollback, builds
 // with their logs streamed live, runtime logs, environment, routes,
-// traffic) and the operator console
+// traffic), the Team page (members, roles, invitations), the Tokens page
+// and the Join page that accepts an invitation, and the operator console
 // (the fleet's control planes and MVP readiness, fleet upgrades with a live
 // timeline of versions and probe outcomes per apiserver, pause, resume and
 // abort, and the audit log).
@@ -13,7 +14,11 @@
 // token, so the API's rules are the only rules: a tenant sees only its own
 // apps, and the console needs an operator's token.
 //
-// Sign-in takes an API token. The session is a cookie sealed with
+// A tenant's pages offer only the forms the member's role may use, as the
+// API says at every page (whoami); the API refuses a forged one anyway.
+//
+// Sign-in takes an API token; joining with an invitation's code signs the
+// new member in with their first token. The session is a cookie sealed with
 // AES-GCM under Options.CookieKey: it holds the token, whom it acts for and
 // a CSRF secret, and it is HttpOnly, SameSite=Lax and Secure. Every form carries the CSRF secret, and a
 // change without it is refused with 403.

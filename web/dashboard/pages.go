@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"html/template"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "apps", "app", "build", "logs", "console", "upgrade", "audit", "error"}
+var pageNames = []string{"signin", "apps", "app", "build", "logs", "console", "upgrade", "audit", "error", "team", "tokens", "join"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -26,6 +27,8 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"lower": strings.ToLower,
+		"can":   can,
+		"roles": func() []string { return tenantRoles },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -36,6 +39,16 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// tenantRoles are a tenant's roles, from the least powerful.
+var tenantRoles = []string{"viewer", "developer", "admin"}
+
+// can reports whether a member of role may do what need may: the page
+// offers a form only to those the API would let through.
+func can(role, need string) bool {
+	r, n := slices.Index(tenantRoles, role), slices.Index(tenantRoles, need)
+	return r >= 0 && n >= 0 && r >= n
 }
 
 // ago says how long before now t was, roughly.

@@ -68,9 +68,12 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	env, err := cl.ListEnv(ctx, name)
-	if err != nil {
-		return err
+	var env []apiclient.EnvVar
+	if can(d.who(c).Role, "developer") {
+		// A viewer may not read env values: the API answers 403.
+		if env, err = cl.ListEnv(ctx, name); err != nil {
+			return err
+		}
 	}
 	routes, err := cl.ListRoutes(ctx, name)
 	if err != nil {

@@ -54,7 +54,7 @@ func TestRunCLI(t *testing.T) {
 		{name: "no command", args: []string{"run", "shop"}, code: 2, stderrMatch: `no command to run: bex run APP -- COMMAND`},
 		{name: "more than the app before --", args: []string{"run", "shop", "extra", "--", "true"}, code: 2, stderrMatch: `give the app alone before --`},
 		{name: "a bad timeout", args: []string{"run", "shop", "--timeout", "25h", "--", "true"}, code: 2, stderrMatch: `--timeout 25h0m0s: whole seconds, at most 24h0m0s`},
-		{name: "an unknown app", args: []string{"run", "nothing", "--", "true"}, code: 1, stderrMatch: `app "nothing" not found`},
+		{name: "an unknown app", args: []string{"run", "nothing", "--", "true"}, code: app.ExitNotFound, stderrMatch: `app "nothing" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := bexRunWith(t, env, tc.stdin, tc.args...)

@@ -35,10 +35,10 @@ var errClientGone = errors.New("the client went away")
 // frame.
 func (s *Server) createRun(c echo.Context) error {
 	r := c.Request()
-	if !strings.EqualFold(r.Header.Get("Upgrade"), apiclient.RunProtocol) || !headerHas(r.Header, "Connection", "upgrade") {
+	if r.ProtoMajor != 1 || !strings.EqualFold(r.Header.Get("Upgrade"), apiclient.RunProtocol) || !headerHas(r.Header, "Connection", "upgrade") {
 		c.Response().Header().Set("Upgrade", apiclient.RunProtocol)
 		return &httpError{status: http.StatusUpgradeRequired, message: "a run streams its command's input and output over the request's connection: " +
-			"send Connection: Upgrade and Upgrade: " + apiclient.RunProtocol + " (bex run does), then read frames (docs/api.md)"}
+			"send Connection: Upgrade and Upgrade: " + apiclient.RunProtocol + " over HTTP/1.1 (bex run does), then read frames (docs/api.md)"}
 	}
 	var req apiclient.RunRequest
 	if err := bind(c, &req, false); err != nil {

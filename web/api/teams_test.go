@@ -95,7 +95,7 @@ func testRolesOfEveryRoute(t *testing.T, cp *controlplane.ControlPlane) {
 	if len(ops) < 40 {
 		t.Fatalf("the document has %d operations", len(ops))
 	}
-	fill := strings.NewReplacer("{app}", "web", "{build}", "1", "{hostname}", "www.rolesacme.test", "{id}", "00000000-0000-0000-0000-000000000000",
+	fill := strings.NewReplacer("{app}", "web", "{build}", "1", "{release}", "1", "{hostname}", "www.rolesacme.test", "{id}", "00000000-0000-0000-0000-000000000000",
 		"{email}", "nobody@rolesacme.test", "{name}", "nothing", "{tenant}", "rolesacme")
 	for _, o := range ops {
 		mutating := o.method != http.MethodGet

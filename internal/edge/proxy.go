@@ -315,11 +315,7 @@ func retryable(req *http.Request, err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return !isUpgrade(req)
-	}
-	return false
+	return idempotent(req.Method) && !isUpgrade(req)
 }
 
 func isUpgrade(req *http.Request) bool {

@@ -38,6 +38,12 @@ type Options struct {
 	// caches, one set per tenant (CacheDir/tenants/<tenant>), shared by the
 	// tenant's builds and no one else's; the default is WorkRoot/cache.
 	CacheDir string
+	// GoStdCacheDir is where WarmGo keeps Go's standard library compiled
+	// as the Go stack compiles it, one directory per toolchain, copied into
+	// a tenant's Go build cache before its first Go build (see gostd.go);
+	// the default is CacheDir/go-std. Until WarmGo is called Go builds
+	// compile the standard library themselves.
+	GoStdCacheDir string
 	// Registry is the host:port of the platform registry images are pushed
 	// to. Loopback and private addresses are spoken to over plain HTTP.
 	Registry string
@@ -124,6 +130,8 @@ type Builder struct {
 	run *runImage
 	// disks bounds the builds' disk; nil without a sandbox.
 	disks *disks
+	// gostd is the standard library's cache that WarmGo makes.
+	gostd *goStd
 }
 
 // Request says what to build.
@@ -184,6 +192,12 @@ func New(opts Options) (*Builder, error) {
 	if opts.CacheDir, err = filepath.Abs(opts.CacheDir); err != nil {
 		return nil, fmt.Errorf("resolving cache dir: %w", err)
 	}
+	if opts.GoStdCacheDir == "" {
+		opts.GoStdCacheDir = filepath.Join(opts.CacheDir, "go-std")
+	}
+	if opts.GoStdCacheDir, err = filepath.Abs(opts.GoStdCacheDir); err != nil {
+		return nil, fmt.Errorf("resolving the Go standard library cache dir: %w", err)
+	}
 	for _, d := range []string{filepath.Join(root, "builds"), opts.CacheDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("creating build directories: %w", err)
@@ -230,7 +244,13 @@ func New(opts Options) (*Builder, error) {
 			return nil, fmt.Errorf("build %s of %d bytes is too small: want at least %d MiB", s.name, s.n, loopfs.MinSize>>20)
 		}
 	}
-	b := &Builder{opts: opts, keychain: authn.DefaultKeychain}
+	// The go command of the Go stack's steps: the sandbox's, or the
+	// builder's own.
+	goPATH := opts.SandboxPATH
+	if opts.Sandbox == nil {
+		goPATH = os.Getenv("PATH")
+	}
+	b := &Builder{opts: opts, keychain: authn.DefaultKeychain, gostd: newGoStd(opts.GoStdCacheDir, goPATH)}
 	if opts.Sandbox != nil {
 		b.disks = &disks{
 			builds: filepath.Join(root, "builds"), cacheDir: opts.CacheDir,
@@ -433,6 +453,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 		fmt.Fprintf(out, "-----> Building on run image %s\n", pinned)
 	}
 
+	if p.stack == platformv1alpha1.StackGo {
+		w.seedGoCache(ctx, b.gostd)
+	}
 	stepsStart := time.Now()
 	for _, s := range p.steps {
 		fmt.Fprintf(out, "-----> %s\n", s.title)

@@ -103,7 +103,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	var ready atomic.Bool
-	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log, fleet: fleet}
+	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log, out: out, fleet: fleet}
 	svc, err := s.startServices(bk, &ready)
 	if err != nil {
 		return err

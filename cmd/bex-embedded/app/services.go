@@ -101,6 +101,8 @@ type starter struct {
 	ports  *ports
 	stops  *closers
 	log    logr.Logger
+	// out is make run's output, where long work shows its progress.
+	out io.Writer
 	// fleet is the local fleet; nil without one.
 	fleet *localFleet
 }
@@ -263,6 +265,13 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
+	// Go's standard library, compiled once for every tenant's first Go
+	// build; a push that comes first waits for it (builder/build/gostd.go).
+	go func() {
+		if err := builder.WarmGo(s.ctx, prefixed(s.out, "builder: ")); err != nil && s.ctx.Err() == nil {
+			s.log.Error(err, "Warming the Go build cache; Go builds compile the standard library themselves")
+		}
+	}()
 	// Before the sandboxes close: the builds' disks are unmounted.
 	s.stops.push(func() {
 		if err := builder.Close(); err != nil {

@@ -32,10 +32,15 @@ type options struct {
 	stateDir    string
 	databaseURL string
 	noSandbox   bool
+	// pushEarly pushes as soon as the platform is ready, without waiting
+	// for the Go standard library's warm-up (the push then waits for it).
+	pushEarly bool
+	// stack is the app pushed: go (hello world) or node (one dependency).
+	stack string
 }
 
 func newCommand() *cobra.Command {
-	o := &options{pushes: 5}
+	o := &options{pushes: 5, stack: "go"}
 	cmd := &cobra.Command{
 		Use:           "pushbench",
 		Short:         "Measure push-to-live on the embedded platform",
@@ -44,10 +49,12 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
-	cmd.Flags().IntVar(&o.pushes, "pushes", o.pushes, "how many pushes to time (the first builds with a cold cache)")
+	cmd.Flags().IntVar(&o.pushes, "pushes", o.pushes, "how many pushes to time (the first is the tenant's first build)")
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "state directory of the platform (default: a temporary one)")
 	cmd.Flags().StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres to use (default $DATABASE_URL, else a private server)")
 	cmd.Flags().BoolVar(&o.noSandbox, "unsafe-no-sandbox", false, "run the platform with --unsafe-no-sandbox: builds and apps as plain processes, the figures without the sandbox")
+	cmd.Flags().StringVar(&o.stack, "stack", o.stack, "the app pushed: go (a hello-world server) or node (a server with one dependency from the npm registry)")
+	cmd.Flags().BoolVar(&o.pushEarly, "push-early", false, "make the first push as soon as the platform is ready, before the builder's Go warm-up has finished (the push waits for it)")
 	return cmd
 }
 
@@ -58,6 +65,9 @@ type sample struct {
 func (o *options) run(ctx context.Context, out io.Writer) error {
 	if o.pushes < 2 {
 		return errors.New("--pushes must be at least 2: the first push is cold")
+	}
+	if o.stack != "go" && o.stack != "node" {
+		return fmt.Errorf("--stack %q: want go or node", o.stack)
 	}
 	if o.stateDir == "" {
 		dir, err := os.MkdirTemp("", "bex-pushbench-")
@@ -72,11 +82,20 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		}
 		o.stateDir = dir
 	}
+	started := time.Now()
 	env, stop, err := o.startPlatform(ctx)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	ready := time.Since(started)
+	warm := time.Duration(0)
+	if !o.pushEarly && o.stack == "go" {
+		if err := waitLog(ctx, filepath.Join(o.stateDir, "platform.log"), "Go standard library cache ready"); err != nil {
+			return err
+		}
+		warm = time.Since(started)
+	}
 
 	if err := createApp(ctx, env["BEX_API"], env["BEX_TOKEN"], "bench"); err != nil {
 		return err
@@ -100,7 +119,7 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	var samples []sample
 	for i := 1; i <= o.pushes; i++ {
 		body := fmt.Sprintf("bench %d", i)
-		if err := writeApp(repo, body); err != nil {
+		if err := writeApp(repo, o.stack, body); err != nil {
 			return err
 		}
 		if _, err := git(repo, "add", "."); err != nil {
@@ -137,8 +156,31 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		samples = append(samples, s)
 		fmt.Fprintf(os.Stderr, "push %d/%d: %s\n", i, o.pushes, s.total.Round(time.Millisecond))
 	}
+	fmt.Fprintf(out, "platform ready %.1fs after start", ready.Seconds())
+	switch {
+	case warm > 0:
+		fmt.Fprintf(out, "; Go standard library warmed %.1fs after start, before the first push", warm.Seconds())
+	case o.stack == "go":
+		fmt.Fprintf(out, "; first push made at once (--push-early): it waited for the Go warm-up")
+	}
+	fmt.Fprintln(out)
 	report(out, samples)
 	return nil
+}
+
+// waitLog waits until the platform's log has a line with s.
+func waitLog(ctx context.Context, path, s string) error {
+	fmt.Fprintf(os.Stderr, "waiting for %q in %s\n", s, path)
+	for {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), s) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func report(out io.Writer, samples []sample) {
@@ -148,7 +190,7 @@ func report(out io.Writer, samples []sample) {
 		over := s.total - s.appBuild
 		note := ""
 		if i == 0 {
-			note = " (cold cache)"
+			note = " (first)"
 		}
 		fmt.Fprintf(tw, "%d%s\t%.2fs\t%.2fs\t%.2fs\t%.0f%%\t\n", i+1, note, s.total.Seconds(), s.appBuild.Seconds(), over.Seconds(), 100*over.Seconds()/s.total.Seconds())
 	}
@@ -167,6 +209,7 @@ func report(out io.Writer, samples []sample) {
 	over := med(func(s sample) time.Duration { return s.total - s.appBuild })
 	fmt.Fprintf(out, "\nwarm pushes (median of %d): push-to-live %.2fs = app build %.2fs + platform overhead %.2fs (overhead/app build = %.2f)\n",
 		len(warm), total.Seconds(), app.Seconds(), over.Seconds(), over.Seconds()/app.Seconds())
+	fmt.Fprintf(out, "first push: %.2fs, %.2f× the warm median\n", samples[0].total.Seconds(), samples[0].total.Seconds()/total.Seconds())
 }
 
 var appBuildRE = regexp.MustCompile(regexp.QuoteMeta(build.AppBuildPrefix) + ` ([0-9.]+(?:ns|µs|ms|s|m|h)[0-9.a-zµ]*)`)
@@ -290,7 +333,18 @@ func waitBody(ctx context.Context, c *http.Client, host, want string) error {
 	return fmt.Errorf("%s never answered %q", host, want)
 }
 
-func writeApp(dir, body string) error {
+// writeApp writes the app of stack that answers body.
+func writeApp(dir, stack, body string) error {
+	if stack == "node" {
+		pkg := `{"name":"bench","version":"1.0.0","main":"server.js","dependencies":{"is-number":"7.0.0"}}`
+		src := fmt.Sprintf(`const isNumber = require('is-number');
+require('http').createServer((q, r) => r.end(isNumber(1) ? %q : 'no')).listen(process.env.PORT);
+`, body)
+		if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(pkg), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "server.js"), []byte(src), 0o644)
+	}
 	src := fmt.Sprintf(`package main
 
 import (

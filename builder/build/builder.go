@@ -19,6 +19,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/steptime"
 )
 
 // AppBuildPrefix starts the log line that reports how long the stack's own
@@ -400,7 +401,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 	}()
 
 	fmt.Fprintf(out, "-----> Building %s/%s at %s\n", req.Tenant, req.App, short(req.Commit))
+	stopCheckout := steptime.Start(ctx, "checkout")
 	commit, err := w.checkout(ctx, req.RepoDir, req.Commit, b.opts.MaxCheckoutBytes)
+	stopCheckout()
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}
@@ -454,7 +457,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 	}
 
 	if p.stack == platformv1alpha1.StackGo {
+		stop := steptime.Start(ctx, "go cache")
 		w.seedGoCache(ctx, b.gostd)
+		stop()
 	}
 	stepsStart := time.Now()
 	for _, s := range p.steps {
@@ -464,6 +469,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 		}
 	}
 	appBuild := time.Since(stepsStart)
+	if tl := steptime.From(ctx); tl != nil {
+		tl.Add("app build", appBuild)
+	}
 	if len(p.steps) > 0 {
 		fmt.Fprintf(out, "       %s %s\n", AppBuildPrefix, appBuild.Round(time.Millisecond))
 	}
@@ -474,13 +482,17 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 	fmt.Fprintf(out, "-----> Discovering process types\n       %s\n", describeProcesses(procs))
 
 	fmt.Fprintf(out, "-----> Assembling image\n")
+	stopImage := steptime.Start(ctx, "image")
 	img, size, err := w.image(p, procs, run)
+	stopImage()
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}
 	fmt.Fprintf(out, "       Layer of %s\n", humanSize(size))
 	fmt.Fprintf(out, "-----> Pushing %s\n", ref)
+	stopPush := steptime.Start(ctx, "registry push")
 	digest, err := push(ctx, ref, img, b.keychain)
+	stopPush()
 	if err != nil {
 		return Result{}, w.ctxErr(ctx, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"bex.co/bex/builder/release"
 	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/steptime"
 	"bex.co/bex/internal/store"
 )
 
@@ -62,6 +63,8 @@ func New(opts Options) (*Pipeline, error) {
 
 // Deploy builds push.New, rolls it out and records the release.
 func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Writer) (gitserver.DeployResult, error) {
+	ctx, timeline := steptime.New(ctx)
+	stopPrepare := steptime.Start(ctx, "prepare")
 	unlock, err := p.Lock(ctx, push.Tenant, push.App)
 	if err != nil {
 		return gitserver.DeployResult{}, err
@@ -86,16 +89,28 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err != nil {
 		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
 	}
+	stopPrepare()
 	logs := newLogWriter(ctx, p.Store(), b.ID)
 	out := io.MultiWriter(log, logs)
+	// timings ends the push output and the build log with the steps' times.
+	timings := func() []store.StepTime {
+		steps := timeline.Steps()
+		fmt.Fprintf(out, "-----> Timings: %s\n", steptime.Format(steps))
+		recorded := make([]store.StepTime, len(steps))
+		for i, s := range steps {
+			recorded[i] = store.StepTime{Name: s.Name, Seconds: s.Seconds}
+		}
+		return recorded
+	}
 	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
 	res, buildErr := p.opts.Builder.Build(ctx, build.Request{
 		Tenant: push.Tenant, App: push.App, RepoDir: push.RepoDir, Commit: push.New,
 		Stack: app.Spec.Build.Stack, Command: app.Spec.Build.Command, Dockerfile: app.Spec.Build.Dockerfile,
 	}, out)
 	if buildErr != nil {
+		t := timings()
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error()})
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error(), Timings: t})
 		return gitserver.DeployResult{}, buildErr
 	}
 
@@ -116,12 +131,14 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	fmt.Fprintf(out, "-----> Releasing v%d\n", number)
 	if err := p.Rollout(ctx, app, number, res.Image, config, out); err != nil {
 		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
+		t := timings()
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: release.RolloutFailed(err)})
+		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
 		return gitserver.DeployResult{}, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
 	}
+	t := timings()
 	logs.Close()
-	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image})
+	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image, Timings: t})
 	rel, err := p.Store().CreateRelease(ctx, store.NewRelease{
 		TenantID: tenant.ID, App: push.App, BuildID: b.ID, Image: res.Image, Config: config,
 		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,

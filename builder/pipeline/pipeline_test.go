@@ -231,6 +231,38 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 		t.Fatalf("first deploy made release v%d, want v1", got)
 	}
 
+	// The build record keeps each step's time, and the push output ends
+	// with them.
+	t.Run("timings", func(t *testing.T) {
+		bs, err := e.st.ListBuilds(ctx, mustTenantID(t, e.st, e.tenant), e.name, 10)
+		if err != nil || len(bs) != 1 {
+			t.Fatalf("builds %v, %v; want one", bs, err)
+		}
+		got := map[string]float64{}
+		for _, st := range bs[0].Timings {
+			got[st.Name] = st.Seconds
+		}
+		for _, step := range []string{"prepare", "checkout", "app build", "image", "registry push", "unpack", "start", "health check", "switch"} {
+			if s, ok := got[step]; !ok || s < 0 {
+				t.Errorf("the build record has no time for %q: %+v", step, bs[0].Timings)
+			}
+		}
+		if got["app build"] <= 0 || got["start"] <= 0 {
+			t.Errorf("app build %.3fs, start %.3fs: want both above zero", got["app build"], got["start"])
+		}
+		lines, err := e.st.BuildLogs(ctx, bs[0].ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l.Line, "-----> Timings: prepare ")
+		}
+		if !found {
+			t.Errorf("the build log has no timings line")
+		}
+	})
+
 	// A rollback asked of the web API while the git receiver deploys the
 	// same app waits for the deploy, then rolls back from what the deploy
 	// left: the rollback is the newest release, and it is what serves.

@@ -34,6 +34,7 @@ import (
 	"bex.co/bex/builder/gitserver"
 	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/steptime"
 	"bex.co/bex/internal/store"
 )
 
@@ -588,7 +589,9 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 
 // rollout is Rollout, with the release phase only when phase is set.
 func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer, phase bool) error {
+	stopUnpack := steptime.Start(ctx, "unpack")
 	rel, img, err := p.prepare(ctx, app, number, image, false)
+	stopUnpack()
 	if err != nil {
 		return err
 	}
@@ -598,7 +601,10 @@ func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 		return err
 	}
 	if phase && command != "" {
-		if err := p.releasePhase(ctx, rel, command, out); err != nil {
+		stop := steptime.Start(ctx, "release phase")
+		err := p.releasePhase(ctx, rel, command, out)
+		stop()
+		if err != nil {
 			return err
 		}
 	}

@@ -48,6 +48,9 @@ type Build struct {
 	Image string `json:"image,omitempty"`
 	// Error says why the build failed, for the tenant.
 	Error string `json:"error,omitempty"`
+	// Timings are the push's steps and their time, in the order they
+	// ran, as the pipeline recorded them when the build finished.
+	Timings []StepTime `json:"timings,omitempty"`
 	// LogLines is the seq of the build's last log line (0: none yet).
 	LogLines   int64      `json:"logLines"`
 	StartedAt  time.Time  `json:"startedAt"`
@@ -81,7 +84,18 @@ type BuildResult struct {
 	Image string
 	// Error says why the build failed; empty for BuildSucceeded.
 	Error string
+	// Timings are the push's steps so far (at most maxTimings are kept).
+	Timings []StepTime
 }
+
+// StepTime is one step of a push and the seconds it took.
+type StepTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+}
+
+// maxTimings bounds the steps a build record keeps.
+const maxTimings = 32
 
 // BuildLogLine is one line of a build's output.
 type BuildLogLine struct {
@@ -91,12 +105,15 @@ type BuildLogLine struct {
 	At   time.Time `json:"at"`
 }
 
-const buildColumns = "id, tenant_id, app, number, commit, status, stack, image, error, log_lines, started_at, finished_at"
+const buildColumns = "id, tenant_id, app, number, commit, status, stack, image, error, timings, log_lines, started_at, finished_at"
 
 func scanBuild(row pgx.Row) (Build, error) {
 	var b Build
 	err := row.Scan(&b.ID, &b.TenantID, &b.App, &b.Number, &b.Commit, &b.Status, &b.Stack, &b.Image, &b.Error,
-		&b.LogLines, &b.StartedAt, &b.FinishedAt)
+		&b.Timings, &b.LogLines, &b.StartedAt, &b.FinishedAt)
+	if len(b.Timings) == 0 {
+		b.Timings = nil
+	}
 	return b, err
 }
 
@@ -253,13 +270,20 @@ func (s *Store) FinishBuild(ctx context.Context, buildID string, r BuildResult) 
 	if !isUUID(buildID) {
 		return Build{}, fmt.Errorf("build %q: %w", buildID, ErrNotFound)
 	}
+	timings := r.Timings
+	if len(timings) > maxTimings {
+		timings = timings[:maxTimings]
+	}
+	if timings == nil {
+		timings = []StepTime{}
+	}
 	var b Build
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		b, err = scanBuild(tx.QueryRow(ctx,
-			"UPDATE builds SET status = $2, stack = coalesce(nullif($3, ''), stack), image = $4, error = $5, finished_at = now() "+
+			"UPDATE builds SET status = $2, stack = coalesce(nullif($3, ''), stack), image = $4, error = $5, timings = $6, finished_at = now() "+
 				"WHERE id = $1 AND status = 'running' RETURNING "+buildColumns,
-			buildID, string(r.Status), r.Stack, r.Image, r.Error))
+			buildID, string(r.Status), r.Stack, r.Image, r.Error, timings))
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, gerr := s.GetBuild(ctx, buildID); gerr != nil {
 				return gerr

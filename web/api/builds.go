@@ -28,6 +28,9 @@ func buildView(b store.Build) apiclient.Build {
 		t := b.FinishedAt.UTC()
 		v.FinishedAt = &t
 	}
+	for _, st := range b.Timings {
+		v.Timings = append(v.Timings, apiclient.StepTime{Name: st.Name, Seconds: st.Seconds})
+	}
 	return v
 }
 

@@ -142,6 +142,16 @@ type Build struct {
 	Error      string     `json:"error,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Timings are the push's steps (checkout, app build, image, registry
+	// push, unpack, start, health check, switch, …) and their seconds, in
+	// the order they ran; set once the build has finished.
+	Timings []StepTime `json:"timings,omitempty"`
+}
+
+// StepTime is one step of a push and the seconds it took.
+type StepTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Release is one release of an app. Its configuration is not shown: the

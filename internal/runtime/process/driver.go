@@ -18,6 +18,7 @@ import (
 
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/steptime"
 )
 
 var _ runtime.Driver = (*Driver)(nil)
@@ -256,7 +257,9 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		fmt.Fprintf(log, "Release %d runs already, as it is: nothing to restart\n", rel.Number)
 		return nil
 	}
+	stopStart := steptime.Start(ctx, "start")
 	fresh, err := d.startRelease(a, rel, cur, keep, log)
+	stopStart()
 	if err != nil {
 		return err
 	}
@@ -265,7 +268,10 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	a.pending = fresh
 	a.mu.Unlock()
 
-	if failed, err := waitHealthy(ctx, fresh, log); err != nil {
+	stopHealth := steptime.Start(ctx, "health check")
+	failed, err := waitHealthy(ctx, fresh, log)
+	stopHealth()
+	if err != nil {
 		fmt.Fprintf(log, "Release %d failed: %v\n", rel.Number, err)
 		if lines := failed.lastOutput(); len(lines) > 0 {
 			fmt.Fprintf(log, "Last output of %s:\n", failed.name())
@@ -283,10 +289,12 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		return fmt.Errorf("release %d not deployed: %w", rel.Number, err)
 	}
 
+	stopSwitch := steptime.Start(ctx, "switch")
 	a.mu.Lock()
 	a.current, a.pending = next, nil
 	a.updateRoutesLocked()
 	a.mu.Unlock()
+	stopSwitch()
 	switch {
 	case len(keep) == 0:
 		fmt.Fprintf(log, "Traffic switched to release %d\n", rel.Number)
@@ -294,6 +302,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		fmt.Fprintf(log, "Traffic switched to the new instances of release %d\n", rel.Number)
 	}
 	if old := replaced(cur, keep, rel); len(old) > 0 {
+		defer steptime.Start(ctx, "drain")()
 		if d.opts.DrainDelay > 0 {
 			t := time.NewTimer(d.opts.DrainDelay)
 			select {

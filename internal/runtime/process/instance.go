@@ -23,6 +23,16 @@ import (
 // first answers; after that, the health check's own Interval applies.
 const startupProbeInterval = 200 * time.Millisecond
 
+// startupProbeFast is how often a starting instance is checked during its
+// first startupFastFor: most apps listen within it, and every gap between
+// two probes is time a push waits for nothing (100 ms on average at
+// startupProbeInterval). A probe of a port nothing listens on yet is a
+// refused connection on loopback or the sandbox's bridge: cheap.
+const (
+	startupProbeFast = 20 * time.Millisecond
+	startupFastFor   = 2 * time.Second
+)
+
 // stableAfter is how long a process must run before its restart backoff
 // starts again from the minimum and its crashes are forgotten.
 const stableAfter = time.Minute
@@ -447,7 +457,8 @@ func (i *instance) checkHealth(ctx context.Context) {
 	if hc.Port != 0 {
 		port = hc.Port
 	}
-	deadline := time.Now().Add(i.d.opts.StartTimeout)
+	begin := time.Now()
+	deadline := begin.Add(i.d.opts.StartTimeout)
 	var ok, fails int
 	everHealthy, timedOut := false, false
 	interval := min(startupProbeInterval, hc.Interval)
@@ -502,7 +513,11 @@ func (i *instance) checkHealth(ctx context.Context) {
 				}
 			}
 		}
-		t := time.NewTimer(interval)
+		wait := interval
+		if !everHealthy && !timedOut && fails == 0 && time.Since(begin) < startupFastFor {
+			wait = min(startupProbeFast, interval)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -60,6 +60,13 @@ func newCommand() *cobra.Command {
 
 type sample struct {
 	total, appBuild time.Duration
+	// steps are the push's Timings line: each step's seconds.
+	steps []step
+}
+
+type step struct {
+	name    string
+	seconds float64
 }
 
 func (o *options) run(ctx context.Context, out io.Writer) error {
@@ -149,7 +156,7 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("push %d: %w\n%s", i, res.err, res.out)
 		}
 		pushOut := res.out
-		s := sample{total: total, appBuild: appBuildTime(pushOut)}
+		s := sample{total: total, appBuild: appBuildTime(pushOut), steps: timings(pushOut)}
 		if s.appBuild == 0 {
 			return fmt.Errorf("push %d: the build output has no %q line:\n%s", i, build.AppBuildPrefix, pushOut)
 		}
@@ -210,6 +217,56 @@ func report(out io.Writer, samples []sample) {
 	fmt.Fprintf(out, "\nwarm pushes (median of %d): push-to-live %.2fs = app build %.2fs + platform overhead %.2fs (overhead/app build = %.2f)\n",
 		len(warm), total.Seconds(), app.Seconds(), over.Seconds(), over.Seconds()/app.Seconds())
 	fmt.Fprintf(out, "first push: %.2fs, %.2f× the warm median\n", samples[0].total.Seconds(), samples[0].total.Seconds()/total.Seconds())
+	reportSteps(out, warm)
+}
+
+// timings reads the push output's "-----> Timings: a 12ms, b 1.38s" line.
+func timings(out string) []step {
+	var steps []step
+	for _, line := range strings.Split(out, "\n") {
+		_, list, ok := strings.Cut(line, "-----> Timings: ")
+		if !ok {
+			continue
+		}
+		for _, part := range strings.Split(list, ", ") {
+			i := strings.LastIndexByte(part, ' ')
+			if i < 0 {
+				continue
+			}
+			d, err := time.ParseDuration(strings.TrimSpace(part[i+1:]))
+			if err != nil {
+				continue
+			}
+			steps = append(steps, step{name: part[:i], seconds: d.Seconds()})
+		}
+	}
+	return steps
+}
+
+// reportSteps prints each step's median over the warm pushes.
+func reportSteps(out io.Writer, warm []sample) {
+	var names []string
+	byName := map[string][]float64{}
+	for _, s := range warm {
+		for _, st := range s.steps {
+			if _, ok := byName[st.name]; !ok {
+				names = append(names, st.name)
+			}
+			byName[st.name] = append(byName[st.name], st.seconds)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nwarm pushes, each step's median (the push output's Timings line):\n")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "step\tmedian\tmax\t")
+	for _, n := range names {
+		v := byName[n]
+		slices.Sort(v)
+		fmt.Fprintf(tw, "%s\t%.3fs\t%.3fs\t\n", n, v[len(v)/2], v[len(v)-1])
+	}
+	tw.Flush()
 }
 
 var appBuildRE = regexp.MustCompile(regexp.QuoteMeta(build.AppBuildPrefix) + ` ([0-9.]+(?:ns|µs|ms|s|m|h)[0-9.a-zµ]*)`)

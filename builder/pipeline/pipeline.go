@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	"bex.co/bex/builder/release"
@@ -30,14 +32,19 @@ type Options struct {
 	// concurrent builds or build minutes is refused before its build is
 	// recorded. nil means quota.NewDefaults().
 	Quotas *quota.Defaults
-	Log    logr.Logger
+	// Metrics receives the pipeline's metrics (bex_builds_total,
+	// bex_build_duration_seconds, bex_push_duration_seconds, see
+	// docs/metrics.md); nil counts them without serving them.
+	Metrics prometheus.Registerer
+	Log     logr.Logger
 }
 
 // Pipeline builds pushes into releases. It is a Releaser too: it rolls back
 // and keeps releases running as the Releaser it was given does.
 type Pipeline struct {
 	*release.Releaser
-	opts Options
+	opts    Options
+	metrics *metrics
 }
 
 var (
@@ -58,36 +65,55 @@ func New(opts Options) (*Pipeline, error) {
 	} else if err := opts.Quotas.Validate(); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	return &Pipeline{Releaser: opts.Releaser, opts: opts}, nil
+	m, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return &Pipeline{Releaser: opts.Releaser, opts: opts, metrics: m}, nil
 }
 
 // Deploy builds push.New, rolls it out and records the release.
 func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Writer) (gitserver.DeployResult, error) {
+	start := time.Now()
+	res, built, err := p.deploy(ctx, push, log)
+	if built {
+		outcome := OutcomeSucceeded
+		if err != nil {
+			outcome = OutcomeFailed
+		}
+		p.metrics.pushDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}
+	return res, err
+}
+
+// deploy is Deploy; built says whether a build was recorded (a push
+// refused before, by its quota or a missing app, is no push to time).
+func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Writer) (_ gitserver.DeployResult, built bool, _ error) {
 	ctx, timeline := steptime.New(ctx)
 	stopPrepare := steptime.Start(ctx, "prepare")
 	unlock, err := p.Lock(ctx, push.Tenant, push.App)
 	if err != nil {
-		return gitserver.DeployResult{}, err
+		return gitserver.DeployResult{}, false, err
 	}
 	defer unlock()
 	tenant, err := p.Store().GetTenantByName(ctx, push.Tenant)
 	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
+		return gitserver.DeployResult{}, false, fmt.Errorf("looking up tenant %s: %w", push.Tenant, err)
 	}
 	app, err := p.App(ctx, push.Tenant, push.App)
 	if err != nil {
-		return gitserver.DeployResult{}, err
+		return gitserver.DeployResult{}, false, err
 	}
 	bq, err := p.opts.Quotas.BuildQuota(ctx, p.Store(), tenant.ID, time.Now())
 	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("reading the quotas of tenant %s: %w", push.Tenant, err)
+		return gitserver.DeployResult{}, false, fmt.Errorf("reading the quotas of tenant %s: %w", push.Tenant, err)
 	}
 	b, err := p.Store().CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: push.App, Commit: push.New, Stack: string(app.Spec.Build.Stack), Quota: bq})
 	if errors.Is(err, store.ErrQuotaExceeded) {
-		return gitserver.DeployResult{}, &gitserver.RefusedError{Reason: err}
+		return gitserver.DeployResult{}, false, &gitserver.RefusedError{Reason: err}
 	}
 	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("recording the build: %w", err)
+		return gitserver.DeployResult{}, false, fmt.Errorf("recording the build: %w", err)
 	}
 	stopPrepare()
 	logs := newLogWriter(ctx, p.Store(), b.ID)
@@ -103,15 +129,17 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 		return recorded
 	}
 	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
+	buildStart := time.Now()
 	res, buildErr := p.opts.Builder.Build(ctx, build.Request{
 		Tenant: push.Tenant, App: push.App, RepoDir: push.RepoDir, Commit: push.New,
 		Stack: app.Spec.Build.Stack, Command: app.Spec.Build.Command, Dockerfile: app.Spec.Build.Dockerfile,
 	}, out)
+	p.countBuild(buildErr, res.Stack, app.Spec.Build.Stack, time.Since(buildStart))
 	if buildErr != nil {
 		t := timings()
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error(), Timings: t})
-		return gitserver.DeployResult{}, buildErr
+		return gitserver.DeployResult{}, true, buildErr
 	}
 
 	// Deleted at the next prune unless a release runs it by then: the
@@ -124,7 +152,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err != nil {
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: err.Error()})
-		return gitserver.DeployResult{}, err
+		return gitserver.DeployResult{}, true, err
 	}
 	config := release.ConfigOf(app)
 	number := latest + 1
@@ -134,7 +162,7 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 		t := timings()
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
-		return gitserver.DeployResult{}, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
+		return gitserver.DeployResult{}, true, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
 	}
 	t := timings()
 	logs.Close()
@@ -144,14 +172,15 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
 	})
 	if err != nil {
-		return gitserver.DeployResult{}, fmt.Errorf("recording release v%d: %w", number, err)
+		return gitserver.DeployResult{}, true, fmt.Errorf("recording release v%d: %w", number, err)
 	}
+	p.CountRelease(release.KindDeploy)
 	url := p.URL(push.Tenant, push.App)
 	if err := p.SetCurrent(ctx, app, rel.Number, url); err != nil {
-		return gitserver.DeployResult{}, err
+		return gitserver.DeployResult{}, true, err
 	}
 	p.Prune(ctx, tenant.ID, app, log)
-	return gitserver.DeployResult{Release: rel.Number, URL: url}, nil
+	return gitserver.DeployResult{Release: rel.Number, URL: url}, true, nil
 }
 
 // finishPatience is how long finish waits for a database that is out of
@@ -177,6 +206,16 @@ func (p *Pipeline) finish(buildID string, res store.BuildResult) {
 		p.opts.Log.Info("Database unavailable; recording the build result again", "build", buildID, "in", wait)
 		time.Sleep(wait)
 	}
+}
+
+// countBuild counts a build the builder ran.
+func (p *Pipeline) countBuild(err error, detected, asked platformv1alpha1.Stack, took time.Duration) {
+	outcome := OutcomeSucceeded
+	if err != nil {
+		outcome = OutcomeFailed
+	}
+	p.metrics.builds.WithLabelValues(outcome, stackLabel(detected, asked)).Inc()
+	p.metrics.buildDuration.WithLabelValues(outcome).Observe(took.Seconds())
 }
 
 func short(commit string) string {

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,6 +60,9 @@ type env struct {
 	// releaserWith returns a pipeline on the first store and rt whose
 	// Releaser's options mod changed.
 	releaserWith func(mod func(*release.Options)) *pipeline.Pipeline
+	// metered returns a pipeline on the first store and rt whose
+	// Releaser and pipeline register their metrics with reg.
+	metered func(reg prometheus.Registerer) *pipeline.Pipeline
 }
 
 // newEnv sets the environment up; mod changes the builder's options.
@@ -125,6 +129,7 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.rt = process.New(process.Options{LogDir: filepath.Join(dir, "logs")})
 	t.Cleanup(func() { _ = e.rt.Close() })
 	newPipeline := func(st *store.Store, releases string, rt runtime.Driver, binDir string, mods ...func(*release.Options)) *pipeline.Pipeline {
+		var reg prometheus.Registerer
 		_, follow := rt.(*placed.Driver)
 		opts := release.Options{
 			Store: st, Kube: kube, Runtime: rt, Keychain: builder.Keychain(), BinDir: binDir,
@@ -135,11 +140,12 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 		for _, mod := range mods {
 			mod(&opts)
 		}
+		reg = opts.Metrics
 		rel, err := release.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := pipeline.New(pipeline.Options{Releaser: rel, Builder: builder, Log: testr.New(t)})
+		pl, err := pipeline.New(pipeline.Options{Releaser: rel, Builder: builder, Metrics: reg, Log: testr.New(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,6 +165,11 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	e.releaserWith = func(mod func(*release.Options)) *pipeline.Pipeline {
 		more++
 		return newPipeline(stA, "releases-"+strconv.Itoa(more), e.rt, "", mod)
+	}
+
+	e.metered = func(reg prometheus.Registerer) *pipeline.Pipeline {
+		more++
+		return newPipeline(stA, "releases-"+strconv.Itoa(more), e.rt, "", func(o *release.Options) { o.Metrics = reg })
 	}
 
 	e.repo, e.bare = filepath.Join(dir, "work"), filepath.Join(dir, "web.git")

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -70,7 +71,10 @@ type Options struct {
 	// ReleasePhaseTimeout bounds the release phase of a release (the
 	// Procfile's release process); 0 means DefaultReleasePhaseTimeout.
 	ReleasePhaseTimeout time.Duration
-	Log                 logr.Logger
+	// Metrics receives bex_releases_total (docs/metrics.md); nil counts
+	// releases without serving the count.
+	Metrics prometheus.Registerer
+	Log     logr.Logger
 }
 
 // placementPatience bounds the wait of a release for the App controller to
@@ -84,9 +88,10 @@ const DefaultReleaseRetention = 20
 
 // Releaser rolls releases out and back, and keeps them running.
 type Releaser struct {
-	opts  Options
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	opts     Options
+	releases *prometheus.CounterVec
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
 }
 
 var _ appctrl.Releases = (*Releaser)(nil)
@@ -120,7 +125,31 @@ func New(opts Options) (*Releaser, error) {
 	if opts.Keychain == nil {
 		opts.Keychain = authn.DefaultKeychain
 	}
-	return &Releaser{opts: opts, locks: map[string]*sync.Mutex{}}, nil
+	releases := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "bex_releases_total",
+		Help: "Releases recorded, by kind: deploy (a push), config (an environment change), rollback.",
+	}, []string{"kind"})
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(releases); err != nil {
+			return nil, fmt.Errorf("releaser: registering its metrics: %w", err)
+		}
+	}
+	return &Releaser{opts: opts, releases: releases, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// ReleaseKind is what made a release: the kind label of bex_releases_total.
+type ReleaseKind string
+
+// The kinds of release.
+const (
+	KindDeploy   ReleaseKind = "deploy"
+	KindConfig   ReleaseKind = "config"
+	KindRollback ReleaseKind = "rollback"
+)
+
+// CountRelease counts a release of kind that was recorded.
+func (r *Releaser) CountRelease(kind ReleaseKind) {
+	r.releases.WithLabelValues(string(kind)).Inc()
 }
 
 // Store is the store releases are recorded in.
@@ -197,6 +226,7 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err != nil {
 		return 0, fmt.Errorf("recording the rollback: %w", err)
 	}
+	p.CountRelease(KindRollback)
 	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}
@@ -244,6 +274,7 @@ func (p *Releaser) ReleaseConfig(ctx context.Context, tenantName, appName, descr
 	if err != nil {
 		return 0, fmt.Errorf("recording release v%d: %w", number, err)
 	}
+	p.CountRelease(KindConfig)
 	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}

@@ -22,12 +22,18 @@ type phase func(ctx context.Context, s *scope) (done bool, err error)
 
 // phases are the steps of a reconcile, in order: plan the rollout, stop it
 // when aborted, move the stages on.
-func (r *Reconciler) phases() []phase {
-	return []phase{
-		r.planPhase,
-		r.abortPhase,
-		r.stagesPhase,
+func (r *Reconciler) phases() []namedPhase {
+	return []namedPhase{
+		{StepPlan, r.planPhase},
+		{StepAbort, r.abortPhase},
+		{StepStages, r.stagesPhase},
 	}
+}
+
+// namedPhase is a phase with its step label (bex_fleetupgrade_steps_total).
+type namedPhase struct {
+	step string
+	run  phase
 }
 
 // planPhase computes the plan until a cluster has started; from then on the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -122,10 +123,17 @@ type Reconciler struct {
 	Events events.EventRecorder
 	// Options tune intervals and the apiservers' port.
 	Options Options
+	// Metrics, when set, receives bex_fleetupgrade_steps_total and
+	// bex_verifier_probes_total (docs/metrics.md) at SetupWithManager:
+	// the manager's registry (controller-runtime's metrics.Registry) in
+	// the platform's commands.
+	Metrics prometheus.Registerer
 	// Now returns the time; time.Now when nil (tests move it).
 	Now func() time.Time
 
 	retries retries
+	// metrics is nil until SetupWithManager; nil counts nothing.
+	metrics *metrics
 }
 
 // SetupWithManager registers the reconciler: it watches FleetUpgrades and
@@ -140,6 +148,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	m, err := newMetrics(r.Metrics)
+	if err != nil {
+		return err
+	}
+	r.metrics = m
 	enqueue := handler.EnqueueRequestsFromMapFunc(r.upgradesInFlight)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -221,7 +234,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // the round.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	for _, phase := range r.phases() {
-		done, err := phase(ctx, s)
+		done, err := phase.run(ctx, s)
+		r.metrics.countStep(phase.step, done, err)
 		if err != nil {
 			return err
 		}

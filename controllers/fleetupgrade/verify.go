@@ -38,11 +38,18 @@ func (r *Reconciler) verify(ctx context.Context, s *scope, cs *clusterScope) (fl
 		verifier = r.ManagementVerifier
 	}
 	rep, err := verifier.Verify(ctx, targets)
+	r.metrics.countProbes(rep.Probes)
 	if err != nil {
 		v.Reason, v.Message = fleetv1.FleetUpgradeClusterUnreachableReason, "the verifier could not verify: "+err.Error()
+		r.metrics.countVerification(VerifyUnreachable)
 		return v, rep.Probes
 	}
 	v.Passed, v.Reason, v.Message = judge(rep, int(s.fu.Spec.Gates.MaxSpurious404))
+	if v.Passed {
+		r.metrics.countVerification(VerifyPassed)
+	} else {
+		r.metrics.countVerification(VerifyFailed)
+	}
 	return v, rep.Probes
 }
 

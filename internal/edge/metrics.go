@@ -13,7 +13,10 @@ import (
 // wildcard as "*.example.com", or an app's default hostname), never the
 // hostname the client sent; a request no route claims is counted with
 // empty tenant and app and host "unknown". A client inventing hostnames,
-// under a wildcard Route or outside any, cannot grow the label set.
+// under a wildcard Route or outside any, cannot grow the label set. The
+// status is counted by class ("2xx", ..., "5xx"), not by code: an app
+// answers any number from 100 to 999 it likes, which would give each
+// route up to 900 series.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -29,8 +32,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bex_edge_requests_total",
-			Help: "Requests the edge answered, by route and status code.",
-		}, append(labels, "code")),
+			Help: "Requests the edge answered, by route and status class (2xx, 5xx, ...).",
+		}, append(labels, "class")),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bex_edge_request_duration_seconds",
 			Help:    "Time from the request's arrival to the end of its response, by route.",
@@ -55,9 +58,18 @@ func (m *Metrics) observe(o Observation) {
 	if o.Matched {
 		tenant, app, host = o.Route.Tenant, o.Route.App, o.Route.claim()
 	}
-	m.requests.WithLabelValues(tenant, app, host, strconv.Itoa(o.Status)).Inc()
+	m.requests.WithLabelValues(tenant, app, host, StatusClass(o.Status)).Inc()
 	m.duration.WithLabelValues(tenant, app, host).Observe(o.Duration.Seconds())
 	m.bytes.WithLabelValues(tenant, app, host).Add(float64(o.Bytes))
+}
+
+// StatusClass is the class label of an HTTP status: "1xx" to "5xx", and
+// "other" for a status outside 100-599.
+func StatusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status/100) + "xx"
 }
 
 // accessLog writes one line per request.

@@ -88,6 +88,10 @@ type ServerOptions struct {
 	Transport http.RoundTripper
 	// Metrics, when set, receives the per-route metrics.
 	Metrics prometheus.Registerer
+	// Observe, when set, is called with each request once its response
+	// has ended (the per-app series of internal/appmetrics). It must not
+	// block.
+	Observe func(Observation)
 	// AccessLog writes one line per request to Log.
 	AccessLog bool
 	// Log receives errors, certificate events and, with AccessLog, requests.
@@ -181,6 +185,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 		observers = append(observers, m.observe)
+	}
+	if opts.Observe != nil {
+		observers = append(observers, opts.Observe)
 	}
 	if opts.AccessLog {
 		alog := log.WithName("access")

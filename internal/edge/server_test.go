@@ -161,7 +161,7 @@ func TestServerTLSAndRedirect(t *testing.T) {
 	}
 
 	// Per-route metrics.
-	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "acme", "app": "api", "host": "www.shop.test", "code": "200"})); n != 2 {
+	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "acme", "app": "api", "host": "www.shop.test", "class": "2xx"})); n != 2 {
 		t.Errorf("bex_edge_requests_total for the api route = %v, want 2", n)
 	}
 }
@@ -242,10 +242,10 @@ func TestMetricsHostsBounded(t *testing.T) {
 	if after := seriesCount(t, e.reg); after != before {
 		t.Errorf("2,000 invented hostnames grew the edge's series from %d to %d", before, after)
 	}
-	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "", "app": "", "host": "unknown", "code": "404"})); n != 1001 {
+	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "", "app": "", "host": "unknown", "class": "4xx"})); n != 1001 {
 		t.Errorf("requests counted for unknown hosts = %v, want 1001", n)
 	}
-	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "acme", "app": "web", "host": "*.wild.test", "code": "200"})); n != 1001 {
+	if n := testutil.ToFloat64(mustCounter(t, e.reg, "bex_edge_requests_total", map[string]string{"tenant": "acme", "app": "web", "host": "*.wild.test", "class": "2xx"})); n != 1001 {
 		t.Errorf("requests counted for the wildcard route = %v, want 1001", n)
 	}
 }

@@ -78,7 +78,7 @@ func (r *TrafficRecorder) Sample(now time.Time) error {
 					k.tenant = l.GetValue()
 				case "app":
 					k.app = l.GetValue()
-				case "code":
+				case "class":
 					code = l.GetValue()
 				}
 			}

@@ -314,3 +314,33 @@ type Driver interface {
 	// runs no such app.
 	Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan LogLine, error)
 }
+
+// Usage is what one instance uses, as its driver reads it from the
+// kernel: for a sandboxed instance its cgroup (cpuacct.usage or cpu.stat,
+// memory.usage_in_bytes or memory.current), for a plain process its
+// /proc entry.
+type Usage struct {
+	Process string
+	Index   int
+	// ID is the instance's Instance.ID.
+	ID string
+	// CPUSeconds is the CPU time the instance's current process (its
+	// container) used since it started; it starts again from 0 at a
+	// restart.
+	CPUSeconds float64
+	// MemoryBytes is the memory it uses now.
+	MemoryBytes int64
+}
+
+// UsageReader is implemented by a driver that reads its instances' CPU and
+// memory. Usage returns one entry per instance of the app that runs now;
+// the error wraps ErrNotFound when the driver runs no such app, and
+// ErrUsageNotSupported when the app runs where its usage cannot be read
+// (the placed driver's apps on a kube cluster). Safe for concurrent use.
+type UsageReader interface {
+	Usage(ctx context.Context, tenant, app string) ([]Usage, error)
+}
+
+// ErrUsageNotSupported is wrapped by Usage when the driver that runs the
+// app cannot read its usage.
+var ErrUsageNotSupported = errors.New("this runtime does not read its instances' CPU and memory")

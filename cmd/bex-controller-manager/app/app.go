@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"bex.co/bex/cmd/internal/command"
@@ -174,6 +175,9 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 
 	// The Releaser writes App status with the uncached client: it is
 	// called from reconciles and must see what it wrote.
+	// The manager serves controller-runtime's registry on
+	// --metrics-bind-address: the platform's metrics go there too.
+	o.Runtime.Metrics = ctrlmetrics.Registry
 	rt, err := o.Runtime.NewRuntime(st, c.Kube, log)
 	if err != nil {
 		return err
@@ -197,6 +201,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Always: verify.Baseline(), Aggregated: o.aggregated, RemoveStaleLeases: o.RemoveStaleLeases}},
 			Records:            st,
 			Options:            fleetupgrade.Options{APIServerPort: o.UpgradeAPIServerPort},
+			Metrics:            ctrlmetrics.Registry,
 		}
 		if o.HCloudTokenFile != "" {
 			token, err := os.ReadFile(o.HCloudTokenFile)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	var ready atomic.Bool
-	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log, out: out, fleet: fleet}
+	s := &starter{Options: o, ctx: ctx, kube: kube, st: st, binDir: binDir, stops: &stops, log: log, out: out, fleet: fleet, metrics: prometheus.NewRegistry()}
 	svc, err := s.startServices(bk, &ready)
 	if err != nil {
 		return err
@@ -222,6 +223,7 @@ func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error,
 			Verifier:           fleetupgrade.RunVerifier{Options: verify.Options{Always: verify.Baseline(), RemoveStaleLeases: true}},
 			ManagementVerifier: fleetupgrade.ManagementRunVerifier{Options: verify.Options{Always: verify.Baseline(), RemoveStaleLeases: true}},
 			Records:            s.st,
+			Metrics:            s.metrics,
 		},
 	}
 	if s.fleet != nil {

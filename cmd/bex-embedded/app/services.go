@@ -19,10 +19,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"bex.co/bex/apiserver/local"
 	"bex.co/bex/builder/build"
@@ -105,6 +107,9 @@ type starter struct {
 	out io.Writer
 	// fleet is the local fleet; nil without one.
 	fleet *localFleet
+	// metrics receives the metrics of every service of this run; the
+	// metrics listener serves it with controller-runtime's registry.
+	metrics *prometheus.Registry
 }
 
 // listen listens on loopback, on the port name had last time when there
@@ -173,6 +178,10 @@ func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := s.startMetrics()
+	if err != nil {
+		return nil, err
+	}
 	devToken, err := s.ensureTenant(s.ctx, s.kube, s.st, devTenant, filepath.Join(s.StateDir, "dev-token"), false)
 	if err != nil {
 		return nil, err
@@ -189,6 +198,7 @@ func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services
 			{"BEX_API", apiURL}, {"BEX_DASHBOARD", apiURL + "/"}, {"BEX_GIT", git.httpBase}, {"BEX_GIT_SSH", git.sshURL}, {"BEX_TOKEN", devToken},
 			{"BEX_OPERATOR_TOKEN", opToken}, {"BEX_HTTP", httpURL}, {"BEX_HTTPS", httpsURL}, {"BEX_CA", e.ca.CertFile()},
 			{"BEX_DOMAIN", fmt.Sprintf("%s:%d", appDomain, e.httpsPort)},
+			{"BEX_METRICS", metrics.url}, {"BEX_METRICS_TOKEN_FILE", metrics.tokenFile},
 		},
 		summary: [][2]string{
 			{"dashboard", apiURL + "/ (sign in with BEX_TOKEN, or BEX_OPERATOR_TOKEN for the console)"}, {"API", apiURL + api.Prefix}, {"git (HTTP)", git.httpBase + "/<tenant>/<app>.git"}, {"git (SSH)", git.sshURL + "/<tenant>/<app>.git"},
@@ -196,6 +206,7 @@ func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services
 			{"edge (HTTP)", fmt.Sprintf("http://<app>-<tenant>.%s:%d (redirects to HTTPS)", appDomain, e.httpPort)},
 			{"local CA", e.ca.CertFile() + " (curl --cacert)"}, {"registry", reg.addr + " (user " + registry.Username + ", token in " + reg.tokenFile + ")"},
 			{"sandboxes", apps.sandboxes.describe()},
+			{"metrics", metrics.url + " (Prometheus; bearer token in " + metrics.tokenFile + ")"},
 		},
 	}, nil
 }
@@ -280,6 +291,9 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 	})
 	rt := process.New(process.Options{LogDir: filepath.Join(s.StateDir, "logs", "apps"), Sandbox: sb.apps})
 	s.stops.push(func() { _ = rt.Close() })
+	if err := s.metrics.Register(rt.Collector()); err != nil {
+		return nil, fmt.Errorf("registering the runtime's metrics: %w", err)
+	}
 	if sb.apps != nil {
 		s.log.Info("Tenant sandboxes ready", "apps", sb.apps.Subnet().String(), "builds", sb.builds.Subnet().String())
 	}
@@ -349,7 +363,7 @@ func (s *starter) startEdge(rt edge.Apps) (*edgeService, error) {
 		return nil, err
 	}
 	e := &edgeService{
-		table: &edge.Table{Defaults: &edge.DefaultHosts{Domain: appDomain, Apps: rt}}, metrics: prometheus.NewRegistry(),
+		table: &edge.Table{Defaults: &edge.DefaultHosts{Domain: appDomain, Apps: rt}}, metrics: s.metrics,
 		httpPort: httpL.Addr().(*net.TCPAddr).Port, httpsPort: httpsL.Addr().(*net.TCPAddr).Port,
 	}
 	if e.ca, err = edge.LoadOrCreateLocalCA(filepath.Join(s.StateDir, "ca")); err != nil {
@@ -384,12 +398,12 @@ func (s *starter) newPipeline(apps *appsService, e *edgeService) (*pipeline.Pipe
 	rel, err := release.New(release.Options{
 		Store: s.st, Kube: s.kube, Runtime: apps.runtime, Keychain: apps.builder.Keychain(),
 		ReleasesDir: filepath.Join(s.StateDir, "releases"), BinDir: s.binDir, URL: e.url, Log: s.log.WithName("releaser"),
-		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true,
+		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true, Metrics: s.metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.New(pipeline.Options{Releaser: rel, Builder: apps.builder, Quotas: s.quotas(), Log: s.log.WithName("pipeline")})
+	return pipeline.New(pipeline.Options{Releaser: rel, Builder: apps.builder, Quotas: s.quotas(), Metrics: s.metrics, Log: s.log.WithName("pipeline")})
 }
 
 // gitService is where tenants push.
@@ -476,6 +490,33 @@ func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitSer
 	}
 	s.serve("api", l, api.ServerTimeouts().Server(dash.WithAPI(apiSrv.Handler())))
 	return apiURL, nil
+}
+
+// metricsService is the Prometheus endpoint of the platform.
+type metricsService struct {
+	url, tokenFile string
+}
+
+// startMetrics serves /metrics on loopback: this run's metrics and
+// controller-runtime's (the controllers', the workqueues', Go's and the
+// process's). Like every platform service it asks for a credential, a
+// bearer token kept in <state>/metrics-token, since tenants' processes
+// may reach loopback (docs/security.md).
+func (s *starter) startMetrics() (*metricsService, error) {
+	tokenFile := filepath.Join(s.StateDir, "metrics-token")
+	token, _, err := secretfile.LoadOrCreate(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("the metrics token: %w", err)
+	}
+	l, err := s.listen("metrics")
+	if err != nil {
+		return nil, err
+	}
+	h := promhttp.HandlerFor(prometheus.Gatherers{s.metrics, ctrlmetrics.Registry}, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", command.BearerOnly(token, h))
+	s.serve("metrics", l, httpserve.OpsTimeouts().Server(mux))
+	return &metricsService{url: "http://" + l.Addr().String() + "/metrics", tokenFile: tokenFile}, nil
 }
 
 // loadCookieKey reads the dashboard's cookie key, creating it once.

@@ -117,6 +117,8 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	defer c.Store.Close()
 	c.Store = c.Store.WithLimits(store.Limits{BuildLogLines: o.BuildLogLines})
+	reg := command.NewOpsRegistry()
+	o.Runtime.Metrics = reg
 	rt, err := o.Runtime.NewRuntime(c.Store, c.Kube, log)
 	if err != nil {
 		return err
@@ -185,7 +187,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 		serves = append(serves, func() error {
-			return command.Serve(ctx, l, httpserve.OpsTimeouts().Server(command.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
+			return command.Serve(ctx, l, httpserve.OpsTimeouts().Server(command.OpsHandler(reg, c.StoreReady, c.KubeReady)), time.Second)
 		})
 		addrs = append(addrs, "ops", l.Addr().String())
 	}

@@ -131,6 +131,8 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 	defer c.Store.Close()
+	reg := command.NewOpsRegistry()
+	o.Runtime.Metrics = reg
 	rt, err := o.Runtime.NewRuntime(c.Store, c.Kube, log)
 	if err != nil {
 		return err
@@ -181,7 +183,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		servers++
 		go func() {
-			errc <- command.Serve(ctx, ol, httpserve.OpsTimeouts().Server(command.OpsHandler(c.StoreReady, c.KubeReady)), time.Second)
+			errc <- command.Serve(ctx, ol, httpserve.OpsTimeouts().Server(command.OpsHandler(reg, c.StoreReady, c.KubeReady)), time.Second)
 		}()
 		log.Info("Serving", "api", l.Addr().String(), "ops", ol.Addr().String())
 	} else {

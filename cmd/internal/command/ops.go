@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"io"
 	"net"
@@ -19,12 +20,19 @@ const readyTimeout = 5 * time.Second
 // Check is one readiness condition; its error says what is not ready.
 type Check func(context.Context) error
 
-// OpsHandler serves /metrics (Go and process collectors), /healthz (200
-// while the process serves: liveness) and /readyz (200 when every check
-// passes, else 503 with the first failure: readiness).
-func OpsHandler(checks ...Check) http.Handler {
+// NewOpsRegistry returns the registry a command's components register
+// their metrics with (docs/metrics.md), holding the Go and process
+// collectors already; OpsHandler serves it.
+func NewOpsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// OpsHandler serves /metrics (reg's), /healthz (200 while the process
+// serves: liveness) and /readyz (200 when every check passes, else 503
+// with the first failure: readiness).
+func OpsHandler(reg prometheus.Gatherer, checks ...Check) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -63,4 +71,19 @@ func Serve(ctx context.Context, l net.Listener, srv *http.Server, grace time.Dur
 		return err
 	}
 	return nil
+}
+
+// BearerOnly serves h to requests that present token as a bearer token
+// (Authorization: Bearer <token>) and answers 401 to the others: for
+// loopback services, which tenants' processes may reach.
+func BearerOnly(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bex metrics"`)
+			http.Error(w, "a bearer token is required (the platform's metrics token)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,10 @@ import (
 // directory, the domain of apps' URLs, how tenant namespaces are confined
 // and how many releases are kept.
 type Options struct {
+	// Metrics receives the Releaser's and the pipeline's metrics
+	// (docs/metrics.md): the command's ops registry (or the controller
+	// manager's). Not a flag; nil counts without serving.
+	Metrics prometheus.Registerer
 	// WorkloadKubeconfig is the kubeconfig of the cluster apps run in; empty
 	// means the cluster the process runs in.
 	WorkloadKubeconfig string
@@ -217,7 +222,7 @@ func (o *Options) NewRuntime(st *store.Store, kubeClient client.Client, log logr
 		Store: st, Kube: kubeClient, Runtime: driver,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
-		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention,
+		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention, Metrics: o.Metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -237,5 +242,5 @@ func (o *BuildOptions) NewPipeline(w *Options, rt *Runtime, log logr.Logger) (*p
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
-	return pipeline.New(pipeline.Options{Releaser: rt.Releaser, Builder: builder, Quotas: o.Quotas, Log: log.WithName("pipeline")})
+	return pipeline.New(pipeline.Options{Releaser: rt.Releaser, Builder: builder, Quotas: o.Quotas, Metrics: w.Metrics, Log: log.WithName("pipeline")})
 }

@@ -489,3 +489,20 @@ func (s Static) Apps(name string) Apps {
 	}
 	return c.Apps
 }
+
+var _ runtime.UsageReader = (*Driver)(nil)
+
+// Usage implements runtime.UsageReader on the cluster that serves the app,
+// when that cluster's driver reads usage (the static cluster's process
+// driver); otherwise the error wraps runtime.ErrUsageNotSupported.
+func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage, error) {
+	cluster, drv, err := d.driverOf(ctx, tenant, app)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := drv.(runtime.UsageReader)
+	if !ok {
+		return nil, fmt.Errorf("cluster %s: %w", cluster, runtime.ErrUsageNotSupported)
+	}
+	return u.Usage(ctx, tenant, app)
+}

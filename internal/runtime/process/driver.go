@@ -112,6 +112,9 @@ type Driver struct {
 	ports       *ports
 	// started numbers the instances the driver starts: their IDs.
 	started atomic.Int64
+	// restarts counts the restarts of crashed instances
+	// (bex_runtime_restarts_total).
+	restarts atomic.Int64
 
 	mu     sync.Mutex
 	apps   map[appKey]*app

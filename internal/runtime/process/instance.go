@@ -247,6 +247,7 @@ func (i *instance) run() {
 		i.mu.Lock()
 		i.state, i.since, i.pid, i.healthy = runtime.Crashed, time.Now(), 0, false
 		i.restarts++
+		i.d.restarts.Add(1)
 		i.restartAt = time.Now().Add(backoff)
 		i.mu.Unlock()
 		i.a.updateRoutes()

@@ -1,0 +1,159 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// DriverLabel is the driver label of the process driver's metrics.
+const DriverLabel = "process"
+
+var (
+	_ runtime.UsageReader  = (*Driver)(nil)
+	_ prometheus.Collector = (*collector)(nil)
+)
+
+// Collector returns the driver's Prometheus metrics, for the caller to
+// register: bex_runtime_instances{driver,state}, the instances of every
+// app by state, read at each scrape, and bex_runtime_restarts_total{driver},
+// the restarts of crashed instances since the driver started. Neither has
+// a tenant's or an app's name as a label.
+func (d *Driver) Collector() prometheus.Collector {
+	return &collector{
+		d: d,
+		instances: prometheus.NewDesc("bex_runtime_instances",
+			"Instances the runtime runs, by driver and state.", []string{"driver", "state"}, nil),
+		restarts: prometheus.NewDesc("bex_runtime_restarts_total",
+			"Restarts of instances that exited on their own, by driver.", []string{"driver"}, nil),
+	}
+}
+
+type collector struct {
+	d                   *Driver
+	instances, restarts *prometheus.Desc
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.instances
+	ch <- c.restarts
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[runtime.InstanceState]int{}
+	for _, a := range c.d.allApps() {
+		for _, i := range a.instances() {
+			counts[i.snapshot().State]++
+		}
+	}
+	for _, s := range []runtime.InstanceState{runtime.Starting, runtime.Running, runtime.Unhealthy, runtime.Crashed, runtime.Stopped} {
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(counts[s]), DriverLabel, string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(c.d.restarts.Load()), DriverLabel)
+}
+
+// allApps returns the apps the driver holds.
+func (d *Driver) allApps() []*app {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	apps := make([]*app, 0, len(d.apps))
+	for _, a := range d.apps {
+		apps = append(apps, a)
+	}
+	return apps
+}
+
+// instances returns the instances of the app's current and pending
+// releases.
+func (a *app) instances() []*instance {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*instance
+	for _, r := range []*release{a.current, a.pending} {
+		if r != nil {
+			out = append(out, r.instances...)
+		}
+	}
+	return out
+}
+
+// Usage implements runtime.UsageReader: each instance's container cgroup
+// in a sandbox; without one, the /proc entry of the instance's process
+// (its own CPU time and that of the children it waited for, and its
+// resident memory: what its children use while they run is not counted).
+// An instance between two runs (crashed, waiting for its restart) is
+// left out.
+func (d *Driver) Usage(ctx context.Context, tenant, name string) ([]runtime.Usage, error) {
+	a := d.lookup(tenant, name)
+	if a == nil {
+		return nil, fmt.Errorf("%s/%s: %w", tenant, name, runtime.ErrNotFound)
+	}
+	var out []runtime.Usage
+	for _, i := range a.instances() {
+		i.mu.Lock()
+		pid, c := i.pid, i.container
+		i.mu.Unlock()
+		if pid == 0 {
+			continue
+		}
+		u := runtime.Usage{Process: i.process, Index: i.index, ID: i.id}
+		var err error
+		if c != nil {
+			u.CPUSeconds, u.MemoryBytes, err = c.Usage()
+		} else {
+			u.CPUSeconds, u.MemoryBytes, err = procUsage(pid)
+		}
+		if err != nil {
+			continue // it exited between the two reads
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// Apps returns the tenant and name of every app the driver runs.
+func (d *Driver) Apps() [][2]string {
+	var out [][2]string
+	for _, a := range d.allApps() {
+		out = append(out, [2]string{a.key.tenant, a.key.app})
+	}
+	return out
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times:
+// 100 on every Linux architecture Go runs on.
+const clockTicks = 100
+
+// procUsage reads the CPU time and resident memory of process pid.
+func procUsage(pid int) (float64, int64, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields start
+	// after its closing parenthesis, at field 3 (state).
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 22 {
+		return 0, 0, fmt.Errorf("reading /proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading /proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	rss, err := strconv.ParseInt(f[21], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading /proc/%d/stat: %w", pid, err)
+	}
+	return float64(ticks) / clockTicks, rss * int64(os.Getpagesize()), nil
+}

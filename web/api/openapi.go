@@ -33,6 +33,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Release":                   reflect.TypeFor[apiclient.Release](),
 	"ReleaseInfo":               reflect.TypeFor[apiclient.ReleaseInfo](),
 	"Instances":                 reflect.TypeFor[apiclient.Instances](),
+	"AppMetrics":                reflect.TypeFor[apiclient.AppMetrics](),
 	"RollbackRequest":           reflect.TypeFor[apiclient.RollbackRequest](),
 	"Rollback":                  reflect.TypeFor[apiclient.Rollback](),
 	"EnvVar":                    reflect.TypeFor[apiclient.EnvVar](),

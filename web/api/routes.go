@@ -157,6 +157,11 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenantViewer,
 			summary: "List an app's one-off runs, newest first: who ran which command in which release, when, and how it ended", response: "[]Run", query: []param{limitParam}},
 
+		{method: http.MethodGet, path: "/apps/:app/metrics", handler: s.appMetrics, access: tenantViewer,
+			summary: "An app's CPU (cores), memory, instances and restarts from its runtime, and its requests, 5xx and p50/p99 latency from the edge, " +
+				"one point per interval (10 s, kept 1 h), oldest first; null where not measured, and note says why (CPU and memory on a kube cluster). " +
+				"A since outside the interval to the retention answers 400; a server that keeps no series 501",
+			response: "AppMetrics", query: []param{{"since", "string", "How far back, a Go duration from the interval to the retention (default and at most 1h): 15m, 90s."}}},
 		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenantViewer,
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
 				"restarts after crashes and since when it is in its state, and the cluster the app runs on. An app that runs nothing has no instances; " +

@@ -69,6 +69,11 @@ type Options struct {
 	// quota.NewDefaults().
 	Quotas *quota.Defaults
 
+	// AppMetrics, when set, keeps the apps' CPU, memory, restarts and
+	// latency series (GET /apps/{app}/metrics); nil answers that route
+	// 501.
+	AppMetrics AppMetricsSource
+
 	// LocalFleet, when set, lets operators create and delete clusters of
 	// the platform's local fleet (make run); Kube's scheme must then have
 	// infrastructure.bex.co's kinds. Nil answers those routes 501.
@@ -93,7 +98,8 @@ type Server struct {
 
 	quotas *quota.Defaults
 
-	localFleet LocalFleet
+	localFleet    LocalFleet
+	appMetricsSrc AppMetricsSource
 	// localMu makes one local cluster at a time (localfleet.go).
 	localMu sync.Mutex
 
@@ -142,6 +148,7 @@ func New(opts Options) (*Server, error) {
 		deployer:      opts.Deployer,
 		logs:          opts.Logs,
 		instances:     opts.Instances,
+		appMetricsSrc: opts.AppMetrics,
 		gitBase:       strings.TrimSuffix(opts.GitBase, "/"),
 		appDomain:     opts.AppDomain,
 		edgeAddrs:     slices.Clone(opts.EdgeAddresses),

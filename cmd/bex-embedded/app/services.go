@@ -33,6 +33,7 @@ import (
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
 	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/fleetstate"
@@ -162,7 +163,11 @@ func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.startEdge(apps.runtime)
+	series, err := s.startAppMetrics(apps.runtime)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.startEdge(apps.runtime, series)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +179,7 @@ func (s *starter) startServices(bk build.Options, ready *atomic.Bool) (*services
 	if err != nil {
 		return nil, err
 	}
-	apiURL, err := s.startAPI(pl, apps.runtime, git, e, ready)
+	apiURL, err := s.startAPI(pl, apps.runtime, git, e, series, ready)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +358,7 @@ func (e *edgeService) url(tenant, app string) string {
 
 // startEdge serves HTTP and HTTPS for the apps rt runs, with certificates
 // from the local CA and the store.
-func (s *starter) startEdge(rt edge.Apps) (*edgeService, error) {
+func (s *starter) startEdge(rt edge.Apps, series *appmetrics.Sampler) (*edgeService, error) {
 	httpL, err := s.listen("edge")
 	if err != nil {
 		return nil, err
@@ -376,6 +381,11 @@ func (s *starter) startEdge(rt edge.Apps) (*edgeService, error) {
 	e.server, err = edge.NewServer(edge.ServerOptions{
 		Table: e.table, Storage: certs, LocalCA: e.ca, HTTPPort: e.httpPort, HTTPSPort: e.httpsPort,
 		ListenHost: "127.0.0.1", Metrics: e.metrics, Log: s.log.WithName("edge"), CertificateBudget: s.CertificateBudget,
+		Observe: func(o edge.Observation) {
+			if o.Matched && o.Route.App != "" {
+				series.Observe(o.Route.Tenant, o.Route.App, o.Status, o.Duration)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the edge: %w", err)
@@ -390,6 +400,20 @@ func (s *starter) startEdge(rt edge.Apps) (*edgeService, error) {
 	}()
 	s.stops.push(func() { stop(); <-done; e.server.Close() })
 	return e, nil
+}
+
+// startAppMetrics samples every app's series (internal/appmetrics) from
+// rt and, once the edge hands them over, its requests, until the platform
+// stops.
+func (s *starter) startAppMetrics(rt runtime.Driver) (*appmetrics.Sampler, error) {
+	series, err := appmetrics.New(appmetrics.Options{Apps: appmetrics.KubeApps(s.kube), Runtime: rt, Log: s.log.WithName("appmetrics")})
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	go series.Run(ctx)
+	s.stops.push(stop)
+	return series, nil
 }
 
 // newPipeline is the releaser over the apps' runtime and the pipeline that
@@ -445,9 +469,9 @@ func (s *starter) startGit(pl *pipeline.Pipeline) (*gitService, error) {
 
 // startAPI serves the API and the dashboard on one listener, and returns
 // its URL. The API is ready once ready is set and the apiserver answers.
-func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitService, e *edgeService, ready *atomic.Bool) (string, error) {
+func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitService, e *edgeService, series *appmetrics.Sampler, ready *atomic.Bool) (string, error) {
 	apiSrv, err := api.New(api.Options{
-		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt}, Instances: api.RuntimeInstances{Driver: rt},
+		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt}, Instances: api.RuntimeInstances{Driver: rt}, AppMetrics: series,
 		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,
 		Log: s.log.WithName("api"), MaxLogStreamsPerTenant: s.MaxLogStreamsPerTenant, Quotas: s.quotas(),
 		ReservedHostnames: s.ReservedHostnames,

@@ -15,6 +15,7 @@
 package apitest
 
 import (
+	"bex.co/bex/internal/appmetrics"
 	"context"
 	"io/fs"
 	"net/http/httptest"
@@ -75,6 +76,9 @@ type Env struct {
 	// Runtime is the process driver the API reads instances from; it
 	// runs what a test deploys into it, as host processes.
 	Runtime *process.Driver
+	// Metrics keeps the apps' series the API answers; a test samples it
+	// (Sample) and feeds it requests (Observe) as the edge would.
+	Metrics *appmetrics.Sampler
 	// OperatorToken is the secret of an operator's token.
 	OperatorToken string
 
@@ -177,6 +181,9 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second})
 	t.Cleanup(func() { rt.Close() })
 	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube, Runner: rt, RunDir: t.TempDir()}, Logs: &Logs{}, Runtime: rt}
+	if e.Metrics, err = appmetrics.New(appmetrics.Options{Apps: appmetrics.KubeApps(kube), Runtime: rt}); err != nil {
+		t.Fatal(err)
+	}
 	apiKube := kube
 	if opts.WrapKube != nil {
 		apiKube = opts.WrapKube(kube)
@@ -187,6 +194,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		Deployer:      e.Releaser,
 		Logs:          e.Logs,
 		Instances:     api.RuntimeInstances{Driver: rt},
+		AppMetrics:    e.Metrics,
 		GitBase:       GitBase,
 		AppDomain:     AppDomain,
 		EdgeAddresses: []string{EdgeAddress},

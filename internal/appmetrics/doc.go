@@ -1,0 +1,17 @@
+// Package appmetrics keeps each app's recent CPU, memory, restarts and
+// request latency as series of fixed intervals, in memory, for the API's
+// GET /api/v1/apps/{app}/metrics, bex metrics and the dashboard's charts.
+//
+// A Sampler takes two inputs. The edge hands it every request it served
+// for an app (Observe: status and duration), which it counts into the
+// current interval's histogram of fixed logarithmic buckets: the interval's
+// p50 and p99 are read from it, so that memory does not grow with traffic.
+// Every interval (Run, Sample) it reads each app's instances from the
+// runtime: their restarts from Status (every driver), their CPU time and
+// memory from the driver's runtime.UsageReader when it has one (the
+// process driver, from each sandbox's cgroup); CPU seconds become cores
+// over the interval. Each app keeps a ring of its last Keep points; an app
+// the Apps source no longer lists is dropped with its points.
+//
+// Nothing is persisted: a restart of the process starts the series again.
+package appmetrics

@@ -1,0 +1,63 @@
+package appmetrics
+
+import (
+	"math"
+	"time"
+)
+
+// Latency buckets: bucket i holds durations up to bucketBase·bucketGrowth^i,
+// from 0.5 ms to about 80 s; the last bucket holds everything longer. A
+// quantile read from them is the upper bound of its bucket: at most 25%
+// above the true value.
+const (
+	bucketBase   = 0.0005
+	bucketGrowth = 1.25
+	bucketCount  = 56
+)
+
+// histogram counts one interval's requests of one app.
+type histogram struct {
+	requests, errors uint64
+	buckets          [bucketCount]uint32
+}
+
+func (h *histogram) observe(status int, d time.Duration) {
+	h.requests++
+	if status >= 500 {
+		h.errors++
+	}
+	h.buckets[bucketOf(d.Seconds())]++
+}
+
+// bucketOf is the bucket of a duration of secs seconds.
+func bucketOf(secs float64) int {
+	if secs <= bucketBase {
+		return 0
+	}
+	i := int(math.Ceil(math.Log(secs/bucketBase) / math.Log(bucketGrowth)))
+	return min(i, bucketCount-1)
+}
+
+// upper is the upper bound of bucket i, in seconds.
+func upper(i int) float64 { return bucketBase * math.Pow(bucketGrowth, float64(i)) }
+
+// quantile returns the q-quantile (0 < q ≤ 1) of the interval's durations,
+// in seconds; false without requests.
+func (h *histogram) quantile(q float64) (float64, bool) {
+	var n uint64
+	for _, c := range h.buckets {
+		n += uint64(c)
+	}
+	if n == 0 {
+		return 0, false
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for i, c := range h.buckets {
+		seen += uint64(c)
+		if seen >= rank {
+			return upper(i), true
+		}
+	}
+	return upper(bucketCount - 1), true
+}

@@ -1,0 +1,292 @@
+package appmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval = 10 * time.Second
+	// DefaultKeep is an hour of DefaultInterval points.
+	DefaultKeep    = 360
+	DefaultMaxApps = 10000
+)
+
+// Key names an app.
+type Key struct{ Tenant, App string }
+
+// Options configure a Sampler.
+type Options struct {
+	// Apps lists the apps that exist; an app it does not list is dropped
+	// with its series. Required. An error keeps the apps of the last
+	// round.
+	Apps func(ctx context.Context) ([]Key, error)
+	// Runtime reports each app's instances (restarts) and, when it is a
+	// runtime.UsageReader, their CPU and memory. Required.
+	Runtime runtime.Driver
+	// Interval is the resolution of the series [DefaultInterval]; Keep how
+	// many points each app keeps [DefaultKeep].
+	Interval time.Duration
+	Keep     int
+	// MaxApps bounds the apps tracked at once [DefaultMaxApps]: requests
+	// for more are not counted.
+	MaxApps int
+	Log     logr.Logger
+}
+
+// Point is one interval of an app, ending at Time. A nil field was not
+// measured: CPU and memory where the runtime cannot read them (and CPU on
+// an app's first point, which has no earlier reading), latencies of an
+// interval without requests.
+type Point struct {
+	Time time.Time `json:"time"`
+	// CPUCores is the CPU the app's instances used over the interval, in
+	// cores (1 = one core busy all the time).
+	CPUCores *float64 `json:"cpuCores"`
+	// MemoryBytes is the memory its instances use at Time.
+	MemoryBytes *int64 `json:"memoryBytes"`
+	// Instances is how many instances the runtime reported at Time.
+	Instances int `json:"instances"`
+	// Restarts is how many restarts of crashed instances happened in the
+	// interval.
+	Restarts int `json:"restarts"`
+	// Requests and Errors (answered 5xx) are the edge's requests for the
+	// app in the interval.
+	Requests uint64 `json:"requests"`
+	Errors   uint64 `json:"errors"`
+	// P50Seconds and P99Seconds are the median and 99th percentile of the
+	// edge's request durations in the interval (the upper bound of their
+	// bucket: at most 25% above).
+	P50Seconds *float64 `json:"p50Seconds"`
+	P99Seconds *float64 `json:"p99Seconds"`
+}
+
+// Series is an app's points, oldest first.
+type Series struct {
+	Interval time.Duration
+	Points   []Point
+	// UsageNote, when CPU and memory are not measured, says why.
+	UsageNote string
+}
+
+// Sampler keeps the apps' series. Its methods are safe for concurrent
+// use; Observe is on the edge's request path and only takes a lock.
+type Sampler struct {
+	opts Options
+
+	mu   sync.Mutex
+	apps map[Key]*appState
+}
+
+type appState struct {
+	points []Point
+	cur    histogram
+	// cpu and restarts are the last readings, by instance ID.
+	cpu       map[string]float64
+	restarts  map[string]int
+	lastAt    time.Time
+	usageNote string
+}
+
+// New checks the options.
+func New(opts Options) (*Sampler, error) {
+	switch {
+	case opts.Apps == nil:
+		return nil, errors.New("appmetrics: Apps is nil")
+	case opts.Runtime == nil:
+		return nil, errors.New("appmetrics: Runtime is nil")
+	case opts.Interval < 0 || opts.Keep < 0 || opts.MaxApps < 0:
+		return nil, errors.New("appmetrics: Interval, Keep and MaxApps may not be negative")
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Keep == 0 {
+		opts.Keep = DefaultKeep
+	}
+	if opts.MaxApps == 0 {
+		opts.MaxApps = DefaultMaxApps
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Sampler{opts: opts, apps: map[Key]*appState{}}, nil
+}
+
+// Interval is the series' resolution; Retention how far back they go.
+func (s *Sampler) Interval() time.Duration  { return s.opts.Interval }
+func (s *Sampler) Retention() time.Duration { return time.Duration(s.opts.Keep) * s.opts.Interval }
+
+// Observe counts one request the edge served for an app.
+func (s *Sampler) Observe(tenant, app string, status int, d time.Duration) {
+	k := Key{tenant, app}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[k]
+	if a == nil {
+		if len(s.apps) >= s.opts.MaxApps {
+			return
+		}
+		a = newAppState()
+		s.apps[k] = a
+	}
+	a.cur.observe(status, d)
+}
+
+func newAppState() *appState {
+	return &appState{cpu: map[string]float64{}, restarts: map[string]int{}}
+}
+
+// Run samples every Interval until ctx ends.
+func (s *Sampler) Run(ctx context.Context) {
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if err := s.Sample(ctx, now); err != nil {
+				s.opts.Log.Error(err, "Sampling the apps' metrics")
+			}
+		}
+	}
+}
+
+// Sample ends the current interval at now: it reads every app's instances
+// and adds a point to each app's series.
+func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
+	keys, err := s.opts.Apps(ctx)
+	listed := err == nil
+	if err != nil {
+		err = fmt.Errorf("listing the apps: %w", err)
+		s.mu.Lock()
+		for k := range s.apps {
+			keys = append(keys, k)
+		}
+		s.mu.Unlock()
+	}
+	type reading struct {
+		status    runtime.Status
+		statusErr error
+		usage     []runtime.Usage
+		usageErr  error
+	}
+	readings := map[Key]reading{}
+	usageReader, _ := s.opts.Runtime.(runtime.UsageReader)
+	for _, k := range keys {
+		var r reading
+		r.status, r.statusErr = s.opts.Runtime.Status(ctx, k.Tenant, k.App)
+		if usageReader == nil {
+			r.usageErr = runtime.ErrUsageNotSupported
+		} else {
+			r.usage, r.usageErr = usageReader.Usage(ctx, k.Tenant, k.App)
+		}
+		readings[k] = r
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if listed {
+		for k := range s.apps {
+			if _, ok := readings[k]; !ok {
+				delete(s.apps, k)
+			}
+		}
+	}
+	for _, k := range keys {
+		a := s.apps[k]
+		if a == nil {
+			if len(s.apps) >= s.opts.MaxApps {
+				continue
+			}
+			a = newAppState()
+			s.apps[k] = a
+		}
+		r := readings[k]
+		p := Point{Time: now, Requests: a.cur.requests, Errors: a.cur.errors}
+		if v, ok := a.cur.quantile(0.5); ok {
+			p.P50Seconds = &v
+		}
+		if v, ok := a.cur.quantile(0.99); ok {
+			p.P99Seconds = &v
+		}
+		a.cur = histogram{}
+
+		restarts := map[string]int{}
+		if r.statusErr == nil {
+			p.Instances = len(r.status.Instances)
+			for _, i := range r.status.Instances {
+				restarts[i.ID] = i.Restarts
+				p.Restarts += max(i.Restarts-a.restarts[i.ID], 0)
+			}
+		}
+		a.restarts = restarts
+
+		cpu := map[string]float64{}
+		a.usageNote = ""
+		switch {
+		case r.usageErr == nil:
+			var mem int64
+			var cores float64
+			measured := false
+			for _, u := range r.usage {
+				mem += u.MemoryBytes
+				cpu[u.ID] = u.CPUSeconds
+				if prev, ok := a.cpu[u.ID]; ok && !a.lastAt.IsZero() && now.After(a.lastAt) {
+					used := u.CPUSeconds - prev
+					if used < 0 { // the instance restarted: its counter too
+						used = u.CPUSeconds
+					}
+					cores += used / now.Sub(a.lastAt).Seconds()
+					measured = true
+				}
+			}
+			p.MemoryBytes = &mem
+			if measured || len(r.usage) == 0 && !a.lastAt.IsZero() {
+				p.CPUCores = &cores
+			}
+		case errors.Is(r.usageErr, runtime.ErrUsageNotSupported):
+			a.usageNote = "CPU and memory are not measured: " + r.usageErr.Error()
+		case errors.Is(r.usageErr, runtime.ErrNotFound):
+			zero, none := 0.0, int64(0)
+			p.CPUCores, p.MemoryBytes = &zero, &none
+		default:
+			a.usageNote = "CPU and memory could not be read: " + r.usageErr.Error()
+		}
+		a.cpu, a.lastAt = cpu, now
+
+		a.points = append(a.points, p)
+		if len(a.points) > s.opts.Keep {
+			a.points = append(a.points[:0], a.points[len(a.points)-s.opts.Keep:]...)
+		}
+	}
+	return err
+}
+
+// Series returns the app's points of the last since (at most Retention),
+// oldest first; ok is false when the sampler tracks no such app.
+func (s *Sampler) Series(tenant, app string, since time.Duration, now time.Time) (Series, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[Key{tenant, app}]
+	if a == nil {
+		return Series{Interval: s.opts.Interval}, false
+	}
+	from := now.Add(-since)
+	out := Series{Interval: s.opts.Interval, UsageNote: a.usageNote}
+	for _, p := range a.points {
+		if p.Time.After(from) {
+			out.Points = append(out.Points, p)
+		}
+	}
+	return out, true
+}

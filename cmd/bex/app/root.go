@@ -122,6 +122,7 @@ func NewCommand(streams IO) *cobra.Command {
 		newUpgradeCommand(st),
 		newFleetCommand(st),
 		newPsCommand(st),
+		newMetricsCommand(st),
 		newOpenCommand(st),
 	)
 	command.CobraUsage(root)

@@ -319,3 +319,107 @@ func trafficChart(points []TrafficPoint) template.HTML {
 	s.f(`</svg>`)
 	return s.html()
 }
+
+// metricChart is one chart of an app's series, with its caption.
+type metricChart struct {
+	Caption string
+	SVG     template.HTML
+}
+
+// chartLine is one line of a series chart: its color and its value at a
+// point, nil where not measured (the line breaks there).
+type chartLine struct {
+	color string
+	value func(apiclient.MetricPoint) *float64
+}
+
+// metricsCharts draws an app's series (GET /apps/{app}/metrics): CPU,
+// memory, restarts, and the edge's p50 and p99 latency; a chart whose
+// values were never measured is left out.
+func metricsCharts(m apiclient.AppMetrics) []metricChart {
+	f := func(v float64) *float64 { return &v }
+	var out []metricChart
+	for _, c := range []struct {
+		caption, aria string
+		unit          func(float64) string
+		lines         []chartLine
+	}{
+		{"CPU (cores)", "CPU in cores", func(v float64) string { return fmt.Sprintf("%.2f", v) },
+			[]chartLine{{"#1565c0", func(p apiclient.MetricPoint) *float64 { return p.CPUCores }}}},
+		{"Memory", "Memory in MiB", func(v float64) string { return fmt.Sprintf("%.0fMiB", v/(1<<20)) },
+			[]chartLine{{"#2e7d32", func(p apiclient.MetricPoint) *float64 {
+				if p.MemoryBytes == nil {
+					return nil
+				}
+				return f(float64(*p.MemoryBytes))
+			}}}},
+		{"Restarts per interval", "Restarts of crashed instances", func(v float64) string { return fmt.Sprintf("%.0f", v) },
+			[]chartLine{{"#ef6c00", func(p apiclient.MetricPoint) *float64 { return f(float64(p.Restarts)) }}}},
+		{"Latency at the edge: p50 (blue) and p99 (red)", "Request latency p50 and p99", func(v float64) string { return fmt.Sprintf("%.0fms", v*1000) },
+			[]chartLine{
+				{"#1565c0", func(p apiclient.MetricPoint) *float64 { return p.P50Seconds }},
+				{"#c62828", func(p apiclient.MetricPoint) *float64 { return p.P99Seconds }},
+			}},
+	} {
+		if svg := seriesChart(m.Points, c.lines, c.unit, c.aria); svg != "" {
+			out = append(out, metricChart{Caption: c.caption, SVG: svg})
+		}
+	}
+	return out
+}
+
+// seriesChart draws lines over points from 0 to their peak; "" when fewer
+// than two points or no value at all.
+func seriesChart(points []apiclient.MetricPoint, lines []chartLine, unit func(float64) string, aria string) template.HTML {
+	if len(points) < 2 {
+		return ""
+	}
+	t0, t1 := points[0].Time, points[len(points)-1].Time
+	if !t1.After(t0) {
+		return ""
+	}
+	peak, measured := 0.0, false
+	for _, l := range lines {
+		for _, p := range points {
+			if v := l.value(p); v != nil {
+				peak, measured = max(peak, *v), true
+			}
+		}
+	}
+	if !measured {
+		return ""
+	}
+	if peak <= 0 {
+		peak = 1
+	}
+	const width, height, left, right, bottom, top = 480.0, 140.0, 56.0, 12.0, 22.0, 12.0
+	plotW, plotH := width-left-right, height-bottom-top
+	x := func(t time.Time) float64 { return left + plotW*float64(t.Sub(t0))/float64(t1.Sub(t0)) }
+	s := &svgBuilder{}
+	s.f(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %.0f %.0f" class="chart" role="img" aria-label="%s">`, width, height, template.HTMLEscapeString(aria))
+	s.f(`<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#cccccc"/>`, left, height-bottom, width-right, height-bottom)
+	s.text(left-6, top+8, "end", "#666666", 10, unit(peak))
+	s.text(left-6, height-bottom, "end", "#666666", 10, unit(0))
+	for _, l := range lines {
+		var run []string
+		flush := func() {
+			if len(run) > 0 {
+				s.f(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, l.color, strings.Join(run, " "))
+			}
+			run = nil
+		}
+		for _, p := range points {
+			v := l.value(p)
+			if v == nil {
+				flush()
+				continue
+			}
+			run = append(run, fmt.Sprintf("%.1f,%.1f", x(p.Time), top+plotH*(1-*v/peak)))
+		}
+		flush()
+	}
+	s.text(left, height-6, "start", "#666666", 10, "-"+t1.Sub(t0).Round(time.Second).String())
+	s.text(width-right, height-6, "end", "#666666", 10, "now")
+	s.f(`</svg>`)
+	return s.html()
+}

@@ -87,6 +87,11 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if d.traffic != nil {
 		data["TrafficChart"] = trafficChart(d.traffic.Traffic(sessionOf(c).Tenant, app.Name))
 	}
+	// The charts are extras: a server without the series (501) or a
+	// series being cut short leaves them out, not the page.
+	if m, err := cl.Metrics(ctx, name, ""); err == nil {
+		data["MetricsCharts"], data["MetricsNote"] = metricsCharts(m), m.Note
+	}
 	return d.render(c, http.StatusOK, "app", data)
 }
 

@@ -296,9 +296,9 @@ func (r Request) validate() error {
 
 // Build builds req and pushes the image. The build's output (and the
 // builder's "----->" step lines) is written to log line by line as it
-// happens; on failure the log ends with a " !" line, and the error names the
-// failing command and carries the last lines of its output. A nil log
-// discards the output.
+// happens; on failure the log ends with a " !" line, the error names the
+// failing command and carries the last lines of its output, and the Result
+// has only the Stack, once it was detected. A nil log discards the output.
 func (b *Builder) Build(ctx context.Context, req Request, log io.Writer) (Result, error) {
 	start := time.Now()
 	if log == nil {
@@ -318,7 +318,7 @@ func (b *Builder) Build(ctx context.Context, req Request, log io.Writer) (Result
 			fmt.Fprintf(out, " !     %s\n", ce.Hint)
 		}
 		logger.Info("Build failed", "err", err.Error())
-		return Result{}, err
+		return Result{Stack: res.Stack}, err
 	}
 	res.Duration = time.Since(start)
 	fmt.Fprintf(out, "-----> Done in %s: %s\n", res.Duration.Round(100*time.Millisecond), res.Image)
@@ -335,7 +335,14 @@ func (b *Builder) Close() error {
 	return b.disks.sweep()
 }
 
-func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ Result, err error) {
+func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res Result, err error) {
+	// A build that fails once its stack is detected still says which.
+	var stack platformv1alpha1.Stack
+	defer func() {
+		if err != nil {
+			res = Result{Stack: stack}
+		}
+	}()
 	if err := req.validate(); err != nil {
 		return Result{}, err
 	}
@@ -422,6 +429,7 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (_ R
 	if err != nil {
 		return Result{}, err
 	}
+	stack = p.stack
 	fmt.Fprintf(out, "-----> %s detected\n", p.title)
 	if p.stack != platformv1alpha1.StackDockerfile {
 		// The stack's own steps (go build -o bin/app, the venv) write into

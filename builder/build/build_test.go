@@ -268,9 +268,12 @@ func TestGoApp(t *testing.T) {
 func TestGoCompileError(t *testing.T) {
 	b := newBuilder(t)
 	broken := strings.Replace(goMain, `fmt.Fprint(w,`, `fmt.Fprint(w, undefinedThing,`, 1)
-	_, log, err := buildRepo(t, b, map[string]string{"go.mod": goMod, "main.go": broken}, nil)
+	res, log, err := buildRepo(t, b, map[string]string{"go.mod": goMod, "main.go": broken}, nil)
 	if err == nil {
 		t.Fatal("Build of code that does not compile succeeded")
+	}
+	if res.Stack != "go" || res.Image != "" {
+		t.Errorf("the failed build's result is %+v, want only its stack, go", res)
 	}
 	for _, want := range []string{"go build -o bin/app .", "undefined: undefinedThing"} {
 		if !strings.Contains(err.Error(), want) {

@@ -124,7 +124,9 @@ func TestSamplerKube(t *testing.T) {
 	type statusOnly struct{ runtime.Driver }
 	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "p", Restarts: 1}}}}}
 	s, err := appmetrics.New(appmetrics.Options{
-		Apps:    func(context.Context) ([]appmetrics.Key, error) { return []appmetrics.Key{{Tenant: "acme", App: "shop"}}, nil },
+		Apps: func(context.Context) ([]appmetrics.Key, error) {
+			return []appmetrics.Key{{Tenant: "acme", App: "shop"}}, nil
+		},
 		Runtime: statusOnly{rt},
 	})
 	if err != nil {

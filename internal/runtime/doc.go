@@ -5,5 +5,8 @@
 // The App controller hands a Release to a Driver; the process driver
 // (runtime/process) runs it as supervised OS processes in embedded mode, the
 // kubernetes driver (runtime/kube) as Deployments in a workload cluster.
-// runtime/runtimetest holds the suite every driver must pass.
+// runtime/runtimetest holds the suite every driver must pass. A driver
+// that reads its instances' CPU and memory implements UsageReader (the
+// process driver; the placed driver forwards it), which feeds the per-app
+// series of internal/appmetrics.
 package runtime

@@ -117,15 +117,6 @@ func (d *Driver) Usage(ctx context.Context, tenant, name string) ([]runtime.Usag
 	return out, nil
 }
 
-// Apps returns the tenant and name of every app the driver runs.
-func (d *Driver) Apps() [][2]string {
-	var out [][2]string
-	for _, a := range d.allApps() {
-		out = append(out, [2]string{a.key.tenant, a.key.app})
-	}
-	return out
-}
-
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times:
 // 100 on every Linux architecture Go runs on.
 const clockTicks = 100

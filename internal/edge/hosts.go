@@ -28,21 +28,31 @@ var _ Resolver = (*DefaultHosts)(nil)
 
 // Resolve implements Resolver.
 func (h *DefaultHosts) Resolve(host, path string) (Route, []string, bool) {
+	r, ok := h.find(host, h.Apps.Runs)
+	if !ok {
+		return Route{}, nil, false
+	}
+	return r, h.Apps.Upstreams(r.Tenant, r.App), true
+}
+
+// find returns the route of the default hostname host of the first app,
+// split as Resolve splits it, for which known is true.
+func (h *DefaultHosts) find(host string, known func(tenant, app string) bool) (Route, bool) {
 	domain := strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(h.Domain), "."), ".")
 	label, ok := strings.CutSuffix(host, "."+domain)
 	if !ok || label == "" || strings.Contains(label, ".") {
-		return Route{}, nil, false
+		return Route{}, false
 	}
 	for i := 1; i < len(label)-1; i++ {
 		if label[i] != '-' {
 			continue
 		}
 		app, tenant := label[:i], label[i+1:]
-		if h.Apps.Runs(tenant, app) {
-			return Route{Tenant: tenant, App: app, Host: host, Claim: host}, h.Apps.Upstreams(tenant, app), true
+		if known(tenant, app) {
+			return Route{Tenant: tenant, App: app, Host: host, Claim: host}, true
 		}
 	}
-	return Route{}, nil, false
+	return Route{}, false
 }
 
 // Hostname returns the default hostname of an app.

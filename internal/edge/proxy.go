@@ -33,6 +33,10 @@ type Route struct {
 	// PlainHTTP is true for a Route that asked for no TLS: it is served on
 	// the HTTP port without a redirect, and no certificate is obtained.
 	PlainHTTP bool
+	// Maintenance is true when the app is in maintenance mode: the proxy
+	// answers 503 with a page that says so (MaintenancePage), whatever
+	// upstreams there are.
+	Maintenance bool
 }
 
 // claim returns Claim, or Host when the resolver set no Claim.
@@ -170,6 +174,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, route
 	switch {
 	case !ok:
 		plain(w, http.StatusNotFound, "404 no app at this address\n")
+	case route.Maintenance:
+		MaintenancePage(w, r, route.App)
 	case len(upstreams) == 0:
 		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("503 %s is not available: no healthy instance is running (it may be starting, restarting after a crash, or scaled to zero)\n", route.App))
 	default:

@@ -31,6 +31,9 @@ type Table struct {
 	Apps Apps
 
 	routes atomic.Pointer[map[string][]RouteEntry] // hostname → entries, longest prefix first
+	// maintenance holds the apps in maintenance mode, as SetMaintenance
+	// gave them.
+	maintenance atomic.Pointer[map[AppRef]bool]
 
 	// changedMu guards changed, closed by the next SetRoutes.
 	changedMu sync.Mutex
@@ -59,6 +62,24 @@ func (t *Table) SetRoutes(entries []RouteEntry) {
 		t.changed = nil
 	}
 	t.changedMu.Unlock()
+}
+
+// SetMaintenance replaces the apps the table knows in maintenance mode:
+// every route of theirs, and their default hostname whether or not the
+// runtime runs them, resolves to a Route with Maintenance set and no
+// upstreams.
+func (t *Table) SetMaintenance(apps []AppRef) {
+	m := make(map[AppRef]bool, len(apps))
+	for _, a := range apps {
+		m[a] = true
+	}
+	t.maintenance.Store(&m)
+}
+
+// inMaintenance reports whether tenant's app is in maintenance mode.
+func (t *Table) inMaintenance(tenant, app string) bool {
+	m := t.maintenance.Load()
+	return m != nil && (*m)[AppRef{Tenant: tenant, App: app}]
 }
 
 // Changed returns a channel that is closed by the next SetRoutes. A reader
@@ -156,7 +177,7 @@ func (t *Table) Claimant(host string) (Claimant, bool) {
 		}
 	}
 	if t.Defaults != nil {
-		if r, _, ok := t.Defaults.Resolve(host, "/"); ok {
+		if r, _, ok := t.resolveDefault(host, "/"); ok {
 			return Claimant{Tenant: r.Tenant}, true
 		}
 	}
@@ -170,10 +191,15 @@ func (t *Table) Claimed(host string) bool {
 	return ok
 }
 
-// Resolve implements Resolver.
+// Resolve implements Resolver. The route of an app in maintenance mode
+// (SetMaintenance) has Maintenance set and no upstreams.
 func (t *Table) Resolve(host, path string) (Route, []string, bool) {
 	if e, ok := t.Entry(host, path); ok {
 		r := Route{Tenant: e.Tenant, App: e.App, Host: host, Claim: e.Hostname, PathPrefix: e.PathPrefix, PlainHTTP: e.PlainHTTP}
+		if t.inMaintenance(e.Tenant, e.App) {
+			r.Maintenance = true
+			return r, nil, true
+		}
 		apps := t.Apps
 		if apps == nil && t.Defaults != nil {
 			apps = t.Defaults.Apps
@@ -184,7 +210,20 @@ func (t *Table) Resolve(host, path string) (Route, []string, bool) {
 		return r, apps.Upstreams(e.Tenant, e.App), true
 	}
 	if t.Defaults != nil {
-		return t.Defaults.Resolve(host, path)
+		return t.resolveDefault(host, path)
 	}
 	return Route{}, nil, false
+}
+
+// resolveDefault resolves a default hostname: that of an app in
+// maintenance mode first, which the runtime may run nothing of, then
+// Defaults.
+func (t *Table) resolveDefault(host, path string) (Route, []string, bool) {
+	if m := t.maintenance.Load(); m != nil && len(*m) > 0 {
+		if r, ok := t.Defaults.find(host, t.inMaintenance); ok {
+			r.Maintenance = true
+			return r, nil, true
+		}
+	}
+	return t.Defaults.Resolve(host, path)
 }

@@ -190,6 +190,9 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err := edge.WatchRoutes(ctx, routeCache, table, log.WithName("routes")); err != nil {
 		return err
 	}
+	if err := edge.WatchMaintenance(ctx, routeCache, table, log.WithName("maintenance")); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -246,6 +246,9 @@ func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error,
 	if err := edge.WatchRoutes(mgrCtx, mgr.GetCache(), svc.table, s.log.WithName("edge")); err != nil {
 		return nil, err
 	}
+	if err := edge.WatchMaintenance(mgrCtx, mgr.GetCache(), svc.table, s.log.WithName("edge")); err != nil {
+		return nil, err
+	}
 	return mgrDone, nil
 }
 

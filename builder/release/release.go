@@ -301,6 +301,9 @@ func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process str
 	if app.Status.CurrentRelease == 0 {
 		return 0, nil, fmt.Errorf("app %s has no release to restart yet: push to its git remote first", appName)
 	}
+	if app.Spec.Suspended {
+		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("app %s is in maintenance mode and runs no instance: turn it off (bex apps set %s --maintenance off) to run its release again", appName, appName)}
+	}
 	cur, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, int(app.Status.CurrentRelease))
 	if err != nil {
 		return 0, nil, fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
@@ -451,7 +454,15 @@ func restartable(procs map[string]runtime.Process, process, app string, number i
 // made a newer release current since it was read. So once it holds the lock,
 // EnsureRunning reads the App and the runtime again and acts on what it
 // finds then, never on the release app names.
+//
+// An App in maintenance mode (spec.suspended) runs nothing: EnsureRunning
+// hands its release to the runtime again with no instance when the
+// runtime still runs some (maintenance set on the App by hand), and does
+// nothing when it runs none.
 func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error {
+	if app.Spec.Suspended {
+		return p.ensureStopped(ctx, app)
+	}
 	if app.Status.CurrentRelease == 0 || p.running(ctx, app) {
 		return nil
 	}
@@ -477,6 +488,33 @@ func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 	}
 	// The release phase ran when the release went out; not again.
 	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard, false)
+}
+
+// ensureStopped stops the instances the runtime still runs of an App in
+// maintenance mode, keeping its release there.
+func (p *Releaser) ensureStopped(ctx context.Context, app *platformv1alpha1.App) error {
+	if st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name); err != nil || len(st.Instances) == 0 {
+		return nil
+	}
+	unlock, tenant, app, err := p.locked(ctx, app.Namespace, app.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := p.opts.Runtime.Status(ctx, app.Namespace, app.Name)
+	if !app.Spec.Suspended || err != nil || len(st.Instances) == 0 || st.Release == 0 {
+		return nil
+	}
+	rel, err := p.opts.Store.GetRelease(ctx, tenant.ID, app.Name, st.Release)
+	if err != nil {
+		return fmt.Errorf("release v%d: %w", st.Release, err)
+	}
+	r, img, err := p.prepare(ctx, app, rel.Number, rel.Image, true)
+	if err != nil {
+		return err
+	}
+	procs, _ := withoutRelease(processes(app, img))
+	return p.deploy(ctx, app, r, procs, rel.Config, io.Discard)
 }
 
 // running reports whether the runtime serves the App's current release.
@@ -725,6 +763,16 @@ func (p *Releaser) complete(ctx context.Context, app *platformv1alpha1.App, rel 
 	env, err := p.environment(ctx, app.Namespace, config)
 	if err != nil {
 		return rel, err
+	}
+	if app.Spec.Suspended {
+		// Maintenance mode: the release goes out with no instance, and
+		// runs the App's counts once it ends.
+		stopped := make(map[string]runtime.Process, len(procs))
+		for name, pr := range procs {
+			pr.Replicas = 0
+			stopped[name] = pr
+		}
+		procs = stopped
 	}
 	rel.Env, rel.Processes, rel.HealthCheck = env, procs, healthCheck(app)
 	rel.Resources = resourcesOf(app)

@@ -81,7 +81,8 @@ func setReadyCondition(s *scope) {
 	switch {
 	case s.app.Spec.Suspended:
 		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppSuspendedReason,
-			"spec.suspended is true: nothing runs until it is set to false.")
+			"The app is in maintenance mode (spec.suspended): no instance runs and the edge answers 503 with a maintenance page; "+
+				"`bex apps set "+s.app.Name+" --maintenance off` runs the current release again.")
 	case len(s.missingSecrets) > 0:
 		setCondition(s, platformv1alpha1.AppReadyCondition, metav1.ConditionFalse, platformv1alpha1.AppInvalidSpecReason,
 			strings.Join(s.missingSecrets, "; ")+": create the Secret or fix the reference.")

@@ -55,7 +55,9 @@ type NamespacePreparer interface {
 // for one App may block while a push to it is being deployed.
 type Releases interface {
 	// EnsureRunning makes the runtime run app.Status.CurrentRelease; it
-	// returns nil at once when it already does.
+	// returns nil at once when it already does. For an App in maintenance
+	// mode (spec.suspended) it makes the runtime run no instance of it,
+	// keeping its release.
 	EnsureRunning(ctx context.Context, app *platformv1alpha1.App) error
 	// Health reports whether the app's current release serves, and if not,
 	// why in words a tenant can act on.
@@ -238,6 +240,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if p, ok := r.Releases.(NamespacePreparer); ok {
 		if err := p.PrepareNamespace(ctx, app.Namespace); err != nil {
 			return reconcile.Result{}, fmt.Errorf("preparing the runtime namespace: %w", err)
+		}
+	}
+	if r.Releases != nil && app.Status.CurrentRelease > 0 && app.Spec.Suspended {
+		// Maintenance mode: nothing runs, and Ready says so.
+		result.RequeueAfter = resyncPeriod
+		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
+			return reconcile.Result{}, fmt.Errorf("stopping the instances of a suspended app: %w", err)
 		}
 	}
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {

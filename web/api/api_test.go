@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -321,12 +322,12 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 
 	app := createApp(t, e, token, "web")
 	want := apiclient.App{
-		Name: "web", Tenant: "appsacme", Branch: "main", Status: "pending", Placed: "pending",
+		Name: "web", Tenant: "appsacme", Branch: "main", Status: "pending", Placed: "pending", Plan: "starter",
 		GitRemote: apitest.GitBase + "/appsacme/web.git",
 		URL:       "https://web-appsacme." + apitest.AppDomain,
 	}
 	app.CreatedAt = time.Time{}
-	if app != want {
+	if !reflect.DeepEqual(app, want) {
 		t.Errorf("created app = %+v, want %+v", app, want)
 	}
 	obj := &platformv1alpha1.App{}

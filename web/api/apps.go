@@ -89,6 +89,22 @@ func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
 	if v.Branch == "" {
 		v.Branch = "main"
 	}
+	v.Plan, v.Maintenance = planOf(app.Spec), app.Spec.Suspended
+	for _, pr := range app.Spec.Processes {
+		if pr.Replicas != nil {
+			if v.Processes == nil {
+				v.Processes = map[string]int{}
+			}
+			v.Processes[pr.Name] = int(*pr.Replicas)
+		}
+	}
+	if hc := app.Spec.HealthCheck; hc != nil {
+		v.HealthCheck = &apiclient.HealthCheck{Path: hc.Path, TimeoutSeconds: int(hc.TimeoutSeconds), IntervalSeconds: int(hc.IntervalSeconds),
+			SuccessThreshold: int(hc.SuccessThreshold), FailureThreshold: int(hc.FailureThreshold)}
+		if hc.Port != nil {
+			v.HealthCheck.Port = int(*hc.Port)
+		}
+	}
 	v.Status, v.StatusMessage = conditionInWords(app.Status.Conditions, platformv1alpha1.AppReadyCondition, "ready")
 	v.Placed, v.Placement = conditionInWords(app.Status.Conditions, platformv1alpha1.AppPlacedCondition, "placed")
 	return v
@@ -138,8 +154,10 @@ func (s *Server) createApp(c echo.Context) error {
 	if err := validateAppName(req.Name, p.tenant.Name); err != nil {
 		return err
 	}
-	if req.Branch != "" && (len(req.Branch) > 255 || !branchName.MatchString(req.Branch) || strings.Contains(req.Branch, "..")) {
-		return invalid("branch", "branch %q is not a branch name", req.Branch)
+	if req.Branch != "" {
+		if err := checkBranch(req.Branch); err != nil {
+			return err
+		}
 	}
 	if err := s.checkDefaultHostname(c.Request().Context(), req.Name, p.tenant.Name); err != nil {
 		return err

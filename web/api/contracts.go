@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/runtime"
 
 	"bex.co/bex/web/api/apiclient"
@@ -45,6 +46,18 @@ import (
 // store.ErrInvalid; that and a scale that does not go out change nothing,
 // the App's spec included.
 //
+// Update applies change to the App (read under the app's lock) and makes
+// what runs follow at once, without recording a release: instance counts
+// and the plan go to the current release as Scale applies them,
+// spec.suspended true stops every instance (the release and its record
+// stay), false runs the current release again; the rest waits for the
+// next rollout. It returns the current release (0 when the app has none:
+// then only the App's spec changes). An error of change is returned as it
+// is, and a process the release does not have is an error wrapping
+// store.ErrInvalid: both change nothing. So does a change that does not
+// go out, except maintenance on, which is stored first so that the edge
+// answers the maintenance page while the instances stop.
+//
 // Run runs cmd in a fresh instance of the app's current release, as
 // runtime.Runner.Run does: cmd.Attach is called once the instance is
 // ready, and an error before it (or Attach's own) means nothing ran. An
@@ -55,6 +68,7 @@ type Releaser interface {
 	ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (newRelease int, err error)
 	Restart(ctx context.Context, tenant, app, process string) (release int, processes []string, err error)
 	Scale(ctx context.Context, tenant, app string, counts map[string]int, plan string) (release int, processes map[string]int, err error)
+	Update(ctx context.Context, tenant, app string, change func(*platformv1alpha1.App) error) (release int, err error)
 	Run(ctx context.Context, tenant, app string, cmd runtime.Command) (runtime.Exit, error)
 }
 

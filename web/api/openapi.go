@@ -29,6 +29,7 @@ var schemaTypes = map[string]reflect.Type{
 	"CreatedTenant":             reflect.TypeFor[apiclient.CreatedTenant](),
 	"App":                       reflect.TypeFor[apiclient.App](),
 	"CreateAppRequest":          reflect.TypeFor[apiclient.CreateAppRequest](),
+	"UpdateAppRequest":          reflect.TypeFor[apiclient.UpdateAppRequest](),
 	"Build":                     reflect.TypeFor[apiclient.Build](),
 	"Release":                   reflect.TypeFor[apiclient.Release](),
 	"ReleaseInfo":               reflect.TypeFor[apiclient.ReleaseInfo](),

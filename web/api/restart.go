@@ -38,6 +38,9 @@ func (s *Server) restart(c echo.Context) error {
 	if app.Status.CurrentRelease == 0 {
 		return &httpError{status: http.StatusConflict, message: fmt.Sprintf("app %q has no release to restart yet: push to its git remote first", app.Name)}
 	}
+	if app.Spec.Suspended {
+		return &httpError{status: http.StatusConflict, message: fmt.Sprintf("app %q is in maintenance mode and runs no instance: turn it off (bex apps set %s --maintenance off) to run its release again", app.Name, app.Name)}
+	}
 	awaitRollout(c)
 	p := principalOf(c)
 	n, procs, err := s.deployer.Restart(c.Request().Context(), p.tenant.Name, app.Name, req.Process)

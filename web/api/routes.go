@@ -115,6 +115,13 @@ func (s *Server) routeTable() []route {
 			summary: "Create an app", request: "CreateAppRequest", response: "App", status: http.StatusCreated},
 		{method: http.MethodGet, path: "/apps/:app", handler: s.getApp, access: tenantViewer,
 			summary: "Show an app, its git remote and URL", response: "App"},
+		{method: http.MethodPatch, path: "/apps/:app", handler: s.updateApp, access: tenantDeveloper,
+			summary: "Change an app's settings: health check, instance counts, plan, deploy branch, maintenance mode; those left out keep theirs. " +
+				"Counts and plan apply at once to the current release as a scale does; maintenance true stops every instance (the release stays) and the edge answers 503 " +
+				"with a maintenance page, false runs the current release again; the health check and the branch apply from the next rollout (push, rollback, config release, restart). " +
+				"No release is made. Every field is checked first: an unknown field or a bad value answers 422 naming it, counts over a limit 403, and a refusal changes nothing. " +
+				"Answers the app as GET does",
+			request: "UpdateAppRequest", response: "App"},
 		{method: http.MethodDelete, path: "/apps/:app", handler: s.deleteApp, access: tenantAdmin,
 			summary: "Delete an app and its env Secret; its builds and releases stay on record", status: http.StatusNoContent},
 

@@ -301,6 +301,12 @@ func (c *Client) PatchEnv(ctx context.Context, app string, req PatchEnvRequest) 
 	return vs, release, nil
 }
 
+// UpdateApp changes app's settings and returns the app as it is then.
+func (c *Client) UpdateApp(ctx context.Context, app string, req UpdateAppRequest) (App, error) {
+	var a App
+	return a, c.call(ctx, http.MethodPatch, "/apps/"+seg(app), nil, req, &a)
+}
+
 // Scale sets how many instances of each process app runs and, when plan
 // is not empty, its plan, and applies them to its current release.
 func (c *Client) Scale(ctx context.Context, app string, processes map[string]int, plan string) (Scale, error) {

@@ -115,6 +115,79 @@ type App struct {
 	// named here while Placed is "not placed".
 	Cluster   string    `json:"cluster,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Plan is the plan each instance runs on: starter, standard or pro.
+	Plan string `json:"plan"`
+	// Processes are the instance counts the App's spec sets, by process
+	// type; a process it does not name runs the default (web 1, others 0).
+	Processes map[string]int `json:"processes,omitempty"`
+	// HealthCheck is the App's health check; none: an instance is healthy
+	// once its port accepts connections.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// Maintenance is true while the app is in maintenance mode
+	// (spec.suspended): nothing runs, and the edge answers 503 with a page
+	// that says so.
+	Maintenance bool `json:"maintenance"`
+}
+
+// HealthCheck is an app's HTTP health check: a GET of Path that an
+// instance answers with a 2xx or 3xx.
+type HealthCheck struct {
+	// Path is the request path, such as /healthz: at most 1024 bytes,
+	// starting with '/'.
+	Path string `json:"path"`
+	// Port is the port checked, 1 to 65535; 0: the process's PORT.
+	Port int `json:"port,omitempty"`
+	// TimeoutSeconds is how long one check may take, 1 to 60 (default 5).
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// IntervalSeconds is the time between two checks, 1 to 300 (default
+	// 10).
+	IntervalSeconds int `json:"intervalSeconds,omitempty"`
+	// SuccessThreshold is how many checks in a row an unhealthy instance
+	// must pass to count as healthy, 1 to 10 (default 1).
+	SuccessThreshold int `json:"successThreshold,omitempty"`
+	// FailureThreshold is how many checks in a row a healthy instance must
+	// fail to count as unhealthy, 1 to 10 (default 3).
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+}
+
+// UpdateAppRequest is the body of PATCH /api/v1/apps/{app}: the settings
+// to change, at least one; those left out keep theirs. A field the API
+// does not know is refused (422 naming it).
+type UpdateAppRequest struct {
+	// HealthCheck changes the fields of the health check it gives (an
+	// app without one needs a path); JSON null removes the check.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// Processes maps process types to instance counts, 0 to
+	// MaxInstancesPerProcess, as a scale.
+	Processes map[string]int `json:"processes,omitempty"`
+	// Plan is starter, standard or pro.
+	Plan string `json:"plan,omitempty"`
+	// Branch is the branch whose pushes deploy: a git branch name of at
+	// most 255 bytes.
+	Branch string `json:"branch,omitempty"`
+	// Maintenance turns maintenance mode on (every instance stops, the
+	// release stays, the edge answers 503 with a maintenance page) or off
+	// (the current release runs again).
+	Maintenance *bool `json:"maintenance,omitempty"`
+	// RemoveHealthCheck sends healthCheck as null, which removes the
+	// app's health check; HealthCheck must be nil then.
+	RemoveHealthCheck bool `json:"-"`
+}
+
+// MarshalJSON writes the request, with "healthCheck": null when
+// RemoveHealthCheck is set.
+func (r UpdateAppRequest) MarshalJSON() ([]byte, error) {
+	type fields UpdateAppRequest
+	b, err := json.Marshal(fields(r))
+	if err != nil || !r.RemoveHealthCheck {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["healthCheck"] = json.RawMessage("null")
+	return json.Marshal(m)
 }
 
 // RunsOn says in a word where the app runs, as the CLI and the dashboard

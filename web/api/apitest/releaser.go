@@ -208,3 +208,40 @@ func (r *Releaser) Run(ctx context.Context, tenant, app string, cmd bexruntime.C
 		Processes: map[string]bexruntime.Process{"web": {Command: "true", Replicas: 1}},
 	}, cmd)
 }
+
+// Update applies change to the App's spec, as the runtime's Releaser does
+// once what runs follows, and answers the App's current release; counts
+// of a process no release runs are refused as the runtime's Releaser
+// refuses them, and a failed rollout changes nothing. It runs nothing:
+// maintenance on or off changes the spec alone.
+func (r *Releaser) Update(ctx context.Context, tenant, app string, change func(*platformv1alpha1.App) error) (int, error) {
+	r.mu.Lock()
+	procs, fail := r.processes, r.fail
+	r.mu.Unlock()
+	if procs == nil {
+		procs = []string{"web"}
+	}
+	obj := &platformv1alpha1.App{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {
+		return 0, err
+	}
+	want := obj.DeepCopy()
+	if err := change(want); err != nil {
+		return 0, err
+	}
+	current := int(obj.Status.CurrentRelease)
+	if current != 0 {
+		for _, p := range want.Spec.Processes {
+			if !slices.Contains(procs, p.Name) {
+				return 0, fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, p.Name, current, app, strings.Join(procs, ", "))
+			}
+		}
+		if fail != nil {
+			return 0, &bexruntime.NotDeployedError{Err: fmt.Errorf("updating v%d failed, what ran keeps running: %w", current, fail)}
+		}
+	}
+	if err := r.Kube.Patch(ctx, want, client.MergeFrom(obj)); err != nil {
+		return 0, err
+	}
+	return current, nil
+}

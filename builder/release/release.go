@@ -374,19 +374,9 @@ func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts
 		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, its instances keep running: %w", cur.Number, err)}
 	}
 	procs, _ := withoutRelease(processes(want, img))
-	if known, _ := withoutRelease(processes(app, img)); len(known) != len(procs) {
-		var names, unknown []string
-		for name := range known {
-			names = append(names, name)
-		}
-		for name := range counts {
-			if _, ok := known[name]; !ok {
-				unknown = append(unknown, name)
-			}
-		}
-		slices.Sort(names)
-		slices.Sort(unknown)
-		return 0, nil, fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, strings.Join(unknown, ", "), cur.Number, appName, strings.Join(names, ", "))
+	known, _ := withoutRelease(processes(app, img))
+	if err := knownProcesses(known, procs, cur.Number, appName); err != nil {
+		return 0, nil, err
 	}
 	if err := p.deploy(ctx, want, rel, procs, cur.Config, io.Discard); err != nil {
 		return 0, nil, &runtime.NotDeployedError{Err: fmt.Errorf("scaling v%d failed, what ran keeps running: %w", cur.Number, err)}
@@ -399,6 +389,23 @@ func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts
 		formation[name] = pr.Replicas
 	}
 	return cur.Number, formation, nil
+}
+
+// knownProcesses returns an error wrapping store.ErrInvalid that names
+// the processes of want that known, those of release number of app, lacks;
+// nil when it has them all.
+func knownProcesses(known, want map[string]runtime.Process, number int, app string) error {
+	var unknown []string
+	for name := range want {
+		if _, ok := known[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, strings.Join(unknown, ", "), number, app, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 }
 
 // scaled returns a copy of app whose spec runs counts instances of its

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,19 +73,9 @@ func (p *Releaser) Update(ctx context.Context, tenantName, appName string, chang
 		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("changing v%d failed, what ran keeps running: %w", cur.Number, err)}
 	}
 	procs, _ := withoutRelease(processes(want, img))
-	if known, _ := withoutRelease(processes(app, img)); len(known) != len(procs) {
-		var names, unknown []string
-		for name := range known {
-			names = append(names, name)
-		}
-		for name := range procs {
-			if _, ok := known[name]; !ok {
-				unknown = append(unknown, name)
-			}
-		}
-		slices.Sort(names)
-		slices.Sort(unknown)
-		return 0, fmt.Errorf("%w process %s: release v%d of %s has %s", store.ErrInvalid, strings.Join(unknown, ", "), cur.Number, appName, strings.Join(names, ", "))
+	known, _ := withoutRelease(processes(app, img))
+	if err := knownProcesses(known, procs, cur.Number, appName); err != nil {
+		return 0, err
 	}
 	switch {
 	case suspend:

@@ -19,7 +19,7 @@ func newAppsCommand(st *state) *cobra.Command {
 			return listApps(cmd, st)
 		},
 	}
-	cmd.AddCommand(newAppsCreateCommand(st), newAppsListCommand(st), newAppsInfoCommand(st), newAppsDeleteCommand(st))
+	cmd.AddCommand(newAppsCreateCommand(st), newAppsListCommand(st), newAppsInfoCommand(st), newAppsSetCommand(st), newAppsDeleteCommand(st))
 	return cmd
 }
 

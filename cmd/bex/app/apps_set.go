@@ -1,0 +1,201 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// appsSetFlags are the flags of bex apps set.
+type appsSetFlags struct {
+	healthPath                    string
+	healthTimeout, healthInterval time.Duration
+	noHealthCheck                 bool
+	plan, branch, maintenance     string
+}
+
+func newAppsSetCommand(st *state) *cobra.Command {
+	var f appsSetFlags
+	cmd := &cobra.Command{
+		Use: "set APP [PROCESS=COUNT...] [--health-path P] [--health-timeout D] [--health-interval D] [--no-health-check] " +
+			"[--plan NAME] [--branch B] [--maintenance on|off]",
+		Short: "Change an app's settings: instance counts, plan and maintenance mode apply at once; the health check and the deploy branch from the next release or restart",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			counts, err := parseCounts(args[1:])
+			if err != nil {
+				return err
+			}
+			req, err := f.request(cmd, counts)
+			if err != nil {
+				return err
+			}
+			c, err := st.needClient()
+			if err != nil {
+				return err
+			}
+			before, err := c.GetApp(cmd.Context(), args[0])
+			if err != nil {
+				return explain(err)
+			}
+			after, err := c.UpdateApp(cmd.Context(), args[0], req)
+			if err != nil {
+				return explain(err)
+			}
+			return st.render(after, func(w io.Writer) error { return renderSettingsChange(w, before, after) })
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.healthPath, "health-path", "", "The path of the HTTP health check, such as /healthz")
+	fl.DurationVar(&f.healthTimeout, "health-timeout", 0, "How long one health check may take, in whole seconds (1s to 60s)")
+	fl.DurationVar(&f.healthInterval, "health-interval", 0, "The time between two health checks, in whole seconds (1s to 300s)")
+	fl.BoolVar(&f.noHealthCheck, "no-health-check", false, "Remove the health check: an instance is healthy once its port accepts connections")
+	fl.StringVar(&f.plan, "plan", "", "The plan each instance runs on: starter, standard or pro")
+	fl.StringVar(&f.branch, "branch", "", "The git branch whose pushes deploy")
+	fl.StringVar(&f.maintenance, "maintenance", "", "on: stop every instance and answer with a maintenance page; off: run the current release again")
+	return cmd
+}
+
+// request turns the flags that were given, and counts, into the API's
+// request.
+func (f appsSetFlags) request(cmd *cobra.Command, counts map[string]int) (apiclient.UpdateAppRequest, error) {
+	req := apiclient.UpdateAppRequest{Plan: f.plan, Branch: f.branch}
+	if len(counts) > 0 {
+		req.Processes = counts
+	}
+	changed := cmd.Flags().Changed
+	seconds := func(flag string, d time.Duration) (int, error) {
+		if d < time.Second || d%time.Second != 0 {
+			return 0, usagef("--%s %s: give whole seconds, such as 5s", flag, d)
+		}
+		return int(d / time.Second), nil
+	}
+	hc := &apiclient.HealthCheck{Path: f.healthPath}
+	var err error
+	if changed("health-timeout") {
+		if hc.TimeoutSeconds, err = seconds("health-timeout", f.healthTimeout); err != nil {
+			return req, err
+		}
+	}
+	if changed("health-interval") {
+		if hc.IntervalSeconds, err = seconds("health-interval", f.healthInterval); err != nil {
+			return req, err
+		}
+	}
+	if changed("health-path") && f.healthPath == "" {
+		return req, usagef("--health-path is empty: give a path such as /healthz, or --no-health-check to remove the check")
+	}
+	switch {
+	case f.noHealthCheck && *hc != apiclient.HealthCheck{}:
+		return req, usagef("--no-health-check removes the health check: give it without --health-path, --health-timeout and --health-interval")
+	case f.noHealthCheck:
+		req.RemoveHealthCheck = true
+	case *hc != apiclient.HealthCheck{}:
+		req.HealthCheck = hc
+	}
+	switch f.maintenance {
+	case "":
+	case "on", "off":
+		on := f.maintenance == "on"
+		req.Maintenance = &on
+	default:
+		return req, usagef("--maintenance %q: give on or off", f.maintenance)
+	}
+	if changed("plan") && f.plan == "" || changed("branch") && f.branch == "" {
+		return req, usagef("--plan and --branch need a value")
+	}
+	if req.HealthCheck == nil && !req.RemoveHealthCheck && req.Processes == nil && req.Plan == "" && req.Branch == "" && req.Maintenance == nil {
+		return req, usagef("nothing to change: give PROCESS=COUNT (web=2), --health-path, --health-timeout, --health-interval, --no-health-check, --plan, --branch or --maintenance")
+	}
+	return req, nil
+}
+
+// renderSettingsChange says which settings of the app changed, from what
+// to what, and when each takes effect.
+func renderSettingsChange(w io.Writer, before, after apiclient.App) error {
+	type change struct{ name, from, to string }
+	var changes []change
+	add := func(name, from, to string) {
+		if from != to {
+			changes = append(changes, change{name, from, to})
+		}
+	}
+	add("Health check", healthCheckWords(before.HealthCheck), healthCheckWords(after.HealthCheck))
+	add("Processes", formation(before.Processes), formation(after.Processes))
+	add("Plan", before.Plan, after.Plan)
+	add("Branch", before.Branch, after.Branch)
+	add("Maintenance", onOff(before.Maintenance), onOff(after.Maintenance))
+	if len(changes) == 0 {
+		_, err := fmt.Fprintf(w, "Nothing changed: %s has these settings already.\n", after.Name)
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "Changed %s:\n", after.Name); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if _, err := fmt.Fprintf(w, "  %-14s%s -> %s\n", c.name+":", c.from, c.to); err != nil {
+			return err
+		}
+	}
+	var notes []string
+	switch {
+	case after.CurrentRelease == 0:
+		notes = append(notes, "It has no release yet: its first push runs with these settings.")
+	case after.Maintenance && !before.Maintenance:
+		notes = append(notes, fmt.Sprintf("Maintenance mode is on: %s runs no instance and its URL answers 503 with a maintenance page; `bex apps set %s --maintenance off` brings release v%d back.",
+			after.Name, after.Name, after.CurrentRelease))
+	case !after.Maintenance && before.Maintenance:
+		notes = append(notes, fmt.Sprintf("Maintenance mode is off: release v%d runs and serves again.", after.CurrentRelease))
+	case after.Maintenance:
+		notes = append(notes, "The app is in maintenance mode: new counts and plan run when it ends.")
+	}
+	if after.CurrentRelease != 0 && (before.Branch != after.Branch || healthCheckWords(before.HealthCheck) != healthCheckWords(after.HealthCheck)) {
+		notes = append(notes, "The health check and the branch apply from the next release or restart.")
+	}
+	for _, n := range notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// healthCheckWords is a health check in a few words.
+func healthCheckWords(hc *apiclient.HealthCheck) string {
+	if hc == nil {
+		return "none"
+	}
+	s := fmt.Sprintf("GET %s every %ds, timeout %ds", hc.Path, hc.IntervalSeconds, hc.TimeoutSeconds)
+	if hc.Port != 0 {
+		s += fmt.Sprintf(", port %d", hc.Port)
+	}
+	return s
+}
+
+// formation is instance counts as PROCESS=COUNT words, sorted; "default"
+// when the App sets none.
+func formation(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "default"
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, counts[name]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// onOff says a switch in a word.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}

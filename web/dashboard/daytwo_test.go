@@ -136,3 +136,65 @@ func TestScaleForm(t *testing.T) {
 		t.Errorf("a count that is no number: %d\n%s", p.status, p.body)
 	}
 }
+
+// TestSettingsForm: the app page's Settings form, filled with the app's
+// settings, sets the health check, the deploy branch and maintenance mode
+// and says what changed; the page then shows them; unchecking maintenance
+// turns it off; a bad value shows the API's refusal and changes nothing.
+func TestSettingsForm(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	_, token := e.TenantToken(t, "dashset")
+	u := newUser(t, srv.URL)
+	signIn(t, u, token)
+	p := u.get("/apps")
+	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
+	}
+	p = u.get("/apps/shop")
+	if !strings.Contains(p.body, `id="app-settings"`) || !strings.Contains(p.body, `name="branch" value="main"`) {
+		t.Fatalf("the app page has no Settings form with the branch:\n%s", p.body)
+	}
+	csrf := p.csrf(t)
+	notice := func(p page) string {
+		t.Helper()
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("status %d, want a redirect:\n%s", p.status, p.body)
+		}
+		loc, err := url.Parse(p.header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc.Query().Get("notice")
+	}
+	got := notice(u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "healthtimeout": {"3"}, "branch": {"prod"}, "maintenance": {"on"}}))
+	if got != "Settings saved: health check; branch prod; maintenance mode on: nothing runs and the URL answers with a maintenance page." {
+		t.Errorf("after saving the page says %q", got)
+	}
+	app := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if !app.Spec.Suspended || app.Spec.Source.Branch != "prod" || app.Spec.HealthCheck == nil || app.Spec.HealthCheck.Path != "/healthz" || app.Spec.HealthCheck.TimeoutSeconds != 3 {
+		t.Errorf("the App's spec: %+v", app.Spec)
+	}
+	p = u.get("/apps/shop")
+	for _, want := range []string{`name="healthpath" value="/healthz"`, `name="branch" value="prod"`, `value="on" checked`, "the URL answers 503 with a maintenance page"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the app page lacks %s", want)
+		}
+	}
+	if got := notice(u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "healthtimeout": {"3"}, "branch": {"prod"}})); got != "Settings saved: maintenance mode off: the current release runs again." {
+		t.Errorf("after turning maintenance off the page says %q", got)
+	}
+	p = u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "healthtimeout": {"90"}, "branch": {"prod"}, "maintenance": {"on"}})
+	if p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "1 to 60") {
+		t.Errorf("a timeout of 90 s: %d\n%s", p.status, p.body)
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.Suspended || app.Spec.HealthCheck.TimeoutSeconds != 3 {
+		t.Errorf("a refused change changed the spec: %+v", app.Spec)
+	}
+}

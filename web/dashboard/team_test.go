@@ -134,7 +134,7 @@ func TestTeamAndTokensPages(t *testing.T) {
 		t.Fatalf("setting ann's role: %d\n%s", p.status, p.body)
 	}
 	p = ann.get("/apps/shop")
-	for _, form := range []string{`id="restart-app"`, `id="scale-app"`, `id="env-form"`, `action="/apps/shop/delete"`} {
+	for _, form := range []string{`id="restart-app"`, `id="scale-app"`, `id="app-settings"`, `id="env-form"`, `action="/apps/shop/delete"`} {
 		if strings.Contains(p.body, form) {
 			t.Errorf("the viewer's app page offers %s", form)
 		}

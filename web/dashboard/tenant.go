@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +176,54 @@ func (d *Dashboard) scale(c echo.Context) error {
 		notice = fmt.Sprintf("Stored %s on plan %s: the first push runs it.", strings.Join(parts, " "), r.Plan)
 	}
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#scale")
+}
+
+// settings changes the health check, the deploy branch and maintenance
+// mode as the Settings form says; an empty path removes the health check.
+func (d *Dashboard) settings(c echo.Context) error {
+	name := c.Param("app")
+	on := c.FormValue("maintenance") != ""
+	req := apiclient.UpdateAppRequest{Branch: strings.TrimSpace(c.FormValue("branch")), Maintenance: &on}
+	if path := strings.TrimSpace(c.FormValue("healthpath")); path == "" {
+		req.RemoveHealthCheck = true
+	} else {
+		req.HealthCheck = &apiclient.HealthCheck{Path: path}
+		if t := strings.TrimSpace(c.FormValue("healthtimeout")); t != "" {
+			n, err := strconv.Atoi(t)
+			if err != nil {
+				return &pageError{status: http.StatusUnprocessableEntity, title: "Settings not saved", message: fmt.Sprintf("Timeout %q: give a whole number of seconds, 1 to 60.", t)}
+			}
+			req.HealthCheck.TimeoutSeconds = n
+		}
+	}
+	cl := d.client(c)
+	before, err := cl.GetApp(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	httpserve.AwaitRollout(c.Response())
+	after, err := cl.UpdateApp(c.Request().Context(), name, req)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	if !reflect.DeepEqual(before.HealthCheck, after.HealthCheck) {
+		changed = append(changed, "health check")
+	}
+	if before.Branch != after.Branch {
+		changed = append(changed, "branch "+after.Branch)
+	}
+	switch {
+	case after.Maintenance && !before.Maintenance:
+		changed = append(changed, "maintenance mode on: nothing runs and the URL answers with a maintenance page")
+	case !after.Maintenance && before.Maintenance:
+		changed = append(changed, "maintenance mode off: the current release runs again")
+	}
+	notice := "Nothing changed."
+	if len(changed) > 0 {
+		notice = "Settings saved: " + strings.Join(changed, "; ") + "."
+	}
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#settings")
 }
 
 // deleteApp deletes the app once its name was typed again.

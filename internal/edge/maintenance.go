@@ -103,13 +103,7 @@ func WatchMaintenance(ctx context.Context, c cache.Cache, table *Table, log logr
 		if err := c.List(ctx, &list); err != nil {
 			return err
 		}
-		var apps []AppRef
-		for _, a := range list.Items {
-			if a.Spec.Suspended && a.DeletionTimestamp == nil {
-				apps = append(apps, AppRef{Tenant: a.Namespace, App: a.Name})
-			}
-		}
-		table.SetMaintenance(apps)
+		table.SetMaintenance(MaintenanceApps(list.Items))
 		return nil
 	}
 	if err := sync(); err != nil {
@@ -128,4 +122,16 @@ func WatchMaintenance(ctx context.Context, c cache.Cache, table *Table, log logr
 		}
 	}()
 	return nil
+}
+
+// MaintenanceApps returns the apps among apps in maintenance mode: those
+// whose spec.suspended is true and that are not being deleted.
+func MaintenanceApps(apps []platformv1alpha1.App) []AppRef {
+	var out []AppRef
+	for _, a := range apps {
+		if a.Spec.Suspended && a.DeletionTimestamp == nil {
+			out = append(out, AppRef{Tenant: a.Namespace, App: a.Name})
+		}
+	}
+	return out
 }

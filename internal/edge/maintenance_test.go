@@ -6,8 +6,30 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/edge"
 )
+
+// TestMaintenanceApps: the apps the edge holds in maintenance are the
+// suspended ones not being deleted (a deleted app's name is free again).
+func TestMaintenanceApps(t *testing.T) {
+	app := func(ns, name string, suspended, deleting bool) platformv1alpha1.App {
+		a := platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: platformv1alpha1.AppSpec{Suspended: suspended}}
+		if deleting {
+			now := metav1.Now()
+			a.DeletionTimestamp = &now
+		}
+		return a
+	}
+	got := edge.MaintenanceApps([]platformv1alpha1.App{
+		app("acme", "shop", true, false), app("acme", "blog", false, false), app("beta", "shop", true, true),
+	})
+	if len(got) != 1 || got[0] != (edge.AppRef{Tenant: "acme", App: "shop"}) {
+		t.Errorf("MaintenanceApps = %+v, want acme/shop alone", got)
+	}
+}
 
 // TestMaintenance: an app the table knows in maintenance mode answers 503
 // with Retry-After and a page saying so, on its default hostname (whether

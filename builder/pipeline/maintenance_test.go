@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/edge"
 )
@@ -89,5 +91,23 @@ func TestMaintenanceMode(t *testing.T) {
 	}
 	if app := e.app(t); app.Spec.Suspended || app.Status.CurrentRelease != 2 {
 		t.Errorf("after maintenance the App says suspended %v, release v%d", app.Spec.Suspended, app.Status.CurrentRelease)
+	}
+
+	// Maintenance set on the App by hand (kubectl): the App controller's
+	// EnsureRunning stops the instances, and keeps the release.
+	app := e.app(t)
+	base := app.DeepCopy()
+	app.Spec.Suspended = true
+	if err := e.kube.Patch(ctx, app, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.EnsureRunning(ctx, e.app(t)); err != nil {
+		t.Fatalf("EnsureRunning of a suspended app: %v", err)
+	}
+	if st, err := e.rt.Status(ctx, e.tenant, e.name); err != nil || st.Release != 2 || len(st.Instances) != 0 {
+		t.Errorf("after EnsureRunning of a suspended app the runtime has v%d with %d instances, %v; want v2 with none", st.Release, len(st.Instances), err)
+	}
+	if err := e.a.EnsureRunning(ctx, e.app(t)); err != nil {
+		t.Errorf("EnsureRunning of a suspended app that runs nothing: %v", err)
 	}
 }

@@ -128,8 +128,11 @@ func renderAppInfo(w io.Writer, app apiclient.App) error {
 		{"Release:", releaseName(app.CurrentRelease)},
 		{"Status:", status},
 		{"Cluster:", where},
-		{"Created:", app.CreatedAt.UTC().Format(timeFormat)},
 	}
+	if app.Maintenance {
+		rows = append(rows, []string{"Mode:", "maintenance: no instance runs and the URL answers 503 with a maintenance page (bex apps set " + app.Name + " --maintenance off)"})
+	}
+	rows = append(rows, []string{"Created:", app.CreatedAt.UTC().Format(timeFormat)})
 	for _, r := range rows {
 		if _, err := fmt.Fprintf(w, "%-12s%s\n", r[0], r[1]); err != nil {
 			return err

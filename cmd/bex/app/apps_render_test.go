@@ -43,6 +43,14 @@ func TestRenderAppInfo(t *testing.T) {
 		},
 		want: "Status:     not ready: not placed\nCluster:    none (No workload cluster can take the app: no pool has 4 CPU free)\n",
 	}, {
+		name: "in maintenance",
+		change: func(a *apiclient.App) {
+			a.Maintenance = true
+			a.Status, a.StatusMessage = "not ready", "The app is in maintenance mode (spec.suspended)"
+		},
+		want: "Status:     not ready: The app is in maintenance mode (spec.suspended)\nCluster:    pending\n" +
+			"Mode:       maintenance: no instance runs and the URL answers 503 with a maintenance page (bex apps set web --maintenance off)\n",
+	}, {
 		name: "its cluster went away",
 		change: func(a *apiclient.App) {
 			a.Placed, a.Cluster, a.Placement = "not placed", "alpha", "No workload cluster can take the app: cluster alpha is gone from the fleet (its Placement still names alpha/workers): no pool has room"

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -107,18 +108,11 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 	}
 
 	layerPath := filepath.Join(w.root, "layer.tar.gz")
-	size, err := writeLayer(w.tree, layerPath)
+	layer, err := writeLayer(w.tree, layerPath, layerType)
 	if err != nil {
 		return nil, 0, err
 	}
-	layer, err := tarball.LayerFromFile(layerPath, tarball.WithMediaType(layerType))
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading layer: %w", err)
-	}
-	diffID, err := layer.DiffID()
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading layer: %w", err)
-	}
+	size, diffID := layer.size, layer.diffID
 
 	if cf.Config.Labels == nil {
 		cf.Config.Labels = map[string]string{}
@@ -152,24 +146,27 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 }
 
 // writeLayer writes the files of root, under app/, as a gzipped tar at dst
-// and returns its size. Owners are root; modes, symbolic links and
-// modification times are kept. A symbolic link that leads outside root is
-// refused (linkInside): the image must be complete on its own. Files are
-// read through root, so none is read from outside it.
-func writeLayer(root *os.Root, dst string) (int64, error) {
+// and returns it as a layer of mediaType. Owners are root; modes, symbolic
+// links and modification times are kept. A symbolic link that leads
+// outside root is refused (linkInside): the image must be complete on its
+// own. Files are read through root, so none is read from outside it. Both
+// digests are computed as the layer is written, so that nothing reads the
+// file again for them before the push.
+func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLayer, error) {
 	f, err := os.Create(dst)
 	if err != nil {
-		return 0, fmt.Errorf("creating layer: %w", err)
+		return nil, fmt.Errorf("creating layer: %w", err)
 	}
 	defer f.Close()
-	gz, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	compressed, uncompressed := sha256.New(), sha256.New()
+	gz, err := gzip.NewWriterLevel(io.MultiWriter(f, compressed), gzip.BestSpeed)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	tw := tar.NewWriter(gz)
+	tw := tar.NewWriter(io.MultiWriter(gz, uncompressed))
 	base := strings.TrimPrefix(AppDir, "/")
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: base + "/", Mode: 0o755}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil || rel == "." {
@@ -221,19 +218,67 @@ func writeLayer(root *os.Root, dst string) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("writing layer: %w", err)
+		return nil, fmt.Errorf("writing layer: %w", err)
 	}
 	if err := tw.Close(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := gz.Close(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return fi.Size(), f.Close()
+	l := &fileLayer{
+		path: dst, size: fi.Size(), mediaType: mediaType,
+		digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(compressed.Sum(nil))},
+		diffID: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(uncompressed.Sum(nil))},
+	}
+	return l, f.Close()
+}
+
+// fileLayer is a gzipped tar layer in a file whose digests are known.
+type fileLayer struct {
+	path           string
+	size           int64
+	digest, diffID v1.Hash
+	mediaType      types.MediaType
+}
+
+var _ v1.Layer = (*fileLayer)(nil)
+
+func (l *fileLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *fileLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l *fileLayer) Size() (int64, error)                { return l.size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) { return l.mediaType, nil }
+func (l *fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+
+func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, err
+	}
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &gzipFile{Reader: gz, f: f}, nil
+}
+
+// gzipFile closes the file under a gzip reader with it.
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g *gzipFile) Close() error {
+	err := g.Reader.Close()
+	if ferr := g.f.Close(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // push writes img to ref and returns its digest.

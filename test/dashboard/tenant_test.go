@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
 	"bex.co/bex/internal/pgtest"
@@ -19,8 +21,10 @@ import (
 )
 
 // TestTenantDashboard: a tenant signs in, creates an app, watches the build
-// log of a real git push arrive live, rolls back from the release list;
-// another tenant gets 404 for that app and 403 for the console.
+// log of a real git push arrive live, rolls back from the release list,
+// restarts, sets a variable, scales, puts the app in maintenance mode and
+// back, and sees its charts; another tenant gets 404 for that app and 403
+// for the console.
 func TestTenantDashboard(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -210,6 +214,105 @@ func TestTenantDashboard(t *testing.T) {
 	}
 	b.screenshot("app-on-a-phone")
 	b.do("back to the laptop", chromedp.EmulateReset())
+
+	// Scale from the app page: web goes to 2 instances of the current
+	// release, which the API then reports up.
+	b.open(base + "/apps/hello")
+	b.do("typing 2 instances", chromedp.SetValue(chromedp.CSS(`#scale-app input[name=count]`), "2"))
+	if st := b.clickAndLoad("scaling web to 2", "#scale-app button"); st != 200 {
+		t.Fatalf("scaling: status %d: %q", st, b.text("main"))
+	}
+	if notice := b.text("#notice"); notice != "Scaled to web=2 on plan starter: release v4 runs it now." {
+		t.Fatalf("after scaling the page says %q", notice)
+	}
+	webUp := func(n int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			is, err := api.Instances(ctx, "hello")
+			if err != nil {
+				return err
+			}
+			var up []string
+			for _, in := range is.Instances {
+				if in.Process == "web" && in.State == apiclient.InstanceUp && in.Release == 4 {
+					up = append(up, in.Name)
+				}
+			}
+			if len(up) != n {
+				return fmt.Errorf("web instances of v4 up: %v, want %d (%s)", up, n, is.Message)
+			}
+			return nil
+		}
+	}
+	platformtest.Eventually(t, 2*time.Minute, "2 web instances up after the scale", webUp(2))
+	b.screenshot("app-scaled")
+
+	// Maintenance mode from the Settings form: the app's URL, opened from
+	// the page in the browser, answers the edge's maintenance page; turned
+	// off, it serves the app again. The edge's certificate comes from the
+	// platform's local CA, which this Chromium is not made to trust (the
+	// Go client of serves checks it against BEX_CA).
+	b.do("ticking maintenance mode", chromedp.Click(chromedp.CSS(`#app-settings input[name=maintenance]`)))
+	if st := b.clickAndLoad("saving maintenance mode on", "#app-settings button"); st != 200 {
+		t.Fatalf("turning maintenance on: status %d: %q", st, b.text("main"))
+	}
+	if notice := b.text("#notice"); notice != "Settings saved: maintenance mode on: nothing runs and the URL answers with a maintenance page." {
+		t.Fatalf("after turning maintenance on the page says %q", notice)
+	}
+	appURL := eval[string](b, `document.querySelector("#app-url").href`)
+	if u, err := url.Parse(appURL); err != nil || u.Hostname() != host {
+		t.Fatalf("the app page links to %q, want https://%s:…", appURL, host)
+	}
+	b.do("trusting the edge's certificate", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true})
+		return err
+	}))
+	opensTo := func(status int, text string) func(context.Context) error {
+		return func(context.Context) error {
+			if st := b.open(appURL); st != status || !strings.Contains(b.text("body"), text) {
+				return fmt.Errorf("%s: %d %q, want %d and %q", appURL, st, b.text("body"), status, text)
+			}
+			return nil
+		}
+	}
+	platformtest.Eventually(t, time.Minute, "the maintenance page in the browser", opensTo(http.StatusServiceUnavailable, "hello is down for maintenance"))
+	b.screenshot("maintenance-page")
+	b.open(base + "/apps/hello")
+	if m := b.text("#app-maintenance"); !strings.HasPrefix(m, "on") {
+		t.Errorf("the app page does not show maintenance mode on: %q", m)
+	}
+	b.do("unticking maintenance mode", chromedp.Click(chromedp.CSS(`#app-settings input[name=maintenance]`)))
+	if st := b.clickAndLoad("saving maintenance mode off", "#app-settings button"); st != 200 {
+		t.Fatalf("turning maintenance off: status %d: %q", st, b.text("main"))
+	}
+	if notice := b.text("#notice"); notice != "Settings saved: maintenance mode off: the current release runs again." {
+		t.Fatalf("after turning maintenance off the page says %q", notice)
+	}
+	b.screenshot("app-settings")
+	platformtest.Eventually(t, 2*time.Minute, "the app's body in the browser after maintenance", opensTo(http.StatusOK, "hello v1"))
+	platformtest.Eventually(t, time.Minute, "2 web instances up after maintenance", webUp(2))
+
+	// The app page's charts, after requests to the app: CPU, memory,
+	// restarts and latency each draw a line through at least two of the
+	// sampler's points (one every 10 s). The page refreshes them in place.
+	b.open(base + "/apps/hello")
+	const missingCharts = `(() => {
+		const want = ["CPU (cores)", "Memory", "Restarts per interval", "Latency at the edge: p50 (blue) and p99 (red)"];
+		const figs = [...document.querySelectorAll("#app-metrics figure")];
+		return want.filter(c => {
+			const f = figs.find(f => f.querySelector("figcaption").textContent === c);
+			return !f || ![...f.querySelectorAll("svg polyline")].some(l => l.getAttribute("points").trim().split(/\s+/).length >= 2);
+		}).join(", ");
+	})()`
+	platformtest.Eventually(t, 90*time.Second, "the four charts with points", func(ctx context.Context) error {
+		if _, _, err := platformtest.GetApp(ctx, apps, host); err != nil {
+			return err
+		}
+		if missing := eval[string](b, missingCharts); missing != "" {
+			return fmt.Errorf("no line of two points yet in: %s (%s)", missing, b.text("#app-metrics-note"))
+		}
+		return nil
+	})
+	b.screenshot("app-metrics")
 
 	// Another tenant: the app is not found, the console is refused.
 	op, err := apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
@@ -213,7 +214,18 @@ func TestTenantDashboard(t *testing.T) {
 		t.Errorf("on a 390-pixel-wide screen the app page is %d pixels wide", w)
 	}
 	b.screenshot("app-on-a-phone")
-	b.do("back to the laptop", chromedp.EmulateReset())
+	// chromedp's EmulateReset overrides the metrics with zeros, which
+	// leaves the page 390 pixels wide: the override is cleared instead.
+	b.do("back to the laptop", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, emulation.SetTouchEmulationEnabled, emulation.SetTouchEmulationEnabledParams{})
+		return err
+	}))
+	if w := eval[int](b, "window.innerWidth"); w != 1280 {
+		t.Fatalf("back on the laptop the window is %d pixels wide, want 1280", w)
+	}
 
 	// Scale from the app page: web goes to 2 instances of the current
 	// release, which the API then reports up.

@@ -256,6 +256,7 @@ func TestTenantDashboard(t *testing.T) {
 		}
 	}
 	platformtest.Eventually(t, 2*time.Minute, "2 web instances up after the scale", webUp(2))
+	b.waitFor("the page to show both instances", `document.querySelector("#app-status").parentElement.innerText.includes("release 4: 2 of 2 instances running")`, time.Minute)
 	b.screenshot("app-scaled")
 
 	// Maintenance mode from the Settings form: the app's URL, opened from
@@ -299,9 +300,12 @@ func TestTenantDashboard(t *testing.T) {
 	if notice := b.text("#notice"); notice != "Settings saved: maintenance mode off: the current release runs again." {
 		t.Fatalf("after turning maintenance off the page says %q", notice)
 	}
-	b.screenshot("app-settings")
+	settingsPage := b.location()
 	platformtest.Eventually(t, 2*time.Minute, "the app's body in the browser after maintenance", opensTo(http.StatusOK, "hello v1"))
 	platformtest.Eventually(t, time.Minute, "2 web instances up after maintenance", webUp(2))
+	b.open(settingsPage)
+	b.waitFor("the page to show the app running again", `document.querySelector("#app-status").innerText === "ready" && document.querySelector("#app-maintenance").innerText === "off"`, time.Minute)
+	b.screenshot("app-settings")
 
 	// The app page's charts, after requests to the app: CPU, memory,
 	// restarts and latency each draw a line through at least two of the

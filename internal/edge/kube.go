@@ -31,9 +31,25 @@ import (
 // full set is in the table; updates follow until ctx is done. c must be
 // started by the caller.
 func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logger) error {
-	inf, err := c.GetInformer(ctx, &platformv1alpha1.Route{})
+	return watchList(ctx, c, &platformv1alpha1.Route{}, "Routes", func() error {
+		var list platformv1alpha1.RouteList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		table.SetRoutes(RouteEntries(list.Items))
+		return nil
+	}, log)
+}
+
+// watchList calls sync once the informer of obj's kind in c has synced,
+// and again after changes to objects of that kind, until ctx is done:
+// changes that come while sync runs make one more call, not one each. It
+// returns once the first sync has run; its error is returned, later ones
+// are logged. kind names the objects in errors ("Routes").
+func watchList(ctx context.Context, c cache.Cache, obj client.Object, kind string, sync func() error, log logr.Logger) error {
+	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
-		return fmt.Errorf("watching Routes: %w", err)
+		return fmt.Errorf("watching %s: %w", kind, err)
 	}
 	kick := make(chan struct{}, 1)
 	notify := func(any) {
@@ -45,21 +61,13 @@ func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logg
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
 	}); err != nil {
-		return fmt.Errorf("watching Routes: %w", err)
+		return fmt.Errorf("watching %s: %w", kind, err)
 	}
 	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("watching Routes: the cache did not sync: %w", ctx.Err())
-	}
-	sync := func() error {
-		var list platformv1alpha1.RouteList
-		if err := c.List(ctx, &list); err != nil {
-			return err
-		}
-		table.SetRoutes(RouteEntries(list.Items))
-		return nil
+		return fmt.Errorf("watching %s: the cache did not sync: %w", kind, ctx.Err())
 	}
 	if err := sync(); err != nil {
-		return fmt.Errorf("listing Routes: %w", err)
+		return fmt.Errorf("listing %s: %w", kind, err)
 	}
 	go func() {
 		for {
@@ -68,7 +76,7 @@ func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logg
 				return
 			case <-kick:
 				if err := sync(); err != nil && ctx.Err() == nil {
-					log.Error(err, "Listing Routes")
+					log.Error(err, "Listing objects", "kind", kind)
 				}
 			}
 		}

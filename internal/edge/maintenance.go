@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -79,49 +78,14 @@ type AppRef struct {
 // namespace). It returns once the first full set is in the table; updates
 // follow until ctx is done. c must be started by the caller.
 func WatchMaintenance(ctx context.Context, c cache.Cache, table *Table, log logr.Logger) error {
-	inf, err := c.GetInformer(ctx, &platformv1alpha1.App{})
-	if err != nil {
-		return fmt.Errorf("watching Apps: %w", err)
-	}
-	kick := make(chan struct{}, 1)
-	notify := func(any) {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
-	}); err != nil {
-		return fmt.Errorf("watching Apps: %w", err)
-	}
-	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("watching Apps: the cache did not sync: %w", ctx.Err())
-	}
-	sync := func() error {
+	return watchList(ctx, c, &platformv1alpha1.App{}, "Apps", func() error {
 		var list platformv1alpha1.AppList
 		if err := c.List(ctx, &list); err != nil {
 			return err
 		}
 		table.SetMaintenance(MaintenanceApps(list.Items))
 		return nil
-	}
-	if err := sync(); err != nil {
-		return fmt.Errorf("listing Apps: %w", err)
-	}
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-kick:
-				if err := sync(); err != nil && ctx.Err() == nil {
-					log.Error(err, "Listing Apps")
-				}
-			}
-		}
-	}()
-	return nil
+	}, log)
 }
 
 // MaintenanceApps returns the apps among apps in maintenance mode: those

@@ -131,6 +131,10 @@ func (g *goStd) warm(ctx context.Context, progress io.Writer) (string, error) {
 	run := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, goBin, args...)
 		cmd.Env, cmd.Dir = env, home
+		// The go command's compilers go with it when ctx ends: none
+		// writes into the cache after WarmGo has returned.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = 5 * time.Second
 		return cmd
 	}

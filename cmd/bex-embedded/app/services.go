@@ -283,11 +283,17 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 	}
 	// Go's standard library, compiled once for every tenant's first Go
 	// build; a push that comes first waits for it (builder/build/gostd.go).
+	warmCtx, stopWarm := context.WithCancel(s.ctx)
+	warmed := make(chan struct{})
 	go func() {
-		if err := builder.WarmGo(s.ctx, prefixed(s.out, "builder: ")); err != nil && s.ctx.Err() == nil {
+		defer close(warmed)
+		if err := builder.WarmGo(warmCtx, prefixed(s.out, "builder: ")); err != nil && warmCtx.Err() == nil {
 			s.log.Error(err, "Warming the Go build cache; Go builds compile the standard library themselves")
 		}
 	}()
+	// The warm-up ends, and its compilers with it, before the platform's
+	// directories may go.
+	s.stops.push(func() { stopWarm(); <-warmed })
 	// Before the sandboxes close: the builds' disks are unmounted.
 	s.stops.push(func() {
 		if err := builder.Close(); err != nil {

@@ -271,7 +271,7 @@ func TestTwoEdgesOneCertificate(t *testing.T) {
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `bex_edge_requests_total{app="shop",code="200",host="www.shop.test",tenant="acme"} 1`) {
+	if !strings.Contains(string(body), `bex_edge_requests_total{app="shop",class="2xx",host="www.shop.test",tenant="acme"} 1`) {
 		t.Errorf("edge A's metrics lack the route's request:\n%s", grepLines(string(body), "bex_edge_requests_total"))
 	}
 }

@@ -180,6 +180,7 @@ func TestRuns(t *testing.T) {
 		}
 		defer e.Store.SetTenantQuotas(ctx, tenant.ID, store.QuotaOverrides{})
 		// The first runs until its stdin closes.
+		auditStart := countRows(t, e, "audit_log")
 		in, typed := io.Pipe()
 		first := make(chan apiclient.RunExit, 1)
 		go func() {
@@ -192,6 +193,10 @@ func TestRuns(t *testing.T) {
 		platformtest.Eventually(t, time.Minute, "the first run to run", func(context.Context) error {
 			if r := listRuns(t, c, "web")[0]; r.Status != string(store.RunRunning) {
 				return fmt.Errorf("run.%d is %s", r.Number, r.Status)
+			}
+			// Its audit entry is written just after its row.
+			if countRows(t, e, "audit_log") == auditStart {
+				return errors.New("the first run is not in the audit log yet")
 			}
 			return nil
 		})

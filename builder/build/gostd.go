@@ -117,6 +117,14 @@ func (g *goStd) warm(ctx context.Context, progress io.Writer) (string, error) {
 	if err := os.MkdirAll(g.root, 0o755); err != nil {
 		return "", fmt.Errorf("creating the Go standard library cache: %w", err)
 	}
+	// Platforms of one machine may share the directory (make run's is in
+	// the user's cache directory): one compiles, the others wait for it
+	// and find it ready.
+	unlock, err := lockDir(ctx, filepath.Join(g.root, ".lock"))
+	if err != nil {
+		return "", fmt.Errorf("locking the Go standard library cache: %w", err)
+	}
+	defer unlock()
 	tmp, err := os.MkdirTemp(g.root, ".warm-")
 	if err != nil {
 		return "", fmt.Errorf("creating the Go standard library cache: %w", err)
@@ -335,4 +343,29 @@ func copyFile(root *os.Root, src, target string) (bool, error) {
 		return false, err
 	}
 	return true, out.Close()
+}
+
+// lockDir takes an exclusive flock on path, polling until it has it or
+// ctx ends.
+func lockDir(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, context.Cause(ctx)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

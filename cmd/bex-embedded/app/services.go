@@ -271,8 +271,16 @@ func (s *starter) startApps(bk build.Options, reg *registryService) (*appsServic
 		return nil, err
 	}
 	s.stops.push(sb.close)
+	// Go's compiled standard library is the same for every platform of
+	// this machine and Go version: kept with the pinned builds in the
+	// user's cache directory, so that a new state directory (a test's, a
+	// fresh make run) does not compile it again.
+	var goStd string
+	if uc, err := os.UserCacheDir(); err == nil {
+		goStd = filepath.Join(uc, "bex", "go-std")
+	}
 	builder, err := build.New(build.Options{
-		WorkRoot: filepath.Join(s.StateDir, "builds"), Registry: reg.addr, RegistryAuth: registry.Auth(reg.token),
+		WorkRoot: filepath.Join(s.StateDir, "builds"), Registry: reg.addr, RegistryAuth: registry.Auth(reg.token), GoStdCacheDir: goStd,
 		Log:          s.log.WithName("builder"),
 		BuildKitAddr: bk.BuildKitAddr, BuildCtl: bk.BuildCtl, NoBuildKitReason: bk.NoBuildKitReason, BuildKitLimits: bk.BuildKitLimits,
 		Sandbox: sb.builds, SandboxPATH: sb.buildPATH, SandboxLimits: sandbox.Limits{CPUMilli: s.buildCPUMilli},

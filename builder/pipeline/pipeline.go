@@ -119,14 +119,10 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	logs := newLogWriter(ctx, p.Store(), b.ID)
 	out := io.MultiWriter(log, logs)
 	// timings ends the push output and the build log with the steps' times.
-	timings := func() []store.StepTime {
+	timings := func() []steptime.Step {
 		steps := timeline.Steps()
 		fmt.Fprintf(out, "-----> Timings: %s\n", steptime.Format(steps))
-		recorded := make([]store.StepTime, len(steps))
-		for i, s := range steps {
-			recorded[i] = store.StepTime{Name: s.Name, Seconds: s.Seconds}
-		}
-		return recorded
+		return steps
 	}
 	fmt.Fprintf(out, "-----> Build %d of %s (%s)\n", b.Number, push.App, short(push.New))
 	buildStart := time.Now()

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/steptime"
 )
 
 // BuildStatus is where a build stands.
@@ -50,7 +52,7 @@ type Build struct {
 	Error string `json:"error,omitempty"`
 	// Timings are the push's steps and their time, in the order they
 	// ran, as the pipeline recorded them when the build finished.
-	Timings []StepTime `json:"timings,omitempty"`
+	Timings []steptime.Step `json:"timings,omitempty"`
 	// LogLines is the seq of the build's last log line (0: none yet).
 	LogLines   int64      `json:"logLines"`
 	StartedAt  time.Time  `json:"startedAt"`
@@ -85,13 +87,7 @@ type BuildResult struct {
 	// Error says why the build failed; empty for BuildSucceeded.
 	Error string
 	// Timings are the push's steps so far (at most maxTimings are kept).
-	Timings []StepTime
-}
-
-// StepTime is one step of a push and the seconds it took.
-type StepTime struct {
-	Name    string  `json:"name"`
-	Seconds float64 `json:"seconds"`
+	Timings []steptime.Step
 }
 
 // maxTimings bounds the steps a build record keeps.
@@ -275,7 +271,7 @@ func (s *Store) FinishBuild(ctx context.Context, buildID string, r BuildResult) 
 		timings = timings[:maxTimings]
 	}
 	if timings == nil {
-		timings = []StepTime{}
+		timings = []steptime.Step{}
 	}
 	var b Build
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"bex.co/bex/apis/scheduling"
 	"bex.co/bex/apis/scheduling/v1alpha1"
@@ -19,12 +21,43 @@ type PlacementTotals interface {
 	Requested() (Requested, error)
 }
 
+// Versioned is implemented by placement totals (and, as
+// fleetstate.Versioned, by fleet sources) that can tell when their answer
+// changed: only when Version does. Version only grows; ok is false when
+// the implementation cannot tell.
+type Versioned interface {
+	Version() (v uint64, ok bool)
+}
+
+// maxSnapshotAge bounds how long a view keeps the fleet's capacities
+// while no version moved: some of a cluster's state depends on the clock
+// alone (a workload cluster whose node reads failed counts as unhealthy
+// for a grace period after the failure).
+const maxSnapshotAge = time.Second
+
 // View is the live scheduling view of the fleet: the fleet's clusters plus
 // what the Placements request. It is safe for concurrent use.
+//
+// When the fleet and the totals are both Versioned, the view computes the
+// capacities once per change of either (and at least every
+// maxSnapshotAge), so that a review costs the scoring alone, not a pass
+// over every cluster's objects and nodes.
 type View struct {
 	fleet      fleetstate.Source
 	placements PlacementTotals
 	strategy   string
+	now        func() time.Time
+
+	mu   sync.Mutex
+	snap *snapshot
+}
+
+// snapshot is the capacities computed at the given versions. Its caps are
+// shared by concurrent reviews: read them, never write them.
+type snapshot struct {
+	fleet, placements uint64
+	at                time.Time
+	caps              []scheduling.ClusterCapacity
 }
 
 // NewView returns a view that scores with strategy (v1alpha1.StrategyBinPack
@@ -36,11 +69,57 @@ func NewView(fleet fleetstate.Source, placements PlacementTotals, strategy strin
 	if strategy != v1alpha1.StrategyBinPack && strategy != v1alpha1.StrategySpread {
 		return nil, fmt.Errorf("scheduler: unknown strategy %q", strategy)
 	}
-	return &View{fleet: fleet, placements: placements, strategy: strategy}, nil
+	return &View{fleet: fleet, placements: placements, strategy: strategy, now: time.Now}, nil
 }
 
-// Capacities returns the ClusterCapacity of every cluster, sorted by name.
+// Capacities returns the ClusterCapacity of every cluster, sorted by name,
+// as copies the caller owns.
 func (v *View) Capacities(ctx context.Context) ([]scheduling.ClusterCapacity, error) {
+	caps, err := v.capacities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]scheduling.ClusterCapacity, len(caps))
+	for i := range caps {
+		caps[i].DeepCopyInto(&out[i])
+	}
+	return out, nil
+}
+
+// capacities returns the capacities, from the snapshot while it holds.
+// The result is shared: read it, never write it.
+func (v *View) capacities(ctx context.Context) ([]scheduling.ClusterCapacity, error) {
+	// Versions are read before the state: a change that lands while the
+	// capacities are computed moves a version past the snapshot's, and the
+	// next read computes again.
+	fleetVersion, fok := version(v.fleet)
+	placementsVersion, pok := version(v.placements)
+	if !fok || !pok {
+		return v.compute(ctx)
+	}
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s := v.snap; s != nil && s.fleet == fleetVersion && s.placements == placementsVersion && now.Sub(s.at) < maxSnapshotAge {
+		return s.caps, nil
+	}
+	caps, err := v.compute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.snap = &snapshot{fleet: fleetVersion, placements: placementsVersion, at: now, caps: caps}
+	return caps, nil
+}
+
+// version returns x's version when it can tell one.
+func version(x any) (uint64, bool) {
+	if vs, ok := x.(Versioned); ok {
+		return vs.Version()
+	}
+	return 0, false
+}
+
+func (v *View) compute(ctx context.Context) ([]scheduling.ClusterCapacity, error) {
 	clusters, err := v.fleet.Clusters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the fleet: %w", err)
@@ -54,7 +133,7 @@ func (v *View) Capacities(ctx context.Context) ([]scheduling.ClusterCapacity, er
 
 // Review answers a PlacementReview.
 func (v *View) Review(ctx context.Context, spec *scheduling.PlacementReviewSpec) (scheduling.PlacementReviewStatus, error) {
-	caps, err := v.Capacities(ctx)
+	caps, err := v.capacities(ctx)
 	if err != nil {
 		return scheduling.PlacementReviewStatus{}, err
 	}

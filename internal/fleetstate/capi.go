@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -53,6 +55,11 @@ type CAPI struct {
 	opts  CAPIOptions
 	cache crcache.Cache
 
+	// changes counts the events of every informer the source reads (the
+	// Cluster API objects, the kubeconfig Secrets and every workload
+	// cluster's Nodes): Version.
+	changes atomic.Uint64
+
 	mu      sync.Mutex
 	ctx     context.Context // of Start; node watches live as long
 	started bool
@@ -66,7 +73,10 @@ type secretHash struct {
 	hash            string
 }
 
-var _ Source = (*CAPI)(nil)
+var (
+	_ Source    = (*CAPI)(nil)
+	_ Versioned = (*CAPI)(nil)
+)
 
 // NewScheme returns a scheme with the kinds a CAPI source reads.
 func NewScheme() (*runtime.Scheme, error) {
@@ -124,8 +134,12 @@ func NewCAPI(cfg *rest.Config, opts CAPIOptions) (*CAPI, error) {
 // are not installed). Everything it starts stops when ctx ends.
 func (c *CAPI) Start(ctx context.Context) error {
 	for _, obj := range []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &clusterv1.MachineDeployment{}, &controlplanev1.KubeadmControlPlane{}, &corev1.Secret{}} {
-		if _, err := c.cache.GetInformer(ctx, obj); err != nil {
+		inf, err := c.cache.GetInformer(ctx, obj)
+		if err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(c.changeHandler()); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
 	go func() {
@@ -142,6 +156,25 @@ func (c *CAPI) Start(ctx context.Context) error {
 	c.ctx, c.started = ctx, true
 	c.mu.Unlock()
 	return nil
+}
+
+// changeHandler counts every event in changes.
+func (c *CAPI) changeHandler() toolscache.ResourceEventHandler {
+	changed := func() { c.changes.Add(1) }
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	}
+}
+
+// Version counts the changes to what Clusters reads; ok once Start
+// returned.
+func (c *CAPI) Version() (uint64, bool) {
+	c.mu.Lock()
+	started := c.started
+	c.mu.Unlock()
+	return c.changes.Load(), started
 }
 
 // Clusters returns the Cluster API clusters, sorted by name; of two with one
@@ -194,7 +227,7 @@ func (c *CAPI) nodeWatchFor(ctx context.Context, cl *clusterv1.Cluster, secrets 
 	if w, ok := c.watches[key.hash]; ok {
 		return w, nil
 	}
-	w, err := startNodeWatch(c.ctx, kubeconfig)
+	w, err := startNodeWatch(c.ctx, kubeconfig, c.changeHandler())
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", cl.Namespace, name, err)
 	}

@@ -92,12 +92,23 @@ type Source interface {
 	Clusters(ctx context.Context) ([]Cluster, error)
 }
 
+// Versioned is implemented by a source that can tell when its clusters
+// changed: they change only when Version does (and, for state that depends
+// on the clock alone, with time). Version only grows; ok is false when the
+// source cannot tell.
+type Versioned interface {
+	Version() (v uint64, ok bool)
+}
+
 // Fleet joins sources into one fleet. A name already taken by an earlier
 // source is skipped: static clusters, listed first, win over Cluster API
 // clusters of the same name.
 type Fleet []Source
 
-var _ Source = Fleet(nil)
+var (
+	_ Source    = Fleet(nil)
+	_ Versioned = Fleet(nil)
+)
 
 // Clusters returns the clusters of all sources, sorted by name.
 func (f Fleet) Clusters(ctx context.Context) ([]Cluster, error) {
@@ -120,10 +131,31 @@ func (f Fleet) Clusters(ctx context.Context) ([]Cluster, error) {
 	return out, nil
 }
 
+// Version is the sum of the sources' versions; ok only when every source
+// can tell.
+func (f Fleet) Version() (uint64, bool) {
+	var sum uint64
+	for _, s := range f {
+		vs, ok := s.(Versioned)
+		if !ok {
+			return 0, false
+		}
+		v, ok := vs.Version()
+		if !ok {
+			return 0, false
+		}
+		sum += v
+	}
+	return sum, true
+}
+
 // Static is a fixed list of clusters, such as embedded mode's "local".
 type Static []Cluster
 
 var _ Source = Static(nil)
+
+// Version is 0: static clusters never change.
+func (Static) Version() (uint64, bool) { return 0, true }
 
 // Clusters returns copies of the static clusters, sorted by name.
 func (s Static) Clusters(context.Context) ([]Cluster, error) {

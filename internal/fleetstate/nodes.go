@@ -23,7 +23,9 @@ type nodeWatch struct {
 	lastErrAt time.Time
 }
 
-func startNodeWatch(ctx context.Context, kubeconfig []byte) (*nodeWatch, error) {
+// startNodeWatch watches the Nodes of the cluster of kubeconfig; changed
+// gets every event of the watch, and a failed read as an update.
+func startNodeWatch(ctx context.Context, kubeconfig []byte, changed cache.ResourceEventHandler) (*nodeWatch, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("parsing kubeconfig: %w", err)
@@ -40,9 +42,14 @@ func startNodeWatch(ctx context.Context, kubeconfig []byte) (*nodeWatch, error) 
 		w.mu.Lock()
 		w.lastErr, w.lastErrAt = err, time.Now()
 		w.mu.Unlock()
+		changed.OnUpdate(nil, nil)
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("setting watch error handler: %w", err)
+	}
+	if _, err := w.informer.AddEventHandler(changed); err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
 	go w.informer.RunWithContext(ctx)
 	return w, nil

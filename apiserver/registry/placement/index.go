@@ -27,12 +27,17 @@ type Index struct {
 	// dirty is set by every event; Requested recomputes the totals only
 	// then, so that a read costs a copy of one entry per pool, not a pass
 	// over every Placement.
-	dirty  atomic.Bool
-	mu     sync.Mutex
-	totals scheduler.Requested
+	dirty atomic.Bool
+	// changes counts the events: Version.
+	changes atomic.Uint64
+	mu      sync.Mutex
+	totals  scheduler.Requested
 }
 
-var _ scheduler.PlacementTotals = (*Index)(nil)
+var (
+	_ scheduler.PlacementTotals = (*Index)(nil)
+	_ scheduler.Versioned       = (*Index)(nil)
+)
 
 // NewIndex returns an index over the Placement storage.
 func NewIndex(rest *REST) (*Index, error) {
@@ -67,7 +72,10 @@ func NewIndex(rest *REST) (*Index, error) {
 	i.dirty.Store(true)
 	// The informer updates its store before it calls handlers, so a
 	// recompute after the flag is set sees the change.
-	mark := func() { i.dirty.Store(true) }
+	mark := func() {
+		i.dirty.Store(true)
+		i.changes.Add(1)
+	}
 	if _, err := i.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { mark() },
 		UpdateFunc: func(any, any) { mark() },
@@ -92,6 +100,12 @@ func (i *Index) Run(ctx context.Context) { i.informer.RunWithContext(ctx) }
 // WaitForSync waits until the first full read is in, or ctx ends.
 func (i *Index) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), i.informer.HasSynced)
+}
+
+// Version counts the changes to the Placements; ok once the first full
+// read is in.
+func (i *Index) Version() (uint64, bool) {
+	return i.changes.Load(), i.informer.HasSynced()
 }
 
 // Requested sums replicas × resources of the Placements per cluster and

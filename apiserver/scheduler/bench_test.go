@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -30,6 +31,35 @@ func BenchmarkReview100Clusters(b *testing.B) {
 		st := Review(Capacities(fleet, req), s, v1alpha1.StrategyBinPack)
 		if !st.Schedulable {
 			b.Fatal(st.Message)
+		}
+	}
+}
+
+// BenchmarkViewReview100Clusters is a review through a View whose fleet
+// and placements did not change since the last one: the scoring over the
+// snapshot, the cost a review has at a steady state.
+func BenchmarkViewReview100Clusters(b *testing.B) {
+	fleet := &countingFleet{versioned: true}
+	totals := &fixedTotals{req: Requested{}}
+	for i := range 100 {
+		name := fmt.Sprintf("c%03d", i)
+		fleet.clusters = append(fleet.clusters, fleetstate.Cluster{Name: name, Region: "eu", Healthy: true, Pools: []fleetstate.Pool{pool("workers", "48", "192Gi", 330)}})
+		for range 100 {
+			totals.add(&scheduling.PlacementSpec{Cluster: name, Pool: "workers", Replicas: 1,
+				Resources: scheduling.Resources{CPU: resource.MustParse("100m"), Memory: resource.MustParse("128Mi")}})
+		}
+	}
+	v, err := NewView(fleet, totals, v1alpha1.StrategyBinPack)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &scheduling.PlacementReviewSpec{Replicas: 2, Constraints: scheduling.PlacementConstraints{Plan: "standard"}}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		st, err := v.Review(ctx, s)
+		if err != nil || !st.Schedulable {
+			b.Fatal(err, st.Message)
 		}
 	}
 }

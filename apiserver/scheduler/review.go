@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -51,6 +52,7 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 	st := scheduling.PlacementReviewStatus{Strategy: strategy, Resources: res}
 	con := spec.Constraints
 	best := -1
+	var used []usedAfter
 	for _, cc := range caps {
 		s := &cc.Status
 		reject := func(reason, msg string) {
@@ -79,10 +81,12 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 				st.Candidates = append(st.Candidates, c)
 				continue
 			}
+			cpu, mem := utilisation(p, need)
 			c.Feasible = true
-			c.Score = score(p, need, strategy)
-			c.Message = fmt.Sprintf("fits: after placing, %s", usage(p, need))
+			c.Score = scoreOf(cpu, mem, strategy)
 			st.Candidates = append(st.Candidates, c)
+			// The message waits for the choice, which it names.
+			used = append(used, usedAfter{index: len(st.Candidates) - 1, cpu: cpu, mem: mem})
 			// Strictly greater: of equal scores the first (by name) wins.
 			if best < 0 || c.Score > st.Candidates[best].Score {
 				best = len(st.Candidates) - 1
@@ -96,17 +100,31 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 	chosen := &st.Candidates[best]
 	chosen.Reason = v1alpha1.ReasonChosen
 	st.Schedulable, st.Cluster, st.Pool, st.Score = true, chosen.Cluster, chosen.Pool, chosen.Score
-	for i := range st.Candidates {
-		c := &st.Candidates[i]
-		if !c.Feasible || i == best {
-			continue
+	// One buffer for every feasible candidate's message: a review over a
+	// fleet of hundreds of pools formats hundreds of them.
+	var buf []byte
+	for _, u := range used {
+		c := &st.Candidates[u.index]
+		buf = buf[:0]
+		if u.index != best {
+			c.Reason = v1alpha1.ReasonLowerScore
+			buf = append(buf, "score "...)
+			buf = strconv.AppendInt(buf, int64(c.Score), 10)
+			if c.Score == chosen.Score {
+				buf = append(buf, " ties with "...)
+				buf = appendWhere(buf, chosen)
+				buf = append(buf, ", which comes first by name; "...)
+			} else {
+				buf = append(buf, " < "...)
+				buf = strconv.AppendInt(buf, int64(chosen.Score), 10)
+				buf = append(buf, " of "...)
+				buf = appendWhere(buf, chosen)
+				buf = append(buf, "; "...)
+			}
 		}
-		c.Reason = v1alpha1.ReasonLowerScore
-		if c.Score == chosen.Score {
-			c.Message = fmt.Sprintf("score %d ties with %s/%s, which comes first by name; %s", c.Score, chosen.Cluster, chosen.Pool, c.Message)
-		} else {
-			c.Message = fmt.Sprintf("score %d < %d of %s/%s; %s", c.Score, chosen.Score, chosen.Cluster, chosen.Pool, c.Message)
-		}
+		buf = append(buf, "fits: after placing, "...)
+		buf = appendUsage(buf, u.cpu, u.mem)
+		c.Message = string(buf)
 	}
 	st.Message = fmt.Sprintf("placed %d × (cpu %s, memory %s) on %s/%s, score %d (%s)",
 		spec.Replicas, res.CPU.String(), res.Memory.String(), chosen.Cluster, chosen.Pool, chosen.Score, strategy)
@@ -156,10 +174,16 @@ func utilisation(p scheduling.PoolCapacity, need scheduling.Capacity) (cpu, mem 
 	return cpu, mem
 }
 
-// score is 0–100: BinPack favours the pool left fullest, Spread the one left
-// emptiest, by the mean of CPU and memory utilisation after placing.
-func score(p scheduling.PoolCapacity, need scheduling.Capacity, strategy string) int32 {
-	cpu, mem := utilisation(p, need)
+// usedAfter is a feasible candidate's utilisation after placing: its
+// message is written once the choice is known.
+type usedAfter struct {
+	index    int
+	cpu, mem float64
+}
+
+// scoreOf is 0–100: BinPack favours the pool left fullest, Spread the one
+// left emptiest, by the mean of CPU and memory utilisation after placing.
+func scoreOf(cpu, mem float64, strategy string) int32 {
 	u := (cpu + mem) / 2
 	if strategy == v1alpha1.StrategySpread {
 		u = 1 - u
@@ -167,9 +191,20 @@ func score(p scheduling.PoolCapacity, need scheduling.Capacity, strategy string)
 	return int32(math.Round(100 * u))
 }
 
-func usage(p scheduling.PoolCapacity, need scheduling.Capacity) string {
-	cpu, mem := utilisation(p, need)
-	return fmt.Sprintf("cpu %.0f%%, memory %.0f%% used", 100*cpu, 100*mem)
+// appendUsage appends "cpu 40%, memory 25% used".
+func appendUsage(buf []byte, cpu, mem float64) []byte {
+	buf = append(buf, "cpu "...)
+	buf = strconv.AppendFloat(buf, 100*cpu, 'f', 0, 64)
+	buf = append(buf, "%, memory "...)
+	buf = strconv.AppendFloat(buf, 100*mem, 'f', 0, 64)
+	return append(buf, "% used"...)
+}
+
+// appendWhere appends "cluster/pool".
+func appendWhere(buf []byte, c *scheduling.Candidate) []byte {
+	buf = append(buf, c.Cluster...)
+	buf = append(buf, '/')
+	return append(buf, c.Pool...)
 }
 
 func unschedulableMessage(cands []scheduling.Candidate) string {

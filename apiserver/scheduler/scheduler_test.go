@@ -245,3 +245,27 @@ func TestCapacityNotReadySince(t *testing.T) {
 		t.Errorf("up: %v, empty: %v; want neither set", got["up"], got["empty"])
 	}
 }
+
+// TestCandidateMessages checks the figures each feasible candidate's
+// message gives: the chosen one's use after placing, a tie lost by name,
+// and a lower score.
+func TestCandidateMessages(t *testing.T) {
+	fleet := []fleetstate.Cluster{
+		{Name: "a", Healthy: true, Pools: []fleetstate.Pool{pool("p", "4", "8Gi", 10)}},
+		{Name: "b", Healthy: true, Pools: []fleetstate.Pool{pool("p", "4", "8Gi", 10)}},
+		{Name: "c", Healthy: true, Pools: []fleetstate.Pool{pool("p", "8", "16Gi", 10)}},
+	}
+	st := Review(Capacities(fleet, Requested{}), spec(1, "1", "2Gi", scheduling.PlacementConstraints{}), v1alpha1.StrategyBinPack)
+	want := []string{
+		"a/p Chosen: fits: after placing, cpu 25%, memory 25% used",
+		"b/p LowerScore: score 25 ties with a/p, which comes first by name; fits: after placing, cpu 25%, memory 25% used",
+		"c/p LowerScore: score 13 < 25 of a/p; fits: after placing, cpu 12%, memory 12% used",
+	}
+	var got []string
+	for _, c := range st.Candidates {
+		got = append(got, c.Cluster+"/"+c.Pool+" "+c.Reason+": "+c.Message)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("candidates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

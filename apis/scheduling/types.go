@@ -137,6 +137,9 @@ type PlacementReviewSpec struct {
 	Resources Resources `json:"resources,omitempty"`
 	// Constraints restrict the candidates.
 	Constraints PlacementConstraints `json:"constraints,omitempty"`
+	// Candidates is All (the default) or None: which candidates the
+	// status lists.
+	Candidates string `json:"candidates,omitempty"`
 }
 
 // PlacementConstraints restrict where an app may go. Empty fields do not

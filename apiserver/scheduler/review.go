@@ -45,7 +45,9 @@ func ResolveResources(spec *scheduling.PlacementReviewSpec) scheduling.Resources
 }
 
 // Review answers a PlacementReview over the fleet's capacities with the
-// given strategy (v1alpha1.StrategyBinPack or StrategySpread).
+// given strategy (v1alpha1.StrategyBinPack or StrategySpread). With
+// spec.Candidates None the status lists no candidates; its message is the
+// same.
 func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewSpec, strategy string) scheduling.PlacementReviewStatus {
 	res := ResolveResources(spec)
 	need := times(res, spec.Replicas)
@@ -95,11 +97,20 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 	}
 	if best < 0 {
 		st.Message = unschedulableMessage(st.Candidates)
+		if spec.Candidates == v1alpha1.CandidatesNone {
+			st.Candidates = nil
+		}
 		return st
 	}
 	chosen := &st.Candidates[best]
 	chosen.Reason = v1alpha1.ReasonChosen
 	st.Schedulable, st.Cluster, st.Pool, st.Score = true, chosen.Cluster, chosen.Pool, chosen.Score
+	st.Message = fmt.Sprintf("placed %d × (cpu %s, memory %s) on %s/%s, score %d (%s)",
+		spec.Replicas, res.CPU.String(), res.Memory.String(), chosen.Cluster, chosen.Pool, chosen.Score, strategy)
+	if spec.Candidates == v1alpha1.CandidatesNone {
+		st.Candidates = nil
+		return st
+	}
 	// One buffer for every feasible candidate's message: a review over a
 	// fleet of hundreds of pools formats hundreds of them.
 	var buf []byte
@@ -126,8 +137,6 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 		buf = appendUsage(buf, u.cpu, u.mem)
 		c.Message = string(buf)
 	}
-	st.Message = fmt.Sprintf("placed %d × (cpu %s, memory %s) on %s/%s, score %d (%s)",
-		spec.Replicas, res.CPU.String(), res.Memory.String(), chosen.Cluster, chosen.Pool, chosen.Score, strategy)
 	return st
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -267,5 +268,26 @@ func TestCandidateMessages(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("candidates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReviewWithoutCandidates: the verdict and message are those of a
+// review that lists its candidates, placed or not.
+func TestReviewWithoutCandidates(t *testing.T) {
+	caps := Capacities(testFleet(), Requested{})
+	for _, s := range []*scheduling.PlacementReviewSpec{
+		spec(1, "1", "1Gi", scheduling.PlacementConstraints{}),
+		spec(1, "100", "1Gi", scheduling.PlacementConstraints{}),
+	} {
+		all := Review(caps, s, v1alpha1.StrategyBinPack)
+		s.Candidates = v1alpha1.CandidatesNone
+		none := Review(caps, s, v1alpha1.StrategyBinPack)
+		if len(all.Candidates) == 0 || len(none.Candidates) != 0 {
+			t.Errorf("candidates: All listed %d, None %d", len(all.Candidates), len(none.Candidates))
+		}
+		all.Candidates = nil
+		if fmt.Sprint(all) != fmt.Sprint(none) {
+			t.Errorf("the verdict differs without candidates:\n%+v\n%+v", all, none)
+		}
 	}
 }

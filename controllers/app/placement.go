@@ -143,6 +143,9 @@ func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, 
 		Replicas:    want.Replicas,
 		Resources:   want.Resources,
 		Constraints: schedulingv1alpha1.PlacementConstraints{Plan: want.Plan},
+		// The verdict is all the controller reads; an unschedulable
+		// review's message still names every rejection.
+		Candidates: schedulingv1alpha1.CandidatesNone,
 	}}
 	if err := p.Client.Create(ctx, review); err != nil {
 		return nil, fmt.Errorf("asking the scheduler: %w", err)

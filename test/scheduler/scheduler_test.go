@@ -174,6 +174,35 @@ func TestPlacementReviewUnschedulableExplainsEachCluster(t *testing.T) {
 	}
 }
 
+// TestPlacementReviewWithoutCandidates asks for the verdict alone, as the
+// App controller does: the same answer and message, no candidates; an
+// unknown listing is refused naming the field.
+func TestPlacementReviewWithoutCandidates(t *testing.T) {
+	for _, spec := range []schedulingv1alpha1.PlacementReviewSpec{
+		{App: "shop", Replicas: 1, Resources: res("1", "2Gi"), Constraints: schedulingv1alpha1.PlacementConstraints{Region: "eu-central", Plan: "standard"}},
+		{App: "huge", Replicas: 1, Resources: res("64", "1Gi")},
+	} {
+		all := review(t, spec)
+		if all.Spec.Candidates != schedulingv1alpha1.CandidatesAll || len(all.Status.Candidates) == 0 {
+			t.Fatalf("%s: by default want candidates All and a list, got %q and %d", spec.App, all.Spec.Candidates, len(all.Status.Candidates))
+		}
+		spec.Candidates = schedulingv1alpha1.CandidatesNone
+		none := review(t, spec)
+		if len(none.Status.Candidates) != 0 {
+			t.Errorf("%s: candidates None listed %d", spec.App, len(none.Status.Candidates))
+		}
+		a, n := all.Status, none.Status
+		if a.Schedulable != n.Schedulable || a.Cluster != n.Cluster || a.Pool != n.Pool || a.Score != n.Score || a.Message != n.Message {
+			t.Errorf("%s: the verdict differs without candidates:\nAll:  %v %s/%s %d %q\nNone: %v %s/%s %d %q",
+				spec.App, a.Schedulable, a.Cluster, a.Pool, a.Score, a.Message, n.Schedulable, n.Cluster, n.Pool, n.Score, n.Message)
+		}
+	}
+	bad := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{Replicas: 1, Resources: res("1", "1Gi"), Candidates: "Some"}}
+	if err := env.admin.Create(context.Background(), bad); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.candidates") {
+		t.Fatalf("candidates Some: want 422 naming spec.candidates, got %v", err)
+	}
+}
+
 func TestMidUpgradeClusterTakesNoNewPlacement(t *testing.T) {
 	ctx := context.Background()
 	// 20 cpu fit only beta (32 free), which is mid-upgrade.

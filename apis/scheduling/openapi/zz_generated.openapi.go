@@ -711,6 +711,13 @@ func schema_bex_apis_scheduling_v1alpha1_PlacementReviewSpec(ref common.Referenc
 							Ref:         ref(v1alpha1.PlacementConstraints{}.OpenAPIModelName()),
 						},
 					},
+					"candidates": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Candidates says which candidates the status lists: All, the default, lists every cluster and pool considered with why it was chosen or not; None lists none, for a client that wants the verdict alone (the App controller): over a fleet of hundreds of pools the list is most of the answer. An unschedulable review's message explains every rejection either way.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},

@@ -6,9 +6,13 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	return RegisterDefaults(scheme)
 }
 
-// SetDefaults_PlacementReviewSpec places one replica when none is asked.
+// SetDefaults_PlacementReviewSpec places one replica when none is asked,
+// and lists every candidate.
 func SetDefaults_PlacementReviewSpec(obj *PlacementReviewSpec) { //nolint:revive,staticcheck // the name defaulter-gen looks for
 	if obj.Replicas == 0 {
 		obj.Replicas = 1
+	}
+	if obj.Candidates == "" {
+		obj.Candidates = CandidatesAll
 	}
 }

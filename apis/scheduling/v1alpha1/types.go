@@ -77,6 +77,14 @@ const (
 	CordonedAnnotation = "scheduling.bex.co/cordoned"
 )
 
+// What a PlacementReview's spec.candidates asks the status to list.
+const (
+	// CandidatesAll lists every cluster and pool considered.
+	CandidatesAll = "All"
+	// CandidatesNone lists none: the verdict and its message alone.
+	CandidatesNone = "None"
+)
+
 // Strategies of scoring, chosen by bex-apiserver's --scoring flag.
 const (
 	// StrategyBinPack prefers the feasible pool with the least room left
@@ -245,6 +253,14 @@ type PlacementReviewSpec struct {
 	// Constraints restrict the candidates.
 	// +optional
 	Constraints PlacementConstraints `json:"constraints,omitempty"`
+	// Candidates says which candidates the status lists: All, the
+	// default, lists every cluster and pool considered with why it was
+	// chosen or not; None lists none, for a client that wants the verdict
+	// alone (the App controller): over a fleet of hundreds of pools the
+	// list is most of the answer. An unschedulable review's message
+	// explains every rejection either way.
+	// +optional
+	Candidates string `json:"candidates,omitempty"`
 }
 
 // PlacementConstraints restrict where an app may go. Empty fields do not

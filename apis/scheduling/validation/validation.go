@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"bex.co/bex/apis/scheduling"
+	"bex.co/bex/apis/scheduling/v1alpha1"
 )
 
 // plans returns the tenant plans a placement may name.
@@ -67,6 +68,11 @@ func ValidatePlacementReview(r *scheduling.PlacementReview) field.ErrorList {
 	}
 	if r.Spec.Resources.CPU.IsZero() && r.Spec.Resources.Memory.IsZero() && r.Spec.Constraints.Plan == "" {
 		errs = append(errs, field.Required(path.Child("resources"), "give resources or constraints.plan"))
+	}
+	switch r.Spec.Candidates {
+	case "", v1alpha1.CandidatesAll, v1alpha1.CandidatesNone:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("candidates"), r.Spec.Candidates, []string{v1alpha1.CandidatesAll, v1alpha1.CandidatesNone}))
 	}
 	return errs
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -31,6 +33,10 @@ import (
 type options struct {
 	clusters, nodesPerCluster, placements, tenants int
 	reviews, lists, concurrency                    int
+	// profileDir, when set, receives CPU profiles of the review phases:
+	// this process's (bex-apiserver and the clients) and, through the
+	// aggregator, the kube-apiserver's.
+	profileDir string
 }
 
 func main() {
@@ -42,6 +48,7 @@ func main() {
 	flag.IntVar(&o.reviews, "reviews", 2000, "placement reviews per measurement")
 	flag.IntVar(&o.lists, "lists", 200, "clustercapacity lists per measurement")
 	flag.IntVar(&o.concurrency, "concurrency", 8, "concurrent clients for reviews and seeding")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the review phases to this directory (bench-aggregator.pprof, kube-apiserver-aggregator.pprof, bench-direct.pprof)")
 	flag.Parse()
 	klog.SetOutput(discard{})
 	klog.LogToStderr(false)
@@ -59,7 +66,9 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func run(ctx context.Context, o options) error {
-	mgmt, err := controlplane.Start(ctx, controlplane.Options{Log: os.Stderr})
+	// Profiling on the management apiserver serves /debug/pprof to the
+	// admin; the bench reads it only with --profile.
+	mgmt, err := controlplane.Start(ctx, controlplane.Options{Log: os.Stderr, APIServers: []controlplane.APIServerSpec{{ExtraArgs: []string{"--profiling=true"}}}})
 	if err != nil {
 		return fmt.Errorf("starting management control plane: %w", err)
 	}
@@ -80,7 +89,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer srv.Stop()
 
-	viaAggregator, err := newClient(mgmt.RESTConfig())
+	// The clients talk to the kube-apiserver itself, not through the
+	// plane's load balancer: that is a TCP proxy in this process, whose
+	// CPU would count as the bench's.
+	kube := mgmt.APIServers()[0]
+	viaAggregator, err := newClient(kube.RESTConfig())
 	if err != nil {
 		return err
 	}
@@ -111,6 +124,9 @@ func run(ctx context.Context, o options) error {
 		reviewsPerSec   float64
 		p50, p99, mean  time.Duration
 		reviewP50, rP99 time.Duration
+		// CPU per review of this process (bex-apiserver and the clients)
+		// and of the kube-apiserver, over the review phase.
+		benchCPU, kubeCPU time.Duration
 	}
 	var results []result
 	for _, target := range []struct {
@@ -125,24 +141,52 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		rps, rlat, err := reviewThroughput(ctx, target.c, o)
-		if err != nil {
-			return err
+		// Reviews that list every candidate (the default, what an operator
+		// asks) and the verdict alone (what the App controller asks).
+		for _, listing := range []string{schedulingv1alpha1.CandidatesAll, schedulingv1alpha1.CandidatesNone} {
+			name := target.name + ", candidates " + listing
+			if _, _, err := reviewThroughput(ctx, target.c, options{reviews: 4 * o.concurrency, concurrency: o.concurrency}, listing); err != nil {
+				return err
+			}
+			stopProfiles, err := startProfiles(ctx, o.profileDir, strings.ToLower(target.name+"-"+listing), kube, target.name == "aggregator")
+			if err != nil {
+				return err
+			}
+			benchBefore, kubeBefore := cpuTime(os.Getpid()), cpuTime(kube.PID())
+			rps, rlat, err := reviewThroughput(ctx, target.c, o, listing)
+			benchCPU, kubeCPU := cpuTime(os.Getpid())-benchBefore, cpuTime(kube.PID())-kubeBefore
+			if perr := stopProfiles(); perr != nil && err == nil {
+				err = perr
+			}
+			if err != nil {
+				return err
+			}
+			results = append(results, result{name: name, reviewsPerSec: rps,
+				p50: pct(lat, 50), p99: pct(lat, 99), mean: mean(lat), reviewP50: pct(rlat, 50), rP99: pct(rlat, 99),
+				benchCPU: benchCPU / time.Duration(o.reviews), kubeCPU: kubeCPU / time.Duration(o.reviews)})
 		}
-		results = append(results, result{name: target.name, reviewsPerSec: rps,
-			p50: pct(lat, 50), p99: pct(lat, 99), mean: mean(lat), reviewP50: pct(rlat, 50), rP99: pct(rlat, 99)})
 	}
 
 	fmt.Printf("\nbex-apiserver: %d clusters, %d placements, %d-way concurrent reviews, %d sequential lists\n\n", o.clusters, o.placements, o.concurrency, o.lists)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "path\tPlacementReview/s\treview p50\treview p99\tClusterCapacity list p50\tlist p99\tlist mean\t")
+	fmt.Fprintln(tw, "path, listing\tPlacementReview/s\treview p50\treview p99\tCPU/review bex-apiserver+clients\tCPU/review kube-apiserver\tClusterCapacity list p50\tlist p99\tlist mean\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.reviewsPerSec, ms(r.reviewP50), ms(r.rP99), ms(r.p50), ms(r.p99), ms(r.mean))
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.reviewsPerSec, ms(r.reviewP50), ms(r.rP99), ms(r.benchCPU), ms(r.kubeCPU), ms(r.p50), ms(r.p99), ms(r.mean))
 	}
 	tw.Flush()
-	a, d := results[0], results[1]
-	fmt.Printf("\nratio aggregator/direct: review throughput %.2f×, list p50 latency %.2f×, list mean latency %.2f×\n",
-		a.reviewsPerSec/d.reviewsPerSec, float64(a.p50)/float64(d.p50), float64(a.mean)/float64(d.mean))
+	// results: aggregator All, aggregator None, direct All, direct None.
+	fmt.Println()
+	for i, listing := range []string{schedulingv1alpha1.CandidatesAll, schedulingv1alpha1.CandidatesNone} {
+		a, d := results[i], results[2+i]
+		fmt.Printf("candidates %s: ratio aggregator/direct: review throughput %.2f×", listing, a.reviewsPerSec/d.reviewsPerSec)
+		if i == 0 {
+			fmt.Printf(", list p50 latency %.2f×, list mean latency %.2f×", float64(a.p50)/float64(d.p50), float64(a.mean)/float64(d.mean))
+		}
+		total := a.benchCPU + a.kubeCPU
+		fmt.Printf("\n  CPU per review through the aggregator: %s, of which the kube-apiserver %s (%.0f%%); on %d cores that bounds throughput at %.0f/s\n",
+			ms(total), ms(a.kubeCPU), 100*float64(a.kubeCPU)/float64(total), runtime.NumCPU(), float64(runtime.NumCPU())/total.Seconds())
+	}
+	fmt.Printf("load average during the run: %s\n", loadAverage())
 	return nil
 }
 
@@ -270,13 +314,14 @@ func listLatencies(ctx context.Context, c client.Client, n int) ([]time.Duration
 	return out, nil
 }
 
-func reviewThroughput(ctx context.Context, c client.Client, o options) (float64, []time.Duration, error) {
+func reviewThroughput(ctx context.Context, c client.Client, o options, candidates string) (float64, []time.Duration, error) {
 	lat := make([]time.Duration, o.reviews)
 	start := time.Now()
 	err := parallel(o.reviews, o.concurrency, func(i int) error {
 		r := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{
 			App: "bench", Replicas: int32(1 + i%3),
 			Constraints: schedulingv1alpha1.PlacementConstraints{Plan: "standard", Region: []string{"eu-central", "us-east", ""}[i%3]},
+			Candidates:  candidates,
 		}}
 		t := time.Now()
 		if err := c.Create(ctx, r); err != nil {

@@ -123,7 +123,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	pl, err := o.Build.NewPipeline(&o.Runtime, rt, log)
+	pl, err := o.Build.NewPipeline(ctx, &o.Runtime, rt, log)
 	if err != nil {
 		return err
 	}

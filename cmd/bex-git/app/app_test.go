@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/internal/cmdtest"
@@ -110,6 +111,13 @@ func TestServesGit(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "ssh_host_ed25519_key")); err != nil {
 		t.Errorf("host key not created in --root-dir: %v", err)
+	}
+	// The builder compiles Go's standard library for the first Go push
+	// in the background, with progress in the log.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(p.Output(), "Go standard library"), nil
+	}); err != nil {
+		t.Errorf("no progress of the Go build cache's warm-up in the log:\n%s", p.Output())
 	}
 
 	remote := func(tok, name string) string {

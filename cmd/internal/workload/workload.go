@@ -2,15 +2,16 @@ package workload
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"net/netip"
 	"path/filepath"
 	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -233,8 +234,10 @@ func (o *Options) NewRuntime(st *store.Store, kubeClient client.Client, log logr
 
 // NewPipeline builds the builder on w's work directory and registry, and
 // the pipeline that builds pushes and hands them to rt's Releaser. The
-// builder needs git on PATH.
-func (o *BuildOptions) NewPipeline(w *Options, rt *Runtime, log logr.Logger) (*pipeline.Pipeline, error) {
+// builder needs git on PATH. Until ctx ends it compiles Go's standard
+// library for the builds' cache in the background, once per Go version
+// (build.Builder.WarmGo), as make run does: the first Go push need not.
+func (o *BuildOptions) NewPipeline(ctx context.Context, w *Options, rt *Runtime, log logr.Logger) (*pipeline.Pipeline, error) {
 	builder, err := build.New(build.Options{
 		WorkRoot: filepath.Join(w.WorkDir, "build"), Registry: w.Registry, BuildKitAddr: o.BuildKitAddr,
 		RunImage: o.RunImage, MaxCheckoutBytes: o.MaxCheckoutBytes, Log: log.WithName("builder"),
@@ -242,5 +245,24 @@ func (o *BuildOptions) NewPipeline(w *Options, rt *Runtime, log logr.Logger) (*p
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
 	}
+	go func() {
+		warmLog := log.WithName("builder")
+		if err := builder.WarmGo(ctx, logLines{log: warmLog}); err != nil && ctx.Err() == nil {
+			warmLog.Error(err, "Warming the Go build cache; Go builds compile the standard library themselves")
+		}
+	}()
 	return pipeline.New(pipeline.Options{Releaser: rt.Releaser, Builder: builder, Quotas: o.Quotas, Metrics: w.Metrics, Log: log.WithName("pipeline")})
+}
+
+// logLines writes each line it is given as a log entry: the Go warm-up's
+// progress.
+type logLines struct{ log logr.Logger }
+
+func (l logLines) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			l.log.Info("Go build cache", "progress", line)
+		}
+	}
+	return len(p), nil
 }

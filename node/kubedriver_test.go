@@ -64,5 +64,9 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 		},
 		Logs:    true,
 		Timeout: 3 * time.Minute,
+		// A container's log merges its streams, and bex-node serves no
+		// attach: a run's Pod reads no stdin.
+		MergedOutput: true,
+		NoInput:      true,
 	})
 }

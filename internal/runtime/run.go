@@ -11,6 +11,12 @@ import (
 // a one-off command (a workload cluster's Pods, today).
 var ErrRunNotSupported = errors.New("one-off commands do not run on this runtime")
 
+// ErrNoInput is wrapped by Runner.Run, before cmd.Attach and before
+// anything runs, when cmd asks for input (Command.Stdin) or a terminal on
+// a runtime whose instances take neither (a workload cluster's Pods: the
+// platform's node agent serves no attach).
+var ErrNoInput = errors.New("one-off commands on this runtime take no input and have no terminal")
+
 // TerminalSize is the size of a terminal in characters.
 type TerminalSize struct {
 	Cols, Rows uint16
@@ -36,12 +42,22 @@ type Command struct {
 	// what its lines in the driver's own log say.
 	Name string
 	// Terminal runs the command on a pseudo-terminal of Size, as an
-	// interactive shell needs; a driver that has none runs it without one.
+	// interactive shell needs; a driver that has none runs it without one,
+	// and one whose instances take no input refuses it (ErrNoInput).
 	Terminal bool
 	Size     TerminalSize
+	// Stdin says the caller has input for the command in Streams.Stdin.
+	// A driver whose instances take no input refuses the command
+	// (ErrNoInput); without Stdin such a driver leaves Streams.Stdin
+	// unread and the command reads end-of-file.
+	Stdin bool
 	// Attach is called once the instance is ready and before the command
 	// starts, with the release's number, and gives the streams. An error
-	// stops the run before anything ran, and Run returns it as it is.
+	// stops the run before anything ran, and Run returns it as it is. A
+	// driver whose instances take long to start (a cluster's Pods) calls
+	// it before it makes the instance, so that the caller's checks come
+	// first; an error Run returns after Attach is then why the instance
+	// did not start.
 	Attach func(release int) (Streams, error)
 }
 

@@ -65,6 +65,15 @@ type Options struct {
 	// cluster-wide right to Secrets (the git receiver).
 	TenantRole     string
 	TenantSubjects []rbacv1.Subject
+	// MaxRunDuration bounds a one-off run without a deadline of its own;
+	// a run's Pod has its deadline as activeDeadlineSeconds [24h].
+	MaxRunDuration time.Duration
+	// RunStartTimeout bounds how long a run's Pod may take to start
+	// (scheduled, its image pulled) [5m].
+	RunStartTimeout time.Duration
+	// RunGracePeriod is how long a run's command has to stop once its run
+	// ends early, before it is killed [5s].
+	RunGracePeriod time.Duration
 	// PreparedNamespaces says that another process prepares the tenant
 	// namespaces (PrepareNamespace) and this one may not: Deploy then only
 	// checks that the namespace enforces the restricted profile and has its
@@ -111,6 +120,15 @@ func (o *Options) complete() {
 	}
 	if o.PrepareInterval <= 0 {
 		o.PrepareInterval = 5 * time.Minute
+	}
+	if o.MaxRunDuration <= 0 {
+		o.MaxRunDuration = 24 * time.Hour
+	}
+	if o.RunStartTimeout <= 0 {
+		o.RunStartTimeout = 5 * time.Minute
+	}
+	if o.RunGracePeriod <= 0 {
+		o.RunGracePeriod = 5 * time.Second
 	}
 	if o.ServicePort == 0 {
 		o.ServicePort = 80
@@ -592,7 +610,8 @@ func podReady(pod *corev1.Pod) bool {
 
 // Remove implements runtime.Driver: it deletes the app's Deployments,
 // Service, PodDisruptionBudgets and environment Secrets (the pods go with
-// the Deployments).
+// the Deployments), and the Pods and Secrets of its one-off runs, which
+// ends those still running.
 func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	ns := d.opts.Namespace(tenant)
 	unlock := d.lock(ns, app)
@@ -618,6 +637,20 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	}
 	for i := range svcs.Items {
 		objs = append(objs, &svcs.Items[i])
+	}
+	var runPods corev1.PodList
+	if err := d.c.List(ctx, &runPods, client.InNamespace(ns), runSelector(app)); err != nil {
+		return fmt.Errorf("listing run pods: %w", err)
+	}
+	var runSecrets corev1.SecretList
+	if err := d.c.List(ctx, &runSecrets, client.InNamespace(ns), runSelector(app)); err != nil {
+		return fmt.Errorf("listing run secrets: %w", err)
+	}
+	for i := range runPods.Items {
+		objs = append(objs, &runPods.Items[i])
+	}
+	for i := range runSecrets.Items {
+		objs = append(objs, &runSecrets.Items[i])
 	}
 	for _, o := range objs {
 		if err := d.deleteIgnoringNotFound(ctx, o); err != nil {

@@ -58,6 +58,9 @@ func TestKubeDriver(t *testing.T) {
 			Crash: func(t *testing.T, _ runtime.Driver, tenant, _ string, inst runtime.Instance) {
 				crashPod(t, c, tenant, inst.ID)
 			},
+			// The simulated kubelet runs no container, so no log either:
+			// node's TestKubeDriverSuiteOnTheNode runs the Run case.
+			NoRun: true,
 		})
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })

@@ -158,35 +158,17 @@ func resources(r runtime.Resources) (*corev1ac.ResourceRequirementsApplyConfigur
 // deployment returns the Deployment of one process of rel.
 func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	p := rel.Processes[process]
-	res, err := resources(rel.Resources)
+	container, err := appContainer(rel, process, EnvSecretName(rel.App, rel.Number))
 	if err != nil {
 		return nil, err
 	}
-	container := corev1ac.Container().
-		WithName(process).
-		WithImage(rel.Image).
-		WithImagePullPolicy(corev1.PullIfNotPresent)
 	if p.Command != "" {
 		container.WithCommand("/bin/sh", "-c", p.Command)
-	}
-	// The release's environment comes from its Secret, never as values in
-	// the pod spec, which anyone who can read Deployments sees.
-	container.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(EnvSecretName(rel.App, rel.Number))))
-	container.WithSecurityContext(corev1ac.SecurityContext().
-		WithAllowPrivilegeEscalation(false).
-		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	// AppUser has no home in the image: a HOME it can write, unless the
-	// image or the app names one.
-	if _, ok := rel.Env["HOME"]; !ok && rel.ImageEnv["HOME"] == "" {
-		container.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
 	}
 	if process == runtime.WebProcess {
 		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
 		container.WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(WebPort).WithProtocol(corev1.ProtocolTCP))
 		container.WithReadinessProbe(readinessProbe(rel.HealthCheck))
-	}
-	if res != nil {
-		container.WithResources(res)
 	}
 	lbls := labels(rel, process)
 	release := strconv.Itoa(rel.Number)
@@ -207,32 +189,73 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 					WithMaxUnavailable(intstr.FromInt32(0)).
 					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(template.
-				WithSpec(corev1ac.PodSpec().
-					WithContainers(container).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsNonRoot(true).
-						WithRunAsUser(AppUser).
-						WithRunAsGroup(AppUser).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithEnableServiceLinks(false).
-					WithAutomountServiceAccountToken(false).
-					WithTerminationGracePeriodSeconds(int64(d.opts.GracePeriod.Seconds()))))), nil
+			WithTemplate(template.WithSpec(d.podSpec(container)))), nil
+}
+
+// appContainer returns a container of rel named name, as every instance of
+// the release has it: the release's image, its environment from the Secret
+// secret, no privilege, a HOME and the release's resources. The caller adds
+// the command, and the port and probe of a web process.
+func appContainer(rel runtime.Release, name, secret string) (*corev1ac.ContainerApplyConfiguration, error) {
+	res, err := resources(rel.Resources)
+	if err != nil {
+		return nil, err
+	}
+	container := corev1ac.Container().
+		WithName(name).
+		WithImage(rel.Image).
+		WithImagePullPolicy(corev1.PullIfNotPresent)
+	// The release's environment comes from its Secret, never as values in
+	// the pod spec, which anyone who can read Deployments sees.
+	container.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(secret)))
+	container.WithSecurityContext(corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	// AppUser has no home in the image: a HOME it can write, unless the
+	// image or the app names one.
+	if _, ok := rel.Env["HOME"]; !ok && rel.ImageEnv["HOME"] == "" {
+		container.WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"))
+	}
+	if res != nil {
+		container.WithResources(res)
+	}
+	return container, nil
+}
+
+// podSpec returns the spec of a pod of the app that runs container, as Pod
+// Security's restricted profile wants it: non-root AppUser, RuntimeDefault
+// seccomp, no service account token, no service links.
+func (d *Driver) podSpec(container *corev1ac.ContainerApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
+	return corev1ac.PodSpec().
+		WithContainers(container).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(AppUser).
+			WithRunAsGroup(AppUser).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithEnableServiceLinks(false).
+		WithAutomountServiceAccountToken(false).
+		WithTerminationGracePeriodSeconds(int64(d.opts.GracePeriod.Seconds()))
 }
 
 // envSecret returns the Secret of rel's environment (PORT aside: the driver
 // sets it).
 func envSecret(ns string, rel runtime.Release) *corev1ac.SecretApplyConfiguration {
+	return corev1ac.Secret(EnvSecretName(rel.App, rel.Number), ns).
+		WithLabels(appLabels(rel)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(envData(rel))
+}
+
+// envData is rel's environment as a Secret's data, PORT aside.
+func envData(rel runtime.Release) map[string][]byte {
 	data := make(map[string][]byte, len(rel.Env))
 	for k, v := range rel.Env {
 		if k != "PORT" {
 			data[k] = []byte(v)
 		}
 	}
-	return corev1ac.Secret(EnvSecretName(rel.App, rel.Number), ns).
-		WithLabels(appLabels(rel)).
-		WithType(corev1.SecretTypeOpaque).
-		WithData(data)
+	return data
 }
 
 // readinessProbe turns the health check into a probe: httpGet with a path,

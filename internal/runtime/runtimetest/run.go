@@ -33,12 +33,17 @@ func (o *oneOff) command(name string, args ...string) runtime.Command {
 // environment and no PORT, its output and exit status come back, its
 // stdin is what the caller gives; ending its context stops it and says
 // why; an Attach that fails runs nothing; the app itself is not deployed
-// by it. A driver that is no runtime.Runner skips it.
+// by it. A driver that is no runtime.Runner skips it; one that takes no
+// input (Harness.NoInput) refuses input and a terminal before anything
+// runs.
 func (s *suite) run(t *testing.T) {
 	d := s.newDriver(t)
 	r, ok := d.(runtime.Runner)
 	if !ok {
 		t.Skip("the driver runs no one-off commands")
+	}
+	if s.h.NoRun {
+		t.Skip("one-off commands cannot run on this harness")
 	}
 	const app = "run"
 	rel := s.release(t, app, 4, "v4", nil)
@@ -50,8 +55,13 @@ func (s *suite) run(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if exit.Code != 7 || exit.Reason != "" || o.stdout.String() != "out\n" || o.stderr.String() != "err\n" {
-			t.Errorf("exit %+v, stdout %q, stderr %q; want 7, out, err", exit, o.stdout.String(), o.stderr.String())
+		wantOut, wantErr := "out\n", "err\n"
+		if s.h.MergedOutput && (o.stdout.String() == "err\nout\n" || o.stdout.String() == "out\nerr\n") {
+			// The two pipes are read apart: either may come first.
+			wantOut, wantErr = o.stdout.String(), ""
+		}
+		if exit.Code != 7 || exit.Reason != "" || o.stdout.String() != wantOut || o.stderr.String() != wantErr {
+			t.Errorf("exit %+v, stdout %q, stderr %q; want 7, out, err (merged: %v)", exit, o.stdout.String(), o.stderr.String(), s.h.MergedOutput)
 		}
 		if o.release != 4 {
 			t.Errorf("Attach was called with release %d, want 4", o.release)
@@ -68,8 +78,15 @@ func (s *suite) run(t *testing.T) {
 
 	t.Run("stdin", func(t *testing.T) {
 		o := oneOff{stdin: strings.NewReader("hello\nworld\n")}
-		exit, err := r.Run(ctx, rel, o.command("run.3", "cat"))
-		if err != nil || exit.Code != 0 || o.stdout.String() != "hello\nworld\n" {
+		cmd := o.command("run.3", "cat")
+		cmd.Stdin = true
+		exit, err := r.Run(ctx, rel, cmd)
+		switch {
+		case s.h.NoInput:
+			if !errors.Is(err, runtime.ErrNoInput) || o.release != 0 {
+				t.Errorf("cat of hello, world on a driver that takes no input: %v, Attach called with %d; want ErrNoInput before Attach", err, o.release)
+			}
+		case err != nil || exit.Code != 0 || o.stdout.String() != "hello\nworld\n":
 			t.Errorf("cat of hello, world: exit %+v, %v, stdout %q", exit, err, o.stdout.String())
 		}
 		var none oneOff
@@ -92,7 +109,9 @@ func (s *suite) run(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			exit, err := r.Run(runCtx, rel, o.command("run.5", "sh", "-c", "echo started; exec sleep 600"))
+			cmd := o.command("run.5", "sh", "-c", "echo started; exec sleep 600")
+			cmd.Stdin = !s.h.NoInput
+			exit, err := r.Run(runCtx, rel, cmd)
 			done <- result{exit, err}
 		}()
 		s.eventually(t, "the command to start", func() error {
@@ -125,6 +144,16 @@ func (s *suite) run(t *testing.T) {
 	if s.h.Terminal {
 		t.Run("terminal", func(t *testing.T) { s.runOnTerminal(t, r, rel) })
 	}
+	if s.h.NoInput {
+		t.Run("no terminal", func(t *testing.T) {
+			var o oneOff
+			cmd := o.command("run.7", "sh")
+			cmd.Terminal, cmd.Size = true, runtime.TerminalSize{Cols: 80, Rows: 24}
+			if _, err := r.Run(ctx, rel, cmd); !errors.Is(err, runtime.ErrNoInput) || o.release != 0 {
+				t.Errorf("a terminal on a driver that has none: %v, Attach called with %d; want ErrNoInput before Attach", err, o.release)
+			}
+		})
+	}
 	if _, err := d.Status(ctx, "suite", app); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("after runs only, Status of the app: %v; want ErrNotFound: a run deploys nothing", err)
 	}
@@ -146,7 +175,7 @@ func (s *suite) runOnTerminal(t *testing.T, r runtime.Runner, rel runtime.Releas
 	defer typed.Close()
 	shell := oneOff{stdin: in, resize: make(chan runtime.TerminalSize)}
 	cmd = shell.command("run.8", "sh")
-	cmd.Terminal, cmd.Size = true, runtime.TerminalSize{Cols: 80, Rows: 24}
+	cmd.Terminal, cmd.Size, cmd.Stdin = true, runtime.TerminalSize{Cols: 80, Rows: 24}, true
 	done := make(chan runtime.Exit, 1)
 	go func() {
 		exit, err := r.Run(ctx, rel, cmd)

@@ -119,6 +119,16 @@ type Harness struct {
 	// Terminal says the driver, a runtime.Runner, runs one-off commands on
 	// a terminal when asked.
 	Terminal bool
+	// NoInput says the driver's one-off commands take no input and have
+	// no terminal: it refuses a Command with Stdin or Terminal
+	// (runtime.ErrNoInput).
+	NoInput bool
+	// MergedOutput says a one-off command's stdout and stderr both arrive
+	// in Streams.Stdout, as a container's log merges them.
+	MergedOutput bool
+	// NoRun says the driver's one-off commands cannot run here (a
+	// simulated kubelet runs no container): the Run case is skipped.
+	NoRun bool
 }
 
 // RunDriverSuite checks what runtime.Driver promises, on drivers made by

@@ -1,0 +1,478 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bex.co/bex/internal/runtime"
+)
+
+var _ runtime.Runner = (*Driver)(nil)
+
+// Labels of a one-off run's Pod and Secret. They carry no LabelApp and no
+// LabelProcess: nothing that selects the app's instances (its Service, its
+// Deployments, Status and Logs) selects a run.
+const (
+	// LabelRunOf is the app a run belongs to.
+	LabelRunOf = "bex.co/run-of"
+	// LabelRun is the run's Pod's name.
+	LabelRun = "bex.co/run"
+)
+
+// runContainer is the name of a run Pod's container.
+const runContainer = "run"
+
+// runStartReasons are the reasons a run's container waits with that end
+// the run at once: it will not start without a change.
+var runStartReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// runSelector selects the runs of an app.
+func runSelector(app string) client.MatchingLabels {
+	return client.MatchingLabels{LabelRunOf: app, LabelManagedBy: managedBy}
+}
+
+// Run implements runtime.Runner with a Pod of its own in the app's
+// namespace: the release's image, resources and security context as its
+// Deployments' pods have them, its environment from a Secret of the run's
+// own (owned by the Pod), no port, restartPolicy Never and an
+// activeDeadlineSeconds from ctx's deadline (Options.MaxRunDuration
+// without one). cmd.Attach is called before the Pod is made. The
+// container's output comes through the apiserver (pods/log, followed),
+// stdout and stderr merged into Streams.Stdout; the exit status is the
+// container's terminated state's. A container that cannot start (its
+// image cannot be pulled, its Pod refused) or a Pod not started after
+// Options.RunStartTimeout (unschedulable) ends the run with an error
+// saying why. When ctx ends the Pod is deleted with Options.RunGracePeriod
+// and Exit.Reason is context.Cause(ctx). The Pod and its Secret are
+// deleted before Run returns; run Pods that ended without their Run (the
+// platform stopped) are deleted by the app's next run and by Remove.
+//
+// The Pods take no input and have no terminal (the platform's node agent
+// serves no attach): a cmd with Stdin or Terminal is refused with an error
+// wrapping runtime.ErrNoInput.
+func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Command) (runtime.Exit, error) {
+	if err := rel.Validate(); err != nil {
+		return runtime.Exit{}, err
+	}
+	if rel.Image == "" {
+		return runtime.Exit{}, errors.New("release has no image")
+	}
+	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
+		return runtime.Exit{}, errors.New("no command to run")
+	}
+	if cmd.Attach == nil {
+		return runtime.Exit{}, errors.New("the command has no streams to attach")
+	}
+	if cmd.Stdin || cmd.Terminal {
+		return runtime.Exit{}, fmt.Errorf("a pod of a workload cluster reads no stdin and has no terminal; run the command without input: %w", runtime.ErrNoInput)
+	}
+	ns := d.opts.Namespace(rel.Tenant)
+	name := runPodName(rel.App, cmd.Name)
+	pod, err := d.runPod(ctx, ns, name, rel, cmd.Args)
+	if err != nil {
+		return runtime.Exit{}, err
+	}
+	if d.opts.PreparedNamespaces {
+		err = d.checkNamespace(ctx, ns)
+	} else {
+		err = d.PrepareNamespace(ctx, rel.Tenant)
+	}
+	if err != nil {
+		return runtime.Exit{}, err
+	}
+	d.deleteEndedRuns(ctx, ns, rel.App)
+
+	streams, err := cmd.Attach(rel.Number)
+	if err != nil {
+		return runtime.Exit{}, err
+	}
+	stdout := streams.Stdout
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	r := &oneOff{d: d, ns: ns, name: name, rel: rel}
+	defer r.cleanUp(ctx)
+	if err := r.create(ctx, pod); err != nil {
+		return runtime.Exit{}, err
+	}
+	if err := r.waitStart(ctx); err != nil {
+		if ctx.Err() != nil {
+			return r.stop(ctx), nil
+		}
+		return runtime.Exit{}, err
+	}
+	r.copyOutput(ctx, stdout)
+	if ctx.Err() != nil {
+		return r.stop(ctx), nil
+	}
+	return r.waitExit(ctx)
+}
+
+// runPodName is the name of a new run's Pod: "<app>-<name>-<random>",
+// name made a DNS label ("run.3" is "run-3"), all at most 63 characters.
+func runPodName(app, name string) string {
+	name = strings.Trim(invalidInName.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if name == "" {
+		name = "run"
+	}
+	base := app + "-" + name
+	if len(base) > 57 {
+		base = strings.TrimRight(base[:57], "-")
+	}
+	return base + "-" + utilrand.String(5)
+}
+
+var invalidInName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// runPod returns the Pod of a run of args in rel, named name, and checks
+// what the release asks of it.
+func (d *Driver) runPod(ctx context.Context, ns, name string, rel runtime.Release, args []string) (*corev1.Pod, error) {
+	container, err := appContainer(rel, runContainer, name)
+	if err != nil {
+		return nil, err
+	}
+	container.WithCommand(args...)
+	deadline := d.opts.MaxRunDuration
+	if t, ok := ctx.Deadline(); ok {
+		deadline = min(deadline, time.Until(t))
+	}
+	// A minute over: the deadline is for a Pod whose Run is gone; Run
+	// itself ends the Pod, and says why, at ctx's end.
+	spec := d.podSpec(container).
+		WithRestartPolicy(corev1.RestartPolicyNever).
+		WithActiveDeadlineSeconds(int64(seconds(deadline + time.Minute)))
+	ac := corev1ac.Pod(name, ns).WithLabels(runLabels(rel, name)).WithSpec(spec)
+	// The typed Pod, to create it (an apply would take over a Pod of the
+	// same name).
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(b, &pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
+}
+
+// runLabels are the labels of a run's Pod and Secret.
+func runLabels(rel runtime.Release, name string) map[string]string {
+	l := appLabels(rel)
+	delete(l, LabelApp)
+	l[LabelComponent] = runContainer
+	l[LabelRunOf] = rel.App
+	l[LabelRun] = name
+	return l
+}
+
+// deleteEndedRuns deletes the app's run Pods that ended over a minute ago,
+// or passed their active deadline, without their Run (the platform stopped
+// meanwhile; a kubelet that keeps no deadline leaves them running). Their
+// Secrets go with them (they own them). Errors are left for Remove to meet.
+func (d *Driver) deleteEndedRuns(ctx context.Context, ns, app string) {
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(ns), runSelector(app)); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ended := false
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			since := p.CreationTimestamp.Time
+			if t := terminated(p); t != nil {
+				since = t.FinishedAt.Time
+			}
+			ended = time.Since(since) > time.Minute
+		}
+		if s := p.Spec.ActiveDeadlineSeconds; s != nil {
+			grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+			ended = ended || time.Since(p.CreationTimestamp.Time) > time.Duration(*s)*time.Second+grace
+		}
+		if ended {
+			_ = d.c.Delete(ctx, p, client.GracePeriodSeconds(int64(d.opts.RunGracePeriod.Seconds())))
+		}
+	}
+}
+
+// oneOff is a run's Pod.
+type oneOff struct {
+	d        *Driver
+	ns, name string
+	rel      runtime.Release
+	// secret says the run's Secret was made; uid is its Pod's.
+	secret bool
+	uid    types.UID
+	// seen is the last state of the container Run read.
+	seen *corev1.ContainerStateTerminated
+}
+
+func (r *oneOff) key() client.ObjectKey { return client.ObjectKey{Namespace: r.ns, Name: r.name} }
+
+// create makes the run's Secret, then its Pod, then makes the Pod the
+// Secret's owner: the garbage collector deletes a Secret whose Run ended
+// without deleting it.
+func (r *oneOff) create(ctx context.Context, pod *corev1.Pod) error {
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns, Labels: pod.Labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       envData(r.rel),
+	}
+	if err := r.d.c.Create(ctx, secret); err != nil {
+		return fmt.Errorf("creating secret %s/%s: %w", r.ns, r.name, err)
+	}
+	r.secret = true
+	if err := r.d.c.Create(ctx, pod); err != nil {
+		return fmt.Errorf("creating pod %s/%s: %w", r.ns, r.name, err)
+	}
+	r.uid = pod.UID
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+	if err := r.d.c.Patch(ctx, secret, patch); err != nil {
+		return fmt.Errorf("giving secret %s/%s its owner: %w", r.ns, r.name, err)
+	}
+	return nil
+}
+
+// get reads the run's Pod; nil when it is gone (or replaced).
+func (r *oneOff) get(ctx context.Context) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	err := r.d.c.Get(ctx, r.key(), &pod)
+	if apierrors.IsNotFound(err) || err == nil && pod.UID != r.uid {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", r.ns, r.name, err)
+	}
+	if t := terminated(&pod); t != nil {
+		r.seen = t
+	}
+	return &pod, nil
+}
+
+// terminated is the terminated state of the Pod's container, nil while it
+// has none.
+func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == runContainer {
+			return cs.State.Terminated
+		}
+	}
+	return nil
+}
+
+// waitStart waits until the container runs or has run, and returns why
+// not when it will not.
+func (r *oneOff) waitStart(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, r.d.opts.RunStartTimeout,
+		fmt.Errorf("not started after %s", r.d.opts.RunStartTimeout))
+	defer cancel()
+	why := "pending"
+	for {
+		pod, err := r.get(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if pod == nil && err == nil {
+			return fmt.Errorf("pod %s/%s was deleted before it started", r.ns, r.name)
+		}
+		if pod != nil {
+			started, w := startOf(pod)
+			if started {
+				return nil
+			}
+			if w.fatal {
+				return fmt.Errorf("pod %s/%s did not start: %s", r.ns, r.name, w.why)
+			}
+			if w.why != "" {
+				why = w.why
+			}
+		}
+		if r.d.sleep(ctx) != nil {
+			// Run tells its own context's end from this bound.
+			return fmt.Errorf("pod %s/%s %v: %s", r.ns, r.name, context.Cause(ctx), why)
+		}
+	}
+}
+
+// podWait is why a Pod's container has not started; fatal when it will
+// not.
+type podWait struct {
+	why   string
+	fatal bool
+}
+
+// startOf reports whether the Pod's container runs or has run, and why
+// not.
+func startOf(pod *corev1.Pod) (bool, podWait) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != runContainer {
+			continue
+		}
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return true, podWait{}
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+			return false, podWait{why: strings.TrimSpace(w.Reason + ": " + w.Message), fatal: runStartReasons[w.Reason]}
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return false, podWait{why: strings.TrimSpace(fmt.Sprintf("%s %s: %s", pod.Status.Phase, pod.Status.Reason, pod.Status.Message)), fatal: true}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return false, podWait{why: strings.TrimSpace(c.Reason + ": " + c.Message)}
+		}
+	}
+	return false, podWait{}
+}
+
+// sleep waits for the poll interval; its error is ctx's when ctx ends
+// first.
+func (d *Driver) sleep(ctx context.Context) error {
+	t := time.NewTimer(d.opts.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// copyOutput copies the container's log to out until the container has
+// ended or ctx ends. A stream that ends while the container still runs
+// (the apiserver's connection dropped) is opened again and what came
+// before is skipped.
+func (r *oneOff) copyOutput(ctx context.Context, out io.Writer) {
+	var copied int64
+	for ctx.Err() == nil {
+		rc, err := r.d.cs.CoreV1().Pods(r.ns).GetLogs(r.name, &corev1.PodLogOptions{Container: runContainer, Follow: true}).Stream(ctx)
+		if err == nil {
+			copied = copySkipping(out, rc, copied)
+			rc.Close()
+		}
+		pod, err := r.get(ctx)
+		if pod == nil && err == nil || r.seen != nil {
+			return
+		}
+		if r.d.sleep(ctx) != nil {
+			return
+		}
+	}
+}
+
+// copySkipping copies from r to w after its first skip bytes, w's errors
+// ignored (a client gone ends the run through its context), and returns
+// how far it read.
+func copySkipping(w io.Writer, r io.Reader, skip int64) int64 {
+	var read int64
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		p := buf[:n]
+		if read < skip {
+			p = p[min(int64(n), skip-read):]
+		}
+		read += int64(n)
+		if len(p) > 0 {
+			_, _ = w.Write(p)
+		}
+		if err != nil {
+			return read
+		}
+	}
+}
+
+// waitExit waits for the container's terminated state and returns the
+// command's exit from it.
+func (r *oneOff) waitExit(ctx context.Context) (runtime.Exit, error) {
+	for r.seen == nil {
+		pod, err := r.get(ctx)
+		if err != nil {
+			return runtime.Exit{}, err
+		}
+		if pod == nil {
+			return runtime.Exit{}, fmt.Errorf("pod %s/%s was deleted while its command ran", r.ns, r.name)
+		}
+		if r.seen != nil {
+			break
+		}
+		if err := r.d.sleep(ctx); err != nil {
+			return r.stop(ctx), nil
+		}
+	}
+	return r.exit(), nil
+}
+
+// exit is the command's exit from the container's terminated state.
+func (r *oneOff) exit() runtime.Exit {
+	t := r.seen
+	exit := runtime.Exit{Code: int(t.ExitCode)}
+	if t.ExitCode == 0 && t.Signal != 0 {
+		exit.Code = 128 + int(t.Signal)
+	}
+	if t.Reason == "OOMKilled" {
+		exit.Reason = fmt.Sprintf("killed for going past its memory limit (%s)", r.rel.Resources.Memory)
+	}
+	return exit
+}
+
+// stop deletes the Pod of a run whose ctx ended, with RunGracePeriod, and
+// waits until it is gone: the exit is its container's when the Pod said
+// it, else that of a command ended by SIGTERM.
+func (r *oneOff) stop(ctx context.Context) runtime.Exit {
+	cause := context.Cause(ctx).Error()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
+	defer cancel()
+	r.delete(ctx, r.d.opts.RunGracePeriod)
+	for {
+		pod, err := r.get(ctx)
+		if pod == nil && err == nil || r.d.sleep(ctx) != nil {
+			break
+		}
+	}
+	exit := runtime.Exit{Code: 128 + 15}
+	if r.seen != nil {
+		exit = r.exit()
+	}
+	exit.Reason = cause
+	return exit
+}
+
+// delete deletes the run's Pod with grace (its Secret goes with it).
+func (r *oneOff) delete(ctx context.Context, grace time.Duration) {
+	if r.uid == "" {
+		return
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
+	_ = r.d.c.Delete(ctx, pod, client.GracePeriodSeconds(int64(grace.Seconds())), client.Preconditions{UID: &r.uid})
+}
+
+// cleanUp deletes the run's Pod and Secret, even when ctx has ended.
+func (r *oneOff) cleanUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	r.delete(ctx, r.d.opts.RunGracePeriod)
+	if r.secret {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
+		_ = r.d.deleteIgnoringNotFound(ctx, secret)
+	}
+}

@@ -2,14 +2,18 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -19,6 +23,7 @@ import (
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/node"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestKubeDriverSuiteOnTheNode runs the runtime drivers' suite with the
@@ -68,5 +73,109 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 		// attach: a run's Pod reads no stdin.
 		MergedOutput: true,
 		NoInput:      true,
+	})
+	t.Run("RunPods", func(t *testing.T) { testRunPods(t, f, newDriver(t).(*kube.Driver)) })
+}
+
+// testRunPods: a run of a release not deployed yet (the release phase)
+// runs with that release's environment and leaves the deployed one as it
+// is; a run's Pod is no instance of the app and not behind its Service;
+// an image that cannot be pulled fails the run saying so; no run leaves a
+// Pod or a Secret behind.
+func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const tenant, app = "suite", "migrate"
+	release := func(n int) runtime.Release {
+		return runtimetest.WithWorkerCommands(runtime.Release{
+			Tenant: tenant, App: app, Number: n, Image: f.appImage,
+			Env:         map[string]string{runtimetest.EnvVersion: "v" + strconv.Itoa(n)},
+			Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}},
+			HealthCheck: runtime.HealthCheck{Path: runtimetest.HealthPath, Interval: 200 * time.Millisecond},
+		})
+	}
+	if err := d.Deploy(ctx, release(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Remove(context.Background(), tenant, app) })
+	command := func(out io.Writer, args ...string) runtime.Command {
+		return runtime.Command{Args: args, Name: "release", Attach: func(int) (runtime.Streams, error) {
+			return runtime.Streams{Stdout: out, Stderr: out}, nil
+		}}
+	}
+	noneLeft := func(t *testing.T) {
+		t.Helper()
+		sel := metav1.ListOptions{LabelSelector: kube.LabelRunOf + "=" + app}
+		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, sel)
+		if err != nil || len(pods.Items) != 0 {
+			t.Errorf("run pods left: %v %v", pods, err)
+		}
+		secrets, err := f.admin.CoreV1().Secrets(tenant).List(ctx, sel)
+		if err != nil || len(secrets.Items) != 0 {
+			t.Errorf("run secrets left: %v %v", secrets, err)
+		}
+	}
+
+	t.Run("a release not deployed yet", func(t *testing.T) {
+		var out platformtest.SyncBuffer
+		exit, err := d.Run(ctx, release(2), command(&out, "sh", "-c", `echo "migrating to $`+runtimetest.EnvVersion+`"; exit 3`))
+		if err != nil || exit.Code != 3 || exit.Reason != "" || out.String() != "migrating to v2\n" {
+			t.Errorf("the release phase of v2: exit %+v, %v, output %q; want 3, migrating to v2", exit, err, out.String())
+		}
+		if st, err := d.Status(ctx, tenant, app); err != nil || st.Release != 1 || !st.Ready || len(st.Instances) != 1 {
+			t.Errorf("after v2's release phase the app is %+v, %v; want v1 ready as it was", st, err)
+		}
+		if _, err := f.admin.CoreV1().Secrets(tenant).Get(ctx, kube.EnvSecretName(app, 2), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("v2's env Secret after its release phase only: %v, want none", err)
+		}
+		noneLeft(t)
+	})
+
+	t.Run("a run is no instance", func(t *testing.T) {
+		var out platformtest.SyncBuffer
+		runCtx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		done := make(chan runtime.Exit, 1)
+		go func() {
+			exit, err := d.Run(runCtx, release(1), command(&out, "sh", "-c", "echo up; exec sleep 600"))
+			if err != nil {
+				t.Errorf("the run: %v", err)
+			}
+			done <- exit
+		}()
+		for !strings.Contains(out.String(), "up") {
+			if ctx.Err() != nil {
+				t.Fatalf("the run did not start: %q", out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if st, err := d.Status(ctx, tenant, app); err != nil || len(st.Instances) != 1 || st.Instances[0].Process != runtime.WebProcess {
+			t.Errorf("while a run runs the app has %+v, %v; want its web instance only", st.Instances, err)
+		}
+		slices, err := f.admin.DiscoveryV1().EndpointSlices(tenant).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + app})
+		endpoints := 0
+		for _, s := range slices.Items {
+			endpoints += len(s.Endpoints)
+		}
+		if err != nil || endpoints != 1 {
+			t.Errorf("while a run runs the app's Service has %d endpoints (%v), want its web instance's only", endpoints, err)
+		}
+		stop(errors.New("enough"))
+		exit := <-done
+		if exit.Code == 0 || exit.Reason != "enough" {
+			t.Errorf("a stopped run: %+v, want a signal's status and the context's cause", exit)
+		}
+		noneLeft(t)
+	})
+
+	t.Run("an image that cannot be pulled", func(t *testing.T) {
+		rel := release(1)
+		rel.Image = f.registry + "/suite/nothing:1"
+		var out platformtest.SyncBuffer
+		_, err := d.Run(ctx, rel, command(&out, "true"))
+		if err == nil || !strings.Contains(err.Error(), "ErrImagePull") {
+			t.Errorf("a run of an image that is not there: %v, want ErrImagePull", err)
+		}
+		noneLeft(t)
 	})
 }

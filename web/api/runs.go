@@ -89,6 +89,7 @@ func (s *Server) createRun(c echo.Context) error {
 	var a *runAttachment
 	cmd := runtime.Command{
 		Args: req.Command, Name: "run", Terminal: req.Terminal, Size: runtime.TerminalSize{Cols: req.Cols, Rows: req.Rows},
+		Stdin: req.Stdin || req.Terminal,
 		Attach: func(release int) (runtime.Streams, error) {
 			run, err := s.store.CreateRun(ctx, store.NewRun{
 				TenantID: p.tenant.ID, App: app.Name, Release: release, Command: req.Command, Terminal: req.Terminal,
@@ -101,7 +102,7 @@ func (s *Server) createRun(c echo.Context) error {
 				"run": run.Number, "release": release, "command": req.Command, "terminal": req.Terminal, "timeoutSeconds": int(timeout / time.Second),
 			})
 			attached.Store(true)
-			a, err = s.attachRun(c, run, end)
+			a, err = s.attachRun(c, run, req.Stdin || req.Terminal, end)
 			if err != nil {
 				s.finishRun(run, nil, "the connection could not be switched to the run's stream: "+err.Error())
 				return runtime.Streams{}, err
@@ -114,7 +115,11 @@ func (s *Server) createRun(c echo.Context) error {
 		// Nothing ran and the answer is still HTTP's.
 		if errors.Is(err, runtime.ErrRunNotSupported) {
 			return &httpError{status: http.StatusNotImplemented, message: fmt.Sprintf(
-				"app %s runs on a workload cluster, where one-off commands do not run yet: %v", app.Name, err)}
+				"app %s runs where one-off commands do not run: %v", app.Name, err)}
+		}
+		if errors.Is(err, runtime.ErrNoInput) {
+			return invalid("stdin", "app %s runs on a workload cluster, where a one-off command reads no input and has no terminal "+
+				"(its output and exit status still come back): run it without -i and with --no-tty (stdin and terminal false)", app.Name)
 		}
 		if err == nil {
 			err = errors.New("the runtime ran the command without attaching it")
@@ -154,8 +159,9 @@ type runAttachment struct {
 
 // attachRun answers 101 Switching Protocols and returns the run's streams
 // over the connection: frames the client sends go to the command's stdin
-// and terminal; when the client closes the connection, end ends the run.
-func (s *Server) attachRun(c echo.Context, run store.Run, end context.CancelCauseFunc) (*runAttachment, error) {
+// (when input asks for it; otherwise they are dropped) and terminal; when
+// the client closes the connection, end ends the run.
+func (s *Server) attachRun(c echo.Context, run store.Run, input bool, end context.CancelCauseFunc) (*runAttachment, error) {
 	conn, rw, err := c.Response().Hijack()
 	if err != nil {
 		return nil, err
@@ -175,10 +181,16 @@ func (s *Server) attachRun(c echo.Context, run store.Run, end context.CancelCaus
 	resize := make(chan runtime.TerminalSize, 1)
 	go readRunFrames(rw.Reader, stdinW, resize, end)
 	fw := apiclient.NewFrameWriter(conn)
-	return &runAttachment{
+	a := &runAttachment{
 		run: run, conn: conn, frames: fw,
 		streams: runtime.Streams{Stdin: stdin, Stdout: fw.Stream(apiclient.StreamStdout), Stderr: fw.Stream(apiclient.StreamStderr), Resize: resize},
-	}, nil
+	}
+	if !input {
+		// Nobody reads it: stdin frames fail their write at once.
+		stdin.Close()
+		a.streams.Stdin = nil
+	}
+	return a, nil
 }
 
 // readRunFrames reads the client's frames until the connection ends:

@@ -101,9 +101,22 @@ func TestRuns(t *testing.T) {
 		e.Releaser.SetRunsUnsupported(true)
 		_, _, _, err := runOf(t, c, "web", echo, nil)
 		e.Releaser.SetRunsUnsupported(false)
-		if !apiclient.IsStatus(err, http.StatusNotImplemented) || !strings.Contains(err.Error(), "workload cluster") {
+		if !apiclient.IsStatus(err, http.StatusNotImplemented) || !strings.Contains(err.Error(), "one-off commands do not run") {
 			t.Errorf("a run on a runtime that runs no commands: %v, want 501", err)
 		}
+		// An app on a workload cluster: its runs take no input.
+		e.Releaser.SetRunsTakeNoInput(true)
+		for name, req := range map[string]apiclient.RunRequest{
+			"stdin":      {Command: []string{"cat"}, Stdin: true},
+			"a terminal": {Command: []string{"sh"}, Terminal: true, Cols: 80, Rows: 24},
+		} {
+			_, _, _, err := runOf(t, c, "web", req, nil)
+			var ae *apiclient.Error
+			if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || ae.Field != "stdin" || !strings.Contains(ae.Message, "--no-tty") {
+				t.Errorf("%s on a runtime that takes no input: %v, want 422 on stdin saying what to do", name, err)
+			}
+		}
+		e.Releaser.SetRunsTakeNoInput(false)
 		if runs, audit := countRows(t, e, "runs"), countRows(t, e, "audit_log"); runs != runsBefore || audit != auditBefore {
 			t.Errorf("refused runs recorded %d runs and %d audit entries", runs-runsBefore, audit-auditBefore)
 		}

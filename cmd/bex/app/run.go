@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,7 +27,9 @@ func newRunCommand(st *state) *cobra.Command {
 			"included), sandbox and plan limits as a web instance, but no port and no traffic. Its output comes back as it\n" +
 			"runs and bex exits with its exit status. The command runs as it is, with no shell: use sh -c '...' for one.\n\n" +
 			"When stdin and stdout are a terminal the command runs on one, with stdin attached (bex run APP -- bash);\n" +
-			"otherwise stdin is closed, or forwarded with -i. Ending bex (Ctrl-C without a terminal) kills the command.\n\n" +
+			"otherwise stdin is closed, or forwarded with -i. Ending bex (Ctrl-C without a terminal) kills the command.\n" +
+			"An app on a workload cluster runs commands without a terminal or input (its output and status still come\n" +
+			"back): there -i is refused, and on a terminal bex says so and runs the command without one.\n\n" +
 			"Examples:\n  bex run shop -- sh -c 'echo $DATABASE_URL'\n  bex run shop -- bash\n  bex run -i shop -- psql < dump.sql",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +57,14 @@ func newRunCommand(st *state) *cobra.Command {
 			}
 			exit, err := c.Run(cmd.Context(), app, req, streams)
 			restore()
+			if req.Terminal && !interactive && takesNoInput(err) {
+				// A terminal bex chose, not one asked for: the output and
+				// exit status are worth having without it.
+				fmt.Fprintf(st.io.Err, "bex: %s runs on a workload cluster, where a one-off command has no terminal and reads no input: running it without\n", app)
+				req.Terminal, req.Cols, req.Rows = false, 0, 0
+				streams.Stdin, streams.Resize = nil, nil
+				exit, err = c.Run(cmd.Context(), app, req, streams)
+			}
 			if errors.Is(err, context.Canceled) {
 				return errors.New("interrupted: the command was killed")
 			}
@@ -73,6 +84,13 @@ func newRunCommand(st *state) *cobra.Command {
 	cmd.Flags().BoolVar(&noTTY, "no-tty", false, "Do not run the command on a terminal even when stdin and stdout are one")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop the command after this long (default 1h, at most 24h)")
 	return cmd
+}
+
+// takesNoInput reports whether err is the API's refusal of input for an
+// app whose runs take none.
+func takesNoInput(err error) bool {
+	var apiErr *apiclient.Error
+	return errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity && apiErr.Field == "stdin"
 }
 
 // runArgs splits bex run's arguments into the app and the command: APP --

@@ -21,7 +21,8 @@ func bexRunWith(t *testing.T, env map[string]string, stdin string, args ...strin
 // TestRunCLI: bex run streams the command's stdout and stderr apart and
 // exits with its status, saying nothing of its own; stdin goes to the
 // command with -i only; a stopped run says why; a refusal exits with its kind's code (409: 4) and the
-// API's reason; bex runs lists the runs.
+// API's reason; bex runs lists the runs; -i for an app whose runs take no
+// input is refused.
 func TestRunCLI(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	_, token := e.TenantToken(t, "clirun")
@@ -91,5 +92,16 @@ func TestRunCLI(t *testing.T) {
 	var runs []apiclient.Run
 	if err := json.Unmarshal([]byte(stdout), &runs); err != nil || len(runs) != 6 || runs[0].Number != 6 || runs[5].ExitCode == nil || *runs[5].ExitCode != 7 {
 		t.Errorf("bex runs -o json: %v\n%s", err, stdout)
+	}
+
+	// An app on a workload cluster: -i is refused saying what to do, and
+	// the command runs without it.
+	e.Releaser.SetRunsTakeNoInput(true)
+	defer e.Releaser.SetRunsTakeNoInput(false)
+	if _, stderr, code := bexRunWith(t, env, "typed\n", "run", "-i", "shop", "--", "cat"); code != app.ExitUsage || !strings.Contains(stderr, "reads no input") || !strings.Contains(stderr, "without -i") {
+		t.Errorf("-i on a runtime that takes no input: exit %d, %q; want %d saying to run without -i", code, stderr, app.ExitUsage)
+	}
+	if stdout, stderr, code := bexRunWith(t, env, "typed\n", "run", "shop", "--", "echo", "hi"); code != 0 || stdout != "hi\n" {
+		t.Errorf("a run without -i on a runtime that takes no input: exit %d, %q, %q", code, stdout, stderr)
 	}
 }

@@ -41,6 +41,12 @@ type RunRequest struct {
 	// TimeoutSeconds bounds the run: one hour when 0, at most 24 hours.
 	// A run that lasts longer is stopped.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// Stdin says the client sends the command's input (stdin frames;
+	// Terminal implies it). Without either the command's stdin is empty
+	// and stdin frames are dropped. An app on a workload cluster takes no
+	// input: a request with Stdin or Terminal answers 422 on field stdin,
+	// and nothing runs. Client.Run sets it when RunStreams.Stdin is set.
+	Stdin bool `json:"stdin,omitempty"`
 }
 
 // Run is one one-off run of an app, as GET /api/v1/apps/{app}/runs lists
@@ -197,6 +203,9 @@ type RunStreams struct {
 // quota, an app without a release) is an *Error, and nothing ran. A read
 // of Stdin in progress when Run returns is left to end on its own.
 func (c *Client) Run(ctx context.Context, app string, req RunRequest, s RunStreams) (RunExit, error) {
+	if s.Stdin != nil {
+		req.Stdin = true
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return RunExit{}, fmt.Errorf("encoding request: %w", err)

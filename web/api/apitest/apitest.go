@@ -306,6 +306,8 @@ type Releaser struct {
 	// runsUnsupported makes Run answer as a runtime that runs no one-off
 	// commands.
 	runsUnsupported bool
+	// noInput makes Run refuse input and a terminal, as the kube driver.
+	noInput bool
 }
 
 // Rollback records a rollback release.

@@ -175,8 +175,17 @@ func (r *Releaser) Scale(ctx context.Context, tenant, app string, counts map[str
 	return current, formation, nil
 }
 
+// SetRunsTakeNoInput makes Run refuse a command that asks for input or a
+// terminal, as the kube driver does (an app on a workload cluster), when
+// set.
+func (r *Releaser) SetRunsTakeNoInput(noInput bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noInput = noInput
+}
+
 // SetRunsUnsupported makes Run answer as a runtime that runs no one-off
-// commands (an app on a workload cluster) when set.
+// commands when set.
 func (r *Releaser) SetRunsUnsupported(unsupported bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -189,10 +198,13 @@ func (r *Releaser) SetRunsUnsupported(unsupported bool) {
 // refuses it.
 func (r *Releaser) Run(ctx context.Context, tenant, app string, cmd bexruntime.Command) (bexruntime.Exit, error) {
 	r.mu.Lock()
-	unsupported := r.runsUnsupported
+	unsupported, noInput := r.runsUnsupported, r.noInput
 	r.mu.Unlock()
 	if unsupported {
 		return bexruntime.Exit{}, fmt.Errorf("cluster fleet-1: %w", bexruntime.ErrRunNotSupported)
+	}
+	if noInput && (cmd.Stdin || cmd.Terminal) {
+		return bexruntime.Exit{}, fmt.Errorf("cluster fleet-1: %w", bexruntime.ErrNoInput)
 	}
 	obj := &platformv1alpha1.App{}
 	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil {

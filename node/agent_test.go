@@ -484,6 +484,25 @@ func TestAgent(t *testing.T) {
 		})
 	})
 
+	t.Run("FailsAPodPastItsActiveDeadline", func(t *testing.T) {
+		p := f.webPod(ns, "deadline-1", pull)
+		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(2))
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the pod failed with DeadlineExceeded, its container stopped", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "deadline-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" || len(cs) != 1 || cs[0].State.Terminated == nil {
+				return fmt.Errorf("phase %s, reason %q, container statuses %+v", p.Status.Phase, p.Status.Reason, cs)
+			}
+			return nil
+		})
+	})
+
 	t.Run("RunsADeploymentTheSchedulerBinds", func(t *testing.T) {
 		labels := map[string]string{"app": "web"}
 		tmpl := f.webPod(ns, "", pull)

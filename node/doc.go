@@ -10,6 +10,7 @@
 // once per tenant and image. The container's address on the sandbox bridge
 // is the Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
 // and TCP), restarts containers by the Pod's restart policy with back-off,
+// fails a Pod past its activeDeadlineSeconds (DeadlineExceeded),
 // reports the Pod's phase, conditions and container statuses, and stops a
 // deleted Pod's container with its grace period (SIGTERM, then SIGKILL)
 // before it removes the Pod for good, as the kubelet does.
@@ -20,11 +21,12 @@
 // `kubectl logs` and the kube runtime driver's logs work through the
 // apiserver.
 //
-// What it does not run (more than one container, init containers, volumes,
-// exec or gRPC probes, startup probes, host namespaces, privileged
-// containers, added capabilities, host ports) it refuses: the Pod fails
-// with reason Unsupported and a Warning Event says what to change. docs/fleet.md lists
-// the differences to a kubelet.
+// It serves no exec or attach: the kube driver's one-off runs take no
+// input there. What it does not run (more than one container, init
+// containers, volumes, exec or gRPC probes, startup probes, host
+// namespaces, privileged containers, added capabilities, host ports) it
+// refuses: the Pod fails with reason Unsupported and a Warning Event says
+// what to change. docs/fleet.md lists the differences to a kubelet.
 //
 // The Agent talks to the apiserver as the node (system:node:NAME in
 // system:nodes), so the Node authorizer and NodeRestriction keep it to its

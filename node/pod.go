@@ -46,6 +46,10 @@ type podWorker struct {
 	statusMu sync.Mutex // orders status writes
 
 	refusal *refusal // set when the agent admits no more Pods
+
+	// deadline is when the Pod's activeDeadlineSeconds ends, from when the
+	// worker took it; zero without one.
+	deadline time.Time
 }
 
 // refusal is why the agent does not run a Pod: the Pod fails with it.
@@ -170,9 +174,16 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 	}()
 
+	if s := pod.Spec.ActiveDeadlineSeconds; s != nil {
+		w.deadline = time.Now().Add(time.Duration(*s) * time.Second)
+	}
 	backoff := w.a.opts.RestartBackoff
 	for {
 		if del, _ := w.deleting(); del || w.isVanished() {
+			return
+		}
+		if w.pastDeadline() {
+			w.failPastDeadline(ctx, pod)
 			return
 		}
 		if container == nil {
@@ -190,6 +201,10 @@ func (w *podWorker) run(ctx context.Context) {
 		started := time.Now()
 		exit, stopped := w.runOnce(ctx, pod, c, container)
 		if stopped {
+			return
+		}
+		if w.pastDeadline() {
+			w.failPastDeadline(ctx, pod)
 			return
 		}
 		if time.Since(started) > backoffReset {
@@ -219,6 +234,25 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 		w.setState(func(s *podState) { s.restarts++ })
+	}
+}
+
+// pastDeadline reports whether the Pod's activeDeadlineSeconds has passed.
+func (w *podWorker) pastDeadline() bool {
+	return !w.deadline.IsZero() && !time.Now().Before(w.deadline)
+}
+
+// failPastDeadline fails the Pod as the kubelet fails one active longer
+// than its activeDeadlineSeconds, and waits for its deletion.
+func (w *podWorker) failPastDeadline(ctx context.Context, pod *corev1.Pod) {
+	const msg = "Pod was active on the node longer than the specified deadline"
+	w.setState(func(s *podState) {
+		s.phase, s.reason, s.message = corev1.PodFailed, "DeadlineExceeded", msg
+		s.waiting = nil
+	})
+	w.a.recorder.Event(pod, corev1.EventTypeNormal, "DeadlineExceeded", msg)
+	w.pushStatus(ctx)
+	for w.wait(time.Hour) {
 	}
 }
 
@@ -298,6 +332,12 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	unhealthy := make(chan string, 1)
+	var deadline <-chan time.Time
+	if !w.deadline.IsZero() {
+		t := time.NewTimer(time.Until(w.deadline))
+		defer t.Stop()
+		deadline = t.C
+	}
 	if c.ReadinessProbe != nil {
 		go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", func(ok bool, _ string) {
 			changed := false
@@ -331,6 +371,10 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 				waitErr, stopped = w.stop(container, exited, grace), true
 				done = true
 			}
+		case <-deadline:
+			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+			waitErr = w.stop(container, exited, grace)
+			done = true
 		case msg := <-unhealthy:
 			w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe (%s), will be restarted", c.Name, msg)
 			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second

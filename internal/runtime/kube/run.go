@@ -239,8 +239,18 @@ func (r *oneOff) create(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("creating secret %s/%s: %w", r.ns, r.name, err)
 	}
 	r.secret = true
-	if err := r.d.c.Create(ctx, pod); err != nil {
-		return fmt.Errorf("creating pod %s/%s: %w", r.ns, r.name, err)
+	// A namespace made a moment ago (a first release's release phase) may
+	// have no default ServiceAccount yet, and admission refuses Pods until
+	// the controller manager makes it.
+	until := time.Now().Add(r.d.opts.RunStartTimeout)
+	for {
+		err := r.d.c.Create(ctx, pod)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "service account") || time.Now().After(until) || r.d.sleep(ctx) != nil {
+			return fmt.Errorf("creating pod %s/%s: %w", r.ns, r.name, err)
+		}
 	}
 	r.uid = pod.UID
 	patch := client.MergeFrom(secret.DeepCopy())

@@ -370,14 +370,19 @@ func (d *Driver) sleep(ctx context.Context) error {
 // copyOutput copies the container's log to out until the container has
 // ended or ctx ends. A stream that ends while the container still runs
 // (the apiserver's connection dropped) is opened again and what came
-// before is skipped.
+// before is skipped. A log that cannot be read is said in out, once.
 func (r *oneOff) copyOutput(ctx context.Context, out io.Writer) {
 	var copied int64
+	said := false
 	for ctx.Err() == nil {
 		rc, err := r.d.cs.CoreV1().Pods(r.ns).GetLogs(r.name, &corev1.PodLogOptions{Container: runContainer, Follow: true}).Stream(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			copied = copySkipping(out, rc, copied)
 			rc.Close()
+		case !said && ctx.Err() == nil:
+			fmt.Fprintf(out, "bex: reading the output of pod %s/%s: %v\n", r.ns, r.name, err)
+			said = true
 		}
 		pod, err := r.get(ctx)
 		if pod == nil && err == nil || r.seen != nil {

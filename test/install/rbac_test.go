@@ -186,7 +186,9 @@ func checkTenantRBAC(t *testing.T, name string, r chartRBAC) {
 // TestTenantRBAC installs the chart's RBAC (default values: the workload
 // cluster is this one) in a real apiserver and acts as its service
 // accounts: the controller manager prepares a tenant namespace with the
-// flags the chart gives it; the git receiver, with its own, deploys there;
+// flags the chart gives it; the git receiver, with its own, deploys there
+// and runs a release phase, as the controller manager's runtime role (bex
+// run's) does;
 // and the git receiver's token, which tenant build code runs next to, reads
 // no Secret outside tenant namespaces, cannot relabel a namespace or bind
 // itself more rights, and has nothing in a tenant namespace nobody prepared.
@@ -332,6 +334,36 @@ func TestTenantRBAC(t *testing.T) {
 	}
 	if _, err := gitDriver.Status(ctx, "acme", "shop"); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Status after the rolled-back first release: %v", err)
+	}
+
+	// The release phase (the git receiver) and bex run (bex-web, whose
+	// runtime role the controller manager shares) make a run's Secret and
+	// Pod and delete them: allowed (the Pod waits for a scheduler this test
+	// has not), and nothing is left.
+	if err := admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for component, opts := range map[string]kube.Options{"git-receiver": gitOpts, "controller-manager": cmKubeOptions} {
+		opts.RunStartTimeout, opts.PollInterval = 2*time.Second, 100*time.Millisecond
+		d, err := kube.New(as(component), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Run(ctx, rel, runtime.Command{Args: []string{"./migrate"}, Name: "release", Attach: func(int) (runtime.Streams, error) {
+			return runtime.Streams{}, nil
+		}})
+		if err == nil || !strings.Contains(err.Error(), "not started after 2s") || strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("a run as the %s: %v, want it to wait for a scheduler, with nothing forbidden", component, err)
+		}
+		var pods corev1.PodList
+		var secrets corev1.SecretList
+		left := client.MatchingLabels{kube.LabelRunOf: "shop"}
+		if err := admin.List(ctx, &pods, client.InNamespace("acme"), left); err != nil || len(pods.Items) != 0 {
+			t.Errorf("run pods left by the %s: %d, %v", component, len(pods.Items), err)
+		}
+		if err := admin.List(ctx, &secrets, client.InNamespace("acme"), left); err != nil || len(secrets.Items) != 0 {
+			t.Errorf("run secrets left by the %s: %d, %v", component, len(secrets.Items), err)
+		}
 	}
 
 	// What it does need, within the tenant's namespace.

@@ -450,20 +450,12 @@ func (r *oneOff) exit() runtime.Exit {
 	return exit
 }
 
-// stop deletes the Pod of a run whose ctx ended, with RunGracePeriod, and
-// waits until it is gone: the exit is its container's when the Pod said
-// it, else that of a command ended by SIGTERM.
+// stop removes the Pod of a run whose ctx ended: the exit is its
+// container's when the Pod said it, else that of a command ended by
+// SIGTERM.
 func (r *oneOff) stop(ctx context.Context) runtime.Exit {
 	cause := context.Cause(ctx).Error()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
-	defer cancel()
-	r.delete(ctx, r.d.opts.RunGracePeriod)
-	for {
-		pod, err := r.get(ctx)
-		if pod == nil && err == nil || r.d.sleep(ctx) != nil {
-			break
-		}
-	}
+	r.remove(ctx)
 	exit := runtime.Exit{Code: 128 + 15}
 	if r.seen != nil {
 		exit = r.exit()
@@ -472,21 +464,31 @@ func (r *oneOff) stop(ctx context.Context) runtime.Exit {
 	return exit
 }
 
-// delete deletes the run's Pod with grace (its Secret goes with it).
-func (r *oneOff) delete(ctx context.Context, grace time.Duration) {
+// remove deletes the run's Pod with RunGracePeriod, even when ctx has
+// ended, and waits until it is gone, at most 30 s past the grace period.
+func (r *oneOff) remove(ctx context.Context) {
 	if r.uid == "" {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
+	defer cancel()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
-	_ = r.d.c.Delete(ctx, pod, client.GracePeriodSeconds(int64(grace.Seconds())), client.Preconditions{UID: &r.uid})
+	_ = r.d.c.Delete(ctx, pod, client.GracePeriodSeconds(int64(r.d.opts.RunGracePeriod.Seconds())), client.Preconditions{UID: &r.uid})
+	for {
+		p, err := r.get(ctx)
+		if p == nil && err == nil || r.d.sleep(ctx) != nil {
+			return
+		}
+	}
 }
 
-// cleanUp deletes the run's Pod and Secret, even when ctx has ended.
+// cleanUp removes the run's Pod and deletes its Secret, even when ctx has
+// ended.
 func (r *oneOff) cleanUp(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	r.delete(ctx, r.d.opts.RunGracePeriod)
+	r.remove(ctx)
 	if r.secret {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
 		_ = r.d.deleteIgnoringNotFound(ctx, secret)
 	}

@@ -60,9 +60,11 @@ import (
 //
 // Run runs cmd in a fresh instance of the app's current release, as
 // runtime.Runner.Run does: cmd.Attach is called once the instance is
-// ready, and an error before it (or Attach's own) means nothing ran. An
-// app without a release is an error wrapping store.ErrConflict; a runtime
-// that runs no one-off commands one wrapping runtime.ErrRunNotSupported.
+// ready (on a workload cluster, before its Pod is made), and an error
+// before it (or Attach's own) means nothing ran. An app without a release
+// is an error wrapping store.ErrConflict; a runtime that runs no one-off
+// commands one wrapping runtime.ErrRunNotSupported; input or a terminal
+// for a runtime that takes neither one wrapping runtime.ErrNoInput.
 type Releaser interface {
 	Rollback(ctx context.Context, tenant, app string, to int, actor string) (newRelease int, err error)
 	ReleaseConfig(ctx context.Context, tenant, app, description, actor string) (newRelease int, err error)

@@ -23,6 +23,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/testtree"
+	"bex.co/bex/internal/wheeltest"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -386,6 +387,46 @@ HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
 	}
 	// The unpacked venv is used, from wherever it was unpacked.
 	if body := serveApp(t, res, "web"); body != "hello from python in .venv True" {
+		t.Errorf("GET / = %q", body)
+	}
+}
+
+// TestPythonAppWithARequirement installs a requirement from a local wheel
+// directory into the app's virtualenv with the toolchain's pip: the app
+// imports it, and the virtualenv holds no pip of its own.
+func TestPythonAppWithARequirement(t *testing.T) {
+	wheels := t.TempDir()
+	greeting := wheeltest.Wheel{Project: "bex-greeting", Module: "bex_greeting", Version: "1.0", Source: "def greet():\n    return 'hello from a wheel'\n"}
+	if _, err := greeting.Write(wheels); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PIP_FIND_LINKS", wheels)
+	t.Setenv("PIP_NO_INDEX", "1")
+	b := newBuilder(t)
+	res, log, err := buildRepo(t, b, map[string]string{
+		"requirements.txt": "bex-greeting==1.0\n",
+		"app.py": `import importlib.util, os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from bex_greeting import greet
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = (greet() + ", pip in the venv: " + str(importlib.util.find_spec("pip") is not None)).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
+`,
+	}, nil)
+	if err != nil {
+		t.Fatalf("Build: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "Installing requirements with pip") {
+		t.Errorf("log lacks the pip step")
+	}
+	if body := serveApp(t, res, "web"); body != "hello from a wheel, pip in the venv: False" {
 		t.Errorf("GET / = %q", body)
 	}
 }

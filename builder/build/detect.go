@@ -257,9 +257,12 @@ func pythonPlan(fsys fs.FS) (*buildPlan, error) {
 		processes: map[string]string{},
 	}
 	// --copies: a venv of symlinks would point outside the app, which an
-	// image must not. Without anything to install, pip stays out.
-	venv := step{title: "Creating a virtualenv", argv: []string{"python3", "-m", "venv", "--copies", ".venv"}}
-	pip := []string{".venv/bin/python", "-m", "pip", "install", "--no-input"}
+	// image must not. pip stays out of the venv: the toolchain's own pip
+	// installs into it (--python, pip 22.3 and later), which spares each
+	// build ensurepip's copy of pip, most of a Python build's CPU when it
+	// installs little (1.3 s against 4.3 s of CPU for one small wheel).
+	venv := step{title: "Creating a virtualenv", argv: []string{"python3", "-m", "venv", "--copies", "--without-pip", ".venv"}}
+	pip := []string{"python3", "-m", "pip", "--python", ".venv/bin/python", "install", "--no-input"}
 	hasReqs, err := isFile(fsys, "requirements.txt")
 	if err != nil {
 		return nil, err
@@ -272,7 +275,6 @@ func pythonPlan(fsys fs.FS) (*buildPlan, error) {
 	}
 	switch {
 	case hasReqs && !hasRequirements(reqs):
-		venv.argv = append(venv.argv, "--without-pip")
 		p.steps = append(p.steps, venv, step{title: "No requirements to install", fn: func(*workspace) error { return nil }})
 	case hasReqs:
 		p.steps = append(p.steps, venv, step{

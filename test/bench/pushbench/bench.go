@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/wheeltest"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
 )
 
@@ -35,7 +36,8 @@ type options struct {
 	// pushEarly pushes as soon as the platform is ready, without waiting
 	// for the Go standard library's warm-up (the push then waits for it).
 	pushEarly bool
-	// stack is the app pushed: go (hello world) or node (one dependency).
+	// stack is the app pushed: go (hello world), node or python (one
+	// dependency each).
 	stack string
 }
 
@@ -53,7 +55,7 @@ func newCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "state directory of the platform (default: a temporary one)")
 	cmd.Flags().StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres to use (default $DATABASE_URL, else a private server)")
 	cmd.Flags().BoolVar(&o.noSandbox, "unsafe-no-sandbox", false, "run the platform with --unsafe-no-sandbox: builds and apps as plain processes, the figures without the sandbox")
-	cmd.Flags().StringVar(&o.stack, "stack", o.stack, "the app pushed: go (a hello-world server) or node (a server with one dependency from the npm registry)")
+	cmd.Flags().StringVar(&o.stack, "stack", o.stack, "the app pushed: go (a hello-world server), node (a server with one dependency from the npm registry) or python (a server with one requirement, a wheel the bench makes and pip installs from a local directory)")
 	cmd.Flags().BoolVar(&o.pushEarly, "push-early", false, "make the first push as soon as the platform is ready, before the builder's Go warm-up has finished (the push waits for it)")
 	return cmd
 }
@@ -73,8 +75,8 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	if o.pushes < 2 {
 		return errors.New("--pushes must be at least 2: the first push is cold")
 	}
-	if o.stack != "go" && o.stack != "node" {
-		return fmt.Errorf("--stack %q: want go or node", o.stack)
+	if o.stack != "go" && o.stack != "node" && o.stack != "python" {
+		return fmt.Errorf("--stack %q: want go, node or python", o.stack)
 	}
 	if o.stateDir == "" {
 		dir, err := os.MkdirTemp("", "bex-pushbench-")
@@ -88,6 +90,11 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		o.stateDir = dir
+	}
+	if o.stack == "python" {
+		if err := usePythonWheels(o.stateDir); err != nil {
+			return err
+		}
 	}
 	started := time.Now()
 	env, stop, err := o.startPlatform(ctx)
@@ -390,8 +397,58 @@ func waitBody(ctx context.Context, c *http.Client, host, want string) error {
 	return fmt.Errorf("%s never answered %q", host, want)
 }
 
+// The Python app's one requirement: a pure-Python package the bench makes
+// as a wheel, since this machine reaches no package index. pip installs it
+// from a local directory, which the build sandbox binds read-only, as an
+// operator's wheel mirror would be.
+var requirement = wheeltest.Wheel{Project: "bexbench-greeting", Module: "bexbench_greeting", Version: "1.0",
+	Source: "def greet(body):\n    return body\n"}
+
+// usePythonWheels makes the Python app's requirement in a wheel
+// directory under stateDir and points pip there, index off: the platform
+// runs in this process and passes pip's configuration to its builds.
+func usePythonWheels(stateDir string) error {
+	dir := filepath.Join(stateDir, "wheels")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := requirement.Write(dir); err != nil {
+		return fmt.Errorf("making the Python requirement's wheel: %w", err)
+	}
+	// Readable by the sandboxed build's user.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	for k, v := range map[string]string{"PIP_FIND_LINKS": dir, "PIP_NO_INDEX": "1"} {
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeApp writes the app of stack that answers body.
 func writeApp(dir, stack, body string) error {
+	if stack == "python" {
+		src := fmt.Sprintf(`import os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from %s import greet
+
+class Bench(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = greet(%q).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("", int(os.environ["PORT"])), Bench).serve_forever()
+`, requirement.Module, body)
+		if err := os.WriteFile(filepath.Join(dir, "requirements.txt"), []byte(requirement.Project+"=="+requirement.Version+"\n"), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "app.py"), []byte(src), 0o644)
+	}
 	if stack == "node" {
 		pkg := `{"name":"bench","version":"1.0.0","main":"server.js","dependencies":{"is-number":"7.0.0"}}`
 		src := fmt.Sprintf(`const isNumber = require('is-number');

@@ -2,6 +2,8 @@ package dnstest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -16,7 +18,8 @@ const ttl = 0
 // Server is a DNS server for one test. Its methods are safe for concurrent
 // use.
 type Server struct {
-	addr string
+	addr    string
+	servers []*dns.Server
 
 	mu    sync.Mutex
 	txt   map[string][]string     // fqdn → values
@@ -29,6 +32,17 @@ type Server struct {
 // when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Listen starts a server on 127.0.0.1 and a free port, UDP and TCP, for a
+// program that is not a test (a benchmark); Close stops it.
+func Listen() (*Server, error) {
 	s := &Server{txt: map[string][]string{}, addrs: map[string][]netip.Addr{}, zones: map[string]zone{}, keys: map[string]Key{}}
 	// Take a port free for TCP and bind UDP on the same one; retry when
 	// something else took the UDP side in between.
@@ -37,7 +51,7 @@ func Start(t testing.TB) *Server {
 	for range 20 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatalf("dnstest: %v", err)
+			return nil, fmt.Errorf("dnstest: %w", err)
 		}
 		pc, err := net.ListenPacket("udp", l.Addr().String())
 		if err == nil {
@@ -47,12 +61,12 @@ func Start(t testing.TB) *Server {
 		l.Close()
 	}
 	if tcp == nil {
-		t.Fatal("dnstest: no port free for both UDP and TCP")
+		return nil, errors.New("dnstest: no port free for both UDP and TCP")
 	}
 	s.addr = tcp.Addr().String()
 	h := dns.HandlerFunc(s.serve)
-	servers := []*dns.Server{{Listener: tcp, Handler: h}, {PacketConn: udp, Handler: h}}
-	for _, srv := range servers {
+	s.servers = []*dns.Server{{Listener: tcp, Handler: h}, {PacketConn: udp, Handler: h}}
+	for _, srv := range s.servers {
 		srv.MsgAcceptFunc = acceptUpdates
 		srv.TsigProvider = tsigKeys{s}
 		started := make(chan struct{})
@@ -60,12 +74,14 @@ func Start(t testing.TB) *Server {
 		go func() { _ = srv.ActivateAndServe() }()
 		<-started
 	}
-	t.Cleanup(func() {
-		for _, srv := range servers {
-			_ = srv.Shutdown()
-		}
-	})
-	return s
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() {
+	for _, srv := range s.servers {
+		_ = srv.Shutdown()
+	}
 }
 
 // Addr is the server's host:port, for a --dns-resolver flag.

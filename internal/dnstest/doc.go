@@ -10,6 +10,9 @@
 //	srv.SetA("www.example.test", "192.0.2.10")
 //	r := srv.Resolver() // or point a --dns-resolver flag at srv.Addr()
 //
+// A program that is not a test (a benchmark) starts one with Listen and
+// stops it with Close.
+//
 // A zone given to AcceptUpdates is one the server is primary of, as BIND
 // or Knot would be: it answers the zone's SOA and applies RFC 2136 dynamic
 // updates of its TXT, A and AAAA records signed with the zone's TSIG key,

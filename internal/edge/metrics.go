@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the edge's per-route Prometheus metrics. The host label is
@@ -16,7 +17,8 @@ import (
 // under a wildcard Route or outside any, cannot grow the label set. The
 // status is counted by class ("2xx", ..., "5xx"), not by code: an app
 // answers any number from 100 to 999 it likes, which would give each
-// route up to 900 series.
+// route up to 900 series. The series of a route the Table no longer
+// serves are deleted (Server.forgetGone).
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -50,6 +52,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// forget deletes the series of every route for which serves is false:
+// those of a deleted Route or app, so that apps that come and go do not
+// leave series behind forever. The series of unknown hosts stay.
+func (m *Metrics) forget(serves func(tenant, app, claim string) bool) int {
+	ch := make(chan prometheus.Metric)
+	go func() { m.bytes.Collect(ch); close(ch) }()
+	var gone []prometheus.Labels
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			continue
+		}
+		l := prometheus.Labels{}
+		for _, lp := range d.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		if l["host"] != unknownHost && !serves(l["tenant"], l["app"], l["host"]) {
+			gone = append(gone, l)
+		}
+	}
+	for _, l := range gone {
+		m.requests.DeletePartialMatch(l)
+		m.duration.Delete(l)
+		m.bytes.Delete(l)
+	}
+	return len(gone)
 }
 
 // observe records one request.

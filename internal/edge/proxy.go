@@ -238,6 +238,17 @@ func (p *Proxy) pick(route Route, upstreams []string, avoid string) string {
 	return u
 }
 
+// forget drops the round-robin counters of the claims for which known is
+// false: those of deleted Routes and apps.
+func (p *Proxy) forget(known func(claim string) bool) {
+	p.next.Range(func(key, _ any) bool {
+		if claim, _, _ := strings.Cut(key.(string), "\x00"); !known(claim) {
+			p.next.Delete(key)
+		}
+		return true
+	})
+}
+
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(*target)
 	pr.SetURL(&url.URL{Scheme: "http", Host: t.upstream})

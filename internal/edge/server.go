@@ -141,6 +141,9 @@ type Server struct {
 	// the context its first obtaining runs in; only manageWildcards uses it.
 	wildClaims map[string]context.CancelFunc
 
+	// metrics is nil without ServerOptions.Metrics.
+	metrics *Metrics
+
 	// budget is nil without a CertificateBudget.
 	budget *CertificateBudget
 	// refusedMu guards refused: claim → the Until of the refusal last
@@ -185,6 +188,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 		observers = append(observers, m.observe)
+		s.metrics = m
 	}
 	if opts.Observe != nil {
 		observers = append(observers, opts.Observe)
@@ -418,6 +422,48 @@ func (s *Server) manageWildcards(ctx context.Context) {
 	}
 }
 
+// Forgetting what the edge keeps per claim: at most once per forgetGap,
+// after the Table's Routes change and every forgetInterval (an app whose
+// default hostname stops being served changes no Route).
+const (
+	forgetGap      = 5 * time.Second
+	forgetInterval = time.Minute
+)
+
+// forgetGone drops the metrics series and round-robin counters of the
+// claims the Table no longer serves, until ctx is done, so that ten
+// thousand apps created and deleted leave nothing behind.
+func (s *Server) forgetGone(ctx context.Context) {
+	tick := time.NewTicker(forgetInterval)
+	defer tick.Stop()
+	for {
+		changed := s.opts.Table.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+		s.forget()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(forgetGap):
+		}
+	}
+}
+
+// forget drops, once, what the edge keeps for claims the Table no longer
+// serves.
+func (s *Server) forget() {
+	s.proxy.forget(s.opts.Table.claimed)
+	if s.metrics != nil {
+		if n := s.metrics.forget(s.opts.Table.Serves); n > 0 {
+			s.log.V(1).Info("Metrics of gone routes deleted", "routes", n)
+		}
+	}
+}
+
 // HTTPSHandler serves the HTTPS port.
 func (s *Server) HTTPSHandler() http.Handler { return s.proxy }
 
@@ -459,6 +505,7 @@ func (s *Server) Serve(ctx context.Context, httpL, httpsL net.Listener) error {
 	if s.wild != nil {
 		g.Go(func() error { s.manageWildcards(gctx); return nil })
 	}
+	g.Go(func() error { s.forgetGone(gctx); return nil })
 	g.Go(func() error { return ignoreClosed(httpSrv.Serve(httpL)) })
 	g.Go(func() error { return ignoreClosed(httpsSrv.ServeTLS(httpsL, "", "")) })
 	g.Go(func() error {

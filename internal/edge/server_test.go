@@ -265,3 +265,64 @@ func seriesCount(t *testing.T, reg *prometheus.Registry) int {
 	}
 	return n
 }
+
+// TestMetricsOfGoneRoutes serves 100 Routes and an app's default hostname,
+// then deletes 99 of the Routes and stops the app: the series of what is
+// gone are deleted, those of the Route left stay. Without it, ten thousand
+// apps created and deleted leave their series in the edge for good.
+func TestMetricsOfGoneRoutes(t *testing.T) {
+	web := upstream(t, named("web"))
+	running := apps{{"acme", "web"}: {web}, {"acme", "gone"}: {web}}
+	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: "apps.test", Apps: running}}
+	var routes []edge.RouteEntry
+	for i := range 100 {
+		routes = append(routes, edge.RouteEntry{Hostname: fmt.Sprintf("r%d.churn.test", i), Tenant: "acme", App: "web", PlainHTTP: true})
+	}
+	table.SetRoutes(routes)
+	e := startServer(t, table)
+	c := e.client(false)
+	urls := []string{fmt.Sprintf("https://gone-acme.apps.test:%d/", e.tlsPor)}
+	for _, r := range routes {
+		urls = append(urls, fmt.Sprintf("http://%s:%d/", r.Hostname, e.httpPort))
+	}
+	for _, u := range urls {
+		if resp, _ := get(t, c, u); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s answered %d", u, resp.StatusCode)
+		}
+	}
+	hostsIn := func() map[string]bool {
+		t.Helper()
+		mfs, err := e.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "host" {
+						seen[lp.GetValue()] = true
+					}
+				}
+			}
+		}
+		return seen
+	}
+	if got := hostsIn(); len(got) != len(urls) {
+		t.Fatalf("series for %d hosts, want %d", len(got), len(urls))
+	}
+
+	delete(running, [2]string{"acme", "gone"}) // before SetRoutes wakes the edge
+	table.SetRoutes(routes[:1])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := hostsIn()
+		if len(got) == 1 && got["r0.churn.test"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("series left for %d hosts (r0.churn.test: %v), want only r0.churn.test's", len(got), got["r0.churn.test"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

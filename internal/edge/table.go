@@ -191,6 +191,37 @@ func (t *Table) Claimed(host string) bool {
 	return ok
 }
 
+// Serves reports whether claim (a Route's hostname, or an app's default
+// hostname) still routes to tenant's app: the Table has a Route of that
+// app for it, or the app's default hostname it is while the app runs or is
+// in maintenance mode. What the edge keeps per claim (metrics series,
+// round-robin counters) is dropped once it does not.
+func (t *Table) Serves(tenant, app, claim string) bool {
+	if m := t.routes.Load(); m != nil {
+		if slices.ContainsFunc((*m)[claim], func(e RouteEntry) bool { return e.Tenant == tenant && e.App == app }) {
+			return true
+		}
+	}
+	if t.Defaults == nil {
+		return false
+	}
+	r, ok := t.Defaults.find(claim, func(tn, a string) bool { return t.inMaintenance(tn, a) || t.Defaults.Apps.Runs(tn, a) })
+	return ok && r.Tenant == tenant && r.App == app
+}
+
+// claimed reports whether some Route or app's default hostname claims
+// claim, for whatever app.
+func (t *Table) claimed(claim string) bool {
+	if m := t.routes.Load(); m != nil && len((*m)[claim]) > 0 {
+		return true
+	}
+	if t.Defaults == nil {
+		return false
+	}
+	_, ok := t.Defaults.find(claim, func(tn, a string) bool { return t.inMaintenance(tn, a) || t.Defaults.Apps.Runs(tn, a) })
+	return ok
+}
+
 // Resolve implements Resolver. The route of an app in maintenance mode
 // (SetMaintenance) has Maintenance set and no upstreams.
 func (t *Table) Resolve(host, path string) (Route, []string, bool) {

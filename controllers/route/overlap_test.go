@@ -2,12 +2,16 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -112,5 +116,80 @@ func TestWildcardOverlap(t *testing.T) {
 	taken(docsC, "*.rev.test")
 	if !served("ov-b", "*.rev.test") || served("ov-c", "docs.rev.test") {
 		t.Errorf("once A's route went, the edge does not serve B's *.rev.test alone")
+	}
+}
+
+// listCounter is a client that counts the Routes its List calls return.
+type listCounter struct {
+	client.Client
+	routes atomic.Int64
+}
+
+func (c *listCounter) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := c.Client.List(ctx, list, opts...)
+	if l, ok := list.(*platformv1alpha1.RouteList); ok {
+		c.routes.Add(int64(len(l.Items)))
+	}
+	return err
+}
+
+// TestManyNamesUnderOneDomain gives 50 tenants a Route each for a name of
+// their own under one domain, each proved: all are admitted, and
+// reconciling one of them reads the Routes of its own hostname (and of the
+// wildcard above it), not the 50 that share the domain, which made a
+// reconcile cost as much as the domain has names (ten thousand tenants'
+// names under one domain made each of their reconciles read ten thousand
+// Routes). A wildcard over the domain that proved nothing changes neither:
+// it cannot hold anything.
+func TestManyNamesUnderOneDomain(t *testing.T) {
+	cp := cptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dns := dnstest.Start(t)
+	r := &Reconciler{DNS: dns.Resolver(), AppDomain: appDomain, PendingRecheck: time.Hour, ReadyRecheck: time.Hour}
+	c, create := runController(ctx, t, cp.RESTConfig(), r)
+
+	const n = 50
+	var routes []*platformv1alpha1.Route
+	for i := range n {
+		ns, host := fmt.Sprintf("one-%02d", i), fmt.Sprintf("n%02d.one.test", i)
+		prove(dns, host, ns)
+		rt := &platformv1alpha1.Route{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "www"},
+			Spec:       platformv1alpha1.RouteSpec{Hostname: host, AppRef: platformv1alpha1.AppReference{Name: "web"}},
+		}
+		create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			&platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, rt)
+		routes = append(routes, rt)
+	}
+	for _, rt := range routes {
+		waitCondition(ctx, t, c, rt, platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason, "")
+	}
+
+	// read reconciles the first Route once more, through a client that
+	// counts the Routes it lists; the manager's cache has every Route.
+	read := func() int64 {
+		t.Helper()
+		probe := &Reconciler{DNS: r.DNS, AppDomain: r.AppDomain, Client: &listCounter{Client: r.Client}}
+		if _, err := probe.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(routes[0])}); err != nil {
+			t.Fatal(err)
+		}
+		return probe.Client.(*listCounter).routes.Load()
+	}
+	if got := read(); got > 1 {
+		t.Errorf("reconciling n00.one.test read %d Routes, want its own only (1): every name under the domain is read", got)
+	}
+
+	wild := &platformv1alpha1.Route{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "one-wild", Name: "wild"},
+		Spec:       platformv1alpha1.RouteSpec{Hostname: "*.one.test", AppRef: platformv1alpha1.AppReference{Name: "web"}},
+	}
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "one-wild"}}, wild)
+	waitCondition(ctx, t, c, wild, platformv1alpha1.RouteDomainVerifiedCondition, platformv1alpha1.RouteAwaitingTXTRecordReason, "")
+	if got := read(); got > 2 {
+		t.Errorf("with an unproved wildcard over the domain, reconciling n00.one.test read %d Routes, want 2", got)
+	}
+	for _, rt := range routes {
+		waitCondition(ctx, t, c, rt, platformv1alpha1.RouteAdmittedCondition, platformv1alpha1.RouteAcceptedReason, "")
 	}
 }

@@ -35,6 +35,8 @@ const ControllerName = "route"
 
 // Field indexes of Routes.
 const (
+	// hostIndex keys a Route by its hostname.
+	hostIndex = "spec.hostname"
 	// coverIndex keys a Route by the domain a wildcard one label above its
 	// hostname is over: example.com for www.example.com and for
 	// *.example.com. Every Route whose hostname overlaps one's has its key.
@@ -136,6 +138,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		field string
 		value func(*platformv1alpha1.Route) string
 	}{
+		{hostIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.Hostname }},
 		{coverIndex, func(rt *platformv1alpha1.Route) string { return coverKey(rt.Spec.Hostname) }},
 		{appIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.AppRef.Name }},
 		{secretIndex, func(rt *platformv1alpha1.Route) string { return rt.Spec.TLS.SecretName }},
@@ -159,36 +162,78 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// overlapping maps a Route to every Route whose hostname overlaps its own.
+// overlapping maps a Route to every Route whose hostname overlaps its own:
+// for a name, the Routes of the name and of the wildcard one label up
+// (two index lookups, however many names share the domain); for a
+// wildcard, every Route under it.
 func (r *Reconciler) overlapping(ctx context.Context, obj client.Object) []reconcile.Request {
 	host := obj.(*platformv1alpha1.Route).Spec.Hostname
-	return r.requests(ctx, obj, func(rt *platformv1alpha1.Route) bool { return domains.Overlap(host, rt.Spec.Hostname) },
-		client.MatchingFields{coverIndex: coverKey(host)})
+	var routes []platformv1alpha1.Route
+	var err error
+	if isWildcard(host) {
+		routes, err = r.list(ctx, client.MatchingFields{coverIndex: coverKey(host)})
+	} else {
+		routes, err = r.withHostnames(ctx, host, wildcardOver(host))
+	}
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Listing routes to wake", "object", klog.KObj(obj))
+		return nil
+	}
+	return requestsFor(routes, func(rt *platformv1alpha1.Route) bool { return domains.Overlap(host, rt.Spec.Hostname) })
 }
 
 // routesOf maps an object to the Routes of its namespace that name it in
 // the indexed field.
 func (r *Reconciler) routesOf(index string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		return r.requests(ctx, obj, nil, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()})
+		routes, err := r.list(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()})
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "Listing routes to wake", "object", klog.KObj(obj))
+			return nil
+		}
+		return requestsFor(routes, nil)
 	}
 }
 
-// requests lists the Routes of opts that keep accepts (nil: all).
-func (r *Reconciler) requests(ctx context.Context, obj client.Object, keep func(*platformv1alpha1.Route) bool, opts ...client.ListOption) []reconcile.Request {
-	var routes platformv1alpha1.RouteList
-	if err := r.Client.List(ctx, &routes, opts...); err != nil {
-		logf.FromContext(ctx).Error(err, "Listing routes to wake", "object", klog.KObj(obj))
-		return nil
+// list lists the Routes of opts.
+func (r *Reconciler) list(ctx context.Context, opts ...client.ListOption) ([]platformv1alpha1.Route, error) {
+	var list platformv1alpha1.RouteList
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		return nil, err
 	}
-	reqs := make([]reconcile.Request, 0, len(routes.Items))
-	for i := range routes.Items {
-		if rt := &routes.Items[i]; keep == nil || keep(rt) {
+	return list.Items, nil
+}
+
+// withHostnames lists the Routes of each hostname, through hostIndex.
+func (r *Reconciler) withHostnames(ctx context.Context, hosts ...string) ([]platformv1alpha1.Route, error) {
+	var out []platformv1alpha1.Route
+	for _, h := range hosts {
+		routes, err := r.list(ctx, client.MatchingFields{hostIndex: h})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, routes...)
+	}
+	return out, nil
+}
+
+// requestsFor returns the requests of the routes that keep accepts (nil:
+// all).
+func requestsFor(routes []platformv1alpha1.Route, keep func(*platformv1alpha1.Route) bool) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(routes))
+	for i := range routes {
+		if rt := &routes[i]; keep == nil || keep(rt) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rt.Namespace, Name: rt.Name}})
 		}
 	}
 	return reqs
 }
+
+func isWildcard(host string) bool { return strings.HasPrefix(host, "*.") }
+
+// wildcardOver is the wildcard one label above host: *.example.com for
+// www.example.com.
+func wildcardOver(host string) string { return "*." + coverKey(host) }
 
 // coverKey is a hostname's coverIndex key: the hostname without its first
 // label.
@@ -393,15 +438,13 @@ func (r *Reconciler) claimVerified(ctx context.Context, s *scope, c *platformv1a
 // DomainVerified condition of its current generation.
 func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 	host := s.route.Spec.Hostname
-	var list platformv1alpha1.RouteList
-	// Every Route that overlaps this one, or overlaps one that does, has
-	// the same key.
-	if err := r.Client.List(ctx, &list, client.MatchingFields{coverIndex: coverKey(host)}); err != nil {
+	near, err := r.claimsNear(ctx, host)
+	if err != nil {
 		return fmt.Errorf("listing routes near %s: %w", host, err)
 	}
-	claims := make([]*platformv1alpha1.Route, 0, len(list.Items)+1)
-	for i := range list.Items {
-		if c := &list.Items[i]; c.DeletionTimestamp.IsZero() && c.UID != s.route.UID {
+	claims := make([]*platformv1alpha1.Route, 0, len(near)+1)
+	for i := range near {
+		if c := &near[i]; c.DeletionTimestamp.IsZero() && c.UID != s.route.UID {
 			claims = append(claims, c)
 		}
 	}
@@ -410,8 +453,7 @@ func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 	verified := map[string]bool{} // namespace → proved this Route's hostname
 	proved := func(c *platformv1alpha1.Route) (bool, error) {
 		if c.Spec.Hostname != host {
-			cond := meta.FindStatusCondition(c.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition)
-			return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation, nil
+			return provedLast(c), nil
 		}
 		if v, seen := verified[c.Namespace]; seen {
 			return v, nil
@@ -452,6 +494,37 @@ func (r *Reconciler) observeClaims(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
+}
+
+// claimsNear lists the Routes that bear on who holds host: every Route
+// that overlaps it, and every Route that overlaps one of those. For a
+// wildcard those are all the Routes under its domain. For a name they are
+// the Routes of the name and of the wildcard one label up, and the other
+// names under that wildcard only when one of its Routes proved its
+// hostname: only then can the wildcard be granted, and whether it is
+// depends on them. So a Route's reconcile reads its own hostname's claims,
+// not every name that shares its domain (ten thousand tenants' names under
+// one domain would make each reconcile read them all).
+func (r *Reconciler) claimsNear(ctx context.Context, host string) ([]platformv1alpha1.Route, error) {
+	cover := client.MatchingFields{coverIndex: coverKey(host)}
+	if isWildcard(host) {
+		return r.list(ctx, cover)
+	}
+	routes, err := r.withHostnames(ctx, host, wildcardOver(host))
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(routes, func(rt platformv1alpha1.Route) bool { return isWildcard(rt.Spec.Hostname) && provedLast(&rt) }) {
+		return r.list(ctx, cover)
+	}
+	return routes, nil
+}
+
+// provedLast reports whether the last reconcile of rt, at its current
+// generation, found that its tenant proved its hostname.
+func provedLast(rt *platformv1alpha1.Route) bool {
+	cond := meta.FindStatusCondition(rt.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition)
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == rt.Generation
 }
 
 func pathPrefix(rt *platformv1alpha1.Route) string { return cmp.Or(rt.Spec.PathPrefix, "/") }

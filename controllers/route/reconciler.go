@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -52,6 +54,10 @@ const (
 	DefaultPendingRecheck = 15 * time.Second
 	// DefaultReadyRecheck is how soon a served Route is observed again.
 	DefaultReadyRecheck = time.Hour
+	// DefaultMaxConcurrentReconciles is how many Routes are reconciled at
+	// once when the Reconciler does not say: a reconcile mostly waits on
+	// DNS and the apiserver.
+	DefaultMaxConcurrentReconciles = 8
 	// lookupTimeout bounds one DNS lookup.
 	lookupTimeout = 5 * time.Second
 	// probeLabel replaces the '*' of a wildcard hostname to look it up.
@@ -116,6 +122,10 @@ type Reconciler struct {
 	PendingRecheck, ReadyRecheck time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxConcurrentReconciles is how many Routes are reconciled at once
+	// (one Route is never reconciled twice at once); 0 means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
 }
 
 // SetupWithManager registers the reconciler. It watches Routes (a change
@@ -155,6 +165,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		For(&platformv1alpha1.Route{}).
 		Watches(&platformv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.overlapping)).
 		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(appIndex))).
@@ -316,6 +327,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() {
 		if retErr == nil {
 			rt.Status.ObservedGeneration = rt.Generation
+		}
+		if equality.Semantic.DeepEqual(base.Status, rt.Status) {
+			return // nothing to write
 		}
 		if err := r.Client.Status().Patch(ctx, rt, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 			retErr = errors.Join(retErr, fmt.Errorf("patching status: %w", err))

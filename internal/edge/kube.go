@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,53 +30,91 @@ import (
 // full set is in the table; updates follow until ctx is done. c must be
 // started by the caller.
 func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logger) error {
-	return watchList(ctx, c, &platformv1alpha1.Route{}, "Routes", func() error {
-		var list platformv1alpha1.RouteList
-		if err := c.List(ctx, &list); err != nil {
-			return err
+	return watchKeyed(ctx, c, &platformv1alpha1.Route{}, "Routes", func(o client.Object) (RouteEntry, bool) {
+		r, ok := o.(*platformv1alpha1.Route)
+		if !ok {
+			return RouteEntry{}, false
 		}
-		table.SetRoutes(RouteEntries(list.Items))
-		return nil
-	}, log)
+		return routeEntry(r)
+	}, table.SetRoutes, log)
 }
 
-// watchList calls sync once the informer of obj's kind in c has synced,
-// and again after changes to objects of that kind, until ctx is done:
-// changes that come while sync runs make one more call, not one each. It
-// returns once the first sync has run; its error is returned, later ones
-// are logged. kind names the objects in errors ("Routes").
-func watchList(ctx context.Context, c cache.Cache, obj client.Object, kind string, sync func() error, log logr.Logger) error {
+// watchKeyed keeps, for each object of obj's kind in c, what value makes
+// of it (nothing when ok is false), and calls publish with all of them once
+// the informer's first list is in, and again after each change to one of
+// them, until ctx is done: changes that come while publish runs make one
+// more call, not one each. An event that changes no object's value (a
+// status the edge does not read) costs a comparison: with ten thousand
+// Routes or Apps whose statuses the controllers write, the edge neither
+// lists nor copies them per event. It returns once the first publish has
+// run. kind names the objects in errors ("Routes") and in log's lines.
+func watchKeyed[V comparable](ctx context.Context, c cache.Cache, obj client.Object, kind string,
+	value func(client.Object) (V, bool), publish func([]V), log logr.Logger) error {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", kind, err)
 	}
+	var mu sync.Mutex
+	values := map[types.NamespacedName]V{}
 	kick := make(chan struct{}, 1)
-	notify := func(any) {
-		select {
-		case kick <- struct{}{}:
-		default:
+	update := func(o any, deleted bool) {
+		o, deleted = unwrap(o, deleted)
+		obj, ok := o.(client.Object)
+		if !ok {
+			return
+		}
+		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		v, keep := value(obj)
+		keep = keep && !deleted
+		mu.Lock()
+		old, had := values[key]
+		changed := had != keep || (keep && old != v)
+		if keep {
+			values[key] = v
+		} else {
+			delete(values, key)
+		}
+		mu.Unlock()
+		if changed {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
-	}); err != nil {
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { update(o, false) },
+		UpdateFunc: func(_, o any) { update(o, false) },
+		DeleteFunc: func(o any) { update(o, true) },
+	})
+	if err != nil {
 		return fmt.Errorf("watching %s: %w", kind, err)
 	}
-	if !c.WaitForCacheSync(ctx) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return fmt.Errorf("watching %s: the cache did not sync: %w", kind, ctx.Err())
 	}
-	if err := sync(); err != nil {
-		return fmt.Errorf("listing %s: %w", kind, err)
+	publishAll := func() {
+		mu.Lock()
+		all := make([]V, 0, len(values))
+		for _, v := range values {
+			all = append(all, v)
+		}
+		mu.Unlock()
+		publish(all)
+		log.V(1).Info("Table updated", "kind", kind, "objects", len(all))
 	}
+	select {
+	case <-kick: // the first list's
+	default:
+	}
+	publishAll()
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-kick:
-				if err := sync(); err != nil && ctx.Err() == nil {
-					log.Error(err, "Listing objects", "kind", kind)
-				}
+				publishAll()
 			}
 		}
 	}()
@@ -87,18 +126,26 @@ func watchList(ctx context.Context, c cache.Cache, obj client.Object, kind strin
 // edge routes and obtains certificates for those names only.
 func RouteEntries(routes []platformv1alpha1.Route) []RouteEntry {
 	var out []RouteEntry
-	for _, r := range routes {
-		if r.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteAdmittedCondition) ||
-			!meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition) {
-			continue
+	for i := range routes {
+		if e, ok := routeEntry(&routes[i]); ok {
+			out = append(out, e)
 		}
-		out = append(out, RouteEntry{
-			Hostname: r.Spec.Hostname, PathPrefix: r.Spec.PathPrefix,
-			Tenant: r.Namespace, App: r.Spec.AppRef.Name,
-			PlainHTTP: r.Spec.TLS.Mode == platformv1alpha1.TLSModeNone,
-		})
 	}
 	return out
+}
+
+// routeEntry returns r's table entry, when r is admitted and its tenant
+// proved its hostname.
+func routeEntry(r *platformv1alpha1.Route) (RouteEntry, bool) {
+	if r.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteAdmittedCondition) ||
+		!meta.IsStatusConditionTrue(r.Status.Conditions, platformv1alpha1.RouteDomainVerifiedCondition) {
+		return RouteEntry{}, false
+	}
+	return RouteEntry{
+		Hostname: r.Spec.Hostname, PathPrefix: r.Spec.PathPrefix,
+		Tenant: r.Namespace, App: r.Spec.AppRef.Name,
+		PlainHTTP: r.Spec.TLS.Mode == platformv1alpha1.TLSModeNone,
+	}, true
 }
 
 // EndpointSliceApps is the routing table of a Kubernetes workload cluster:

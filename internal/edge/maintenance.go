@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
@@ -78,24 +79,29 @@ type AppRef struct {
 // namespace). It returns once the first full set is in the table; updates
 // follow until ctx is done. c must be started by the caller.
 func WatchMaintenance(ctx context.Context, c cache.Cache, table *Table, log logr.Logger) error {
-	return watchList(ctx, c, &platformv1alpha1.App{}, "Apps", func() error {
-		var list platformv1alpha1.AppList
-		if err := c.List(ctx, &list); err != nil {
-			return err
+	return watchKeyed(ctx, c, &platformv1alpha1.App{}, "Apps", func(o client.Object) (AppRef, bool) {
+		a, ok := o.(*platformv1alpha1.App)
+		if !ok || !inMaintenance(a) {
+			return AppRef{}, false
 		}
-		table.SetMaintenance(MaintenanceApps(list.Items))
-		return nil
-	}, log)
+		return AppRef{Tenant: a.Namespace, App: a.Name}, true
+	}, table.SetMaintenance, log)
 }
 
 // MaintenanceApps returns the apps among apps in maintenance mode: those
 // whose spec.suspended is true and that are not being deleted.
 func MaintenanceApps(apps []platformv1alpha1.App) []AppRef {
 	var out []AppRef
-	for _, a := range apps {
-		if a.Spec.Suspended && a.DeletionTimestamp == nil {
+	for i := range apps {
+		if a := &apps[i]; inMaintenance(a) {
 			out = append(out, AppRef{Tenant: a.Namespace, App: a.Name})
 		}
 	}
 	return out
+}
+
+// inMaintenance reports whether a is in maintenance mode and not being
+// deleted.
+func inMaintenance(a *platformv1alpha1.App) bool {
+	return a.Spec.Suspended && a.DeletionTimestamp == nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -42,8 +43,8 @@ func WatchRoutes(ctx context.Context, c cache.Cache, table *Table, log logr.Logg
 // watchKeyed keeps, for each object of obj's kind in c, what value makes
 // of it (nothing when ok is false), and calls publish with all of them once
 // the informer's first list is in, and again after each change to one of
-// them, until ctx is done: changes that come while publish runs make one
-// more call, not one each. An event that changes no object's value (a
+// them, until ctx is done: changes that come while publish runs, or
+// within publishGap of it, make one more call, not one each. An event that changes no object's value (a
 // status the edge does not read) costs a comparison: with ten thousand
 // Routes or Apps whose statuses the controllers write, the edge neither
 // lists nor copies them per event. It returns once the first publish has
@@ -116,10 +117,23 @@ func watchKeyed[V comparable](ctx context.Context, c cache.Cache, obj client.Obj
 			case <-kick:
 				publishAll()
 			}
+			// Changes in the next moment make one more publish.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(publishGap):
+			}
 		}
 	}()
 	return nil
 }
+
+// publishGap is the least time between two publishes of watchKeyed: a
+// table of ten thousand Routes takes milliseconds to build, and while the
+// Route controller admits them one after the other each admission would
+// rebuild it (4,084 times, 11 s of CPU, for 10,000 Routes). A change waits
+// for it at most.
+const publishGap = 100 * time.Millisecond
 
 // RouteEntries returns the table entries of the admitted Routes among
 // routes whose tenant proved it owns the hostname (DomainVerified): the

@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge fmt vet clean
+.PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps fmt vet clean
 
 all: build
 
@@ -97,6 +97,10 @@ bench-edge:
 	bash hack/apt-ensure.sh bench-edge nginx=nginx haproxy=haproxy
 	$(GO) run ./cmd/bex-kubebin --tools caddy,traefik
 	$(GO) run ./test/bench/edgebench --json out/edge-bench.json $(EDGEBENCH_FLAGS)
+
+## bench-apps: 10,000 apps over 1,000 tenants on a real control plane and Postgres: controllers' convergence, app list, edge table and latency, heap per app (docs/perf.md); builds the pinned kube-apiserver and etcd when missing; APPSBENCH_FLAGS=--apps 1000 is the quick mode
+bench-apps:
+	$(GO) run ./test/bench/appsbench $(APPSBENCH_FLAGS)
 
 clean:
 	rm -rf bin out

@@ -24,8 +24,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"bex.co/bex/builder/build"
-	"bex.co/bex/internal/wheeltest"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
+	"bex.co/bex/internal/wheeltest"
 )
 
 type options struct {

@@ -190,6 +190,11 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 			return nil, err
 		}
 		mounts = m.baseMounts()
+		hosts, err := c.writeHosts(spec.Hostname)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, mount{dst: "/etc/hosts", src: hosts, opts: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 		for _, b := range spec.Binds {
 			opts := []string{"rbind", "rw", "nosuid", "nodev"}
 			if b.ReadOnly {
@@ -246,6 +251,23 @@ func (c *Container) ID() string { return c.id }
 
 // Addr is the container's address on the slot's bridge.
 func (c *Container) Addr() netip.Addr { return c.addr }
+
+// writeHosts writes the container's /etc/hosts, as container runtimes do:
+// localhost, and its hostname at its address. Without the hostname a
+// lookup of it goes to the DNS servers, which an app's network does not
+// reach: Python's HTTPServer, which looks up its own name when it binds,
+// waited 10 s for that before it listened.
+func (c *Container) writeHosts(hostname string) (string, error) {
+	content := "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+	if hostname != "" {
+		content += c.addr.String() + "\t" + hostname + "\n"
+	}
+	path := filepath.Join(c.dir, "hosts")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return "", fmt.Errorf("writing the container's /etc/hosts: %w", err)
+	}
+	return path, nil
+}
 
 // Command returns the command that runs the container in the foreground:
 // runc's standard output and error are the process's, and it exits with

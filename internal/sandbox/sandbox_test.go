@@ -107,6 +107,23 @@ func TestFilesOfTheHostAreOutOfReach(t *testing.T) {
 	}
 }
 
+// TestHostnameResolvesToTheContainer: a container's own hostname is in its
+// /etc/hosts, at its address, so looking it up asks no DNS server (which
+// an app's network does not reach).
+func TestHostnameResolvesToTheContainer(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	out, c, err := runToEnd(t, m, sandbox.Spec{
+		Tenant: "acme", Hostname: "web-7", AppDir: appDir(t),
+		Args: []string{"/usr/bin/getent", "hosts", "web-7"},
+	})
+	if err != nil {
+		t.Fatalf("getent hosts web-7: %v\n%s", err, out)
+	}
+	if f := strings.Fields(out); len(f) < 2 || f[0] != c.Addr().String() || f[1] != "web-7" {
+		t.Errorf("getent hosts web-7 = %q, want %s web-7", out, c.Addr())
+	}
+}
+
 func TestProcessesRunUnprivilegedInTheirTenantsRange(t *testing.T) {
 	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
 	dir := appDir(t)

@@ -38,10 +38,13 @@ const (
 const runContainer = "run"
 
 // runStartReasons are the reasons a run's container waits with that end
-// the run at once: it will not start without a change.
+// the run at once: it will not start without a change. Not
+// CreateContainerConfigError: the node may not read the run's Secret yet
+// (the Node authorizer learns of a Pod's Secrets a moment after the Pod is
+// bound), and the kubelet tries again.
 var runStartReasons = map[string]bool{
 	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+	"CreateContainerError": true, "RunContainerError": true,
 }
 
 // runSelector selects the runs of an app.

@@ -38,8 +38,9 @@ func TestRunPodName(t *testing.T) {
 }
 
 // TestStartOf: a run's Pod has started once its container runs or ran; a
-// container that waits to be pulled or configured, or a Pod that failed
-// before it ran, will not start; an unschedulable Pod waits, saying why.
+// container that waits to be pulled or created, or a Pod that failed
+// before it ran, will not start; an unschedulable Pod, or a container
+// whose node cannot read its Secret yet, waits, saying why.
 func TestStartOf(t *testing.T) {
 	waiting := func(reason, msg string) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
@@ -60,7 +61,8 @@ func TestStartOf(t *testing.T) {
 		{"ran", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: runContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}}}, true, false, ""},
 		{"image pull", waiting("ErrImagePull", `pulling image "x": not found`), false, true, `ErrImagePull: pulling image "x": not found`},
-		{"config", waiting("CreateContainerConfigError", "secret not found"), false, true, "CreateContainerConfigError: secret not found"},
+		{"config", waiting("CreateContainerConfigError", "secret not found"), false, false, "CreateContainerConfigError: secret not found"},
+		{"create", waiting("CreateContainerError", "no such file"), false, true, "CreateContainerError: no such file"},
 		{"refused", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Unsupported", Message: "bex-node does not run volumes"}},
 			false, true, "Failed Unsupported: bex-node does not run volumes"},
 		{"unschedulable", &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{

@@ -362,19 +362,7 @@ func TestPythonAppWithEmptyRequirements(t *testing.T) {
 	b := newBuilder(t)
 	res, log, err := buildRepo(t, b, map[string]string{
 		"requirements.txt": "# nothing yet\n",
-		"app.py": `import os, sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
-class Hello(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("hello from python in " + os.path.basename(os.environ["VIRTUAL_ENV"]) + " " + str(sys.prefix == os.environ["VIRTUAL_ENV"])).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
-`,
+		"app.py":           pythonServer("import sys", `"hello from python in " + os.path.basename(os.environ["VIRTUAL_ENV"]) + " " + str(sys.prefix == os.environ["VIRTUAL_ENV"])`),
 	}, nil)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -391,6 +379,25 @@ HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
 	}
 }
 
+// pythonServer is an app.py that answers every GET with the value of
+// body, a Python expression, after the imports.
+func pythonServer(imports, body string) string {
+	return `import os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+` + imports + `
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = (` + body + `).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
+`
+}
+
 // TestPythonAppWithARequirement installs a requirement from a local wheel
 // directory into the app's virtualenv with the toolchain's pip: the app
 // imports it, and the virtualenv holds no pip of its own.
@@ -405,20 +412,7 @@ func TestPythonAppWithARequirement(t *testing.T) {
 	b := newBuilder(t)
 	res, log, err := buildRepo(t, b, map[string]string{
 		"requirements.txt": "bex-greeting==1.0\n",
-		"app.py": `import importlib.util, os
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from bex_greeting import greet
-
-class Hello(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = (greet() + ", pip in the venv: " + str(importlib.util.find_spec("pip") is not None)).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Hello).serve_forever()
-`,
+		"app.py":           pythonServer("import importlib.util\nfrom bex_greeting import greet", `greet() + ", pip in the venv: " + str(importlib.util.find_spec("pip") is not None)`),
 	}, nil)
 	if err != nil {
 		t.Fatalf("Build: %v\n%s", err, log)

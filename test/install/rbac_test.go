@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	managerapp "bex.co/bex/cmd/bex-controller-manager/app"
@@ -295,7 +296,7 @@ func TestTenantRBAC(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: "bex-git-receiver"}},
 	}))
 	forbidden("deleting the tenant NetworkPolicy", git.Delete(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: kube.TenantPolicyName}}))
-	forbidden("creating a pod directly", git.Create(ctx, &corev1.Pod{
+	forbidden("creating a pod in a tenant namespace nobody prepared", git.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shell"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sh", Image: "busybox"}}},
 	}))
@@ -364,6 +365,18 @@ func TestTenantRBAC(t *testing.T) {
 		if err := admin.List(ctx, &secrets, client.InNamespace("acme"), left); err != nil || len(secrets.Items) != 0 {
 			t.Errorf("run secrets left by the %s: %d, %v", component, len(secrets.Items), err)
 		}
+	}
+
+	// With the namespace prepared the git receiver may make Pods (a release
+	// phase runs in one), but the namespace's Pod Security profile refuses
+	// a Pod that asks for more than an app's container.
+	err = git.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shell"},
+		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "sh", Image: "busybox",
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}},
+	})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Errorf("the git receiver's token: creating a privileged pod in a prepared namespace: %v, want refused by Pod Security", err)
 	}
 
 	// What it does need, within the tenant's namespace.

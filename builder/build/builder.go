@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,18 @@ type Options struct {
 	// registries only if the Manager lets containers out. Without it steps
 	// run as the builder's user.
 	Sandbox *sandbox.Manager
+	// Remote, when set, runs every step of the stacks' builds (tenant
+	// code) away from the builder, in the agent it starts for each build
+	// (builder/buildagent): in a cluster install a Pod of the tenant's
+	// (internal/runtime/kube's BuildPod), which holds no service-account
+	// token and sees no file of the platform's. The checkout goes to the
+	// agent before the first step; the tree its steps left comes back,
+	// through internal/treetar's limits (WorkDiskSize bytes), before a step
+	// of the builder's own and after the last. The steps' caches are the
+	// agent's (empty in a new Pod): Go's standard library is not seeded.
+	// PATH is SandboxPATH. Not with Sandbox. Dockerfile builds still go
+	// to BuildKitAddr.
+	Remote RemoteFunc
 	// SandboxPATH is the PATH of sandboxed steps [/usr/local/go/bin:
 	// /usr/local/bin:/usr/bin:/bin]: the toolchains as the container sees
 	// them.
@@ -245,6 +258,9 @@ func New(opts Options) (*Builder, error) {
 			return nil, fmt.Errorf("build %s of %d bytes is too small: want at least %d MiB", s.name, s.n, loopfs.MinSize>>20)
 		}
 	}
+	if opts.Remote != nil && opts.Sandbox != nil {
+		return nil, errors.New("a builder runs its steps in a sandbox or in a remote agent, not both")
+	}
 	// The go command of the Go stack's steps: the sandbox's, or the
 	// builder's own.
 	goPATH := opts.SandboxPATH
@@ -359,21 +375,24 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res
 		}
 	}()
 	w := &workspace{
-		root:     work,
-		app:      filepath.Join(work, "app"),
-		home:     filepath.Join(work, "home"),
-		tmp:      filepath.Join(work, "tmp"),
-		cache:    filepath.Join(b.opts.CacheDir, "tenants", req.Tenant),
-		tenant:   req.Tenant,
-		sandbox:  b.opts.Sandbox,
-		sbPATH:   b.opts.SandboxPATH,
-		sbLimits: b.opts.SandboxLimits,
-		bkLimits: b.opts.BuildKitLimits,
-		out:      out,
-		commit:   req.Commit,
-		timeout:  b.opts.Timeout,
-		keychain: b.keychain,
-		disks:    b.disks,
+		root:      work,
+		app:       filepath.Join(work, "app"),
+		home:      filepath.Join(work, "home"),
+		tmp:       filepath.Join(work, "tmp"),
+		cache:     filepath.Join(b.opts.CacheDir, "tenants", req.Tenant),
+		tenant:    req.Tenant,
+		appName:   req.App,
+		remote:    b.opts.Remote,
+		treeLimit: b.opts.WorkDiskSize,
+		sandbox:   b.opts.Sandbox,
+		sbPATH:    b.opts.SandboxPATH,
+		sbLimits:  b.opts.SandboxLimits,
+		bkLimits:  b.opts.BuildKitLimits,
+		out:       out,
+		commit:    req.Commit,
+		timeout:   b.opts.Timeout,
+		keychain:  b.keychain,
+		disks:     b.disks,
 	}
 	if b.disks != nil {
 		release, err := b.disks.work(ctx, work)
@@ -464,10 +483,18 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res
 		fmt.Fprintf(out, "-----> Building on run image %s\n", pinned)
 	}
 
-	if p.stack == platformv1alpha1.StackGo {
+	defer w.endAgent()
+	if p.stack == platformv1alpha1.StackGo && w.remote == nil {
 		stop := steptime.Start(ctx, "go cache")
 		w.seedGoCache(ctx, b.gostd)
 		stop()
+	}
+	if w.remote != nil && slices.ContainsFunc(p.steps, func(s step) bool { return s.fn == nil }) {
+		// The agent's start is the platform's time, not the app's build.
+		fmt.Fprintf(out, "-----> Starting the build's pod\n")
+		if _, err := w.remoteAgent(ctx); err != nil {
+			return Result{}, w.ctxErr(ctx, err)
+		}
 	}
 	stepsStart := time.Now()
 	for _, s := range p.steps {
@@ -477,6 +504,9 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res
 		}
 	}
 	appBuild := time.Since(stepsStart)
+	if err := w.treeBack(ctx); err != nil {
+		return Result{}, w.ctxErr(ctx, err)
+	}
 	if tl := steptime.From(ctx); tl != nil {
 		tl.Add("app build", appBuild)
 	}

@@ -25,11 +25,14 @@ type workspace struct {
 	app  string // the checkout, which becomes /app
 	// tree is the checkout opened as an os.Root, set once it is checked
 	// out: what the builder reads or writes of it goes through tree.
-	tree   *os.Root
-	home   string // $HOME of build commands
-	tmp    string // $TMPDIR of build commands
-	cache  string // the tenant's caches
-	tenant string
+	tree    *os.Root
+	home    string // $HOME of build commands
+	tmp     string // $TMPDIR of build commands
+	cache   string // the tenant's caches
+	tenant  string
+	appName string // the app's name
+	// stepApp is the checkout as the steps see it: app, or the agent's.
+	stepApp string
 	// sandbox, when set, runs the steps in containers of the tenant.
 	sandbox  *sandbox.Manager
 	sbPATH   string
@@ -47,6 +50,12 @@ type workspace struct {
 	keychain authn.Keychain
 	// disks, when set, bounds root and cache: diskErr reads them.
 	disks *disks
+	// remote, when set, starts the agent that runs the steps
+	// (Options.Remote); agent is the one started, until the tree came
+	// back. treeLimit bounds the tree it sends back.
+	remote    RemoteFunc
+	agent     RemoteAgent
+	treeLimit int64
 }
 
 // step is one build command, or a Go function run in its place.
@@ -108,21 +117,27 @@ var passEnvPrefixes = []string{"NPM_CONFIG_", "npm_config_", "PIP_"}
 
 // env is the clean environment of build commands.
 func (w *workspace) env(extra []string) []string {
+	return w.envAt(w.home, w.tmp, w.cache, extra)
+}
+
+// envAt is the clean environment of build commands that see the build's
+// HOME, TMPDIR and the caches at home, tmp and cache.
+func (w *workspace) envAt(home, tmp, cache string, extra []string) []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + w.home,
-		"TMPDIR=" + w.tmp,
+		"HOME=" + home,
+		"TMPDIR=" + tmp,
 		"CI=true",
 		"SOURCE_VERSION=" + w.commit,
-		"GOCACHE=" + filepath.Join(w.cache, "go-build"),
-		"GOPATH=" + filepath.Join(w.cache, "gopath"),
-		"GOMODCACHE=" + filepath.Join(w.cache, "gopath", "pkg", "mod"),
+		"GOCACHE=" + filepath.Join(cache, "go-build"),
+		"GOPATH=" + filepath.Join(cache, "gopath"),
+		"GOMODCACHE=" + filepath.Join(cache, "gopath", "pkg", "mod"),
 		"GOFLAGS=-mod=mod",
-		"npm_config_cache=" + filepath.Join(w.cache, "npm"),
+		"npm_config_cache=" + filepath.Join(cache, "npm"),
 		"npm_config_update_notifier=false",
 		"npm_config_fund=false",
 		"npm_config_audit=false",
-		"PIP_CACHE_DIR=" + filepath.Join(w.cache, "pip"),
+		"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
 		"PIP_DISABLE_PIP_VERSION_CHECK=1",
 		"PIP_NO_INPUT=1",
 	}
@@ -155,6 +170,10 @@ func (s step) String() string {
 // runStep runs s in the app directory, streaming its output.
 func (w *workspace) runStep(ctx context.Context, s step) error {
 	if s.fn != nil {
+		// The builder's own steps work on the tree the agent's left.
+		if err := w.treeBack(ctx); err != nil {
+			return err
+		}
 		if err := s.fn(w); err != nil {
 			return fmt.Errorf("%s: %w", strings.ToLower(s.title[:1])+s.title[1:], err)
 		}
@@ -169,7 +188,8 @@ func (w *workspace) runStep(ctx context.Context, s step) error {
 // process group of its own. Everything it started is killed when it ends
 // or ctx does.
 func (w *workspace) run(ctx context.Context, dir string, s step) error {
-	if !strings.Contains(s.argv[0], "/") {
+	remote := w.remote != nil && !s.onHost
+	if !strings.Contains(s.argv[0], "/") && !remote {
 		if _, err := exec.LookPath(s.argv[0]); err != nil {
 			return &CommandError{Command: s.String(), Err: fmt.Errorf("%s is not installed on the builder", s.argv[0])}
 		}
@@ -177,9 +197,12 @@ func (w *workspace) run(ctx context.Context, dir string, s step) error {
 	tail := &tailBuffer{max: tailLines}
 	sink := &syncWriter{w: io.MultiWriter(w.out, tail)}
 	var err error
-	if w.sandbox != nil && !s.onHost {
+	switch {
+	case remote:
+		err = w.runRemote(ctx, s, sink)
+	case w.sandbox != nil && !s.onHost:
 		err = w.runSandboxed(ctx, dir, s, sink)
-	} else {
+	default:
 		err = w.runOnHost(ctx, dir, s, sink)
 	}
 	if lw, ok := w.out.(interface{ Flush() }); ok {
@@ -242,23 +265,8 @@ func (w *workspace) runSandboxed(ctx context.Context, dir string, s step, out io
 		}
 	}
 	w.cacheGiven = true
-	env := map[string]string{}
-	for _, kv := range w.env(s.env) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	env["PATH"] = w.sbPATH
-	for _, kv := range s.env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			env["PATH"] = v
-		}
-	}
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
 	c, err := w.sandbox.Create(sandbox.Spec{
-		Tenant: w.tenant, Hostname: "build", Args: s.argv, Env: list, WorkDir: dir,
+		Tenant: w.tenant, Hostname: "build", Args: s.argv, Env: w.containerEnv(w.env(s.env), s), WorkDir: dir,
 		Binds:  []sandbox.Bind{{Path: w.root}, {Path: w.cache}},
 		Limits: w.sbLimits,
 	})
@@ -292,6 +300,27 @@ func (w *workspace) runSandboxed(ctx context.Context, dir string, s step, out io
 		return fmt.Errorf("killed for going past the build's memory limit (%d MiB)", c.MemoryLimit()>>20)
 	}
 	return err
+}
+
+// containerEnv is env, each name once, with the PATH of the toolchains as
+// a container sees them (SandboxPATH) unless s sets its own.
+func (w *workspace) containerEnv(env []string, s step) []string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	m["PATH"] = w.sbPATH
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			m["PATH"] = v
+		}
+	}
+	list := make([]string, 0, len(m))
+	for k, v := range m {
+		list = append(list, k+"="+v)
+	}
+	return list
 }
 
 // syncWriter serialises writes from the stdout and stderr copiers.

@@ -353,7 +353,12 @@ func pipIndex() string {
 // image's PATH starts with the venv's bin directory.
 func relocateVenv(w *workspace) error {
 	const rel = ".venv/bin"
-	bin := filepath.Join(w.app, filepath.FromSlash(rel))
+	// The scripts name the venv's python where the steps made it.
+	app := w.app
+	if w.stepApp != "" {
+		app = w.stepApp
+	}
+	bin := filepath.Join(app, filepath.FromSlash(rel))
 	entries, err := fs.ReadDir(w.tree.FS(), rel)
 	if err != nil {
 		return err

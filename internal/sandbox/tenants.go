@@ -23,6 +23,9 @@ func loadTenants(stateDir string) (*tenantMap, error) {
 	if stateDir == "" {
 		return t, nil
 	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the sandbox's state directory: %w", err)
+	}
 	t.path = filepath.Join(stateDir, "sandbox-tenants.json")
 	b, err := os.ReadFile(t.path)
 	if errors.Is(err, fs.ErrNotExist) {

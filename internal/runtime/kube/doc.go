@@ -23,7 +23,14 @@
 //     AppUser, RuntimeDefault seccomp, no privilege escalation, no
 //     capabilities, no service account token);
 //   - the namespace has a NetworkPolicy (TenantPolicyName) that denies all
-//     traffic but DNS and what Options.Network allows.
+//     traffic but DNS and what Options.Network allows, and one for build
+//     Pods (BuildPolicyName) with what Options.Network.Builds allows them
+//     besides.
 //
 // PrepareNamespace applies the last two; Deploy calls it every time.
+//
+// Besides apps, the driver runs Pods of its own in a tenant's namespace:
+// one-off runs and release phases (Run, run.go), and a build's Pod
+// (StartBuild, build.go), whose agent runs the build's steps for the
+// builder (builder/buildpod) — both under the same confinement.
 package kube

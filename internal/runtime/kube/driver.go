@@ -100,6 +100,31 @@ type TenantNetwork struct {
 	// DNSNamespace is where the cluster's DNS runs: apps may reach it on
 	// port 53 [kube-system].
 	DNSNamespace string
+	// Builds is what build Pods (StartBuild) may reach and be reached
+	// from besides the above, in a NetworkPolicy of their own
+	// (BuildPolicyName).
+	Builds BuildNetwork
+}
+
+// BuildNetwork is what a build's Pod may reach and be reached from, beyond
+// what TenantNetwork allows every pod of the namespace.
+type BuildNetwork struct {
+	// IngressNamespace is the namespace of the pods that may connect to
+	// the build's agent (the git receiver's); empty allows none.
+	IngressNamespace string
+	// IngressPodLabels narrow IngressNamespace to the pods with these
+	// labels; empty means every pod of IngressNamespace.
+	IngressPodLabels map[string]string
+	// IngressCIDRs may also connect to the agent (a builder outside the
+	// cluster).
+	IngressCIDRs []string
+	// EgressCIDRs are where builds may connect to, on any port: the
+	// package indexes (npm, PyPI, the Go module proxy) and the sources of
+	// the apps' dependencies.
+	EgressCIDRs []string
+	// EgressExceptCIDRs are left out of EgressCIDRs (the cluster's own
+	// networks, when EgressCIDRs is 0.0.0.0/0).
+	EgressExceptCIDRs []string
 }
 
 func (o *Options) complete() {
@@ -312,6 +337,9 @@ func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error 
 	}
 	if err := d.c.Apply(ctx, tenantPolicy(ns, tenant, d.opts.Network), applyOpts...); err != nil {
 		return fmt.Errorf("applying network policy %s/%s: %w", ns, TenantPolicyName, err)
+	}
+	if err := d.c.Apply(ctx, buildPolicy(ns, tenant, d.opts.Network.Builds), applyOpts...); err != nil {
+		return fmt.Errorf("applying network policy %s/%s: %w", ns, BuildPolicyName, err)
 	}
 	if d.opts.TenantRole != "" {
 		if err := d.c.Apply(ctx, TenantRoleBinding(TenantRoleBindingName, ns, tenant, d.opts.TenantRole, d.opts.TenantSubjects), applyOpts...); err != nil {

@@ -165,7 +165,10 @@ func gone(t *testing.T, c client.Client, name string) {
 func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
 	ctx := context.Background()
 	edge := map[string]string{"app.kubernetes.io/component": "edge"}
-	opts := kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"}}}
+	gitReceiver := map[string]string{"app.kubernetes.io/component": "git-receiver"}
+	opts := kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"},
+		Builds: kube.BuildNetwork{IngressNamespace: "bex-system", IngressPodLabels: gitReceiver,
+			EgressCIDRs: []string{"0.0.0.0/0"}, EgressExceptCIDRs: []string{"10.0.0.0/8", "fd00::/8"}}}}
 	d := newDriver(t, opts)
 
 	var log platformtest.SyncBuffer
@@ -247,6 +250,26 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 	}
 	if out := spec.Egress[1]; len(out.To) != 1 || out.To[0].IPBlock == nil || out.To[0].IPBlock.CIDR != "203.0.113.0/24" || len(out.Ports) != 0 {
 		t.Errorf("egress %+v, want 203.0.113.0/24", out)
+	}
+
+	// Build Pods, and only they, may also be reached by the git
+	// receiver's pods on the agent's port, and reach out beyond the
+	// cluster's networks.
+	var bp networkingv1.NetworkPolicy
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: kube.BuildPolicyName}, &bp); err != nil {
+		t.Fatal(err)
+	}
+	if sel := bp.Spec.PodSelector.MatchLabels; sel["app.kubernetes.io/component"] != "build" || len(bp.Spec.PodSelector.MatchExpressions) != 0 {
+		t.Errorf("build policy selects %v, want the build pods", bp.Spec.PodSelector)
+	}
+	if in := bp.Spec.Ingress; len(in) != 1 || len(in[0].From) != 1 || in[0].From[0].PodSelector == nil ||
+		in[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "git-receiver" ||
+		len(in[0].Ports) != 1 || in[0].Ports[0].Port.IntValue() != kube.BuildAgentPort {
+		t.Errorf("build ingress %+v, want the git receiver's pods to port %d", in, kube.BuildAgentPort)
+	}
+	if out := bp.Spec.Egress; len(out) != 1 || len(out[0].To) != 1 || out[0].To[0].IPBlock == nil ||
+		out[0].To[0].IPBlock.CIDR != "0.0.0.0/0" || len(out[0].To[0].IPBlock.Except) != 1 || out[0].To[0].IPBlock.Except[0] != "10.0.0.0/8" {
+		t.Errorf("build egress %+v, want 0.0.0.0/0 except 10.0.0.0/8 (the IPv6 exception left out)", out)
 	}
 
 	// Labels and policy changed by hand are put back (by a driver that has

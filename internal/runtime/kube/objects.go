@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,10 @@ const (
 // TenantPolicyName is the NetworkPolicy the driver keeps in every tenant
 // namespace.
 const TenantPolicyName = "bex-tenant"
+
+// BuildPolicyName is the NetworkPolicy of build Pods the driver keeps in
+// every tenant namespace.
+const BuildPolicyName = "bex-build"
 
 // TenantRoleBindingName is the RoleBinding of Options.TenantRole in every
 // tenant namespace.
@@ -360,6 +365,58 @@ func tenantPolicy(ns, tenant string, n TenantNetwork) *networkingv1ac.NetworkPol
 	return networkingv1ac.NetworkPolicy(TenantPolicyName, ns).
 		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
 		WithSpec(spec)
+}
+
+// buildPolicy returns the NetworkPolicy of a tenant namespace's build Pods:
+// it selects them and allows what n says on top of the tenant policy (a
+// pod's allowed traffic is the union of the policies that select it).
+func buildPolicy(ns, tenant string, n BuildNetwork) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	spec := networkingv1ac.NetworkPolicySpec().
+		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{
+			LabelComponent: buildComponent, LabelManagedBy: managedBy,
+		})).
+		WithPolicyTypes("Ingress", "Egress")
+	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+	if n.IngressNamespace != "" {
+		peer := networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": n.IngressNamespace}))
+		if len(n.IngressPodLabels) > 0 {
+			peer.WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(n.IngressPodLabels))
+		}
+		from = append(from, peer)
+	}
+	for _, cidr := range n.IngressCIDRs {
+		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
+	}
+	if len(from) > 0 {
+		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+			WithFrom(from...).
+			WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(BuildAgentPort))))
+	}
+	if len(n.EgressCIDRs) > 0 {
+		var to []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+		for _, cidr := range n.EgressCIDRs {
+			block := networkingv1ac.IPBlock().WithCIDR(cidr)
+			for _, ex := range n.EgressExceptCIDRs {
+				if cidrWithin(ex, cidr) {
+					block.WithExcept(ex)
+				}
+			}
+			to = append(to, networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
+		}
+		spec.WithEgress(networkingv1ac.NetworkPolicyEgressRule().WithTo(to...))
+	}
+	return networkingv1ac.NetworkPolicy(BuildPolicyName, ns).
+		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
+		WithSpec(spec)
+}
+
+// cidrWithin reports whether inner lies inside outer (an IPBlock's except
+// must), both valid CIDRs.
+func cidrWithin(inner, outer string) bool {
+	in, err1 := netip.ParsePrefix(inner)
+	out, err2 := netip.ParsePrefix(outer)
+	return err1 == nil && err2 == nil && in.Addr().Is4() == out.Addr().Is4() && out.Bits() <= in.Bits() && out.Contains(in.Addr())
 }
 
 // TenantRoleBinding returns the RoleBinding name that binds the ClusterRole

@@ -220,6 +220,8 @@ type oneOff struct {
 	d        *Driver
 	ns, name string
 	rel      runtime.Release
+	// data is the Secret's data: rel's environment unless set.
+	data map[string][]byte
 	// secret says the run's Secret was made; uid is its Pod's.
 	secret bool
 	uid    types.UID
@@ -236,7 +238,10 @@ func (r *oneOff) create(ctx context.Context, pod *corev1.Pod) error {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns, Labels: pod.Labels},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       envData(r.rel),
+		Data:       r.data,
+	}
+	if secret.Data == nil {
+		secret.Data = envData(r.rel)
 	}
 	if err := r.d.c.Create(ctx, secret); err != nil {
 		return fmt.Errorf("creating secret %s/%s: %w", r.ns, r.name, err)

@@ -1,0 +1,216 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"bex.co/bex/internal/runtime"
+)
+
+// Labels and names of a build's Pod and Secret.
+const (
+	// LabelBuildOf is the app a build Pod builds.
+	LabelBuildOf = "bex.co/build-of"
+	// buildComponent is the component label of build Pods, and their
+	// container's name.
+	buildComponent = "build"
+	// BuildAgentPort is the port the build's agent serves on.
+	BuildAgentPort = 8080
+	// BuildTokenEnv is the variable the agent reads its token from
+	// (builder/buildagent.TokenEnv).
+	BuildTokenEnv = "BEX_BUILD_TOKEN"
+	// BuildDir is the agent's work directory in the Pod: under /tmp, which
+	// a container may write even with a read-only root.
+	BuildDir = "/tmp/bex-build"
+)
+
+// BuildSpec is a build's Pod.
+type BuildSpec struct {
+	Tenant, App string
+	// Image is the builder image: the stacks' toolchains and
+	// bex-build-agent on its PATH.
+	Image string
+	// Resources bound the Pod's container (the plan's CPU and memory).
+	Resources runtime.Resources
+	// Timeout is the Pod's activeDeadlineSeconds, the build's time limit.
+	Timeout time.Duration
+}
+
+// BuildPod is a build's Pod whose agent answers.
+type BuildPod struct {
+	// URL is the agent's, http://<pod IP>:BuildAgentPort.
+	URL string
+	// Token is the build's: the agent wants it on every call.
+	Token string
+	// Dir is the agent's work directory.
+	Dir string
+	r   *oneOff
+}
+
+// Delete deletes the Pod and its Secret, even when ctx has ended.
+func (p *BuildPod) Delete(ctx context.Context) { p.r.cleanUp(ctx) }
+
+// StartBuild makes a build's Pod in the tenant's namespace and returns
+// once its agent is ready. The Pod runs as the app's Pods do (restricted
+// Pod Security, no service-account token, no service links), with the
+// build's resources, restartPolicy Never and spec.Timeout as its active
+// deadline; its token comes from a Secret of its own that the Pod owns.
+// It serves the builder only: nothing selects it but its own labels. A
+// Pod that will not start (its image cannot be pulled, it was refused) or
+// is not ready after Options.RunStartTimeout is deleted, with an error
+// saying why.
+func (d *Driver) StartBuild(ctx context.Context, spec BuildSpec) (*BuildPod, error) {
+	if spec.Image == "" {
+		return nil, errors.New("the build has no builder image")
+	}
+	rel := runtime.Release{Tenant: spec.Tenant, App: spec.App, Resources: spec.Resources}
+	ns := d.opts.Namespace(spec.Tenant)
+	name := runPodName(spec.App, buildComponent)
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
+	token := hex.EncodeToString(tok)
+	pod, err := d.buildPod(ns, name, spec)
+	if err != nil {
+		return nil, err
+	}
+	if d.opts.PreparedNamespaces {
+		err = d.checkNamespace(ctx, ns)
+	} else {
+		err = d.PrepareNamespace(ctx, spec.Tenant)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &oneOff{d: d, ns: ns, name: name, rel: rel, data: map[string][]byte{BuildTokenEnv: []byte(token)}}
+	if err := r.create(ctx, pod); err != nil {
+		r.cleanUp(ctx)
+		return nil, err
+	}
+	ip, err := r.waitReady(ctx)
+	if err != nil {
+		r.cleanUp(ctx)
+		return nil, err
+	}
+	return &BuildPod{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(BuildAgentPort)), Token: token, Dir: BuildDir, r: r}, nil
+}
+
+// buildPod returns the Pod of a build.
+func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) {
+	res, err := resources(spec.Resources)
+	if err != nil {
+		return nil, err
+	}
+	container := corev1ac.Container().
+		WithName(buildComponent).
+		WithImage(spec.Image).
+		WithImagePullPolicy(corev1.PullIfNotPresent).
+		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir).
+		WithEnv(corev1ac.EnvVar().WithName(BuildTokenEnv).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(name).WithKey(BuildTokenEnv)))).
+		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(BuildAgentPort)).
+		WithReadinessProbe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(BuildAgentPort))).
+			WithPeriodSeconds(1).WithFailureThreshold(1)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	if res != nil {
+		container.WithResources(res)
+	}
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = d.opts.MaxRunDuration
+	}
+	podSpec := d.podSpec(container).
+		WithRestartPolicy(corev1.RestartPolicyNever).
+		WithActiveDeadlineSeconds(int64(seconds(timeout)))
+	labels := map[string]string{
+		LabelName: spec.App, LabelManagedBy: managedBy, LabelTenant: spec.Tenant,
+		LabelComponent: buildComponent, LabelBuildOf: spec.App,
+	}
+	ac := corev1ac.Pod(name, ns).WithLabels(labels).WithSpec(podSpec)
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(b, &pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
+}
+
+// waitReady waits until the build's container is ready and the Pod has an
+// address, and returns it; or says why it will not be.
+func (r *oneOff) waitReady(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, r.d.opts.RunStartTimeout,
+		fmt.Errorf("not ready after %s", r.d.opts.RunStartTimeout))
+	defer cancel()
+	why := "pending"
+	for {
+		pod, err := r.get(ctx)
+		if err != nil && ctx.Err() == nil {
+			return "", err
+		}
+		if pod == nil && err == nil {
+			return "", fmt.Errorf("build pod %s/%s was deleted before it was ready", r.ns, r.name)
+		}
+		if pod != nil {
+			ready, w := buildReadiness(pod)
+			if ready {
+				return pod.Status.PodIP, nil
+			}
+			if w.fatal {
+				return "", fmt.Errorf("build pod %s/%s did not start: %s", r.ns, r.name, w.why)
+			}
+			if w.why != "" {
+				why = w.why
+			}
+		}
+		if r.d.sleep(ctx) != nil {
+			return "", fmt.Errorf("build pod %s/%s %v: %s", r.ns, r.name, context.Cause(ctx), why)
+		}
+	}
+}
+
+// buildReadiness reports whether a build Pod's agent is ready, and why
+// not: fatal when it will not be (its container cannot start, or ended).
+func buildReadiness(pod *corev1.Pod) (bool, podWait) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != buildComponent {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return false, podWait{why: strings.TrimSpace(fmt.Sprintf("the agent exited with %d: %s %s", t.ExitCode, t.Reason, t.Message)), fatal: true}
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+			return false, podWait{why: strings.TrimSpace(w.Reason + ": " + w.Message), fatal: runStartReasons[w.Reason]}
+		}
+		if cs.Ready && pod.Status.PodIP != "" {
+			return true, podWait{}
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return false, podWait{why: strings.TrimSpace(fmt.Sprintf("%s %s: %s", pod.Status.Phase, pod.Status.Reason, pod.Status.Message)), fatal: true}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return false, podWait{why: strings.TrimSpace(c.Reason + ": " + c.Message)}
+		}
+	}
+	return false, podWait{}
+}

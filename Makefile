@@ -20,7 +20,7 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-## images: build the chart's component images and push them to REGISTRY (docs/images.md); bex-git needs TOOLCHAIN_BASE
+## images: build the chart's component images and push them to REGISTRY (docs/images.md); bex-git and bex-build-agent need TOOLCHAIN_BASE
 REGISTRY ?=
 TAG ?=
 PLATFORMS ?= linux/amd64

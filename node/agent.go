@@ -14,6 +14,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -67,7 +68,7 @@ type Options struct {
 	// Pod's image pull secrets [none].
 	Keychain authn.Keychain
 	// Capacity is what the Node offers [this machine's CPUs and memory,
-	// 110 pods].
+	// the size of StateDir's file system as ephemeral-storage, 110 pods].
 	Capacity corev1.ResourceList
 	// KubeletVersion is reported in the Node's nodeInfo; Cluster API and
 	// the version skew policy read it.
@@ -104,7 +105,7 @@ func (o *Options) complete() error {
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
-	capacity := machineCapacity()
+	capacity := machineCapacity(o.StateDir)
 	for k, v := range o.Capacity {
 		capacity[k] = v
 	}
@@ -325,15 +326,27 @@ func (a *Agent) stopAll() {
 	a.wg.Wait()
 }
 
-// machineCapacity is this machine's CPUs and memory, and the kubelet's
-// default of 110 pods.
-func machineCapacity() corev1.ResourceList {
+// machineCapacity is this machine's CPUs and memory, the size of the file
+// system of dir as ephemeral-storage (a kubelet's is its root file
+// system's), and the kubelet's default of 110 pods.
+func machineCapacity(dir string) corev1.ResourceList {
 	list := corev1.ResourceList{
 		corev1.ResourceCPU:  *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
 		corev1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
 	}
 	if mem, err := memTotal(); err == nil {
 		list[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	// dir may not be made yet: its nearest parent that is tells.
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
 	}
 	return list
 }

@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,10 +133,11 @@ func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixtur
 		t.Fatal(err)
 	}
 	f.port = ports[0]
-	// The platform's binary directory, as make build's bin/: containers on
+	// The platform's binary directory, as make build's bin/ (bex-static,
+	// bex-build-agent): containers on
 	// the run base see it read-only, as bex-node's --platform-bin-dir
 	// has it.
-	f.bin = platformtest.BuildBinaries(t, "bex-static")
+	f.bin = platformtest.BuildBinaries(t, "bex-static", "bex-build-agent")
 	if err := os.Chmod(f.bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -248,26 +248,7 @@ func (f *fixture) webPod(ns, name string, pullSecret string) *corev1.Pod {
 // (detected as static, no run image) and returns its image by digest.
 func (f *fixture) staticSite(t *testing.T, tenant, app, index string) string {
 	t.Helper()
-	work := t.TempDir()
-	if err := os.WriteFile(filepath.Join(work, "index.html"), []byte(index), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "site.git")
-	var commit string
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"}, {"add", "-A"},
-		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "site"},
-		{"clone", "-q", "--bare", work, repo}, {"rev-parse", "HEAD"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		commit = strings.TrimSpace(string(out))
-	}
+	repo, commit := gitRepo(t, map[string]string{"index.html": index})
 	b, err := build.New(build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.registry, RegistryAuth: registry.Auth(registryToken)})
 	if err != nil {
 		t.Fatal(err)

@@ -324,8 +324,9 @@ func (w *podWorker) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
 
-// limitsOf turns a container's resource limits into the sandbox's (the
-// sandbox's defaults where there is none).
+// limitsOf turns a container's resource limits (memory, CPU,
+// ephemeral-storage) into the sandbox's (the sandbox's defaults where
+// there is none).
 func limitsOf(l corev1.ResourceList) (sandbox.Limits, error) {
 	var out sandbox.Limits
 	if q, ok := l[corev1.ResourceMemory]; ok {
@@ -339,6 +340,14 @@ func limitsOf(l corev1.ResourceList) (sandbox.Limits, error) {
 			return out, fmt.Errorf("invalid cpu limit %s", q.String())
 		}
 		out.CPUMilli = q.MilliValue()
+	}
+	// What a container may write is its /tmp, a tmpfs whose pages count
+	// in its memory: ephemeral-storage sizes it.
+	if q, ok := l[corev1.ResourceEphemeralStorage]; ok {
+		if q.Sign() <= 0 {
+			return out, fmt.Errorf("invalid ephemeral-storage limit %s", q.String())
+		}
+		out.Tmp = q.Value()
 	}
 	return out, nil
 }

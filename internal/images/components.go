@@ -17,9 +17,10 @@ const (
 	// the minimal base (CA certificates, /etc/passwd with user 65532, /tmp)
 	// or an image the caller names.
 	BaseStatic Base = iota
-	// BaseToolchain is for bex-git, which builds apps in its own process:
-	// git, the stacks' toolchains (go, node and npm, python3), buildctl for
-	// Dockerfiles, and /bin/sh for Procfile commands.
+	// BaseToolchain is for bex-git, which builds apps, and bex-build-agent,
+	// the builder image of build Pods: git, the stacks' toolchains (go,
+	// node and npm, python3), buildctl for Dockerfiles, and /bin/sh for
+	// Procfile commands.
 	BaseToolchain
 )
 
@@ -54,6 +55,7 @@ func Components() []Component {
 		{Name: "bex-apiserver", Base: BaseStatic},
 		{Name: "bex-web", Base: BaseStatic},
 		{Name: "bex-git", Base: BaseToolchain},
+		{Name: "bex-build-agent", Base: BaseToolchain},
 		{Name: "bex-edge", Base: BaseStatic},
 	}
 }

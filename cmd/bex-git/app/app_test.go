@@ -24,7 +24,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestCommandLine: an unknown flag, a missing required one (--registry,
-// --run-image) and an invalid run image reference are refused with exit
+// --run-image), an invalid run image reference, a build Pod without memory
+// and a build egress that is no CIDR are refused with exit
 // code 2 and a message naming the flag.
 func TestCommandLine(t *testing.T) {
 	bin := cmdtest.Build(t, "bex-git")
@@ -46,6 +47,18 @@ func TestCommandLine(t *testing.T) {
 		"--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--run-image", "Not A Reference")
 	if code != 2 || !strings.Contains(out, `--run-image "Not A Reference"`) {
 		t.Errorf("invalid --run-image: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--run-image", "127.0.0.1:5000/bex/run:1",
+		"--build-image", "127.0.0.1:5000/bex/build:1", "--build-memory", "0")
+	if code != 2 || !strings.Contains(out, `--build-memory "0"`) {
+		t.Errorf("--build-memory 0: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--run-image", "127.0.0.1:5000/bex/run:1",
+		"--build-egress-cidrs", "the internet")
+	if code != 2 || !strings.Contains(out, `--build-egress-cidrs: "the internet" is not a CIDR`) {
+		t.Errorf("--build-egress-cidrs: exit %d, output:\n%s", code, out)
 	}
 }
 

@@ -212,7 +212,7 @@ func TestRefused(t *testing.T) {
 		{"all without bases", []string{"--registry", host},
 			[]string{"bex-git needs --toolchain-base"}, []string{"bex-controller-manager", "bex-web", "bex-edge", "bex-apiserver"}},
 		{"unknown component", []string{"--registry", host, "--components", "bex-edge,bex-builder"},
-			[]string{`unknown component "bex-builder"`, "known: bex-controller-manager, bex-apiserver, bex-web, bex-git, bex-edge"}, nil},
+			[]string{`unknown component "bex-builder"`, "known: bex-controller-manager, bex-apiserver, bex-web, bex-git, bex-build-agent, bex-edge"}, nil},
 		{"no registry", []string{"--components", "bex-edge"}, []string{"--registry is required"}, nil},
 		{"registry with a scheme", []string{"--registry", "https://" + host, "--components", "bex-edge"}, []string{"without a scheme"}, nil},
 		{"not linux", []string{"--registry", host, "--components", "bex-edge", "--platform", "darwin/arm64"}, []string{"want linux/ARCH"}, nil},

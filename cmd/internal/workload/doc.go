@@ -4,7 +4,9 @@
 // the apps' domain, tenant confinement and release retention (Options), and
 // what they build from them: the kube runtime driver and the
 // release.Releaser over it (Runtime). Only bex-git builds: BuildOptions add
-// its flags and NewPipeline its builder and pipeline.
+// its flags and NewPipeline its builder and pipeline; with --build-image the
+// builder runs each build's steps in a Pod of the tenant's on the workload
+// cluster (builder/buildpod).
 //
 // In a cluster the Releaser is a library each process holds, not a
 // service: the git receiver deploys pushes with it, bex-web rolls back with

@@ -14,14 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/buildpod"
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/store"
 )
@@ -68,6 +71,12 @@ type BuildOptions struct {
 	// Quotas are the tenants' default quotas builds are checked against
 	// (the command binds their flags); nil means quota.NewDefaults().
 	Quotas *quota.Defaults
+	// BuildImage, when set, runs each build's steps in a Pod of the
+	// tenant's on the workload cluster, from this image (the stacks'
+	// toolchains and bex-build-agent; builder/buildpod), with BuildCPU and
+	// BuildMemory; empty runs them in this process's container.
+	BuildImage                       string
+	BuildCPU, BuildMemory, BuildDisk string
 }
 
 // TenantOptions are the flags of what the kube driver keeps in every tenant
@@ -77,6 +86,8 @@ type TenantOptions struct {
 	IngressPodLabels map[string]string
 	IngressCIDRs     []string
 	EgressCIDRs      []string
+	// Builds is what build Pods may reach and be reached from.
+	Builds kube.BuildNetwork
 	// Role is bound to ServiceAccounts ("namespace/name") in each tenant
 	// namespace of the workload cluster, ConfigRole in each of the
 	// management cluster.
@@ -93,6 +104,11 @@ func (o *TenantOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&o.IngressPodLabels, "tenant-ingress-pod-labels", o.IngressPodLabels, "Labels of the pods of --tenant-ingress-namespace that may connect to apps; empty: all of its pods")
 	fs.StringSliceVar(&o.IngressCIDRs, "tenant-ingress-cidrs", o.IngressCIDRs, "CIDRs that may also connect to apps' web port (an edge outside the workload cluster)")
 	fs.StringSliceVar(&o.EgressCIDRs, "tenant-egress-cidrs", o.EgressCIDRs, "CIDRs apps may connect to besides the cluster's DNS; empty: nothing")
+	fs.StringVar(&o.Builds.IngressNamespace, "build-ingress-namespace", o.Builds.IngressNamespace, "Namespace of the pods (the git receiver's) that may connect to build Pods' agents; empty: none (each tenant namespace's NetworkPolicy bex-build)")
+	fs.StringToStringVar(&o.Builds.IngressPodLabels, "build-ingress-pod-labels", o.Builds.IngressPodLabels, "Labels of the pods of --build-ingress-namespace that may connect to build Pods; empty: all of its pods")
+	fs.StringSliceVar(&o.Builds.IngressCIDRs, "build-ingress-cidrs", o.Builds.IngressCIDRs, "CIDRs that may also connect to build Pods' agents (a git receiver outside the workload cluster)")
+	fs.StringSliceVar(&o.Builds.EgressCIDRs, "build-egress-cidrs", o.Builds.EgressCIDRs, "CIDRs builds may connect to (package indexes: npm, PyPI, the Go module proxy); empty: nothing but DNS")
+	fs.StringSliceVar(&o.Builds.EgressExceptCIDRs, "build-egress-except-cidrs", o.Builds.EgressExceptCIDRs, "CIDRs left out of --build-egress-cidrs (the cluster's own networks)")
 	fs.StringVar(&o.Role, "tenant-role", o.Role, "ClusterRole bound in each tenant namespace to --tenant-role-service-accounts (the rights of a process that deploys without cluster-wide rights)")
 	fs.StringVar(&o.ConfigRole, "tenant-config-role", o.ConfigRole, "ClusterRole bound in each tenant namespace of the management cluster to --tenant-role-service-accounts (reading the Secrets apps' env refers to)")
 	fs.StringSliceVar(&o.ServiceAccounts, "tenant-role-service-accounts", o.ServiceAccounts, "ServiceAccounts (namespace/name) --tenant-role and --tenant-config-role are bound to in each tenant namespace")
@@ -101,7 +117,10 @@ func (o *TenantOptions) addFlags(fs *pflag.FlagSet) {
 
 func (o *TenantOptions) validate() []error {
 	var errs []error
-	for flag, cidrs := range map[string][]string{"--tenant-ingress-cidrs": o.IngressCIDRs, "--tenant-egress-cidrs": o.EgressCIDRs} {
+	for flag, cidrs := range map[string][]string{
+		"--tenant-ingress-cidrs": o.IngressCIDRs, "--tenant-egress-cidrs": o.EgressCIDRs,
+		"--build-ingress-cidrs": o.Builds.IngressCIDRs, "--build-egress-cidrs": o.Builds.EgressCIDRs, "--build-egress-except-cidrs": o.Builds.EgressExceptCIDRs,
+	} {
 		for _, c := range cidrs {
 			if _, err := netip.ParsePrefix(c); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %q is not a CIDR (like 10.0.0.0/8)", flag, c))
@@ -135,7 +154,7 @@ func (o *TenantOptions) KubeOptions() kube.Options {
 	return kube.Options{
 		Network: kube.TenantNetwork{
 			IngressNamespace: o.IngressNamespace, IngressPodLabels: o.IngressPodLabels,
-			IngressCIDRs: o.IngressCIDRs, EgressCIDRs: o.EgressCIDRs,
+			IngressCIDRs: o.IngressCIDRs, EgressCIDRs: o.EgressCIDRs, Builds: o.Builds,
 		},
 		TenantRole: o.Role, TenantSubjects: subs, PreparedNamespaces: o.Prepared,
 	}
@@ -155,6 +174,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *BuildOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BuildKitAddr, "buildkit-addr", o.BuildKitAddr, "Address of a buildkitd for Dockerfile builds (tcp://127.0.0.1:1234); empty refuses Dockerfiles")
 	fs.Int64Var(&o.MaxCheckoutBytes, "max-checkout-bytes", o.MaxCheckoutBytes, "Largest size the pushed tree may check out to in a build; a larger one fails the build saying so (0: 512 MiB)")
+	fs.StringVar(&o.BuildImage, "build-image", o.BuildImage, "Builder image: with it, each build's steps (tenant code) run in a Pod of the tenant's on the workload cluster from this image, which carries the stacks' toolchains and bex-build-agent; empty: in this process's container (docs/security.md, \"Cluster mode\")")
+	fs.StringVar(&o.BuildCPU, "build-cpu", "1", "CPU of each build's Pod (requests and limits; with --build-image)")
+	fs.StringVar(&o.BuildMemory, "build-memory", "2Gi", "Memory of each build's Pod (requests and limits; with --build-image)")
+	fs.StringVar(&o.BuildDisk, "build-disk", "4Gi", "What each build's Pod may write: checkout, HOME, TMPDIR, caches (ephemeral-storage requests and limits; with --build-image)")
 	fs.StringVar(&o.RunImage, "run-image", o.RunImage, "Run image: the base built apps are laid on and run from as containers, with /bin/sh and the stacks' runtimes; of an index, linux/<this machine's architecture> (required; docs/builds.md)")
 }
 
@@ -190,6 +213,16 @@ func (o *BuildOptions) Validate() []error {
 	}
 	if _, err := name.ParseReference(o.RunImage); err != nil {
 		return []error{fmt.Errorf("--run-image %q: %w", o.RunImage, err)}
+	}
+	if o.BuildImage != "" {
+		if _, err := name.ParseReference(o.BuildImage); err != nil {
+			return []error{fmt.Errorf("--build-image %q: %w", o.BuildImage, err)}
+		}
+		for flag, v := range map[string]string{"--build-cpu": o.BuildCPU, "--build-memory": o.BuildMemory, "--build-disk": o.BuildDisk} {
+			if q, err := resource.ParseQuantity(v); err != nil || q.Sign() <= 0 {
+				return []error{fmt.Errorf("%s %q: want a quantity above zero, like 1 or 500m for CPU, 2Gi for memory", flag, v)}
+			}
+		}
 	}
 	return nil
 }
@@ -238,12 +271,27 @@ func (o *Options) NewRuntime(st *store.Store, kubeClient client.Client, log logr
 // library for the builds' cache in the background, once per Go version
 // (build.Builder.WarmGo), as make run does: the first Go push need not.
 func (o *BuildOptions) NewPipeline(ctx context.Context, w *Options, rt *Runtime, log logr.Logger) (*pipeline.Pipeline, error) {
-	builder, err := build.New(build.Options{
+	opts := build.Options{
 		WorkRoot: filepath.Join(w.WorkDir, "build"), Registry: w.Registry, BuildKitAddr: o.BuildKitAddr,
 		RunImage: o.RunImage, MaxCheckoutBytes: o.MaxCheckoutBytes, Log: log.WithName("builder"),
-	})
+	}
+	if o.BuildImage != "" {
+		remote, err := buildpod.Remote(buildpod.Options{
+			Driver: rt.Driver, Image: o.BuildImage, Timeout: build.DefaultTimeout,
+			Resources: runtime.Resources{CPU: o.BuildCPU, Memory: o.BuildMemory}, Disk: o.BuildDisk,
+		})
+		if err != nil {
+			return nil, err
+		}
+		opts.Remote = remote
+	}
+	builder, err := build.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the builder: %w", err)
+	}
+	if o.BuildImage != "" {
+		// Builds compile in their Pods, with caches of their own.
+		return o.pipeline(w, rt, builder, log)
 	}
 	go func() {
 		warmLog := log.WithName("builder")
@@ -251,6 +299,10 @@ func (o *BuildOptions) NewPipeline(ctx context.Context, w *Options, rt *Runtime,
 			warmLog.Error(err, "Warming the Go build cache; Go builds compile the standard library themselves")
 		}
 	}()
+	return o.pipeline(w, rt, builder, log)
+}
+
+func (o *BuildOptions) pipeline(w *Options, rt *Runtime, builder *build.Builder, log logr.Logger) (*pipeline.Pipeline, error) {
 	return pipeline.New(pipeline.Options{Releaser: rt.Releaser, Builder: builder, Quotas: o.Quotas, Metrics: w.Metrics, Log: log.WithName("pipeline")})
 }
 

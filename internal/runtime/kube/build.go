@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
@@ -44,6 +45,10 @@ type BuildSpec struct {
 	Image string
 	// Resources bound the Pod's container (the plan's CPU and memory).
 	Resources runtime.Resources
+	// Disk, a quantity, bounds what the build writes (the container's
+	// ephemeral-storage: the checkout, HOME, TMPDIR, the caches); a
+	// kubelet evicts the Pod past it. Empty: no bound.
+	Disk string
 	// Timeout is the Pod's activeDeadlineSeconds, the build's time limit.
 	Timeout time.Duration
 }
@@ -128,6 +133,17 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	if spec.Disk != "" {
+		q, err := resource.ParseQuantity(spec.Disk)
+		if err != nil || q.Sign() <= 0 {
+			return nil, fmt.Errorf("invalid build disk %q: want a quantity above zero, like 4Gi", spec.Disk)
+		}
+		if res == nil {
+			res = corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{}).WithLimits(corev1.ResourceList{})
+		}
+		(*res.Requests)[corev1.ResourceEphemeralStorage] = q
+		(*res.Limits)[corev1.ResourceEphemeralStorage] = q
+	}
 	if res != nil {
 		container.WithResources(res)
 	}

@@ -136,6 +136,7 @@ func TestChartCommands(t *testing.T) {
 			default:
 				continue
 			}
+			checkTokenStaysWithBex(t, name+": "+o.GetName(), pod.Spec)
 			for _, c := range pod.Spec.Containers {
 				repo := c.Image[strings.LastIndex(c.Image, "/")+1:]
 				repo, _, _ = strings.Cut(repo, ":")
@@ -155,6 +156,31 @@ func TestChartCommands(t *testing.T) {
 		for repo := range commands {
 			if !seen[repo] {
 				t.Errorf("%s: no container runs %s", name, repo)
+			}
+		}
+	}
+}
+
+// checkTokenStaysWithBex requires that no container of another program
+// (the BuildKit sidecar, whose Dockerfile steps run without a process
+// sandbox; etcd) finds the pod's service-account token: the pod does not
+// mount it in every container, and such a container mounts nothing at its
+// path.
+func checkTokenStaysWithBex(t *testing.T, where string, pod corev1.PodSpec) {
+	t.Helper()
+	automount := pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken
+	for _, c := range pod.Containers {
+		repo := c.Image[strings.LastIndex(c.Image, "/")+1:]
+		repo, _, _ = strings.Cut(repo, ":")
+		if _, ok := commands[repo]; ok {
+			continue
+		}
+		if automount {
+			t.Errorf("%s: container %s (%s) gets the service-account token: set automountServiceAccountToken: false and mount it in bex's containers only", where, c.Name, repo)
+		}
+		for _, m := range c.VolumeMounts {
+			if strings.HasPrefix(m.MountPath, "/var/run/secrets/kubernetes.io") {
+				t.Errorf("%s: container %s (%s) mounts %s", where, c.Name, repo, m.MountPath)
 			}
 		}
 	}

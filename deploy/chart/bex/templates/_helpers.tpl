@@ -157,6 +157,16 @@ imagePullSecrets:
 {{- with .Values.tenantNetwork.egressCIDRs }}
 - --tenant-egress-cidrs={{ join "," . }}
 {{- end }}
+{{- if .Values.gitReceiver.builds.inPods }}
+- --build-ingress-namespace={{ .Release.Namespace }}
+- --build-ingress-pod-labels=app.kubernetes.io/name=bex,app.kubernetes.io/instance={{ .Release.Name }},app.kubernetes.io/component=git-receiver
+{{- with .Values.gitReceiver.builds.egressCIDRs }}
+- --build-egress-cidrs={{ join "," . }}
+{{- end }}
+{{- with .Values.gitReceiver.builds.egressExceptCIDRs }}
+- --build-egress-except-cidrs={{ join "," . }}
+{{- end }}
+{{- end }}
 - --tenant-config-role={{ include "bex.name" (dict "root" . "component" "tenant-config") }}
 {{- if $local }}
 - --tenant-role={{ include "bex.name" (dict "root" . "component" "tenant-runtime") }}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -158,16 +157,7 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 		LabelName: spec.App, LabelManagedBy: managedBy, LabelTenant: spec.Tenant,
 		LabelComponent: buildComponent, LabelBuildOf: spec.App,
 	}
-	ac := corev1ac.Pod(name, ns).WithLabels(labels).WithSpec(podSpec)
-	b, err := json.Marshal(ac)
-	if err != nil {
-		return nil, err
-	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(b, &pod); err != nil {
-		return nil, err
-	}
-	return &pod, nil
+	return typedPod(corev1ac.Pod(name, ns).WithLabels(labels).WithSpec(podSpec))
 }
 
 // waitReady waits until the build's container is ready and the Pod has an

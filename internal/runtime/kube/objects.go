@@ -327,18 +327,7 @@ func tenantPolicy(ns, tenant string, n TenantNetwork) *networkingv1ac.NetworkPol
 		WithPodSelector(metav1ac.LabelSelector()).
 		WithPolicyTypes("Ingress", "Egress")
 
-	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
-	if n.IngressNamespace != "" {
-		peer := networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
-			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": n.IngressNamespace}))
-		if len(n.IngressPodLabels) > 0 {
-			peer.WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(n.IngressPodLabels))
-		}
-		from = append(from, peer)
-	}
-	for _, cidr := range n.IngressCIDRs {
-		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
-	}
+	from := ingressPeers(n.IngressNamespace, n.IngressPodLabels, n.IngressCIDRs)
 	if len(from) > 0 {
 		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
 			WithFrom(from...).
@@ -376,18 +365,7 @@ func buildPolicy(ns, tenant string, n BuildNetwork) *networkingv1ac.NetworkPolic
 			LabelComponent: buildComponent, LabelManagedBy: managedBy,
 		})).
 		WithPolicyTypes("Ingress", "Egress")
-	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
-	if n.IngressNamespace != "" {
-		peer := networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
-			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": n.IngressNamespace}))
-		if len(n.IngressPodLabels) > 0 {
-			peer.WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(n.IngressPodLabels))
-		}
-		from = append(from, peer)
-	}
-	for _, cidr := range n.IngressCIDRs {
-		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
-	}
+	from := ingressPeers(n.IngressNamespace, n.IngressPodLabels, n.IngressCIDRs)
 	if len(from) > 0 {
 		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
 			WithFrom(from...).
@@ -409,6 +387,24 @@ func buildPolicy(ns, tenant string, n BuildNetwork) *networkingv1ac.NetworkPolic
 	return networkingv1ac.NetworkPolicy(BuildPolicyName, ns).
 		WithLabels(map[string]string{LabelManagedBy: managedBy, LabelTenant: tenant}).
 		WithSpec(spec)
+}
+
+// ingressPeers are the peers a policy's ingress rule allows: the pods of
+// namespace ns with labels (every pod of it without), and cidrs.
+func ingressPeers(ns string, labels map[string]string, cidrs []string) []*networkingv1ac.NetworkPolicyPeerApplyConfiguration {
+	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+	if ns != "" {
+		peer := networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": ns}))
+		if len(labels) > 0 {
+			peer.WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(labels))
+		}
+		from = append(from, peer)
+	}
+	for _, cidr := range cidrs {
+		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
+	}
+	return from
 }
 
 // cidrWithin reports whether inner lies inside outer (an IPBlock's except

@@ -162,9 +162,12 @@ func (d *Driver) runPod(ctx context.Context, ns, name string, rel runtime.Releas
 	spec := d.podSpec(container).
 		WithRestartPolicy(corev1.RestartPolicyNever).
 		WithActiveDeadlineSeconds(int64(seconds(deadline + time.Minute)))
-	ac := corev1ac.Pod(name, ns).WithLabels(runLabels(rel, name)).WithSpec(spec)
-	// The typed Pod, to create it (an apply would take over a Pod of the
-	// same name).
+	return typedPod(corev1ac.Pod(name, ns).WithLabels(runLabels(rel, name)).WithSpec(spec))
+}
+
+// typedPod is the Pod ac describes, to create it (an apply would take over
+// a Pod of the same name).
+func typedPod(ac *corev1ac.PodApplyConfiguration) (*corev1.Pod, error) {
 	b, err := json.Marshal(ac)
 	if err != nil {
 		return nil, err

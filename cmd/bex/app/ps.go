@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,17 +15,26 @@ import (
 )
 
 func newPsCommand(st *state) *cobra.Command {
-	return &cobra.Command{
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
 		Use:   "ps [APP]",
 		Short: "Show an app's instances: state and since when, release, restarts after crashes, and the cluster it runs on",
 		Long: "ps shows what runs of the app now, as the runtime reports it: each instance (web.0), its state (starting, up,\n" +
 			"unhealthy, crashed, stopping) and since when, the release it runs and how often it crashed and was restarted.\n" +
-			"Without APP, the app of the git checkout's remote named bex.",
+			"Without APP, the app of the git checkout's remote named bex. With --watch it goes on, and prints the instances\n" +
+			"again, under the time, each time one of them changes, until interrupted.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval < time.Second {
+				return usagef("--interval %s: want 1s or more", interval)
+			}
 			name, c, err := st.namedAppClient(cmd.Context(), args)
 			if err != nil {
 				return err
+			}
+			if watch {
+				return st.watchInstances(cmd.Context(), c, name, interval)
 			}
 			is, err := c.Instances(cmd.Context(), name)
 			if err != nil {
@@ -31,6 +43,55 @@ func newPsCommand(st *state) *cobra.Command {
 			return st.render(is, func(w io.Writer) error { return st.renderInstances(w, is, time.Now()) })
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "Go on and print the instances again each time one changes (state, release, restarts), until interrupted; with -o json, one object per line")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "How often --watch asks")
+	return cmd
+}
+
+// watchInstances prints the app's instances, then again each time what
+// runs changes, until ctx ends (Ctrl-C), which is no error. A table comes
+// under a line with the time; -o json writes one object per line.
+func (st *state) watchInstances(ctx context.Context, c *apiclient.Client, name string, interval time.Duration) error {
+	var last string
+	for {
+		is, err := c.Instances(ctx, name)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return explain(err)
+		}
+		if key := instancesKey(is); key != last {
+			last = key
+			if st.output == outputJSON {
+				if err := json.NewEncoder(st.io.Out).Encode(is); err != nil {
+					return err
+				}
+			} else {
+				now := time.Now()
+				fmt.Fprintf(st.io.Out, "--- %s\n", now.Format("15:04:05"))
+				if err := st.renderInstances(st.io.Out, is, now); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// instancesKey is what --watch compares: the instances without the time
+// since their state, which changes every second.
+func instancesKey(is apiclient.Instances) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%d|%t|%s", is.App, is.Cluster, is.Release, is.Ready, is.Message)
+	for _, i := range is.Instances {
+		fmt.Fprintf(&b, "|%s %s %d %d", i.Name, i.State, i.Release, i.Restarts)
+	}
+	return b.String()
 }
 
 // renderInstances writes what runs of an app at now: a line that says

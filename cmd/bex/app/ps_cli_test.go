@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func gitCheckout(t *testing.T, name, url string) string {
 
 // TestPsCLI: bex ps shows the instances the runtime runs, a crash counted
 // as a restart, with the app named or found from the checkout's bex
-// remote; -o json prints the API's answer.
+// remote; -o json prints the API's answer; --watch follows the crash and
+// the restart, as tables or JSON lines, until interrupted.
 func TestPsCLI(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	_, token := e.TenantToken(t, "clips")
@@ -54,6 +56,27 @@ func TestPsCLI(t *testing.T) {
 	}
 
 	e.RunTestApp(t, "clips", "shop", 1, "worker")
+	// Two watchers follow the crash: one prints tables, one JSON lines.
+	watchCtx, stopWatching := context.WithCancel(t.Context())
+	defer stopWatching()
+	type watcher struct {
+		out  platformtest.SyncBuffer
+		code chan int
+	}
+	watch := func(args ...string) *watcher {
+		w := &watcher{code: make(chan int, 1)}
+		wio := io
+		wio.Out, wio.Err = &w.out, &w.out
+		go func() { w.code <- app.Run(watchCtx, wio, append([]string{"ps", "shop", "--watch", "--interval", "1s"}, args...)) }()
+		return w
+	}
+	table, lines := watch(), watch("-o", "json")
+	platformtest.Eventually(t, time.Minute, "both watchers print web.0 up", func(context.Context) error {
+		if !regexp.MustCompile(`web\.0 +up .*v1 +0\n`).MatchString(table.out.String()) || !strings.Contains(lines.out.String(), `"state":"up"`) {
+			return fmt.Errorf("table:\n%s\njson:\n%s", table.out.String(), lines.out.String())
+		}
+		return nil
+	})
 	e.CrashTestApp(t, "clips", "shop")
 	platformtest.Eventually(t, time.Minute, "bex ps shows web.0 up again after one restart", func(context.Context) error {
 		var is apiclient.Instances
@@ -65,6 +88,39 @@ func TestPsCLI(t *testing.T) {
 		}
 		return nil
 	})
+	// The watchers saw the crash and web.0 up again, restarted once, and
+	// end with no error when interrupted.
+	platformtest.Eventually(t, 30*time.Second, "bex ps --watch prints web.0 restarted", func(context.Context) error {
+		if !regexp.MustCompile(`web\.0 +up .*v1 +1\n`).MatchString(table.out.String()) {
+			return fmt.Errorf("table:\n%s", table.out.String())
+		}
+		return nil
+	})
+	stopWatching()
+	for name, w := range map[string]*watcher{"table": table, "json": lines} {
+		if code := <-w.code; code != 0 {
+			t.Errorf("bex ps --watch (%s) interrupted: exit %d\n%s", name, code, w.out.String())
+		}
+	}
+	if blocks := regexp.MustCompile(`(?m)^--- \d\d:\d\d:\d\d$`).FindAllString(table.out.String(), -1); len(blocks) < 2 {
+		t.Errorf("bex ps --watch printed %d tables, want one before the crash and one after (more if it saw the crash itself):\n%s", len(blocks), table.out.String())
+	}
+	var restarts []int
+	for _, line := range strings.Split(strings.TrimSpace(lines.out.String()), "\n") {
+		var is apiclient.Instances
+		if err := json.Unmarshal([]byte(line), &is); err != nil {
+			t.Fatalf("bex ps --watch -o json printed a line that is no JSON object: %q: %v", line, err)
+		}
+		for _, i := range is.Instances {
+			if i.Name == "web.0" {
+				restarts = append(restarts, i.Restarts)
+			}
+		}
+	}
+	if len(restarts) < 2 || restarts[0] != 0 || restarts[len(restarts)-1] != 1 {
+		t.Errorf("web.0's restarts in the JSON lines: %v, want 0 first and 1 last", restarts)
+	}
+
 	want := regexp.MustCompile(`^shop: release 1: 2 of 2 instances running\n` +
 		`INSTANCE  STATE  SINCE +RELEASE  RESTARTS\n` +
 		`web\.0     up     \d+s ago +v1       1\n` +

@@ -167,7 +167,8 @@ func TestSettingsForm(t *testing.T) {
 		}
 		return loc.Query().Get("notice")
 	}
-	got := notice(u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "healthtimeout": {"3"}, "branch": {"prod"}, "maintenance": {"on"}}))
+	got := notice(u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "healthport": {"8081"}, "healthtimeout": {"3"},
+		"healthinterval": {"20"}, "healthsuccess": {"2"}, "healthfailure": {"4"}, "branch": {"prod"}, "maintenance": {"on"}}))
 	if got != "Settings saved: health check; branch prod; maintenance mode on: nothing runs and the URL answers with a maintenance page." {
 		t.Errorf("after saving the page says %q", got)
 	}
@@ -175,11 +176,15 @@ func TestSettingsForm(t *testing.T) {
 	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
 		t.Fatal(err)
 	}
-	if !app.Spec.Suspended || app.Spec.Source.Branch != "prod" || app.Spec.HealthCheck == nil || app.Spec.HealthCheck.Path != "/healthz" || app.Spec.HealthCheck.TimeoutSeconds != 3 {
-		t.Errorf("the App's spec: %+v", app.Spec)
+	if hc := app.Spec.HealthCheck; !app.Spec.Suspended || app.Spec.Source.Branch != "prod" || hc == nil || hc.Path != "/healthz" || hc.TimeoutSeconds != 3 ||
+		hc.Port == nil || *hc.Port != 8081 || hc.IntervalSeconds != 20 || hc.SuccessThreshold != 2 || hc.FailureThreshold != 4 {
+		t.Errorf("the App's spec: %+v, health check %+v", app.Spec, app.Spec.HealthCheck)
 	}
 	p = u.get("/apps/shop")
-	for _, want := range []string{`name="healthpath" value="/healthz"`, `name="branch" value="prod"`, `value="on" checked`, "the URL answers 503 with a maintenance page"} {
+	for _, want := range []string{`name="healthpath" value="/healthz"`, `name="healthport" type="number" min="1" max="65535" value="8081"`,
+		`name="healthinterval" type="number" min="1" max="300" value="20"`, `name="healthsuccess" type="number" min="1" max="10" value="2"`,
+		`name="healthfailure" type="number" min="1" max="10" value="4"`, "GET <code>/healthz</code> on port 8081, timeout 3s, every 20s, healthy after 2, unhealthy after 4 in a row",
+		`name="branch" value="prod"`, `value="on" checked`, "the URL answers 503 with a maintenance page"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the app page lacks %s", want)
 		}
@@ -196,5 +201,17 @@ func TestSettingsForm(t *testing.T) {
 	}
 	if app.Spec.Suspended || app.Spec.HealthCheck.TimeoutSeconds != 3 {
 		t.Errorf("a refused change changed the spec: %+v", app.Spec)
+	}
+	for field, v := range map[string]string{"healthinterval": "often", "healthfailure": "11"} {
+		p = u.post("/apps/shop/settings", url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, field: {v}, "branch": {"prod"}, "maintenance": {"on"}})
+		if p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "1 to 10") && !strings.Contains(p.body, "1 to 300") {
+			t.Errorf("%s %q: %d\n%s", field, v, p.status, p.body)
+		}
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if hc := app.Spec.HealthCheck; app.Spec.Suspended || hc.IntervalSeconds != 20 || hc.FailureThreshold != 4 {
+		t.Errorf("a refused change changed the spec: %+v, %+v", app.Spec, hc)
 	}
 }

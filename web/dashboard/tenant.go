@@ -178,8 +178,9 @@ func (d *Dashboard) scale(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice)+"#scale")
 }
 
-// settings changes the health check, the deploy branch and maintenance
-// mode as the Settings form says; an empty path removes the health check.
+// settings changes the health check (path, port, timeout, interval,
+// thresholds), the deploy branch and maintenance mode as the Settings form
+// says; an empty path removes the health check.
 func (d *Dashboard) settings(c echo.Context) error {
 	name := c.Param("app")
 	on := c.FormValue("maintenance") != ""
@@ -187,14 +188,29 @@ func (d *Dashboard) settings(c echo.Context) error {
 	if path := strings.TrimSpace(c.FormValue("healthpath")); path == "" {
 		req.RemoveHealthCheck = true
 	} else {
-		req.HealthCheck = &apiclient.HealthCheck{Path: path}
-		if t := strings.TrimSpace(c.FormValue("healthtimeout")); t != "" {
-			n, err := strconv.Atoi(t)
-			if err != nil {
-				return &pageError{status: http.StatusUnprocessableEntity, title: "Settings not saved", message: fmt.Sprintf("Timeout %q: give a whole number of seconds, 1 to 60.", t)}
+		hc := &apiclient.HealthCheck{Path: path}
+		// Empty fields keep the API's defaults; the API bounds each.
+		for _, f := range []struct {
+			form, what string
+			to         *int
+		}{
+			{"healthport", "Port: give a port number, 1 to 65535, or leave it empty for the process's PORT", &hc.Port},
+			{"healthtimeout", "Timeout: give a whole number of seconds, 1 to 60", &hc.TimeoutSeconds},
+			{"healthinterval", "Interval: give a whole number of seconds, 1 to 300", &hc.IntervalSeconds},
+			{"healthsuccess", "Healthy after: give a number of checks in a row, 1 to 10", &hc.SuccessThreshold},
+			{"healthfailure", "Unhealthy after: give a number of checks in a row, 1 to 10", &hc.FailureThreshold},
+		} {
+			v := strings.TrimSpace(c.FormValue(f.form))
+			if v == "" {
+				continue
 			}
-			req.HealthCheck.TimeoutSeconds = n
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return &pageError{status: http.StatusUnprocessableEntity, title: "Settings not saved", message: fmt.Sprintf("%q: %s.", v, f.what)}
+			}
+			*f.to = n
 		}
+		req.HealthCheck = hc
 	}
 	cl := d.client(c)
 	before, err := cl.GetApp(c.Request().Context(), name)

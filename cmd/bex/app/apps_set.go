@@ -17,6 +17,8 @@ import (
 type appsSetFlags struct {
 	healthPath                    string
 	healthTimeout, healthInterval time.Duration
+	healthPort                    int
+	healthSuccess, healthFailure  int
 	noHealthCheck                 bool
 	plan, branch, maintenance     string
 }
@@ -24,7 +26,8 @@ type appsSetFlags struct {
 func newAppsSetCommand(st *state) *cobra.Command {
 	var f appsSetFlags
 	cmd := &cobra.Command{
-		Use: "set APP [PROCESS=COUNT...] [--health-path P] [--health-timeout D] [--health-interval D] [--no-health-check] " +
+		Use: "set APP [PROCESS=COUNT...] [--health-path P] [--health-timeout D] [--health-interval D] [--health-port N] " +
+			"[--health-success N] [--health-failure N] [--no-health-check] " +
 			"[--plan NAME] [--branch B] [--maintenance on|off]",
 		Short: "Change an app's settings: instance counts, plan and maintenance mode apply at once; the health check and the deploy branch from the next release or restart",
 		Args:  cobra.MinimumNArgs(1),
@@ -56,6 +59,9 @@ func newAppsSetCommand(st *state) *cobra.Command {
 	fl.StringVar(&f.healthPath, "health-path", "", "The path of the HTTP health check, such as /healthz")
 	fl.DurationVar(&f.healthTimeout, "health-timeout", 0, "How long one health check may take, in whole seconds (1s to 60s)")
 	fl.DurationVar(&f.healthInterval, "health-interval", 0, "The time between two health checks, in whole seconds (1s to 300s)")
+	fl.IntVar(&f.healthPort, "health-port", 0, "The port the health check calls (1 to 65535); the process's PORT unless given")
+	fl.IntVar(&f.healthSuccess, "health-success", 0, "How many checks in a row make an unhealthy instance healthy (1 to 10)")
+	fl.IntVar(&f.healthFailure, "health-failure", 0, "How many checks in a row make a healthy instance unhealthy (1 to 10)")
 	fl.BoolVar(&f.noHealthCheck, "no-health-check", false, "Remove the health check: an instance is healthy once its port accepts connections")
 	fl.StringVar(&f.plan, "plan", "", "The plan each instance runs on: starter, standard or pro")
 	fl.StringVar(&f.branch, "branch", "", "The git branch whose pushes deploy")
@@ -89,12 +95,29 @@ func (f appsSetFlags) request(cmd *cobra.Command, counts map[string]int) (apicli
 			return req, err
 		}
 	}
+	for _, n := range []struct {
+		flag   string
+		v, max int
+		to     *int
+	}{
+		{"health-port", f.healthPort, 65535, &hc.Port},
+		{"health-success", f.healthSuccess, 10, &hc.SuccessThreshold},
+		{"health-failure", f.healthFailure, 10, &hc.FailureThreshold},
+	} {
+		if !changed(n.flag) {
+			continue
+		}
+		if n.v < 1 || n.v > n.max {
+			return req, usagef("--%s %d: give 1 to %d", n.flag, n.v, n.max)
+		}
+		*n.to = n.v
+	}
 	if changed("health-path") && f.healthPath == "" {
 		return req, usagef("--health-path is empty: give a path such as /healthz, or --no-health-check to remove the check")
 	}
 	switch {
 	case f.noHealthCheck && *hc != apiclient.HealthCheck{}:
-		return req, usagef("--no-health-check removes the health check: give it without --health-path, --health-timeout and --health-interval")
+		return req, usagef("--no-health-check removes the health check: give it without the other --health flags")
 	case f.noHealthCheck:
 		req.RemoveHealthCheck = true
 	case *hc != apiclient.HealthCheck{}:
@@ -112,7 +135,7 @@ func (f appsSetFlags) request(cmd *cobra.Command, counts map[string]int) (apicli
 		return req, usagef("--plan and --branch need a value")
 	}
 	if req.HealthCheck == nil && !req.RemoveHealthCheck && req.Processes == nil && req.Plan == "" && req.Branch == "" && req.Maintenance == nil {
-		return req, usagef("nothing to change: give PROCESS=COUNT (web=2), --health-path, --health-timeout, --health-interval, --no-health-check, --plan, --branch or --maintenance")
+		return req, usagef("nothing to change: give PROCESS=COUNT (web=2), --health-path, --health-timeout, --health-interval, --health-port, --health-success, --health-failure, --no-health-check, --plan, --branch or --maintenance")
 	}
 	return req, nil
 }
@@ -176,7 +199,7 @@ func healthCheckWords(hc *apiclient.HealthCheck) string {
 	if hc.Port != 0 {
 		s += fmt.Sprintf(", port %d", hc.Port)
 	}
-	return s
+	return s + fmt.Sprintf(", healthy after %d, unhealthy after %d in a row", hc.SuccessThreshold, hc.FailureThreshold)
 }
 
 // formation is instance counts as PROCESS=COUNT words, sorted; "default"

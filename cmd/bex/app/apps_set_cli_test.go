@@ -40,8 +40,10 @@ func TestAppsSetCLI(t *testing.T) {
 		{name: "the same again", args: []string{"apps", "set", "shop", "--maintenance", "on"},
 			want: "Nothing changed: shop has these settings already.\n"},
 		{name: "health check and branch", args: []string{"apps", "set", "shop", "--health-path", "/healthz", "--health-timeout", "3s", "--branch", "prod", "--maintenance", "off"},
-			want: "Changed shop:\n  Health check: none -> GET /healthz every 10s, timeout 3s\n  Branch:       main -> prod\n  Maintenance:  on -> off\n" +
+			want: "Changed shop:\n  Health check: none -> GET /healthz every 10s, timeout 3s, healthy after 1, unhealthy after 3 in a row\n  Branch:       main -> prod\n  Maintenance:  on -> off\n" +
 				"Maintenance mode is off: release v1 runs and serves again.\nThe health check and the branch apply from the next release or restart.\n"},
+		{name: "port and thresholds", args: []string{"apps", "set", "shop", "--health-port", "8081", "--health-success", "2", "--health-failure", "4"},
+			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, healthy after 1, unhealthy after 3 in a row -> GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row\nThe health check and the branch apply from the next release or restart.\n"},
 		{name: "json", args: []string{"apps", "set", "shop", "worker=1", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var a apiclient.App
 			if err := json.Unmarshal(out, &a); err != nil || a.Processes["worker"] != 1 || a.Processes["web"] != 2 || a.Branch != "prod" || a.HealthCheck == nil || a.Maintenance {
@@ -49,10 +51,11 @@ func TestAppsSetCLI(t *testing.T) {
 			}
 		}},
 		{name: "remove the health check", args: []string{"apps", "set", "shop", "--no-health-check"},
-			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s -> none\nThe health check and the branch apply from the next release or restart.\n"},
+			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row -> none\nThe health check and the branch apply from the next release or restart.\n"},
 		{name: "nothing", args: []string{"apps", "set", "shop"}, wantErr: "nothing to change: give PROCESS=COUNT"},
 		{name: "maintenance maybe", args: []string{"apps", "set", "shop", "--maintenance", "maybe"}, wantErr: `--maintenance "maybe": give on or off`},
 		{name: "fraction of a second", args: []string{"apps", "set", "shop", "--health-timeout", "1500ms"}, wantErr: "--health-timeout 1.5s: give whole seconds"},
+		{name: "threshold past 10", args: []string{"apps", "set", "shop", "--health-failure", "11"}, wantErr: "--health-failure 11: give 1 to 10"},
 		{name: "remove and set", args: []string{"apps", "set", "shop", "--no-health-check", "--health-path", "/up"}, wantErr: "--no-health-check removes the health check"},
 		{name: "timeout too long", args: []string{"apps", "set", "shop", "--health-path", "/up", "--health-timeout", "2m"}, wantErr: "1 to 60 (field healthCheck.timeoutSeconds)"},
 		{name: "bad branch", args: []string{"apps", "set", "shop", "--branch", "a..b"}, wantErr: `branch "a..b" is not a branch name`},

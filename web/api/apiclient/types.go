@@ -133,8 +133,8 @@ type App struct {
 // instance answers with a 2xx or 3xx.
 type HealthCheck struct {
 	// Path is the request path, such as /healthz: at most 1024 bytes,
-	// starting with '/'.
-	Path string `json:"path"`
+	// starting with '/'. An update leaves it out to keep the app's.
+	Path string `json:"path,omitempty"`
 	// Port is the port checked, 1 to 65535; 0: the process's PORT.
 	Port int `json:"port,omitempty"`
 	// TimeoutSeconds is how long one check may take, 1 to 60 (default 5).

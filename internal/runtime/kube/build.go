@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"bex.co/bex/internal/runtime"
 )
 
@@ -99,6 +101,7 @@ func (d *Driver) StartBuild(ctx context.Context, spec BuildSpec) (*BuildPod, err
 	if err != nil {
 		return nil, err
 	}
+	d.deleteEnded(ctx, ns, buildSelector(spec.App))
 	r := &oneOff{d: d, ns: ns, name: name, rel: rel, data: map[string][]byte{BuildTokenEnv: []byte(token)}}
 	if err := r.create(ctx, pod); err != nil {
 		r.cleanUp(ctx)
@@ -110,6 +113,11 @@ func (d *Driver) StartBuild(ctx context.Context, spec BuildSpec) (*BuildPod, err
 		return nil, err
 	}
 	return &BuildPod{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(BuildAgentPort)), Token: token, Dir: BuildDir, r: r}, nil
+}
+
+// buildSelector selects the build Pods and Secrets of an app.
+func buildSelector(app string) client.MatchingLabels {
+	return client.MatchingLabels{LabelBuildOf: app, LabelManagedBy: managedBy}
 }
 
 // buildPod returns the Pod of a build.

@@ -638,7 +638,7 @@ func podReady(pod *corev1.Pod) bool {
 
 // Remove implements runtime.Driver: it deletes the app's Deployments,
 // Service, PodDisruptionBudgets and environment Secrets (the pods go with
-// the Deployments), and the Pods and Secrets of its one-off runs, which
+// the Deployments), and the Pods and Secrets of its one-off runs and builds, which
 // ends those still running.
 func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	ns := d.opts.Namespace(tenant)
@@ -666,19 +666,22 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	for i := range svcs.Items {
 		objs = append(objs, &svcs.Items[i])
 	}
-	var runPods corev1.PodList
-	if err := d.c.List(ctx, &runPods, client.InNamespace(ns), runSelector(app)); err != nil {
-		return fmt.Errorf("listing run pods: %w", err)
-	}
-	var runSecrets corev1.SecretList
-	if err := d.c.List(ctx, &runSecrets, client.InNamespace(ns), runSelector(app)); err != nil {
-		return fmt.Errorf("listing run secrets: %w", err)
-	}
-	for i := range runPods.Items {
-		objs = append(objs, &runPods.Items[i])
-	}
-	for i := range runSecrets.Items {
-		objs = append(objs, &runSecrets.Items[i])
+	// Runs and builds: their Pods and Secrets.
+	for _, sel := range []client.MatchingLabels{runSelector(app), buildSelector(app)} {
+		var pods corev1.PodList
+		if err := d.c.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
+			return fmt.Errorf("listing pods: %w", err)
+		}
+		var secrets corev1.SecretList
+		if err := d.c.List(ctx, &secrets, client.InNamespace(ns), sel); err != nil {
+			return fmt.Errorf("listing secrets: %w", err)
+		}
+		for i := range pods.Items {
+			objs = append(objs, &pods.Items[i])
+		}
+		for i := range secrets.Items {
+			objs = append(objs, &secrets.Items[i])
+		}
 	}
 	for _, o := range objs {
 		if err := d.deleteIgnoringNotFound(ctx, o); err != nil {

@@ -101,7 +101,7 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 	if err != nil {
 		return runtime.Exit{}, err
 	}
-	d.deleteEndedRuns(ctx, ns, rel.App)
+	d.deleteEnded(ctx, ns, runSelector(rel.App))
 
 	streams, err := cmd.Attach(rel.Number)
 	if err != nil {
@@ -189,13 +189,14 @@ func runLabels(rel runtime.Release, name string) map[string]string {
 	return l
 }
 
-// deleteEndedRuns deletes the app's run Pods that ended over a minute ago,
-// or passed their active deadline, without their Run (the platform stopped
-// meanwhile; a kubelet that keeps no deadline leaves them running). Their
-// Secrets go with them (they own them). Errors are left for Remove to meet.
-func (d *Driver) deleteEndedRuns(ctx context.Context, ns, app string) {
+// deleteEnded deletes the Pods of sel (an app's runs or builds) that ended
+// over a minute ago, or passed their active deadline, without the call
+// that made them (the platform stopped meanwhile; a kubelet that keeps no
+// deadline leaves them running). Their Secrets go with them (they own
+// them). Errors are left for Remove to meet.
+func (d *Driver) deleteEnded(ctx context.Context, ns string, sel client.MatchingLabels) {
 	var pods corev1.PodList
-	if err := d.c.List(ctx, &pods, client.InNamespace(ns), runSelector(app)); err != nil {
+	if err := d.c.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
 		return
 	}
 	for i := range pods.Items {

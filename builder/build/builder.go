@@ -101,7 +101,7 @@ type Options struct {
 	// Remote, when set, runs every step of the stacks' builds (tenant
 	// code) away from the builder, in the agent it starts for each build
 	// (builder/buildagent): in a cluster install a Pod of the tenant's
-	// (internal/runtime/kube's BuildPod), which holds no service-account
+	// (internal/runtime/kube's StartBuild), which holds no service-account
 	// token and sees no file of the platform's. The checkout goes to the
 	// agent before the first step; the tree its steps left comes back,
 	// through internal/treetar's limits (WorkDiskSize bytes), before a step

@@ -130,8 +130,9 @@ type Agent struct {
 	recorder record.EventRecorder
 	nodeInfo corev1.NodeSystemInfo // what runs the node, read once
 
-	logs   *logStore
-	probes *http.Client
+	logs    *logStore
+	volumes *volumeStore
+	probes  *http.Client
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -147,10 +148,15 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"images", "pods"} {
+	for _, d := range []string{"images", "pods", "volumes"} {
 		if err := os.MkdirAll(filepath.Join(opts.StateDir, d), 0o700); err != nil {
 			return nil, err
 		}
+	}
+	// The volumes of Pods an agent before this one ran: its Pods run anew.
+	volumes := &volumeStore{dir: filepath.Join(opts.StateDir, "volumes")}
+	if err := volumes.sweep(); err != nil {
+		return nil, fmt.Errorf("removing the volumes of earlier pods: %w", err)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
@@ -161,6 +167,7 @@ func New(opts Options) (*Agent, error) {
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bex-node", Host: opts.NodeName}),
 		nodeInfo: nodeInfo(opts.KubeletVersion, opts.Sandbox),
 		logs:     &logStore{dir: filepath.Join(opts.StateDir, "pods")},
+		volumes:  volumes,
 		probes:   newProbeClient(),
 		workers:  map[types.UID]*podWorker{},
 		done:     map[types.UID]bool{},

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -598,6 +600,53 @@ func TestAgent(t *testing.T) {
 		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "site-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("KeepsAnEmptyDirForThePod", func(t *testing.T) {
+		// The first run writes to the volume, finds it bounded and
+		// crashes; the second finds what the first wrote.
+		const script = `if [ -f /data/seen ]; then echo "again: $(cat /data/seen)"; exec sleep 3600; fi
+echo first > /data/seen
+head -c 2097152 /dev/zero > /data/big 2>/dev/null || echo "full at $(($(wc -c < /data/big) / 1024)) KiB"
+exit 1`
+		p := f.webPod(ns, "scratch-1", pull)
+		// On the run base, which has a shell.
+		p.Spec.Containers[0].Image = f.appImage
+		p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", script}
+		p.Spec.Containers[0].ReadinessProbe, p.Spec.Containers[0].LivenessProbe = nil, nil
+		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Mi"))}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}}
+		created, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		volume := filepath.Join(f.state, "volumes", string(created.UID), "scratch")
+		platformtest.Eventually(t, 60*time.Second, "the restarted container finds what the first wrote", func(ctx context.Context) error {
+			b, err := f.admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(b), "again: first") {
+				return fmt.Errorf("log %q", b)
+			}
+			return nil
+		})
+		b, err := f.admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(b), "full at ") {
+			t.Errorf("the first run's log: %q, %v; want the write past the volume's 1 MiB refused", b, err)
+		}
+		if _, err := os.Stat(volume); err != nil {
+			t.Errorf("the volume on the node: %v", err)
+		}
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "scratch-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 30*time.Second, "the volume goes with the pod", func(context.Context) error {
+			if _, err := os.Stat(volume); !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s: %v", volume, err)
+			}
+			return nil
+		})
 	})
 
 	t.Run("RefusesWhatItDoesNotRun", func(t *testing.T) {

@@ -169,6 +169,9 @@ func (w *podWorker) run(ctx context.Context) {
 				log.Error(err, "Removing a container")
 			}
 		}
+		if err := w.a.volumes.remove(string(pod.UID)); err != nil {
+			log.Error(err, "Removing the pod's volumes")
+		}
 		if del, _ := w.deleting(); del && !w.isVanished() {
 			w.a.finalDelete(ctx, w.pod())
 		}

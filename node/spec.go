@@ -32,13 +32,8 @@ func admit(pod *corev1.Pod) error {
 	if s.HostNetwork || s.HostPID || s.HostIPC {
 		no = append(no, "the host's namespaces")
 	}
-	for _, v := range s.Volumes {
-		no = append(no, fmt.Sprintf("volume %q (no volumes: set automountServiceAccountToken: false for the token's)", v.Name))
-	}
+	no = append(no, admitVolumes(s)...)
 	for _, c := range s.Containers {
-		if len(c.VolumeMounts) > 0 || len(c.VolumeDevices) > 0 {
-			no = append(no, fmt.Sprintf("volume mounts in container %q", c.Name))
-		}
 		if c.StartupProbe != nil {
 			no = append(no, fmt.Sprintf("a startup probe in container %q", c.Name))
 		}
@@ -145,7 +140,11 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 	if len(hostname) > 63 {
 		hostname = hostname[:63]
 	}
-	spec := sandbox.Spec{Tenant: tenantOf(pod), Hostname: hostname, Args: argv, Env: env, Limits: limits}
+	binds, err := w.a.volumes.mount(pod, c)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	spec := sandbox.Spec{Tenant: tenantOf(pod), Hostname: hostname, Args: argv, Env: env, Limits: limits, Binds: binds}
 	workDir := c.WorkingDir
 	if workDir == "" {
 		workDir = local(cfg.WorkingDir)

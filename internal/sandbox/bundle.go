@@ -62,7 +62,7 @@ func (m *Manager) makeRoot(root string, binds []Bind) error {
 		}
 	}
 	for _, b := range binds {
-		p, err := bindMountPoint(b.Path)
+		p, err := bindMountPoint(b.target())
 		if err != nil {
 			return err
 		}

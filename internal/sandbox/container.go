@@ -89,7 +89,8 @@ type Spec struct {
 	Args []string
 	Env  []string
 	// Binds are host directories the container sees at their own path
-	// (a build's work directory and its tenant's caches).
+	// (a build's work directory and its tenant's caches) or at their
+	// Target (a Pod's emptyDir volumes).
 	Binds []Bind
 	// Limits bound it.
 	Limits Limits
@@ -104,10 +105,20 @@ type TerminalSize struct {
 	Cols, Rows uint16
 }
 
-// Bind is a host directory seen in a container at the same path.
+// Bind is a host directory seen in a container, at the same path unless
+// Target says where.
 type Bind struct {
 	Path     string
+	Target   string
 	ReadOnly bool
+}
+
+// target is where the container sees the bind.
+func (b Bind) target() string {
+	if b.Target != "" {
+		return b.Target
+	}
+	return b.Path
 }
 
 // Container is one prepared container: Command starts it, Destroy removes
@@ -141,8 +152,12 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if spec.AppDir != "" && spec.RootFS != "" {
 		return nil, errors.New("sandbox: give an app directory or a root filesystem, not both")
 	}
-	if spec.RootFS != "" && len(spec.Binds) > 0 {
-		return nil, errors.New("sandbox: binds go with the run base only")
+	if spec.RootFS != "" {
+		for _, b := range spec.Binds {
+			if err := rootFSTarget(b.target()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	m.mu.Lock()
 	closed := m.closed
@@ -195,13 +210,7 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 			return nil, err
 		}
 		mounts = append(mounts, mount{dst: "/etc/hosts", src: hosts, opts: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
-		for _, b := range spec.Binds {
-			opts := []string{"rbind", "rw", "nosuid", "nodev"}
-			if b.ReadOnly {
-				opts[1] = "ro"
-			}
-			mounts = append(mounts, mount{dst: b.Path, src: b.Path, opts: opts})
-		}
+		mounts = append(mounts, bindMounts(spec.Binds)...)
 		if spec.AppDir != "" {
 			app, err := c.appOverlay(spec.AppDir, hostUID+AppUID)
 			if err != nil {
@@ -227,6 +236,8 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 		if err := syscall.Mount(spec.RootFS, root, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
 			return nil, fmt.Errorf("binding the image's root filesystem: %w", err)
 		}
+		// runc makes their mount points in the image's root.
+		mounts = append(mounts, bindMounts(spec.Binds)...)
 	}
 	if workDir == "" {
 		workDir = "/"
@@ -244,6 +255,35 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 		c.terminal = &size
 	}
 	return c, nil
+}
+
+// bindMounts are the mounts of binds.
+func bindMounts(binds []Bind) []mount {
+	var mounts []mount
+	for _, b := range binds {
+		opts := []string{"rbind", "rw", "nosuid", "nodev"}
+		if b.ReadOnly {
+			opts[1] = "ro"
+		}
+		mounts = append(mounts, mount{dst: b.target(), src: b.Path, opts: opts})
+	}
+	return mounts
+}
+
+// rootFSTarget checks where a container of an image's own root sees a
+// bind: an absolute path below / that hides none of what the runtime
+// mounts there.
+func rootFSTarget(p string) error {
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) || p == "/" {
+		return fmt.Errorf("sandbox: bind target %q is not an absolute path below /", p)
+	}
+	for _, reserved := range []string{"/proc", "/dev", "/sys"} {
+		if p == reserved || strings.HasPrefix(p, reserved+"/") {
+			return fmt.Errorf("sandbox: bind target %s would hide or enter %s", p, reserved)
+		}
+	}
+	return nil
 }
 
 // ID is the container's runc id.

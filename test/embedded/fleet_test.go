@@ -14,12 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
-	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/internal/kubebin"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
@@ -50,21 +45,18 @@ func TestMakeRunFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleetReady(t, p)
+	platformtest.WaitFleetReady(t, p)
 
 	// The two newest pinned versions: the ones make test builds.
 	versions := kubebin.KubeVersions()
 	version := "v" + versions[len(versions)-2]
 	start := time.Now()
-	lc, err := op.CreateLocalCluster(ctx, apiclient.CreateLocalClusterRequest{Name: "e2e-1", Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitHealthy(t, op, lc.Name, version, 3)
+	lc := platformtest.CreateLocalCluster(ctx, t, op, apiclient.CreateLocalClusterRequest{Name: "e2e-1", Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 1})
+	platformtest.WaitClusterHealthy(t, op, lc.Name, version, 3)
 	t.Logf("three %s machines healthy %s after bex fleet create", version, time.Since(start).Round(time.Second))
 	mgmt := platformtest.Client(t, env["BEX_KUBECONFIG"])
-	workload := workloadClient(t, mgmt, "e2e-1")
-	worker := waitWorker(t, workload, time.Time{})
+	workload := platformtest.WorkloadClient(t, mgmt, "e2e-1")
+	worker := platformtest.WaitWorker(t, workload, time.Time{})
 	t.Logf("its worker %s ready %s after bex fleet create", worker, time.Since(start).Round(time.Second))
 
 	// A new app goes onto the cluster now that it has a worker (the
@@ -72,21 +64,12 @@ func TestMakeRunFleet(t *testing.T) {
 	// which the edge reaches.
 	// The scheduler's view of the fleet follows the worker's Node by
 	// watch: once it has it, local stands by.
-	platformtest.Eventually(t, 2*time.Minute, "the local cluster on standby", func(ctx context.Context) error {
-		cc := &schedulingv1alpha1.ClusterCapacity{}
-		if err := mgmt.Get(ctx, client.ObjectKey{Name: "local"}, cc); err != nil {
-			return err
-		}
-		if cc.Status.Reason != schedulingv1alpha1.ReasonStandby || !strings.Contains(cc.Status.Message, "e2e-1") {
-			return fmt.Errorf("local: %s: %s", cc.Status.Reason, cc.Status.Message)
-		}
-		return nil
-	})
+	platformtest.WaitLocalStandby(t, mgmt, "e2e-1")
 	start = time.Now()
 	const body = "hello from the fleet"
 	pushNodeApp(t, env, "hello", body)
 	t.Logf("an app pushed and released in %s", time.Since(start).Round(time.Second))
-	servedFrom(t, env, mgmt, "hello", "e2e-1", body)
+	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", body)
 	pods, err := workload.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +113,14 @@ func TestMakeRunFleet(t *testing.T) {
 		return nil
 	})
 	t.Logf("the cluster served again %s after the restart began", time.Since(start).Round(time.Second))
-	fleetReady(t, p)
-	waitHealthy(t, op, lc.Name, version, 3)
+	platformtest.WaitFleetReady(t, p)
+	platformtest.WaitClusterHealthy(t, op, lc.Name, version, 3)
 	t.Logf("three machines healthy again %s after the restart began", time.Since(start).Round(time.Second))
-	if again := waitWorker(t, workload, start); again != worker {
+	if again := platformtest.WaitWorker(t, workload, start); again != worker {
 		t.Errorf("after the restart the worker is %s, was %s", again, worker)
 	}
 	t.Logf("its worker's node agent renewed its lease %s after the restart began", time.Since(start).Round(time.Second))
-	servedFrom(t, env, mgmt, "hello", "e2e-1", body)
+	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", body)
 	t.Logf("the app served from the cluster again %s after the restart began", time.Since(start).Round(time.Second))
 
 	start = time.Now()
@@ -162,7 +145,7 @@ func TestMakeRunFleet(t *testing.T) {
 	})
 	t.Logf("deleted in %s", time.Since(start).Round(time.Second))
 	// With no cluster left, the app runs on the process runtime again.
-	servedFrom(t, env, mgmt, "hello", "local", body)
+	platformtest.ServedFrom(t, env, mgmt, "hello", "local", body)
 	t.Logf("the app served by the process runtime %s after the deletion began", time.Since(start).Round(time.Second))
 	sent, failed := requests()
 	t.Logf("%d requests to the app during the deletion, %d failed", sent, len(failed))
@@ -190,102 +173,6 @@ func keepRequesting(ctx context.Context, t *testing.T, env map[string]string, na
 	})
 }
 
-// waitWorker waits until the cluster has one worker Node, ready, whose
-// node agent renewed its Lease after since, and returns its name.
-func waitWorker(t *testing.T, workload kubernetes.Interface, since time.Time) string {
-	t.Helper()
-	var name string
-	platformtest.Eventually(t, 5*time.Minute, "a ready worker Node", func(ctx context.Context) error {
-		nodes, err := workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!node-role.kubernetes.io/control-plane"})
-		if err != nil {
-			return err
-		}
-		if len(nodes.Items) != 1 {
-			return fmt.Errorf("%d worker Nodes", len(nodes.Items))
-		}
-		n := nodes.Items[0]
-		ready := false
-		for _, c := range n.Status.Conditions {
-			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-		}
-		if !ready {
-			return fmt.Errorf("worker Node %s is not ready", n.Name)
-		}
-		lease, err := workload.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(since) {
-			return fmt.Errorf("worker %s's lease last renewed %v", n.Name, lease.Spec.RenewTime)
-		}
-		name = n.Name
-		return nil
-	})
-	return name
-}
-
-// fleetReady waits until the platform says its local fleet is ready.
-func fleetReady(t *testing.T, p *platformtest.Platform) {
-	t.Helper()
-	platformtest.Eventually(t, 10*time.Minute, "the local fleet ready", func(context.Context) error {
-		out := p.Output()
-		if strings.Contains(out, "bex: local fleet ready") {
-			return nil
-		}
-		if strings.Contains(out, "the local fleet did not start") {
-			t.Fatalf("the local fleet did not start:\n%s", out)
-		}
-		return errors.New("make run has not printed \"local fleet ready\"")
-	})
-}
-
-// waitHealthy waits until the fleet lists the cluster with n healthy
-// machines of version.
-func waitHealthy(t *testing.T, op *apiclient.Client, name, version string, n int) {
-	t.Helper()
-	platformtest.Eventually(t, 10*time.Minute, fmt.Sprintf("%s with %d healthy machines", name, n), func(ctx context.Context) error {
-		fleet, err := op.ListFleet(ctx)
-		if err != nil {
-			return err
-		}
-		for _, c := range fleet {
-			if c.Name != name {
-				continue
-			}
-			healthy := 0
-			for _, m := range c.Machines {
-				if m.Healthy && m.Version == version && !m.Deleting {
-					healthy++
-				}
-			}
-			if healthy != n || len(c.Machines) != n {
-				return fmt.Errorf("%d machines, %d healthy at %s: %+v", len(c.Machines), healthy, version, c.Machines)
-			}
-			return nil
-		}
-		return fmt.Errorf("%s not listed", name)
-	})
-}
-
-// workloadClient returns a client of a local cluster from Cluster API's
-// <cluster>-kubeconfig Secret.
-func workloadClient(t *testing.T, mgmt client.Client, name string) kubernetes.Interface {
-	t.Helper()
-	s := &corev1.Secret{}
-	if err := mgmt.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name + "-kubeconfig"}, s); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
 // pushNodeApp creates the dev tenant's app name and pushes a Node app that
 // answers body, until it is released.
 func pushNodeApp(t *testing.T, env map[string]string, name, body string) {
@@ -311,31 +198,6 @@ func pushNodeApp(t *testing.T, env map[string]string, name, body string) {
 	if out, err := platformtest.GitErr(dir, "push", remote.String(), "main"); err != nil || !strings.Contains(out, "Released v1") {
 		t.Fatalf("pushing %s: %v\n%s", name, err, out)
 	}
-}
-
-// servedFrom waits until the dev tenant's app runs on cluster (the App's
-// status.cluster, the runtime's ledger) and answers body through the edge.
-func servedFrom(t *testing.T, env map[string]string, mgmt client.Client, name, cluster, body string) {
-	t.Helper()
-	apps := platformtest.AppClient(t, env)
-	host := name + "-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
-	platformtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%s served from cluster %s", name, cluster), func(ctx context.Context) error {
-		app := &platformv1alpha1.App{}
-		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: "dev", Name: name}, app); err != nil {
-			return err
-		}
-		if app.Status.Cluster != cluster {
-			return fmt.Errorf("placed on %q", app.Status.Cluster)
-		}
-		if err := platformtest.HasCondition(app.Status.Conditions, platformv1alpha1.AppReadyCondition, metav1.ConditionTrue, ""); err != nil {
-			return err
-		}
-		code, got, err := platformtest.GetApp(ctx, apps, host)
-		if err != nil || code != http.StatusOK || got != body {
-			return fmt.Errorf("GET https://%s/ = %d %q %v", host, code, got, err)
-		}
-		return nil
-	})
 }
 
 // podsOf describes pods for a failure message.

@@ -7,7 +7,10 @@
 // the platform's edge (AppClient, GetApp), a Node app and the git commands
 // to push it (WriteNodeApp, Git), a controller-runtime client (Client), the
 // status Cluster API's KubeadmControlPlane controller would write
-// (WriteControlPlaneStatus), and the waiting and capturing every test needs:
+// (WriteControlPlaneStatus), the steps of a test on make run's local fleet
+// (CreateLocalCluster under the machine-wide LockBlocks, WaitFleetReady,
+// WaitClusterHealthy, WaitWorker, WaitLocalStandby, WorkloadClient,
+// ServedFrom), and the waiting and capturing every test needs:
 // Eventually polls a condition, which says why it does not hold yet, until
 // a deadline (HasCondition and LastLine help it say so), and SyncBuffer
 // collects the output of concurrent writers.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -161,7 +160,7 @@ func Start(t *testing.T, opts Options) *Fleet {
 // by a file lock.
 func (f *Fleet) CreateCluster(t *testing.T, o localinfra.ClusterOptions) []client.Object {
 	t.Helper()
-	unlock := lockBlocks(t)
+	unlock := platformtest.LockBlocks(t)
 	defer unlock()
 	if !o.Block.IsValid() {
 		block, err := localfleet.FreeBlock(nil)
@@ -186,21 +185,6 @@ func (f *Fleet) CreateCluster(t *testing.T, o localinfra.ClusterOptions) []clien
 		return conn.Close()
 	})
 	return objs
-}
-
-// lockBlocks takes the machine-wide lock on picking address blocks,
-// waiting for another test process that holds it.
-func lockBlocks(t *testing.T) (unlock func()) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "bex-localfleet-blocks.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("locking the address blocks: %v", err)
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
 }
 
 // WireMVPArgs returns the apiserver flags the wire-MVP step would give a

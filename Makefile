@@ -63,12 +63,12 @@ test-faults: kubebin
 	bash hack/ensure-sandbox-tools.sh
 	$(GO) test -count=1 -timeout 30m ./test/faults/ -run . -v
 
-## test-continuity: tenants push, call the API and the CLI while the management plane rolls 1.36.3 -> 1.37.2 (out/continuity-report.md)
+## test-continuity: tenants push, call the API and the CLI while the management plane rolls 1.36.3 -> 1.37.2, then push, read logs and roll back while a workload cluster of the local fleet rolls (out/continuity-report.md)
 test-continuity:
-	$(GO) run ./cmd/bex-kubebin --versions 1.36.3,1.37.2
+	$(GO) run ./cmd/bex-kubebin --versions 1.36.3,1.37.2 --tools capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager
 	bash hack/ensure-test-tools.sh
 	bash hack/ensure-sandbox-tools.sh
-	BEX_TEST_CONTINUITY=1 $(GO) test -count=1 -timeout 30m ./test/continuity/ -run . -v
+	BEX_TEST_CONTINUITY=1 $(GO) test -count=1 -timeout 45m ./test/continuity/ -run . -v
 
 ## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs
 generate:

@@ -52,7 +52,8 @@ func TestContinuity(t *testing.T) {
 	}
 	bin := platformtest.BuildBinaries(t, "bex")
 	var reports []*scenarioReport
-	defer func() { writeReports(t, reports) }()
+	var workload *workloadReport
+	defer func() { writeReports(t, reports, workload) }()
 	for _, sc := range []scenario{{name: "wired"}, {name: "not-wired", noMVP: true}} {
 		t.Run(sc.name, func(t *testing.T) {
 			r := runScenario(t, bin, sc)
@@ -60,6 +61,12 @@ func TestContinuity(t *testing.T) {
 			r.check(t)
 		})
 	}
+	// A tenant's app on a workload cluster of the local fleet, whose
+	// control plane the real KubeadmControlPlane rolls.
+	t.Run("workload-cluster", func(t *testing.T) {
+		workload = runWorkloadScenario(t, platformtest.BuildBinaries(t, "bex-embedded", "bex-node"))
+		workload.check(t)
+	})
 }
 
 // phase is when a sample was taken.
@@ -305,21 +312,9 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	started := time.Now()
 	cp, env := startPlatform(t, sc)
 	ctx := t.Context()
-	api, err := apiclient.New(env["BEX_API"], env["BEX_TOKEN"], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "site"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := url.Parse(app.GitRemote)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
+	api, remote := createSite(t, env)
 	u := &tenant{t: t, env: env, bin: bin, api: api, apps: platformtest.AppClient(t, env), home: t.TempDir(),
-		host: "site-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0], remote: remote.String()}
+		host: "site-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0], remote: remote}
 	u.phase.Store(before)
 	repo := t.TempDir()
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
@@ -459,6 +454,27 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	rep.LeaderTerms, rep.LeaderOverlaps = ld.report()
 	rep.fill(u, events, time.Since(started))
 	return rep
+}
+
+// createSite creates the dev tenant's app site through the API and
+// returns the tenant's client and the app's git remote with the tenant's
+// token in it.
+func createSite(t *testing.T, env map[string]string) (*apiclient.Client, string) {
+	t.Helper()
+	api, err := apiclient.New(env["BEX_API"], env["BEX_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := api.CreateApp(t.Context(), apiclient.CreateAppRequest{Name: "site"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := url.Parse(app.GitRemote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
+	return api, remote.String()
 }
 
 // gatesOf turns the controller's machine steps and its recorded verifier

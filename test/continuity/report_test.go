@@ -218,9 +218,10 @@ func (r *scenarioReport) check(t *testing.T) {
 }
 
 // writeReports writes out/continuity-report.json, .md and a timeline SVG
-// per scenario at the repository's root, and logs their paths.
-func writeReports(t *testing.T, reports []*scenarioReport) {
-	if len(reports) == 0 {
+// per management-plane scenario at the repository's root, and logs their
+// paths; workload, when not nil, is the workload-cluster scenario's.
+func writeReports(t *testing.T, reports []*scenarioReport, workload *workloadReport) {
+	if len(reports) == 0 && workload == nil {
 		return
 	}
 	dir := filepath.Join(platformtest.RepoRoot(t), "out")
@@ -228,12 +229,15 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 		t.Error(err)
 		return
 	}
-	data, _ := json.MarshalIndent(map[string]any{"generated": time.Now().UTC(), "scenarios": reports}, "", "  ")
+	data, _ := json.MarshalIndent(map[string]any{"generated": time.Now().UTC(), "scenarios": reports, "workloadCluster": workload}, "", "  ")
 	paths := []string{filepath.Join(dir, "continuity-report.json"), filepath.Join(dir, "continuity-report.md")}
 	var md strings.Builder
-	fmt.Fprintf(&md, "# Continuity through the management plane's upgrade\n\nGenerated %s by `make test-continuity`.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	md.WriteString("| scenario | MVP | rollout | pushes (attempted / succeeded / served) | push p50 / p99 before, during, after (s) | releases from pushes | API, dashboard and CLI calls | failed | builds stuck |\n")
-	md.WriteString("| --- | --- | --- | --- | --- | ---: | ---: | --- | --- |\n")
+	fmt.Fprintf(&md, "# Continuity through upgrades\n\nGenerated %s by `make test-continuity`.\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	if len(reports) > 0 {
+		md.WriteString("\n## The management plane's upgrade\n\n")
+		md.WriteString("| scenario | MVP | rollout | pushes (attempted / succeeded / served) | push p50 / p99 before, during, after (s) | releases from pushes | API, dashboard and CLI calls | failed | builds stuck |\n")
+		md.WriteString("| --- | --- | --- | --- | --- | ---: | ---: | --- | --- |\n")
+	}
 	for _, r := range reports {
 		mvp := "not wired"
 		if r.MVPWired {
@@ -253,7 +257,7 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 			r.ReleasesFromPushes, r.requests(), r.failed(), failuresText(r.Failures), stuck)
 	}
 	for _, r := range reports {
-		fmt.Fprintf(&md, "\n## %s\n\n", r.Name)
+		fmt.Fprintf(&md, "\n### %s\n\n", r.Name)
 		for _, g := range r.Gates {
 			fmt.Fprintf(&md, "- machine %d (%s): verified %t", g.Step, g.New, g.Passed)
 			if len(g.Rounds) > 0 {
@@ -278,6 +282,9 @@ func writeReports(t *testing.T, reports []*scenarioReport) {
 		}
 		fmt.Fprintf(&md, "\n![%s](continuity-%s.svg)\n", r.Name, r.Name)
 		paths = append(paths, svg)
+	}
+	if workload != nil {
+		md.WriteString(workload.markdown())
 	}
 	if err := os.WriteFile(paths[0], data, 0o644); err != nil {
 		t.Error(err)
@@ -400,5 +407,251 @@ func timelineSVG(r *scenarioReport) string {
 	fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="12" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`, left+80, ly-9, colors[r.To], left+96, ly, r.To)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">green: a push; red: a failed push or call</text>`, left+170, ly)
 	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// workloadReport is the workload-cluster scenario's figures, as
+// out/continuity-report.json has them under "workloadCluster".
+type workloadReport struct {
+	// Cluster is the local cluster's "namespace/name"; Worker its worker
+	// Node, PodNode where the app's Pod ran at the end.
+	Cluster string `json:"cluster"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	WireMVP bool   `json:"wireMVP"`
+	Worker  string `json:"worker"`
+	PodNode string `json:"podNode"`
+	// Rollout is "completed" (the FleetUpgrade Succeeded and every
+	// control-plane Machine runs To) or why not.
+	Rollout      string    `json:"rollout"`
+	Plan         []string  `json:"plan"`
+	RolloutStart time.Time `json:"rolloutStart"`
+	RolloutEnd   time.Time `json:"rolloutEnd"`
+	// Machines are the control-plane Machines, in the order
+	// KubeadmControlPlane marked them for deletion.
+	Machines []machineTimes `json:"machines"`
+	Gates    []gateReport   `json:"gates"`
+	// Rounds split the run: before the FleetUpgrade, until KCP marked the
+	// first Machine, one per marked Machine, after.
+	Rounds []roundReport `json:"rounds"`
+	// Failures counts the failed actions by kind and status;
+	// FailedSamples are the first 100 of them, in time order.
+	Failures      map[string]map[string]int `json:"failures"`
+	FailedSamples []sample                  `json:"failedSamples"`
+	Seconds       float64                   `json:"seconds"`
+}
+
+// roundReport is what the tenant and the load generator did in one round.
+type roundReport struct {
+	Name string    `json:"name"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Pushes, Rollbacks and Logs count attempts; ...OK those that
+	// succeeded; ...Served the pushes and rollbacks then served through
+	// the edge.
+	Pushes          int `json:"pushes"`
+	PushesOK        int `json:"pushesOK"`
+	PushesServed    int `json:"pushesServed"`
+	Rollbacks       int `json:"rollbacks"`
+	RollbacksOK     int `json:"rollbacksOK"`
+	RollbacksServed int `json:"rollbacksServed"`
+	Logs            int `json:"logs"`
+	LogsOK          int `json:"logsOK"`
+	// Requests are the load generator's requests to the app's URL.
+	Requests       int `json:"requests"`
+	RequestsFailed int `json:"requestsFailed"`
+	// Failed counts every failed action of the round.
+	Failed int `json:"failed"`
+}
+
+// fill splits the samples into rounds at the Machines' marks.
+func (r *workloadReport) fill(u *workloadTenant, machines []machineTimes, took time.Duration) {
+	u.mu.Lock()
+	samples := slices.Clone(u.samples)
+	u.mu.Unlock()
+	sort.Slice(samples, func(i, j int) bool { return samples[i].At.Before(samples[j].At) })
+	r.Machines, r.Seconds = machines, took.Seconds()
+	version := map[string]string{}
+	for _, m := range machines {
+		version[m.Name] = m.Version
+	}
+	var end time.Time
+	if len(samples) > 0 {
+		end = samples[len(samples)-1].At.Add(time.Nanosecond)
+	}
+	r.Rounds = []roundReport{{Name: "before"}, {Name: "FleetUpgrade created", From: r.RolloutStart}}
+	for i, m := range machines {
+		if m.Marked.IsZero() || m.Marked.After(r.RolloutEnd) {
+			continue
+		}
+		step := "to " + version[m.ReplacedBy]
+		if version[m.ReplacedBy] == m.Version {
+			step = "wire MVP"
+		}
+		r.Rounds = append(r.Rounds, roundReport{Name: fmt.Sprintf("machine %d (%s): %s", i+1, step, m.Name), From: m.Marked})
+	}
+	r.Rounds = append(r.Rounds, roundReport{Name: "after", From: r.RolloutEnd})
+	for i := range r.Rounds {
+		if i+1 < len(r.Rounds) {
+			r.Rounds[i].To = r.Rounds[i+1].From
+		} else {
+			r.Rounds[i].To = end
+		}
+	}
+	if len(samples) > 0 {
+		r.Rounds[0].From = samples[0].At
+	}
+	r.Failures = map[string]map[string]int{}
+	for _, s := range samples {
+		k := len(r.Rounds) - 1
+		for k > 0 && s.At.Before(r.Rounds[k].From) {
+			k--
+		}
+		rd := &r.Rounds[k]
+		switch s.Kind {
+		case "push":
+			rd.Pushes++
+			rd.PushesOK += b2i(s.OK)
+		case "serve":
+			rd.PushesServed += b2i(s.OK)
+		case "rollback":
+			rd.Rollbacks++
+			rd.RollbacksOK += b2i(s.OK)
+		case "rollback served":
+			rd.RollbacksServed += b2i(s.OK)
+		case "logs":
+			rd.Logs++
+			rd.LogsOK += b2i(s.OK)
+		case "request":
+			rd.Requests++
+			rd.RequestsFailed += b2i(!s.OK)
+		}
+		if !s.OK {
+			rd.Failed++
+			if r.Failures[s.Kind] == nil {
+				r.Failures[s.Kind] = map[string]int{}
+			}
+			r.Failures[s.Kind][s.Status]++
+			if len(r.FailedSamples) < 100 {
+				r.FailedSamples = append(r.FailedSamples, s)
+			}
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// total sums the rounds.
+func (r *workloadReport) total() roundReport {
+	var t roundReport
+	for _, rd := range r.Rounds {
+		t.Pushes += rd.Pushes
+		t.PushesOK += rd.PushesOK
+		t.PushesServed += rd.PushesServed
+		t.Rollbacks += rd.Rollbacks
+		t.RollbacksOK += rd.RollbacksOK
+		t.RollbacksServed += rd.RollbacksServed
+		t.Logs += rd.Logs
+		t.LogsOK += rd.LogsOK
+		t.Requests += rd.Requests
+		t.RequestsFailed += rd.RequestsFailed
+		t.Failed += rd.Failed
+	}
+	return t
+}
+
+// check asserts the workload scenario's bar: the rollout completed under
+// the gate, and no push, rollback, log read or request to the app failed.
+func (r *workloadReport) check(t *testing.T) {
+	t.Helper()
+	if r.Rollout != "completed" {
+		t.Errorf("the rollout %s, want completed", r.Rollout)
+	}
+	old := 0
+	for _, m := range r.Machines {
+		if m.Created.IsZero() && m.Version == r.From {
+			old++
+			if m.Marked.IsZero() || m.Gone.IsZero() {
+				t.Errorf("machine %s of the cluster's start: marked %v, gone %v; want it replaced", m.Name, m.Marked, m.Gone)
+			}
+		}
+		if !m.Marked.IsZero() && (m.Released.IsZero() || m.Gone.Before(m.Released)) {
+			t.Errorf("machine %s: marked %s, gate released %s, gone %s; want it gone only after the gate released it",
+				m.Name, m.Marked.Format(time.TimeOnly), m.Released.Format(time.TimeOnly), m.Gone.Format(time.TimeOnly))
+		}
+	}
+	if old != 3 {
+		t.Errorf("%d machines at %s at the start, want 3", old, r.From)
+	}
+	for _, g := range r.Gates {
+		if !g.Passed {
+			t.Errorf("the gate after step %d (%s) did not pass: %v", g.Step, g.New, g.Rounds)
+		}
+	}
+	tot := r.total()
+	if tot.Pushes < 5 || tot.Rollbacks < 1 || tot.Logs < 1 {
+		t.Errorf("%d pushes, %d rollbacks, %d log reads: want 5, 1 and 1 at least", tot.Pushes, tot.Rollbacks, tot.Logs)
+	}
+	if tot.PushesOK != tot.Pushes || tot.PushesServed != tot.Pushes || tot.RollbacksOK != tot.Rollbacks || tot.RollbacksServed != tot.Rollbacks {
+		t.Errorf("pushes: %d attempted, %d succeeded, %d served; rollbacks: %d, %d, %d; want all", tot.Pushes, tot.PushesOK, tot.PushesServed,
+			tot.Rollbacks, tot.RollbacksOK, tot.RollbacksServed)
+	}
+	for _, rd := range r.Rounds {
+		if rd.Requests == 0 {
+			t.Errorf("round %q: no request to the app", rd.Name)
+		}
+	}
+	if tot.Failed != 0 {
+		var first []string
+		for _, s := range r.FailedSamples[:min(5, len(r.FailedSamples))] {
+			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
+		}
+		t.Errorf("%d tenant actions failed (%d of %d requests to the app): %v; first:\n%s", tot.Failed, tot.RequestsFailed, tot.Requests,
+			r.Failures, strings.Join(first, "\n"))
+	}
+}
+
+// markdown is the scenario's section of out/continuity-report.md.
+func (r *workloadReport) markdown() string {
+	var b strings.Builder
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", t.Sub(r.RolloutStart).Seconds())
+	}
+	fmt.Fprintf(&b, "\n## Continuity through a workload cluster's rollout\n\n")
+	fmt.Fprintf(&b, "Cluster %s of the local fleet: three control-plane machines rolled %s → %s by a FleetUpgrade (wireMVP %t, plan %s) through the real KubeadmControlPlane; "+
+		"the tenant's app on a Pod of the worker %s (bex-node), at the end on %s. Rollout: %s in %.0f s; the scenario took %.0f s.\n\n",
+		r.Cluster, r.From, r.To, r.WireMVP, strings.Join(r.Plan, ", "), r.Worker, r.PodNode, r.Rollout, r.RolloutEnd.Sub(r.RolloutStart).Seconds(), r.Seconds)
+	b.WriteString("| round | from (s) | length (s) | pushes (attempted / succeeded / served) | rollbacks (attempted / succeeded / served) | log reads (ok / all) | requests to the app | failed |\n")
+	b.WriteString("| --- | ---: | ---: | --- | --- | --- | ---: | ---: |\n")
+	row := func(rd roundReport, from, length string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d / %d / %d | %d / %d / %d | %d / %d | %d | %d |\n", rd.Name, from, length,
+			rd.Pushes, rd.PushesOK, rd.PushesServed, rd.Rollbacks, rd.RollbacksOK, rd.RollbacksServed, rd.LogsOK, rd.Logs, rd.Requests, rd.Failed)
+	}
+	for _, rd := range r.Rounds {
+		row(rd, rel(rd.From), fmt.Sprintf("%.0f", rd.To.Sub(rd.From).Seconds()))
+	}
+	row(r.total(), "", "")
+	b.WriteString("\nThe control-plane Machines in the order KubeadmControlPlane marked them (seconds from the FleetUpgrade's creation):\n\n")
+	b.WriteString("| machine | version | marked | gate released | gone | replaced by |\n| --- | --- | ---: | ---: | ---: | --- |\n")
+	for _, m := range r.Machines {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", m.Name, m.Version, rel(m.Marked), rel(m.Released), rel(m.Gone), m.ReplacedBy)
+	}
+	for _, g := range r.Gates {
+		fmt.Fprintf(&b, "- step %d (%s): verified %t in %.0f s\n", g.Step, g.New, g.Passed, g.Seconds)
+	}
+	if len(r.FailedSamples) > 0 {
+		b.WriteString("\nFailed tenant actions:\n\n")
+		for _, s := range r.FailedSamples {
+			fmt.Fprintf(&b, "- %s (%s) %s: %s %s\n", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, strings.ReplaceAll(s.Detail, "\n", " "))
+		}
+	}
 	return b.String()
 }

@@ -533,6 +533,8 @@ func (r *workloadReport) fill(u *workloadTenant, machines []machineTimes, took t
 			}
 			r.Failures[s.Kind][s.Status]++
 			if len(r.FailedSamples) < 100 {
+				// The round the action began in, not the phase it ended in.
+				s.Phase = phase(rd.Name)
 				r.FailedSamples = append(r.FailedSamples, s)
 			}
 		}

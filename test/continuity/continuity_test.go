@@ -354,13 +354,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planned, err := op.PlanUpgrade(ctx, apiclient.UpgradePlanRequest{TargetVersion: "v" + toVersion})
-	if err != nil {
-		t.Fatalf("planning: %v", err)
-	}
-	for _, st := range planned.Stages {
-		rep.Plan = append(rep.Plan, st.Name)
-	}
+	rep.Plan = planStages(t, op, "v"+toVersion)
 	const upgrade = "management-to-1-37"
 	rep.RolloutStart = time.Now()
 	if _, err := op.CreateUpgrade(ctx, apiclient.CreateUpgradeRequest{Name: upgrade, TargetVersion: "v" + toVersion}); err != nil {
@@ -454,6 +448,21 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	rep.LeaderTerms, rep.LeaderOverlaps = ld.report()
 	rep.fill(u, events, time.Since(started))
 	return rep
+}
+
+// planStages plans an upgrade of the fleet to version through the API, as
+// bex upgrade plan does, and returns the plan's stages in order.
+func planStages(t *testing.T, op *apiclient.Client, version string) []string {
+	t.Helper()
+	planned, err := op.PlanUpgrade(t.Context(), apiclient.UpgradePlanRequest{TargetVersion: version})
+	if err != nil {
+		t.Fatalf("planning: %v", err)
+	}
+	var stages []string
+	for _, st := range planned.Stages {
+		stages = append(stages, st.Name)
+	}
+	return stages
 }
 
 // createSite creates the dev tenant's app site through the API and

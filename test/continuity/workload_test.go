@@ -95,13 +95,7 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 
 	time.Sleep(workloadWarmUp)
 	u.round.Store(string(during))
-	planned, err := op.PlanUpgrade(ctx, apiclient.UpgradePlanRequest{TargetVersion: to})
-	if err != nil {
-		t.Fatalf("planning: %v", err)
-	}
-	for _, st := range planned.Stages {
-		rep.Plan = append(rep.Plan, st.Name)
-	}
+	rep.Plan = planStages(t, op, to)
 	const upgrade = "tenants-to-1-37"
 	rep.RolloutStart = time.Now()
 	// As the operator would: bex upgrade start tenants-to-1-37 --to v1.37.2

@@ -237,7 +237,8 @@ func (u *workloadTenant) push(ctx context.Context, i int) bool {
 // that release's body again.
 func (u *workloadTenant) rollback(ctx context.Context, n int) bool {
 	start := time.Now()
-	rb, err := u.api.Rollback(ctx, "site", n)
+	// A rollback the load's end interrupts still runs to its end.
+	rb, err := u.api.Rollback(context.WithoutCancel(ctx), "site", n)
 	ok, status, detail := statusOf(err)
 	u.record("rollback", start, ok, status, detail)
 	if !ok {

@@ -67,7 +67,9 @@ func TestPsCLI(t *testing.T) {
 		w := &watcher{code: make(chan int, 1)}
 		wio := io
 		wio.Out, wio.Err = &w.out, &w.out
-		go func() { w.code <- app.Run(watchCtx, wio, append([]string{"ps", "shop", "--watch", "--interval", "1s"}, args...)) }()
+		go func() {
+			w.code <- app.Run(watchCtx, wio, append([]string{"ps", "shop", "--watch", "--interval", "1s"}, args...))
+		}()
 		return w
 	}
 	table, lines := watch(), watch("-o", "json")

@@ -69,7 +69,9 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
 	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
 	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
-	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, c, newDriverWith(t, kube.Options{RunStartTimeout: 2 * time.Second})) })
+	t.Run("BuildPods", func(t *testing.T) {
+		testBuildPods(t, c, newDriverWith(t, kube.Options{RunStartTimeout: 2 * time.Second}))
+	})
 	t.Run("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, "img:1")

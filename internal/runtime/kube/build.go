@@ -171,34 +171,11 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 // waitReady waits until the build's container is ready and the Pod has an
 // address, and returns it; or says why it will not be.
 func (r *oneOff) waitReady(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, r.d.opts.RunStartTimeout,
-		fmt.Errorf("not ready after %s", r.d.opts.RunStartTimeout))
-	defer cancel()
-	why := "pending"
-	for {
-		pod, err := r.get(ctx)
-		if err != nil && ctx.Err() == nil {
-			return "", err
-		}
-		if pod == nil && err == nil {
-			return "", fmt.Errorf("build pod %s/%s was deleted before it was ready", r.ns, r.name)
-		}
-		if pod != nil {
-			ready, w := buildReadiness(pod)
-			if ready {
-				return pod.Status.PodIP, nil
-			}
-			if w.fatal {
-				return "", fmt.Errorf("build pod %s/%s did not start: %s", r.ns, r.name, w.why)
-			}
-			if w.why != "" {
-				why = w.why
-			}
-		}
-		if r.d.sleep(ctx) != nil {
-			return "", fmt.Errorf("build pod %s/%s %v: %s", r.ns, r.name, context.Cause(ctx), why)
-		}
+	pod, err := r.waitFor(ctx, "ready", "build pod", buildReadiness)
+	if err != nil {
+		return "", err
 	}
+	return pod.Status.PodIP, nil
 }
 
 // buildReadiness reports whether a build Pod's agent is ready, and why

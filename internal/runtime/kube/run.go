@@ -303,25 +303,34 @@ func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
 // waitStart waits until the container runs or has run, and returns why
 // not when it will not.
 func (r *oneOff) waitStart(ctx context.Context) error {
+	_, err := r.waitFor(ctx, "started", "pod", startOf)
+	return err
+}
+
+// waitFor waits, at most Options.RunStartTimeout, until check says the Pod
+// is as wanted (state: "started", "ready") and returns it; or returns why
+// it will not be (check says so, the Pod went) or is not yet (the time
+// ran out), naming it as what ("pod", "build pod").
+func (r *oneOff) waitFor(ctx context.Context, state, what string, check func(*corev1.Pod) (bool, podWait)) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, r.d.opts.RunStartTimeout,
-		fmt.Errorf("not started after %s", r.d.opts.RunStartTimeout))
+		fmt.Errorf("not %s after %s", state, r.d.opts.RunStartTimeout))
 	defer cancel()
 	why := "pending"
 	for {
 		pod, err := r.get(ctx)
 		if err != nil && ctx.Err() == nil {
-			return err
+			return nil, err
 		}
 		if pod == nil && err == nil {
-			return fmt.Errorf("pod %s/%s was deleted before it started", r.ns, r.name)
+			return nil, fmt.Errorf("%s %s/%s was deleted before it was %s", what, r.ns, r.name, state)
 		}
 		if pod != nil {
-			started, w := startOf(pod)
-			if started {
-				return nil
+			ok, w := check(pod)
+			if ok {
+				return pod, nil
 			}
 			if w.fatal {
-				return fmt.Errorf("pod %s/%s did not start: %s", r.ns, r.name, w.why)
+				return nil, fmt.Errorf("%s %s/%s did not start: %s", what, r.ns, r.name, w.why)
 			}
 			if w.why != "" {
 				why = w.why
@@ -329,7 +338,7 @@ func (r *oneOff) waitStart(ctx context.Context) error {
 		}
 		if r.d.sleep(ctx) != nil {
 			// Run tells its own context's end from this bound.
-			return fmt.Errorf("pod %s/%s %v: %s", r.ns, r.name, context.Cause(ctx), why)
+			return nil, fmt.Errorf("%s %s/%s %v: %s", what, r.ns, r.name, context.Cause(ctx), why)
 		}
 	}
 }

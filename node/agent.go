@@ -14,7 +14,6 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 )
 
@@ -346,9 +346,8 @@ func machineCapacity(dir string) corev1.ResourceList {
 	}
 	// dir may not be made yet: its nearest parent that is tells.
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(d, &st); err == nil {
-			list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+		if u, err := loopfs.UsageOf(d); err == nil {
+			list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(u.Size, resource.BinarySI)
 			break
 		}
 		if d == filepath.Dir(d) {

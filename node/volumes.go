@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 )
 
@@ -87,7 +88,11 @@ func (s *volumeStore) mount(pod *corev1.Pod, c corev1.Container) ([]sandbox.Bind
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("making emptyDir %q: %w", v.Name, err)
 		}
-		if !mounted(dir) {
+		done, err := loopfs.Mounted(dir)
+		if err != nil {
+			return nil, fmt.Errorf("emptyDir %q: %w", v.Name, err)
+		}
+		if !done {
 			// Anyone in the container may write, as in a kubelet's
 			// emptyDir: its users are the tenant's, unknown here.
 			if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0777", size)); err != nil {
@@ -135,21 +140,15 @@ func (s *volumeStore) removeDir(pod string) error {
 	}
 	for _, e := range entries {
 		dir := filepath.Join(pod, e.Name())
-		if mounted(dir) {
+		m, err := loopfs.Mounted(dir)
+		if err != nil {
+			return err
+		}
+		if m {
 			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 				return fmt.Errorf("unmounting %s: %w", dir, err)
 			}
 		}
 	}
 	return os.RemoveAll(pod)
-}
-
-// mounted reports whether dir is a mount point: its device differs from
-// its parent's.
-func mounted(dir string) bool {
-	var st, parent syscall.Stat_t
-	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
 }

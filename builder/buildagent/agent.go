@@ -113,9 +113,8 @@ func (a *Agent) auth(next http.Handler) http.Handler {
 func (a *Agent) putTree(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	root, err := os.OpenRoot(a.paths.App)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	root, ok := a.openApp(w)
+	if !ok {
 		return
 	}
 	defer root.Close()
@@ -129,9 +128,8 @@ func (a *Agent) putTree(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) getTree(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	root, err := os.OpenRoot(a.paths.App)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	root, ok := a.openApp(w)
+	if !ok {
 		return
 	}
 	defer root.Close()
@@ -141,6 +139,16 @@ func (a *Agent) getTree(w http.ResponseWriter, _ *http.Request) {
 		a.opts.Log.Error(err, "Sending the tree")
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// openApp opens the checkout as a root; it answers 500 when it cannot.
+func (a *Agent) openApp(w http.ResponseWriter) (*os.Root, bool) {
+	root, err := os.OpenRoot(a.paths.App)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return nil, false
+	}
+	return root, true
 }
 
 // run runs the command in the checkout, in a process group of its own,

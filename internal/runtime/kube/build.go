@@ -137,9 +137,7 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 		WithReadinessProbe(corev1ac.Probe().
 			WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(BuildAgentPort))).
 			WithPeriodSeconds(1).WithFailureThreshold(1)).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithAllowPrivilegeEscalation(false).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+		WithSecurityContext(confined())
 	if spec.Disk != "" {
 		q, err := resource.ParseQuantity(spec.Disk)
 		if err != nil || q.Sign() <= 0 {

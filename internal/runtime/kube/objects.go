@@ -213,9 +213,7 @@ func appContainer(rel runtime.Release, name, secret string) (*corev1ac.Container
 	// The release's environment comes from its Secret, never as values in
 	// the pod spec, which anyone who can read Deployments sees.
 	container.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(secret)))
-	container.WithSecurityContext(corev1ac.SecurityContext().
-		WithAllowPrivilegeEscalation(false).
-		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	container.WithSecurityContext(confined())
 	// AppUser has no home in the image: a HOME it can write, unless the
 	// image or the app names one.
 	if _, ok := rel.Env["HOME"]; !ok && rel.ImageEnv["HOME"] == "" {
@@ -225,6 +223,14 @@ func appContainer(rel runtime.Release, name, secret string) (*corev1ac.Container
 		container.WithResources(res)
 	}
 	return container, nil
+}
+
+// confined is the security context of every container the driver runs:
+// no privilege escalation, no capability.
+func confined() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 }
 
 // podSpec returns the spec of a pod of the app that runs container, as Pod

@@ -337,3 +337,108 @@ func TestScale(t *testing.T) {
 		t.Errorf("after a restart of web=2 the runtime runs %d processes", got)
 	}
 }
+
+// TestInstancesQuota, on a real build, store and process runtime: the
+// tenant's instances quota counts every app's instances; a scale past it
+// is refused naming it and changes neither the spec nor what runs; one
+// within it goes out; a push whose App asks for more instances than the
+// quota leaves is refused with the previous release serving; a quota
+// lowered below what runs takes nothing away (a restart of the same
+// counts goes out).
+func TestInstancesQuota(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	tenantID := mustTenantID(t, e.st, e.tenant)
+	setQuota := func(n int) {
+		t.Helper()
+		if err := e.st.SetTenantQuotas(ctx, tenantID, store.QuotaOverrides{Instances: &n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setQuota(3)
+	// Another app of the tenant runs one instance.
+	if err := e.st.SetAppInstances(ctx, e.tenant, "shop", 1); err != nil {
+		t.Fatal(err)
+	}
+	if v1 := e.deploy(t, e.a, e.commitEnvApp(t)); v1 != 1 {
+		t.Fatalf("first deploy made v%d", v1)
+	}
+	counted := func() int {
+		t.Helper()
+		n, err := e.st.TenantInstances(ctx, tenantID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := counted(); got != 2 {
+		t.Fatalf("after v1 with web=1 the tenant counts %d instances, want 2", got)
+	}
+
+	_, _, err := e.b.Scale(ctx, e.tenant, e.name, map[string]int{"web": 3}, "")
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || qe.Quota != "instances" || !strings.Contains(err.Error(), "web would run 3 instances and the tenant's other apps run 1") {
+		t.Fatalf("scale web=3 with 1 of 3 used elsewhere: %v; want the instances quota named", err)
+	}
+	if got := e.replicas(t); len(got) != 0 {
+		t.Errorf("a refused scale changed the spec: %v", got)
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 1 {
+		t.Errorf("after a refused scale the runtime runs %d processes, want 1", got)
+	}
+	if got := counted(); got != 2 {
+		t.Errorf("after a refused scale the tenant counts %d, want 2", got)
+	}
+	if _, _, err := e.b.Scale(ctx, e.tenant, e.name, map[string]int{"web": 2}, ""); err != nil {
+		t.Fatalf("scale web=2, 3 of 3: %v", err)
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 2 || counted() != 3 {
+		t.Errorf("after web=2 the runtime runs %d processes and the tenant counts %d; want 2 and 3", got, counted())
+	}
+
+	// The App asks for more than the quota leaves (a spec edited by
+	// hand): the push builds and is not released.
+	app := e.app(t)
+	three := int32(3)
+	app.Spec.Processes = []platformv1alpha1.Process{{Name: "web", Replicas: &three}}
+	if err := e.kube.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.repo, "NOTE"), []byte("v2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	_, err = e.a.Deploy(ctx, e.pushWork(t, "v2"), &out)
+	if err == nil || !strings.Contains(err.Error(), "release v2 failed, the previous release keeps serving: the tenant's instances quota (3) is reached") {
+		t.Fatalf("a push asking for web=3: %v; want the instances quota", err)
+	}
+	if !strings.Contains(out.String(), "instances quota (3) is reached") {
+		t.Errorf("the push output does not say why:\n%s", out.String())
+	}
+	if got := e.serving(t); got != 1 {
+		t.Errorf("after the refused push the runtime serves v%d, want v1", got)
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 2 || counted() != 3 {
+		t.Errorf("after the refused push the runtime runs %d processes and the tenant counts %d; want 2 and 3", got, counted())
+	}
+	two := int32(2)
+	app = e.app(t)
+	app.Spec.Processes[0].Replicas = &two
+	if err := e.kube.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+
+	// Lowered below what runs: nothing is taken away, the same counts
+	// restart; fewer are counted once they run.
+	setQuota(1)
+	if _, _, err := e.a.Restart(ctx, e.tenant, e.name, ""); err != nil {
+		t.Fatalf("a restart of web=2 under a quota lowered to 1: %v", err)
+	}
+	if _, _, err := e.a.Scale(ctx, e.tenant, e.name, map[string]int{"web": 1}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := counted(); got != 2 {
+		t.Errorf("after web=1 the tenant counts %d, want 2", got)
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/gitserver"
 	appctrl "bex.co/bex/controllers/app"
+	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/steptime"
 	"bex.co/bex/internal/store"
@@ -71,6 +72,11 @@ type Options struct {
 	// ReleasePhaseTimeout bounds the release phase of a release (the
 	// Procfile's release process); 0 means DefaultReleasePhaseTimeout.
 	ReleasePhaseTimeout time.Duration
+	// Quotas give each tenant's instances quota, which a deploy that runs
+	// more instances of an app than it ran is checked against; nil means
+	// quota.NewDefaults(). Every process that releases must be given the
+	// same (the flags --quota-*).
+	Quotas *quota.Defaults
 	// Metrics receives bex_releases_total (docs/metrics.md); nil counts
 	// releases without serving the count.
 	Metrics prometheus.Registerer
@@ -124,6 +130,9 @@ func New(opts Options) (*Releaser, error) {
 	}
 	if opts.Keychain == nil {
 		opts.Keychain = authn.DefaultKeychain
+	}
+	if opts.Quotas == nil {
+		opts.Quotas = quota.NewDefaults()
 	}
 	releases := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "bex_releases_total",
@@ -493,7 +502,8 @@ func (p *Releaser) EnsureRunning(ctx context.Context, app *platformv1alpha1.App)
 	if err != nil {
 		return fmt.Errorf("release v%d: %w", app.Status.CurrentRelease, err)
 	}
-	// The release phase ran when the release went out; not again.
+	// The release phase ran when the release went out, and its instances
+	// passed the quota then; neither again.
 	return p.rollout(ctx, app, rel.Number, rel.Image, rel.Config, io.Discard, false)
 }
 
@@ -568,6 +578,9 @@ func (p *Releaser) Remove(ctx context.Context, tenant, app string) error {
 	}
 	defer unlock()
 	if err := p.opts.Runtime.Remove(ctx, tenant, app); err != nil {
+		return err
+	}
+	if err := p.opts.Store.ClearAppInstances(ctx, tenant, app); err != nil {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(p.opts.ReleasesDir, tenant, app))
@@ -663,8 +676,9 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	return p.rollout(ctx, app, number, image, config, out, true)
 }
 
-// rollout is Rollout, with the release phase only when phase is set.
-func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer, phase bool) error {
+// rollout is Rollout, with the release phase and the instances quota only
+// when fresh is set: without, the release runs again as it ran.
+func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer, fresh bool) error {
 	stopUnpack := steptime.Start(ctx, "unpack")
 	rel, img, err := p.prepare(ctx, app, number, image, false)
 	stopUnpack()
@@ -676,7 +690,7 @@ func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 	if err != nil {
 		return err
 	}
-	if phase && command != "" {
+	if fresh && command != "" {
 		stop := steptime.Start(ctx, "release phase")
 		err := p.releasePhase(ctx, rel, command, out)
 		stop()
@@ -684,7 +698,7 @@ func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 			return err
 		}
 	}
-	return p.opts.Runtime.Deploy(ctx, rel, out)
+	return p.counted(ctx, rel, out, fresh)
 }
 
 // prepare returns release number of the App, on the cluster the App is
@@ -761,7 +775,50 @@ func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel ru
 	if err != nil {
 		return err
 	}
-	return p.opts.Runtime.Deploy(ctx, rel, out)
+	return p.counted(ctx, rel, out, true)
+}
+
+// counted hands rel to the runtime, keeping the tenant's count of
+// instances: a release that runs more instances of its app than it ran is
+// checked against the tenant's instances quota first when check is set,
+// and counted before it goes out; one that runs fewer is counted once it
+// went out. Without check (an app brought back as it ran) nothing is
+// refused. A release refused by the quota does not reach the runtime: the
+// error is a *store.QuotaError.
+func (p *Releaser) counted(ctx context.Context, rel runtime.Release, out io.Writer, check bool) error {
+	n := 0
+	for _, pr := range rel.Processes {
+		n += pr.Replicas
+	}
+	var limit *int
+	if check && n > 0 {
+		tenant, err := p.opts.Store.GetTenantByName(ctx, rel.Tenant)
+		if err != nil {
+			return fmt.Errorf("looking up tenant %s: %w", rel.Tenant, err)
+		}
+		q, err := p.opts.Quotas.For(ctx, p.opts.Store, tenant.ID)
+		if err != nil {
+			return fmt.Errorf("reading the quotas of tenant %s: %w", rel.Tenant, err)
+		}
+		limit = &q.Instances
+	}
+	prev, err := p.opts.Store.ReserveInstances(ctx, rel.Tenant, rel.App, n, limit)
+	if err != nil {
+		return err
+	}
+	deployErr := p.opts.Runtime.Deploy(ctx, rel, out)
+	count := n
+	switch {
+	case deployErr != nil && n > prev:
+		// What ran keeps running.
+		count = prev
+	case deployErr != nil || n >= prev:
+		return deployErr
+	}
+	if err := p.opts.Store.SetAppInstances(context.WithoutCancel(ctx), rel.Tenant, rel.App, count); err != nil {
+		p.opts.Log.Error(err, "Recording the instances of an app", "tenant", rel.Tenant, "app", rel.App, "instances", count)
+	}
+	return deployErr
 }
 
 // complete returns rel with procs, the environment of config (secrets

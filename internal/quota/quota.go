@@ -19,6 +19,7 @@ const (
 	DefaultRepoBytes        = 1 << 30
 	DefaultBuildMinutes     = 1000
 	DefaultConcurrentRuns   = 3
+	DefaultInstances        = 50
 )
 
 // Defaults are the platform's quotas for every tenant; the operator
@@ -32,6 +33,7 @@ func NewDefaults() *Defaults {
 	return &Defaults{store.Quotas{
 		Apps: DefaultApps, Routes: DefaultRoutes, ConcurrentBuilds: DefaultConcurrentBuilds,
 		RepoBytes: DefaultRepoBytes, BuildMinutes: DefaultBuildMinutes, ConcurrentRuns: DefaultConcurrentRuns,
+		Instances: DefaultInstances,
 	}}
 }
 
@@ -43,6 +45,7 @@ func (d *Defaults) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&d.RepoBytes, "quota-repo-bytes", d.RepoBytes, "Bytes a tenant's git repositories may take on disk, unless the operator set its own quota")
 	fs.IntVar(&d.BuildMinutes, "quota-build-minutes", d.BuildMinutes, "Build minutes a tenant may use per calendar month (UTC), unless the operator set its own quota")
 	fs.IntVar(&d.ConcurrentRuns, "quota-concurrent-runs", d.ConcurrentRuns, "One-off runs (bex run) of one tenant that may run at once, unless the operator set its own quota")
+	fs.IntVar(&d.Instances, "quota-instances", d.Instances, "Instances a tenant's apps may run together, over all their processes, unless the operator set its own quota")
 }
 
 // Validate checks the defaults.
@@ -51,6 +54,7 @@ func (d *Defaults) Validate() error {
 	for flag, v := range map[string]int64{
 		"--quota-apps": int64(d.Apps), "--quota-routes": int64(d.Routes), "--quota-concurrent-builds": int64(d.ConcurrentBuilds),
 		"--quota-repo-bytes": d.RepoBytes, "--quota-build-minutes": int64(d.BuildMinutes), "--quota-concurrent-runs": int64(d.ConcurrentRuns),
+		"--quota-instances": int64(d.Instances),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative", flag, v))

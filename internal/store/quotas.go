@@ -16,7 +16,8 @@ var ErrQuotaExceeded = errors.New("quota exceeded")
 // value, and what the tenant has.
 type QuotaError struct {
 	// Quota is the quota's name as the API and the flags spell it: apps,
-	// routes, concurrentBuilds, repoBytes, buildMinutes, concurrentRuns.
+	// routes, concurrentBuilds, repoBytes, buildMinutes, concurrentRuns,
+	// instances.
 	Quota string
 	// Limit is the quota's value as a person reads it ("3", "1 GiB").
 	Limit string
@@ -46,6 +47,9 @@ type Quotas struct {
 	BuildMinutes int `json:"buildMinutes"`
 	// ConcurrentRuns is how many of its one-off runs may run at once.
 	ConcurrentRuns int `json:"concurrentRuns"`
+	// Instances is how many instances its apps may run together, over
+	// all their processes.
+	Instances int `json:"instances"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a nil
@@ -57,6 +61,7 @@ type QuotaOverrides struct {
 	RepoBytes        *int64 `json:"repoBytes,omitempty"`
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
 	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
+	Instances        *int   `json:"instances,omitempty"`
 }
 
 // With returns q with the overrides that o sets.
@@ -71,6 +76,7 @@ func (q Quotas) With(o QuotaOverrides) Quotas {
 	set(&q.ConcurrentBuilds, o.ConcurrentBuilds)
 	set(&q.BuildMinutes, o.BuildMinutes)
 	set(&q.ConcurrentRuns, o.ConcurrentRuns)
+	set(&q.Instances, o.Instances)
 	if o.RepoBytes != nil {
 		q.RepoBytes = *o.RepoBytes
 	}
@@ -86,9 +92,9 @@ func (s *Store) TenantQuotas(ctx context.Context, tenantID string) (QuotaOverrid
 	var o QuotaOverrides
 	var exists bool
 	err := s.pool.QueryRow(ctx,
-		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs "+
+		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs, q.instances "+
 			"FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).
-		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns)
+		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns, &o.Instances)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QuotaOverrides{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
@@ -109,6 +115,7 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	for name, v := range map[string]int64{
 		"apps": deref(o.Apps), "routes": deref(o.Routes), "concurrentBuilds": deref(o.ConcurrentBuilds),
 		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes), "concurrentRuns": deref(o.ConcurrentRuns),
+		"instances": deref(o.Instances),
 	} {
 		if v < 0 {
 			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, name, v)
@@ -121,11 +128,12 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 		return nil
 	}
 	_, err := s.pool.Exec(ctx,
-		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs) "+
-			"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id) DO UPDATE SET "+
+		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs, instances) "+
+			"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id) DO UPDATE SET "+
 			"apps = EXCLUDED.apps, routes = EXCLUDED.routes, concurrent_builds = EXCLUDED.concurrent_builds, "+
-			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, concurrent_runs = EXCLUDED.concurrent_runs, updated_at = now()",
-		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns)
+			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, concurrent_runs = EXCLUDED.concurrent_runs, "+
+			"instances = EXCLUDED.instances, updated_at = now()",
+		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns, o.Instances)
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}

@@ -23,16 +23,16 @@ func TestTenantQuotas(t *testing.T) {
 	if err != nil || o != (store.QuotaOverrides{}) {
 		t.Fatalf("TenantQuotas of a new tenant = %+v, %v, want none", o, err)
 	}
-	apps, repo := 7, int64(5<<30)
-	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Apps: &apps, RepoBytes: &repo}); err != nil {
+	apps, repo, instances := 7, int64(5<<30), 12
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Apps: &apps, RepoBytes: &repo, Instances: &instances}); err != nil {
 		t.Fatal(err)
 	}
 	o, err = s.TenantQuotas(ctx, acme.ID)
-	if err != nil || o.Apps == nil || *o.Apps != 7 || o.RepoBytes == nil || *o.RepoBytes != repo || o.Routes != nil || o.BuildMinutes != nil {
-		t.Fatalf("TenantQuotas = %+v, %v, want apps 7 and repoBytes 5 GiB only", o, err)
+	if err != nil || o.Apps == nil || *o.Apps != 7 || o.RepoBytes == nil || *o.RepoBytes != repo || o.Instances == nil || *o.Instances != 12 || o.Routes != nil || o.BuildMinutes != nil {
+		t.Fatalf("TenantQuotas = %+v, %v, want apps 7, repoBytes 5 GiB and instances 12 only", o, err)
 	}
-	defaults := store.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4, BuildMinutes: 5}
-	if got, want := defaults.With(o), (store.Quotas{Apps: 7, Routes: 2, ConcurrentBuilds: 3, RepoBytes: repo, BuildMinutes: 5}); got != want {
+	defaults := store.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4, BuildMinutes: 5, Instances: 6}
+	if got, want := defaults.With(o), (store.Quotas{Apps: 7, Routes: 2, ConcurrentBuilds: 3, RepoBytes: repo, BuildMinutes: 5, Instances: 12}); got != want {
 		t.Errorf("With = %+v, want %+v", got, want)
 	}
 

@@ -58,6 +58,7 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 	for field, v := range map[string]int64{
 		"apps": deref(req.Apps), "routes": deref(req.Routes), "concurrentBuilds": deref(req.ConcurrentBuilds),
 		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes), "concurrentRuns": deref(req.ConcurrentRuns),
+		"instances": deref(req.Instances),
 	} {
 		switch {
 		case v < 0:
@@ -114,6 +115,10 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 	if err != nil {
 		return apiclient.Quota{}, err
 	}
+	instances, err := s.store.TenantInstances(ctx, t.ID)
+	if err != nil {
+		return apiclient.Quota{}, err
+	}
 	var apps platformv1alpha1.AppList
 	if err := s.kube.List(ctx, &apps, client.InNamespace(t.Name)); err != nil {
 		return apiclient.Quota{}, fmt.Errorf("listing apps: %w", err)
@@ -129,6 +134,7 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 		Usage: apiclient.QuotaUsage{
 			Apps: len(apps.Items), Routes: len(routes.Items),
 			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60), RunningRuns: runs,
+			Instances: instances,
 		},
 		BuildMinutesSince: since,
 	}, nil

@@ -136,6 +136,18 @@ func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("GET /quota = %+v", q)
 	}
 
+	// Instances: what the tenant's apps run, as the releases counted them.
+	if err := e.Store.SetAppInstances(ctx, "quotaa", "one", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.SetAppInstances(ctx, "quotab", "one", 7); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "a negative instances quota", call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", e.OperatorToken, apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), Instances: ptr.To(-1)}), http.StatusUnprocessableEntity)
+	if q := setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), Instances: ptr.To(10)}); q.Quotas.Instances != 10 || q.Usage.Instances != 3 {
+		t.Errorf("instances quota and usage = %d, %d; want 10 and 3 (the other tenant's 7 apart)", q.Quotas.Instances, q.Usage.Instances)
+	}
+
 	// The operator raises them: the next one passes.
 	setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(5), Routes: ptr.To(2)})
 	createApp(t, e, token, "five")
@@ -153,7 +165,7 @@ func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
 			changes++
 		}
 	}
-	if changes != 4 {
-		t.Errorf("tenant.quota audit entries: %d, want 4", changes)
+	if changes != 5 {
+		t.Errorf("tenant.quota audit entries: %d, want 5", changes)
 	}
 }

@@ -35,7 +35,8 @@ func appScale(t *testing.T, e *apitest.Env, tenant, name string) (string, map[st
 // TestScale: POST .../scale stores the counts and the plan in the App's
 // spec (an app with no release only that), records no release, is
 // audited; bad counts get a 422 on processes or plan, counts over the
-// limit a 403 naming the quota, and neither changes the spec.
+// limit or past the tenant's instances quota a 403 naming the quota, and
+// neither changes the spec.
 func TestScale(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	ctx := t.Context()
@@ -84,6 +85,14 @@ func TestScale(t *testing.T) {
 			t.Errorf("%s: quota %q, want instancesPerProcess", tc.name, a.err().Quota)
 		}
 	}
+	// The runtime's Releaser refuses a scale past the tenant's instances
+	// quota (builder/pipeline's TestInstancesQuota): a 403 naming it.
+	e.Releaser.FailRollouts(&store.QuotaError{Quota: "instances", Limit: "4", Detail: "web would run 5 instances and the tenant's other apps run 0"})
+	a = call(t, e, http.MethodPost, "/apps/web/scale", token, apiclient.ScaleRequest{Processes: map[string]int{"web": 5}})
+	if a.status != 403 || a.err().Quota != "instances" || !strings.Contains(a.err().Message, "scaling v1 failed, what ran keeps running: the tenant's instances quota (4) is reached") {
+		t.Errorf("a scale past the instances quota: %d %s, want 403 naming it", a.status, a.body)
+	}
+	e.Releaser.FailRollouts(nil)
 	if plan, counts := appScale(t, e, "scale", "web"); plan != planBefore || !maps.Equal(counts, countsBefore) {
 		t.Errorf("refused scales changed the spec: plan %q, %v; want %q, %v", plan, counts, planBefore, countsBefore)
 	}

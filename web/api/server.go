@@ -364,11 +364,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var nd *runtime.NotDeployedError
 	switch {
 	case errors.As(err, &he):
+	case errors.As(err, &qe):
+		// A change a quota refused (a scale, a release past the instances
+		// quota) is a 403 naming it, whatever else it says.
+		he = &httpError{status: http.StatusForbidden, message: err.Error(), quota: qe.Quota}
 	case errors.As(err, &nd):
 		// What serves is unchanged; the tenant reads why.
 		he = &httpError{status: http.StatusConflict, message: err.Error()}
-	case errors.As(err, &qe):
-		he = &httpError{status: http.StatusForbidden, message: qe.Error(), quota: qe.Quota}
 	case errors.As(err, &ee):
 		he = &httpError{status: ee.Code, message: fmt.Sprint(ee.Message)}
 		if ee.Code == http.StatusNotFound {

@@ -436,7 +436,7 @@ func (s *starter) newPipeline(apps *appsService, e *edgeService) (*pipeline.Pipe
 	rel, err := release.New(release.Options{
 		Store: s.st, Kube: s.kube, Runtime: apps.runtime, Keychain: apps.builder.Keychain(),
 		ReleasesDir: filepath.Join(s.StateDir, "releases"), BinDir: s.binDir, URL: e.url, Log: s.log.WithName("releaser"),
-		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true, Metrics: s.metrics,
+		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true, Quotas: s.quotas(), Metrics: s.metrics,
 	})
 	if err != nil {
 		return nil, err

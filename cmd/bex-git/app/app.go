@@ -53,7 +53,7 @@ func NewOptions() *Options {
 		RootDir: "/var/lib/bex/repos", HTTPListen: ":8080", SSHListen: ":2222", OpsListen: ":9090",
 		PlatformOptions: command.NewPlatformOptions(), MaxPushBytes: gitserver.DefaultMaxPushBytes,
 		BuildLogLines: store.DefaultBuildLogLines,
-		Runtime:       workload.Options{WorkDir: "/var/lib/bex/work"},
+		Runtime:       workload.Options{WorkDir: "/var/lib/bex/work", Quotas: quotas},
 		Build:         workload.BuildOptions{MaxCheckoutBytes: build.DefaultMaxCheckoutBytes, Quotas: quotas},
 		Quotas:        quotas,
 	}

@@ -56,12 +56,13 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
+	quotas := quota.NewDefaults()
 	return &Options{
 		PlatformOptions: command.NewPlatformOptions(),
 		Listen:          ":8080", OpsListen: ":9090",
-		Runtime:                workload.Options{WorkDir: "/var/lib/bex/work"},
+		Runtime:                workload.Options{WorkDir: "/var/lib/bex/work", Quotas: quotas},
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
-		Quotas:                 quota.NewDefaults(),
+		Quotas:                 quotas,
 	}
 }
 

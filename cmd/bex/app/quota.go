@@ -43,6 +43,7 @@ func renderQuota(w io.Writer, q apiclient.Quota) error {
 			fmt.Sprintf("%d since %s", q.Usage.BuildMinutes, q.BuildMinutesSince.UTC().Format("2006-01-02"))},
 		{"repoBytes", quota.FormatBytes(q.Quotas.RepoBytes), "checked at each push"},
 		{"concurrentRuns", strconv.Itoa(q.Quotas.ConcurrentRuns), strconv.Itoa(q.Usage.RunningRuns)},
+		{"instances", strconv.Itoa(q.Quotas.Instances), strconv.Itoa(q.Usage.Instances)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r[0], r[1], r[2])
 	}

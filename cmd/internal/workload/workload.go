@@ -55,6 +55,10 @@ type Options struct {
 	// (release.Options.ReleaseRetention). Every process that releases (the
 	// git receiver, web) must be given the same.
 	ReleaseRetention int
+	// Quotas are the tenants' default quotas releases are checked against
+	// (the instances quota; the command binds their flags). Not a flag;
+	// nil means quota.NewDefaults().
+	Quotas *quota.Defaults
 }
 
 // BuildOptions are the flags of the one command that builds (bex-git).
@@ -256,7 +260,7 @@ func (o *Options) NewRuntime(st *store.Store, kubeClient client.Client, log logr
 		Store: st, Kube: kubeClient, Runtime: driver,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
-		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention, Metrics: o.Metrics,
+		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention, Quotas: o.Quotas, Metrics: o.Metrics,
 	})
 	if err != nil {
 		return nil, err

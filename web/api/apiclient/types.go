@@ -493,6 +493,10 @@ type Quotas struct {
 	// ConcurrentRuns is how many of its one-off runs (bex run) may run at
 	// once.
 	ConcurrentRuns int `json:"concurrentRuns"`
+	// Instances is how many instances its apps may run together, over all
+	// their processes (a scale, a push or a change that runs more past it
+	// is refused).
+	Instances int `json:"instances"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a field
@@ -504,6 +508,7 @@ type QuotaOverrides struct {
 	RepoBytes        *int64 `json:"repoBytes,omitempty"`
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
 	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
+	Instances        *int   `json:"instances,omitempty"`
 }
 
 // QuotaUsage is what a tenant has of each quota. The size of its
@@ -518,6 +523,9 @@ type QuotaUsage struct {
 	BuildMinutes int `json:"buildMinutes"`
 	// RunningRuns is how many of its one-off runs run.
 	RunningRuns int `json:"runningRuns"`
+	// Instances is how many instances its apps run together, as the
+	// platform last deployed them.
+	Instances int `json:"instances"`
 }
 
 // Quota answers GET /api/v1/quota and the operators'

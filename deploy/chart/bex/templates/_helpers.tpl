@@ -139,6 +139,7 @@ imagePullSecrets:
 - --quota-repo-bytes={{ .Values.quotas.repoBytes | int64 }}
 - --quota-build-minutes={{ .Values.quotas.buildMinutes | int64 }}
 - --quota-concurrent-runs={{ .Values.quotas.concurrentRuns | int64 }}
+- --quota-instances={{ .Values.quotas.instances | int64 }}
 {{- end -}}
 
 {{/* bex.tenantArgs: what the kube driver keeps in every tenant namespace

@@ -3,6 +3,7 @@ package fleetupgrade
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -255,9 +256,12 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 		if err := r.releaseGateHooks(ctx, s, cs); err != nil {
 			return err
 		}
+		if done, err := r.workers(ctx, s, cs); err != nil || !done {
+			return err
+		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded
 		cs.status.FinishedAt = s.nowTime()
-		cs.waiting = "every machine runs " + s.target + " and passed verification"
+		cs.waiting = "every machine runs " + s.target + ": the control plane's passed verification"
 		r.event(s, corev1.EventTypeNormal, "ClusterUpgraded", "Upgrade", "Cluster %s runs %s", cs.key, s.target)
 		return nil
 	}
@@ -279,6 +283,69 @@ func (r *Reconciler) rolling(ctx context.Context, s *scope, cs *clusterScope) er
 	}
 	cs.waiting = "KubeadmControlPlane is replacing machines: " + rolloutSummary(cs.kcp, cs.machines)
 	return nil
+}
+
+// workers bumps the cluster's MachineDeployments to the target once its
+// control plane runs it, one at a time and in name order, as Cluster API's
+// topology controller does: the control plane first, since a kubelet may
+// be older than its apiserver but never newer. Each MachineDeployment
+// replaces its machines with its own rollout strategy; the next is bumped
+// once every replica is up to date and available. It returns true when
+// every MachineDeployment runs the target. spec.paused holds the next
+// bump, not a rollout under way.
+func (r *Reconciler) workers(ctx context.Context, s *scope, cs *clusterScope) (bool, error) {
+	var list clusterv1.MachineDeploymentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.key.Namespace)); err != nil {
+		return false, fmt.Errorf("listing the MachineDeployments of %s: %w", cs.key, err)
+	}
+	mds := slices.DeleteFunc(list.Items, func(md clusterv1.MachineDeployment) bool { return md.Spec.ClusterName != cs.cluster.Name })
+	slices.SortFunc(mds, func(a, b clusterv1.MachineDeployment) int { return strings.Compare(a.Name, b.Name) })
+	for i := range mds {
+		md := &mds[i]
+		if !sameVersion(md.Spec.Template.Spec.Version, s.target) {
+			if s.fu.Spec.Paused {
+				cs.heldForOperator = true
+				cs.status.Phase = fleetv1.ClusterUpgradePhasePaused
+				cs.waiting = "spec.paused holds MachineDeployment " + md.Name + " before its version bump"
+				return false, nil
+			}
+			s.requeueAfter(s.opts.PollInterval)
+			return false, r.bumpWorkers(ctx, s, cs, md)
+		}
+		if want, ok := workersRolledOut(md); !ok {
+			s.requeueAfter(s.opts.PollInterval)
+			cs.waiting = fmt.Sprintf("MachineDeployment %s is replacing its workers with %s: %d of %d up to date, %d available",
+				md.Name, s.target, ptr.Deref(md.Status.UpToDateReplicas, 0), want, ptr.Deref(md.Status.AvailableReplicas, 0))
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// bumpWorkers sets md's machines' version to the target.
+func (r *Reconciler) bumpWorkers(ctx context.Context, s *scope, cs *clusterScope, md *clusterv1.MachineDeployment) error {
+	from := md.Spec.Template.Spec.Version
+	base := md.DeepCopy()
+	md.Spec.Template.Spec.Version = s.target
+	if err := r.Client.Patch(ctx, md, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("bumping the version of MachineDeployment %s/%s: %w", md.Namespace, md.Name, err)
+	}
+	logf.FromContext(ctx).Info("Bumped workers' version", "cluster", cs.key, "machineDeployment", md.Name, "from", from, "to", s.target)
+	cs.waiting = "MachineDeployment " + md.Name + " is replacing its workers with " + s.target
+	r.event(s, corev1.EventTypeNormal, "WorkersBumped", "Bump", "Cluster %s: MachineDeployment %s bumped from %s to %s", cs.key, md.Name, from, s.target)
+	return r.record(ctx, s, store.NewUpgradeStep{Cluster: cs.status.Name, Kind: StepKindBump, FromVersion: from, ToVersion: s.target},
+		store.StepPassed, "MachineDeployment "+md.Name+": spec.template.spec.version set to "+s.target, nil)
+}
+
+// workersRolledOut returns how many replicas md wants, and whether its
+// controller saw its last change and every one of them is up to date and
+// available.
+func workersRolledOut(md *clusterv1.MachineDeployment) (int32, bool) {
+	want := ptr.Deref(md.Spec.Replicas, 1)
+	return want, md.Status.ObservedGeneration >= md.Generation &&
+		ptr.Deref(md.Status.Replicas, 0) == want &&
+		ptr.Deref(md.Status.UpToDateReplicas, 0) == want &&
+		ptr.Deref(md.Status.AvailableReplicas, 0) == want
 }
 
 // newMachines returns the up-to-date machines whose apiserver is ready and
@@ -390,6 +457,9 @@ func (r *Reconciler) abortRollingCluster(ctx context.Context, s *scope, cs *clus
 			return err
 		}
 		if err := r.releaseGateHooks(ctx, s, cs); err != nil {
+			return err
+		}
+		if done, err := r.workers(ctx, s, cs); err != nil || !done {
 			return err
 		}
 		cs.status.Phase = fleetv1.ClusterUpgradePhaseSucceeded

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/localinfra/localinfratest"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/internal/upgrade/plan"
@@ -208,12 +210,19 @@ type machineTimes struct {
 // any, changes the controller before it is set up.
 func startFleet(t *testing.T, version string, v fleetupgrade.Verifier, configure ...func(*fleetupgrade.Reconciler)) (*localinfratest.Fleet, *store.Store) {
 	t.Helper()
+	return startFleetOn(t, localfleet.Options{}, version, v, configure...)
+}
+
+// startFleetOn is startFleet on a host with options host (bex-node for
+// worker machines).
+func startFleetOn(t *testing.T, host localfleet.Options, version string, v fleetupgrade.Verifier, configure ...func(*fleetupgrade.Reconciler)) (*localinfratest.Fleet, *store.Store) {
+	t.Helper()
 	st, err := store.Open(context.Background(), pgtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	f := localinfratest.Start(t, localinfratest.Options{Version: version, Setup: func(mgr ctrl.Manager) error {
+	f := localinfratest.Start(t, localinfratest.Options{Version: version, Host: host, Setup: func(mgr ctrl.Manager) error {
 		r := &fleetupgrade.Reconciler{
 			Client: mgr.GetClient(), Verifier: v, Records: st, Events: mgr.GetEventRecorder(fleetupgrade.ControllerName),
 			Options: fleetupgrade.Options{PollInterval: time.Second, VerifyRetryInterval: 5 * time.Second},
@@ -798,9 +807,13 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
 	work := &slowVerifier{inner: embeddedVerifier}
 	mgmt := &slowVerifier{inner: embeddedVerifier}
-	f, _ := startFleet(t, to, work, func(r *fleetupgrade.Reconciler) { r.ManagementVerifier = mgmt })
+	bin := platformtest.BuildBinaries(t, "bex-node")
+	f, st := startFleetOn(t, localfleet.Options{NodeBinary: filepath.Join(bin, "bex-node")}, to, work,
+		func(r *fleetupgrade.Reconciler) { r.ManagementVerifier = mgmt })
 	const ns = "default"
-	w := localinfra.ClusterOptions{Namespace: ns, Name: "work", Version: from, ControlPlaneReplicas: 3, Labels: map[string]string{"fleet": "both"}}
+	// The workload cluster has a worker, which goes to the target once
+	// its control plane runs it.
+	w := localinfra.ClusterOptions{Namespace: ns, Name: "work", Version: from, ControlPlaneReplicas: 3, WorkerReplicas: 1, Labels: map[string]string{"fleet": "both"}}
 	w.APIServerExtraArgs = localinfratest.WireMVPArgs(w)
 	m := localinfra.ClusterOptions{Namespace: ns, Name: "management", Version: from, ControlPlaneReplicas: 3,
 		Labels: map[string]string{"fleet": "both", plan.ManagementLabel: "true"}}
@@ -818,6 +831,7 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	}
 	waitSucceeded(t, f.Client, fu, 25*time.Minute)
 	wm.close()
+	checkWorkersFollowed(t, f, st, fu, ns, w.Name, from, to)
 
 	_, lastWork := work.span()
 	firstMgmt, _ := mgmt.span()
@@ -847,6 +861,71 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%d new machines of the management cluster seen, want 3", n)
+	}
+}
+
+// checkWorkersFollowed checks that the workers of cluster ns/name run to,
+// on new Machines with ready Nodes of that kubelet version, and that the
+// FleetUpgrade bumped their MachineDeployment only after every machine of
+// the control plane had been verified at to.
+func checkWorkersFollowed(t *testing.T, f *localinfratest.Fleet, st *store.Store, fu *fleetv1.FleetUpgrade, ns, name, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	mdName := name + "-md-0"
+	md := &clusterv1.MachineDeployment{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: mdName}, md); err != nil {
+		t.Fatal(err)
+	}
+	if md.Spec.Template.Spec.Version != to {
+		t.Errorf("MachineDeployment %s runs %s after the upgrade, want %s", mdName, md.Spec.Template.Spec.Version, to)
+	}
+	workload := f.WorkloadClient(t, ns, name)
+	platformtest.Eventually(t, time.Minute, "the worker on "+to+" with a ready Node", func(ctx context.Context) error {
+		var machines clusterv1.MachineList
+		if err := f.Client.List(ctx, &machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: mdName}); err != nil {
+			return err
+		}
+		if len(machines.Items) != 1 {
+			return fmt.Errorf("%d worker Machines, want 1", len(machines.Items))
+		}
+		m := machines.Items[0]
+		if m.Spec.Version != to || !m.Status.NodeRef.IsDefined() {
+			return fmt.Errorf("worker Machine %s at %s, nodeRef %v", m.Name, m.Spec.Version, m.Status.NodeRef)
+		}
+		n, err := workload.CoreV1().Nodes().Get(ctx, m.Status.NodeRef.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Status.NodeInfo.KubeletVersion != to {
+			return fmt.Errorf("Node %s reports kubelet %s, want %s", n.Name, n.Status.NodeInfo.KubeletVersion, to)
+		}
+		return nil
+	})
+	got := &fleetv1.FleetUpgrade{}
+	if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), got); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := st.ListUpgradeSteps(ctx, upgradeRun(t, st, string(got.UID)).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workersBumped, lastMachine time.Time
+	for _, s := range steps {
+		if s.Cluster != ns+"/"+name {
+			continue
+		}
+		switch {
+		case s.Kind == fleetupgrade.StepKindBump && strings.HasPrefix(s.Message, "MachineDeployment "+mdName+":"):
+			if s.FromVersion != from || s.ToVersion != to || s.Outcome != store.StepPassed {
+				t.Errorf("the workers' bump step: %+v", s)
+			}
+			workersBumped = s.StartedAt
+		case s.Kind == fleetupgrade.StepKindVerify && s.Machine != "" && s.Outcome == store.StepPassed && s.StartedAt.After(lastMachine):
+			lastMachine = s.StartedAt
+		}
+	}
+	if workersBumped.IsZero() || lastMachine.IsZero() || !workersBumped.After(lastMachine) {
+		t.Errorf("the workers were bumped at %v, the last control-plane machine verified at %v: want the workers after", workersBumped, lastMachine)
 	}
 }
 

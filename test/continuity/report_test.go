@@ -413,8 +413,9 @@ func timelineSVG(r *scenarioReport) string {
 // workloadReport is the workload-cluster scenario's figures, as
 // out/continuity-report.json has them under "workloadCluster".
 type workloadReport struct {
-	// Cluster is the local cluster's "namespace/name"; Worker its worker
-	// Node, PodNode where the app's Pod ran at the end.
+	// Cluster is the local cluster's "namespace/name"; Worker the worker
+	// Node the app's Pod ran on at the start, PodNode where it ran at the
+	// end.
 	Cluster string `json:"cluster"`
 	From    string `json:"from"`
 	To      string `json:"to"`
@@ -422,7 +423,7 @@ type workloadReport struct {
 	Worker  string `json:"worker"`
 	PodNode string `json:"podNode"`
 	// Rollout is "completed" (the FleetUpgrade Succeeded and every
-	// control-plane Machine runs To) or why not.
+	// Machine, control plane and workers, runs To) or why not.
 	Rollout      string    `json:"rollout"`
 	Plan         []string  `json:"plan"`
 	RolloutStart time.Time `json:"rolloutStart"`
@@ -628,8 +629,9 @@ func (r *workloadReport) markdown() string {
 		return fmt.Sprintf("%.0f", t.Sub(r.RolloutStart).Seconds())
 	}
 	fmt.Fprintf(&b, "\n## Continuity through a workload cluster's rollout\n\n")
-	fmt.Fprintf(&b, "Cluster %s of the local fleet: three control-plane machines rolled %s → %s by a FleetUpgrade (wireMVP %t, plan %s) through the real KubeadmControlPlane; "+
-		"the tenant's app on a Pod of the worker %s (bex-node), at the end on %s. Rollout: %s in %.0f s; the scenario took %.0f s.\n\n",
+	fmt.Fprintf(&b, "Cluster %s of the local fleet: three control-plane machines rolled %s → %s by a FleetUpgrade (wireMVP %t, plan %s) through the real KubeadmControlPlane, then its two workers through their MachineDeployment; "+
+		"the tenant's app on a Pod of the worker %s (bex-node), at the end on %s. Rollout: %s in %.0f s; the scenario took %.0f s. "+
+		"The workers' replacement falls in the last round.\n\n",
 		r.Cluster, r.From, r.To, r.WireMVP, strings.Join(r.Plan, ", "), r.Worker, r.PodNode, r.Rollout, r.RolloutEnd.Sub(r.RolloutStart).Seconds(), r.Seconds)
 	b.WriteString("| round | from (s) | length (s) | pushes (attempted / succeeded / served) | rollbacks (attempted / succeeded / served) | log reads (ok / all) | requests to the app | failed |\n")
 	b.WriteString("| --- | ---: | ---: | --- | --- | --- | ---: | ---: |\n")

@@ -31,6 +31,10 @@ const (
 	// workloadWarmUp and workloadCoolDown are how long the tenant works
 	// on the cluster before the FleetUpgrade and after it: a round each.
 	workloadWarmUp, workloadCoolDown = 15 * time.Second, 15 * time.Second
+	// workloadWorkers is how many workers the cluster has: two, so that
+	// the app has a worker to move to while the FleetUpgrade replaces each
+	// (the MachineDeployment's maxSurge is 0, as the control plane's).
+	workloadWorkers = 2
 	// requestEvery is the load generator's pace on the app's URL.
 	requestEvery = 100 * time.Millisecond
 	// rollbackEvery makes every third release of the tenant a rollback.
@@ -39,11 +43,12 @@ const (
 
 // runWorkloadScenario runs bex-embedded as make run does, with its local
 // fleet, makes a cluster of three control-plane machines at fromVersion
-// and one worker through the API, places a tenant's app on it (a Pod on
-// the worker, served through the edge), then has a FleetUpgrade with
+// and two workers through the API, places a tenant's app on it (a Pod on
+// a worker, served through the edge), then has a FleetUpgrade with
 // wireMVP roll the cluster's control plane to toVersion through the real
-// KubeadmControlPlane while the tenant pushes, reads logs and rolls back
-// and a load generator asks the app's URL every 100 ms.
+// KubeadmControlPlane, then its workers through their MachineDeployment,
+// while the tenant pushes, reads logs and rolls back and a load generator
+// asks the app's URL every 100 ms.
 func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -58,13 +63,13 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	}
 	platformtest.WaitFleetReady(t, p)
 	from, to := "v"+fromVersion, "v"+toVersion
-	lc := platformtest.CreateLocalCluster(ctx, t, op, apiclient.CreateLocalClusterRequest{Name: workloadCluster, Version: from, ControlPlaneReplicas: 3, WorkerReplicas: 1})
+	lc := platformtest.CreateLocalCluster(ctx, t, op, apiclient.CreateLocalClusterRequest{Name: workloadCluster, Version: from, ControlPlaneReplicas: 3, WorkerReplicas: workloadWorkers})
 	platformtest.WaitClusterHealthy(t, op, lc.Name, from, 3)
 	mgmt := platformtest.Client(t, env["BEX_KUBECONFIG"])
 	workload := platformtest.WorkloadClient(t, mgmt, workloadCluster)
-	worker := platformtest.WaitWorker(t, workload, time.Time{})
+	workers := platformtest.WaitWorkers(t, workload, time.Time{}, workloadWorkers)
 	platformtest.WaitLocalStandby(t, mgmt, workloadCluster)
-	t.Logf("cluster %s: three %s machines and worker %s ready %s after the start", lc.Name, from, worker, time.Since(started).Round(time.Second))
+	t.Logf("cluster %s: three %s machines and workers %s ready %s after the start", lc.Name, from, workers, time.Since(started).Round(time.Second))
 
 	// The tenant's app, placed on the cluster and served from a Pod on
 	// its worker.
@@ -78,12 +83,12 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	}
 	platformtest.ServedFrom(t, env, mgmt, "site", workloadCluster, "site v1")
 	podNode := appPodNode(t, workload)
-	if podNode != worker {
-		t.Fatalf("the app's Pod runs on %q, want the worker %s", podNode, worker)
+	if !slices.Contains(workers, podNode) {
+		t.Fatalf("the app's Pod runs on %q, want a worker of %s", podNode, workers)
 	}
-	t.Logf("the app served from a Pod on %s %s after the start", worker, time.Since(started).Round(time.Second))
+	t.Logf("the app served from a Pod on %s %s after the start", podNode, time.Since(started).Round(time.Second))
 
-	rep := &workloadReport{Cluster: lc.Name, From: fromVersion, To: toVersion, WireMVP: true, Worker: worker}
+	rep := &workloadReport{Cluster: lc.Name, From: fromVersion, To: toVersion, WireMVP: true, Worker: podNode}
 	mw := watchControlPlane(mgmt, workloadCluster)
 	defer mw.close()
 	// The load generator on the app's URL, and the tenant.
@@ -133,9 +138,11 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	if up, err = op.GetUpgrade(ctx, upgrade, false); err == nil {
 		rep.Gates = gatesOf(up)
 	}
-	// Where the app ran at the end.
-	if rep.PodNode = appPodNode(t, workload); rep.PodNode != worker {
-		t.Errorf("after the rollout the app's Pod runs on %q, want the worker %s", rep.PodNode, worker)
+	// Where the app ran at the end: on a worker the rollout made, with
+	// the target's kubelet.
+	rep.PodNode = appPodNode(t, workload)
+	if n, err := workload.CoreV1().Nodes().Get(ctx, rep.PodNode, metav1.GetOptions{}); err != nil || n.Status.NodeInfo.KubeletVersion != to || slices.Contains(workers, rep.PodNode) {
+		t.Errorf("after the rollout the app's Pod runs on %q (%v): want a new worker with kubelet %s, none of %s", rep.PodNode, err, to, workers)
 	}
 	rep.fill(u, mw.snapshot(), time.Since(started))
 	p.Interrupt(t)
@@ -167,12 +174,12 @@ func appPodNode(t *testing.T, workload kubernetes.Interface) string {
 	return node
 }
 
-// allAt reports whether every control-plane Machine of the cluster runs
-// version, none being deleted.
+// allAt reports whether every Machine of the cluster, control plane and
+// workers, runs version, none being deleted.
 func allAt(mgmt client.Client, version string) bool {
 	var list clusterv1.MachineList
 	if err := mgmt.List(context.Background(), &list, client.InNamespace(apiclient.LocalClusterNamespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: workloadCluster}, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		client.MatchingLabels{clusterv1.ClusterNameLabel: workloadCluster}); err != nil {
 		return false
 	}
 	for _, m := range list.Items {
@@ -180,7 +187,7 @@ func allAt(mgmt client.Client, version string) bool {
 			return false
 		}
 	}
-	return len(list.Items) == 3
+	return len(list.Items) == 3+workloadWorkers
 }
 
 // workloadTenant is the tenant of the app on the workload cluster and the

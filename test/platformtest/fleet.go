@@ -110,34 +110,44 @@ func WaitClusterHealthy(t testing.TB, op *apiclient.Client, name, version string
 // node agent renewed its Lease after since, and returns its name.
 func WaitWorker(t testing.TB, workload kubernetes.Interface, since time.Time) string {
 	t.Helper()
-	var name string
-	Eventually(t, 5*time.Minute, "a ready worker Node", func(ctx context.Context) error {
+	return WaitWorkers(t, workload, since, 1)[0]
+}
+
+// WaitWorkers waits until the cluster has n worker Nodes, each ready and
+// with a Lease its node agent renewed after since, and returns their
+// names.
+func WaitWorkers(t testing.TB, workload kubernetes.Interface, since time.Time, n int) []string {
+	t.Helper()
+	var names []string
+	Eventually(t, 5*time.Minute, fmt.Sprintf("%d ready worker Nodes", n), func(ctx context.Context) error {
 		nodes, err := workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!node-role.kubernetes.io/control-plane"})
 		if err != nil {
 			return err
 		}
-		if len(nodes.Items) != 1 {
+		if len(nodes.Items) != n {
 			return fmt.Errorf("%d worker Nodes", len(nodes.Items))
 		}
-		n := nodes.Items[0]
-		ready := false
-		for _, c := range n.Status.Conditions {
-			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		names = names[:0]
+		for _, n := range nodes.Items {
+			ready := false
+			for _, c := range n.Status.Conditions {
+				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready {
+				return fmt.Errorf("worker Node %s is not ready", n.Name)
+			}
+			lease, err := workload.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(since) {
+				return fmt.Errorf("worker %s's lease last renewed %v", n.Name, lease.Spec.RenewTime)
+			}
+			names = append(names, n.Name)
 		}
-		if !ready {
-			return fmt.Errorf("worker Node %s is not ready", n.Name)
-		}
-		lease, err := workload.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(since) {
-			return fmt.Errorf("worker %s's lease last renewed %v", n.Name, lease.Spec.RenewTime)
-		}
-		name = n.Name
 		return nil
 	})
-	return name
+	return names
 }
 
 // WorkloadClient returns a client of a local cluster (namespace default)

@@ -257,6 +257,8 @@ func TestTenantDashboard(t *testing.T) {
 	}
 	platformtest.Eventually(t, 2*time.Minute, "2 web instances up after the scale", webUp(2))
 	b.waitFor("the page to show both instances", `document.querySelector("#app-status").parentElement.innerText.includes("release 4: 2 of 2 instances running")`, time.Minute)
+	b.waitFor("the Instances table to list web.0 and web.1 up on v4",
+		`["web.0", "web.1"].every(n => { const r = document.querySelector('#instance-list tr[data-instance="' + n + '"]'); return r && r.innerText.includes("up") && r.innerText.includes("v4"); })`, time.Minute)
 	b.screenshot("app-scaled")
 
 	// Maintenance mode from the Settings form: the app's URL, opened from

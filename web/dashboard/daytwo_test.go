@@ -1,16 +1,20 @@
 package dashboard_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestRestartAndConfigRelease: the app page offers a restart once the app
@@ -214,4 +218,52 @@ func TestSettingsForm(t *testing.T) {
 	if hc := app.Spec.HealthCheck; app.Spec.Suspended || hc.IntervalSeconds != 20 || hc.FailureThreshold != 4 {
 		t.Errorf("a refused change changed the spec: %+v, %+v", app.Spec, hc)
 	}
+}
+
+// TestAppPageInstances: the app page lists what runs of the app, as bex
+// ps does: each instance with its state, release and restarts, and the
+// runtime's sentence; a crash shows as a restart; each release links to
+// the build whose image it runs.
+func TestAppPageInstances(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "dashps")
+	u := newUser(t, srv.URL)
+	signIn(t, u, token)
+	p := u.get("/apps")
+	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
+	}
+	if p := u.get("/apps/shop"); !strings.Contains(p.body, `id="instances"`) || strings.Contains(p.body, `id="instance-list"`) {
+		t.Fatalf("before anything runs the page should have the section without a table:\n%s", p.body)
+	}
+	b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: strings.Repeat("a", 40)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: b.ID, Image: "r/dashps/shop@sha256:1", Description: "Deploy aaaaaaa", CreatedBy: "git"}); err != nil {
+		t.Fatal(err)
+	}
+	e.SetCurrentRelease(t, "dashps", "shop", 1)
+	e.RunTestApp(t, "dashps", "shop", 1, "worker")
+
+	p = u.get("/apps/shop")
+	for _, want := range []string{
+		`<tr data-instance="web.0"><td>web.0</td><td><span class="badge ready">up</span></td><td>v1</td><td>0</td>`,
+		`<tr data-instance="worker.0"><td>worker.0</td>`,
+		`<p id="instances-message">Release v1: `,
+		fmt.Sprintf(`<a href="/apps/shop/builds/%d" data-release-build="%d">#%d</a>`, b.Number, b.Number, b.Number),
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the app page lacks %s:\n%s", want, p.body)
+		}
+	}
+	e.CrashTestApp(t, "dashps", "shop")
+	platformtest.Eventually(t, time.Minute, "web.0 restarted once and up", func(context.Context) error {
+		p := u.get("/apps/shop")
+		if !strings.Contains(p.body, `<tr data-instance="web.0"><td>web.0</td><td><span class="badge ready">up</span></td><td>v1</td><td>1</td>`) {
+			return errors.New("web.0 is not up after one restart yet")
+		}
+		return nil
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"bex.co/bex/web/api/apiclient"
 )
 
 // pageNames are the templates under templates/, each rendered inside
@@ -27,6 +29,7 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"lower": strings.ToLower,
+		"state": instanceBadge,
 		"can":   can,
 		"roles": func() []string { return tenantRoles },
 	}
@@ -39,6 +42,18 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// instanceBadge is the badge class of an instance's state: green when
+// up, red when crashed or unhealthy, grey on its way in or out.
+func instanceBadge(state string) string {
+	switch state {
+	case apiclient.InstanceUp:
+		return "ready"
+	case apiclient.InstanceCrashed, apiclient.InstanceUnhealthy:
+		return "failed"
+	}
+	return "pending"
 }
 
 // tenantRoles are a tenant's roles, from the least powerful.

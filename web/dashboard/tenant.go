@@ -88,6 +88,11 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if d.traffic != nil {
 		data["TrafficChart"] = trafficChart(d.traffic.Traffic(sessionOf(c).Tenant, app.Name))
 	}
+	// What runs is an extra too: a runtime that cannot say (an API
+	// without it) leaves the section out, not the page.
+	if is, err := cl.Instances(ctx, name); err == nil {
+		data["Instances"] = is
+	}
 	// The charts are extras: a server without the series (501) or a
 	// series being cut short leaves them out, not the page.
 	if m, err := cl.Metrics(ctx, name, ""); err == nil {

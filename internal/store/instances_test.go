@@ -3,8 +3,6 @@ package store_test
 import (
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"bex.co/bex/internal/store"
@@ -83,29 +81,15 @@ func TestReserveInstancesConcurrent(t *testing.T) {
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
 	limit := 6
-	var passed, refused atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := s.ReserveInstances(ctx, "acme", "app"+string(rune('a'+i)), 2, &limit)
-			switch {
-			case err == nil:
-				passed.Add(1)
-			case errors.Is(err, store.ErrQuotaExceeded):
-				refused.Add(1)
-			default:
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	passed, refused := atOnce(t, 8, func(i int) error {
+		_, err := s.ReserveInstances(ctx, "acme", "app"+string(rune('a'+i)), 2, &limit)
+		return err
+	})
 	n, err := s.TenantInstances(ctx, acme.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if passed.Load() != 3 || refused.Load() != 5 || n != 6 {
-		t.Errorf("passed %d, refused %d, counted %d; want 3, 5, 6", passed.Load(), refused.Load(), n)
+	if passed != 3 || refused != 5 || n != 6 {
+		t.Errorf("passed %d, refused %d, counted %d; want 3, 5, 6", passed, refused, n)
 	}
 }

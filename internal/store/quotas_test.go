@@ -119,32 +119,40 @@ func TestBuildQuota(t *testing.T) {
 
 // TestBuildQuotaConcurrent starts many builds at once under a quota of two:
 // two pass, whatever the interleaving.
+// atOnce runs try(0) … try(n-1) at once and counts those that passed and
+// those a quota refused; any other error fails t.
+func atOnce(t *testing.T, n int, try func(i int) error) (passed, refused int) {
+	t.Helper()
+	var p, r atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			switch err := try(i); {
+			case err == nil:
+				p.Add(1)
+			case errors.Is(err, store.ErrQuotaExceeded):
+				r.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return int(p.Load()), int(r.Load())
+}
+
 func TestBuildQuotaConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
 	quota := &store.BuildQuota{ConcurrentBuilds: 2, BuildMinutes: 100, Since: store.MonthStart(time.Now())}
-	var passed, refused atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "app" + string(rune('a'+i)), Quota: quota})
-			switch {
-			case err == nil:
-				passed.Add(1)
-			case errors.Is(err, store.ErrQuotaExceeded):
-				refused.Add(1)
-			default:
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if passed.Load() != 2 || refused.Load() != 6 || countBuilds(t, s, acme.ID) != 2 {
-		t.Errorf("passed %d, refused %d, rows %d; want 2, 6, 2", passed.Load(), refused.Load(), countBuilds(t, s, acme.ID))
+	passed, refused := atOnce(t, 8, func(i int) error {
+		_, err := s.CreateBuild(ctx, store.NewBuild{TenantID: acme.ID, App: "app" + string(rune('a'+i)), Quota: quota})
+		return err
+	})
+	if passed != 2 || refused != 6 || countBuilds(t, s, acme.ID) != 2 {
+		t.Errorf("passed %d, refused %d, rows %d; want 2, 6, 2", passed, refused, countBuilds(t, s, acme.ID))
 	}
 }
 

@@ -3,8 +3,6 @@ package store_test
 import (
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"bex.co/bex/internal/store"
@@ -83,23 +81,11 @@ func TestRunQuotaConcurrent(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
-	var passed, refused atomic.Int32
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			_, err := s.CreateRun(t.Context(), store.NewRun{TenantID: acme.ID, App: "web", Release: 1, Command: []string{"true"}, CreatedBy: "x", ConcurrentRuns: ptr(3)})
-			switch {
-			case err == nil:
-				passed.Add(1)
-			case errors.Is(err, store.ErrQuotaExceeded):
-				refused.Add(1)
-			default:
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if n, _ := s.RunningRuns(t.Context(), acme.ID); passed.Load() != 3 || refused.Load() != 5 || n != 3 {
-		t.Errorf("passed %d, refused %d, running %d; want 3, 5, 3", passed.Load(), refused.Load(), n)
+	passed, refused := atOnce(t, 8, func(int) error {
+		_, err := s.CreateRun(t.Context(), store.NewRun{TenantID: acme.ID, App: "web", Release: 1, Command: []string{"true"}, CreatedBy: "x", ConcurrentRuns: ptr(3)})
+		return err
+	})
+	if n, _ := s.RunningRuns(t.Context(), acme.ID); passed != 3 || refused != 5 || n != 3 {
+		t.Errorf("passed %d, refused %d, running %d; want 3, 5, 3", passed, refused, n)
 	}
 }

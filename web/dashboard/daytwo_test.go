@@ -15,23 +15,32 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api/apitest"
 )
 
-// TestRestartAndConfigRelease: the app page offers a restart once the app
-// has a release, and the button restarts it; the env form releases the
-// change and says which release runs it, or with "don't release yet" only
-// stores it; a restart the API refuses shows why.
-func TestRestartAndConfigRelease(t *testing.T) {
+// withShop starts the dashboard, signs a new user of a new tenant named
+// name in and creates the app shop from the apps page.
+func withShop(t *testing.T, name string) (*apitest.Env, *user, store.Tenant) {
+	t.Helper()
 	e, srv := startDashboard(t)
-	ctx := t.Context()
-	tenant, token := e.TenantToken(t, "dashrel")
+	tenant, token := e.TenantToken(t, name)
 	u := newUser(t, srv.URL)
 	signIn(t, u, token)
 	p := u.get("/apps")
 	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
 		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
 	}
-	p = u.get("/apps/shop")
+	return e, u, tenant
+}
+
+// TestRestartAndConfigRelease: the app page offers a restart once the app
+// has a release, and the button restarts it; the env form releases the
+// change and says which release runs it, or with "don't release yet" only
+// stores it; a restart the API refuses shows why.
+func TestRestartAndConfigRelease(t *testing.T) {
+	e, u, tenant := withShop(t, "dashrel")
+	ctx := t.Context()
+	p := u.get("/apps/shop")
 	if strings.Contains(p.body, `id="restart-app"`) || !strings.Contains(p.body, "Nothing to restart yet") {
 		t.Errorf("the page of an app without a release offers a restart:\n%s", p.body)
 	}
@@ -89,16 +98,9 @@ func TestRestartAndConfigRelease(t *testing.T) {
 // TestScaleForm: the app page's Scale form sets a process's instances and
 // the plan, says what runs now, and shows a refusal with what to fix.
 func TestScaleForm(t *testing.T) {
-	e, srv := startDashboard(t)
+	e, u, tenant := withShop(t, "dashscale")
 	ctx := t.Context()
-	tenant, token := e.TenantToken(t, "dashscale")
-	u := newUser(t, srv.URL)
-	signIn(t, u, token)
-	p := u.get("/apps")
-	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
-		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
-	}
-	p = u.get("/apps/shop")
+	p := u.get("/apps/shop")
 	if !strings.Contains(p.body, `id="scale-app"`) {
 		t.Fatalf("the app page has no Scale form:\n%s", p.body)
 	}
@@ -146,16 +148,9 @@ func TestScaleForm(t *testing.T) {
 // and says what changed; the page then shows them; unchecking maintenance
 // turns it off; a bad value shows the API's refusal and changes nothing.
 func TestSettingsForm(t *testing.T) {
-	e, srv := startDashboard(t)
+	e, u, _ := withShop(t, "dashset")
 	ctx := t.Context()
-	_, token := e.TenantToken(t, "dashset")
-	u := newUser(t, srv.URL)
-	signIn(t, u, token)
-	p := u.get("/apps")
-	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
-		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
-	}
-	p = u.get("/apps/shop")
+	p := u.get("/apps/shop")
 	if !strings.Contains(p.body, `id="app-settings"`) || !strings.Contains(p.body, `name="branch" value="main"`) {
 		t.Fatalf("the app page has no Settings form with the branch:\n%s", p.body)
 	}
@@ -225,15 +220,8 @@ func TestSettingsForm(t *testing.T) {
 // runtime's sentence; a crash shows as a restart; each release links to
 // the build whose image it runs.
 func TestAppPageInstances(t *testing.T) {
-	e, srv := startDashboard(t)
+	e, u, tenant := withShop(t, "dashps")
 	ctx := t.Context()
-	tenant, token := e.TenantToken(t, "dashps")
-	u := newUser(t, srv.URL)
-	signIn(t, u, token)
-	p := u.get("/apps")
-	if p := u.post("/apps", url.Values{"csrf": {p.csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
-		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
-	}
 	if p := u.get("/apps/shop"); !strings.Contains(p.body, `id="instances"`) || strings.Contains(p.body, `id="instance-list"`) {
 		t.Fatalf("before anything runs the page should have the section without a table:\n%s", p.body)
 	}
@@ -247,7 +235,7 @@ func TestAppPageInstances(t *testing.T) {
 	e.SetCurrentRelease(t, "dashps", "shop", 1)
 	e.RunTestApp(t, "dashps", "shop", 1, "worker")
 
-	p = u.get("/apps/shop")
+	p := u.get("/apps/shop")
 	for _, want := range []string{
 		`<tr data-instance="web.0"><td>web.0</td><td><span class="badge ready">up</span></td><td>v1</td><td>0</td>`,
 		`<tr data-instance="worker.0"><td>worker.0</td>`,

@@ -30,6 +30,19 @@ type Streams struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Resize         <-chan TerminalSize
+	// Log, when set, sends the command's output to the app's log too,
+	// what Driver.Logs reads, as the lines of instance Log ("run.3"),
+	// with the platform's lines saying that it started and how it ended:
+	// a detached run's, whose caller reads no stream. A driver whose
+	// Logs shows no one-off command ignores it.
+	Log *LogAs
+}
+
+// LogAs names the instance a one-off command's lines are of in its app's
+// log: {"run", 3} is run.3.
+type LogAs struct {
+	Process string
+	Index   int
 }
 
 // Command is a one-off command run in a fresh instance of a release: what

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"bex.co/bex/internal/lines"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/sandbox"
 )
@@ -36,7 +37,8 @@ type oneOff struct {
 // environment and limits), on a terminal when asked; without a sandbox, a
 // process of the release's directory in its own process group, never on a
 // terminal. Ending ctx sends SIGTERM, then SIGKILL after GracePeriod.
-// Remove of the app and Close end its runs as ctx would.
+// Remove of the app and Close end its runs as ctx would. Streams.Log
+// sends the output to the app's log buffer too, as an instance's goes.
 func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Command) (runtime.Exit, error) {
 	if err := d.validate(rel); err != nil {
 		return runtime.Exit{}, err
@@ -62,10 +64,79 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	if d.opts.Sandbox == nil {
-		return d.runOnHost(ctx, rel, cmd, env)
+	var logged *runLog
+	attach := cmd.Attach
+	cmd.Attach = func(release int) (runtime.Streams, error) {
+		s, err := attach(release)
+		if err != nil || s.Log == nil {
+			return s, err
+		}
+		logged, err = d.logRun(rel, cmd.Args, &s)
+		return s, err
 	}
-	return d.runInSandbox(ctx, rel, cmd, env)
+	var exit runtime.Exit
+	if d.opts.Sandbox == nil {
+		exit, err = d.runOnHost(ctx, rel, cmd, env)
+	} else {
+		exit, err = d.runInSandbox(ctx, rel, cmd, env)
+	}
+	if logged != nil {
+		logged.end(exit, err)
+	}
+	return exit, err
+}
+
+// runLog is a one-off command's output going to its app's log
+// (Streams.Log).
+type runLog struct {
+	logs           *logBuffer
+	as             runtime.LogAs
+	stdout, stderr *lines.Writer
+}
+
+// logRun makes s's output go to the app's log too, as the lines of
+// s.Log, and says there that the command runs.
+func (d *Driver) logRun(rel runtime.Release, args []string, s *runtime.Streams) (*runLog, error) {
+	a, err := d.app(rel.Tenant, rel.App)
+	if err != nil {
+		return nil, err
+	}
+	l := &runLog{logs: a.logs, as: *s.Log}
+	l.stdout, l.stderr = &lines.Writer{Emit: l.emitter(runtime.Stdout)}, &lines.Writer{Emit: l.emitter(runtime.Stderr)}
+	s.Stdout, s.Stderr = alsoTo(s.Stdout, l.stdout), alsoTo(s.Stderr, l.stderr)
+	l.add(runtime.System, "Running "+strings.Join(args, " "))
+	return l, nil
+}
+
+func (l *runLog) emitter(stream string) func([]byte, bool) {
+	return func(line []byte, _ bool) { l.add(stream, string(line)) }
+}
+
+func (l *runLog) add(stream, text string) {
+	l.logs.add(runtime.LogLine{Time: time.Now(), Process: l.as.Process, Instance: l.as.Index, Stream: stream, Text: text})
+}
+
+// end writes what is left of the output's last lines and how the
+// command ended, as Run returns it.
+func (l *runLog) end(exit runtime.Exit, err error) {
+	l.stdout.Flush()
+	l.stderr.Flush()
+	switch {
+	case err != nil:
+		l.add(runtime.System, fmt.Sprintf("Could not start: %v", err))
+	case exit.Reason != "":
+		l.add(runtime.System, fmt.Sprintf("Stopped, %s (exit status %d)", exit.Reason, exit.Code))
+	default:
+		l.add(runtime.System, fmt.Sprintf("Process exited with status %d", exit.Code))
+	}
+}
+
+// alsoTo is w and to, or to alone when w is nil.
+func alsoTo(w, to io.Writer) io.Writer {
+	if w == nil {
+		return to
+	}
+	return io.MultiWriter(w, to)
 }
 
 // register records r as a run of the app, for Remove and Close to end.

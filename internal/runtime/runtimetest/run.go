@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,6 +142,9 @@ func (s *suite) run(t *testing.T) {
 		}
 	})
 
+	if s.h.Logs && !s.h.NoRunLog {
+		t.Run("output to the app's log", func(t *testing.T) { s.runToLog(t, d, r) })
+	}
 	if s.h.Terminal {
 		t.Run("terminal", func(t *testing.T) { s.runOnTerminal(t, r, rel) })
 	}
@@ -157,6 +161,46 @@ func (s *suite) run(t *testing.T) {
 	if _, err := d.Status(ctx, "suite", app); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("after runs only, Status of the app: %v; want ErrNotFound: a run deploys nothing", err)
 	}
+}
+
+// runToLog: a command whose Attach asks for the app's log
+// (Streams.Log), as a detached run's does, has its output there as the
+// lines of the instance named, stdout and stderr apart, between a line
+// of the platform's saying it runs and one saying how it ended; the app's
+// instances keep running.
+func (s *suite) runToLog(t *testing.T, d runtime.Driver, r runtime.Runner) {
+	ctx := s.ctx(t)
+	rel := s.release(t, "runlog", 1, "v1", nil)
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	defer d.Remove(ctx, rel.Tenant, rel.App)
+	cmd := runtime.Command{Args: []string{"sh", "-c", "echo out; echo err >&2; printf last; exit 3"}, Name: "run", Attach: func(int) (runtime.Streams, error) {
+		return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: 8}}, nil
+	}}
+	exit, err := r.Run(ctx, rel, cmd)
+	if err != nil || exit.Code != 3 {
+		t.Fatalf("exit %+v, %v; want 3", exit, err)
+	}
+	s.eventually(t, "the run's lines in the app's log", func() error {
+		ch, err := d.Logs(ctx, rel.Tenant, rel.App, -1, false)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for l := range ch {
+			if l.Process == "run" && l.Instance == 8 {
+				got = append(got, l.Stream+": "+l.Text)
+			}
+		}
+		if len(got) != 5 || got[0] != runtime.System+": Running sh -c echo out; echo err >&2; printf last; exit 3" ||
+			!slices.Contains(got, runtime.Stdout+": out") || !slices.Contains(got, runtime.Stderr+": err") || !slices.Contains(got, runtime.Stdout+": last") ||
+			got[4] != runtime.System+": Process exited with status 3" {
+			return fmt.Errorf("the lines of run.8: %q", got)
+		}
+		return nil
+	})
+	s.waitStatus(t, d, rel.App, 1, 2)
 }
 
 // runOnTerminal: a command asked on a terminal has one, of the size

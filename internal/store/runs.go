@@ -44,10 +44,12 @@ type Run struct {
 	TenantID string `json:"tenantID"`
 	App      string `json:"app"`
 	// Number is 1, 2, 3, ... per app; the run is run.<Number>.
-	Number    int       `json:"number"`
-	Release   int       `json:"release"`
-	Command   []string  `json:"command"`
-	Terminal  bool      `json:"terminal"`
+	Number   int      `json:"number"`
+	Release  int      `json:"release"`
+	Command  []string `json:"command"`
+	Terminal bool     `json:"terminal"`
+	// Detached says its output went to the app's log, not to a client.
+	Detached  bool      `json:"detached"`
 	CreatedBy string    `json:"createdBy"`
 	Status    RunStatus `json:"status"`
 	// ExitCode is the command's exit status once it ended; nil while it
@@ -67,6 +69,7 @@ type NewRun struct {
 	Release   int
 	Command   []string
 	Terminal  bool
+	Detached  bool
 	CreatedBy string
 	// ConcurrentRuns, when set, is the tenant's quota of runs running at
 	// once: a run beyond it is refused with a *QuotaError and nothing is
@@ -83,11 +86,11 @@ type RunResult struct {
 	Reason string
 }
 
-const runColumns = "id, tenant_id, app, number, release, command, terminal, created_by, status, exit_code, reason, started_at, finished_at"
+const runColumns = "id, tenant_id, app, number, release, command, terminal, detached, created_by, status, exit_code, reason, started_at, finished_at"
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
-	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Release, &r.Command, &r.Terminal, &r.CreatedBy,
+	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Release, &r.Command, &r.Terminal, &r.Detached, &r.CreatedBy,
 		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt)
 	return r, err
 }
@@ -151,8 +154,8 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 			return err
 		}
 		r, err = scanRun(tx.QueryRow(ctx,
-			"INSERT INTO runs (tenant_id, app, number, release, command, terminal, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING "+runColumns,
-			nr.TenantID, nr.App, number, nr.Release, nr.Command, nr.Terminal, nr.CreatedBy))
+			"INSERT INTO runs (tenant_id, app, number, release, command, terminal, detached, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING "+runColumns,
+			nr.TenantID, nr.App, number, nr.Release, nr.Command, nr.Terminal, nr.Detached, nr.CreatedBy))
 		return err
 	})
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {

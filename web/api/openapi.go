@@ -170,6 +170,10 @@ func operation(r route) obj {
 		return obj{"description": desc, "content": obj{"application/json": obj{"schema": ref("Error")}}}
 	}
 	responses := obj{strconv.Itoa(status): ok, "default": errAnswer("An error: 400 unreadable body, 401 no valid token, 403 wrong kind of token or a role below the one needed (role names it), 404 not found (also another tenant's), 409 taken, 422 invalid field, 501 not on this platform, 503 not ready.")}
+	if r.accepted != "" {
+		responses[strconv.Itoa(http.StatusAccepted)] = obj{"description": http.StatusText(http.StatusAccepted),
+			"content": obj{"application/json": obj{"schema": ref(r.accepted)}}}
+	}
 	op["responses"] = responses
 	if r.access != public {
 		op["security"] = []any{obj{"bearer": []any{}}}

@@ -25,6 +25,9 @@ type route struct {
 	responseType string
 	status       int // the success status; 200 when zero
 	query        []param
+	// accepted names the schema of a 202 Accepted answer the route gives
+	// besides status (a detached run's); "" for none.
+	accepted string
 }
 
 // param is a query parameter.
@@ -161,8 +164,9 @@ func (s *Server) routeTable() []route {
 				"Closing the connection kills the command; it is stopped after timeoutSeconds (default 1 h, at most 24 h). The run is recorded and audited as app.run. " +
 				"Stdin frames are read when the request has stdin or terminal. On a workload cluster a run takes no input and its stdout and stderr come merged on stdout. " +
 				"Without the upgrade 426; an app without a release 409; over the concurrentRuns quota 403 naming it; stdin or terminal for an app on a workload cluster 422 on stdin; " +
-				"a runtime that runs no one-off commands 501",
-			request: "RunRequest", status: http.StatusSwitchingProtocols},
+				"a runtime that runs no one-off commands 501. With detach: true and no upgrade, a detached run: 202 with the Run once it runs, its output going to the app's log " +
+				"as run.N's lines and its end to its record; stdin or terminal with detach 422 on detach",
+			request: "RunRequest", status: http.StatusSwitchingProtocols, accepted: "Run"},
 		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenantViewer,
 			summary: "List an app's one-off runs, newest first: who ran which command in which release, when, and how it ended", response: "[]Run", query: []param{limitParam}},
 

@@ -30,19 +30,24 @@ var errClientGone = errors.New("the client went away")
 // the app's current release through the Releaser and, once the instance
 // is ready, records the run (the tenant's concurrent-runs quota checked
 // there), switches the connection to the run's frames and streams the
-// command both ways. Every refusal comes before the switch, as an HTTP
-// answer, and changes nothing; after it, how the run ended is its last
-// frame.
+// command both ways; a detached run (req.Detach) answers 202 instead and
+// goes on in the background (detachRun). Every refusal comes before the
+// switch, as an HTTP answer, and changes nothing; after it, how the run
+// ended is its last frame.
 func (s *Server) createRun(c echo.Context) error {
 	r := c.Request()
-	if r.ProtoMajor != 1 || !strings.EqualFold(r.Header.Get("Upgrade"), apiclient.RunProtocol) || !headerHas(r.Header, "Connection", "upgrade") {
-		c.Response().Header().Set("Upgrade", apiclient.RunProtocol)
-		return &httpError{status: http.StatusUpgradeRequired, message: "a run streams its command's input and output over the request's connection: " +
-			"send Connection: Upgrade and Upgrade: " + apiclient.RunProtocol + " over HTTP/1.1 (bex run does), then read frames (docs/api.md)"}
-	}
 	var req apiclient.RunRequest
 	if err := bind(c, &req, false); err != nil {
 		return err
+	}
+	if !req.Detach && (r.ProtoMajor != 1 || !strings.EqualFold(r.Header.Get("Upgrade"), apiclient.RunProtocol) || !headerHas(r.Header, "Connection", "upgrade")) {
+		c.Response().Header().Set("Upgrade", apiclient.RunProtocol)
+		return &httpError{status: http.StatusUpgradeRequired, message: "a run streams its command's input and output over the request's connection: " +
+			"send Connection: Upgrade and Upgrade: " + apiclient.RunProtocol + " over HTTP/1.1 (bex run does), then read frames (docs/api.md); " +
+			"or send detach: true to run it in the background, its output going to the app's log"}
+	}
+	if req.Detach && (req.Stdin || req.Terminal) {
+		return invalid("detach", "a detached run reads no input and has no terminal: leave out stdin and terminal (bex run --detach without -i)")
 	}
 	if err := store.CheckRunCommand(req.Command); err != nil {
 		return invalid("command", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
@@ -71,6 +76,9 @@ func (s *Server) createRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if req.Detach {
+		return s.detachRun(c, app.Name, req, timeout, q.ConcurrentRuns)
+	}
 	// Once the connection is switched the request's context is no
 	// measure of the client (the server may end it when the connection
 	// closes, first): the run ends when its own reader sees the client
@@ -91,16 +99,10 @@ func (s *Server) createRun(c echo.Context) error {
 		Args: req.Command, Name: "run", Terminal: req.Terminal, Size: runtime.TerminalSize{Cols: req.Cols, Rows: req.Rows},
 		Stdin: req.Stdin || req.Terminal,
 		Attach: func(release int) (runtime.Streams, error) {
-			run, err := s.store.CreateRun(ctx, store.NewRun{
-				TenantID: p.tenant.ID, App: app.Name, Release: release, Command: req.Command, Terminal: req.Terminal,
-				CreatedBy: p.actor(), ConcurrentRuns: &q.ConcurrentRuns,
-			})
+			run, err := s.recordRun(ctx, c, app.Name, release, req, timeout, q.ConcurrentRuns)
 			if err != nil {
 				return runtime.Streams{}, err
 			}
-			s.audit(c, "app.run", app.Name, map[string]any{
-				"run": run.Number, "release": release, "command": req.Command, "terminal": req.Terminal, "timeoutSeconds": int(timeout / time.Second),
-			})
 			attached.Store(true)
 			a, err = s.attachRun(c, run, req.Stdin || req.Terminal, end)
 			if err != nil {
@@ -113,28 +115,99 @@ func (s *Server) createRun(c echo.Context) error {
 	exit, err := s.deployer.Run(ctx, p.tenant.Name, app.Name, cmd)
 	if a == nil {
 		// Nothing ran and the answer is still HTTP's.
-		if errors.Is(err, runtime.ErrRunNotSupported) {
-			return &httpError{status: http.StatusNotImplemented, message: fmt.Sprintf(
-				"app %s runs where one-off commands do not run: %v", app.Name, err)}
-		}
-		if errors.Is(err, runtime.ErrNoInput) {
-			return invalid("stdin", "app %s runs on a workload cluster, where a one-off command reads no input and has no terminal "+
-				"(its output and exit status still come back): run it without -i and with --no-tty (stdin and terminal false)", app.Name)
-		}
-		if err == nil {
-			err = errors.New("the runtime ran the command without attaching it")
-		}
-		return fmt.Errorf("running a command in %s: %w", app.Name, err)
+		return runRefusal(app.Name, err)
 	}
+	exit = s.endRun(a.run, exit, err)
+	a.close(apiclient.RunExit{Run: a.run.Number, Release: a.run.Release, ExitCode: exit.Code, Reason: exit.Reason})
+	return nil
+}
+
+// detachRun runs req's command in the background, bounded by timeout
+// alone, its output going to the app's log as the lines of run.<number>
+// (runtime.Streams.Log); it answers 202 with the run once the run is
+// recorded (the quota checked) and audited, or the refusal when the run
+// did not start. The run ends when its command does, at its time limit,
+// when the app is removed or when the platform stops; its record says
+// how.
+func (s *Server) detachRun(c echo.Context, app string, req apiclient.RunRequest, timeout time.Duration, concurrentRuns int) error {
+	tenant := principalOf(c).tenant.Name
+	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(c.Request().Context()), timeout, fmt.Errorf("timed out after %s", timeout))
+	var run store.Run
+	started, refused := make(chan struct{}), make(chan error, 1)
+	cmd := runtime.Command{Args: req.Command, Name: "run", Attach: func(release int) (runtime.Streams, error) {
+		var err error
+		if run, err = s.recordRun(ctx, c, app, release, req, timeout, concurrentRuns); err != nil {
+			return runtime.Streams{}, err
+		}
+		close(started)
+		return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: run.Number}}, nil
+	}}
+	go func() {
+		defer cancel()
+		exit, err := s.deployer.Run(ctx, tenant, app, cmd)
+		if run.ID == "" {
+			refused <- err
+			return
+		}
+		s.endRun(run, exit, err)
+	}()
+	select {
+	case <-started:
+		return c.JSON(http.StatusAccepted, oneOffView(run))
+	case err := <-refused:
+		return runRefusal(app, err)
+	}
+}
+
+// recordRun records a run of req in release, refused past the tenant's
+// concurrentRuns, and audits it as app.run.
+func (s *Server) recordRun(ctx context.Context, c echo.Context, app string, release int, req apiclient.RunRequest, timeout time.Duration, concurrentRuns int) (store.Run, error) {
+	p := principalOf(c)
+	run, err := s.store.CreateRun(ctx, store.NewRun{
+		TenantID: p.tenant.ID, App: app, Release: release, Command: req.Command, Terminal: req.Terminal, Detached: req.Detach,
+		CreatedBy: p.actor(), ConcurrentRuns: &concurrentRuns,
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	details := map[string]any{
+		"run": run.Number, "release": release, "command": req.Command, "terminal": req.Terminal, "timeoutSeconds": int(timeout / time.Second),
+	}
+	if req.Detach {
+		details["detached"] = true
+	}
+	s.audit(c, "app.run", app, details)
+	return run, nil
+}
+
+// runRefusal is the HTTP answer to a run that did not start: err is
+// what the Releaser's Run returned before anything ran.
+func runRefusal(app string, err error) error {
+	if errors.Is(err, runtime.ErrRunNotSupported) {
+		return &httpError{status: http.StatusNotImplemented, message: fmt.Sprintf(
+			"app %s runs where one-off commands do not run: %v", app, err)}
+	}
+	if errors.Is(err, runtime.ErrNoInput) {
+		return invalid("stdin", "app %s runs on a workload cluster, where a one-off command reads no input and has no terminal "+
+			"(its output and exit status still come back): run it without -i and with --no-tty (stdin and terminal false)", app)
+	}
+	if err == nil {
+		err = errors.New("the runtime ran the command without attaching it")
+	}
+	return fmt.Errorf("running a command in %s: %w", app, err)
+}
+
+// endRun records how a recorded run ended, from what the Releaser's Run
+// returned, and returns it: an error is a command that could not start.
+func (s *Server) endRun(run store.Run, exit runtime.Exit, err error) runtime.Exit {
 	var code *int
 	if err != nil {
 		exit = runtime.Exit{Code: 1, Reason: "the command could not start: " + err.Error()}
 	} else {
 		code = &exit.Code
 	}
-	s.finishRun(a.run, code, exit.Reason)
-	a.close(apiclient.RunExit{Run: a.run.Number, Release: a.run.Release, ExitCode: exit.Code, Reason: exit.Reason})
-	return nil
+	s.finishRun(run, code, exit.Reason)
+	return exit
 }
 
 // headerHas reports whether the comma-separated header name holds token.
@@ -262,15 +335,20 @@ func (s *Server) listRuns(c echo.Context) error {
 	}
 	views := make([]apiclient.Run, 0, len(runs))
 	for _, r := range runs {
-		v := apiclient.Run{
-			Number: r.Number, Release: r.Release, Command: r.Command, Terminal: r.Terminal, CreatedBy: r.CreatedBy,
-			Status: string(r.Status), ExitCode: r.ExitCode, Reason: r.Reason, StartedAt: r.StartedAt.UTC(),
-		}
-		if r.FinishedAt != nil {
-			at := r.FinishedAt.UTC()
-			v.FinishedAt = &at
-		}
-		views = append(views, v)
+		views = append(views, oneOffView(r))
 	}
 	return c.JSON(http.StatusOK, views)
+}
+
+// oneOffView is the API's view of a run's record.
+func oneOffView(r store.Run) apiclient.Run {
+	v := apiclient.Run{
+		Number: r.Number, Release: r.Release, Command: r.Command, Terminal: r.Terminal, Detached: r.Detached, CreatedBy: r.CreatedBy,
+		Status: string(r.Status), ExitCode: r.ExitCode, Reason: r.Reason, StartedAt: r.StartedAt.UTC(),
+	}
+	if r.FinishedAt != nil {
+		at := r.FinishedAt.UTC()
+		v.FinishedAt = &at
+	}
+	return v
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +67,9 @@ func TestRuns(t *testing.T) {
 		if _, _, _, err := runOf(t, c, "web", echo, nil); !apiclient.IsStatus(err, http.StatusConflict) || !strings.Contains(err.Error(), "push to its git remote first") {
 			t.Errorf("a run in an app without a release: %v, want 409", err)
 		}
+		if _, err := c.RunDetached(ctx, "web", echo); !apiclient.IsStatus(err, http.StatusConflict) {
+			t.Errorf("a detached run in an app without a release: %v, want 409", err)
+		}
 		e.SetCurrentRelease(t, "runs", "web", 3)
 		for _, tc := range []struct {
 			name   string
@@ -78,12 +84,23 @@ func TestRuns(t *testing.T) {
 			{"too long", apiclient.RunRequest{Command: []string{"echo", strings.Repeat("x", 17<<10)}}, 422, "command", "a command line is at most 16384"},
 			{"too long a time", apiclient.RunRequest{Command: echo.Command, TimeoutSeconds: 86401}, 422, "timeoutSeconds", "at most 86400 seconds"},
 			{"a huge terminal", apiclient.RunRequest{Command: echo.Command, Terminal: true, Cols: 5000, Rows: 40}, 422, "cols", "at most 1000"},
+			{"detached with stdin", apiclient.RunRequest{Command: []string{"cat"}, Stdin: true, Detach: true}, 422, "detach", "reads no input"},
+			{"detached on a terminal", apiclient.RunRequest{Command: []string{"sh"}, Terminal: true, Detach: true}, 422, "detach", "has no terminal"},
+			{"detached without a command", apiclient.RunRequest{Detach: true}, 422, "command", "give the command to run"},
 		} {
-			_, _, _, err := runOf(t, c, "web", tc.req, nil)
+			var err error
+			if tc.req.Detach {
+				_, err = c.RunDetached(ctx, "web", tc.req)
+			} else {
+				_, _, _, err = runOf(t, c, "web", tc.req, nil)
+			}
 			var ae *apiclient.Error
 			if !errors.As(err, &ae) || ae.Status != tc.status || ae.Field != tc.field || !strings.Contains(ae.Message, tc.want) {
 				t.Errorf("%s: %v, want %d on %q saying %q", tc.name, err, tc.status, tc.field, tc.want)
 			}
+		}
+		if _, err := c.RunDetached(ctx, "nothing", echo); !apiclient.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("a detached run in an app that does not exist: %v, want 404", err)
 		}
 		if _, _, _, err := runOf(t, c, "nothing", echo, nil); !apiclient.IsStatus(err, http.StatusNotFound) {
 			t.Errorf("a run in an app that does not exist: %v, want 404", err)
@@ -100,9 +117,13 @@ func TestRuns(t *testing.T) {
 		}
 		e.Releaser.SetRunsUnsupported(true)
 		_, _, _, err := runOf(t, c, "web", echo, nil)
+		_, detachedErr := c.RunDetached(ctx, "web", echo)
 		e.Releaser.SetRunsUnsupported(false)
 		if !apiclient.IsStatus(err, http.StatusNotImplemented) || !strings.Contains(err.Error(), "one-off commands do not run") {
 			t.Errorf("a run on a runtime that runs no commands: %v, want 501", err)
+		}
+		if !apiclient.IsStatus(detachedErr, http.StatusNotImplemented) {
+			t.Errorf("a detached run on a runtime that runs no commands: %v, want 501", detachedErr)
 		}
 		// An app on a workload cluster: its runs take no input.
 		e.Releaser.SetRunsTakeNoInput(true)
@@ -261,6 +282,138 @@ func TestRuns(t *testing.T) {
 		}
 		if len(audited) != len(runs) || audited[0]["run"] != float64(1) || !strings.Contains(fmt.Sprint(audited[0]["command"]), "exit 7") {
 			t.Errorf("app.run audit entries %v, want one per run (%d)", audited, len(runs))
+		}
+	})
+}
+
+// runNumbered returns run.n of the app, as GET .../runs lists it.
+func runNumbered(t *testing.T, c *apiclient.Client, app string, n int) apiclient.Run {
+	t.Helper()
+	for _, r := range listRuns(t, c, app) {
+		if r.Number == n {
+			return r
+		}
+	}
+	t.Fatalf("run.%d of %s is not listed", n, app)
+	return apiclient.Run{}
+}
+
+// runLines returns the lines of run.n in the app's log (GET .../logs),
+// each "stream: text".
+func runLines(t *testing.T, c *apiclient.Client, app string, n int) []string {
+	t.Helper()
+	var got []string
+	err := c.Logs(t.Context(), app, 1000, false, func(l apiclient.LogLine) error {
+		if l.Process == "run" && l.Instance == strconv.Itoa(n) {
+			got = append(got, l.Stream+": "+l.Text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// waitRunEnded waits until run.n of the app has ended and returns it.
+func waitRunEnded(t *testing.T, c *apiclient.Client, app string, n int) apiclient.Run {
+	t.Helper()
+	var r apiclient.Run
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("run.%d to end", n), func(context.Context) error {
+		if r = runNumbered(t, c, app, n); r.Status == string(store.RunRunning) || r.FinishedAt == nil {
+			return fmt.Errorf("run.%d is %s", n, r.Status)
+		}
+		return nil
+	})
+	return r
+}
+
+// TestRunsDetached: POST .../runs with detach answers 202 with the run
+// while its command goes on without the client; its output goes to the
+// app's log as run.N's lines, how it ended to its record; it holds a
+// concurrentRuns slot while it runs and is stopped at its time limit.
+// Its refusals are TestRuns'.
+func TestRunsDetached(t *testing.T) {
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "detached")
+	createApp(t, e, token, "web")
+	e.SetCurrentRelease(t, "detached", "web", 3)
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("output to the app's log, exit status to its record", func(t *testing.T) {
+		run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", "echo out; echo err >&2; exit 7"}})
+		if err != nil || run.Number != 1 || run.Release != 3 || !run.Detached || run.Status != string(store.RunRunning) || run.CreatedBy != "token:test" {
+			t.Fatalf("a detached run: %+v, %v; want run.1 of v3, running", run, err)
+		}
+		r := waitRunEnded(t, c, "web", run.Number)
+		if r.Status != string(store.RunFailed) || r.ExitCode == nil || *r.ExitCode != 7 || r.Reason != "" || !r.Detached {
+			t.Errorf("run.1 ended as %+v, want exit 7", r)
+		}
+		got := runLines(t, c, "web", run.Number)
+		if len(got) != 4 || got[0] != "bex: Running sh -c echo out; echo err >&2; exit 7" || got[3] != "bex: Process exited with status 7" ||
+			!slices.Contains(got, "stdout: out") || !slices.Contains(got, "stderr: err") {
+			t.Errorf("run.1's lines in the app's log: %q", got)
+		}
+		audit := auditActions(t, e, tenant.ID)
+		last := audit[len(audit)-1]
+		var d map[string]any
+		if err := json.Unmarshal(last.Details, &d); err != nil || last.Action != "app.run" || d["detached"] != true || d["run"] != float64(1) {
+			t.Errorf("the last audit entry %s %s, want app.run of run.1, detached", last.Action, last.Details)
+		}
+	})
+
+	t.Run("holds a concurrentRuns slot while it runs", func(t *testing.T) {
+		if err := e.Store.SetTenantQuotas(ctx, tenant.ID, store.QuotaOverrides{ConcurrentRuns: ptr.To(1)}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.Store.SetTenantQuotas(ctx, tenant.ID, store.QuotaOverrides{})
+		done := filepath.Join(t.TempDir(), "done")
+		run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.05; done`, done}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its request has ended; the run goes on.
+		runsBefore, auditBefore := countRows(t, e, "runs"), countRows(t, e, "audit_log")
+		_, _, _, err = runOf(t, c, "web", apiclient.RunRequest{Command: []string{"true"}}, nil)
+		var ae *apiclient.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Quota != "concurrentRuns" {
+			t.Errorf("a run beside a detached one with a quota of one: %v, want 403 naming concurrentRuns", err)
+		}
+		if _, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"true"}}); !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Quota != "concurrentRuns" {
+			t.Errorf("a second detached run with a quota of one: %v, want 403 naming concurrentRuns", err)
+		}
+		if runs, audit := countRows(t, e, "runs"), countRows(t, e, "audit_log"); runs != runsBefore || audit != auditBefore {
+			t.Errorf("the refused runs recorded %d runs and %d audit entries", runs-runsBefore, audit-auditBefore)
+		}
+		if r := runNumbered(t, c, "web", run.Number); r.Status != string(store.RunRunning) {
+			t.Errorf("run.%d is %s, want still running", r.Number, r.Status)
+		}
+		if err := os.WriteFile(done, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := waitRunEnded(t, c, "web", run.Number); r.Status != string(store.RunSucceeded) {
+			t.Errorf("run.%d ended as %+v, want exit 0", r.Number, r)
+		}
+		if exit, stdout, _, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"echo", "hello"}}, nil); err != nil || stdout != "hello\n" {
+			t.Errorf("a run once the detached one ended: %+v, %v, %q", exit, err, stdout)
+		}
+	})
+
+	t.Run("stopped at its time limit", func(t *testing.T) {
+		run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sleep", "600"}, TimeoutSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := waitRunEnded(t, c, "web", run.Number)
+		if r.Status != string(store.RunFailed) || r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGTERM) || r.Reason != "timed out after 1s" {
+			t.Errorf("a detached run past its time limit ended as %+v; want SIGTERM's status and why", r)
+		}
+		if got := runLines(t, c, "web", run.Number); len(got) == 0 || got[len(got)-1] != "bex: Stopped, timed out after 1s (exit status 143)" {
+			t.Errorf("run.%d's lines in the app's log: %q", run.Number, got)
 		}
 	})
 }

@@ -47,6 +47,13 @@ type RunRequest struct {
 	// input: a request with Stdin or Terminal answers 422 on field stdin,
 	// and nothing runs. Client.Run sets it when RunStreams.Stdin is set.
 	Stdin bool `json:"stdin,omitempty"`
+	// Detach runs the command in the background, without the upgrade:
+	// the answer is 202 with the Run once it runs, its output goes to the
+	// app's log (bex logs) as the lines of run.<Number>, and how it ended
+	// to its record. A detached run reads no input and has no terminal:
+	// with Stdin or Terminal it answers 422 on field detach.
+	// Client.RunDetached sets it.
+	Detach bool `json:"detach,omitempty"`
 }
 
 // Run is one one-off run of an app, as GET /api/v1/apps/{app}/runs lists
@@ -58,6 +65,9 @@ type Run struct {
 	Command []string `json:"command"`
 	// Terminal says whether it ran on a terminal.
 	Terminal bool `json:"terminal"`
+	// Detached says it ran in the background, its output going to the
+	// app's log.
+	Detached bool `json:"detached"`
 	// CreatedBy is who ran it: an email, or token:<name>.
 	CreatedBy string `json:"createdBy"`
 	// Status is running, succeeded (exit status 0) or failed.
@@ -321,6 +331,16 @@ func sendSizes(ctx context.Context, fw *FrameWriter, sizes <-chan TerminalSize) 
 			}
 		}
 	}
+}
+
+// RunDetached runs req's command in the background (req.Detach): it
+// returns the run once its command runs, and the command goes on without
+// the client until it exits or is stopped; its output goes to the app's
+// log. A refusal is an *Error, and nothing ran.
+func (c *Client) RunDetached(ctx context.Context, app string, req RunRequest) (Run, error) {
+	req.Detach = true
+	var r Run
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/runs", nil, req, &r)
 }
 
 // ListRuns lists app's one-off runs, newest first.

@@ -72,7 +72,9 @@ type Env struct {
 	Store    *store.Store
 	Kube     client.Client
 	Releaser *Releaser
-	Logs     *Logs
+	// Logs are the lines the API serves as apps' logs, unless
+	// Options.RuntimeLogs.
+	Logs *Logs
 	// Runtime is the process driver the API reads instances from; it
 	// runs what a test deploys into it, as host processes.
 	Runtime *process.Driver
@@ -133,6 +135,9 @@ type Options struct {
 	// LocalFleet, when set, is the API's local fleet; nil runs the API
 	// without one, as the cluster install does.
 	LocalFleet api.LocalFleet
+	// RuntimeLogs serves the apps' logs from Env.Runtime (what a detached
+	// run writes there) instead of Env.Logs.
+	RuntimeLogs bool
 	// ClusterAPIRunning says the real Cluster API managers run on the
 	// control plane and installed their CRDs (localinfratest): the
 	// project's v1beta2-only copies are not applied over them.
@@ -188,11 +193,15 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	if opts.WrapKube != nil {
 		apiKube = opts.WrapKube(kube)
 	}
+	var logs api.LogSource = e.Logs
+	if opts.RuntimeLogs {
+		logs = api.RuntimeLogs{Driver: rt}
+	}
 	srv, err := api.New(api.Options{
 		Store:         st,
 		Kube:          apiKube,
 		Deployer:      e.Releaser,
-		Logs:          e.Logs,
+		Logs:          logs,
 		Instances:     api.RuntimeInstances{Driver: rt},
 		AppMetrics:    e.Metrics,
 		GitBase:       GitBase,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,7 +19,7 @@ import (
 )
 
 func newRunCommand(st *state) *cobra.Command {
-	var interactive, noTTY bool
+	var interactive, noTTY, detach bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run APP [flags] -- COMMAND [ARG...]",
@@ -30,7 +31,10 @@ func newRunCommand(st *state) *cobra.Command {
 			"otherwise stdin is closed, or forwarded with -i. Ending bex (Ctrl-C without a terminal) kills the command.\n" +
 			"An app on a workload cluster runs commands without a terminal or input (its output and status still come\n" +
 			"back): there -i is refused, and on a terminal bex says so and runs the command without one.\n\n" +
-			"Examples:\n  bex run shop -- sh -c 'echo $DATABASE_URL'\n  bex run shop -- bash\n  bex run -i shop -- psql < dump.sql",
+			"With --detach (-d) the command runs in the background and bex exits once it runs: its output goes to the\n" +
+			"app's logs as run.N's lines (bex logs APP -f), how it ended to bex runs APP; it takes no input (no -i).\n\n" +
+			"Examples:\n  bex run shop -- sh -c 'echo $DATABASE_URL'\n  bex run shop -- bash\n  bex run -i shop -- psql < dump.sql\n" +
+			"  bex run -d shop -- rake db:migrate",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			app, argv, err := runArgs(args, cmd.ArgsLenAtDash())
@@ -40,11 +44,17 @@ func newRunCommand(st *state) *cobra.Command {
 			if timeout < 0 || timeout > apiclient.MaxRunTimeout || timeout%time.Second != 0 {
 				return command.Usage(fmt.Errorf("--timeout %s: whole seconds, at most %s", timeout, apiclient.MaxRunTimeout))
 			}
+			if detach && interactive {
+				return command.Usage(errors.New("--detach with -i: a detached run reads no input; pipe it to an attached run (bex run -i) instead"))
+			}
 			c, err := st.needClient()
 			if err != nil {
 				return err
 			}
 			req := apiclient.RunRequest{Command: argv, TimeoutSeconds: int(timeout / time.Second)}
+			if detach {
+				return st.runDetached(cmd.Context(), c, app, req)
+			}
 			streams := apiclient.RunStreams{Stdout: st.io.Out, Stderr: st.io.Err}
 			if interactive {
 				streams.Stdin = st.io.In
@@ -83,7 +93,22 @@ func newRunCommand(st *state) *cobra.Command {
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "Forward stdin to the command when it is not a terminal (a terminal always is)")
 	cmd.Flags().BoolVar(&noTTY, "no-tty", false, "Do not run the command on a terminal even when stdin and stdout are one")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop the command after this long (default 1h, at most 24h)")
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "Run the command in the background, its output going to the app's logs, and exit once it runs")
 	return cmd
+}
+
+// runDetached runs req in the background and says so as Heroku's
+// run:detached does, or prints the run with -o json.
+func (st *state) runDetached(ctx context.Context, c *apiclient.Client, app string, req apiclient.RunRequest) error {
+	run, err := c.RunDetached(ctx, app, req)
+	if err != nil {
+		return explain(err)
+	}
+	return st.render(run, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "Running %s on %s... up, run.%d\nUse bex logs %s -f to see its output, bex runs %s how it ended.\n",
+			commandLine(req.Command, 60), app, run.Number, app, app)
+		return err
+	})
 }
 
 // takesNoInput reports whether err is the API's refusal of input for an

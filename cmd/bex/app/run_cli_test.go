@@ -1,13 +1,17 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -22,9 +26,11 @@ func bexRunWith(t *testing.T, env map[string]string, stdin string, args ...strin
 // exits with its status, saying nothing of its own; stdin goes to the
 // command with -i only; a stopped run says why; a refusal exits with its kind's code (409: 4) and the
 // API's reason; bex runs lists the runs; -i for an app whose runs take no
-// input is refused.
+// input is refused; bex run -d says the run is up and exits, its output
+// reaching bex logs and how it ended bex runs, or prints the run with
+// -o json, and refuses -i.
 func TestRunCLI(t *testing.T) {
-	e := apitest.Start(t, cptest.Start(t))
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
 	_, token := e.TenantToken(t, "clirun")
 	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
 	if _, stderr, code := bexRunWith(t, env, "", "apps", "create", "shop"); code != 0 {
@@ -56,6 +62,7 @@ func TestRunCLI(t *testing.T) {
 		{name: "more than the app before --", args: []string{"run", "shop", "extra", "--", "true"}, code: 2, stderrMatch: `give the app alone before --`},
 		{name: "a bad timeout", args: []string{"run", "shop", "--timeout", "25h", "--", "true"}, code: 2, stderrMatch: `--timeout 25h0m0s: whole seconds, at most 24h0m0s`},
 		{name: "an unknown app", args: []string{"run", "nothing", "--", "true"}, code: app.ExitNotFound, stderrMatch: `app "nothing" not found`},
+		{name: "detached with -i", args: []string{"run", "-d", "-i", "shop", "--", "cat"}, code: 2, stderrMatch: `--detach with -i: a detached run reads no input`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := bexRunWith(t, env, tc.stdin, tc.args...)
@@ -93,6 +100,37 @@ func TestRunCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &runs); err != nil || len(runs) != 6 || runs[0].Number != 6 || runs[5].ExitCode == nil || *runs[5].ExitCode != 7 {
 		t.Errorf("bex runs -o json: %v\n%s", err, stdout)
 	}
+
+	// Detached: bex says the run is up and exits; the output is in bex
+	// logs, the end in bex runs.
+	stdout, stderr, code = bexRunWith(t, env, "typed\n", "run", "--detach", "shop", "--", "sh", "-c", "echo detached out; exit 3")
+	if want := "Running sh -c 'echo detached out; exit 3' on shop... up, run.7\nUse bex logs shop -f to see its output, bex runs shop how it ended.\n"; code != 0 || stdout != want || stderr != "" {
+		t.Errorf("bex run --detach: exit %d, stdout %q, stderr %q; want 0, %q", code, stdout, stderr, want)
+	}
+	platformtest.Eventually(t, time.Minute, "run.7 to end", func(context.Context) error {
+		stdout, _, _ := bexRunWith(t, env, "", "runs", "shop")
+		if !regexp.MustCompile(`(?m)^run\.7 +sh -c 'echo detached out; exit 3' +v2 .* exit 3$`).MatchString(stdout) {
+			return fmt.Errorf("bex runs:\n%s", stdout)
+		}
+		return nil
+	})
+	if stdout, _, code := bexRunWith(t, env, "", "logs", "shop"); code != 0 || !regexp.MustCompile(`(?m)^\S+ run\.7: detached out$`).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^\S+ run\.7: Process exited with status 3$`).MatchString(stdout) {
+		t.Errorf("bex logs after a detached run: exit %d\n%s", code, stdout)
+	}
+	stdout, stderr, code = bexRunWith(t, env, "", "run", "-d", "shop", "-o", "json", "--", "true")
+	var detached apiclient.Run
+	if err := json.Unmarshal([]byte(stdout), &detached); err != nil || code != 0 || detached.Number != 8 || !detached.Detached || detached.Release != 2 || detached.Status != "running" {
+		t.Errorf("bex run -d -o json: exit %d, %v, stdout %q, stderr %q", code, err, stdout, stderr)
+	}
+	platformtest.Eventually(t, time.Minute, "run.8 to end", func(context.Context) error {
+		stdout, _, _ := bexRunWith(t, env, "", "runs", "shop", "-o", "json")
+		var runs []apiclient.Run
+		if err := json.Unmarshal([]byte(stdout), &runs); err != nil || len(runs) == 0 || runs[0].Number != 8 || runs[0].Status != "succeeded" {
+			return fmt.Errorf("bex runs -o json: %v\n%s", err, stdout)
+		}
+		return nil
+	})
 
 	// An app on a workload cluster: -i is refused saying what to do, and
 	// the command runs without it.

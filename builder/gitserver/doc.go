@@ -52,6 +52,10 @@
 //     untouched and answers `ng refs/heads/main build failed`, so `git push`
 //     exits non-zero. A pusher that disconnects cancels the deploy's context;
 //     the ref is not updated.
+//   - Each push is timed from the start of its receive-pack request or
+//     command: the receiver's steps (auth, receive, store, refs, and lock
+//     wait when it waited) are in the context the Deployer gets, which
+//     adds its own after them and reports them all.
 //   - A pack larger than Options.MaxPushBytes (200 MiB by default) is refused
 //     with a message naming the limit, and nothing is stored: packs are
 //     spooled to a temporary file and added to the repository only once

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"bex.co/bex/internal/steptime"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -64,8 +65,10 @@ func (r fakeRepos) Lookup(_ context.Context, tenant, app string) (RepoInfo, erro
 // deployer records its calls and runs the test's deploy function, which
 // defaults to a quick successful release.
 type deployer struct {
-	mu      sync.Mutex
-	calls   []Push
+	mu    sync.Mutex
+	calls []Push
+	// steps are the receiver's steps each call's context held.
+	steps   [][]steptime.Step
 	running int
 	maxRun  int
 	fn      func(ctx context.Context, push Push, log io.Writer) (DeployResult, error)
@@ -74,6 +77,11 @@ type deployer struct {
 func (d *deployer) Deploy(ctx context.Context, push Push, log io.Writer) (DeployResult, error) {
 	d.mu.Lock()
 	d.calls = append(d.calls, push)
+	var steps []steptime.Step
+	if tl := steptime.From(ctx); tl != nil {
+		steps = tl.Steps()
+	}
+	d.steps = append(d.steps, steps)
 	n := len(d.calls)
 	d.running++
 	d.maxRun = max(d.maxRun, d.running)
@@ -101,6 +109,17 @@ func (d *deployer) pushes() []Push {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]Push(nil), d.calls...)
+}
+
+// stepNames are the names of the receiver's steps call i was given.
+func (d *deployer) stepNames(i int) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var names []string
+	for _, st := range d.steps[i] {
+		names = append(names, st.Name)
+	}
+	return names
 }
 
 // env is a running receiver (HTTP and SSH) with tenant "acme" owning app
@@ -417,6 +436,38 @@ func TestPushStreamsDeployLogAndReleases(t *testing.T) {
 	}
 }
 
+// The Deployer gets the push's timeline with the receiver's steps, in the
+// order they ran: the pipeline prints and records them ahead of its own.
+func TestPushTimesReceiverSteps(t *testing.T) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t)
+			dir := e.workTree()
+			e.mustGit(dir, "push", "-q", e.remote(transport, "web"), "main")
+			e.commit(dir, "README", "a second push, onto a branch that exists\n")
+			e.mustGit(dir, "push", "-q", e.remote(transport, "web"), "main")
+			e.deployer.mu.Lock()
+			steps := slices.Clone(e.deployer.steps)
+			e.deployer.mu.Unlock()
+			if len(steps) != 2 {
+				t.Fatalf("Deploy called %d times, want 2", len(steps))
+			}
+			for i, push := range steps {
+				var names []string
+				for _, st := range push {
+					names = append(names, st.Name)
+					if st.Seconds < 0 {
+						t.Errorf("push %d: step %s took %fs", i+1, st.Name, st.Seconds)
+					}
+				}
+				if want := []string{stepAuth, stepReceive, stepStore, stepRefs}; !slices.Equal(names, want) {
+					t.Errorf("push %d: the Deployer's timeline holds %q, want %q", i+1, names, want)
+				}
+			}
+		})
+	}
+}
+
 func TestFailedDeployRejectsPushAndKeepsRef(t *testing.T) {
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
@@ -724,6 +775,13 @@ func TestConcurrentPushesSerialise(t *testing.T) {
 	}
 	if deploys[1].Old != baseHead {
 		t.Errorf("A deployed over %s, want %s", deploys[1].Old, baseHead)
+	}
+	// The push that waited says so in its times; the first did not wait.
+	if got := e.deployer.stepNames(2); !slices.Contains(got, stepLockWait) {
+		t.Errorf("B's steps are %q, want one %q", got, stepLockWait)
+	}
+	if got := e.deployer.stepNames(1); slices.Contains(got, stepLockWait) {
+		t.Errorf("A's steps are %q, want no %q", got, stepLockWait)
 	}
 	e.deployer.mu.Lock()
 	maxRun := e.deployer.maxRun

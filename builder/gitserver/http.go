@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/pktline"
 
 	"bex.co/bex/internal/bytesize"
+	"bex.co/bex/internal/steptime"
 )
 
 const (
@@ -101,12 +102,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
+	ctx := req.Context()
+	if rest == serviceReceivePack {
+		ctx = timePush(ctx)
+	}
+	stopAuth := steptime.Start(ctx, stepAuth)
 	user, password, ok := req.BasicAuth()
 	if !ok || password == "" {
 		unauthorized(w)
 		return
 	}
-	p, err := s.auth.AuthenticatePassword(req.Context(), user, password)
+	p, err := s.auth.AuthenticatePassword(ctx, user, password)
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		unauthorized(w)
@@ -124,7 +130,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		httpError(w, http.StatusInternalServerError, errInternal.msg)
 		return
 	}
-	r, err := s.authorize(req.Context(), p, tenant, app)
+	r, err := s.authorize(ctx, p, tenant, app)
 	if err == nil && service == serviceReceivePack {
 		err = pushDenied(p)
 	}
@@ -134,6 +140,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		httpError(w, ae.status, ae.msg)
 		return
 	}
+	stopAuth()
 
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
@@ -191,7 +198,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	flush := func() { _ = rc.Flush() }
 	sw := &startedWriter{w: w}
 	if service == serviceReceivePack {
-		err = s.receivePack(req.Context(), r, body, sw, flush)
+		err = s.receivePack(ctx, r, body, sw, flush)
 	} else {
 		err = s.uploadPack(req.Context(), r, body, sw, true)
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 
 	"bex.co/bex/internal/bytesize"
+	"bex.co/bex/internal/steptime"
 )
 
 const agent = "bex-gitserver"
@@ -37,6 +39,36 @@ const (
 	reasonInternal       = "internal error"
 	reasonRefused        = "push rejected"
 )
+
+// The receiver's steps of a push, in the push's steptime.Timeline ahead of
+// the Deployer's: they cover the receive-pack request (HTTP) or command
+// (SSH) from its start to the Deployer's call, but for a few
+// microseconds between them.
+const (
+	// stepAuth is the credential's check, the app's lookup and the
+	// repository's opening (over SSH the key was checked at the handshake).
+	stepAuth = "auth"
+	// stepReceive is the reference updates and the pack read from the
+	// client into a spool file: the transfer, with the client's packing as
+	// it sends; over SSH also the reference advertisement.
+	stepReceive = "receive"
+	// stepStore is the repository quota's check and the pack's index, sync
+	// and move into the repository.
+	stepStore = "store"
+	// stepLockWait is the wait for another push to the same repository,
+	// there only when there was one.
+	stepLockWait = "lock wait"
+	// stepRefs is the repository's storage opened again under its lock and
+	// the reference updates checked against it, up to the Deployer's call.
+	stepRefs = "refs"
+)
+
+// timePush returns ctx with a new timeline for a push's steps: the
+// receiver's first, then the Deployer's, which it is called with.
+func timePush(ctx context.Context) context.Context {
+	ctx, _ = steptime.New(ctx)
+	return ctx
+}
 
 // receivePackCapabilities are what the receiver advertises. no-thin makes the
 // client send self-contained packs, which are stored as they come.
@@ -89,6 +121,7 @@ func addReferences(r *repo, ar *packp.AdvRefs) error {
 // command (running the deploy for the deploy branch) and writes the outcome to
 // out, calling flush after each packet so progress reaches the client at once.
 func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.Writer, flush func()) error {
+	stopReceive := steptime.Start(ctx, stepReceive)
 	req := packp.NewReferenceUpdateRequest()
 	// The pkt-line decoder reads no further than the flush that ends the
 	// commands, so the pack that follows is read from in itself.
@@ -102,6 +135,7 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 		}
 		return fmt.Errorf("decoding update request: %w", err)
 	}
+	stopReceive()
 	caps := req.Capabilities
 	band := sideband.Sideband64k
 	if !caps.Supports(capability.Sideband64k) {
@@ -133,15 +167,19 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 	unlock, ok := s.tryLock(r.dir)
 	if !ok {
 		sw.Printf("Another push to %s is in progress; waiting for it to finish...", r.app)
+		stopWait := steptime.Start(ctx, stepLockWait)
 		var err error
 		if unlock, err = s.lock(ctx, r.dir); err != nil {
 			return err
 		}
+		stopWait()
 	}
 	defer unlock()
 	// Re-open the storage under the lock: objects a concurrent push stored
 	// are visible only to a fresh one.
+	stopRefs := steptime.Start(ctx, stepRefs)
 	r.reopen()
+	stopRefs()
 	for _, cmd := range req.Commands {
 		status := s.apply(ctx, r, cmd, sw)
 		rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: cmd.Name, Status: status})
@@ -175,6 +213,7 @@ func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpd
 	if !needed {
 		return nil // deletions only: git sends no pack
 	}
+	stopReceive := steptime.Start(ctx, stepReceive)
 	f, err := os.CreateTemp(r.dir, "incoming-*.pack")
 	if err != nil {
 		return s.notStored(r, in, sw, fmt.Errorf("creating temporary pack: %w", err))
@@ -197,9 +236,11 @@ func (s *Server) storePack(ctx context.Context, r *repo, req *packp.ReferenceUpd
 		sw.Printf("Push rejected: the pushed pack is larger than the %s limit.", bytesize.Format(s.maxPush))
 		return errPackTooLarge{limit: s.maxPush}
 	}
+	stopReceive()
 	if n == 0 {
 		return nil
 	}
+	defer steptime.Start(ctx, stepStore)()
 	if err := s.checkRepoQuota(ctx, r, sw); err != nil {
 		return err
 	}
@@ -366,6 +407,10 @@ func dirSize(dir string) (int64, error) {
 // apply evaluates one command against the repository's current state (the
 // lock is held) and returns its report-status: "ok" or the reason of an ng.
 func (s *Server) apply(ctx context.Context, r *repo, cmd *packp.Command, sw *sidebandWriter) string {
+	// The checks, and the update of a reference before the deploy
+	// branch's, are the receiver's time; the deploy is the Deployer's.
+	stopRefs := sync.OnceFunc(steptime.Start(ctx, stepRefs))
+	defer stopRefs()
 	name := cmd.Name
 	// git's own rules for names (no "..", no "." component, ...): the
 	// storage refuses some of these, and would accept others git cannot use.
@@ -430,6 +475,7 @@ func (s *Server) apply(ctx context.Context, r *repo, cmd *packp.Command, sw *sid
 		}
 		var err error
 		var refused *RefusedError
+		stopRefs()
 		if res, err = s.deploy(ctx, push, sw); errors.As(err, &refused) {
 			s.log.Info("Push refused", "tenant", r.tenant, "app", r.app, "commit", push.New, "reason", err.Error())
 			sw.Printf("Push rejected: %v", err)

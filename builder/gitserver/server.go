@@ -137,6 +137,10 @@ type DeployResult struct {
 //     goroutine at a time; writes after Deploy returns are discarded.
 //   - A returned error fails the push: its message is shown to the pusher, the
 //     branch is left where it was, and so the previous release keeps serving.
+//   - ctx carries the push's steptime.Timeline, holding the receiver's steps
+//     (auth, receive, store, refs, and lock wait when there was one): the
+//     Deployer adds its own to it, so that the times it reports (the push
+//     output's Timings line, the build record) cover the whole push.
 type Deployer interface {
 	// Deploy builds and releases push.New. It is called after the pushed
 	// objects are stored and BEFORE the deploy branch's ref is updated; an

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"bex.co/bex/internal/steptime"
 )
 
 // Permission extensions carrying the principal from authentication to the
@@ -157,6 +159,10 @@ func (s *Server) runSSHCommand(ctx context.Context, p Principal, ch ssh.Channel,
 		_, _ = fmt.Fprintf(ch.Stderr(), "bex: unsupported command %q: only git push and git fetch are served\n", command)
 		return 1
 	}
+	if service == serviceReceivePack {
+		ctx = timePush(ctx)
+	}
+	stopAuth := steptime.Start(ctx, stepAuth)
 	r, err := s.authorize(ctx, p, tenant, app)
 	if err == nil && service == serviceReceivePack {
 		err = pushDenied(p)
@@ -165,8 +171,12 @@ func (s *Server) runSSHCommand(ctx context.Context, p Principal, ch ssh.Channel,
 		_ = writeErr(ch, err.Error())
 		return 1
 	}
+	stopAuth()
 	if service == serviceReceivePack {
-		if err = s.advertiseReceivePack(ch, r, nil); err == nil {
+		stopReceive := steptime.Start(ctx, stepReceive)
+		err = s.advertiseReceivePack(ch, r, nil)
+		stopReceive()
+		if err == nil {
 			err = s.receivePack(ctx, r, ch, ch, func() {})
 		}
 	} else {

@@ -89,7 +89,11 @@ func (p *Pipeline) Deploy(ctx context.Context, push gitserver.Push, log io.Write
 // deploy is Deploy; built says whether a build was recorded (a push
 // refused before, by its quota or a missing app, is no push to time).
 func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Writer) (_ gitserver.DeployResult, built bool, _ error) {
-	ctx, timeline := steptime.New(ctx)
+	// The git receiver's steps come first, in the timeline it gave.
+	timeline := steptime.From(ctx)
+	if timeline == nil {
+		ctx, timeline = steptime.New(ctx)
+	}
 	stopPrepare := steptime.Start(ctx, "prepare")
 	unlock, err := p.Lock(ctx, push.Tenant, push.App)
 	if err != nil {

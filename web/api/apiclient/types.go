@@ -215,7 +215,8 @@ type Build struct {
 	Error      string     `json:"error,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	// Timings are the push's steps (checkout, app build, image, registry
+	// Timings are the push's steps (the git receiver's auth, receive,
+	// store and refs, then prepare, checkout, app build, image, registry
 	// push, unpack, start, health check, switch, …) and their seconds, in
 	// the order they ran; set once the build has finished.
 	Timings []StepTime `json:"timings,omitempty"`

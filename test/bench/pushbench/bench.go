@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +40,9 @@ type options struct {
 	// stack is the app pushed: go (hello world), node or python (one
 	// dependency each).
 	stack string
+	// cpuProfile, when set, is where the process's CPU profile over the
+	// warm pushes is written (the platform runs in this process).
+	cpuProfile string
 }
 
 func newCommand() *cobra.Command {
@@ -56,6 +60,7 @@ func newCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "Postgres to use (default $DATABASE_URL, else a private server)")
 	cmd.Flags().BoolVar(&o.noSandbox, "unsafe-no-sandbox", false, "run the platform with --unsafe-no-sandbox: builds and apps as plain processes, the figures without the sandbox")
 	cmd.Flags().StringVar(&o.stack, "stack", o.stack, "the app pushed: go (a hello-world server), node (a server with one dependency from the npm registry) or python (a server with one requirement, a wheel the bench makes and pip installs from a local directory)")
+	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the platform (this process) over the warm pushes to this file, for go tool pprof")
 	cmd.Flags().BoolVar(&o.pushEarly, "push-early", false, "make the first push as soon as the platform is ready, before the builder's Go warm-up has finished (the push waits for it)")
 	return cmd
 }
@@ -132,6 +137,13 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 
 	var samples []sample
 	for i := 1; i <= o.pushes; i++ {
+		if i == 2 && o.cpuProfile != "" {
+			stopProfile, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
+		}
 		body := fmt.Sprintf("bench %d", i)
 		if err := writeApp(repo, o.stack, body); err != nil {
 			return err
@@ -182,6 +194,21 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
+// startCPUProfile profiles this process's CPU into path until the
+// returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "CPU profile of the warm pushes: %s\n", path)
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // waitLog waits until the platform's log has a line with s.
 func waitLog(ctx context.Context, path, s string) error {
 	fmt.Fprintf(os.Stderr, "waiting for %q in %s\n", s, path)
@@ -199,14 +226,15 @@ func waitLog(ctx context.Context, path, s string) error {
 
 func report(out io.Writer, samples []sample) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "push\tpush-to-live\tapp build\tplatform overhead\toverhead share\t")
+	fmt.Fprintln(tw, "push\tpush-to-live\tapp build\tplatform overhead\toverhead share\tof it timed\tuntimed\t")
 	for i, s := range samples {
 		over := s.total - s.appBuild
 		note := ""
 		if i == 0 {
 			note = " (first)"
 		}
-		fmt.Fprintf(tw, "%d%s\t%.2fs\t%.2fs\t%.2fs\t%.0f%%\t\n", i+1, note, s.total.Seconds(), s.appBuild.Seconds(), over.Seconds(), 100*over.Seconds()/s.total.Seconds())
+		fmt.Fprintf(tw, "%d%s\t%.2fs\t%.2fs\t%.2fs\t%.0f%%\t%.2fs\t%.2fs\t\n", i+1, note, s.total.Seconds(), s.appBuild.Seconds(), over.Seconds(),
+			100*over.Seconds()/s.total.Seconds(), s.timed().Seconds(), s.untimed().Seconds())
 	}
 	tw.Flush()
 	warm := samples[1:]
@@ -221,11 +249,31 @@ func report(out io.Writer, samples []sample) {
 	total := med(func(s sample) time.Duration { return s.total })
 	app := med(func(s sample) time.Duration { return s.appBuild })
 	over := med(func(s sample) time.Duration { return s.total - s.appBuild })
+	untimed := med(sample.untimed)
 	fmt.Fprintf(out, "\nwarm pushes (median of %d): push-to-live %.2fs = app build %.2fs + platform overhead %.2fs (overhead/app build = %.2f)\n",
 		len(warm), total.Seconds(), app.Seconds(), over.Seconds(), over.Seconds()/app.Seconds())
+	fmt.Fprintf(out, "of the overhead, untimed (median): %.2fs: git's own work before the request that sends the pack (git push, the reference advertisement, packing), "+
+		"the lines between steps, and this program's %s polling\n", untimed.Seconds(), pollEvery)
 	fmt.Fprintf(out, "first push: %.2fs, %.2f× the warm median\n", samples[0].total.Seconds(), samples[0].total.Seconds()/total.Seconds())
 	reportSteps(out, warm)
 }
+
+// timed is the platform's steps in the push's Timings line, but for the
+// app's build and what comes after the new release serves (the old
+// one's drain).
+func (s sample) timed() time.Duration {
+	var sec float64
+	for _, st := range s.steps {
+		if st.name != "app build" && st.name != "drain" {
+			sec += st.seconds
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// untimed is the platform overhead that no step of the Timings line
+// covers.
+func (s sample) untimed() time.Duration { return s.total - s.appBuild - s.timed() }
 
 // timings reads the push output's "-----> Timings: a 12ms, b 1.38s" line.
 func timings(out string) []step {
@@ -377,6 +425,9 @@ func appClient(env map[string]string) (*http.Client, error) {
 	}}, nil
 }
 
+// pollEvery is how often waitBody asks the app for its new body.
+const pollEvery = 20 * time.Millisecond
+
 func waitBody(ctx context.Context, c *http.Client, host, want string) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -391,7 +442,7 @@ func waitBody(ctx context.Context, c *http.Client, host, want string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(pollEvery):
 		}
 	}
 	return fmt.Errorf("%s never answered %q", host, want)

@@ -6,8 +6,9 @@
 // Make writes the image (mkfs.ext4, no journal, nothing reserved for
 // root); Mount attaches it to a free loop device, made through
 // /dev/loop-control when its node is missing, that detaches itself once
-// the file system is unmounted, and mounts it nosuid and nodev; Unmount
-// undoes both. Usage reads how full a mounted image is, to tell a writer
+// the file system is unmounted, and mounts it nosuid and nodev
+// (MountScratch also without disk flushes, for an image removed after
+// use); Unmount undoes both. Usage reads how full a mounted image is, to tell a writer
 // that ran out of space why.
 //
 // The builder (builder/build) bounds each build's work directory and each

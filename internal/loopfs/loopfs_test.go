@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,6 +115,65 @@ func TestWritesStopAtTheImagesSize(t *testing.T) {
 	if err := loopfs.Unmount(mnt); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A scratch mount never flushes to the disk (nobarrier), a plain one
+// does; both are nosuid and nodev.
+func TestMountScratchSkipsFlushes(t *testing.T) {
+	requireRoot(t)
+	for _, c := range []struct {
+		name      string
+		mount     func(image, dir string) error
+		nobarrier bool
+	}{{"Mount", loopfs.Mount, false}, {"MountScratch", loopfs.MountScratch, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			image, mnt := filepath.Join(dir, "fs.ext4"), filepath.Join(dir, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := loopfs.Make(t.Context(), image, loopfs.MinSize); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.mount(image, mnt); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = loopfs.Unmount(mnt) })
+			opts := mountOptions(t, mnt)
+			if got := slices.Contains(opts, "nobarrier"); got != c.nobarrier {
+				t.Errorf("the mount's options are %q: nobarrier %v, want %v", opts, got, c.nobarrier)
+			}
+			for _, want := range []string{"nosuid", "nodev"} {
+				if !slices.Contains(opts, want) {
+					t.Errorf("the mount's options are %q, want %s", opts, want)
+				}
+			}
+			if err := loopfs.Unmount(mnt); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// mountOptions are the options, the mount's and its file system's, that
+// /proc/self/mountinfo gives the mount at dir.
+func mountOptions(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint options [tags] - type source superoptions
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, super := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 6 || fields[4] != dir || len(super) < 3 {
+			continue
+		}
+		return append(strings.Split(fields[5], ","), strings.Split(super[2], ",")...)
+	}
+	t.Fatalf("nothing is mounted at %s", dir)
+	return nil
 }
 
 // Make refuses an image too small to hold ext4's tables, saying so.

@@ -18,6 +18,10 @@ import (
 // caches, unless Options say otherwise.
 const DefaultDiskSize = 4 << 30
 
+// stepDisks is the push's step (internal/steptime) that makes, mounts and
+// unmounts a build's disks.
+const stepDisks = "disks"
+
 // diskImageSuffix names the image of a build's work directory, beside it.
 const diskImageSuffix = ".ext4"
 
@@ -71,7 +75,8 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 	if err := loopfs.Make(ctx, image, d.workSize); err != nil {
 		return nil, err
 	}
-	if err := loopfs.Mount(image, dir); err != nil {
+	// Removed once unmounted: nothing in it needs to reach the disk.
+	if err := loopfs.MountScratch(image, dir); err != nil {
 		return nil, err
 	}
 	// The mount's root is the build's own directory, as MkdirTemp made it.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/sandbox/sandboxtest"
+	"bex.co/bex/internal/steptime"
 )
 
 // mountsUnder lists the mount points below dir.
@@ -172,5 +174,55 @@ func TestNewSweepsDisksOfDeadBuilds(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(caches, "disks", "acme.ext4")); err != nil {
 		t.Errorf("the tenant's cache image: %v, want it kept", err)
+	}
+}
+
+// A build's disks are a step of the push (made and mounted before the
+// checkout, unmounted at the end), and its work directory, removed after
+// the build, is mounted without flushes to the disk, unlike the tenant's
+// caches, which outlive it.
+func TestBuildDisksAreTimedAndScratch(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	b := newBuilder(t, func(o *build.Options) { o.Sandbox = m; o.CacheDir = t.TempDir() })
+	repo, commit := gitTree(t, map[string]string{"index.html": "hi\n"}, nil)
+	ctx, tl := steptime.New(t.Context())
+	var log strings.Builder
+	_, err := b.Build(ctx, build.Request{
+		Tenant: "acme", App: "disks", RepoDir: repo, Commit: commit,
+		Command: `grep " ext4 " /proc/self/mountinfo; echo "GOCACHE=$GOCACHE"`,
+	}, &log)
+	t.Logf("build log:\n%s", log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, st := range tl.Steps() {
+		names = append(names, st.Name)
+	}
+	if i, j := slices.Index(names, "disks"), slices.Index(names, "checkout"); i < 0 || j < 0 || i > j {
+		t.Errorf("the build's steps are %q, want disks before checkout", names)
+	}
+	// mountinfo: id parent dev root mountpoint options ... - ext4 source
+	// superoptions; the loop devices' are the build's disks.
+	super := map[string]string{}
+	var gocache string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "GOCACHE="); ok {
+			gocache = v
+		}
+		pre, post, ok := strings.Cut(line, " - ext4 ")
+		f, p := strings.Fields(pre), strings.Fields(post)
+		if ok && len(f) >= 5 && len(p) >= 2 && strings.HasPrefix(p[0], "/dev/loop") {
+			super[f[4]] = p[1]
+		}
+	}
+	if len(super) != 2 || gocache == "" {
+		t.Fatalf("the build saw the loop mounts %v and GOCACHE %q, want two mounts (work directory, caches)", super, gocache)
+	}
+	for at, o := range super {
+		caches := strings.HasPrefix(gocache, at+"/")
+		if scratch := slices.Contains(strings.Split(o, ","), "nobarrier"); scratch == caches {
+			t.Errorf("%s (caches: %v) is mounted %q: want nobarrier on the work directory only", at, caches, o)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package build
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -159,7 +160,10 @@ func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLaye
 	}
 	defer f.Close()
 	compressed, uncompressed := sha256.New(), sha256.New()
-	gz, err := gzip.NewWriterLevel(io.MultiWriter(f, compressed), gzip.BestSpeed)
+	// gzip writes a few hundred bytes at a time: buffered, the layer is a
+	// few hundred writes to the file rather than tens of thousands.
+	buf := bufio.NewWriterSize(f, 256<<10)
+	gz, err := gzip.NewWriterLevel(io.MultiWriter(buf, compressed), gzip.BestSpeed)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +228,9 @@ func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLaye
 		return nil, err
 	}
 	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	if err := buf.Flush(); err != nil {
 		return nil, err
 	}
 	fi, err := f.Stat()

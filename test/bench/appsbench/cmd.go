@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
@@ -14,6 +13,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/test/bench"
 )
 
 // Limits of the flags: the bench must fit one machine.
@@ -125,7 +125,7 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 
-	stopProfile, err := startProfile(o.cpuProfile)
+	stopProfile, err := bench.StartCPUProfile(o.cpuProfile)
 	if err != nil {
 		return err
 	}
@@ -139,21 +139,4 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	}
 	r.print(out)
 	return nil
-}
-
-// startProfile starts a CPU profile into path ("" profiles nothing); the
-// returned func stops it.
-func startProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -27,6 +26,7 @@ import (
 	"bex.co/bex/builder/build"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
 	"bex.co/bex/internal/wheeltest"
+	"bex.co/bex/test/bench"
 )
 
 type options struct {
@@ -138,11 +138,12 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	var samples []sample
 	for i := 1; i <= o.pushes; i++ {
 		if i == 2 && o.cpuProfile != "" {
-			stopProfile, err := startCPUProfile(o.cpuProfile)
+			stopProfile, err := bench.StartCPUProfile(o.cpuProfile)
 			if err != nil {
 				return err
 			}
 			defer stopProfile()
+			fmt.Fprintf(os.Stderr, "CPU profile of the warm pushes: %s\n", o.cpuProfile)
 		}
 		body := fmt.Sprintf("bench %d", i)
 		if err := writeApp(repo, o.stack, body); err != nil {
@@ -192,21 +193,6 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out)
 	report(out, samples)
 	return nil
-}
-
-// startCPUProfile profiles this process's CPU into path until the
-// returned function is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "CPU profile of the warm pushes: %s\n", path)
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // waitLog waits until the platform's log has a line with s.

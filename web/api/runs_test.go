@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -343,6 +344,16 @@ func TestRunsDetached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("an app that never ran has no lines", func(t *testing.T) {
+		// The runtime runs nothing of "idle": its logs are empty, not an
+		// error, as for any app that has not run yet.
+		createApp(t, e, token, "idle")
+		a := call(t, e, http.MethodGet, "/apps/idle/logs?tail=10", token, nil)
+		if a.status != http.StatusOK || len(bytes.TrimSpace(a.body)) != 0 {
+			t.Errorf("logs of an app that never ran: %d %q, want 200 and no line", a.status, a.body)
+		}
+	})
 
 	t.Run("output to the app's log, exit status to its record", func(t *testing.T) {
 		run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", "echo out; echo err >&2; exit 7"}})

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"bex.co/bex/internal/runtime"
@@ -12,9 +13,21 @@ type RuntimeLogs struct{ Driver runtime.Driver }
 
 var _ LogSource = RuntimeLogs{}
 
-// Logs implements LogSource.
+// Logs implements LogSource. An app the driver does not run (never
+// deployed, or removed) has no lines, as LogSource says: the channel is
+// closed, or with follow stays open until ctx ends.
 func (l RuntimeLogs) Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan LogLine, error) {
 	in, err := l.Driver.Logs(ctx, tenant, app, tail, follow)
+	if errors.Is(err, runtime.ErrNotFound) {
+		out := make(chan LogLine)
+		go func() {
+			if follow {
+				<-ctx.Done()
+			}
+			close(out)
+		}()
+		return out, nil
+	}
 	if err != nil {
 		return nil, err
 	}

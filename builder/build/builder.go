@@ -395,16 +395,11 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res
 		disks:     b.disks,
 	}
 	if b.disks != nil {
-		stop := steptime.Start(ctx, stepDisks)
 		release, err := b.disks.work(ctx, work)
-		stop()
 		if err != nil {
 			return Result{}, fmt.Errorf("making the build's disk: %w", err)
 		}
-		defer func() {
-			defer steptime.Start(ctx, stepDisks)()
-			release()
-		}()
+		defer release()
 	}
 	for _, d := range []string{w.app, w.home, w.tmp} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -415,16 +410,11 @@ func (b *Builder) build(parent context.Context, req Request, out io.Writer) (res
 		return Result{}, fmt.Errorf("creating the tenant's build cache: %w", err)
 	}
 	if b.disks != nil {
-		stop := steptime.Start(ctx, stepDisks)
 		release, emptied, err := b.disks.cache(ctx, req.Tenant, w.cache)
-		stop()
 		if err != nil {
 			return Result{}, fmt.Errorf("mounting the tenant's build caches: %w", err)
 		}
-		defer func() {
-			defer steptime.Start(ctx, stepDisks)()
-			release()
-		}()
+		defer release()
 		if emptied {
 			fmt.Fprintf(out, "-----> The build caches were full: starting with empty ones\n")
 		}

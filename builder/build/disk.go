@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"bex.co/bex/internal/loopfs"
+	"bex.co/bex/internal/steptime"
 )
 
 // DefaultDiskSize bounds a build's work directory, and each tenant's build
@@ -46,8 +47,10 @@ type disks struct {
 
 // work mounts a new file system of workSize at dir, the build's work
 // directory, made empty just before. release unmounts it and removes its
-// image.
+// image; when work fails, it has done so itself. Both are the push's disks
+// step.
 func (d *disks) work(ctx context.Context, dir string) (release func(), err error) {
+	defer steptime.Start(ctx, stepDisks)()
 	image := dir + diskImageSuffix
 	lock, err := os.OpenFile(image, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
@@ -58,7 +61,9 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 		os.Remove(image)
 		return nil, err
 	}
-	release = func() {
+	// Not the named result: a failure returns nil, and undoes what was
+	// done with this.
+	undo := func() {
 		if err := loopfs.Unmount(dir); err != nil {
 			d.log.Error(err, "Unmounting a build's work directory", "dir", dir)
 		}
@@ -69,7 +74,7 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 	}
 	defer func() {
 		if err != nil {
-			release()
+			undo()
 		}
 	}()
 	if err := loopfs.Make(ctx, image, d.workSize); err != nil {
@@ -84,15 +89,26 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 		return nil, err
 	}
 	_ = os.Remove(filepath.Join(dir, "lost+found"))
-	return release, nil
+	return timedRelease(ctx, undo), nil
+}
+
+// timedRelease is release, timed as the push's disks step (unmounting
+// is part of what the disks cost).
+func timedRelease(ctx context.Context, release func()) func() {
+	return func() {
+		defer steptime.Start(ctx, stepDisks)()
+		release()
+	}
 }
 
 // cache mounts the tenant's cache image at dir, unless a build of the
 // tenant already has, making the image first if it is missing or of
 // another size. A cache found nearly full (a build before wrote it full)
 // is emptied: the tenant's next build starts afresh rather than fail.
-// release unmounts it when no other build of the tenant uses it.
+// release unmounts it when no other build of the tenant uses it. Both
+// are the push's disks step.
 func (d *disks) cache(ctx context.Context, tenant, dir string) (release func(), emptied bool, err error) {
+	defer steptime.Start(ctx, stepDisks)()
 	images := filepath.Join(d.cacheDir, "disks")
 	if err := os.MkdirAll(images, 0o700); err != nil {
 		return nil, false, err
@@ -140,7 +156,7 @@ func (d *disks) cache(ctx context.Context, tenant, dir string) (release func(), 
 		}
 		return nil, false, err
 	}
-	return func() {
+	return timedRelease(ctx, func() {
 		mu, err := lockFile(filepath.Join(images, tenant+".lock"))
 		if err != nil {
 			d.log.Error(err, "Locking a tenant's build caches", "tenant", tenant)
@@ -156,7 +172,7 @@ func (d *disks) cache(ctx context.Context, tenant, dir string) (release func(), 
 			}
 		}
 		use.Close()
-	}, emptied, nil
+	}), emptied, nil
 }
 
 // sweep unmounts and removes what builds that are gone left: work

@@ -149,6 +149,7 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.POST("/apps/:app/scale", d.scale, d.guard(tenantOnly))
 	e.POST("/apps/:app/settings", d.settings, d.guard(tenantOnly))
 	e.POST("/apps/:app/env", d.setEnv, d.guard(tenantOnly))
+	e.GET("/apps/:app/releases/:release", d.releasePage, d.guard(tenantOnly))
 	e.GET("/apps/:app/builds/:build", d.buildPage, d.guard(tenantOnly))
 	e.GET("/apps/:app/builds/:build/log", d.buildLogStream, d.guard(tenantOnly))
 	e.GET("/apps/:app/logs", d.logsPage, d.guard(tenantOnly))

@@ -1,5 +1,6 @@
 // Package dashboard is the platform's web pages: the tenant dashboard
-// (apps, the cluster each runs on and why, releases with rollback, builds
+// (apps, the cluster each runs on and why, releases with rollback and a
+// page each, builds
 // with their logs streamed live, runtime logs, environment, routes,
 // traffic), the Team page (members, roles, invitations), the Tokens page
 // and the Join page that accepts an invitation, and the operator console

@@ -1,0 +1,124 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// releasePage shows one release as bex releases info prints it: status,
+// who and when, what made it, the image, the build, the variables by name
+// (never a value), what it changed from the release before, the instances
+// that run it, and the rollback form when it can run again.
+func (d *Dashboard) releasePage(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	n, err := releaseNumber(c)
+	if err != nil {
+		return err
+	}
+	app, err := cl.GetApp(ctx, c.Param("app"))
+	if err != nil {
+		return err
+	}
+	r, err := cl.GetRelease(ctx, app.Name, n)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{
+		"Title": fmt.Sprintf("%s v%d", app.Name, r.Number), "App": app, "Release": r, "Origin": releaseOrigin(r),
+		"Env": releaseEnv(r),
+	}
+	// What runs is an extra, as on the app page: a runtime that cannot
+	// say leaves the section out, not the page.
+	if is, err := cl.Instances(ctx, app.Name); err == nil {
+		var of []apiclient.Instance
+		for _, in := range is.Instances {
+			if in.Release == r.Number {
+				of = append(of, in)
+			}
+		}
+		data["Instances"] = of
+	}
+	return d.render(c, http.StatusOK, "release", data)
+}
+
+// releaseNumber reads the release's number from the path: a page that
+// names none is not found, as one the app does not have.
+func releaseNumber(c echo.Context) (int, error) {
+	n, err := strconv.Atoi(c.Param("release"))
+	if err != nil || n < 1 {
+		return 0, &pageError{status: http.StatusNotFound, title: "Not found", message: fmt.Sprintf("There is no release %q: releases are numbered 1, 2, 3...", c.Param("release"))}
+	}
+	return n, nil
+}
+
+// origin is what made a release, as its page says it.
+type origin struct {
+	// Kind is push, rollback, config or other.
+	Kind string
+	// Summary is the release's description.
+	Summary string
+	// Commit is the pushed commit, for a push.
+	Commit string
+	// To is the release a rollback runs again.
+	To int
+}
+
+// releaseOrigin tells what made r from its description, which the
+// platform writes in three forms: "Deploy <commit>" for a push, "Rollback
+// to v<n>" for a rollback and "Set A, B; unset C" for a config change.
+// Restarts and scales make no release. Anything else is shown as it is.
+func releaseOrigin(r apiclient.ReleaseInfo) origin {
+	o := origin{Kind: "other", Summary: r.Description}
+	switch d := r.Description; {
+	case strings.HasPrefix(d, "Deploy "):
+		o.Kind, o.Commit = "push", r.Commit
+		if o.Commit == "" {
+			o.Commit = strings.TrimPrefix(d, "Deploy ")
+		}
+	case strings.HasPrefix(d, "Rollback to v"):
+		if to, err := strconv.Atoi(strings.TrimPrefix(d, "Rollback to v")); err == nil && to > 0 {
+			o.Kind, o.To = "rollback", to
+		}
+	case strings.HasPrefix(d, "Set "), strings.HasPrefix(d, "Unset "):
+		o.Kind = "config"
+	}
+	return o
+}
+
+// envRow is a variable on a release's page: its name, whether it is a
+// secret, and what the release did to it (added, changed, removed, or
+// nothing).
+type envRow struct {
+	Name   string
+	Secret bool
+	Change string
+}
+
+// releaseEnv lists r's variables by name with what r changed of each,
+// then the ones it removed. Values are not in r: the API never gives one.
+func releaseEnv(r apiclient.ReleaseInfo) []envRow {
+	change := map[string]string{}
+	for _, ch := range []struct {
+		what  string
+		names []string
+	}{{"added", r.Changes.Added}, {"changed", r.Changes.Changed}} {
+		for _, name := range ch.names {
+			change[name] = ch.what
+		}
+	}
+	rows := make([]envRow, 0, len(r.Env)+len(r.Changes.Removed))
+	for _, v := range r.Env {
+		rows = append(rows, envRow{Name: v.Name, Secret: v.Secret, Change: change[v.Name]})
+	}
+	for _, name := range r.Changes.Removed {
+		rows = append(rows, envRow{Name: name, Change: "removed"})
+	}
+	return rows
+}

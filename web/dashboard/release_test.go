@@ -1,0 +1,152 @@
+package dashboard_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
+)
+
+// TestReleasePage: each release of the app page links to its page, which
+// shows what bex releases info prints: status, what made it (a push and
+// its commit, a config change, a rollback and to what), who, the image,
+// the build, the variables by name with what changed, never a value, and
+// the instances that run it; a developer rolls back from it, a viewer is
+// offered no rollback; an unknown release and another tenant's app are
+// not found.
+func TestReleasePage(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, admin := e.TenantToken(t, "dashrelpage")
+	api, err := apiclient.New(e.URL, admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	u := newUser(t, srv.URL)
+	signIn(t, u, admin)
+
+	// v1 a push, v2 a config change; the values, plain and secret, must
+	// never reach a page.
+	commit := "0123456789abcdef0123456789abcdef01234567"
+	b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: commit, Stack: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := "registry.bex.test/dashrelpage/shop@sha256:" + strings.Repeat("ab", 32)
+	plain := func(v string) store.ConfigValue { return store.ConfigValue{Value: &v} }
+	apiKey := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
+	for _, nr := range []store.NewRelease{
+		{Description: "Deploy 0123456", CreatedBy: "git", Config: map[string]store.ConfigValue{
+			"DATABASE_URL": plain("postgres://shop:hunter2@db/shop"), "OLD_FLAG": plain("on"), "API_KEY": apiKey}},
+		{Description: "Set GREETING, DATABASE_URL; unset OLD_FLAG", CreatedBy: "token:ann", Config: map[string]store.ConfigValue{
+			"DATABASE_URL": plain("postgres://shop:hunter3@db/shop"), "GREETING": plain("hi-from-the-value"), "API_KEY": apiKey}},
+	} {
+		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, image
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.SetCurrentRelease(t, "dashrelpage", "shop", 2)
+	// v3: a secret's new value under the same name, from the env form.
+	csrf := u.get("/apps/shop").csrf(t)
+	if p := u.post("/apps/shop/env", url.Values{"csrf": {csrf}, "name": {"API_KEY"}, "value": {"sk_live_topsecret"}, "secret": {"1"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("setting API_KEY: %d\n%s", p.status, p.body)
+	}
+	e.RunTestApp(t, "dashrelpage", "shop", 3)
+
+	app := u.get("/apps/shop")
+	for n := 1; n <= 3; n++ {
+		if want := fmt.Sprintf(`<a href="/apps/shop/releases/%d" data-release-link="%d">v%d</a>`, n, n, n); !strings.Contains(app.body, want) {
+			t.Errorf("the app page's release list lacks %s", want)
+		}
+	}
+	secrets := []string{"hunter2", "hunter3", "hi-from-the-value", "sk_live_topsecret"}
+	check := func(n int, want, unwanted []string) page {
+		t.Helper()
+		p := u.get(fmt.Sprintf("/apps/shop/releases/%d", n))
+		if p.status != http.StatusOK {
+			t.Fatalf("the page of v%d = %d:\n%s", n, p.status, p.body)
+		}
+		for _, w := range want {
+			if !strings.Contains(p.body, w) {
+				t.Errorf("the page of v%d lacks %s", n, w)
+			}
+		}
+		for _, w := range append(unwanted, secrets...) {
+			if strings.Contains(p.body, w) {
+				t.Errorf("the page of v%d shows %s", n, w)
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("the page of v%d:\n%s", n, p.body)
+		}
+		return p
+	}
+	build := fmt.Sprintf(`<a href="/apps/shop/builds/%d">#%d</a> of commit <code title="%s">01234567</code>, go`, b.Number, b.Number, commit)
+	check(1, []string{
+		`<h1>Release v1</h1>`, `id="release-status">superseded</span>`,
+		`a push of commit <code title="` + commit + `">01234567</code>`,
+		`<code id="release-image">` + image + `</code>`, build,
+		`the app's first release; added <code>API_KEY</code>, <code>DATABASE_URL</code>, <code>OLD_FLAG</code>`,
+		`<tr data-env="API_KEY"><td><code>API_KEY</code></td><td>secret</td>`,
+		`id="release-rollback"`, `<input type="hidden" name="release" value="1">`,
+	}, nil)
+	check(2, []string{
+		`id="release-by">token:ann</dd>`,
+		`a config change: Set GREETING, DATABASE_URL; unset OLD_FLAG`,
+		`from <a href="/apps/shop/releases/1" data-release-link="1">v1</a>: the same image; added <code>GREETING</code>; changed <code>DATABASE_URL</code>; removed <code>OLD_FLAG</code>`,
+		`<tr data-env="DATABASE_URL"><td><code>DATABASE_URL</code></td><td>plain</td><td><span class="badge running">changed</span>`,
+		`<tr data-env="OLD_FLAG"><td><code>OLD_FLAG</code></td><td></td><td><span class="badge failed">removed</span>`,
+		`<code id="release-image">` + image + `</code>`, `id="release-rollback"`,
+	}, []string{`id="release-instances"`})
+	// The current release: what runs it, and no rollback to itself.
+	check(3, []string{
+		`id="release-status">current</span>`, `a config change: Set API_KEY`,
+		`from <a href="/apps/shop/releases/2" data-release-link="2">v2</a>: the same image</dd>`,
+		`<tr data-instance="web.0"><td>web.0</td><td><span class="badge ready">up</span>`,
+	}, []string{`id="release-rollback"`})
+
+	// A rollback from v1's page makes v4, whose page says to what.
+	p := u.post("/apps/shop/rollback", url.Values{"csrf": {csrf}, "release": {"1"}})
+	if loc, _ := url.Parse(p.header.Get("Location")); p.status != http.StatusSeeOther || loc == nil || loc.Query().Get("notice") != "Rolled back: release v4 runs what v1 ran." {
+		t.Fatalf("rolling back to v1: %d to %q", p.status, p.header.Get("Location"))
+	}
+	check(4, []string{
+		`a rollback to <a href="/apps/shop/releases/1" data-release-link="1">v1</a>: its image and variables again`,
+		`added <code>OLD_FLAG</code>; changed <code>DATABASE_URL</code>; removed <code>GREETING</code>`,
+	}, nil)
+
+	// Not found: a release the app does not have, a page that names no
+	// release, another tenant's app; the image does not show.
+	for path, want := range map[string]string{
+		"/apps/shop/releases/99":   `app &#34;shop&#34; has no release v99`,
+		"/apps/shop/releases/0":    "There is no release &#34;0&#34;",
+		"/apps/shop/releases/v1x":  "There is no release &#34;v1x&#34;",
+		"/apps/nope/releases/1":    "nope",
+		"/apps/shop/releases/1e99": "There is no release",
+	} {
+		if p := u.get(path); p.status != http.StatusNotFound || !strings.Contains(p.body, want) {
+			t.Errorf("GET %s = %d, want 404 saying %s:\n%s", path, p.status, want, p.body)
+		}
+	}
+	_, other := e.TenantToken(t, "dashrelother")
+	o := newUser(t, srv.URL)
+	signIn(t, o, other)
+	if p := o.get("/apps/shop/releases/1"); p.status != http.StatusNotFound || strings.Contains(p.body, image) {
+		t.Errorf("another tenant opening shop's v1 = %d:\n%s", p.status, p.body)
+	}
+
+	// A viewer sees the page without the rollback form.
+	v := newUser(t, srv.URL)
+	signIn(t, v, e.Member(t, admin, "vic@dashrelpage.test", "viewer"))
+	if p := v.get("/apps/shop/releases/1"); p.status != http.StatusOK || !strings.Contains(p.body, image) || strings.Contains(p.body, `id="release-rollback"`) {
+		t.Errorf("a viewer's page of v1 = %d:\n%s", p.status, p.body)
+	}
+}

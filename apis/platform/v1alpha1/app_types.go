@@ -162,7 +162,21 @@ type AppSpec struct {
 	// routes answer 503 meanwhile.
 	// +optional
 	Suspended bool `json:"suspended,omitempty"`
+
+	// MaintenancePage is the HTML page the edge answers a browser with, as
+	// a 503, while the App is suspended: at most MaxMaintenancePage (65536)
+	// bytes of UTF-8. The edge never fetches a page from a URL; it serves
+	// this one under a Content-Security-Policy that runs no script and
+	// loads nothing from elsewhere: inline styles and data: images only.
+	// Empty: the edge's own page.
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 65536",message="must be at most 65536 bytes of UTF-8"
+	// +optional
+	MaintenancePage string `json:"maintenancePage,omitempty"`
 }
+
+// MaxMaintenancePage is the most bytes AppSpec.MaintenancePage may hold.
+const MaxMaintenancePage = 64 << 10
 
 // AppSource is the repository an App is built from.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.repository) || (has(self.repository) && self.repository == oldSelf.repository)",message="cannot change once set: create a new App to build another repository",fieldPath=".repository"

@@ -36,7 +36,7 @@ func TestMaintenanceMode(t *testing.T) {
 	}
 	ask := func() (int, string, http.Header) {
 		if e.app(t).Spec.Suspended {
-			table.SetMaintenance([]edge.AppRef{{Tenant: e.tenant, App: e.name}})
+			table.SetMaintenance([]edge.MaintenanceApp{{Tenant: e.tenant, App: e.name}})
 		} else {
 			table.SetMaintenance(nil)
 		}

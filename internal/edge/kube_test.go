@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,16 +54,14 @@ func TestRouteEntriesNeedVerifiedDomains(t *testing.T) {
 	}
 }
 
-// TestWatchRoutesFollowsEntriesOnly runs WatchRoutes on a real apiserver:
-// the table follows a Route's admission, and twenty changes of a Route's
-// status that leave its entry as it is rebuild nothing. Before, every
-// change of any Route listed and copied them all and rebuilt the table:
-// with ten thousand Routes whose statuses the controller writes, the edge
-// spent its time relisting.
-func TestWatchRoutesFollowsEntriesOnly(t *testing.T) {
+// startWatch starts a real apiserver with the namespace acme, and answers
+// a client of it and a started cache of it, both stopped with the test (or
+// after two minutes), and their context.
+func startWatch(t *testing.T) (context.Context, client.Client, cache.Cache) {
+	t.Helper()
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -82,6 +81,17 @@ func TestWatchRoutesFollowsEntriesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = rc.Start(ctx) }()
+	return ctx, c, rc
+}
+
+// TestWatchRoutesFollowsEntriesOnly runs WatchRoutes on a real apiserver:
+// the table follows a Route's admission, and twenty changes of a Route's
+// status that leave its entry as it is rebuild nothing. Before, every
+// change of any Route listed and copied them all and rebuilt the table:
+// with ten thousand Routes whose statuses the controller writes, the edge
+// spent its time relisting.
+func TestWatchRoutesFollowsEntriesOnly(t *testing.T) {
+	ctx, c, rc := startWatch(t)
 	table := &edge.Table{}
 	if err := edge.WatchRoutes(ctx, rc, table, logr.Discard()); err != nil {
 		t.Fatal(err)
@@ -165,4 +175,80 @@ func TestWatchRoutesFollowsEntriesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	routed("b.example.test", false)
+}
+
+// TestWatchMaintenancePages runs WatchMaintenance on a real apiserver: the
+// table holds a suspended App's spec.maintenancePage, follows a change of
+// it, and drops it when the App leaves maintenance mode or is deleted; an
+// App that is not suspended has no page in the table, whatever its spec
+// says. The App CRD refuses a page over 65536 bytes, in ASCII or in
+// characters of several bytes.
+func TestWatchMaintenancePages(t *testing.T) {
+	ctx, c, rc := startWatch(t)
+	table := &edge.Table{Defaults: &edge.DefaultHosts{Domain: "apps.example.com", Apps: apps{}}}
+
+	app := func(name string, suspended bool, page string) *platformv1alpha1.App {
+		t.Helper()
+		a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: name},
+			Spec: platformv1alpha1.AppSpec{Suspended: suspended, MaintenancePage: page}}
+		if err := c.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	shopPage := "<h1>Closed for stock-taking</h1><script>alert(1)</script>"
+	shop := app("shop", true, shopPage)
+	app("blog", true, "")
+	app("web", false, "<h1>not in maintenance</h1>")
+	if err := edge.WatchMaintenance(ctx, rc, table, logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	// serves waits until the table answers app's default hostname in
+	// maintenance mode (with page) or not at all.
+	serves := func(name string, maintenance bool, page string) {
+		t.Helper()
+		platformtest.Eventually(t, time.Minute, fmt.Sprintf("%s in maintenance %v with page %q", name, maintenance, page), func(context.Context) error {
+			r, _, ok := table.Resolve(name+"-acme.apps.example.com", "/")
+			if ok != maintenance || r.Maintenance != maintenance || r.MaintenancePage != page {
+				return fmt.Errorf("resolved %v, maintenance %v, page %q", ok, r.Maintenance, r.MaintenancePage)
+			}
+			return nil
+		})
+	}
+	serves("shop", true, shopPage)
+	serves("blog", true, "")
+	serves("web", false, "")
+
+	before := shop.DeepCopy()
+	shop.Spec.MaintenancePage = "<h1>Back at noon</h1>"
+	if err := c.Patch(ctx, shop, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	serves("shop", true, "<h1>Back at noon</h1>")
+	before = shop.DeepCopy()
+	shop.Spec.Suspended = false
+	if err := c.Patch(ctx, shop, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	serves("shop", false, "")
+	if err := c.Delete(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "blog"}}); err != nil {
+		t.Fatal(err)
+	}
+	serves("blog", false, "")
+
+	for name, page := range map[string]string{
+		"ascii": strings.Repeat("a", platformv1alpha1.MaxMaintenancePage+1),
+		// 32769 characters, 65538 bytes.
+		"accents": strings.Repeat("é", platformv1alpha1.MaxMaintenancePage/2+1),
+	} {
+		a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "big-" + name},
+			Spec: platformv1alpha1.AppSpec{Suspended: true, MaintenancePage: page}}
+		if err := c.Create(ctx, a); err == nil || !strings.Contains(err.Error(), "spec.maintenancePage") {
+			t.Errorf("an App with a page of %d bytes (%s): err = %v, want the CRD to refuse spec.maintenancePage", len(page), name, err)
+		}
+	}
+	if err := c.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "full"},
+		Spec: platformv1alpha1.AppSpec{MaintenancePage: strings.Repeat("é", platformv1alpha1.MaxMaintenancePage/2)}}); err != nil {
+		t.Errorf("an App with a page of 65536 bytes: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -32,10 +33,20 @@ var maintenanceHTML = template.Must(template.New("maintenance").Parse(`<!doctype
 </body></html>
 `))
 
+// MaintenanceCSP is the Content-Security-Policy of the maintenance pages:
+// a tenant's page (App spec.maintenancePage) is served by the platform's
+// edge on the app's hostnames, so it runs no script, loads nothing from
+// elsewhere, posts no form and cannot be framed; inline styles and data:
+// images (and fonts) are all it has.
+const MaintenanceCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
 // MaintenancePage answers r with 503 and Retry-After, saying that app is
-// in maintenance mode: an HTML page when the client accepts HTML (a
-// browser), plain text otherwise (curl, an API client).
-func MaintenancePage(w http.ResponseWriter, r *http.Request, app string) {
+// in maintenance mode: a client that accepts HTML (a browser) gets page,
+// the app's own maintenance page, as it is, or the edge's page when page
+// is empty, both under MaintenanceCSP; other clients (curl, an API client)
+// get a line of plain text.
+func MaintenancePage(w http.ResponseWriter, r *http.Request, app, page string) {
 	h := w.Header()
 	h.Set("Retry-After", MaintenanceRetryAfter)
 	h.Set("Cache-Control", "no-store")
@@ -45,8 +56,13 @@ func MaintenancePage(w http.ResponseWriter, r *http.Request, app string) {
 		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", MaintenanceCSP)
 	w.WriteHeader(http.StatusServiceUnavailable)
-	if r.Method != http.MethodHead {
+	switch {
+	case r.Method == http.MethodHead:
+	case page != "":
+		_, _ = io.WriteString(w, page)
+	default:
 		_ = maintenanceHTML.Execute(w, app)
 	}
 }
@@ -74,30 +90,44 @@ type AppRef struct {
 	Tenant, App string
 }
 
-// WatchMaintenance keeps the apps table knows in maintenance mode equal to
-// the Apps in c whose spec.suspended is true (an App's tenant is its
-// namespace). It returns once the first full set is in the table; updates
-// follow until ctx is done. c must be started by the caller.
+// MaintenanceApp is an app in maintenance mode, as the table holds it.
+type MaintenanceApp struct {
+	Tenant, App string
+	// Page is the app's maintenance page (App spec.maintenancePage); empty
+	// for the edge's.
+	Page string
+}
+
+// WatchMaintenance keeps the apps table knows in maintenance mode, and
+// their pages, equal to the Apps in c whose spec.suspended is true (an
+// App's tenant is its namespace). It returns once the first full set is in
+// the table; updates follow until ctx is done. c must be started by the
+// caller.
 func WatchMaintenance(ctx context.Context, c cache.Cache, table *Table, log logr.Logger) error {
-	return watchKeyed(ctx, c, &platformv1alpha1.App{}, "Apps", func(o client.Object) (AppRef, bool) {
+	return watchKeyed(ctx, c, &platformv1alpha1.App{}, "Apps", func(o client.Object) (MaintenanceApp, bool) {
 		a, ok := o.(*platformv1alpha1.App)
 		if !ok || !inMaintenance(a) {
-			return AppRef{}, false
+			return MaintenanceApp{}, false
 		}
-		return AppRef{Tenant: a.Namespace, App: a.Name}, true
+		return maintenanceApp(a), true
 	}, table.SetMaintenance, log)
 }
 
 // MaintenanceApps returns the apps among apps in maintenance mode: those
 // whose spec.suspended is true and that are not being deleted.
-func MaintenanceApps(apps []platformv1alpha1.App) []AppRef {
-	var out []AppRef
+func MaintenanceApps(apps []platformv1alpha1.App) []MaintenanceApp {
+	var out []MaintenanceApp
 	for i := range apps {
 		if a := &apps[i]; inMaintenance(a) {
-			out = append(out, AppRef{Tenant: a.Namespace, App: a.Name})
+			out = append(out, maintenanceApp(a))
 		}
 	}
 	return out
+}
+
+// maintenanceApp is a as the table holds it in maintenance mode.
+func maintenanceApp(a *platformv1alpha1.App) MaintenanceApp {
+	return MaintenanceApp{Tenant: a.Namespace, App: a.Name, Page: a.Spec.MaintenancePage}
 }
 
 // inMaintenance reports whether a is in maintenance mode and not being

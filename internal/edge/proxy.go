@@ -37,6 +37,9 @@ type Route struct {
 	// answers 503 with a page that says so (MaintenancePage), whatever
 	// upstreams there are.
 	Maintenance bool
+	// MaintenancePage is the app's own maintenance page, served in place
+	// of the edge's while Maintenance is set; empty for the edge's.
+	MaintenancePage string
 }
 
 // claim returns Claim, or Host when the resolver set no Claim.
@@ -175,7 +178,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, host string, route
 	case !ok:
 		plain(w, http.StatusNotFound, "404 no app at this address\n")
 	case route.Maintenance:
-		MaintenancePage(w, r, route.App)
+		MaintenancePage(w, r, route.App, route.MaintenancePage)
 	case len(upstreams) == 0:
 		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("503 %s is not available: no healthy instance is running (it may be starting, restarting after a crash, or scaled to zero)\n", route.App))
 	default:

@@ -31,9 +31,9 @@ type Table struct {
 	Apps Apps
 
 	routes atomic.Pointer[map[string][]RouteEntry] // hostname → entries, longest prefix first
-	// maintenance holds the apps in maintenance mode, as SetMaintenance
-	// gave them.
-	maintenance atomic.Pointer[map[AppRef]bool]
+	// maintenance holds the apps in maintenance mode and their pages
+	// (empty: the edge's), as SetMaintenance gave them.
+	maintenance atomic.Pointer[map[AppRef]string]
 
 	// changedMu guards changed, closed by the next SetRoutes.
 	changedMu sync.Mutex
@@ -64,22 +64,35 @@ func (t *Table) SetRoutes(entries []RouteEntry) {
 	t.changedMu.Unlock()
 }
 
-// SetMaintenance replaces the apps the table knows in maintenance mode:
-// every route of theirs, and their default hostname whether or not the
-// runtime runs them, resolves to a Route with Maintenance set and no
-// upstreams.
-func (t *Table) SetMaintenance(apps []AppRef) {
-	m := make(map[AppRef]bool, len(apps))
+// SetMaintenance replaces the apps the table knows in maintenance mode,
+// and their pages: every route of theirs, and their default hostname
+// whether or not the runtime runs them, resolves to a Route with
+// Maintenance and the app's page set and no upstreams. The table holds
+// the pages of these apps only: an app that leaves maintenance mode, or
+// is deleted, takes its page with it.
+func (t *Table) SetMaintenance(apps []MaintenanceApp) {
+	m := make(map[AppRef]string, len(apps))
 	for _, a := range apps {
-		m[a] = true
+		m[AppRef{Tenant: a.Tenant, App: a.App}] = a.Page
 	}
 	t.maintenance.Store(&m)
 }
 
 // inMaintenance reports whether tenant's app is in maintenance mode.
 func (t *Table) inMaintenance(tenant, app string) bool {
+	_, ok := t.maintenancePage(tenant, app)
+	return ok
+}
+
+// maintenancePage returns the page of tenant's app, and whether the app is
+// in maintenance mode.
+func (t *Table) maintenancePage(tenant, app string) (string, bool) {
 	m := t.maintenance.Load()
-	return m != nil && (*m)[AppRef{Tenant: tenant, App: app}]
+	if m == nil {
+		return "", false
+	}
+	page, ok := (*m)[AppRef{Tenant: tenant, App: app}]
+	return page, ok
 }
 
 // Changed returns a channel that is closed by the next SetRoutes. A reader
@@ -223,12 +236,13 @@ func (t *Table) claimed(claim string) bool {
 }
 
 // Resolve implements Resolver. The route of an app in maintenance mode
-// (SetMaintenance) has Maintenance set and no upstreams.
+// (SetMaintenance) has Maintenance and its MaintenancePage set and no
+// upstreams.
 func (t *Table) Resolve(host, path string) (Route, []string, bool) {
 	if e, ok := t.Entry(host, path); ok {
 		r := Route{Tenant: e.Tenant, App: e.App, Host: host, Claim: e.Hostname, PathPrefix: e.PathPrefix, PlainHTTP: e.PlainHTTP}
-		if t.inMaintenance(e.Tenant, e.App) {
-			r.Maintenance = true
+		if page, ok := t.maintenancePage(e.Tenant, e.App); ok {
+			r.Maintenance, r.MaintenancePage = true, page
 			return r, nil, true
 		}
 		apps := t.Apps
@@ -253,6 +267,7 @@ func (t *Table) resolveDefault(host, path string) (Route, []string, bool) {
 	if m := t.maintenance.Load(); m != nil && len(*m) > 0 {
 		if r, ok := t.Defaults.find(host, t.inMaintenance); ok {
 			r.Maintenance = true
+			r.MaintenancePage, _ = t.maintenancePage(r.Tenant, r.App)
 			return r, nil, true
 		}
 	}

@@ -24,6 +24,7 @@ import (
 //     counts, plan and health check, and then the spec is stored;
 //   - counts, plan or resources of an app that is not in maintenance: the
 //     current release gets them as Scale gives them;
+//   - the maintenance page is stored; the edge reads it from the App;
 //   - the rest (health check, deploy branch) is stored for the next
 //     rollout of a release: a push, a rollback, a config release, a
 //     restart.

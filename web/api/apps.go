@@ -90,6 +90,7 @@ func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
 		v.Branch = "main"
 	}
 	v.Plan, v.Maintenance = planOf(app.Spec), app.Spec.Suspended
+	v.MaintenancePageBytes = len(app.Spec.MaintenancePage)
 	for _, pr := range app.Spec.Processes {
 		if pr.Replicas != nil {
 			if v.Processes == nil {
@@ -107,6 +108,14 @@ func (s *Server) appView(app *platformv1alpha1.App) apiclient.App {
 	}
 	v.Status, v.StatusMessage = conditionInWords(app.Status.Conditions, platformv1alpha1.AppReadyCondition, "ready")
 	v.Placed, v.Placement = conditionInWords(app.Status.Conditions, platformv1alpha1.AppPlacedCondition, "placed")
+	return v
+}
+
+// appDetail is what the API shows of one App: appView and its
+// maintenance page, which a list of apps leaves out.
+func (s *Server) appDetail(app *platformv1alpha1.App) apiclient.App {
+	v := s.appView(app)
+	v.MaintenancePage = app.Spec.MaintenancePage
 	return v
 }
 
@@ -142,7 +151,7 @@ func (s *Server) getApp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.appView(app))
+	return c.JSON(http.StatusOK, s.appDetail(app))
 }
 
 func (s *Server) createApp(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,7 +20,7 @@ import (
 
 // settingNames are the fields of apiclient.UpdateAppRequest, in the order
 // the audit entry and the errors list them.
-var settingNames = []string{"healthCheck", "processes", "plan", "branch", "maintenance"}
+var settingNames = []string{"healthCheck", "processes", "plan", "branch", "maintenance", "maintenancePage"}
 
 // healthCheckFields are the fields of apiclient.HealthCheck and their
 // bounds, as the App CRD has them; path is checked on its own.
@@ -51,6 +52,8 @@ type appSettings struct {
 	branch     string
 	// maintenance is nil when not given.
 	maintenance *bool
+	// maintenancePage is nil when not given; empty removes the page.
+	maintenancePage *string
 }
 
 // readSettings checks every field of a PATCH /apps/{app} body: a field
@@ -102,7 +105,29 @@ func readSettings(raw map[string]json.RawMessage) (appSettings, error) {
 		}
 		st.maintenance = &on
 	}
+	if v, ok := raw["maintenancePage"]; ok {
+		var page string
+		if err := json.Unmarshal(v, &page); err != nil {
+			return st, invalid("maintenancePage", "maintenancePage is a string: the HTML page served while the app is in maintenance mode, or \"\" to serve the platform's page")
+		}
+		if err := checkMaintenancePage(page); err != nil {
+			return st, err
+		}
+		st.maintenancePage = &page
+	}
 	return st, nil
+}
+
+// checkMaintenancePage says what is wrong with page as an app's
+// maintenance page, or returns nil.
+func checkMaintenancePage(page string) error {
+	switch {
+	case len(page) > platformv1alpha1.MaxMaintenancePage:
+		return invalid("maintenancePage", "maintenancePage has %d bytes: a maintenance page is at most %d bytes (64 KiB); inline its styles and keep images small", len(page), platformv1alpha1.MaxMaintenancePage)
+	case !utf8.ValidString(page):
+		return invalid("maintenancePage", "maintenancePage is not valid UTF-8: save the page as UTF-8")
+	}
+	return nil
 }
 
 // readHealthCheck reads the healthCheck field: null, or an object of
@@ -230,6 +255,9 @@ func (st appSettings) apply(app *platformv1alpha1.App) error {
 	if st.maintenance != nil {
 		app.Spec.Suspended = *st.maintenance
 	}
+	if st.maintenancePage != nil {
+		app.Spec.MaintenancePage = *st.maintenancePage
+	}
 	return nil
 }
 
@@ -248,6 +276,7 @@ func changedSettings(before, after *platformv1alpha1.App) []string {
 	add("plan", planOf(b) != planOf(a))
 	add("branch", branchOf(b) != branchOf(a))
 	add("maintenance", b.Suspended != a.Suspended)
+	add("maintenancePage", b.MaintenancePage != a.MaintenancePage)
 	return changed
 }
 
@@ -288,7 +317,7 @@ func (s *Server) updateApp(c echo.Context) error {
 	}
 	changed := changedSettings(app, want)
 	if len(changed) == 0 {
-		return c.JSON(http.StatusOK, s.appView(app))
+		return c.JSON(http.StatusOK, s.appDetail(app))
 	}
 	awaitRollout(c)
 	p := principalOf(c)
@@ -304,5 +333,5 @@ func (s *Server) updateApp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.appView(app))
+	return c.JSON(http.StatusOK, s.appDetail(app))
 }

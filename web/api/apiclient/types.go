@@ -127,6 +127,13 @@ type App struct {
 	// (spec.suspended): nothing runs, and the edge answers 503 with a page
 	// that says so.
 	Maintenance bool `json:"maintenance"`
+	// MaintenancePageBytes is the size of the app's own maintenance page;
+	// 0: the edge's page is served.
+	MaintenancePageBytes int `json:"maintenancePageBytes,omitempty"`
+	// MaintenancePage is the app's own maintenance page, in GET
+	// /api/v1/apps/{app} and the answer of PATCH; a list of apps gives
+	// its size only.
+	MaintenancePage string `json:"maintenancePage,omitempty"`
 }
 
 // HealthCheck is an app's HTTP health check: a GET of Path that an
@@ -150,6 +157,9 @@ type HealthCheck struct {
 	FailureThreshold int `json:"failureThreshold,omitempty"`
 }
 
+// MaxMaintenancePage is the most bytes an app's maintenance page may hold.
+const MaxMaintenancePage = 64 << 10
+
 // UpdateAppRequest is the body of PATCH /api/v1/apps/{app}: the settings
 // to change, at least one; those left out keep theirs. A field the API
 // does not know is refused (422 naming it).
@@ -169,6 +179,12 @@ type UpdateAppRequest struct {
 	// release stays, the edge answers 503 with a maintenance page) or off
 	// (the current release runs again).
 	Maintenance *bool `json:"maintenance,omitempty"`
+	// MaintenancePage sets the HTML page a browser gets, with 503, while
+	// the app is in maintenance mode: at most MaxMaintenancePage bytes of
+	// UTF-8, served as it is under a Content-Security-Policy that allows
+	// no script and nothing loaded from elsewhere (inline styles and data:
+	// images only). An empty string removes it: the edge's page is served.
+	MaintenancePage *string `json:"maintenancePage,omitempty"`
 	// RemoveHealthCheck sends healthCheck as null, which removes the
 	// app's health check; HealthCheck must be nil then.
 	RemoveHealthCheck bool `json:"-"`

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +23,10 @@ type appsSetFlags struct {
 	healthSuccess, healthFailure  int
 	noHealthCheck                 bool
 	plan, branch, maintenance     string
+	// maintenancePage is the file of --maintenance-page ("-": standard
+	// input).
+	maintenancePage   string
+	noMaintenancePage bool
 }
 
 func newAppsSetCommand(st *state) *cobra.Command {
@@ -28,8 +34,8 @@ func newAppsSetCommand(st *state) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "set APP [PROCESS=COUNT...] [--health-path P] [--health-timeout D] [--health-interval D] [--health-port N] " +
 			"[--health-success N] [--health-failure N] [--no-health-check] " +
-			"[--plan NAME] [--branch B] [--maintenance on|off]",
-		Short: "Change an app's settings: instance counts, plan and maintenance mode apply at once; the health check and the deploy branch from the next release or restart",
+			"[--plan NAME] [--branch B] [--maintenance on|off] [--maintenance-page FILE] [--no-maintenance-page]",
+		Short: "Change an app's settings: instance counts, plan, maintenance mode and page apply at once; the health check and the deploy branch from the next release or restart",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			counts, err := parseCounts(args[1:])
@@ -66,6 +72,9 @@ func newAppsSetCommand(st *state) *cobra.Command {
 	fl.StringVar(&f.plan, "plan", "", "The plan each instance runs on: starter, standard or pro")
 	fl.StringVar(&f.branch, "branch", "", "The git branch whose pushes deploy")
 	fl.StringVar(&f.maintenance, "maintenance", "", "on: stop every instance and answer with a maintenance page; off: run the current release again")
+	fl.StringVar(&f.maintenancePage, "maintenance-page", "", "An HTML file (- reads standard input), at most 64 KiB of UTF-8, that browsers get while the app is in maintenance mode; "+
+		"it runs no script and loads nothing from elsewhere: inline its styles, images as data: URLs")
+	fl.BoolVar(&f.noMaintenancePage, "no-maintenance-page", false, "Remove the app's maintenance page: the platform's is served")
 	return cmd
 }
 
@@ -134,10 +143,57 @@ func (f appsSetFlags) request(cmd *cobra.Command, counts map[string]int) (apicli
 	if changed("plan") && f.plan == "" || changed("branch") && f.branch == "" {
 		return req, usagef("--plan and --branch need a value")
 	}
-	if req.HealthCheck == nil && !req.RemoveHealthCheck && req.Processes == nil && req.Plan == "" && req.Branch == "" && req.Maintenance == nil {
-		return req, usagef("nothing to change: give PROCESS=COUNT (web=2), --health-path, --health-timeout, --health-interval, --health-port, --health-success, --health-failure, --no-health-check, --plan, --branch or --maintenance")
+	switch {
+	case f.noMaintenancePage && changed("maintenance-page"):
+		return req, usagef("--no-maintenance-page removes the maintenance page: give it without --maintenance-page")
+	case f.noMaintenancePage:
+		none := ""
+		req.MaintenancePage = &none
+	case changed("maintenance-page"):
+		page, err := readMaintenancePage(cmd.InOrStdin(), f.maintenancePage)
+		if err != nil {
+			return req, err
+		}
+		req.MaintenancePage = &page
+	}
+	if req.HealthCheck == nil && !req.RemoveHealthCheck && req.Processes == nil && req.Plan == "" && req.Branch == "" && req.Maintenance == nil && req.MaintenancePage == nil {
+		return req, usagef("nothing to change: give PROCESS=COUNT (web=2), --health-path, --health-timeout, --health-interval, --health-port, --health-success, --health-failure, --no-health-check, --plan, --branch, --maintenance, --maintenance-page or --no-maintenance-page")
 	}
 	return req, nil
+}
+
+// readMaintenancePage reads the maintenance page of --maintenance-page
+// from the file name, or from stdin for "-": at most
+// apiclient.MaxMaintenancePage bytes of UTF-8, checked before anything is
+// sent.
+func readMaintenancePage(stdin io.Reader, name string) (string, error) {
+	var r io.Reader
+	switch name {
+	case "":
+		return "", usagef("--maintenance-page is empty: give an HTML file (- for standard input), or --no-maintenance-page to remove the page")
+	case "-":
+		r = stdin
+	default:
+		f, err := os.Open(name)
+		if err != nil {
+			return "", usagef("--maintenance-page: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, apiclient.MaxMaintenancePage+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the maintenance page %s: %w", name, err)
+	}
+	switch {
+	case len(b) > apiclient.MaxMaintenancePage:
+		return "", usagef("--maintenance-page %s is over %d bytes (64 KiB): inline its styles and keep images small", name, apiclient.MaxMaintenancePage)
+	case len(b) == 0:
+		return "", usagef("--maintenance-page %s is empty: give an HTML page, or --no-maintenance-page to remove the page", name)
+	case !utf8.Valid(b):
+		return "", usagef("--maintenance-page %s is not valid UTF-8: save it as UTF-8", name)
+	}
+	return string(b), nil
 }
 
 // renderSettingsChange says which settings of the app changed, from what
@@ -155,6 +211,14 @@ func renderSettingsChange(w io.Writer, before, after apiclient.App) error {
 	add("Plan", before.Plan, after.Plan)
 	add("Branch", before.Branch, after.Branch)
 	add("Maintenance", onOff(before.Maintenance), onOff(after.Maintenance))
+	pageChanged := before.MaintenancePage != after.MaintenancePage
+	if pageChanged {
+		to := pageWords(after.MaintenancePageBytes)
+		if before.MaintenancePageBytes == after.MaintenancePageBytes {
+			to = fmt.Sprintf("another of its own (%d bytes)", after.MaintenancePageBytes)
+		}
+		changes = append(changes, change{"Page", pageWords(before.MaintenancePageBytes), to})
+	}
 	if len(changes) == 0 {
 		_, err := fmt.Fprintf(w, "Nothing changed: %s has these settings already.\n", after.Name)
 		return err
@@ -178,6 +242,14 @@ func renderSettingsChange(w io.Writer, before, after apiclient.App) error {
 		notes = append(notes, fmt.Sprintf("Maintenance mode is off: release v%d runs and serves again.", after.CurrentRelease))
 	case after.Maintenance:
 		notes = append(notes, "The app is in maintenance mode: new counts and plan run when it ends.")
+	}
+	switch {
+	case pageChanged && after.Maintenance && after.MaintenancePageBytes == 0:
+		notes = append(notes, "Browsers get the platform's maintenance page now.")
+	case pageChanged && after.Maintenance:
+		notes = append(notes, "Browsers get the new maintenance page now.")
+	case pageChanged && after.MaintenancePageBytes > 0:
+		notes = append(notes, "Browsers get this maintenance page while maintenance mode is on.")
 	}
 	if after.CurrentRelease != 0 && (before.Branch != after.Branch || healthCheckWords(before.HealthCheck) != healthCheckWords(after.HealthCheck)) {
 		notes = append(notes, "The health check and the branch apply from the next release or restart.")
@@ -213,6 +285,14 @@ func formation(counts map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", name, counts[name]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// pageWords says in a few words which maintenance page an app serves.
+func pageWords(bytes int) string {
+	if bytes == 0 {
+		return "the platform's"
+	}
+	return fmt.Sprintf("its own (%d bytes)", bytes)
 }
 
 // onOff says a switch in a word.

@@ -213,6 +213,49 @@ func TestSettingsForm(t *testing.T) {
 	if hc := app.Spec.HealthCheck; app.Spec.Suspended || hc.IntervalSeconds != 20 || hc.FailureThreshold != 4 {
 		t.Errorf("a refused change changed the spec: %+v, %+v", app.Spec, hc)
 	}
+
+	// The maintenance page: a browser sends the textarea's lines ended by
+	// CRLF; the page is stored with LF, and sent again unchanged it
+	// changes nothing.
+	pageForm := func(page string) url.Values {
+		return url.Values{"csrf": {csrf}, "healthpath": {"/healthz"}, "branch": {"prod"}, "maintenancepage": {page}}
+	}
+	sent := "<h1>Back soon</h1>\r\n<p style=\"color:teal\">Stock-taking & more.</p>\r\n"
+	stored := strings.ReplaceAll(sent, "\r\n", "\n")
+	if got := notice(u.post("/apps/shop/settings", pageForm(sent))); got != fmt.Sprintf("Settings saved: maintenance page (%d bytes).", len(stored)) {
+		t.Errorf("after setting a maintenance page the page says %q", got)
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.MaintenancePage != stored {
+		t.Errorf("the App's maintenance page is %q, want %q", app.Spec.MaintenancePage, stored)
+	}
+	if p := u.get("/apps/shop"); !strings.Contains(p.body, "spellcheck=\"false\">\n&lt;h1&gt;Back soon&lt;/h1&gt;\n&lt;p style=&#34;color:teal&#34;&gt;Stock-taking &amp; more.&lt;/p&gt;\n</textarea>") {
+		t.Errorf("the Settings form does not show the page in its textarea:\n%s", p.body)
+	}
+	if got := notice(u.post("/apps/shop/settings", pageForm(sent))); got != "Nothing changed." {
+		t.Errorf("the same page again: the page says %q", got)
+	}
+	p = u.post("/apps/shop/settings", pageForm(strings.Repeat("x", 65537)))
+	if p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "at most 65536 bytes") {
+		t.Errorf("a page of 65537 bytes: %d\n%s", p.status, p.body)
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.MaintenancePage != stored {
+		t.Errorf("a refused page changed the App's: %.80q", app.Spec.MaintenancePage)
+	}
+	if got := notice(u.post("/apps/shop/settings", pageForm(""))); got != "Settings saved: maintenance page removed: the platform's is served." {
+		t.Errorf("after emptying the maintenance page the page says %q", got)
+	}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashset", Name: "shop"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Spec.MaintenancePage != "" {
+		t.Errorf("the App keeps a maintenance page of %d bytes", len(app.Spec.MaintenancePage))
+	}
 }
 
 // TestAppPageInstances: the app page lists what runs of the app, as bex

@@ -184,8 +184,11 @@ func (d *Dashboard) scale(c echo.Context) error {
 }
 
 // settings changes the health check (path, port, timeout, interval,
-// thresholds), the deploy branch and maintenance mode as the Settings form
-// says; an empty path removes the health check.
+// thresholds), the deploy branch, maintenance mode and the maintenance
+// page as the Settings form says; an empty path removes the health check,
+// an empty page the app's page. A page that differs from the app's only
+// in line endings (a browser sends a textarea's lines ended by CRLF) is
+// left as it is.
 func (d *Dashboard) settings(c echo.Context) error {
 	name := c.Param("app")
 	on := c.FormValue("maintenance") != ""
@@ -222,6 +225,15 @@ func (d *Dashboard) settings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, given := c.Request().PostForm["maintenancepage"]; given {
+		page := strings.ReplaceAll(c.FormValue("maintenancepage"), "\r\n", "\n")
+		if strings.TrimSpace(page) == "" {
+			page = ""
+		}
+		if page != strings.ReplaceAll(before.MaintenancePage, "\r\n", "\n") {
+			req.MaintenancePage = &page
+		}
+	}
 	httpserve.AwaitRollout(c.Response())
 	after, err := cl.UpdateApp(c.Request().Context(), name, req)
 	if err != nil {
@@ -233,6 +245,13 @@ func (d *Dashboard) settings(c echo.Context) error {
 	}
 	if before.Branch != after.Branch {
 		changed = append(changed, "branch "+after.Branch)
+	}
+	switch {
+	case before.MaintenancePage == after.MaintenancePage:
+	case after.MaintenancePage == "":
+		changed = append(changed, "maintenance page removed: the platform's is served")
+	default:
+		changed = append(changed, fmt.Sprintf("maintenance page (%d bytes)", after.MaintenancePageBytes))
 	}
 	switch {
 	case after.Maintenance && !before.Maintenance:

@@ -60,6 +60,10 @@ type Run struct {
 	Reason     string     `json:"reason,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// StopRequestedAt is when a stop was asked of it (RequestRunStop),
+	// StopRequestedBy by whom; nil and "" when none was.
+	StopRequestedAt *time.Time `json:"stopRequestedAt,omitempty"`
+	StopRequestedBy string     `json:"stopRequestedBy,omitempty"`
 }
 
 // NewRun is what CreateRun needs.
@@ -86,12 +90,13 @@ type RunResult struct {
 	Reason string
 }
 
-const runColumns = "id, tenant_id, app, number, release, command, terminal, detached, created_by, status, exit_code, reason, started_at, finished_at"
+const runColumns = "id, tenant_id, app, number, release, command, terminal, detached, created_by, status, exit_code, reason, started_at, finished_at, " +
+	"stop_requested_at, stop_requested_by"
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Release, &r.Command, &r.Terminal, &r.Detached, &r.CreatedBy,
-		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt)
+		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt, &r.StopRequestedAt, &r.StopRequestedBy)
 	return r, err
 }
 
@@ -238,6 +243,73 @@ func (s *Store) FinishRun(ctx context.Context, runID string, res RunResult) (Run
 		return Run{}, fmt.Errorf("finishing run %s: %w", runID, err)
 	}
 	return r, nil
+}
+
+// RequestRunStop records that by asks run.number of the tenant's app to
+// stop, and returns the run. Whoever runs it ends it (StopRequestedRuns
+// tells); the run's end is then recorded by FinishRun as any other. A stop
+// asked again of a run that still runs keeps the first one's time and
+// asker. The error wraps ErrNotFound when the run does not exist,
+// ErrConflict when it has ended already (the ended run is returned with
+// it), and ErrInvalid when by is empty.
+func (s *Store) RequestRunStop(ctx context.Context, tenantID, app string, number int, by string) (Run, error) {
+	if by == "" {
+		return Run{}, fmt.Errorf("%w stop of run.%d of %s: it does not say who asks", ErrInvalid, number, app)
+	}
+	if !isUUID(tenantID) {
+		return Run{}, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx,
+		"UPDATE runs SET stop_requested_at = coalesce(stop_requested_at, now()), "+
+			"stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $4 ELSE stop_requested_by END "+
+			"WHERE tenant_id = $1 AND app = $2 AND number = $3 AND status = 'running' RETURNING "+runColumns,
+		tenantID, app, number, by))
+	if errors.Is(err, pgx.ErrNoRows) {
+		r, err = scanRun(s.pool.QueryRow(ctx, "SELECT "+runColumns+" FROM runs WHERE tenant_id = $1 AND app = $2 AND number = $3", tenantID, app, number))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return Run{}, fmt.Errorf("run.%d of %s: %w", number, app, ErrNotFound)
+		case err != nil:
+			return Run{}, fmt.Errorf("reading run.%d of %s: %w", number, app, err)
+		case r.Status == RunRunning:
+			// It ended and is running: it cannot be both.
+			return Run{}, fmt.Errorf("run.%d of %s changed while being stopped: try again", number, app)
+		}
+		return r, fmt.Errorf("run.%d of %s has ended already: %w", number, app, ErrConflict)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("asking run.%d of %s to stop: %w", number, app, err)
+	}
+	return r, nil
+}
+
+// StopRequestedRuns returns which of the runs ids (their IDs; others are
+// ignored) were asked to stop while they run, and by whom: the asker by
+// run ID. A run that has ended is not returned.
+func (s *Store) StopRequestedRuns(ctx context.Context, ids []string) (map[string]string, error) {
+	valid := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if isUUID(id) {
+			valid = append(valid, id)
+		}
+	}
+	stops := map[string]string{}
+	if len(valid) == 0 {
+		return stops, nil
+	}
+	rows, err := s.pool.Query(ctx,
+		"SELECT id, stop_requested_by FROM runs WHERE id = ANY($1::uuid[]) AND status = 'running' AND stop_requested_at IS NOT NULL", valid)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stops asked of %d runs: %w", len(valid), err)
+	}
+	var id, by string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &by}, func() error {
+		stops[id] = by
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading the stops asked of %d runs: %w", len(valid), err)
+	}
+	return stops, nil
 }
 
 // ListRuns returns the app's runs, newest first; limit 0 means 50, and it

@@ -89,3 +89,67 @@ func TestRunQuotaConcurrent(t *testing.T) {
 		t.Errorf("passed %d, refused %d, running %d; want 3, 5, 3", passed, refused, n)
 	}
 }
+
+// TestRunStops: a stop asked of a running run is recorded with who asked,
+// once (asked again, the first asker stays), and StopRequestedRuns
+// returns it among the runs it is given until the run has ended; a stop
+// of an ended run is a conflict, of no run (or another tenant's) not
+// found, and neither changes anything.
+func TestRunStops(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+	newRun := func() store.Run {
+		t.Helper()
+		r, err := s.CreateRun(ctx, store.NewRun{TenantID: acme.ID, App: "web", Release: 1, Command: []string{"sleep", "600"}, CreatedBy: "a@b.c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	held, asked := newRun(), newRun()
+	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID, "not-an-id"}); err != nil || len(stops) != 0 {
+		t.Errorf("StopRequestedRuns before any stop: %v, %v; want none", stops, err)
+	}
+	r, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "b@b.c")
+	if err != nil || r.Status != store.RunRunning || r.StopRequestedAt == nil || r.StopRequestedBy != "b@b.c" || r.Number != asked.Number {
+		t.Fatalf("RequestRunStop: %+v, %v; want run.%d running, asked by b@b.c", r, err, asked.Number)
+	}
+	if again, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "c@b.c"); err != nil || again.StopRequestedBy != "b@b.c" || !again.StopRequestedAt.Equal(*r.StopRequestedAt) {
+		t.Errorf("a second stop of a running run: %+v, %v; want the first asker kept", again, err)
+	}
+	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 1 || stops[asked.ID] != "b@b.c" {
+		t.Errorf("StopRequestedRuns: %v, %v; want run.%d by b@b.c alone", stops, err, asked.Number)
+	}
+	if _, err := s.FinishRun(ctx, asked.ID, store.RunResult{ExitCode: ptr(143), Reason: "stopped by b@b.c"}); err != nil {
+		t.Fatal(err)
+	}
+	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 0 {
+		t.Errorf("StopRequestedRuns once the run ended: %v, %v; want none", stops, err)
+	}
+	if r, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "c@b.c"); !errors.Is(err, store.ErrConflict) || r.Reason != "stopped by b@b.c" || r.FinishedAt == nil {
+		t.Errorf("a stop of an ended run: %+v, %v; want ErrConflict with the ended run", r, err)
+	}
+	for name, tc := range map[string]struct {
+		tenant, app string
+		number      int
+	}{
+		"no such number":   {acme.ID, "web", 99},
+		"another app":      {acme.ID, "api", held.Number},
+		"another tenant's": {other.ID, "web", held.Number},
+		"no tenant":        {"x", "web", held.Number},
+	} {
+		if _, err := s.RequestRunStop(ctx, tc.tenant, tc.app, tc.number, "b@b.c"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := s.RequestRunStop(ctx, acme.ID, "web", held.Number, ""); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a stop that says not who asks: %v, want ErrInvalid", err)
+	}
+	runs, err := s.ListRuns(ctx, acme.ID, "web", 0)
+	if err != nil || len(runs) != 2 || runs[1].Number != held.Number || runs[1].StopRequestedAt != nil || runs[1].Status != store.RunRunning {
+		t.Errorf("the run never asked to stop: %+v, %v; want it untouched", runs, err)
+	}
+}

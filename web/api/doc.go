@@ -20,6 +20,11 @@
 // and RuntimeInstances adapt a runtime driver to the last two. A third, LocalFleet,
 // says whether make run's local fleet can take clusters now.
 //
+// One thing it holds in memory: the one-off runs its process runs (they
+// run in the server that started them), which it ends when a stop is
+// asked of one, through it or, read from the store while it holds any,
+// through another replica (runstops.go).
+//
 // Every route but healthz, openapi.json and invitations/accept needs
 // "Authorization: Bearer <token>". A tenant's token reaches only its
 // tenant: another tenant's app answers 404 as if it did not exist. Every

@@ -169,6 +169,12 @@ func (s *Server) routeTable() []route {
 			request: "RunRequest", status: http.StatusSwitchingProtocols, accepted: "Run"},
 		{method: http.MethodGet, path: "/apps/:app/runs", handler: s.listRuns, access: tenantViewer,
 			summary: "List an app's one-off runs, newest first: who ran which command in which release, when, and how it ended", response: "[]Run", query: []param{limitParam}},
+		{method: http.MethodPost, path: "/apps/:app/runs/:run/stop", handler: s.stopRun, access: tenantDeveloper,
+			summary: "Stop a one-off run, attached or detached (run is its number, 3 or run.3), as its time limit would: its command gets SIGTERM, then SIGKILL after the grace period, " +
+				"wherever it runs (the API server that runs it ends it within a second when another got the request). Answers 202 with the Run once the stop is recorded " +
+				"(stopRequestedAt, stopRequestedBy; status still running): its end comes to its record, with exit status 143 and reason \"stopped by <who>\", " +
+				"and an attached run's client gets it as its exit frame. Audited as app.run.stop. A run that has ended answers 409, an unknown one 404",
+			response: "Run", status: http.StatusAccepted},
 
 		{method: http.MethodGet, path: "/apps/:app/metrics", handler: s.appMetrics, access: tenantViewer,
 			summary: "An app's CPU (cores), memory, instances and restarts from its runtime, and its requests, 5xx and p50/p99 latency from the edge, " +

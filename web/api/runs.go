@@ -95,6 +95,7 @@ func (s *Server) createRun(c echo.Context) error {
 	defer cancel()
 
 	var a *runAttachment
+	letGo := func() {}
 	cmd := runtime.Command{
 		Args: req.Command, Name: "run", Terminal: req.Terminal, Size: runtime.TerminalSize{Cols: req.Cols, Rows: req.Rows},
 		Stdin: req.Stdin || req.Terminal,
@@ -103,6 +104,7 @@ func (s *Server) createRun(c echo.Context) error {
 			if err != nil {
 				return runtime.Streams{}, err
 			}
+			letGo = s.runs.add(run.ID, end)
 			attached.Store(true)
 			a, err = s.attachRun(c, run, req.Stdin || req.Terminal, end)
 			if err != nil {
@@ -113,6 +115,7 @@ func (s *Server) createRun(c echo.Context) error {
 		},
 	}
 	exit, err := s.deployer.Run(ctx, p.tenant.Name, app.Name, cmd)
+	letGo()
 	if a == nil {
 		// Nothing ran and the answer is still HTTP's.
 		return runRefusal(app.Name, err)
@@ -127,24 +130,29 @@ func (s *Server) createRun(c echo.Context) error {
 // (runtime.Streams.Log); it answers 202 with the run once the run is
 // recorded (the quota checked) and audited, or the refusal when the run
 // did not start. The run ends when its command does, at its time limit,
-// when the app is removed or when the platform stops; its record says
-// how.
+// when it is stopped (stopRun), when the app is removed or when the
+// platform stops; its record says how.
 func (s *Server) detachRun(c echo.Context, app string, req apiclient.RunRequest, timeout time.Duration, concurrentRuns int) error {
 	tenant := principalOf(c).tenant.Name
-	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(c.Request().Context()), timeout, fmt.Errorf("timed out after %s", timeout))
+	ctx, end := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
 	var run store.Run
+	letGo := func() {}
 	started, refused := make(chan struct{}), make(chan error, 1)
 	cmd := runtime.Command{Args: req.Command, Name: "run", Attach: func(release int) (runtime.Streams, error) {
 		var err error
 		if run, err = s.recordRun(ctx, c, app, release, req, timeout, concurrentRuns); err != nil {
 			return runtime.Streams{}, err
 		}
+		letGo = s.runs.add(run.ID, end)
 		close(started)
 		return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: run.Number}}, nil
 	}}
 	go func() {
+		defer end(nil)
 		defer cancel()
 		exit, err := s.deployer.Run(ctx, tenant, app, cmd)
+		letGo()
 		if run.ID == "" {
 			refused <- err
 			return
@@ -349,6 +357,10 @@ func oneOffView(r store.Run) apiclient.Run {
 	if r.FinishedAt != nil {
 		at := r.FinishedAt.UTC()
 		v.FinishedAt = &at
+	}
+	if r.StopRequestedAt != nil {
+		at := r.StopRequestedAt.UTC()
+		v.StopRequestedAt, v.StopRequestedBy = &at, r.StopRequestedBy
 	}
 	return v
 }

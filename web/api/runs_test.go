@@ -329,21 +329,30 @@ func waitRunEnded(t *testing.T, c *apiclient.Client, app string, n int) apiclien
 	return r
 }
 
+// runsEnv starts an API server whose apps' logs are the runtime's, with
+// a tenant named name whose app web has release 3, and returns it, the
+// tenant, its token and a client with it.
+func runsEnv(t *testing.T, name string) (*apitest.Env, store.Tenant, string, *apiclient.Client) {
+	t.Helper()
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
+	tenant, token := e.TenantToken(t, name)
+	createApp(t, e, token, "web")
+	e.SetCurrentRelease(t, name, "web", 3)
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, tenant, token, c
+}
+
 // TestRunsDetached: POST .../runs with detach answers 202 with the run
 // while its command goes on without the client; its output goes to the
 // app's log as run.N's lines, how it ended to its record; it holds a
 // concurrentRuns slot while it runs and is stopped at its time limit.
 // Its refusals are TestRuns'.
 func TestRunsDetached(t *testing.T) {
-	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
+	e, tenant, token, c := runsEnv(t, "detached")
 	ctx := t.Context()
-	tenant, token := e.TenantToken(t, "detached")
-	createApp(t, e, token, "web")
-	e.SetCurrentRelease(t, "detached", "web", 3)
-	c, err := apiclient.New(e.URL, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	t.Run("an app that never ran has no lines", func(t *testing.T) {
 		// The runtime runs nothing of "idle": its logs are empty, not an
@@ -427,4 +436,196 @@ func TestRunsDetached(t *testing.T) {
 			t.Errorf("run.%d's lines in the app's log: %q", run.Number, got)
 		}
 	})
+}
+
+// runPID starts a detached run of a shell that says its process id and
+// then sleeps, and returns the run and that process id, read from the
+// app's log.
+func runPID(t *testing.T, c *apiclient.Client, app string) (apiclient.Run, int) {
+	t.Helper()
+	run, err := c.RunDetached(t.Context(), app, apiclient.RunRequest{Command: []string{"sh", "-c", "echo $$; exec sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("run.%d to say its process id", run.Number), func(context.Context) error {
+		for _, l := range runLines(t, c, app, run.Number) {
+			if n, ok := strings.CutPrefix(l, "stdout: "); ok {
+				var err error
+				pid, err = strconv.Atoi(n)
+				return err
+			}
+		}
+		return errors.New("no line on stdout yet")
+	})
+	return run, pid
+}
+
+// runAttached starts an attached run of sleep 600 through c and returns
+// its number once it runs, and a func that waits for how it ended (a
+// minute at most: the run goes on ten).
+func runAttached(t *testing.T, c *apiclient.Client, app string) (int, func() apiclient.RunExit) {
+	t.Helper()
+	done := make(chan apiclient.RunExit, 1)
+	go func() {
+		exit, _, _, err := runOf(t, c, app, apiclient.RunRequest{Command: []string{"sleep", "600"}}, nil)
+		if err != nil {
+			t.Errorf("the attached run: %v", err)
+		}
+		done <- exit
+	}()
+	var number int
+	platformtest.Eventually(t, time.Minute, "the attached run to run", func(context.Context) error {
+		r := listRuns(t, c, app)[0]
+		if r.Status != string(store.RunRunning) || r.Detached {
+			return fmt.Errorf("run.%d is %s", r.Number, r.Status)
+		}
+		number = r.Number
+		return nil
+	})
+	return number, func() apiclient.RunExit {
+		t.Helper()
+		select {
+		case exit := <-done:
+			return exit
+		case <-time.After(time.Minute):
+			t.Fatalf("run.%d has not ended after a minute", number)
+			return apiclient.RunExit{}
+		}
+	}
+}
+
+// waitGone waits until process pid is gone.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("process %d to be gone", pid), func(context.Context) error {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("process %d is still there (%v)", pid, err)
+		}
+		return nil
+	})
+}
+
+// TestRunsStop: POST .../runs/{run}/stop ends a detached run's command and
+// an attached one's, the record saying it was stopped and by whom (and the
+// attached client its exit frame), audited as app.run.stop; a run that
+// has ended is a 409, a viewer gets a 403, an unknown run or another
+// tenant's a 404, and no refusal changes anything.
+func TestRunsStop(t *testing.T) {
+	e, tenant, token, c := runsEnv(t, "stops")
+	ctx := t.Context()
+
+	t.Run("a detached run", func(t *testing.T) {
+		run, pid := runPID(t, c, "web")
+
+		// Refusals first: none touches the run.
+		viewer, _ := apiclient.New(e.URL, e.Member(t, token, "vic@stops.test", "viewer"), nil)
+		_, otherToken := e.TenantToken(t, "stops-other")
+		other, _ := apiclient.New(e.URL, otherToken, nil)
+		createApp(t, e, otherToken, "web")
+		auditBefore := countRows(t, e, "audit_log")
+		var ae *apiclient.Error
+		if _, err := viewer.StopRun(ctx, "web", run.Number); !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Role != "developer" {
+			t.Errorf("a viewer's stop: %v, want 403 naming the developer role", err)
+		}
+		if _, err := other.StopRun(ctx, "web", run.Number); !apiclient.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("another tenant's stop of run.%d: %v, want 404", run.Number, err)
+		}
+		if _, err := c.StopRun(ctx, "web", 99); !apiclient.IsStatus(err, http.StatusNotFound) || !strings.Contains(err.Error(), "has no run.99") {
+			t.Errorf("a stop of run.99: %v, want 404", err)
+		}
+		if _, err := c.StopRun(ctx, "nothing", run.Number); !apiclient.IsStatus(err, http.StatusNotFound) {
+			t.Errorf("a stop in an app that does not exist: %v, want 404", err)
+		}
+		for _, ref := range []string{"x", "run.", "-1", "0", "99999999999"} {
+			if a := call(t, e, http.MethodPost, "/apps/web/runs/"+ref+"/stop", token, nil); a.status != http.StatusNotFound || !strings.Contains(a.err().Message, "such as run.3") {
+				t.Errorf("a stop of run %q: %d %s, want 404 saying how to name a run", ref, a.status, a.body)
+			}
+		}
+		if r := runNumbered(t, c, "web", run.Number); r.Status != string(store.RunRunning) || r.StopRequestedAt != nil {
+			t.Errorf("run.%d after the refused stops: %+v, want running, no stop asked", run.Number, r)
+		}
+		if audit := countRows(t, e, "audit_log"); audit != auditBefore {
+			t.Errorf("the refused stops wrote %d audit entries", audit-auditBefore)
+		}
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("process %d after the refused stops: %v", pid, err)
+		}
+
+		stopped, err := c.StopRun(ctx, "web", run.Number)
+		if err != nil || stopped.Number != run.Number || stopped.StopRequestedAt == nil || stopped.StopRequestedBy != "token:test" {
+			t.Fatalf("a stop: %+v, %v; want run.%d, asked by token:test", stopped, err, run.Number)
+		}
+		r := waitRunEnded(t, c, "web", run.Number)
+		if r.Status != string(store.RunFailed) || r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGTERM) || r.Reason != "stopped by token:test" {
+			t.Errorf("run.%d ended as %+v, want SIGTERM's status, stopped by token:test", run.Number, r)
+		}
+		waitGone(t, pid)
+		if got := runLines(t, c, "web", run.Number); len(got) == 0 || got[len(got)-1] != "bex: Stopped, stopped by token:test (exit status 143)" {
+			t.Errorf("run.%d's lines in the app's log: %q", run.Number, got)
+		}
+		_, err = c.StopRun(ctx, "web", run.Number)
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || !strings.Contains(ae.Message, "has ended already (exit status 143, stopped by token:test)") {
+			t.Errorf("a second stop: %v, want 409 saying how it ended", err)
+		}
+		var stops []map[string]any
+		for _, a := range auditActions(t, e, tenant.ID) {
+			if a.Action == "app.run.stop" {
+				var d map[string]any
+				if err := json.Unmarshal(a.Details, &d); err != nil {
+					t.Fatal(err)
+				}
+				stops = append(stops, d)
+				if a.Target != "web" || a.Actor != "token:test" {
+					t.Errorf("app.run.stop of %s by %s", a.Target, a.Actor)
+				}
+			}
+		}
+		if len(stops) != 1 || stops[0]["run"] != float64(run.Number) {
+			t.Errorf("app.run.stop audit entries %v, want one of run.%d", stops, run.Number)
+		}
+	})
+
+	t.Run("an attached run", func(t *testing.T) {
+		number, done := runAttached(t, c, "web")
+		if _, err := c.StopRun(ctx, "web", number); err != nil {
+			t.Fatal(err)
+		}
+		if exit := done(); exit.Run != number || exit.ExitCode != 128+int(syscall.SIGTERM) || exit.Reason != "stopped by token:test" {
+			t.Errorf("the attached run's exit frame %+v, want SIGTERM's status, stopped by token:test", exit)
+		}
+		if r := waitRunEnded(t, c, "web", number); r.Reason != "stopped by token:test" {
+			t.Errorf("run.%d ended as %+v", number, r)
+		}
+	})
+}
+
+// TestRunsStopAcrossServers: a stop asked through one API server ends a
+// run another server runs (as two replicas of a cluster install), detached
+// or attached: the server that runs it reads the stop from the store.
+func TestRunsStopAcrossServers(t *testing.T) {
+	e, _, token, first := runsEnv(t, "replicas")
+	ctx := t.Context()
+	second, err := apiclient.New(e.AnotherServer(t), token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run, pid := runPID(t, first, "web")
+	if _, err := second.StopRun(ctx, "web", run.Number); err != nil {
+		t.Fatal(err)
+	}
+	r := waitRunEnded(t, first, "web", run.Number)
+	if r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGTERM) || r.Reason != "stopped by token:test" {
+		t.Errorf("the detached run.%d stopped through the other server ended as %+v, want SIGTERM's status, stopped by token:test", run.Number, r)
+	}
+	waitGone(t, pid)
+
+	number, done := runAttached(t, first, "web")
+	if _, err := second.StopRun(ctx, "web", number); err != nil {
+		t.Fatal(err)
+	}
+	if exit := done(); exit.ExitCode != 128+int(syscall.SIGTERM) || exit.Reason != "stopped by token:test" {
+		t.Errorf("the attached run stopped through the other server: exit frame %+v", exit)
+	}
 }

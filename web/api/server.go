@@ -95,6 +95,8 @@ type Server struct {
 	log           logr.Logger
 	checks        []func(context.Context) error
 	streams       *streamLimiter
+	// runs are the one-off runs this server runs (runstops.go).
+	runs *localRuns
 
 	quotas *quota.Defaults
 
@@ -143,6 +145,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		streams:       newStreamLimiter(maxStreams),
+		runs:          newLocalRuns(opts.Store, opts.Log, runStopPoll),
 		store:         opts.Store,
 		kube:          opts.Kube,
 		deployer:      opts.Deployer,

@@ -80,6 +80,11 @@ type Run struct {
 	Reason     string     `json:"reason,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// StopRequestedAt is when a stop was asked of it (StopRun),
+	// StopRequestedBy by whom; absent when none was. A run stopped ends
+	// with the reason "stopped by <StopRequestedBy>".
+	StopRequestedAt *time.Time `json:"stopRequestedAt,omitempty"`
+	StopRequestedBy string     `json:"stopRequestedBy,omitempty"`
 }
 
 // RunExit is the exit frame of a run's stream: how the command ended.
@@ -351,4 +356,14 @@ func (c *Client) ListRuns(ctx context.Context, app string, limit int) ([]Run, er
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/runs", q, nil, &rs)
+}
+
+// StopRun stops run.number of app, attached or detached: it returns the
+// run once the stop is recorded, still running; the command is ended
+// (SIGTERM, then SIGKILL) wherever it runs, and its end comes to its
+// record (ListRuns) with the reason "stopped by <who>". A run that has
+// ended is an *Error of status 409, an unknown one of 404.
+func (c *Client) StopRun(ctx context.Context, app string, number int) (Run, error) {
+	var r Run
+	return r, c.call(ctx, http.MethodPost, "/apps/"+seg(app)+"/runs/"+strconv.Itoa(number)+"/stop", nil, nil, &r)
 }

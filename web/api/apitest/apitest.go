@@ -86,6 +86,31 @@ type Env struct {
 
 	mu       sync.Mutex
 	notReady error // what the server's one readiness check returns
+	// newServer makes an API server with the Env's options.
+	newServer func() (*api.Server, error)
+}
+
+// serve starts an API server with the Env's options on an httptest
+// server, closed when t ends, and returns it and its URL.
+func (e *Env) serve(t testing.TB) (*api.Server, string) {
+	t.Helper()
+	srv, err := e.newServer()
+	if err != nil {
+		t.Fatalf("creating API server: %v", err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return srv, hs.URL
+}
+
+// AnotherServer starts a second API server on the Env's store, cluster,
+// Releaser and runtime, as a second replica of a cluster install is, and
+// returns its URL: what one holds in memory (a run it runs) the other
+// does not.
+func (e *Env) AnotherServer(t testing.TB) string {
+	t.Helper()
+	_, url := e.serve(t)
+	return url
 }
 
 // SetNotReady makes the server's readiness check fail with err; nil makes
@@ -197,7 +222,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	if opts.RuntimeLogs {
 		logs = api.RuntimeLogs{Driver: rt}
 	}
-	srv, err := api.New(api.Options{
+	apiOpts := api.Options{
 		Store:         st,
 		Kube:          apiKube,
 		Deployer:      e.Releaser,
@@ -217,14 +242,9 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 			defer e.mu.Unlock()
 			return e.notReady
 		}},
-	})
-	if err != nil {
-		t.Fatalf("creating API server: %v", err)
 	}
-	e.Server = srv
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	e.URL = hs.URL
+	e.newServer = func() (*api.Server, error) { return api.New(apiOpts) }
+	e.Server, e.URL = e.serve(t)
 
 	op, err := st.CreateUser(ctx, store.NewUser{Email: "ops@bex.test", Role: store.RoleOperator})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 func newRunsCommand(st *state) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "runs APP",
 		Short: "List an app's one-off runs (bex run), newest first: the command, who ran it, in which release, and how it ended",
 		Args:  cobra.ExactArgs(1),
@@ -35,6 +35,8 @@ func newRunsCommand(st *state) *cobra.Command {
 			})
 		},
 	}
+	cmd.AddCommand(newRunsStopCommand(st))
+	return cmd
 }
 
 // runRows are the table rows of runs.
@@ -53,10 +55,12 @@ func runRows(runs []apiclient.Run) [][]string {
 	return rows
 }
 
-// runStatus says how a run stands: "running", "exit 0", "exit 143: timed
-// out after 1h0m0s", "not started: …".
+// runStatus says how a run stands: "running", "stopping (asked by
+// a@b.c)", "exit 0", "exit 143: timed out after 1h0m0s", "not started: …".
 func runStatus(r apiclient.Run) string {
 	switch {
+	case r.Status == "running" && r.StopRequestedAt != nil:
+		return "stopping (asked by " + r.StopRequestedBy + ")"
 	case r.Status == "running":
 		return "running"
 	case r.ExitCode == nil:

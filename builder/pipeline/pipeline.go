@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -139,6 +140,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 		t := timings()
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error(), Timings: t})
+		p.recordFailed(app, b.Number)
 		return gitserver.DeployResult{}, true, buildErr
 	}
 
@@ -152,6 +154,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if err != nil {
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: err.Error()})
+		p.recordFailed(app, b.Number)
 		return gitserver.DeployResult{}, true, err
 	}
 	config := release.ConfigOf(app)
@@ -162,6 +165,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 		t := timings()
 		logs.Close()
 		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
+		p.recordFailed(app, b.Number)
 		return gitserver.DeployResult{}, true, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
 	}
 	t := timings()
@@ -176,7 +180,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	}
 	p.CountRelease(release.KindDeploy)
 	url := p.URL(push.Tenant, push.App)
-	if err := p.SetCurrent(ctx, app, rel.Number, url); err != nil {
+	if err := p.SetBuiltCurrent(ctx, app, b.Number, rel.Number, url); err != nil {
 		return gitserver.DeployResult{}, true, err
 	}
 	p.Prune(ctx, tenant.ID, app, log)
@@ -205,6 +209,17 @@ func (p *Pipeline) finish(buildID string, res store.BuildResult) {
 		}
 		p.opts.Log.Info("Database unavailable; recording the build result again", "build", buildID, "in", wait)
 		time.Sleep(wait)
+	}
+}
+
+// recordFailed records a build that failed on its App (status.latestBuild),
+// so that the App controller shows the failure at once; the build's own
+// record is the store's.
+func (p *Pipeline) recordFailed(app *platformv1alpha1.App, build int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.RecordBuild(ctx, app, build); err != nil && !apierrors.IsNotFound(err) {
+		p.opts.Log.Error(err, "Recording a failed build on its app", "app", klog.KObj(app), "build", build)
 	}
 }
 

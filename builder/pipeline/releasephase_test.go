@@ -88,6 +88,9 @@ func TestReleasePhase(t *testing.T) {
 	if err != nil || v1 != "v1" {
 		t.Fatalf("after v1's push the app answers %q, %v", v1, err)
 	}
+	if got := e.app(t).Status.LatestBuild; got != 1 {
+		t.Errorf("after build 1 went out the App's status.latestBuild is %d", got)
+	}
 	if st, err := e.rt.Status(ctx, e.tenant, e.name); err != nil || len(st.Instances) != 1 {
 		t.Errorf("the runtime runs %+v, %v: the release process must not run as an instance", st.Instances, err)
 	}
@@ -120,6 +123,10 @@ func TestReleasePhase(t *testing.T) {
 		b, log := e.buildLog(t, tenantID)
 		if b.Status != store.BuildFailed || !strings.Contains(b.Error, "exited with status 3") || !strings.Contains(log, "relation users already exists") {
 			t.Errorf("the build record: %s %q; log:\n%s", b.Status, b.Error, log)
+		}
+		// The App controller learns of the failed build from the App.
+		if got := e.app(t).Status.LatestBuild; got != int64(b.Number) {
+			t.Errorf("after failed build %d the App's status.latestBuild is %d", b.Number, got)
 		}
 	})
 

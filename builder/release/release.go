@@ -100,7 +100,10 @@ type Releaser struct {
 	locks    map[string]*sync.Mutex
 }
 
-var _ appctrl.Releases = (*Releaser)(nil)
+var (
+	_ appctrl.Releases      = (*Releaser)(nil)
+	_ appctrl.HealthWatcher = (*Releaser)(nil)
+)
 
 // New checks the options.
 func New(opts Options) (*Releaser, error) {
@@ -942,11 +945,33 @@ func (p *Releaser) LatestNumber(ctx context.Context, tenantID, app string) (int,
 // SetCurrent records release number as the App's current one, and url as
 // its URL, in the App's status.
 func (p *Releaser) SetCurrent(ctx context.Context, app *platformv1alpha1.App, number int, url string) error {
+	return p.SetBuiltCurrent(ctx, app, 0, number, url)
+}
+
+// SetBuiltCurrent is SetCurrent for a release that build made: build is
+// recorded as the App's newest build that ended (status.latestBuild) in
+// the same write; 0 records none.
+func (p *Releaser) SetBuiltCurrent(ctx context.Context, app *platformv1alpha1.App, build, number int, url string) error {
 	base := app.DeepCopy()
 	app.Status.CurrentRelease = int64(number)
 	app.Status.URL = url
+	if build > 0 {
+		app.Status.LatestBuild = int64(build)
+	}
 	if err := p.opts.Kube.Status().Patch(ctx, app, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("recording release v%d on the app: %w", number, err)
+	}
+	return nil
+}
+
+// RecordBuild records build as the App's newest build that ended
+// (status.latestBuild), for a build that made no release: the App
+// controller, which watches the App, reads its outcome at once.
+func (p *Releaser) RecordBuild(ctx context.Context, app *platformv1alpha1.App, build int) error {
+	base := app.DeepCopy()
+	app.Status.LatestBuild = int64(build)
+	if err := p.opts.Kube.Status().Patch(ctx, app, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("recording build %d on the app: %w", build, err)
 	}
 	return nil
 }
@@ -1052,4 +1077,19 @@ func (p *Releaser) Health(ctx context.Context, tenant, app string) (bool, string
 		return false, "", err
 	}
 	return st.Ready, st.Message, nil
+}
+
+// WatchHealth implements appctrl.HealthWatcher when the runtime tells of
+// its apps' changes (runtime.Watcher); otherwise changed is never called.
+func (p *Releaser) WatchHealth(ctx context.Context, changed func(tenant, app string)) {
+	if w, ok := p.opts.Runtime.(runtime.Watcher); ok {
+		w.Watch(ctx, changed)
+	}
+}
+
+// WatchesHealth implements appctrl.HealthWatcher: whether the runtime
+// tells of the app's changes.
+func (p *Releaser) WatchesHealth(tenant, app string) bool {
+	w, ok := p.opts.Runtime.(runtime.Watcher)
+	return ok && w.Watches(tenant, app)
 }

@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 )
@@ -35,9 +38,19 @@ const secretRefIndex = "spec.env.secretKeyRef.name"
 // finalizer holds an App until what runs for it is stopped.
 const finalizer = "platform.bex.co/runtime"
 
-// resyncPeriod is how often a running App's runtime state is observed again:
-// the runtime has no events of its own to watch.
-const resyncPeriod = 15 * time.Second
+// ResyncPeriod is how often a running App's runtime state is observed
+// again when its runtime does not tell of its changes (HealthWatcher), or
+// when the App does not serve.
+const ResyncPeriod = 15 * time.Second
+
+// watchedResync is how often an App whose runtime tells of its changes
+// (HealthWatcher) is looked at again, when nothing else brings it back,
+// while it serves or rests in maintenance: a safety net. Each App's wait
+// is spread by up to a fifth more, so that Apps reconciled together (at a
+// start) do not all come back together. A watched App that does not serve
+// is looked at every ResyncPeriod, as its status may change with time
+// alone (a crash loop ends once a process ran long enough).
+const watchedResync = 5 * time.Minute
 
 // placementResync is how often the placement of an App is looked at again
 // when nothing else brings the App back: the fleet (a cordon, a deletion, a
@@ -51,6 +64,20 @@ const placementResync = 30 * time.Second
 // took minutes to converge from cold, and their 15 s resyncs alone needed
 // more reconciles per second than one worker does.
 const DefaultMaxConcurrentReconciles = 8
+
+// HealthWatcher is what a Releases may also do: tell when the runtime
+// state of an app changes (an instance starts, becomes ready, crashes or
+// stops; a release takes over), so that an App is reconciled when that
+// happens rather than found changed at its next resync.
+type HealthWatcher interface {
+	// WatchHealth calls changed with the app's tenant and name after each
+	// such change, until ctx is done; it returns at once. changed does not
+	// block.
+	WatchHealth(ctx context.Context, changed func(tenant, app string))
+	// WatchesHealth reports whether WatchHealth tells of the app's changes
+	// now (the app runs where they are seen).
+	WatchesHealth(tenant, app string) bool
+}
 
 // NamespacePreparer is what a Releases may also do: make the tenant's
 // namespace in the runtime ready for apps (confined: Pod Security labels,
@@ -136,6 +163,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("indexing apps by cluster: %w", err)
 		}
 		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.appsOnCluster))
+	}
+	if hw, ok := r.Releases.(HealthWatcher); ok {
+		b = b.WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			hw.WatchHealth(ctx, func(tenant, app string) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: tenant, Name: app}})
+			})
+			return nil
+		}))
 	}
 	return b.Complete(r)
 }
@@ -264,13 +299,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && app.Spec.Suspended {
 		// Maintenance mode: nothing runs, and Ready says so.
-		result.RequeueAfter = resyncPeriod
+		result.RequeueAfter = ResyncPeriod
 		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
 			return reconcile.Result{}, fmt.Errorf("stopping the instances of a suspended app: %w", err)
 		}
 	}
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {
-		result.RequeueAfter = resyncPeriod
+		result.RequeueAfter = ResyncPeriod
 		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
 			s.runtimeMessage = "release v" + strconv.FormatInt(app.Status.CurrentRelease, 10) + " is not running: " + err.Error()
 		} else {
@@ -289,7 +324,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		s.lastBuild = lb
 	}
 	setConditions(s)
+	if r.watched(s) {
+		result.RequeueAfter = wait.Jitter(watchedResync, 0.2)
+	}
 	return result, nil
+}
+
+// watched reports whether the App, as s observed it, need only be looked
+// at again when its runtime tells of a change (HealthWatcher): it has a
+// release, its runtime watches it, and it serves (or rests in maintenance)
+// where it is placed. Builds that end bring it back by the status the
+// pipeline records (status.latestBuild), Secrets and Clusters by their
+// watches.
+func (r *Reconciler) watched(s *scope) bool {
+	hw, ok := r.Releases.(HealthWatcher)
+	app := s.app
+	switch {
+	case !ok || app.Status.CurrentRelease == 0 || !hw.WatchesHealth(app.Namespace, app.Name):
+		return false
+	case s.placementObserved && !s.placement.Placed:
+		return false
+	case len(s.missingSecrets) > 0:
+		return false
+	}
+	return app.Spec.Suspended || (s.runtimeObserved && s.runtimeReady)
 }
 
 func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.App) error {

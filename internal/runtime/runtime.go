@@ -341,6 +341,21 @@ type UsageReader interface {
 	Usage(ctx context.Context, tenant, app string) ([]Usage, error)
 }
 
+// Watcher is implemented by a driver that tells when the state of an
+// app's instances changes (one starts, becomes healthy, crashes, is
+// stopped, a release takes over), so that its Status need not be polled to
+// see it.
+type Watcher interface {
+	// Watch calls changed with the app's tenant and name after each such
+	// change, until ctx is done; it returns at once. changed must return
+	// quickly and is called from many goroutines.
+	Watch(ctx context.Context, changed func(tenant, app string))
+	// Watches reports whether Watch reports the changes of tenant's app
+	// now: a driver may run apps whose changes it does not see (the placed
+	// driver's apps on a kube cluster).
+	Watches(tenant, app string) bool
+}
+
 // ErrUsageNotSupported is wrapped by Usage when the driver that runs the
 // app cannot read its usage.
 var ErrUsageNotSupported = errors.New("this runtime does not read its instances' CPU and memory")

@@ -361,6 +361,12 @@ type AppStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
+	// LatestBuild is the number of the App's newest build that ended, as
+	// the build pipeline records it when a build ends; the Built condition
+	// says how it ended.
+	// +optional
+	LatestBuild int64 `json:"latestBuild,omitempty"`
+
 	// Cluster is the name of the workload cluster the App is placed on.
 	// +optional
 	Cluster string `json:"cluster,omitempty"`

@@ -426,3 +426,33 @@ func TestRunsWhereTheAppIsPlaced(t *testing.T) {
 		t.Errorf("refused runs ran: output %q", out.String())
 	}
 }
+
+// polled is a cluster's driver that tells of no change, as a kube
+// driver's: it hides the process driver's Watch.
+type polled struct{ runtime.Driver }
+
+// TestWatchesFollowTheServingCluster: the placed driver tells of the
+// changes of an app that a watching cluster serves, and says it does not
+// see them once the app moved to a cluster whose driver tells nothing.
+func TestWatchesFollowTheServingCluster(t *testing.T) {
+	a, b := newProcessDriver(t), newProcessDriver(t)
+	clusters := placed.Static{"a": {Driver: a, Apps: a}, "b": {Driver: polled{b}, Apps: b}}
+	d := newDriver(t, clusters, &ledger{})
+	var told atomic.Int64
+	d.Watch(t.Context(), func(tn, app string) {
+		if tn == tenant && app == "watched" {
+			told.Add(1)
+		}
+	})
+	if d.Watches(tenant, "watched") {
+		t.Error("an app no cluster serves is said to be watched")
+	}
+	deploy(t, d, webRelease(t, "watched", "a", 1, nil))
+	if !d.Watches(tenant, "watched") || told.Load() == 0 {
+		t.Fatalf("on the watching cluster: watched %v, told %d times", d.Watches(tenant, "watched"), told.Load())
+	}
+	deploy(t, d, webRelease(t, "watched", "b", 1, nil))
+	if d.Watches(tenant, "watched") {
+		t.Error("an app moved to a cluster whose driver tells nothing is still said to be watched")
+	}
+}

@@ -121,6 +121,8 @@ type Driver struct {
 	closed bool
 	// runs are the one-off commands running, by app (run.go).
 	runs map[appKey]map[*oneOff]bool
+
+	watchers watchers
 }
 
 type appKey struct{ tenant, app string }
@@ -256,6 +258,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 			a.mu.Lock()
 			a.current = merge(cur, &release{number: rel.Number}, keep, rel)
 			a.mu.Unlock()
+			d.changed(a.key)
 		}
 		fmt.Fprintf(log, "Release %d runs already, as it is: nothing to restart\n", rel.Number)
 		return nil
@@ -297,6 +300,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	a.current, a.pending = next, nil
 	a.updateRoutesLocked()
 	a.mu.Unlock()
+	d.changed(a.key)
 	stopSwitch()
 	switch {
 	case len(keep) == 0:
@@ -618,6 +622,7 @@ func (d *Driver) stopApp(a *app, remove bool) {
 	if cur != nil {
 		stopAll(cur.instances)
 	}
+	d.changed(a.key)
 	a.logs.close(remove)
 	if remove {
 		d.mu.Lock()

@@ -110,17 +110,25 @@ func (i *instance) system(format string, args ...any) {
 	i.a.logs.add(runtime.LogLine{Time: time.Now(), Process: i.process, Instance: i.index, Stream: runtime.System, Text: fmt.Sprintf(format, args...)})
 }
 
+// changed tells the driver's watchers that the instance changed state.
+func (i *instance) changed() { i.d.changed(i.a.key) }
+
 func (i *instance) setState(s runtime.InstanceState) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.state != s {
+	changed := i.state != s
+	if changed {
 		i.state, i.since = s, time.Now()
+	}
+	i.mu.Unlock()
+	if changed {
+		i.changed()
 	}
 }
 
 func (i *instance) setHealthy(h bool) {
 	i.mu.Lock()
 	changed := i.healthy != h
+	stateChanged := h && i.state != runtime.Running
 	i.healthy = h
 	if h {
 		i.state, i.since = runtime.Running, time.Now()
@@ -128,6 +136,9 @@ func (i *instance) setHealthy(h bool) {
 	i.mu.Unlock()
 	if changed {
 		i.a.updateRoutes()
+	}
+	if changed || stateChanged {
+		i.changed()
 	}
 }
 
@@ -209,6 +220,7 @@ func (i *instance) run() {
 			i.mu.Lock()
 			i.state, i.since = runtime.Crashed, time.Now()
 			i.mu.Unlock()
+			i.changed()
 			<-i.stop
 			i.setState(runtime.Stopped)
 			return
@@ -251,6 +263,7 @@ func (i *instance) run() {
 		i.restartAt = time.Now().Add(backoff)
 		i.mu.Unlock()
 		i.a.updateRoutes()
+		i.changed()
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -332,6 +345,7 @@ func (i *instance) start() (<-chan error, error) {
 		i.state, i.since = runtime.Running, time.Now()
 	}
 	i.mu.Unlock()
+	i.changed()
 	if i.container != nil {
 		i.system("Started container %s at %s: %s", i.container.ID(), i.host, i.commandLine())
 	} else {
@@ -439,6 +453,7 @@ func (i *instance) finishStop() {
 	i.state, i.since, i.pid, i.healthy = runtime.Stopped, time.Now(), 0, false
 	i.mu.Unlock()
 	i.a.updateRoutes()
+	i.changed()
 	i.report(fmt.Errorf("%s was stopped", i.name()))
 	i.system("Stopped")
 }

@@ -701,3 +701,55 @@ func TestImageEnvUnderEnv(t *testing.T) {
 		t.Fatalf("GET with the version in both: %q, %v; want from-config (Env wins)", body, err)
 	}
 }
+
+// TestWatchTellsOfChanges: a watcher hears of an app's instance that
+// crashes and comes back, and of the app's removal, by the app's name,
+// and nothing once its context ended.
+func TestWatchTellsOfChanges(t *testing.T) {
+	d := newDriver(t, process.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	heard := map[string]int{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	d.Watch(watchCtx, func(tn, app string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard[tn+"/"+app]++
+	})
+	count := func(app string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return heard[tenant+"/"+app]
+	}
+	if err := d.Deploy(ctx, webRelease(t, "watched", 1, 1, "v1", nil), nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	if count("watched") == 0 {
+		t.Fatal("a deploy that started an instance and made it live told nothing")
+	}
+	before := count("watched")
+	if _, err := get(newEdge(t, d), "watched", "/exit"); err == nil {
+		t.Log("the /exit request got an answer")
+	}
+	platformtest.Eventually(t, 30*time.Second, "the crash told", func(context.Context) error {
+		if count("watched") == before {
+			return errors.New("nothing told since the crash")
+		}
+		return nil
+	})
+	if err := d.Remove(ctx, tenant, "watched-not"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("watched-not"); n != 0 {
+		t.Errorf("an app the driver never ran was told of %d times", n)
+	}
+	stopWatch()
+	after := count("watched")
+	if err := d.Remove(ctx, tenant, "watched"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("watched"); n != after {
+		t.Errorf("a watcher whose context ended heard %d more changes", n-after)
+	}
+}

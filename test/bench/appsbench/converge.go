@@ -26,6 +26,7 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/controllers"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
 )
 
@@ -45,6 +46,11 @@ type convergeResult struct {
 	reconciles map[string]float64
 	queue      map[string]float64
 	window     time.Duration
+	// watchedReconciles are the reconciles per second by controller in a
+	// second window, once the runtime tells of its apps' changes
+	// (runtime.Watcher) and every App was reconciled since; reconciles is
+	// the baseline, with a runtime the App controller polls.
+	watchedReconciles map[string]float64
 	// edgeUpdates counts the edge table's Route updates while the
 	// controllers converged.
 	edgeUpdates int
@@ -187,13 +193,44 @@ func (e *env) converge(ctx context.Context, f *fleet, steady time.Duration, r *r
 	if err != nil {
 		return err
 	}
-	cr.reconciles = map[string]float64{}
+	cr.reconciles = reconcileRates(before, after, cr.window)
+	cr.queue = byLabel(after, "workqueue_depth", "name")
+
+	// The same window once the runtime watches: each App's polling resync
+	// (15 s) comes once more and finds it watched.
+	rt.watches.Store(true)
+	switchWait := 2 * appctrl.ResyncPeriod
+	fmt.Fprintf(os.Stderr, "the runtime now tells of its apps' changes; counting reconciles again after %s\n", switchWait)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(switchWait):
+	}
+	if before, err = ctrlmetrics.Registry.Gather(); err != nil {
+		return err
+	}
+	t0 = time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(steady):
+	}
+	if after, err = ctrlmetrics.Registry.Gather(); err != nil {
+		return err
+	}
+	cr.watchedReconciles = reconcileRates(before, after, time.Since(t0))
+	return nil
+}
+
+// reconcileRates are the reconciles per second by controller between two
+// gatherings of the controllers' metrics, window apart.
+func reconcileRates(before, after []*dto.MetricFamily, window time.Duration) map[string]float64 {
+	out := map[string]float64{}
 	b, a := byLabel(before, "controller_runtime_reconcile_total", "controller"), byLabel(after, "controller_runtime_reconcile_total", "controller")
 	for c, n := range a {
-		cr.reconciles[c] = (n - b[c]) / cr.window.Seconds()
+		out[c] = (n - b[c]) / window.Seconds()
 	}
-	cr.queue = byLabel(after, "workqueue_depth", "name")
-	return nil
+	return out
 }
 
 // byLabel sums the samples of metric name by the value of label.

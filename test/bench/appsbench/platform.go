@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,14 +25,28 @@ import (
 // benchRuntime is a runtime.Driver that runs nothing and reports every app
 // as running its App's current release, ready, with one web instance: ten
 // thousand apps do not run on one machine, and the bench measures the
-// platform around them. A Deploy is remembered as what runs.
+// platform around them. A Deploy is remembered as what runs. While
+// watches is false it is a runtime the App controller must poll (a kube
+// cluster's); once true, one that tells of its apps' changes
+// (runtime.Watcher, as make run's process runtime), none of which come.
 type benchRuntime struct {
+	watches atomic.Bool
+
 	mu      sync.Mutex
 	release map[string]int // tenant/app → release deployed, when one was
 	kube    client.Client
 }
 
-var _ runtime.Driver = (*benchRuntime)(nil)
+var (
+	_ runtime.Driver  = (*benchRuntime)(nil)
+	_ runtime.Watcher = (*benchRuntime)(nil)
+)
+
+// Watch implements runtime.Watcher: nothing changes.
+func (r *benchRuntime) Watch(context.Context, func(tenant, app string)) {}
+
+// Watches implements runtime.Watcher.
+func (r *benchRuntime) Watches(string, string) bool { return r.watches.Load() }
 
 func (r *benchRuntime) Deploy(_ context.Context, rel runtime.Release, _ io.Writer) error {
 	r.mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	appctrl "bex.co/bex/controllers/app"
 )
 
 // report is everything the bench measured.
@@ -76,7 +78,9 @@ func (r *report) print(out io.Writer) {
 		fmt.Fprintf(tw, "edge's added p%.0f, %d / %d hostnames\t%s / %s (ratio %.2f)\t\n", q*100, e.fewHosts, e.entries, ms(af), ms(aa), ratio(aa, af))
 	}
 	fmt.Fprintf(tw, "controllers' requests per second once converged (%s)\t%s\t\n", c.window.Round(time.Second), rates(c.steady))
-	fmt.Fprintf(tw, "reconciles per second once converged\t%s\t\n", rates(c.reconciles))
+	fmt.Fprintf(tw, "reconciles per second once converged, runtime polled\t%s\t\n", rates(c.reconciles))
+	fmt.Fprintf(tw, "reconciles per second once converged, runtime watching\t%s (App %.2f× the polled)\t\n",
+		rates(c.watchedReconciles), c.watchedReconciles[appctrl.ControllerName]/max(c.reconciles[appctrl.ControllerName], 0.001))
 	fmt.Fprintf(tw, "workqueue depth at the end\t%s\t\n", rates(c.queue))
 	tw.Flush()
 }

@@ -86,7 +86,11 @@ type Options struct {
 	// LeaseDuration is the Node Lease's duration, renewed four times in it
 	// [40s]. StatusInterval is how often the Node's status is posted [1m].
 	LeaseDuration, StatusInterval time.Duration
-	Log                           logr.Logger
+	// ImageMinimumGCAge is how long an unpacked image no container uses
+	// stays before it is deleted, the kubelet's --image-minimum-gc-age
+	// [2m]; ImageGCPeriod is how often unused images are looked for [1m].
+	ImageMinimumGCAge, ImageGCPeriod time.Duration
+	Log                              logr.Logger
 }
 
 func (o *Options) complete() error {
@@ -118,6 +122,12 @@ func (o *Options) complete() error {
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = time.Minute
+	}
+	if o.ImageMinimumGCAge <= 0 {
+		o.ImageMinimumGCAge = 2 * time.Minute
+	}
+	if o.ImageGCPeriod <= 0 {
+		o.ImageGCPeriod = time.Minute
 	}
 	return nil
 }
@@ -157,6 +167,15 @@ func New(opts Options) (*Agent, error) {
 	volumes := &volumeStore{dir: filepath.Join(opts.StateDir, "volumes")}
 	if err := volumes.sweep(); err != nil {
 		return nil, fmt.Errorf("removing the volumes of earlier pods: %w", err)
+	}
+	// The images an agent before this one unpacked: this one's store
+	// knows none of them.
+	swept, err := sweepImages(filepath.Join(opts.StateDir, "images"))
+	if err != nil {
+		return nil, fmt.Errorf("removing the images of an earlier agent: %w", err)
+	}
+	if swept > 0 {
+		opts.Log.Info("Removed the images of an earlier agent", "images", swept)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
@@ -205,9 +224,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { serveErr <- srv.ServeTLS(l, "", "") }()
 
 	var loops sync.WaitGroup
-	loops.Add(2)
+	loops.Add(3)
 	go func() { defer loops.Done(); a.renewLease(ctx) }()
 	go func() { defer loops.Done(); a.postStatus(ctx) }()
+	go func() { defer loops.Done(); a.collectImages(ctx) }()
 
 	factory := informers.NewSharedInformerFactoryWithOptions(a.opts.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {

@@ -7,8 +7,10 @@
 // (its own namespaces, the tenant's uid range, cgroup limits from the
 // container's resource limits), from an image pulled from a registry with
 // the Pod's image pull secrets or the node's own credentials and unpacked
-// once per tenant and image. The container's address on the sandbox bridge
-// is the Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
+// once per tenant and image, then deleted once no container has used it
+// for Options.ImageMinimumGCAge, as the kubelet's image garbage
+// collection does. The container's address on the sandbox bridge is the
+// Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
 // and TCP), restarts containers by the Pod's restart policy with back-off,
 // fails a Pod past its activeDeadlineSeconds (DeadlineExceeded),
 // reports the Pod's phase, conditions and container statuses, and stops a

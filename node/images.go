@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -27,6 +28,14 @@ import (
 type image struct {
 	dir    string
 	config build.ImageConfig
+	// tenant and ref (by digest) say whose and which image it is.
+	tenant, ref string
+
+	// users counts the containers made from it and the Pods about to
+	// make one; unusedSince is when the last of them went (when it was
+	// unpacked, before the first). Both under imageStore.mu.
+	users       int
+	unusedSince time.Time
 }
 
 // imageStore unpacks images once per tenant and image digest: the sandbox
@@ -34,13 +43,20 @@ type image struct {
 // share one. Every Pod start resolves its image's reference with the Pod's
 // own credentials first, so a Pod without them never runs an image another
 // Pod pulled, and a moved tag is unpacked anew.
+//
+// An image that get hands out is in use until release; collect deletes
+// images unused for a while. Each key's lock is held while its image is
+// unpacked and while it is deleted, so that a get for it waits and
+// unpacks it anew rather than hand out a directory being removed; mu
+// guards the maps and the images' users.
 type imageStore struct {
 	dir      string
 	keychain authn.Keychain
 
-	mu     sync.Mutex
-	images map[string]*image
-	locks  map[string]*sync.Mutex
+	mu      sync.Mutex
+	images  map[string]*image
+	locks   map[string]*sync.Mutex
+	removed int // images collect deleted
 }
 
 func newImageStore(dir string, kc authn.Keychain) *imageStore {
@@ -48,7 +64,8 @@ func newImageStore(dir string, kc authn.Keychain) *imageStore {
 }
 
 // get returns the image unpacked for tenant, with the credentials of the
-// first of pullSecrets, then the node's, that names its registry.
+// first of pullSecrets, then the node's, that names its registry. The
+// image is in use until the caller releases it.
 func (s *imageStore) get(ctx context.Context, tenant, refStr string, pullSecrets []*corev1.Secret) (*image, error) {
 	var keychains []authn.Keychain
 	for _, sec := range pullSecrets {
@@ -79,6 +96,7 @@ func (s *imageStore) get(ctx context.Context, tenant, refStr string, pullSecrets
 	key := tenant + "\x00" + byDigest
 	s.mu.Lock()
 	if img, ok := s.images[key]; ok {
+		img.users++
 		s.mu.Unlock()
 		return img, nil
 	}
@@ -92,6 +110,9 @@ func (s *imageStore) get(ctx context.Context, tenant, refStr string, pullSecrets
 	defer l.Unlock()
 	s.mu.Lock()
 	img, ok := s.images[key]
+	if ok {
+		img.users++
+	}
 	s.mu.Unlock()
 	if ok {
 		return img, nil
@@ -106,11 +127,21 @@ func (s *imageStore) get(ctx context.Context, tenant, refStr string, pullSecrets
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	img = &image{dir: dir, config: cfg}
+	img = &image{dir: dir, config: cfg, tenant: tenant, ref: byDigest, users: 1}
 	s.mu.Lock()
 	s.images[key] = img
 	s.mu.Unlock()
 	return img, nil
+}
+
+// release ends a use of img that get began.
+func (s *imageStore) release(img *image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	img.users--
+	if img.users == 0 {
+		img.unusedSince = time.Now()
+	}
 }
 
 // RegistryConfigKeychain reads the registry credentials of a docker

@@ -47,6 +47,10 @@ type podWorker struct {
 
 	refusal *refusal // set when the agent admits no more Pods
 
+	// image is what the container was made from, in use until the
+	// container is removed.
+	image *image
+
 	// deadline is when the Pod's activeDeadlineSeconds ends, from when the
 	// worker took it; zero without one.
 	deadline time.Time
@@ -168,6 +172,7 @@ func (w *podWorker) run(ctx context.Context) {
 			if err := container.Destroy(); err != nil {
 				log.Error(err, "Removing a container")
 			}
+			w.a.images.release(w.image)
 		}
 		if err := w.a.volumes.remove(string(pod.UID)); err != nil {
 			log.Error(err, "Removing the pod's volumes")
@@ -279,12 +284,15 @@ func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Pulled", "Image %q unpacked (%s)", c.Image, img.config.Digest)
 	spec, err := w.containerSpec(ctx, pod, c, img)
 	if err != nil {
+		w.a.images.release(img)
 		return nil, waitWith("CreateContainerConfigError", err)
 	}
 	container, err := w.a.opts.Sandbox.Create(spec)
 	if err != nil {
+		w.a.images.release(img)
 		return nil, waitWith("CreateContainerError", err)
 	}
+	w.image = img
 	w.setState(func(s *podState) {
 		s.podIP, s.sandboxReady = container.Addr().String(), true
 		s.imageID = imageID(c.Image, img.config.Digest)

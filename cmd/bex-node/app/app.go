@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -44,12 +45,14 @@ type Options struct {
 	MaxPods           int
 	SandboxOutbound   bool
 	PlatformBinDir    string
+	ImageMinimumGCAge time.Duration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	host, _ := os.Hostname()
-	return &Options{NodeName: host, Port: node.DefaultPort, StateDir: "/var/lib/bex-node", MaxPods: 110}
+	return &Options{NodeName: host, Port: node.DefaultPort, StateDir: "/var/lib/bex-node", MaxPods: 110,
+		ImageMinimumGCAge: 2 * time.Minute}
 }
 
 // AddFlags binds the options to fs.
@@ -73,6 +76,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CPU, "cpu", o.CPU, "CPU the Node offers [this machine's CPUs]")
 	fs.StringVar(&o.Memory, "memory", o.Memory, "Memory the Node offers [this machine's]")
 	fs.IntVar(&o.MaxPods, "max-pods", o.MaxPods, "Pods the Node runs at most")
+	fs.DurationVar(&o.ImageMinimumGCAge, "image-minimum-gc-age", o.ImageMinimumGCAge, "How long an unpacked image no container uses stays on the node before it is deleted, as the kubelet's")
 }
 
 // Validate says what is wrong with the flags, all at once.
@@ -106,6 +110,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxPods < 1 || o.MaxPods > 250 {
 		errs = append(errs, fmt.Errorf("--max-pods %d must be 1 to 250 (one sandbox bridge's addresses)", o.MaxPods))
+	}
+	if o.ImageMinimumGCAge <= 0 {
+		errs = append(errs, fmt.Errorf("--image-minimum-gc-age %s must be positive, as 2m", o.ImageMinimumGCAge))
 	}
 	for _, q := range []struct{ v, flag string }{{o.CPU, "--cpu"}, {o.Memory, "--memory"}} {
 		if q.v == "" {
@@ -175,7 +182,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		Client: client, NodeName: o.NodeName, Address: netip.MustParseAddr(o.Address), Port: o.Port,
 		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, PlatformBinDir: o.PlatformBinDir, Keychain: kc,
 		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels, Taints: taints,
-		Log: log,
+		ImageMinimumGCAge: o.ImageMinimumGCAge, Log: log,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -28,6 +29,8 @@ func TestValidate(t *testing.T) {
 		{"a taint without effect", func(o *Options) { o.Taints = "bex.co/dedicated=apps" }, []string{`--register-with-taints: taint "bex.co/dedicated=apps": want KEY=VALUE:EFFECT or KEY:EFFECT`}},
 		{"platform bin dir", func(o *Options) { o.PlatformBinDir = "/opt/bex/bin" }, nil},
 		{"relative platform bin dir", func(o *Options) { o.PlatformBinDir = "bin" }, []string{`--platform-bin-dir "bin" must be an absolute path`}},
+		{"an image gc age", func(o *Options) { o.ImageMinimumGCAge = 30 * time.Second }, nil},
+		{"a negative image gc age", func(o *Options) { o.ImageMinimumGCAge = -time.Minute }, []string{"--image-minimum-gc-age -1m0s must be positive"}},
 		{"a taint's effect", func(o *Options) { o.Taints = "a=b:Never" }, []string{`effect "Never" is not NoSchedule`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/apiserver/scheduler"
+	"bex.co/bex/internal/fleetstate"
 )
 
 // Placement is the outcome of placing an App.
@@ -31,6 +32,11 @@ type Placement struct {
 	// Message explains the outcome: the score, the move and why, or why no
 	// cluster fits.
 	Message string
+	// Static is true when the App stays on a static cluster (make run's
+	// "local"): no cordon, deletion or change of capacity comes to it
+	// while the platform runs, so the App need not be placed again until
+	// it changes itself.
+	Static bool
 }
 
 // Placer places Apps on workload clusters. Calls are idempotent and
@@ -131,7 +137,9 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	}
 	reason, why := leaveReason(cc, &existing.Spec, want, time.Now())
 	if reason == "" {
-		return p.keep(ctx, existing, want)
+		pl, err := p.keep(ctx, existing, want)
+		pl.Static = cc != nil && cc.Status.Source == fleetstate.SourceStatic
+		return pl, err
 	}
 	return p.move(ctx, app, existing, want, reason, why)
 }

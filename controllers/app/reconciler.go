@@ -288,10 +288,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 				"Placed again on %s/%s, away from %s: %s", pl.Cluster, pl.Pool, pl.MovedFrom, pl.Message)
 		}
 	}
-	var result reconcile.Result
-	if r.Placer != nil {
-		result.RequeueAfter = placementResync
-	}
 	if p, ok := r.Releases.(NamespacePreparer); ok {
 		if err := p.PrepareNamespace(ctx, app.Namespace); err != nil {
 			return reconcile.Result{}, fmt.Errorf("preparing the runtime namespace: %w", err)
@@ -299,13 +295,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && app.Spec.Suspended {
 		// Maintenance mode: nothing runs, and Ready says so.
-		result.RequeueAfter = ResyncPeriod
 		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
 			return reconcile.Result{}, fmt.Errorf("stopping the instances of a suspended app: %w", err)
 		}
 	}
 	if r.Releases != nil && app.Status.CurrentRelease > 0 && !app.Spec.Suspended {
-		result.RequeueAfter = ResyncPeriod
 		if err := r.Releases.EnsureRunning(ctx, app); err != nil {
 			s.runtimeMessage = "release v" + strconv.FormatInt(app.Status.CurrentRelease, 10) + " is not running: " + err.Error()
 		} else {
@@ -324,10 +318,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		s.lastBuild = lb
 	}
 	setConditions(s)
-	if r.watched(s) {
-		result.RequeueAfter = wait.Jitter(watchedResync, 0.2)
+	return reconcile.Result{RequeueAfter: r.requeueAfter(s)}, nil
+}
+
+// requeueAfter is when the App, as s observed it, is looked at again if
+// nothing brings it back before: every ResyncPeriod while it has a release
+// its runtime does not watch or that does not serve; every placementResync
+// while its cluster's capacity may change with no event (a placed App off
+// a static cluster, or one not placed yet); otherwise every watchedResync,
+// spread.
+func (r *Reconciler) requeueAfter(s *scope) time.Duration {
+	released := r.Releases != nil && s.app.Status.CurrentRelease > 0
+	switch {
+	case released && !r.watched(s):
+		return ResyncPeriod
+	case r.Placer != nil && !(s.placementObserved && s.placement.Static):
+		return placementResync
+	case released:
+		return wait.Jitter(watchedResync, 0.2)
 	}
-	return result, nil
+	return 0
 }
 
 // watched reports whether the App, as s observed it, need only be looked
@@ -335,7 +345,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // release, its runtime watches it, and it serves (or rests in maintenance)
 // where it is placed. Builds that end bring it back by the status the
 // pipeline records (status.latestBuild), Secrets and Clusters by their
-// watches.
+// watches; its placement is still looked at every placementResync unless
+// it stays on a static cluster (Placement.Static).
 func (r *Reconciler) watched(s *scope) bool {
 	hw, ok := r.Releases.(HealthWatcher)
 	app := s.app

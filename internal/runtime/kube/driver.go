@@ -169,6 +169,9 @@ type Driver struct {
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
 	prepared map[string]time.Time // namespace → when it was last prepared
+
+	watchMu sync.Mutex
+	watches []*deploymentWatch // watch.go
 }
 
 // RunsImage implements runtime.ImageRunner: the cluster pulls every

@@ -67,6 +67,7 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
+	t.Run("Watch", func(t *testing.T) { testWatch(t, c, newDriver(t)) })
 	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
 	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
 	t.Run("BuildPods", func(t *testing.T) {

@@ -65,6 +65,11 @@ type KubeClusters struct {
 	// lock, since the edge reads it on every request and a slot's lock is
 	// held while its cluster is connected.
 	apps sync.Map
+	// clusters maps a cluster's name to its connected *kubeCluster, read
+	// without a lock as apps is (Watches, on every App's reconcile).
+	clusters sync.Map
+	// watches are the calls of Watch (watch.go).
+	watches kubeWatches
 }
 
 // clusterSlot holds one cluster's runtime under a lock of its own, so that
@@ -81,7 +86,12 @@ type kubeCluster struct {
 	checked       time.Time
 	driver        *kube.Driver
 	apps          *edge.EndpointSliceApps
-	stop          context.CancelFunc
+	// watchCtx lasts as long as the cluster's watches; stop ends it.
+	watchCtx context.Context
+	stop     context.CancelFunc
+
+	watchMu sync.Mutex
+	watched map[*watchReg]bool // the calls of Watch run on driver
 }
 
 var _ Clusters = (*KubeClusters)(nil)
@@ -116,6 +126,7 @@ func (k *KubeClusters) Close() {
 		}
 		sl.mu.Unlock()
 		k.apps.Delete(name)
+		k.clusters.Delete(name)
 	}
 }
 
@@ -149,6 +160,7 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 			c.stop()
 			sl.c = nil
 			k.apps.Delete(name)
+			k.clusters.Delete(name)
 			k.opts.Log.Info("Dropped the runtime of a deleted cluster", "cluster", name)
 		}
 		return nil, err
@@ -166,6 +178,8 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 	}
 	sl.c = fresh
 	k.apps.Store(name, fresh.apps)
+	k.clusters.Store(name, fresh)
+	k.watchNew(fresh)
 	k.opts.Log.Info("Connected to a cluster's runtime", "cluster", name)
 	return fresh.driver, nil
 }
@@ -232,7 +246,7 @@ func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kub
 	}
 	return &kubeCluster{
 		secretUID: secret.UID, secretVersion: secret.ResourceVersion, checked: time.Now(),
-		driver: drv, apps: apps, stop: stop,
+		driver: drv, apps: apps, watchCtx: watchCtx, stop: stop,
 	}, nil
 }
 

@@ -1051,18 +1051,13 @@ func RolloutFailed(err error) string { return rolloutFailedPrefix + err.Error() 
 
 // LastBuild reports the outcome of the app's newest build.
 func (p *Releaser) LastBuild(ctx context.Context, tenantName, appName string) (appctrl.LastBuild, error) {
-	tenant, err := p.opts.Store.GetTenantByName(ctx, tenantName)
+	b, err := p.opts.Store.LatestBuildOf(ctx, tenantName, appName)
 	if errors.Is(err, store.ErrNotFound) {
 		return appctrl.LastBuild{}, nil
 	}
 	if err != nil {
-		return appctrl.LastBuild{}, fmt.Errorf("looking up tenant %s: %w", tenantName, err)
-	}
-	builds, err := p.opts.Store.ListBuilds(ctx, tenant.ID, appName, 1)
-	if err != nil || len(builds) == 0 {
 		return appctrl.LastBuild{}, err
 	}
-	b := builds[0]
 	lb := appctrl.LastBuild{Number: b.Number, Failed: b.Status == store.BuildFailed}
 	if lb.Failed {
 		lb.Message, lb.Rollout = strings.CutPrefix(b.Error, rolloutFailedPrefix)

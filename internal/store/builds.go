@@ -333,6 +333,21 @@ func (s *Store) GetBuildByNumber(ctx context.Context, tenantID, app string, numb
 	return getNumbered(ctx, s, "builds", buildColumns, scanBuild, tenantID, app, number, "build "+strconv.Itoa(number))
 }
 
+// LatestBuildOf returns the newest build of the app of the tenant named
+// tenantName, in one query (the App controller asks at every reconcile);
+// the error wraps ErrNotFound when the tenant or its app has no build.
+func (s *Store) LatestBuildOf(ctx context.Context, tenantName, app string) (Build, error) {
+	b, err := scanBuild(s.pool.QueryRow(ctx, "SELECT "+buildColumns+" FROM builds"+
+		" WHERE tenant_id = (SELECT id FROM tenants WHERE name = $1) AND app = $2 ORDER BY number DESC LIMIT 1", tenantName, app))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Build{}, fmt.Errorf("app %s of tenant %s has no builds: %w", app, tenantName, ErrNotFound)
+	case err != nil:
+		return Build{}, fmt.Errorf("reading the latest build of %s: %w", app, err)
+	}
+	return b, nil
+}
+
 // getNumbered reads the row of a per-app numbered table (builds, releases)
 // with the given number, or the highest when number is 0. what names the
 // row in errors ("build 3", "release v3").

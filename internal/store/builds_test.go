@@ -92,6 +92,17 @@ func TestBuildLifecycle(t *testing.T) {
 	if err != nil || latest.ID != b2.ID {
 		t.Errorf("latest build = %+v, %v, want build 2", latest, err)
 	}
+	if byName, err := s.LatestBuildOf(ctx, "acme", "web"); err != nil || byName.ID != b2.ID {
+		t.Errorf("latest build of acme/web by name = %+v, %v, want build 2", byName, err)
+	}
+	if byName, err := s.LatestBuildOf(ctx, "other", "web"); err != nil || byName.ID != otherWeb.ID {
+		t.Errorf("latest build of other/web by name = %+v, %v, want other's build 1", byName, err)
+	}
+	for _, missing := range [][2]string{{"acme", "nope"}, {"nobody", "web"}} {
+		if _, err := s.LatestBuildOf(ctx, missing[0], missing[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("latest build of %s/%s: err = %v, want ErrNotFound", missing[0], missing[1], err)
+		}
+	}
 	first, err := s.GetBuildByNumber(ctx, acme.ID, "web", 1)
 	if err != nil || first.ID != b1.ID {
 		t.Errorf("build 1 = %+v, %v", first, err)

@@ -1,8 +1,10 @@
 // Package workerhook keeps a workload cluster's worker Machines until the
 // apps they serve have moved. It puts Cluster API's pre-drain deletion hook
-// Hook on every worker Machine (a Machine without the control-plane label)
-// and, once Cluster API deletes such a Machine because its Cluster is being
-// deleted, takes the hook off only when no app is served by that cluster
+// Hook, and the pre-terminate hook TerminateHook (Cluster API skips
+// pre-drain hooks when the Cluster is being deleted), on every worker
+// Machine (a Machine without the control-plane label) and, once Cluster API
+// deletes such a Machine because its Cluster is being deleted, takes the
+// hooks off only when no app is served by that cluster
 // any more (Apps, the runtime's record of where each app runs) and a short
 // settle time has passed, so that the Machine controller drains the worker
 // after the App controller moved its apps, not before. Cluster API deletes a

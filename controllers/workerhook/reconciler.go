@@ -27,6 +27,13 @@ const (
 	// Hook is the pre-drain deletion hook put on worker Machines; its
 	// value names the platform.
 	Hook = clusterv1.PreDrainDeleteHookAnnotationPrefix + "/bex"
+	// TerminateHook is the pre-terminate deletion hook put beside Hook.
+	// Cluster API skips a Machine's pre-drain hooks when its Cluster is
+	// being deleted (v1.14's Machine controller drains nothing then, and
+	// goes on to delete the infrastructure), so Hook alone would not hold
+	// a worker through its cluster's deletion; pre-terminate hooks hold it
+	// in every case, before its infrastructure machine is deleted.
+	TerminateHook = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/bex"
 
 	// DefaultMaxHold bounds how long a worker of a cluster being deleted
 	// waits for its apps to move.
@@ -45,7 +52,7 @@ type Apps interface {
 	AppsServedBy(ctx context.Context, cluster string) ([]string, error)
 }
 
-// Reconciler puts Hook on worker Machines and takes it off once they may
+// Reconciler puts Hook and TerminateHook on worker Machines and takes them off once they may
 // go (see the package documentation).
 type Reconciler struct {
 	Client client.Client
@@ -120,9 +127,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isControlPlane(m) {
 		return ctrl.Result{}, nil
 	}
-	_, held := m.Annotations[Hook]
+	_, drainHeld := m.Annotations[Hook]
+	_, terminateHeld := m.Annotations[TerminateHook]
+	held := drainHeld || terminateHeld
 	if m.DeletionTimestamp.IsZero() {
-		if held {
+		if drainHeld && terminateHeld {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, r.setHook(ctx, m, true)
@@ -187,22 +196,24 @@ func (r *Reconciler) release(ctx context.Context, m *clusterv1.Machine, eventTyp
 	return nil
 }
 
-// setHook puts Hook on m or takes it off.
+// setHook puts Hook and TerminateHook on m or takes them off.
 func (r *Reconciler) setHook(ctx context.Context, m *clusterv1.Machine, on bool) error {
 	base := m.DeepCopy()
-	if on {
-		if m.Annotations == nil {
-			m.Annotations = map[string]string{}
+	for _, h := range []string{Hook, TerminateHook} {
+		if on {
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[h] = "bex"
+		} else {
+			delete(m.Annotations, h)
 		}
-		m.Annotations[Hook] = "bex"
-	} else {
-		delete(m.Annotations, Hook)
 	}
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		if on {
-			return fmt.Errorf("adding the deletion hook %s to machine %s/%s: %w", Hook, m.Namespace, m.Name, err)
+			return fmt.Errorf("adding the deletion hooks %s and %s to machine %s/%s: %w", Hook, TerminateHook, m.Namespace, m.Name, err)
 		}
-		return fmt.Errorf("removing the deletion hook %s from machine %s/%s: %w", Hook, m.Namespace, m.Name, err)
+		return fmt.Errorf("removing the deletion hooks %s and %s from machine %s/%s: %w", Hook, TerminateHook, m.Namespace, m.Name, err)
 	}
 	return nil
 }

@@ -121,8 +121,8 @@ func TestWorkersWaitForTheirApps(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := m.Annotations[workerhook.Hook]; !ok {
-			t.Fatalf("%s was let go %s into its cluster's deletion, with an app still there", m.Name, held)
+		if _, ok := m.Annotations[workerhook.TerminateHook]; !ok {
+			t.Fatalf("%s was let go %s into its cluster's deletion, with an app still there: no %s, the hook Cluster API honours then", m.Name, held, workerhook.TerminateHook)
 		}
 	}
 	waitEvent(t, cp, moving.Name, "WaitingForApps", "acme/web")
@@ -203,7 +203,11 @@ func waitHook(t *testing.T, c client.Client, m *clusterv1.Machine, on bool) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
-		if _, ok := m.Annotations[workerhook.Hook]; ok != on {
+		// Both hooks: Cluster API honours only the pre-terminate one for
+		// a Machine whose Cluster is being deleted.
+		_, drain := m.Annotations[workerhook.Hook]
+		_, terminate := m.Annotations[workerhook.TerminateHook]
+		if drain != on || terminate != on {
 			return fmt.Errorf("annotations %v", m.Annotations)
 		}
 		return nil

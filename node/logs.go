@@ -383,22 +383,23 @@ func (l *limitWriter) Flush() {
 	}
 }
 
-// apiHandler is the agent's API: its health and the containers' logs,
-// for clients the apiserver authorizes for nodes/proxy.
+// apiHandler is the agent's API: its health, the containers' logs and
+// the stats summary, for clients the apiserver authorizes (nodeSubresource).
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
+	mux.HandleFunc("GET /stats/summary", a.serveSummary)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, fmt.Sprintf("bex-node does not serve %s (it serves /containerLogs and /healthz)", r.URL.Path), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("bex-node does not serve %s (it serves /containerLogs, /stats/summary and /healthz)", r.URL.Path), http.StatusNotFound)
 	})
 	return a.authorize(mux)
 }
 
 // authorize lets through the requests of clients the apiserver allows to
-// get nodes/proxy of this Node (healthz aside), as the kubelet's webhook
-// authorization does: the client certificate's common name is the user,
-// its organizations the groups.
+// get the Node's subresource the path maps to (nodeSubresource; healthz
+// aside), as the kubelet's webhook authorization does: the client
+// certificate's common name is the user, its organizations the groups.
 func (a *Agent) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
@@ -411,9 +412,10 @@ func (a *Agent) authorize(next http.Handler) http.Handler {
 		}
 		cert := r.TLS.PeerCertificates[0]
 		user, groups := cert.Subject.CommonName, cert.Subject.Organization
+		sub := nodeSubresource(r.URL.Path)
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: a.opts.NodeName},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: sub, Name: a.opts.NodeName},
 		}}
 		res, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), sar, metav1.CreateOptions{})
 		if err != nil {
@@ -422,9 +424,19 @@ func (a *Agent) authorize(next http.Handler) http.Handler {
 			return
 		}
 		if !res.Status.Allowed {
-			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=get, resource=nodes, subresource=proxy)", user), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=get, resource=nodes, subresource=%s)", user, sub), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// nodeSubresource is the Node subresource a client needs to get for path,
+// as the kubelet maps its paths: nodes/stats for /stats and under it,
+// nodes/proxy for the rest (the container logs among them).
+func nodeSubresource(path string) string {
+	if path == "/stats" || strings.HasPrefix(path, "/stats/") {
+		return "stats"
+	}
+	return "proxy"
 }

@@ -42,6 +42,9 @@ type podWorker struct {
 	mu     sync.Mutex
 	latest *corev1.Pod
 	st     podState
+	// container is the Pod's container from its creation to its removal,
+	// for the stats summary.
+	container *sandbox.Container
 
 	statusMu sync.Mutex // orders status writes
 
@@ -128,6 +131,12 @@ func (w *podWorker) setState(f func(*podState)) {
 	w.mu.Unlock()
 }
 
+func (w *podWorker) setContainer(c *sandbox.Container) {
+	w.mu.Lock()
+	w.container = c
+	w.mu.Unlock()
+}
+
 // wait waits for d, for the Pod's deletion or for its disappearance;
 // it reports whether d passed.
 func (w *podWorker) wait(d time.Duration) bool {
@@ -169,6 +178,7 @@ func (w *podWorker) run(ctx context.Context) {
 	var container *sandbox.Container
 	defer func() {
 		if container != nil {
+			w.setContainer(nil)
 			if err := container.Destroy(); err != nil {
 				log.Error(err, "Removing a container")
 			}
@@ -205,6 +215,7 @@ func (w *podWorker) run(ctx context.Context) {
 				backoff = min(2*backoff, maxBackoff)
 				continue
 			}
+			w.setContainer(container)
 		}
 		started := time.Now()
 		exit, stopped := w.runOnce(ctx, pod, c, container)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -309,6 +310,20 @@ func TestTenantRBAC(t *testing.T) {
 	cmClient, err := client.New(as("controller-manager"), client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The kube driver's Usage (the apps' CPU and memory) reads the nodes'
+	// stats summaries through the node proxy: the controller manager and
+	// web may, the git receiver, which deploys but samples nothing, may not.
+	cmCore, err := client.New(as("controller-manager"), client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for who, c := range map[string]client.Client{"controller manager": cmCore, "git receiver": git} {
+		ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "worker-1"}}}
+		if err := c.Create(ctx, ssar); err != nil || ssar.Status.Allowed != (who == "controller manager") {
+			t.Errorf("the %s may get nodes/proxy: %v (%v)", who, ssar.Status.Allowed, err)
+		}
 	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: "bex-git-receiver"}}
 	releases := managerapp.Releases{Driver: cmDriver, Kube: cmClient, ConfigRole: cmConfigRole, Subjects: subjects}

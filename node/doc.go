@@ -18,10 +18,11 @@
 // before it removes the Pod for good, as the kubelet does.
 //
 // It serves the kubelet's log endpoint (/containerLogs/NS/POD/CONTAINER)
-// over TLS to clients whose certificate a configured CA signed and whom the
-// apiserver authorizes for nodes/proxy (a SubjectAccessReview), so that
-// `kubectl logs` and the kube runtime driver's logs work through the
-// apiserver.
+// and the Summary API's CPU and memory of running Pods (/stats/summary,
+// read from the containers' cgroups) over TLS to clients whose
+// certificate a configured CA signed and whom the apiserver authorizes for
+// nodes/proxy, or nodes/stats for /stats (a SubjectAccessReview), so that
+// `kubectl logs` and the kube runtime driver's logs and usage work.
 //
 // It serves no exec or attach: the kube driver's one-off runs take no
 // input there. What it does not run (more than one container, init

@@ -9,7 +9,8 @@
 // Every interval (Run, Sample) it reads each app's instances from the
 // runtime: their restarts from Status (every driver), their CPU time and
 // memory from the driver's runtime.UsageReader when it has one (the
-// process driver, from each sandbox's cgroup); CPU seconds become cores
+// process driver, from each sandbox's cgroup; the kube driver, from the
+// nodes' stats summaries); CPU seconds become cores
 // over the interval. Each app keeps a ring of its last Keep points; an app
 // the Apps source no longer lists is dropped with its points.
 //

@@ -318,7 +318,8 @@ type Driver interface {
 // Usage is what one instance uses, as its driver reads it from the
 // kernel: for a sandboxed instance its cgroup (cpuacct.usage or cpu.stat,
 // memory.usage_in_bytes or memory.current), for a plain process its
-// /proc entry.
+// /proc entry, for a Pod its node's stats summary (the kubelet's, from
+// the container's cgroup: usageCoreNanoSeconds, workingSetBytes).
 type Usage struct {
 	Process string
 	Index   int
@@ -336,7 +337,8 @@ type Usage struct {
 // memory. Usage returns one entry per instance of the app that runs now;
 // the error wraps ErrNotFound when the driver runs no such app, and
 // ErrUsageNotSupported when the app runs where its usage cannot be read
-// (the placed driver's apps on a kube cluster). Safe for concurrent use.
+// (the placed driver's apps on a cluster whose driver reads none). Safe
+// for concurrent use.
 type UsageReader interface {
 	Usage(ctx context.Context, tenant, app string) ([]Usage, error)
 }

@@ -494,7 +494,8 @@ var _ runtime.UsageReader = (*Driver)(nil)
 
 // Usage implements runtime.UsageReader on the cluster that serves the app,
 // when that cluster's driver reads usage (the static cluster's process
-// driver); otherwise the error wraps runtime.ErrUsageNotSupported.
+// driver, a Cluster API cluster's kube driver); otherwise the error wraps
+// runtime.ErrUsageNotSupported.
 func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage, error) {
 	cluster, drv, err := d.driverOf(ctx, tenant, app)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -110,7 +111,8 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 // global unicast one; a node on a loopback address (a local fleet's
 // workers, on 127.x) is read directly, as metrics-server reads kubelets:
 // at its InternalIP and kubelet port, with the client certificate and CA
-// of the driver's rest.Config.
+// of the driver's rest.Config (the node's serving certificate must be of
+// that CA). Any other address the apiserver refuses stays refused.
 func (d *Driver) nodeSummary(ctx context.Context, node string) (*statsv1alpha1.Summary, error) {
 	rc, err := d.cs.CoreV1().RESTClient().Get().
 		Resource("nodes").Name(node).SubResource("proxy").Suffix("stats", "summary").
@@ -145,6 +147,11 @@ func (d *Driver) directSummary(ctx context.Context, node string) (io.ReadCloser,
 	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
 	if addr == "" || port == 0 {
 		return nil, errors.New("the node has no InternalIP or kubelet port")
+	}
+	// Only a loopback address is read directly: the apiserver refuses
+	// link-local ones too (a cloud's metadata service), and so does this.
+	if ip, err := netip.ParseAddr(addr); err != nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("the apiserver proxies to no address %s, and it is no loopback address to read directly", addr)
 	}
 	rc, ok := d.cs.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc.Client == nil {

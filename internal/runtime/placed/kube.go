@@ -69,7 +69,7 @@ type KubeClusters struct {
 	// without a lock as apps is (Watches, on every App's reconcile).
 	clusters sync.Map
 	// watches are the calls of Watch (watch.go).
-	watches kubeWatches
+	watches runtime.WatchList
 }
 
 // clusterSlot holds one cluster's runtime under a lock of its own, so that
@@ -91,7 +91,7 @@ type kubeCluster struct {
 	stop     context.CancelFunc
 
 	watchMu sync.Mutex
-	watched map[*watchReg]bool // the calls of Watch run on driver
+	watched map[*runtime.WatchCall]bool // the calls of Watch run on driver
 }
 
 var _ Clusters = (*KubeClusters)(nil)

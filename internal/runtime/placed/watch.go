@@ -2,8 +2,6 @@ package placed
 
 import (
 	"context"
-	"slices"
-	"sync"
 
 	"bex.co/bex/internal/runtime"
 )
@@ -42,37 +40,16 @@ func (s Static) Watches(cluster, tenant, app string) bool {
 	return ok && w.Watches(tenant, app)
 }
 
-// watchReg is a call of KubeClusters.Watch, kept for the clusters
-// connected after it.
-type watchReg struct {
-	ctx     context.Context
-	changed func(tenant, app string)
-}
-
-// kubeWatches are the calls of KubeClusters.Watch.
-type kubeWatches struct {
-	mu   sync.Mutex
-	regs []*watchReg
-}
-
 // Watch implements Watchers: the static clusters' drivers that watch, and
 // each Cluster API cluster's kube driver (a watch of its Deployments),
 // from when it is connected until it is dropped or replaced.
 func (k *KubeClusters) Watch(ctx context.Context, changed func(tenant, app string)) {
 	k.opts.Static.Watch(ctx, changed)
-	reg := &watchReg{ctx: ctx, changed: changed}
-	k.watches.mu.Lock()
-	k.watches.regs = append(k.watches.regs, reg)
-	k.watches.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		k.watches.mu.Lock()
-		defer k.watches.mu.Unlock()
-		k.watches.regs = slices.DeleteFunc(k.watches.regs, func(r *watchReg) bool { return r == reg })
-	})
+	call := k.watches.Add(ctx, changed)
 	// A cluster connected meanwhile is watched here or by watchNew,
 	// whichever comes second finds the other's work done.
 	k.clusters.Range(func(_, c any) bool {
-		c.(*kubeCluster).watch(reg)
+		c.(*kubeCluster).watch(call)
 		return true
 	})
 }
@@ -80,31 +57,28 @@ func (k *KubeClusters) Watch(ctx context.Context, changed func(tenant, app strin
 // watchNew starts the watches registered so far on a cluster just
 // connected.
 func (k *KubeClusters) watchNew(c *kubeCluster) {
-	k.watches.mu.Lock()
-	regs := slices.Clone(k.watches.regs)
-	k.watches.mu.Unlock()
-	for _, reg := range regs {
-		c.watch(reg)
+	for _, call := range k.watches.Calls() {
+		c.watch(call)
 	}
 }
 
-// watch runs reg's watch on the cluster's driver while both the
-// cluster's watches and reg's context last.
-func (c *kubeCluster) watch(reg *watchReg) {
+// watch runs call on the cluster's driver while both the cluster's
+// watches and call's context last.
+func (c *kubeCluster) watch(call *runtime.WatchCall) {
 	c.watchMu.Lock()
-	seen := c.watched[reg]
+	seen := c.watched[call]
 	if c.watched == nil {
-		c.watched = map[*watchReg]bool{}
+		c.watched = map[*runtime.WatchCall]bool{}
 	}
-	c.watched[reg] = true
+	c.watched[call] = true
 	c.watchMu.Unlock()
-	if seen || reg.ctx.Err() != nil {
+	if seen || call.Ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.watchCtx)
-	stop := context.AfterFunc(reg.ctx, cancel)
+	stop := context.AfterFunc(call.Ctx, cancel)
 	context.AfterFunc(ctx, func() { stop() })
-	c.driver.Watch(ctx, reg.changed)
+	c.driver.Watch(ctx, call.Changed)
 }
 
 // Watches implements Watchers, without waiting for a cluster being

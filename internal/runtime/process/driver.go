@@ -122,7 +122,8 @@ type Driver struct {
 	// runs are the one-off commands running, by app (run.go).
 	runs map[appKey]map[*oneOff]bool
 
-	watchers watchers
+	// watchers are the calls of Watch (watch.go).
+	watchers runtime.WatchList
 }
 
 type appKey struct{ tenant, app string }

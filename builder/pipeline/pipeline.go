@@ -139,8 +139,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	if buildErr != nil {
 		t := timings()
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Error: buildErr.Error(), Timings: t})
-		p.recordFailed(app, b.Number)
+		p.fail(app, b, store.BuildResult{Error: buildErr.Error(), Timings: t})
 		return gitserver.DeployResult{}, true, buildErr
 	}
 
@@ -153,8 +152,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	latest, err := p.LatestNumber(ctx, tenant.ID, push.App)
 	if err != nil {
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: err.Error()})
-		p.recordFailed(app, b.Number)
+		p.fail(app, b, store.BuildResult{Stack: string(res.Stack), Error: err.Error()})
 		return gitserver.DeployResult{}, true, err
 	}
 	config := release.ConfigOf(app)
@@ -164,8 +162,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
 		t := timings()
 		logs.Close()
-		p.finish(b.ID, store.BuildResult{Status: store.BuildFailed, Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
-		p.recordFailed(app, b.Number)
+		p.fail(app, b, store.BuildResult{Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
 		return gitserver.DeployResult{}, true, fmt.Errorf("release v%d failed, the previous release keeps serving: %w", number, err)
 	}
 	t := timings()
@@ -212,14 +209,16 @@ func (p *Pipeline) finish(buildID string, res store.BuildResult) {
 	}
 }
 
-// recordFailed records a build that failed on its App (status.latestBuild),
-// so that the App controller shows the failure at once; the build's own
-// record is the store's.
-func (p *Pipeline) recordFailed(app *platformv1alpha1.App, build int) {
+// fail records that build b of app failed with res (its Status set
+// here): in the store (finish), then on the App (status.latestBuild), so
+// that the App controller shows the failure at once.
+func (p *Pipeline) fail(app *platformv1alpha1.App, b store.Build, res store.BuildResult) {
+	res.Status = store.BuildFailed
+	p.finish(b.ID, res)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.RecordBuild(ctx, app, build); err != nil && !apierrors.IsNotFound(err) {
-		p.opts.Log.Error(err, "Recording a failed build on its app", "app", klog.KObj(app), "build", build)
+	if err := p.RecordBuild(ctx, app, b.Number); err != nil && !apierrors.IsNotFound(err) {
+		p.opts.Log.Error(err, "Recording a failed build on its app", "app", klog.KObj(app), "build", b.Number)
 	}
 }
 

@@ -3,13 +3,14 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"bex.co/bex/internal/every"
 )
 
 // maxImageGCRestarts is how often a panicking image collector starts again.
@@ -91,30 +92,11 @@ func sweepImages(dir string) (int, error) {
 // until ctx ends. A panic starts the loop again, a few times.
 func (a *Agent) collectImages(ctx context.Context) {
 	log := a.opts.Log.WithValues("node", a.opts.NodeName)
-	for range maxImageGCRestarts + 1 {
-		if a.collectLoop(ctx, log) {
-			return
-		}
+	collect := func() bool {
+		a.images.collect(log, a.opts.ImageMinimumGCAge)
+		return true
 	}
-	log.Error(nil, "Image collector keeps panicking; unused images stay until the agent starts again")
-}
-
-// collectLoop runs the passes; it returns false after a panic.
-func (a *Agent) collectLoop(ctx context.Context, log logr.Logger) (finished bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error(fmt.Errorf("panic: %v", r), "Image collector panicked")
-			finished = false
-		}
-	}()
-	t := time.NewTicker(a.opts.ImageGCPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-t.C:
-			a.images.collect(log, a.opts.ImageMinimumGCAge)
-		}
+	if !every.Run(ctx, log, "Image collector", a.opts.ImageGCPeriod, maxImageGCRestarts, collect) {
+		log.Error(nil, "Image collector keeps panicking; unused images stay until the agent starts again")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"bex.co/bex/internal/every"
 )
 
 // Errors that the lock methods' errors wrap; test for them with errors.Is.
@@ -176,40 +178,21 @@ func (s *Storage) hold(ctx context.Context, name, token string) bool {
 // lock is found taken over. A panic restarts it, a few times.
 func (s *Storage) keepFresh(ctx context.Context, log logr.Logger, name string, h *heldLock) {
 	defer close(h.done)
-	for range maxRefreshRestarts + 1 {
-		if s.refreshLoop(ctx, log, name, h.token) {
-			return
-		}
-	}
-	log.Error(nil, "Lock refresher keeps panicking; the lock will go stale", "expiry", s.opts.LockExpiry)
-}
-
-// refreshLoop runs the refresher; it returns false after a panic.
-func (s *Storage) refreshLoop(ctx context.Context, log logr.Logger, name, token string) (finished bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error(fmt.Errorf("panic: %v", r), "Lock refresher panicked")
-			finished = false
-		}
-	}()
-	ticker := time.NewTicker(s.opts.LockRefresh)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-ticker.C:
-		}
-		held, err := s.refresh(ctx, name, token)
+	refresh := func() bool {
+		held, err := s.refresh(ctx, name, h.token)
 		switch {
 		case ctx.Err() != nil:
-			return true
+			return false
 		case err != nil:
 			log.Error(err, "Could not refresh lock; retrying", "expiry", s.opts.LockExpiry)
 		case !held:
 			log.Error(nil, "Lost lock: it went stale and was taken over")
-			return true
+			return false
 		}
+		return true
+	}
+	if !every.Run(ctx, log, "Lock refresher", s.opts.LockRefresh, maxRefreshRestarts, refresh) {
+		log.Error(nil, "Lock refresher keeps panicking; the lock will go stale", "expiry", s.opts.LockExpiry)
 	}
 }
 

@@ -77,7 +77,14 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 			undo()
 		}
 	}()
-	if err := loopfs.Make(ctx, image, d.workSize); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	template, err := d.emptyImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := loopfs.Copy(template, image); err != nil {
 		return nil, err
 	}
 	// Removed once unmounted: nothing in it needs to reach the disk.
@@ -90,6 +97,37 @@ func (d *disks) work(ctx context.Context, dir string) (release func(), err error
 	}
 	_ = os.Remove(filepath.Join(dir, "lost+found"))
 	return timedRelease(ctx, undo), nil
+}
+
+// templateSuffix names the image of an empty work file system that each
+// build's work disk is copied from (not a build's: sweep leaves it).
+const templateSuffix = ".ext4-empty"
+
+// emptyImage returns the image of an empty file system of workSize in
+// the builds' directory, made the first time (mkfs.ext4 under a
+// temporary name, then renamed, so that builds that race each make one
+// and none sees half of one). A build's work disk is a copy of it
+// (loopfs.Copy), cheaper than a mkfs.ext4 of its own.
+func (d *disks) emptyImage(ctx context.Context) (string, error) {
+	path := filepath.Join(d.builds, fmt.Sprintf("work-%d%s", d.workSize, templateSuffix))
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	f, err := os.CreateTemp(d.builds, "work-*"+templateSuffix+".tmp")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := loopfs.Make(ctx, tmp, d.workSize); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return path, nil
 }
 
 // timedRelease is release, timed as the push's disks step (unmounting

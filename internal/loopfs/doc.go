@@ -4,7 +4,8 @@
 // image's size and the disk that holds the image never fills past it.
 //
 // Make writes the image (mkfs.ext4, no journal, nothing reserved for
-// root); Mount attaches it to a free loop device, made through
+// root), Copy copies an image Make wrote, holes kept, which is cheaper
+// than making one; Mount attaches it to a free loop device, made through
 // /dev/loop-control when its node is missing, that detaches itself once
 // the file system is unmounted, and mounts it nosuid and nodev
 // (MountScratch also without disk flushes, for an image removed after

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,72 @@ func Make(ctx context.Context, image string, size int64) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("mkfs.ext4 %s: %w: %s", image, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// Copy makes image a copy of template, an image Make wrote, holes kept:
+// only the blocks template has data in are written, so image takes on its
+// disk what template does. image is written in place (the same file,
+// truncated), as Make writes it. Copying an empty file system is cheaper
+// than making one: a few reads and writes of about 2 MiB against a
+// process of mkfs.ext4 (BenchmarkMakeOrCopy). The copies share the
+// template's file system UUID, which ext4 lets several mounts have.
+func Copy(template, image string) error {
+	src, err := os.Open(template)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	dst, err := os.OpenFile(image, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = copySparse(src, dst, st.Size())
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copying %s to %s: %w", template, image, err)
+	}
+	return nil
+}
+
+// copySparse copies the data extents of src, of size bytes, to the same
+// offsets of dst, and sizes dst to size: what src has as holes dst has as
+// holes.
+func copySparse(src, dst *os.File, size int64) error {
+	if err := dst.Truncate(size); err != nil {
+		return err
+	}
+	for pos := int64(0); pos < size; {
+		data, err := unix.Seek(int(src.Fd()), pos, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // only a hole is left
+		}
+		if err != nil {
+			return fmt.Errorf("seeking data: %w", err)
+		}
+		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("seeking a hole: %w", err)
+		}
+		for off := data; off < hole; {
+			in, out := off, off
+			n, err := unix.CopyFileRange(int(src.Fd()), &in, int(dst.Fd()), &out, int(hole-off), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			off += int64(n)
+		}
+		pos = hole
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"bex.co/bex/internal/loopfs"
 )
@@ -182,4 +183,121 @@ func TestMakeRefusesATinyImage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "too small") {
 		t.Fatalf("Make of 1 MiB: %v, want too small", err)
 	}
+}
+
+// A copy of an empty image takes on its disk what the template does, not
+// its size; two copies mount at once, empty, each bounded by the size;
+// what is written into one reaches neither the other nor the template,
+// and a copy over an image that held data leaves none of it.
+func TestCopiesAreEmptySparseAndApart(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	const size = 64 << 20
+	template := filepath.Join(dir, "empty.ext4")
+	if err := loopfs.Make(t.Context(), template, size); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := func(path string) int64 {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	templateOnDisk := onDisk(template)
+	mounts := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		image, mnt := filepath.Join(dir, name+".ext4"), filepath.Join(dir, name)
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := loopfs.Copy(template, image); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(image); err != nil || st.Size() != size {
+			t.Fatalf("copy %s: %v, %v; want %d bytes", name, st, err, size)
+		}
+		if got, want := onDisk(image), onDisk(template); got > want || got == 0 {
+			t.Errorf("copy %s takes %d bytes on its disk, the template %d", name, got, want)
+		}
+		if err := loopfs.Mount(image, mnt); err != nil {
+			t.Fatalf("mounting copy %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = loopfs.Unmount(mnt) })
+		mounts[name] = mnt
+	}
+	if err := os.WriteFile(filepath.Join(mounts["a"], "only-a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(mounts["a"], "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written int64
+	for chunk := make([]byte, 1<<20); written < 2*size; {
+		n, err := f.Write(chunk)
+		written += int64(n)
+		if err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("writing: %v, want ENOSPC", err)
+			}
+			break
+		}
+	}
+	f.Close()
+	if written >= size {
+		t.Errorf("wrote %d bytes into a copy of %d", written, size)
+	}
+	if entries, err := os.ReadDir(mounts["b"]); err != nil || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != "lost+found" }) {
+		t.Errorf("copy b holds %v, %v; want it empty", entries, err)
+	}
+	if err := loopfs.Unmount(mounts["a"]); err != nil {
+		t.Fatal(err)
+	}
+	// a's image, copied over again, is empty.
+	if err := loopfs.Copy(template, filepath.Join(dir, "a.ext4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := loopfs.Mount(filepath.Join(dir, "a.ext4"), mounts["a"]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mounts["a"], "only-a")); !os.IsNotExist(err) {
+		t.Errorf("a copy over a used image kept its files: %v", err)
+	}
+	if u, err := loopfs.UsageOf(mounts["a"]); err != nil || u.Used() > 0.1 {
+		t.Errorf("a copy over a used image: usage %+v, %v; want it empty", u, err)
+	}
+	if got := onDisk(template); got != templateOnDisk {
+		t.Errorf("the template takes %d bytes on its disk after its copies were used, %d before", got, templateOnDisk)
+	}
+}
+
+// BenchmarkMakeOrCopy makes an empty 4 GiB file system with Make and with
+// Copy of a template, each iteration, and reports their ratio
+// (make/copy): how much cheaper a build's work disk is copied.
+func BenchmarkMakeOrCopy(b *testing.B) {
+	dir := b.TempDir()
+	const size = 4 << 30
+	template := filepath.Join(dir, "empty.ext4")
+	if err := loopfs.Make(b.Context(), template, size); err != nil {
+		b.Fatal(err)
+	}
+	image := filepath.Join(dir, "image.ext4")
+	var made, copied time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := loopfs.Make(b.Context(), image, size); err != nil {
+			b.Fatal(err)
+		}
+		made += time.Since(start)
+		start = time.Now()
+		if err := loopfs.Copy(template, image); err != nil {
+			b.Fatal(err)
+		}
+		copied += time.Since(start)
+	}
+	b.ReportMetric(float64(made.Microseconds())/float64(b.N), "make-µs/op")
+	b.ReportMetric(float64(copied.Microseconds())/float64(b.N), "copy-µs/op")
+	b.ReportMetric(float64(made)/float64(copied), "make/copy")
 }

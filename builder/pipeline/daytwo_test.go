@@ -19,7 +19,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/apiserver/local"
 	"bex.co/bex/builder/gitserver"
+	"bex.co/bex/builder/release"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/internal/store"
@@ -335,6 +338,71 @@ func TestScale(t *testing.T) {
 	}
 	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 2 {
 		t.Errorf("after a restart of web=2 the runtime runs %d processes", got)
+	}
+}
+
+// TestScaleNeedsRoom scales an app on a real build, store and process
+// runtime whose Releaser asks a real scheduler (bex-apiserver, one static
+// cluster of 1 cpu and 2Gi) for room: a scale or a plan the fleet cannot
+// hold is refused, names the size and the cluster's shortage, and changes
+// neither the spec nor what runs; one within the room, and a scale down,
+// go out.
+func TestScaleNeedsRoom(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	srv, err := local.Start(ctx, local.Options{ControlPlane: e.cp, Dir: t.TempDir(), LocalClusters: []string{"small:cpu=1,memory=2Gi,pods=110"}})
+	if err != nil {
+		t.Fatalf("starting bex-apiserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stopping bex-apiserver: %v", err)
+		}
+	})
+	p := e.releaserWith(func(o *release.Options) { o.Fits = appctrl.SchedulerPlacer{Client: e.kube} })
+	if v1 := e.deploy(t, p, e.commitEnvApp(t)); v1 != 1 {
+		t.Fatalf("first deploy made v%d", v1)
+	}
+	// Four starter instances (250m, 512Mi each) fill small.
+	if _, procs, err := p.Scale(ctx, e.tenant, e.name, map[string]int{"web": 4}, ""); err != nil || procs["web"] != 4 {
+		t.Fatalf("scale web=4 within the room: %v, %v", procs, err)
+	}
+	four := e.pids(t, 30)
+
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want a refusal saying %q", what, err, want)
+		}
+		if got := e.replicas(t); got["web"] != 4 || len(got) != 1 {
+			t.Errorf("%s changed the spec: %v", what, got)
+		}
+		if plan := e.app(t).Spec.Plan; plan != platformv1alpha1.PlanStarter {
+			t.Errorf("%s changed the plan to %s", what, plan)
+		}
+		if got := len(e.rt.PIDs(e.tenant, e.name)); got != 4 {
+			t.Errorf("%s: the runtime runs %d processes, want the 4 it ran", what, got)
+		}
+	}
+	_, _, err = p.Scale(ctx, e.tenant, e.name, map[string]int{"web": 5}, "")
+	refused("scale web=5", err, "no cluster of the fleet can hold web at 5 × (cpu 250m, memory 512Mi)")
+	_, _, err = p.Scale(ctx, e.tenant, e.name, nil, string(platformv1alpha1.PlanStandard))
+	refused("scale to the standard plan", err, "at 4 × (cpu 1, memory 2Gi)")
+	_, err = p.Update(ctx, e.tenant, e.name, func(a *platformv1alpha1.App) error {
+		a.Spec.Processes = append(a.Spec.Processes, platformv1alpha1.Process{Name: "worker", Replicas: ptr.To[int32](1)})
+		return nil
+	})
+	refused("apps set worker=1", err, "small")
+	if now := e.pids(t, 30); !maps.Equal(now, four) {
+		t.Errorf("refused scales changed what answers: %v, was %v", now, four)
+	}
+
+	if _, procs, err := p.Scale(ctx, e.tenant, e.name, map[string]int{"web": 1}, ""); err != nil || procs["web"] != 1 {
+		t.Fatalf("scale web=1: %v, %v", procs, err)
+	}
+	if got := len(e.rt.PIDs(e.tenant, e.name)); got != 1 {
+		t.Errorf("after web=1 the runtime runs %d processes", got)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
 	"bex.co/bex/controllers"
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/registry"
@@ -41,6 +42,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // pipelines over two stores of one database: two processes of a cluster
 // install (the git receiver and the web API), sharing the runtime.
 type env struct {
+	cp           *controlplane.ControlPlane
 	kube         client.Client
 	a, b         *pipeline.Pipeline
 	st           *store.Store
@@ -88,7 +90,7 @@ func newEnv(t *testing.T, mod ...func(*build.Options)) *env {
 	}
 	stA, stB := open(), open()
 
-	e := &env{kube: kube, st: stA, tenant: "acme", name: "web"}
+	e := &env{cp: cp, kube: kube, st: stA, tenant: "acme", name: "web"}
 	if _, err := stA.CreateTenant(ctx, e.tenant); err != nil {
 		t.Fatal(err)
 	}

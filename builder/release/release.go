@@ -69,6 +69,11 @@ type Options struct {
 	// the App is placed, onto its status.cluster, and an app that runs on
 	// another cluster than that is rolled out there again (a move).
 	FollowPlacement bool
+	// Fits, when set, is asked before a scale or a change of plan or
+	// resources whether the fleet has room for the App at its new size; a
+	// size no cluster can hold is refused (store.ErrInvalid) and changes
+	// nothing. Nil checks nothing.
+	Fits appctrl.Fitter
 	// ReleasePhaseTimeout bounds the release phase of a release (the
 	// Procfile's release process); 0 means DefaultReleasePhaseTimeout.
 	ReleasePhaseTimeout time.Duration
@@ -351,8 +356,9 @@ func (p *Releaser) Restart(ctx context.Context, tenantName, appName, process str
 // next push, rollback or restart runs them. It returns the release scaled
 // (0 when the app has none yet: then the spec alone changes, and its first
 // push takes the counts) and the instance count of each of its processes.
-// A process the release does not have is an error wrapping
-// store.ErrInvalid, and a scale that does not go out a
+// A process the release does not have, or a size no cluster of the fleet
+// can hold (Options.Fits), is an error wrapping store.ErrInvalid, and a
+// scale that does not go out a
 // *runtime.NotDeployedError; either leaves the App's spec and its
 // instances as they were.
 func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts map[string]int, plan string) (int, map[string]int, error) {
@@ -365,6 +371,9 @@ func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts
 	}
 	defer unlock()
 	want := scaled(app, counts, plan)
+	if err := p.fits(ctx, want); err != nil {
+		return 0, nil, err
+	}
 	if app.Status.CurrentRelease == 0 {
 		if err := p.opts.Kube.Patch(ctx, want, client.MergeFrom(app)); err != nil {
 			return 0, nil, fmt.Errorf("storing the scale of %s: %w", appName, err)
@@ -401,6 +410,22 @@ func (p *Releaser) Scale(ctx context.Context, tenantName, appName string, counts
 		formation[name] = pr.Replicas
 	}
 	return cur.Number, formation, nil
+}
+
+// fits returns an error wrapping store.ErrInvalid when the fleet has no
+// room for want, the App at the size it is to have (Options.Fits).
+func (p *Releaser) fits(ctx context.Context, want *platformv1alpha1.App) error {
+	if p.opts.Fits == nil {
+		return nil
+	}
+	why, err := p.opts.Fits.Fits(ctx, want)
+	if err != nil {
+		return fmt.Errorf("checking the fleet's room for %s: %w", want.Name, err)
+	}
+	if why != "" {
+		return fmt.Errorf("%w size: %s; ask for fewer instances or a smaller plan, or ask the platform's operator for room", store.ErrInvalid, why)
+	}
+	return nil
 }
 
 // knownProcesses returns an error wrapping store.ErrInvalid that names

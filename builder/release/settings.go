@@ -29,6 +29,9 @@ import (
 //     rollout of a release: a push, a rollback, a config release, a
 //     restart.
 //
+// A change of counts, plan or resources is first checked against the
+// fleet's room (Options.Fits): a size no cluster can hold is refused.
+//
 // An app in maintenance only stores new counts and plan: they run when it
 // comes out. It returns the current release, 0 when the app has none (then
 // only the spec changes). An error of change is returned as it is; counts
@@ -55,13 +58,18 @@ func (p *Releaser) Update(ctx context.Context, tenantName, appName string, chang
 		}
 		return nil
 	}
+	scale := !reflect.DeepEqual(app.Spec.Processes, want.Spec.Processes) || app.Spec.Plan != want.Spec.Plan ||
+		!reflect.DeepEqual(app.Spec.Resources, want.Spec.Resources)
+	if scale {
+		if err := p.fits(ctx, want); err != nil {
+			return 0, err
+		}
+	}
 	if app.Status.CurrentRelease == 0 {
 		return 0, save()
 	}
 	suspend := want.Spec.Suspended && !app.Spec.Suspended
 	resume := !want.Spec.Suspended && app.Spec.Suspended
-	scale := !reflect.DeepEqual(app.Spec.Processes, want.Spec.Processes) || app.Spec.Plan != want.Spec.Plan ||
-		!reflect.DeepEqual(app.Spec.Resources, want.Spec.Resources)
 	if !suspend && !resume && !scale {
 		return int(app.Status.CurrentRelease), save()
 	}

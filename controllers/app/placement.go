@@ -74,11 +74,12 @@ type size struct {
 	Plan      string
 }
 
-// wantedSize is the size the App asks for: its web replicas (at least one,
-// as a PlacementReview places), and per replica its resources or its
-// plan's.
+// wantedSize is the size the App asks for: the instances of all its
+// processes (at least one, as a PlacementReview places), since each runs
+// on the cluster with the same resources, and per instance its resources
+// or its plan's.
 func wantedSize(app *platformv1alpha1.App) size {
-	s := size{Replicas: max(webReplicas(app), 1), Plan: string(app.Spec.Plan)}
+	s := size{Replicas: max(instances(app), 1), Plan: string(app.Spec.Plan)}
 	if plan, ok := scheduler.PlanResources(s.Plan); ok {
 		s.Resources = schedulingv1alpha1.Resources{CPU: plan.CPU, Memory: plan.Memory}
 	}
@@ -327,12 +328,24 @@ func (p SchedulerPlacer) Unplace(ctx context.Context, app *platformv1alpha1.App)
 	return nil
 }
 
-// webReplicas is how many web instances the App asks for (1 by default).
-func webReplicas(app *platformv1alpha1.App) int32 {
+// instances is how many instances of its processes the App asks for: its
+// web instances (1 unless it says), and those its other processes set (0
+// unless they say, as a release runs them). The release phase runs once
+// per release and is not counted.
+func instances(app *platformv1alpha1.App) int32 {
+	n, web := int32(0), false
 	for _, p := range app.Spec.Processes {
-		if p.Name == "web" && p.Replicas != nil {
-			return *p.Replicas
+		if p.Name == releaseProcess || p.Replicas == nil {
+			continue
 		}
+		n += *p.Replicas
+		web = web || p.Name == "web"
 	}
-	return 1
+	if !web {
+		n++
+	}
+	return n
 }
+
+// releaseProcess is the Procfile's release phase (release.ReleaseProcess).
+const releaseProcess = "release"

@@ -111,8 +111,12 @@ func TestWantedSize(t *testing.T) {
 		{name: "the plan sizes a replica", spec: platformv1alpha1.AppSpec{Plan: "standard"}, want: sized(1, "1", "2Gi")},
 		{name: "resources override the plan", spec: platformv1alpha1.AppSpec{Plan: "standard", Resources: &platformv1alpha1.Resources{CPU: q("500m")}},
 			want: sized(1, "500m", "2Gi")},
-		{name: "web replicas", spec: platformv1alpha1.AppSpec{Plan: "standard", Processes: []platformv1alpha1.Process{
-			{Name: "worker", Replicas: ptr.To[int32](5)}, {Name: "web", Replicas: ptr.To[int32](3)}}}, want: sized(3, "1", "2Gi")},
+		{name: "instances of every process", spec: platformv1alpha1.AppSpec{Plan: "standard", Processes: []platformv1alpha1.Process{
+			{Name: "worker", Replicas: ptr.To[int32](5)}, {Name: "web", Replicas: ptr.To[int32](3)}}}, want: sized(8, "1", "2Gi")},
+		{name: "one web instance unless it says", spec: platformv1alpha1.AppSpec{Plan: "standard", Processes: []platformv1alpha1.Process{
+			{Name: "worker", Replicas: ptr.To[int32](2)}, {Name: "web", Command: "./serve"}}}, want: sized(3, "1", "2Gi")},
+		{name: "the release phase runs no instance", spec: platformv1alpha1.AppSpec{Plan: "standard", Processes: []platformv1alpha1.Process{
+			{Name: "release", Replicas: ptr.To[int32](4)}, {Name: "clock"}}}, want: sized(1, "1", "2Gi")},
 		{name: "zero web replicas place one, as a review does", spec: platformv1alpha1.AppSpec{Plan: "standard", Processes: []platformv1alpha1.Process{
 			{Name: "web", Replicas: ptr.To[int32](0)}}}, want: sized(1, "1", "2Gi")},
 	} {

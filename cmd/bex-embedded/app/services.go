@@ -33,6 +33,7 @@ import (
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
 	"bex.co/bex/cmd/internal/command"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
@@ -437,6 +438,7 @@ func (s *starter) newPipeline(apps *appsService, e *edgeService) (*pipeline.Pipe
 		Store: s.st, Kube: s.kube, Runtime: apps.runtime, Keychain: apps.builder.Keychain(),
 		ReleasesDir: filepath.Join(s.StateDir, "releases"), BinDir: s.binDir, URL: e.url, Log: s.log.WithName("releaser"),
 		ReleaseRetention: s.ReleaseRetention, FollowPlacement: true, Quotas: s.quotas(), Metrics: s.metrics,
+		Fits: appctrl.SchedulerPlacer{Client: s.kube},
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -230,12 +231,22 @@ func headerHas(h http.Header, name, token string) bool {
 	return false
 }
 
+// DefaultRunKeepAlive is how often an attached run that writes nothing
+// is sent a keep-alive frame when Options do not say: well under the
+// 30 to 60 s after which common proxies and load balancers close an idle
+// connection.
+const DefaultRunKeepAlive = 15 * time.Second
+
 // runAttachment is a run's switched connection.
 type runAttachment struct {
 	run     store.Run
 	conn    net.Conn
 	frames  *apiclient.FrameWriter
 	streams runtime.Streams
+	// done is closed once the exit frame is to be sent: no keep-alive
+	// frame follows.
+	done     chan struct{}
+	doneOnce sync.Once
 }
 
 // attachRun answers 101 Switching Protocols and returns the run's streams
@@ -263,8 +274,11 @@ func (s *Server) attachRun(c echo.Context, run store.Run, input bool, end contex
 	go readRunFrames(rw.Reader, stdinW, resize, end)
 	fw := apiclient.NewFrameWriter(conn)
 	a := &runAttachment{
-		run: run, conn: conn, frames: fw,
+		run: run, conn: conn, frames: fw, done: make(chan struct{}),
 		streams: runtime.Streams{Stdin: stdin, Stdout: fw.Stream(apiclient.StreamStdout), Stderr: fw.Stream(apiclient.StreamStderr), Resize: resize},
+	}
+	if s.runKeepAlive > 0 {
+		go a.keepAlive(s.runKeepAlive)
 	}
 	if !input {
 		// Nobody reads it: stdin frames fail their write at once.
@@ -311,8 +325,27 @@ func readRunFrames(r *bufio.Reader, stdin *io.PipeWriter, resize chan runtime.Te
 	}
 }
 
+// keepAlive sends an empty keep-alive frame every interval until the run
+// ends or the connection fails. Sent whether or not the command wrote
+// meanwhile: eight bytes an interval cost less than telling.
+func (a *runAttachment) keepAlive(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+			if a.frames.WriteFrame(apiclient.StreamKeepAlive, nil) != nil {
+				return
+			}
+		}
+	}
+}
+
 // close sends the exit frame and closes the connection.
 func (a *runAttachment) close(exit apiclient.RunExit) {
+	a.doneOnce.Do(func() { close(a.done) })
 	b, _ := json.Marshal(exit)
 	_ = a.frames.WriteFrame(apiclient.StreamExit, b)
 	a.conn.Close()

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -627,5 +630,88 @@ func TestRunsStopAcrossServers(t *testing.T) {
 	}
 	if exit := done(); exit.ExitCode != 128+int(syscall.SIGTERM) || exit.Reason != "stopped by token:test" {
 		t.Errorf("the attached run stopped through the other server: exit frame %+v", exit)
+	}
+}
+
+// idleProxy is a TCP proxy to target that closes a connection on which
+// target sent nothing for idle, as nginx's proxy_read_timeout or a load
+// balancer's idle timeout does. It returns the proxy's URL.
+func idleProxy(t *testing.T, target string, idle time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			go func() {
+				_, _ = io.Copy(up, down)
+				up.Close()
+			}()
+			go func() {
+				defer down.Close()
+				defer up.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					_ = up.SetReadDeadline(time.Now().Add(idle))
+					n, err := up.Read(buf)
+					if n > 0 {
+						if _, werr := down.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + l.Addr().String()
+}
+
+// TestRunsKeepAlive: an attached run whose command writes nothing for
+// longer than a proxy in front of the API lets a connection idle keeps
+// its connection through that proxy with keep-alive frames, and gets its
+// output and exit status; a server that sends none loses the run's
+// connection there.
+func TestRunsKeepAlive(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RunKeepAlive: idle / 4})
+	_, token := e.TenantToken(t, "keepalive")
+	createApp(t, e, token, "web")
+	e.SetCurrentRelease(t, "keepalive", "web", 3)
+	quiet := apiclient.RunRequest{Command: []string{"sh", "-c", "sleep 2; echo done"}}
+
+	c, err := apiclient.New(idleProxy(t, e.URL, idle), token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, stdout, _, err := runOf(t, c, "web", quiet, nil)
+	if err != nil || exit.ExitCode != 0 || stdout != "done\n" {
+		t.Errorf("a quiet run through the proxy, with keep-alive frames: %+v %q, %v; want done and exit 0", exit, stdout, err)
+	}
+
+	without := e.AnotherServerWith(t, func(o *api.Options) { o.RunKeepAlive = -1 })
+	c, err = apiclient.New(idleProxy(t, without, idle), token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit, stdout, _, err := runOf(t, c, "web", quiet, nil); err == nil || !strings.Contains(err.Error(), "connection ended before its exit status came") {
+		t.Errorf("a quiet run through the proxy, without keep-alive frames: %+v %q, %v; want the connection lost", exit, stdout, err)
 	}
 }

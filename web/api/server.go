@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/labstack/echo/v4"
@@ -64,6 +65,12 @@ type Options struct {
 	// tenant follows at once through this server; the stream past it is
 	// answered 429. Zero means DefaultMaxLogStreamsPerTenant.
 	MaxLogStreamsPerTenant int
+	// RunKeepAlive is how often an attached one-off run that writes
+	// nothing is sent an empty keep-alive frame, so that a proxy that
+	// closes idle connections (nginx's proxy_read_timeout, a cloud load
+	// balancer's idle timeout) keeps it. Zero means DefaultRunKeepAlive;
+	// a negative value sends none.
+	RunKeepAlive time.Duration
 
 	// Quotas are the platform's default quotas of a tenant; nil means
 	// quota.NewDefaults().
@@ -97,6 +104,8 @@ type Server struct {
 	streams       *streamLimiter
 	// runs are the one-off runs this server runs (runstops.go).
 	runs *localRuns
+	// runKeepAlive is Options.RunKeepAlive, defaulted.
+	runKeepAlive time.Duration
 
 	quotas *quota.Defaults
 
@@ -143,7 +152,12 @@ func New(opts Options) (*Server, error) {
 	if maxStreams == 0 {
 		maxStreams = DefaultMaxLogStreamsPerTenant
 	}
+	keepAlive := opts.RunKeepAlive
+	if keepAlive == 0 {
+		keepAlive = DefaultRunKeepAlive
+	}
 	s := &Server{
+		runKeepAlive:  keepAlive,
 		streams:       newStreamLimiter(maxStreams),
 		runs:          newLocalRuns(opts.Store, opts.Log, runStopPoll),
 		store:         opts.Store,

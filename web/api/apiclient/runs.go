@@ -124,6 +124,11 @@ const (
 	StreamExit byte = 3
 	// StreamResize (client to server) is a TerminalSize in JSON.
 	StreamResize byte = 4
+	// StreamKeepAlive (server to client) is an empty frame the server
+	// sends every so often while the run lasts, so that proxies that
+	// close idle connections keep the run's; the client ignores it, as
+	// it ignores any stream it does not know.
+	StreamKeepAlive byte = 5
 )
 
 // MaxFramePayload is the most a frame carries.

@@ -86,15 +86,17 @@ type Env struct {
 
 	mu       sync.Mutex
 	notReady error // what the server's one readiness check returns
-	// newServer makes an API server with the Env's options.
-	newServer func() (*api.Server, error)
+	// newServer makes an API server with the Env's options, changed by
+	// mod when it is not nil.
+	newServer func(mod func(*api.Options)) (*api.Server, error)
 }
 
-// serve starts an API server with the Env's options on an httptest
-// server, closed when t ends, and returns it and its URL.
-func (e *Env) serve(t testing.TB) (*api.Server, string) {
+// serve starts an API server with the Env's options, changed by mod when
+// it is not nil, on an httptest server, closed when t ends, and returns
+// it and its URL.
+func (e *Env) serve(t testing.TB, mod func(*api.Options)) (*api.Server, string) {
 	t.Helper()
-	srv, err := e.newServer()
+	srv, err := e.newServer(mod)
 	if err != nil {
 		t.Fatalf("creating API server: %v", err)
 	}
@@ -109,7 +111,14 @@ func (e *Env) serve(t testing.TB) (*api.Server, string) {
 // does not.
 func (e *Env) AnotherServer(t testing.TB) string {
 	t.Helper()
-	_, url := e.serve(t)
+	return e.AnotherServerWith(t, nil)
+}
+
+// AnotherServerWith is AnotherServer with the Env's API options changed
+// by mod.
+func (e *Env) AnotherServerWith(t testing.TB, mod func(*api.Options)) string {
+	t.Helper()
+	_, url := e.serve(t, mod)
 	return url
 }
 
@@ -153,6 +162,8 @@ type Options struct {
 	DatabaseURL string
 	// MaxLogStreamsPerTenant is the API's option of that name.
 	MaxLogStreamsPerTenant int
+	// RunKeepAlive is the API's option of that name.
+	RunKeepAlive time.Duration
 	// WrapKube, when set, wraps the cluster client the API is given
 	// (Env.Kube stays unwrapped), so that a test can act between the
 	// API's reads and writes as a controller would.
@@ -235,6 +246,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		Log:           testr.New(t),
 
 		MaxLogStreamsPerTenant: opts.MaxLogStreamsPerTenant,
+		RunKeepAlive:           opts.RunKeepAlive,
 		ReservedHostnames:      []string{ReservedHostname},
 		LocalFleet:             opts.LocalFleet,
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
@@ -243,8 +255,14 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 			return e.notReady
 		}},
 	}
-	e.newServer = func() (*api.Server, error) { return api.New(apiOpts) }
-	e.Server, e.URL = e.serve(t)
+	e.newServer = func(mod func(*api.Options)) (*api.Server, error) {
+		o := apiOpts
+		if mod != nil {
+			mod(&o)
+		}
+		return api.New(o)
+	}
+	e.Server, e.URL = e.serve(t, nil)
 
 	op, err := st.CreateUser(ctx, store.NewUser{Email: "ops@bex.test", Role: store.RoleOperator})
 	if err != nil {

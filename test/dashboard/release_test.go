@@ -43,14 +43,16 @@ func TestReleasePage(t *testing.T) {
 		{"", "ann@acme.test", "Set GREETING, DATABASE_URL; unset LEGACY_CHECKOUT", v2},
 		{"9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c", "token:ci", "Deploy 9b8c7d6", v2},
 	} {
+		kind := store.ReleaseKindConfig
 		if r.commit != "" {
+			kind = store.ReleaseKindDeploy
 			b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: r.commit, Stack: "node"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			bld = b
 		}
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: bld.ID,
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Kind: kind, BuildID: bld.ID,
 			Image: "registry.bex.test/acme/shop@sha256:" + strings.Repeat(bld.Commit[:2], 32), Description: r.desc, CreatedBy: r.by, Config: r.config}); err != nil {
 			t.Fatal(err)
 		}

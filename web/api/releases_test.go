@@ -20,7 +20,7 @@ func TestRollbackToPrunedRelease(t *testing.T) {
 	tenant, token := e.TenantToken(t, "prune")
 	createApp(t, e, token, "web")
 	for _, img := range []string{"r/prune/web@sha256:1", "r/prune/web@sha256:2", "r/prune/web@sha256:3"} {
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Description: "Deploy", CreatedBy: "git"}); err != nil {
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "git"}); err != nil {
 			t.Fatal(err)
 		}
 	}

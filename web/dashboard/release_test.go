@@ -43,9 +43,9 @@ func TestReleasePage(t *testing.T) {
 	plain := func(v string) store.ConfigValue { return store.ConfigValue{Value: &v} }
 	apiKey := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
 	for _, nr := range []store.NewRelease{
-		{Description: "Deploy 0123456", CreatedBy: "git", Config: map[string]store.ConfigValue{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 0123456", CreatedBy: "git", Config: map[string]store.ConfigValue{
 			"DATABASE_URL": plain("postgres://shop:hunter2@db/shop"), "OLD_FLAG": plain("on"), "API_KEY": apiKey}},
-		{Description: "Set GREETING, DATABASE_URL; unset OLD_FLAG", CreatedBy: "token:ann", Config: map[string]store.ConfigValue{
+		{Kind: store.ReleaseKindConfig, Description: "Set GREETING, DATABASE_URL; unset OLD_FLAG", CreatedBy: "token:ann", Config: map[string]store.ConfigValue{
 			"DATABASE_URL": plain("postgres://shop:hunter3@db/shop"), "GREETING": plain("hi-from-the-value"), "API_KEY": apiKey}},
 	} {
 		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, image

@@ -92,7 +92,8 @@ func TestCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"Deploy abc1234", "Deploy def5678"} {
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/web@sha256:" + d[7:], Description: d, CreatedBy: "git"}); err != nil {
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/web@sha256:" + d[7:], Kind: store.ReleaseKindDeploy,
+			Description: d, CreatedBy: "git"}); err != nil {
 			t.Fatal(err)
 		}
 	}

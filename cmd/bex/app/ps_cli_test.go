@@ -222,8 +222,8 @@ func TestReleaseInfoCLI(t *testing.T) {
 	one, two := "hunter1", "hunter2"
 	secret := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
 	for _, nr := range []store.NewRelease{
-		{Description: "Deploy abc1234", CreatedBy: "git", Config: map[string]store.ConfigValue{"FOO": {Value: &one}}},
-		{Description: "Set API_KEY, FOO", CreatedBy: "token:test", Config: map[string]store.ConfigValue{"FOO": {Value: &two}, "API_KEY": secret}},
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git", Config: map[string]store.ConfigValue{"FOO": {Value: &one}}},
+		{Kind: store.ReleaseKindConfig, Description: "Set API_KEY, FOO", CreatedBy: "token:test", Config: map[string]store.ConfigValue{"FOO": {Value: &two}, "API_KEY": secret}},
 	} {
 		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, b.Image
 		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {

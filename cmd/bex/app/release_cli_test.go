@@ -37,7 +37,7 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 			"FOO   1\n"},
 		{name: "restart without a release", args: []string{"restart", "shop"}, wantErr: `app "shop" has no release to restart yet: push to its git remote first`},
 		{name: "env set releases", before: func(t *testing.T) {
-			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/clirel/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/clirel/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 				t.Fatal(err)
 			}
 			app := &platformv1alpha1.App{}
@@ -102,7 +102,7 @@ func TestScaleCLI(t *testing.T) {
 		{name: "before any release", args: []string{"scale", "shop", "web=2"},
 			want: "Stored: shop has no release yet; its first push runs web=2 on plan starter.\n"},
 		{name: "scale", before: func(t *testing.T) {
-			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliscale/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliscale/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 				t.Fatal(err)
 			}
 			app := &platformv1alpha1.App{}

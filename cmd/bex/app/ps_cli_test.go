@@ -233,6 +233,7 @@ func TestReleaseInfoCLI(t *testing.T) {
 	e.SetCurrentRelease(t, "clirelinfo", "shop", 2)
 
 	want := regexp.MustCompile(`^Release:     v2 \(current\)\n` +
+		`Kind:        config\n` +
 		`Description: Set API_KEY, FOO\n` +
 		`By:          token:test\n` +
 		`Created:     \d{4}-\d\d-\d\d \d\d:\d\d\n` +
@@ -253,7 +254,8 @@ func TestReleaseInfoCLI(t *testing.T) {
 	}
 	stdout, _, code := bexRun(t, io, "releases", "info", "shop", "1", "-o", "json")
 	var r apiclient.ReleaseInfo
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.Number != 1 || r.Status != apiclient.ReleaseSuperseded || r.Commit != "abc1234ffff" ||
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.Number != 1 || r.Kind != apiclient.ReleaseKindDeploy ||
+		r.Status != apiclient.ReleaseSuperseded || r.Commit != "abc1234ffff" ||
 		len(r.Env) != 1 || r.Env[0].Name != "FOO" || r.Changes.Previous != 0 {
 		t.Errorf("bex releases info shop 1 -o json: exit %d, %s (%v)", code, stdout, err)
 	}

@@ -147,27 +147,36 @@ func TestPendingMigrations(t *testing.T) {
 	}
 }
 
+// migratedBefore opens a fresh database with the migrations before the one
+// whose name ends in suffix applied, and returns it with every migration,
+// for a test that writes rows of the old schema and then migrates them.
+func migratedBefore(t *testing.T, suffix string) (*pgxpool.Pool, []migration) {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, suffix) })
+	if i < 0 {
+		t.Fatalf("no migration *%s", suffix)
+	}
+	if err := migrate(t.Context(), pool, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	return pool, ms
+}
+
 // TestMembersMigration: the users of the old role tenant become admins of
 // their tenant, operators stay operators, and existing tokens keep full
 // scope.
 func TestMembersMigration(t *testing.T) {
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, "_members_and_tokens.sql") })
-	if i < 0 {
-		t.Fatal("no members_and_tokens migration")
-	}
-	if err := migrate(ctx, pool, ms[:i]); err != nil {
-		t.Fatal(err)
-	}
+	pool, ms := migratedBefore(t, "_members_and_tokens.sql")
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO tenants (id, name) VALUES ('00000000-0000-0000-0000-00000000000a', 'acme');
 		INSERT INTO users (id, tenant_id, email, role) VALUES
@@ -196,22 +205,7 @@ func TestMembersMigration(t *testing.T) {
 // the releases stay immutable after.
 func TestReleaseKindsMigration(t *testing.T) {
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(ms, func(m migration) bool { return m.name == "0021_release_kinds.sql" })
-	if i < 0 {
-		t.Fatal("no release_kinds migration")
-	}
-	if err := migrate(ctx, pool, ms[:i]); err != nil {
-		t.Fatal(err)
-	}
+	pool, ms := migratedBefore(t, "_release_kinds.sql")
 	const tenant = "00000000-0000-0000-0000-00000000000a"
 	if _, err := pool.Exec(ctx, "INSERT INTO tenants (id, name) VALUES ($1, 'acme')", tenant); err != nil {
 		t.Fatal(err)

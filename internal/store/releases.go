@@ -245,26 +245,18 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 	var r Release
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if nr.BuildID != "" {
-			var ok bool
-			if err := tx.QueryRow(ctx,
+			if err := existsOr(ctx, tx, fmt.Errorf("build %s of %s: %w", nr.BuildID, nr.App, ErrNotFound),
 				"SELECT EXISTS (SELECT 1 FROM builds WHERE id = $1 AND tenant_id = $2 AND app = $3)",
-				nr.BuildID, nr.TenantID, nr.App).Scan(&ok); err != nil {
+				nr.BuildID, nr.TenantID, nr.App); err != nil {
 				return err
-			}
-			if !ok {
-				return fmt.Errorf("build %s of %s: %w", nr.BuildID, nr.App, ErrNotFound)
 			}
 		}
 		if nr.RollbackTo != 0 {
 			// An existing release is an earlier one: numbers only grow.
-			var ok bool
-			if err := tx.QueryRow(ctx,
+			if err := existsOr(ctx, tx, fmt.Errorf("release v%d of %s to roll back to: %w", nr.RollbackTo, nr.App, ErrNotFound),
 				"SELECT EXISTS (SELECT 1 FROM releases WHERE tenant_id = $1 AND app = $2 AND number = $3)",
-				nr.TenantID, nr.App, nr.RollbackTo).Scan(&ok); err != nil {
+				nr.TenantID, nr.App, nr.RollbackTo); err != nil {
 				return err
-			}
-			if !ok {
-				return fmt.Errorf("release v%d of %s to roll back to: %w", nr.RollbackTo, nr.App, ErrNotFound)
 			}
 		}
 		number, err := nextAppNumber(ctx, tx, nr.TenantID, nr.App, "last_release")
@@ -287,6 +279,19 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 		return Release{}, fmt.Errorf("creating release of %s: %w", nr.App, err)
 	}
 	return r, nil
+}
+
+// existsOr runs query, a SELECT EXISTS, in tx and returns notFound when it
+// answers false.
+func existsOr(ctx context.Context, tx pgx.Tx, notFound error, query string, args ...any) error {
+	var ok bool
+	if err := tx.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return notFound
+	}
+	return nil
 }
 
 // CreateRollbackRelease records a new release of app that runs the image

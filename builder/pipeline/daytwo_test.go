@@ -136,6 +136,9 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored, _ := json.Marshal(rel)
+	if v1.Kind != store.ReleaseKindDeploy || rel.Kind != store.ReleaseKindConfig || rel.RollbackTo != 0 {
+		t.Errorf("v1 of kind %q, v2 of kind %q (to v%d); want a deploy then a config release", v1.Kind, rel.Kind, rel.RollbackTo)
+	}
 	if rel.Description != "Set API_KEY, FOO" || rel.Image != v1.Image || rel.CreatedBy != "user:test" || strings.Contains(string(stored), secret) ||
 		rel.Config["API_KEY"].SecretKeyRef == nil || rel.Config["FOO"].Value == nil || *rel.Config["FOO"].Value != "1" {
 		t.Errorf("release v2 = %s; want v1's image, FOO by value, API_KEY by reference only", stored)

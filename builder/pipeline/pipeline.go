@@ -169,13 +169,13 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	logs.Close()
 	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image, Timings: t})
 	rel, err := p.Store().CreateRelease(ctx, store.NewRelease{
-		TenantID: tenant.ID, App: push.App, BuildID: b.ID, Image: res.Image, Config: config,
-		Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
+		TenantID: tenant.ID, App: push.App, Kind: store.ReleaseKindDeploy, BuildID: b.ID, Image: res.Image,
+		Config: config, Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
 	})
 	if err != nil {
 		return gitserver.DeployResult{}, true, fmt.Errorf("recording release v%d: %w", number, err)
 	}
-	p.CountRelease(release.KindDeploy)
+	p.CountRelease(rel)
 	url := p.URL(push.Tenant, push.App)
 	if err := p.SetBuiltCurrent(ctx, app, b.Number, rel.Number, url); err != nil {
 		return gitserver.DeployResult{}, true, err

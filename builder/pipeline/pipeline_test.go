@@ -330,6 +330,9 @@ func TestPipelineAcrossProcesses(t *testing.T) {
 		if got := <-rolledBack; got != 3 {
 			t.Fatalf("the rollback made v%d, want v3 (after the deploy's v2)", got)
 		}
+		if v3, err := e.st.GetRelease(ctx, mustTenantID(t, e.st, e.tenant), e.name, 3); err != nil || v3.Kind != store.ReleaseKindRollback || v3.RollbackTo != 1 {
+			t.Errorf("v3 = kind %q to v%d, %v; want a rollback to v1", v3.Kind, v3.RollbackTo, err)
+		}
 		if got := e.app(t).Status.CurrentRelease; got != 3 {
 			t.Errorf("App's current release v%d, want v3", got)
 		}

@@ -154,19 +154,10 @@ func New(opts Options) (*Releaser, error) {
 	return &Releaser{opts: opts, releases: releases, locks: map[string]*sync.Mutex{}}, nil
 }
 
-// ReleaseKind is what made a release: the kind label of bex_releases_total.
-type ReleaseKind string
-
-// The kinds of release.
-const (
-	KindDeploy   ReleaseKind = "deploy"
-	KindConfig   ReleaseKind = "config"
-	KindRollback ReleaseKind = "rollback"
-)
-
-// CountRelease counts a release of kind that was recorded.
-func (r *Releaser) CountRelease(kind ReleaseKind) {
-	r.releases.WithLabelValues(string(kind)).Inc()
+// CountRelease counts a release that was recorded, by its kind: the kind
+// label of bex_releases_total.
+func (r *Releaser) CountRelease(rel store.Release) {
+	r.releases.WithLabelValues(string(rel.Kind)).Inc()
 }
 
 // Store is the store releases are recorded in.
@@ -243,7 +234,7 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 	if err != nil {
 		return 0, fmt.Errorf("recording the rollback: %w", err)
 	}
-	p.CountRelease(KindRollback)
+	p.CountRelease(rel)
 	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}
@@ -285,13 +276,13 @@ func (p *Releaser) ReleaseConfig(ctx context.Context, tenantName, appName, descr
 		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("release v%d did not go out, v%d keeps serving: %w", number, base.Number, err)}
 	}
 	rel, err := p.opts.Store.CreateRelease(ctx, store.NewRelease{
-		TenantID: tenant.ID, App: appName, BuildID: base.BuildID, Image: base.Image, Config: config,
-		Description: description, CreatedBy: actor,
+		TenantID: tenant.ID, App: appName, Kind: store.ReleaseKindConfig, BuildID: base.BuildID, Image: base.Image,
+		Config: config, Description: description, CreatedBy: actor,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording release v%d: %w", number, err)
 	}
-	p.CountRelease(KindConfig)
+	p.CountRelease(rel)
 	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}

@@ -31,7 +31,7 @@ func TestPruneRecordsDeletionsUntilDone(t *testing.T) {
 	acme := newTenant(t, s, "acme")
 	for i := 1; i <= 3; i++ {
 		if _, err := s.CreateRelease(ctx, store.NewRelease{
-			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:0%d", i), Description: "Deploy", CreatedBy: "dev",
+			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:0%d", i), Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "dev",
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestQueueDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:released", Description: "Deploy", CreatedBy: "dev"}); err != nil {
+	if _, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:released", Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "dev"}); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := s.PendingDeletions(ctx, acme.ID, "web")

@@ -147,27 +147,36 @@ func TestPendingMigrations(t *testing.T) {
 	}
 }
 
+// migratedBefore opens a fresh database with the migrations before the one
+// whose name ends in suffix applied, and returns it with every migration,
+// for a test that writes rows of the old schema and then migrates them.
+func migratedBefore(t *testing.T, suffix string) (*pgxpool.Pool, []migration) {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, suffix) })
+	if i < 0 {
+		t.Fatalf("no migration *%s", suffix)
+	}
+	if err := migrate(t.Context(), pool, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	return pool, ms
+}
+
 // TestMembersMigration: the users of the old role tenant become admins of
 // their tenant, operators stay operators, and existing tokens keep full
 // scope.
 func TestMembersMigration(t *testing.T) {
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, "_members_and_tokens.sql") })
-	if i < 0 {
-		t.Fatal("no members_and_tokens migration")
-	}
-	if err := migrate(ctx, pool, ms[:i]); err != nil {
-		t.Fatal(err)
-	}
+	pool, ms := migratedBefore(t, "_members_and_tokens.sql")
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO tenants (id, name) VALUES ('00000000-0000-0000-0000-00000000000a', 'acme');
 		INSERT INTO users (id, tenant_id, email, role) VALUES
@@ -187,5 +196,79 @@ func TestMembersMigration(t *testing.T) {
 	}
 	if ann != "admin" || ops != "operator" || scope != "full" {
 		t.Errorf("after migrating: ann %s, ops %s, token scope %s; want admin, operator, full", ann, ops, scope)
+	}
+}
+
+// TestReleaseKindsMigration: the releases recorded before migration 0021
+// get their kind, and a rollback its target, from the descriptions the
+// platform wrote; a description of no known form is told by its image;
+// the releases stay immutable after.
+func TestReleaseKindsMigration(t *testing.T) {
+	ctx := t.Context()
+	pool, ms := migratedBefore(t, "_release_kinds.sql")
+	const tenant = "00000000-0000-0000-0000-00000000000a"
+	if _, err := pool.Exec(ctx, "INSERT INTO tenants (id, name) VALUES ($1, 'acme')", tenant); err != nil {
+		t.Fatal(err)
+	}
+	type old struct {
+		app         string
+		number      int
+		image       string
+		description string
+		kind        string // what the backfill gives
+		to          int
+	}
+	rows := []old{
+		{"web", 1, "img@sha256:1", "Deploy abc1234", "deploy", 0},
+		{"web", 2, "img@sha256:1", "Set FOO, BAR; unset BAZ", "config", 0},
+		{"web", 3, "img@sha256:1", "Unset FOO", "config", 0},
+		{"web", 4, "img@sha256:2", "Deploy def5678", "deploy", 0},
+		{"web", 5, "img@sha256:1", "Rollback to v2", "rollback", 2},
+		{"web", 6, "img@sha256:1", "Rollback to v12", "config", 0}, // no v12: not a rollback; its image ran before
+		{"web", 7, "img@sha256:3", "Imported from Heroku", "deploy", 0},
+		{"web", 8, "img@sha256:3", "Imported from Heroku", "config", 0},
+		{"web", 9, "img@sha256:4", "Deploy ", "deploy", 0},
+		{"api", 1, "img@sha256:1", "Rollback to v1", "deploy", 0}, // not earlier than itself; a new image of api
+		{"api", 2, "img@sha256:5", "Rollback to v1", "rollback", 1},
+		{"api", 3, "img@sha256:5", "rollback to v1", "config", 0},
+	}
+	for _, r := range rows {
+		if _, err := pool.Exec(ctx, "INSERT INTO releases (tenant_id, app, number, image, description, created_by) VALUES ($1, $2, $3, $4, $5, 'dev')",
+			tenant, r.app, r.number, r.image, r.description); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pruned release keeps its pruning through the backfill.
+	if _, err := pool.Exec(ctx, `BEGIN; SET LOCAL bex.pruning_releases = 'on';
+		UPDATE releases SET pruned_at = now(), pruned_retention = 5 WHERE app = 'web' AND number = 1; COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, pool, ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		var kind string
+		var to *int
+		if err := pool.QueryRow(ctx, "SELECT kind, rollback_to FROM releases WHERE tenant_id = $1 AND app = $2 AND number = $3",
+			tenant, r.app, r.number).Scan(&kind, &to); err != nil {
+			t.Fatal(err)
+		}
+		gotTo := 0
+		if to != nil {
+			gotTo = *to
+		}
+		if kind != r.kind || gotTo != r.to {
+			t.Errorf("%s v%d %q: kind %s, rollback_to %d; want %s, %d", r.app, r.number, r.description, kind, gotTo, r.kind, r.to)
+		}
+	}
+	var pruned int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM releases WHERE pruned_at IS NOT NULL").Scan(&pruned); err != nil || pruned != 1 {
+		t.Errorf("%d pruned releases after the migration (%v), want 1", pruned, err)
+	}
+	// The immutability triggers are back on.
+	for _, stmt := range []string{"UPDATE releases SET kind = 'config' WHERE number = 1", "DELETE FROM releases"} {
+		if _, err := pool.Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "releases are immutable") {
+			t.Errorf("%s after the migration: err = %v, want it refused as immutable", stmt, err)
+		}
 	}
 }

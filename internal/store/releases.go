@@ -35,8 +35,14 @@ type Release struct {
 	Image string `json:"image"`
 	// Config is the environment, by variable name.
 	Config map[string]ConfigValue `json:"config"`
-	// Description says why the release exists: "Deploy abc1234",
-	// "Rollback to v2".
+	// Kind says what made the release: a push, a rollback or a config
+	// change.
+	Kind ReleaseKind `json:"kind"`
+	// RollbackTo is, for a rollback, the number of the release whose image
+	// and config it runs again; 0 for the other kinds.
+	RollbackTo int `json:"rollbackTo,omitempty"`
+	// Description says why the release exists, for people: "Deploy
+	// abc1234", "Rollback to v2". Programs read Kind.
 	Description string `json:"description"`
 	// CreatedBy is who made it: a token's or user's name, or a component.
 	CreatedBy string    `json:"createdBy"`
@@ -50,6 +56,32 @@ type Release struct {
 	PrunedRetention int `json:"prunedRetention,omitempty"`
 }
 
+// ReleaseKind is what made a release. Every release has one of the kinds
+// below; the database refuses any other (migration 0021).
+type ReleaseKind string
+
+// The kinds of release. Scaling, restarts, maintenance mode and app
+// settings record no release, so they have no kind.
+const (
+	// ReleaseKindDeploy is a push: the image a build made, with the App's
+	// environment.
+	ReleaseKindDeploy ReleaseKind = "deploy"
+	// ReleaseKindRollback runs an earlier release's image and config
+	// again; the release's RollbackTo says which.
+	ReleaseKindRollback ReleaseKind = "rollback"
+	// ReleaseKindConfig runs the current release's image with the App's
+	// changed environment (plain or secret variables set or unset).
+	ReleaseKindConfig ReleaseKind = "config"
+)
+
+// ReleaseKinds are the kinds of release, in the order above.
+func ReleaseKinds() []ReleaseKind {
+	return []ReleaseKind{ReleaseKindDeploy, ReleaseKindRollback, ReleaseKindConfig}
+}
+
+// Known reports whether k is one of ReleaseKinds.
+func (k ReleaseKind) Known() bool { return slices.Contains(ReleaseKinds(), k) }
+
 // Runnable returns nil when the release can run again (be rolled back to),
 // and a *PrunedError when its artifacts were pruned.
 func (r Release) Runnable() error {
@@ -57,6 +89,15 @@ func (r Release) Runnable() error {
 		return nil
 	}
 	return &PrunedError{Number: r.Number, Retention: r.PrunedRetention}
+}
+
+// kindList is ReleaseKinds for an error message: "deploy, rollback, config".
+func kindList() string {
+	names := make([]string, 0, len(ReleaseKinds()))
+	for _, k := range ReleaseKinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // PrunedError says that a release cannot run again: its artifacts were
@@ -103,6 +144,11 @@ type SecretRef struct {
 type NewRelease struct {
 	TenantID string
 	App      string
+	// Kind says what made the release; required, one of ReleaseKinds.
+	Kind ReleaseKind
+	// RollbackTo is the release a rollback runs again: required for
+	// ReleaseKindRollback, an earlier release of the app; 0 otherwise.
+	RollbackTo int
 	// BuildID is the build that made Image; optional.
 	BuildID string
 	// Image is the image by digest; required.
@@ -115,19 +161,22 @@ type NewRelease struct {
 	CreatedBy string
 }
 
-const releaseColumns = "id, tenant_id, app, number, build_id, image, config, description, created_by, created_at, pruned_at, pruned_retention"
+const releaseColumns = "id, tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by, created_at, pruned_at, pruned_retention"
 
 func scanRelease(row pgx.Row) (Release, error) {
 	var r Release
 	var buildID *string
 	var config []byte
-	var prunedRetention *int
-	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt,
+	var prunedRetention, rollbackTo *int
+	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Kind, &rollbackTo, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt,
 		&r.PrunedAt, &prunedRetention)
 	if err != nil {
 		return r, err
 	}
 	r.BuildID = orEmpty(buildID)
+	if rollbackTo != nil {
+		r.RollbackTo = *rollbackTo
+	}
 	if prunedRetention != nil {
 		r.PrunedRetention = *prunedRetention
 	}
@@ -143,12 +192,23 @@ func scanRelease(row pgx.Row) (Release, error) {
 // CreateRelease records a release of an app with the app's next number.
 // Concurrent calls for one app get distinct, consecutive numbers. The error
 // wraps ErrInvalid when a required field is missing or a config value is not
-// exactly one of a value and a secret reference, and ErrNotFound when the
-// tenant or the build does not exist or the build is of another app.
+// exactly one of a value and a secret reference, when the kind is not one
+// of ReleaseKinds, or when a rollback names no release to run again or
+// another kind names one; it wraps ErrNotFound when the tenant, the build
+// or the release rolled back to does not exist or the build is of another
+// app.
 func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, error) {
 	switch {
 	case nr.App == "":
 		return Release{}, fmt.Errorf("%w release: the app is not named", ErrInvalid)
+	case nr.Kind == "":
+		return Release{}, fmt.Errorf("%w release of %s: it does not say its kind (one of %s)", ErrInvalid, nr.App, kindList())
+	case !nr.Kind.Known():
+		return Release{}, fmt.Errorf("%w release of %s: unknown kind %q (want one of %s)", ErrInvalid, nr.App, nr.Kind, kindList())
+	case nr.Kind == ReleaseKindRollback && nr.RollbackTo < 1:
+		return Release{}, fmt.Errorf("%w release of %s: a rollback names the release it runs again", ErrInvalid, nr.App)
+	case nr.Kind != ReleaseKindRollback && nr.RollbackTo != 0:
+		return Release{}, fmt.Errorf("%w release of %s: a %s release rolls back to no release (v%d given)", ErrInvalid, nr.App, nr.Kind, nr.RollbackTo)
 	case nr.Image == "":
 		return Release{}, fmt.Errorf("%w release of %s: it has no image", ErrInvalid, nr.App)
 	case strings.TrimSpace(nr.Description) == "":
@@ -178,17 +238,25 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 	if err != nil {
 		return Release{}, fmt.Errorf("encoding release config: %w", err)
 	}
+	var rollbackTo *int
+	if nr.RollbackTo != 0 {
+		rollbackTo = &nr.RollbackTo
+	}
 	var r Release
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if nr.BuildID != "" {
-			var ok bool
-			if err := tx.QueryRow(ctx,
+			if err := existsOr(ctx, tx, fmt.Errorf("build %s of %s: %w", nr.BuildID, nr.App, ErrNotFound),
 				"SELECT EXISTS (SELECT 1 FROM builds WHERE id = $1 AND tenant_id = $2 AND app = $3)",
-				nr.BuildID, nr.TenantID, nr.App).Scan(&ok); err != nil {
+				nr.BuildID, nr.TenantID, nr.App); err != nil {
 				return err
 			}
-			if !ok {
-				return fmt.Errorf("build %s of %s: %w", nr.BuildID, nr.App, ErrNotFound)
+		}
+		if nr.RollbackTo != 0 {
+			// An existing release is an earlier one: numbers only grow.
+			if err := existsOr(ctx, tx, fmt.Errorf("release v%d of %s to roll back to: %w", nr.RollbackTo, nr.App, ErrNotFound),
+				"SELECT EXISTS (SELECT 1 FROM releases WHERE tenant_id = $1 AND app = $2 AND number = $3)",
+				nr.TenantID, nr.App, nr.RollbackTo); err != nil {
+				return err
 			}
 		}
 		number, err := nextAppNumber(ctx, tx, nr.TenantID, nr.App, "last_release")
@@ -196,9 +264,9 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 			return err
 		}
 		r, err = scanRelease(tx.QueryRow(ctx,
-			"INSERT INTO releases (tenant_id, app, number, build_id, image, config, description, created_by) "+
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING "+releaseColumns,
-			nr.TenantID, nr.App, number, nullable(nr.BuildID), nr.Image, string(configJSON), nr.Description, nr.CreatedBy))
+			"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by) "+
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING "+releaseColumns,
+			nr.TenantID, nr.App, number, string(nr.Kind), rollbackTo, nullable(nr.BuildID), nr.Image, string(configJSON), nr.Description, nr.CreatedBy))
 		return err
 	})
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
@@ -213,8 +281,22 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 	return r, nil
 }
 
+// existsOr runs query, a SELECT EXISTS, in tx and returns notFound when it
+// answers false.
+func existsOr(ctx context.Context, tx pgx.Tx, notFound error, query string, args ...any) error {
+	var ok bool
+	if err := tx.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return notFound
+	}
+	return nil
+}
+
 // CreateRollbackRelease records a new release of app that runs the image
-// and config of release number to, described "Rollback to v<to>". The
+// and config of release number to, of kind ReleaseKindRollback, described
+// "Rollback to v<to>". The
 // error wraps ErrNotFound when there is no such release, and is a
 // *PrunedError when it was pruned.
 func (s *Store) CreateRollbackRelease(ctx context.Context, tenantID, app string, to int, createdBy string) (Release, error) {
@@ -231,6 +313,8 @@ func (s *Store) CreateRollbackRelease(ctx context.Context, tenantID, app string,
 		BuildID:     target.BuildID,
 		Image:       target.Image,
 		Config:      target.Config,
+		Kind:        ReleaseKindRollback,
+		RollbackTo:  to,
 		Description: "Rollback to v" + strconv.Itoa(to),
 		CreatedBy:   createdBy,
 	})

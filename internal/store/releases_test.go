@@ -32,7 +32,7 @@ func TestReleases(t *testing.T) {
 	}
 	v1, err := s.CreateRelease(ctx, store.NewRelease{
 		TenantID: acme.ID, App: "web", BuildID: b.ID, Image: "r/acme/web@sha256:01",
-		Config: config, Description: "Deploy abc1234", CreatedBy: "git:dev",
+		Config: config, Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git:dev",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestReleases(t *testing.T) {
 		t.Fatalf("v1 = %+v", v1)
 	}
 	v2, err := s.CreateRelease(ctx, store.NewRelease{
-		TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:02", Description: "Deploy 0000002", CreatedBy: "git:dev",
+		TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:02", Kind: store.ReleaseKindDeploy, Description: "Deploy 0000002", CreatedBy: "git:dev",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +60,7 @@ func TestReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v3.Number != 3 || v3.Image != v1.Image || v3.BuildID != b.ID || v3.Description != "Rollback to v1" ||
+		v3.Kind != store.ReleaseKindRollback || v3.RollbackTo != 1 ||
 		*v3.Config["GREETING"].Value != "hello" || v3.CreatedBy != "token:laptop" {
 		t.Errorf("v3 = %+v, want a copy of v1", v3)
 	}
@@ -102,19 +103,20 @@ func TestReleases(t *testing.T) {
 		t.Errorf("other tenant's ListReleases = %v, %v", list, err)
 	}
 	if _, err := s.CreateRelease(ctx, store.NewRelease{
-		TenantID: other.ID, App: "web", BuildID: b.ID, Image: "x@sha256:1", Description: "steal", CreatedBy: "x",
+		TenantID: other.ID, App: "web", Kind: store.ReleaseKindDeploy, BuildID: b.ID, Image: "x@sha256:1", Description: "steal", CreatedBy: "x",
 	}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("release of another tenant's build: err = %v, want ErrNotFound", err)
 	}
 
+	deploy := store.ReleaseKindDeploy
 	for _, bad := range []store.NewRelease{
-		{TenantID: acme.ID, Image: "x@sha256:1", Description: "d", CreatedBy: "c"},
-		{TenantID: acme.ID, App: "web", Description: "d", CreatedBy: "c"},
-		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", CreatedBy: "c"},
-		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d"},
-		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d", CreatedBy: "c",
+		{TenantID: acme.ID, Kind: deploy, Image: "x@sha256:1", Description: "d", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Kind: deploy, Description: "d", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Kind: deploy, Image: "x@sha256:1", CreatedBy: "c"},
+		{TenantID: acme.ID, App: "web", Kind: deploy, Image: "x@sha256:1", Description: "d"},
+		{TenantID: acme.ID, App: "web", Kind: deploy, Image: "x@sha256:1", Description: "d", CreatedBy: "c",
 			Config: map[string]store.ConfigValue{"BOTH": {Value: ptr("v"), SecretKeyRef: &store.SecretRef{Name: "s", Key: "k"}}}},
-		{TenantID: acme.ID, App: "web", Image: "x@sha256:1", Description: "d", CreatedBy: "c",
+		{TenantID: acme.ID, App: "web", Kind: deploy, Image: "x@sha256:1", Description: "d", CreatedBy: "c",
 			Config: map[string]store.ConfigValue{"NEITHER": {}}},
 	} {
 		if _, err := s.CreateRelease(ctx, bad); !errors.Is(err, store.ErrInvalid) {
@@ -122,8 +124,92 @@ func TestReleases(t *testing.T) {
 		}
 	}
 	// Refused releases took no number.
-	if v4, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "x@sha256:4", Description: "d", CreatedBy: "c"}); err != nil || v4.Number != 4 {
+	if v4, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Kind: deploy, Image: "x@sha256:4", Description: "d", CreatedBy: "c"}); err != nil || v4.Number != 4 {
 		t.Errorf("release after refused ones = %+v, %v, want v4", v4, err)
+	}
+}
+
+// TestReleaseKinds: a release's kind, and a rollback's target, are read
+// back as they were recorded by every read; a release without a kind, of
+// an unknown kind, a rollback to nothing and another kind that names a
+// release to roll back to are refused and take no number.
+func TestReleaseKinds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	img := "r/acme/web@sha256:01"
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234"},
+		{Kind: store.ReleaseKindConfig, Description: "Set FOO"},
+		{Kind: store.ReleaseKindRollback, RollbackTo: 1, Description: "Rollback to v1"},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.CreatedBy = acme.ID, "web", img, "dev"
+		r, err := s.CreateRelease(ctx, nr)
+		if err != nil {
+			t.Fatalf("CreateRelease(%s): %v", nr.Kind, err)
+		}
+		if r.Kind != nr.Kind || r.RollbackTo != nr.RollbackTo {
+			t.Errorf("CreateRelease(%s, to v%d) = kind %q, to v%d", nr.Kind, nr.RollbackTo, r.Kind, r.RollbackTo)
+		}
+	}
+	v4, err := s.CreateRollbackRelease(ctx, acme.ID, "web", 2, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v4.Kind != store.ReleaseKindRollback || v4.RollbackTo != 2 {
+		t.Errorf("CreateRollbackRelease(2) = kind %q, to v%d", v4.Kind, v4.RollbackTo)
+	}
+	want := "4 rollback 2, 3 rollback 1, 2 config 0, 1 deploy 0"
+	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range list {
+		one, err := s.GetRelease(ctx, acme.ID, "web", r.Number)
+		if err != nil || one.Kind != r.Kind || one.RollbackTo != r.RollbackTo {
+			t.Errorf("GetRelease(%d) = kind %q, to v%d, %v; listed as %q, to v%d", r.Number, one.Kind, one.RollbackTo, err, r.Kind, r.RollbackTo)
+		}
+		got = append(got, fmt.Sprintf("%d %s %d", r.Number, r.Kind, r.RollbackTo))
+	}
+	if strings.Join(got, ", ") != want {
+		t.Errorf("ListReleases = %s, want %s", strings.Join(got, ", "), want)
+	}
+
+	for _, tc := range []struct {
+		nr      store.NewRelease
+		errPart string
+		is      error
+	}{
+		{store.NewRelease{}, "it does not say its kind (one of deploy, rollback, config)", store.ErrInvalid},
+		{store.NewRelease{Kind: "restart"}, `unknown kind "restart" (want one of deploy, rollback, config)`, store.ErrInvalid},
+		{store.NewRelease{Kind: "Deploy"}, `unknown kind "Deploy"`, store.ErrInvalid},
+		{store.NewRelease{Kind: store.ReleaseKindRollback}, "a rollback names the release it runs again", store.ErrInvalid},
+		{store.NewRelease{Kind: store.ReleaseKindConfig, RollbackTo: 1}, "a config release rolls back to no release (v1 given)", store.ErrInvalid},
+		{store.NewRelease{Kind: store.ReleaseKindRollback, RollbackTo: 9}, "release v9 of web to roll back to", store.ErrNotFound},
+	} {
+		nr := tc.nr
+		nr.TenantID, nr.App, nr.Image, nr.Description, nr.CreatedBy = acme.ID, "web", img, "d", "dev"
+		if _, err := s.CreateRelease(ctx, nr); !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.errPart) {
+			t.Errorf("CreateRelease(kind %q, to v%d): err = %v, want %v saying %q", nr.Kind, nr.RollbackTo, err, tc.is, tc.errPart)
+		}
+	}
+	// The database refuses them too, whatever writes the row.
+	for _, stmt := range []string{
+		"INSERT INTO releases (tenant_id, app, number, kind, image, created_by) VALUES ($1, 'web', 90, 'restart', 'x@sha256:1', 'dev')",
+		"INSERT INTO releases (tenant_id, app, number, image, created_by) VALUES ($1, 'web', 91, 'x@sha256:1', 'dev')",
+		"INSERT INTO releases (tenant_id, app, number, kind, image, created_by) VALUES ($1, 'web', 92, 'rollback', 'x@sha256:1', 'dev')",
+		"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, image, created_by) VALUES ($1, 'web', 93, 'deploy', 1, 'x@sha256:1', 'dev')",
+		"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, image, created_by) VALUES ($1, 'web', 94, 'rollback', 94, 'x@sha256:1', 'dev')",
+		"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, image, created_by) VALUES ($1, 'other', 95, 'rollback', 1, 'x@sha256:1', 'dev')",
+	} {
+		if _, err := s.Pool().Exec(ctx, stmt, acme.ID); err == nil {
+			t.Errorf("%s: the database accepted it", stmt)
+		}
+	}
+	if latest, err := s.LatestRelease(ctx, acme.ID, "web"); err != nil || latest.Number != 4 {
+		t.Errorf("after the refused releases the latest is %d, %v, want v4", latest.Number, err)
 	}
 }
 
@@ -135,7 +221,7 @@ func TestReleaseNumbersUnderConcurrency(t *testing.T) {
 	wantDenseNumbers(t, 10, func(i int) (int, error) {
 		r, err := s.CreateRelease(ctx, store.NewRelease{
 			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:%02d", i),
-			Description: fmt.Sprintf("Deploy %d", i), CreatedBy: "test",
+			Kind: store.ReleaseKindDeploy, Description: fmt.Sprintf("Deploy %d", i), CreatedBy: "test",
 		})
 		return r.Number, err
 	})
@@ -146,7 +232,7 @@ func TestReleasesAreImmutable(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
-	v1, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Description: "Deploy abc1234", CreatedBy: "dev"})
+	v1, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +264,7 @@ func TestPruneReleases(t *testing.T) {
 	acme := newTenant(t, s, "acme")
 	for i := 1; i <= 4; i++ {
 		if _, err := s.CreateRelease(ctx, store.NewRelease{
-			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:0%d", i), Description: "Deploy", CreatedBy: "dev",
+			TenantID: acme.ID, App: "web", Image: fmt.Sprintf("r/acme/web@sha256:0%d", i), Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "dev",
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +322,7 @@ func TestPrunedReleasesStayImmutable(t *testing.T) {
 	s := newStore(t)
 	acme := newTenant(t, s, "acme")
 	for range 2 {
-		if _, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Description: "Deploy", CreatedBy: "dev"}); err != nil {
+		if _, err := s.CreateRelease(ctx, store.NewRelease{TenantID: acme.ID, App: "web", Image: "r/acme/web@sha256:01", Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "dev"}); err != nil {
 			t.Fatal(err)
 		}
 	}

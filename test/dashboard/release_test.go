@@ -12,10 +12,11 @@ import (
 	"bex.co/bex/web/dashboard/dashboardtest"
 )
 
-// TestReleasePage: in Chromium, a tenant opens a config release from the
-// app page's release list: its page shows what changed by name (never a
-// value), the image and the build; rolling back from it makes a release
-// whose page links back to it.
+// TestReleasePage: in Chromium, a tenant sees each release's kind in the
+// app page's release list and opens a config release from it: its page
+// shows what changed by name (never a value), the image and the build;
+// rolling back from it makes a release of kind rollback whose page links
+// back to it.
 func TestReleasePage(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	base := dashboardtest.Start(t, e).URL
@@ -43,14 +44,16 @@ func TestReleasePage(t *testing.T) {
 		{"", "ann@acme.test", "Set GREETING, DATABASE_URL; unset LEGACY_CHECKOUT", v2},
 		{"9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c", "token:ci", "Deploy 9b8c7d6", v2},
 	} {
+		kind := store.ReleaseKindConfig
 		if r.commit != "" {
+			kind = store.ReleaseKindDeploy
 			b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "shop", Commit: r.commit, Stack: "node"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			bld = b
 		}
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: bld.ID,
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Kind: kind, BuildID: bld.ID,
 			Image: "registry.bex.test/acme/shop@sha256:" + strings.Repeat(bld.Commit[:2], 32), Description: r.desc, CreatedBy: r.by, Config: r.config}); err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +64,15 @@ func TestReleasePage(t *testing.T) {
 		t.Fatalf("signing in: status %d", st)
 	}
 
-	// v2, from the app page's list: a config change, superseded.
+	// The list says each release's kind.
+	const kinds = `[...document.querySelectorAll('#release-list tr[data-release]')].map(tr => 'v' + tr.dataset.release + ' ' +
+		tr.querySelector('[data-release-kind]').dataset.releaseKind).join(', ')`
 	b.open(base + "/apps/shop")
+	if got := eval[string](b, kinds); got != "v3 deploy, v2 config, v1 deploy" {
+		t.Errorf("the release list's kinds: %q", got)
+	}
+
+	// v2, from the app page's list: a config change, superseded.
 	if st := b.clickAndLoad("opening v2", `a[data-release-link="2"]`); st != http.StatusOK || b.location() != base+"/apps/shop/releases/2" {
 		t.Fatalf("opening v2 from the list: status %d at %s", st, b.location())
 	}
@@ -98,6 +108,16 @@ func TestReleasePage(t *testing.T) {
 	}
 	if got := b.text("#release-changes"); got != "from v3: a new image" {
 		t.Errorf("v4's changes: %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('#release-origin').dataset.releaseKind`); got != "rollback" {
+		t.Errorf("v4's page gives the kind %q, want rollback", got)
+	}
+	if st := b.clickAndLoad("following v4's rollback link", `#release-origin a[data-release-link="2"]`); st != http.StatusOK || b.location() != base+"/apps/shop/releases/2" {
+		t.Errorf("following v4's rollback link: status %d at %s", st, b.location())
+	}
+	b.open(base + "/apps/shop")
+	if got := eval[string](b, kinds); got != "v4 rollback, v3 deploy, v2 config, v1 deploy" {
+		t.Errorf("the release list's kinds after the rollback: %q", got)
 	}
 	if st := b.open(base + "/apps/shop/releases/9"); st != http.StatusNotFound {
 		t.Errorf("an unknown release: status %d", st)

@@ -453,10 +453,10 @@ func testTenantIsolation(t *testing.T, cp *controlplane.ControlPlane) {
 	a, tokenA := e.TenantToken(t, "isoa")
 	_, tokenB := e.TenantToken(t, "isob")
 	createApp(t, e, tokenA, "web")
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: a.ID, App: "web", Image: "r/isoa/web@sha256:1", Description: "Deploy 1", CreatedBy: "t"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: a.ID, App: "web", Image: "r/isoa/web@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy 1", CreatedBy: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: a.ID, App: "web", Image: "r/isoa/web@sha256:2", Description: "Deploy 2", CreatedBy: "t"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: a.ID, App: "web", Image: "r/isoa/web@sha256:2", Kind: store.ReleaseKindDeploy, Description: "Deploy 2", CreatedBy: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: a.ID, App: "web"})
@@ -741,7 +741,7 @@ func testRollback(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatal(err)
 	}
 	for i, img := range []string{"r/rbacme/web@sha256:1", "r/rbacme/web@sha256:2"} {
-		nr := store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Description: fmt.Sprintf("Deploy %d", i+1), CreatedBy: "git"}
+		nr := store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Kind: store.ReleaseKindDeploy, Description: fmt.Sprintf("Deploy %d", i+1), CreatedBy: "git"}
 		if i == 0 {
 			nr.BuildID = b.ID
 		}

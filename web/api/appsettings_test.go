@@ -51,7 +51,7 @@ func TestAppSettings(t *testing.T) {
 		t.Errorf("the App's spec: %+v", spec)
 	}
 
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/settings/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/settings/web@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "settings", "web", 1)

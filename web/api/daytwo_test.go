@@ -53,7 +53,7 @@ func TestConfigReleases(t *testing.T) {
 		t.Errorf("releases after setting env of an app without one: %q", got)
 	}
 
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/cfgrel/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/cfgrel/web@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "cfgrel", "web", 1)
@@ -157,7 +157,7 @@ func TestRestart(t *testing.T) {
 	if a.status != http.StatusConflict || a.err().Message != `app "web" has no release to restart yet: push to its git remote first` {
 		t.Errorf("restarting an app without a release: %d %s", a.status, a.body)
 	}
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/restart/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/restart/web@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "restart", "web", 1)

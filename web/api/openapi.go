@@ -209,7 +209,8 @@ func operationID(r route) string {
 var timeType = reflect.TypeFor[time.Time]()
 
 // schemaOf is the OpenAPI schema of the JSON encoding of t. Fields without
-// omitempty are required.
+// omitempty are required; a field tagged `enum:"a,b,c"` takes only those
+// values.
 func schemaOf(t reflect.Type) obj {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -251,7 +252,11 @@ func schemaOf(t reflect.Type) obj {
 			if name == "" {
 				name = f.Name
 			}
-			props[name] = schemaOf(f.Type)
+			prop := schemaOf(f.Type)
+			if enum := f.Tag.Get("enum"); enum != "" {
+				prop["enum"] = strings.Split(enum, ",")
+			}
+			props[name] = prop
 			if !strings.Contains(opts, "omitempty") {
 				required = append(required, name)
 			}

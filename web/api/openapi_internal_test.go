@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/kube-openapi/pkg/spec3"
+
+	"bex.co/bex/web/api/apiclient"
 )
 
 // TestOpenAPICoversEveryRoute checks that every route echo serves is in the
@@ -86,6 +89,22 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 	if !slices.Contains(app.Required, "placed") || slices.Contains(app.Required, "cluster") || slices.Contains(app.Required, "placement") {
 		t.Errorf("schema App requires %v, want placed and neither cluster nor placement", app.Required)
+	}
+	// A release's kind is one of a fixed set, which the schema lists; the
+	// rollback target is there for rollbacks only.
+	for _, name := range []string{"Release", "ReleaseInfo"} {
+		r := doc.Components.Schemas[name]
+		if r == nil {
+			t.Fatalf("no schema %s", name)
+		}
+		kind := r.Properties["kind"]
+		if fmt.Sprint(kind.Enum) != fmt.Sprint([]string{apiclient.ReleaseKindDeploy, apiclient.ReleaseKindRollback, apiclient.ReleaseKindConfig}) ||
+			!slices.Contains(r.Required, "kind") {
+			t.Errorf("schema %s: kind enum %v, required %v; want a required string of deploy, rollback, config", name, kind.Enum, r.Required)
+		}
+		if to, ok := r.Properties["rollbackTo"]; !ok || to.Type[0] != "integer" || slices.Contains(r.Required, "rollbackTo") {
+			t.Errorf("schema %s: rollbackTo %+v, want an optional integer", name, to)
+		}
 	}
 }
 

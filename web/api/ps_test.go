@@ -124,9 +124,9 @@ func TestReleaseInfo(t *testing.T) {
 	b1, b2 := build("abc1234ffff", "r/relinfo/shop@sha256:1"), build("def5678eeee", "r/relinfo/shop@sha256:2")
 	v1, v2 := plain1, plain2
 	for _, nr := range []store.NewRelease{
-		{BuildID: b1.ID, Image: b1.Image, Description: "Deploy abc1234", CreatedBy: "git",
+		{BuildID: b1.ID, Image: b1.Image, Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git",
 			Config: map[string]store.ConfigValue{"FOO": {Value: &v1}, "API_KEY": secret}},
-		{BuildID: b2.ID, Image: b2.Image, Description: "Deploy def5678", CreatedBy: "dev@acme.test",
+		{BuildID: b2.ID, Image: b2.Image, Kind: store.ReleaseKindDeploy, Description: "Deploy def5678", CreatedBy: "dev@acme.test",
 			Config: map[string]store.ConfigValue{"FOO": {Value: &v2}, "BAR": {Value: &v1}, "API_KEY": secret}},
 	} {
 		nr.TenantID, nr.App = tenant.ID, "shop"

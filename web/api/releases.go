@@ -49,6 +49,8 @@ func (s *Server) listReleases(c echo.Context) error {
 func releaseView(r store.Release, current int, b store.Build) apiclient.Release {
 	v := apiclient.Release{
 		Number:      r.Number,
+		Kind:        string(r.Kind),
+		RollbackTo:  r.RollbackTo,
 		Description: r.Description,
 		Image:       r.Image,
 		Build:       b.Number,

@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"bex.co/bex/internal/controlplane/cptest"
@@ -20,7 +23,7 @@ func TestRollbackToPrunedRelease(t *testing.T) {
 	tenant, token := e.TenantToken(t, "prune")
 	createApp(t, e, token, "web")
 	for _, img := range []string{"r/prune/web@sha256:1", "r/prune/web@sha256:2", "r/prune/web@sha256:3"} {
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Description: "Deploy", CreatedBy: "git"}); err != nil {
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: img, Kind: store.ReleaseKindDeploy, Description: "Deploy", CreatedBy: "git"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,5 +56,56 @@ func TestRollbackToPrunedRelease(t *testing.T) {
 	}
 	if latest, err := e.Store.LatestRelease(ctx, tenant.ID, "web"); err != nil || latest.Number != 3 {
 		t.Errorf("latest release after the refused rollbacks: v%d, %v, want v3", latest.Number, err)
+	}
+}
+
+// TestReleaseKinds: the release list and a release's page say what made
+// each release in a kind field — deploy, config (an env change through the
+// API), rollback with the release it runs again — whatever its
+// description says.
+func TestReleaseKinds(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "relkind")
+	createApp(t, e, token, "web")
+	// A description that reads like a rollback, on a push: the kind says
+	// what it is.
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/relkind/web@sha256:1",
+		Kind: store.ReleaseKindDeploy, Description: "Rollback to v1 of the old app", CreatedBy: "git"}); err != nil {
+		t.Fatal(err)
+	}
+	e.SetCurrentRelease(t, "relkind", "web", 1)
+	a := call(t, e, http.MethodPatch, "/apps/web/env", token, apiclient.PatchEnvRequest{Set: map[string]string{"FOO": "1"}})
+	wantStatus(t, "setting FOO", a, http.StatusOK)
+	e.SetCurrentRelease(t, "relkind", "web", 2)
+	a = call(t, e, http.MethodPost, "/apps/web/rollback", token, apiclient.RollbackRequest{Release: 1})
+	wantStatus(t, "rolling back to v1", a, http.StatusCreated)
+
+	a = call(t, e, http.MethodGet, "/apps/web/releases", token, nil)
+	wantStatus(t, "listing releases", a, http.StatusOK)
+	// The wire form, as a script reads it.
+	var raw []map[string]any
+	if err := json.Unmarshal(a.body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range raw {
+		got = append(got, fmt.Sprintf("v%v %v %v", r["number"], r["kind"], r["rollbackTo"]))
+	}
+	if want := "v3 rollback 1, v2 config <nil>, v1 deploy <nil>"; strings.Join(got, ", ") != want {
+		t.Errorf("releases = %s, want %s:\n%s", strings.Join(got, ", "), want, a.body)
+	}
+	for n, want := range map[int]apiclient.Release{
+		1: {Kind: apiclient.ReleaseKindDeploy},
+		2: {Kind: apiclient.ReleaseKindConfig},
+		3: {Kind: apiclient.ReleaseKindRollback, RollbackTo: 1},
+	} {
+		a := call(t, e, http.MethodGet, fmt.Sprintf("/apps/web/releases/%d", n), token, nil)
+		wantStatus(t, "release info", a, http.StatusOK)
+		var r apiclient.ReleaseInfo
+		a.decode(t, &r)
+		if r.Kind != want.Kind || r.RollbackTo != want.RollbackTo {
+			t.Errorf("release v%d: kind %q, rollbackTo %d; want %q, %d", n, r.Kind, r.RollbackTo, want.Kind, want.RollbackTo)
+		}
 	}
 }

@@ -55,7 +55,7 @@ func TestScale(t *testing.T) {
 		t.Errorf("the App's spec says %v, want web 2", counts)
 	}
 
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/scale/web@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/scale/web@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "scale", "web", 1)

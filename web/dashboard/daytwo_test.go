@@ -46,7 +46,7 @@ func TestRestartAndConfigRelease(t *testing.T) {
 	}
 	csrf := p.csrf(t)
 
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashrel/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashrel/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	app := &platformv1alpha1.App{}
@@ -119,7 +119,7 @@ func TestScaleForm(t *testing.T) {
 	if got := notice(u.post("/apps/shop/scale", url.Values{"csrf": {csrf}, "process": {"web"}, "count": {"2"}})); got != "Stored web=2 on plan starter: the first push runs it." {
 		t.Errorf("after scaling an app without a release the page says %q", got)
 	}
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashscale/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashscale/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	app := &platformv1alpha1.App{}
@@ -272,7 +272,7 @@ func TestAppPageInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: b.ID, Image: "r/dashps/shop@sha256:1", Description: "Deploy aaaaaaa", CreatedBy: "git"}); err != nil {
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: b.ID, Image: "r/dashps/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy aaaaaaa", CreatedBy: "git"}); err != nil {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "dashps", "shop", 1)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,9 +11,10 @@ import (
 )
 
 // releasePage shows one release as bex releases info prints it: status,
-// who and when, what made it, the image, the build, the variables by name
-// (never a value), what it changed from the release before, the instances
-// that run it, and the rollback form when it can run again.
+// who and when, what made it (its kind: a push, a rollback and to what, a
+// config change), the image, the build, the variables by name (never a
+// value), what it changed from the release before, the instances that run
+// it, and the rollback form when it can run again.
 func (d *Dashboard) releasePage(c echo.Context) error {
 	ctx := c.Request().Context()
 	cl := d.client(c)
@@ -31,8 +31,7 @@ func (d *Dashboard) releasePage(c echo.Context) error {
 		return err
 	}
 	data := map[string]any{
-		"Title": fmt.Sprintf("%s v%d", app.Name, r.Number), "App": app, "Release": r, "Origin": releaseOrigin(r),
-		"Env": releaseEnv(r),
+		"Title": fmt.Sprintf("%s v%d", app.Name, r.Number), "App": app, "Release": r, "Env": releaseEnv(r),
 	}
 	// What runs is an extra, as on the app page: a runtime that cannot
 	// say leaves the section out, not the page.
@@ -56,40 +55,6 @@ func releaseNumber(c echo.Context) (int, error) {
 		return 0, &pageError{status: http.StatusNotFound, title: "Not found", message: fmt.Sprintf("There is no release %q: releases are numbered 1, 2, 3...", c.Param("release"))}
 	}
 	return n, nil
-}
-
-// origin is what made a release, as its page says it.
-type origin struct {
-	// Kind is push, rollback, config or other.
-	Kind string
-	// Summary is the release's description.
-	Summary string
-	// Commit is the pushed commit, for a push.
-	Commit string
-	// To is the release a rollback runs again.
-	To int
-}
-
-// releaseOrigin tells what made r from its description, which the
-// platform writes in three forms: "Deploy <commit>" for a push, "Rollback
-// to v<n>" for a rollback and "Set A, B; unset C" for a config change.
-// Restarts and scales make no release. Anything else is shown as it is.
-func releaseOrigin(r apiclient.ReleaseInfo) origin {
-	o := origin{Kind: "other", Summary: r.Description}
-	switch d := r.Description; {
-	case strings.HasPrefix(d, "Deploy "):
-		o.Kind, o.Commit = "push", r.Commit
-		if o.Commit == "" {
-			o.Commit = strings.TrimPrefix(d, "Deploy ")
-		}
-	case strings.HasPrefix(d, "Rollback to v"):
-		if to, err := strconv.Atoi(strings.TrimPrefix(d, "Rollback to v")); err == nil && to > 0 {
-			o.Kind, o.To = "rollback", to
-		}
-	case strings.HasPrefix(d, "Set "), strings.HasPrefix(d, "Unset "):
-		o.Kind = "config"
-	}
-	return o
 }
 
 // envRow is a variable on a release's page: its name, whether it is a

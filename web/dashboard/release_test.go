@@ -11,9 +11,10 @@ import (
 	"bex.co/bex/web/api/apiclient"
 )
 
-// TestReleasePage: each release of the app page links to its page, which
-// shows what bex releases info prints: status, what made it (a push and
-// its commit, a config change, a rollback and to what), who, the image,
+// TestReleasePage: each release of the app page links to its page and
+// shows its kind; the page shows what bex releases info prints: status,
+// what made it by its kind, whatever the description says (a push and its
+// commit, a config change, a rollback and to what), who, the image,
 // the build, the variables by name with what changed, never a value, and
 // the instances that run it; a developer rolls back from it, a viewer is
 // offered no rollback; an unknown release and another tenant's app are
@@ -43,9 +44,9 @@ func TestReleasePage(t *testing.T) {
 	plain := func(v string) store.ConfigValue { return store.ConfigValue{Value: &v} }
 	apiKey := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
 	for _, nr := range []store.NewRelease{
-		{Description: "Deploy 0123456", CreatedBy: "git", Config: map[string]store.ConfigValue{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 0123456", CreatedBy: "git", Config: map[string]store.ConfigValue{
 			"DATABASE_URL": plain("postgres://shop:hunter2@db/shop"), "OLD_FLAG": plain("on"), "API_KEY": apiKey}},
-		{Description: "Set GREETING, DATABASE_URL; unset OLD_FLAG", CreatedBy: "token:ann", Config: map[string]store.ConfigValue{
+		{Kind: store.ReleaseKindConfig, Description: "Set GREETING, DATABASE_URL; unset OLD_FLAG", CreatedBy: "token:ann", Config: map[string]store.ConfigValue{
 			"DATABASE_URL": plain("postgres://shop:hunter3@db/shop"), "GREETING": plain("hi-from-the-value"), "API_KEY": apiKey}},
 	} {
 		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, image
@@ -64,6 +65,16 @@ func TestReleasePage(t *testing.T) {
 	app := u.get("/apps/shop")
 	for n := 1; n <= 3; n++ {
 		if want := fmt.Sprintf(`<a href="/apps/shop/releases/%d" data-release-link="%d">v%d</a>`, n, n, n); !strings.Contains(app.body, want) {
+			t.Errorf("the app page's release list lacks %s", want)
+		}
+	}
+	// The list says each release's kind, from the API's kind field.
+	for _, want := range []string{
+		`<span class="badge" data-release-kind="deploy">deploy</span> Deploy 0123456`,
+		`<span class="badge" data-release-kind="config">config</span> Set GREETING, DATABASE_URL; unset OLD_FLAG`,
+		`<span class="badge" data-release-kind="config">config</span> Set API_KEY`,
+	} {
+		if !strings.Contains(app.body, want) {
 			t.Errorf("the app page's release list lacks %s", want)
 		}
 	}
@@ -92,7 +103,7 @@ func TestReleasePage(t *testing.T) {
 	build := fmt.Sprintf(`<a href="/apps/shop/builds/%d">#%d</a> of commit <code title="%s">01234567</code>, go`, b.Number, b.Number, commit)
 	check(1, []string{
 		`<h1>Release v1</h1>`, `id="release-status">superseded</span>`,
-		`a push of commit <code title="` + commit + `">01234567</code>`,
+		`<dd id="release-origin" data-release-kind="deploy">a push of commit <code title="` + commit + `">01234567</code>`,
 		`<code id="release-image">` + image + `</code>`, build,
 		`the app's first release; added <code>API_KEY</code>, <code>DATABASE_URL</code>, <code>OLD_FLAG</code>`,
 		`<tr data-env="API_KEY"><td><code>API_KEY</code></td><td>secret</td>`,
@@ -100,7 +111,7 @@ func TestReleasePage(t *testing.T) {
 	}, nil)
 	check(2, []string{
 		`id="release-by">token:ann</dd>`,
-		`a config change: Set GREETING, DATABASE_URL; unset OLD_FLAG`,
+		`<dd id="release-origin" data-release-kind="config">a config change: Set GREETING, DATABASE_URL; unset OLD_FLAG`,
 		`from <a href="/apps/shop/releases/1" data-release-link="1">v1</a>: the same image; added <code>GREETING</code>; changed <code>DATABASE_URL</code>; removed <code>OLD_FLAG</code>`,
 		`<tr data-env="DATABASE_URL"><td><code>DATABASE_URL</code></td><td>plain</td><td><span class="badge running">changed</span>`,
 		`<tr data-env="OLD_FLAG"><td><code>OLD_FLAG</code></td><td></td><td><span class="badge failed">removed</span>`,
@@ -119,9 +130,23 @@ func TestReleasePage(t *testing.T) {
 		t.Fatalf("rolling back to v1: %d to %q", p.status, p.header.Get("Location"))
 	}
 	check(4, []string{
-		`a rollback to <a href="/apps/shop/releases/1" data-release-link="1">v1</a>: its image and variables again`,
+		`<dd id="release-origin" data-release-kind="rollback">a rollback to <a href="/apps/shop/releases/1" data-release-link="1">v1</a>: its image and variables again`,
 		`added <code>OLD_FLAG</code>; changed <code>DATABASE_URL</code>; removed <code>GREETING</code>`,
 	}, nil)
+	if !strings.Contains(u.get("/apps/shop").body, `<span class="badge" data-release-kind="rollback">rollback</span> Rollback to v1`) {
+		t.Errorf("the app page's release list does not show v4 as a rollback")
+	}
+
+	// The kind says what made a release, whatever its description: v5, a
+	// push whose description reads like a rollback, is a push of its
+	// commit; its page has no link to a release it does not roll back to.
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Kind: store.ReleaseKindDeploy,
+		BuildID: b.ID, Image: image, Description: "Rollback to v2, by hand", CreatedBy: "git"}); err != nil {
+		t.Fatal(err)
+	}
+	check(5, []string{
+		`<dd id="release-origin" data-release-kind="deploy">a push of commit <code title="` + commit + `">01234567</code>`,
+	}, []string{"a rollback to", `data-release-link="2"`})
 
 	// Not found: a release the app does not have, a page that names no
 	// release, another tenant's app; the image does not show.

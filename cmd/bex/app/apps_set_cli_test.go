@@ -31,7 +31,7 @@ func TestAppsSetCLI(t *testing.T) {
 		{name: "before any release", args: []string{"apps", "set", "shop", "web=2", "--plan", "standard"},
 			want: "Changed shop:\n  Processes:    default -> web=2\n  Plan:         starter -> standard\nIt has no release yet: its first push runs with these settings.\n"},
 		{name: "maintenance on", before: func(t *testing.T) {
-			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliset/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliset/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 				t.Fatal(err)
 			}
 			e.SetCurrentRelease(t, "cliset", "shop", 1)

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,7 +93,8 @@ func TestCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"Deploy abc1234", "Deploy def5678"} {
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/web@sha256:" + d[7:], Description: d, CreatedBy: "git"}); err != nil {
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/web@sha256:" + d[7:], Kind: store.ReleaseKindDeploy,
+			Description: d, CreatedBy: "git"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +183,7 @@ func TestCLI(t *testing.T) {
 		{name: "latest build log followed", args: []string{"builds", "log", "web", "-f"}, want: "-----> Go app detected\nmain.go:3: syntax error\n"},
 		{name: "missing build", args: []string{"builds", "log", "web", "7"}, wantErr: `build 7 of app "web" not found`},
 
-		{name: "releases", args: []string{"releases", "web"}, match: `^RELEASE  DESCRIPTION     BY   CREATED\nv2       Deploy def5678  git  \d{4}.*\nv1       Deploy abc1234  git  \d{4}.*\n$`},
+		{name: "releases", args: []string{"releases", "web"}, match: `^RELEASE  KIND    DESCRIPTION     BY   CREATED\nv2       deploy  Deploy def5678  git  \d{4}.*\nv1       deploy  Deploy abc1234  git  \d{4}.*\n$`},
 		{name: "rollback", args: []string{"rollback", "web"}, want: "Rolling web back to v1: release v3.\n"},
 		{name: "rollback to v2 json", args: []string{"rollback", "web", "v2", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var rb apiclient.Rollback
@@ -190,6 +192,21 @@ func TestCLI(t *testing.T) {
 			}
 		}},
 		{name: "rollback to a missing release", args: []string{"rollback", "web", "9"}, wantErr: `app "web" has no release v9 (field release)`},
+		{name: "releases say their kind", args: []string{"releases", "web"},
+			match: `^RELEASE  KIND      DESCRIPTION     BY +CREATED\nv4       rollback  Rollback to v2  token:test +\d{4}.*\nv3       rollback  Rollback to v1  token:test +\d{4}.*\nv2       deploy    Deploy def5678  git +\d{4}.*\n`},
+		{name: "releases kind json", args: []string{"releases", "web", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var rs []map[string]any
+			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 4 {
+				t.Fatalf("releases = %s, %v", out, err)
+			}
+			var got []string
+			for _, r := range rs {
+				got = append(got, fmt.Sprintf("v%v %v %v", r["number"], r["kind"], r["rollbackTo"]))
+			}
+			if want := "v4 rollback 2, v3 rollback 1, v2 deploy <nil>, v1 deploy <nil>"; strings.Join(got, ", ") != want {
+				t.Errorf("releases -o json = %s, want %s:\n%s", strings.Join(got, ", "), want, out)
+			}
+		}},
 
 		{name: "logs", args: []string{"logs", "web", "--tail", "2"}, want: "" +
 			"2026-01-02T03:04:06.000Z web.1: GET / 200\n" +

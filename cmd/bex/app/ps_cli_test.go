@@ -222,8 +222,8 @@ func TestReleaseInfoCLI(t *testing.T) {
 	one, two := "hunter1", "hunter2"
 	secret := store.ConfigValue{SecretKeyRef: &store.SecretRef{Name: "shop-env", Key: "API_KEY"}}
 	for _, nr := range []store.NewRelease{
-		{Description: "Deploy abc1234", CreatedBy: "git", Config: map[string]store.ConfigValue{"FOO": {Value: &one}}},
-		{Description: "Set API_KEY, FOO", CreatedBy: "token:test", Config: map[string]store.ConfigValue{"FOO": {Value: &two}, "API_KEY": secret}},
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git", Config: map[string]store.ConfigValue{"FOO": {Value: &one}}},
+		{Kind: store.ReleaseKindConfig, Description: "Set API_KEY, FOO", CreatedBy: "token:test", Config: map[string]store.ConfigValue{"FOO": {Value: &two}, "API_KEY": secret}},
 	} {
 		nr.TenantID, nr.App, nr.BuildID, nr.Image = tenant.ID, "shop", b.ID, b.Image
 		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
@@ -233,6 +233,7 @@ func TestReleaseInfoCLI(t *testing.T) {
 	e.SetCurrentRelease(t, "clirelinfo", "shop", 2)
 
 	want := regexp.MustCompile(`^Release:     v2 \(current\)\n` +
+		`Kind:        config\n` +
 		`Description: Set API_KEY, FOO\n` +
 		`By:          token:test\n` +
 		`Created:     \d{4}-\d\d-\d\d \d\d:\d\d\n` +
@@ -253,7 +254,8 @@ func TestReleaseInfoCLI(t *testing.T) {
 	}
 	stdout, _, code := bexRun(t, io, "releases", "info", "shop", "1", "-o", "json")
 	var r apiclient.ReleaseInfo
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.Number != 1 || r.Status != apiclient.ReleaseSuperseded || r.Commit != "abc1234ffff" ||
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.Number != 1 || r.Kind != apiclient.ReleaseKindDeploy ||
+		r.Status != apiclient.ReleaseSuperseded || r.Commit != "abc1234ffff" ||
 		len(r.Env) != 1 || r.Env[0].Name != "FOO" || r.Changes.Previous != 0 {
 		t.Errorf("bex releases info shop 1 -o json: exit %d, %s (%v)", code, stdout, err)
 	}

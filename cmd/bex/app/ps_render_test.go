@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestRenderInstances(t *testing.T) {
 func TestRenderReleaseInfo(t *testing.T) {
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	r := apiclient.ReleaseInfo{
-		Release: apiclient.Release{Number: 3, Description: "Set FOO; unset BAR", Image: "r/acme/shop@sha256:2", Build: 2, Current: true, CreatedBy: "dev@acme.test", CreatedAt: at},
+		Release: apiclient.Release{Number: 3, Kind: apiclient.ReleaseKindConfig, Description: "Set FOO; unset BAR", Image: "r/acme/shop@sha256:2", Build: 2, Current: true, CreatedBy: "dev@acme.test", CreatedAt: at},
 		Status:  "current", Commit: "def5678eeee", Stack: "go",
 		Env:     []apiclient.ReleaseEnvVar{{Name: "API_KEY", Secret: true}, {Name: "FOO"}},
 		Changes: apiclient.ReleaseChanges{Previous: 2, Added: []string{}, Changed: []string{"FOO"}, Removed: []string{"BAR"}},
@@ -69,6 +70,7 @@ func TestRenderReleaseInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "Release:     v3 (current)\n" +
+		"Kind:        config\n" +
 		"Description: Set FOO; unset BAR\n" +
 		"By:          dev@acme.test\n" +
 		"Created:     2026-05-06 07:08\n" +
@@ -78,6 +80,18 @@ func TestRenderReleaseInfo(t *testing.T) {
 		"Changes:     from v2: changed FOO; removed BAR\n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	// A rollback says to what; a server that does not say the kind, "-".
+	for _, tc := range []struct {
+		kind string
+		to   int
+		want string
+	}{{apiclient.ReleaseKindRollback, 1, "Kind:        rollback to v1\n"}, {"", 0, "Kind:        -\n"}} {
+		r.Kind, r.RollbackTo = tc.kind, tc.to
+		out.Reset()
+		if err := renderReleaseInfo(&out, r); err != nil || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("kind %q to v%d: got\n%s\nwant a line %q (%v)", tc.kind, tc.to, out.String(), tc.want, err)
+		}
 	}
 	for _, tc := range []struct {
 		changes apiclient.ReleaseChanges

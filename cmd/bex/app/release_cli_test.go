@@ -37,7 +37,7 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 			"FOO   1\n"},
 		{name: "restart without a release", args: []string{"restart", "shop"}, wantErr: `app "shop" has no release to restart yet: push to its git remote first`},
 		{name: "env set releases", before: func(t *testing.T) {
-			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/clirel/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/clirel/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 				t.Fatal(err)
 			}
 			app := &platformv1alpha1.App{}
@@ -64,7 +64,7 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 		{name: "env set no release", args: []string{"env", "set", "shop", "LATER=1", "--no-release"},
 			match: `^Stored without a release: the change goes out with the next release of shop\.\n`},
 		{name: "releases say what changed", args: []string{"releases", "shop"}, absent: "hunter2",
-			match: `^RELEASE  DESCRIPTION +BY +CREATED\n\*v4 +Unset BAR +token:test .*\nv3 +Set API_KEY +token:test .*\nv2 +Set BAR, FOO +token:test .*\nv1 +Deploy abc1234 +git .*\n$`},
+			match: `^RELEASE  KIND    DESCRIPTION +BY +CREATED\n\*v4 +config  Unset BAR +token:test .*\nv3 +config  Set API_KEY +token:test .*\nv2 +config  Set BAR, FOO +token:test .*\nv1 +deploy  Deploy abc1234 +git .*\n$`},
 
 		{name: "restart", args: []string{"restart", "shop"}, want: "Restarted web, worker of shop: new instances of release v4.\n"},
 		{name: "restart a process json", args: []string{"restart", "shop", "worker", "-o", "json"}, json: func(t *testing.T, out []byte) {
@@ -102,7 +102,7 @@ func TestScaleCLI(t *testing.T) {
 		{name: "before any release", args: []string{"scale", "shop", "web=2"},
 			want: "Stored: shop has no release yet; its first push runs web=2 on plan starter.\n"},
 		{name: "scale", before: func(t *testing.T) {
-			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliscale/shop@sha256:1", Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
+			if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/cliscale/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
 				t.Fatal(err)
 			}
 			app := &platformv1alpha1.App{}

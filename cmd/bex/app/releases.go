@@ -10,7 +10,7 @@ import (
 func newReleasesCommand(st *state) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "releases APP",
-		Short: "List an app's releases, newest first; * marks the one serving, (pruned) those that cannot be rolled back to",
+		Short: "List an app's releases, newest first, with their kind (deploy, rollback, config); * marks the one serving, (pruned) those that cannot be rolled back to",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := st.needClient()
@@ -36,9 +36,9 @@ func newReleasesCommand(st *state) *cobra.Command {
 					if r.PrunedAt != nil {
 						description += " (pruned)"
 					}
-					rows = append(rows, []string{version, description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
+					rows = append(rows, []string{version, orDash(r.Kind), description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
 				}
-				return st.table([]string{"RELEASE", "DESCRIPTION", "BY", "CREATED"}, rows)
+				return st.table([]string{"RELEASE", "KIND", "DESCRIPTION", "BY", "CREATED"}, rows)
 			})
 		},
 	}

@@ -15,7 +15,8 @@ func newReleasesInfoCommand(st *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "info [APP] RELEASE",
 		Short: "Show one release in full: build and commit, who and when, whether it serves, its variables by name and what it changed",
-		Long: "info shows release RELEASE (v3 or 3) of the app: its description, who made it and when, whether it serves\n" +
+		Long: "info shows release RELEASE (v3 or 3) of the app: its kind (deploy, rollback and to what, config), its\n" +
+			"description, who made it and when, whether it serves\n" +
 			"(current), was replaced (superseded) or can no longer run (pruned), the build, commit and image it runs, its\n" +
 			"variables by name (never a value) and what it changed from the release before.\n" +
 			"Without APP, the app of the git checkout's remote named bex.",
@@ -67,8 +68,13 @@ func renderReleaseInfo(w io.Writer, r apiclient.ReleaseInfo) error {
 			env = append(env, v.Name)
 		}
 	}
+	kind := orDash(r.Kind)
+	if r.RollbackTo != 0 {
+		kind += " to " + releaseName(int64(r.RollbackTo))
+	}
 	rows := [][2]string{
 		{"Release:", releaseName(int64(r.Number)) + " (" + status + ")"},
+		{"Kind:", kind},
 		{"Description:", r.Description},
 		{"By:", r.CreatedBy},
 		{"Created:", r.CreatedAt.UTC().Format(timeFormat)},

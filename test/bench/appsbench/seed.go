@@ -146,8 +146,8 @@ func (e *env) seedApp(ctx context.Context, f *fleet, i int) error {
 	if _, err := e.store.FinishBuild(ctx, b.ID, store.BuildResult{Status: store.BuildSucceeded, Image: image}); err != nil {
 		return fmt.Errorf("finishing build: %w", err)
 	}
-	rel, err := e.store.CreateRelease(ctx, store.NewRelease{TenantID: tenantID, App: name, BuildID: b.ID, Image: image,
-		Description: "Deploy 0123456", CreatedBy: "appsbench"})
+	rel, err := e.store.CreateRelease(ctx, store.NewRelease{TenantID: tenantID, App: name, Kind: store.ReleaseKindDeploy,
+		BuildID: b.ID, Image: image, Description: "Deploy 0123456", CreatedBy: "appsbench"})
 	if err != nil {
 		return fmt.Errorf("creating release: %w", err)
 	}

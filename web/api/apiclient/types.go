@@ -247,7 +247,16 @@ type StepTime struct {
 // Release is one release of an app. Its configuration is not shown: the
 // app's env says what it is now.
 type Release struct {
-	Number      int    `json:"number"`
+	Number int `json:"number"`
+	// Kind says what made the release, one of the ReleaseKind constants:
+	// deploy (a push), rollback, or config (an environment change).
+	// Programs read it, not Description.
+	Kind string `json:"kind" enum:"deploy,rollback,config"`
+	// RollbackTo is, for a rollback, the release whose image and
+	// variables it runs again; absent for the other kinds.
+	RollbackTo int `json:"rollbackTo,omitempty"`
+	// Description says why the release exists, for people: "Deploy
+	// abc1234", "Rollback to v2", "Set FOO; unset BAR".
 	Description string `json:"description"`
 	Image       string `json:"image"`
 	// Build is the number of the build whose image the release runs: a
@@ -263,6 +272,18 @@ type Release struct {
 	// be rolled back to. Absent while they are kept.
 	PrunedAt *time.Time `json:"prunedAt,omitempty"`
 }
+
+// The kinds of release, as Release.Kind says them. Scaling, restarts,
+// maintenance mode and app settings make no release.
+const (
+	// ReleaseKindDeploy: a push; the image its build made.
+	ReleaseKindDeploy = "deploy"
+	// ReleaseKindRollback: an earlier release's image and variables again
+	// (Release.RollbackTo).
+	ReleaseKindRollback = "rollback"
+	// ReleaseKindConfig: the current image with changed variables.
+	ReleaseKindConfig = "config"
+)
 
 // RollbackRequest is the body of POST /api/v1/apps/{app}/rollback.
 type RollbackRequest struct {

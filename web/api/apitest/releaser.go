@@ -65,8 +65,8 @@ func (r *Releaser) ReleaseConfig(ctx context.Context, tenant, app, description, 
 		return 0, &bexruntime.NotDeployedError{Err: fmt.Errorf("release v%d did not go out, v%d keeps serving: %w", latest.Number+1, latest.Number, fail)}
 	}
 	rel, err := r.Store.CreateRelease(ctx, store.NewRelease{
-		TenantID: t.ID, App: app, BuildID: latest.BuildID, Image: latest.Image, Config: latest.Config,
-		Description: description, CreatedBy: actor,
+		TenantID: t.ID, App: app, Kind: store.ReleaseKindConfig, BuildID: latest.BuildID, Image: latest.Image,
+		Config: latest.Config, Description: description, CreatedBy: actor,
 	})
 	if err != nil {
 		return 0, err

@@ -3,7 +3,9 @@
 // migrations/, applied in order by Open), and the rows of tenants, their
 // members (users with a role: admin, developer, viewer) and invitations,
 // API tokens (with a scope and an optional expiry), SSH keys and the
-// append-only audit log, builds and their logs,
+// append-only audit log, builds and their logs, one-off runs (and the
+// heartbeats of the API servers that run them, by which a run whose
+// server died is marked lost),
 // the immutable, per-app numbered release history, and the records of fleet
 // upgrades (runs, steps, every verifier probe sample). The edge's
 // certificates live in the same database, in tables internal/certstore

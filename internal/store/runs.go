@@ -9,18 +9,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RunStatus is where a one-off run stands.
 type RunStatus string
 
 // The states of a run. A run starts running and ends once: succeeded when
-// its command exited 0, failed otherwise (or when it never started).
+// its command exited 0, failed otherwise (or when it never started), lost
+// when the API server running it stopped answering before it ended
+// (MarkLostRuns).
 const (
 	RunRunning   RunStatus = "running"
 	RunSucceeded RunStatus = "succeeded"
 	RunFailed    RunStatus = "failed"
+	RunLost      RunStatus = "lost"
 )
+
+// LostRunReason is the reason of a lost run.
+const LostRunReason = "the API server running it stopped answering"
 
 // Limits of a run's record.
 const (
@@ -32,10 +39,12 @@ const (
 	maxRunReasonBytes = 4 << 10
 )
 
-// StaleRunAfter is how long a run may stay running before the quota stops
-// counting it: a platform that died mid-run leaves its row running, and it
-// must not hold the tenant's concurrent-runs quota for ever. Runs are
-// limited to far less (the API's maximum run time).
+// StaleRunAfter is how long a run without a server (NewRun.ServerID) may
+// stay running before the quota stops counting it: a platform that died
+// mid-run leaves its row running, and it must not hold the tenant's
+// concurrent-runs quota for ever. Runs are limited to far less (the API's
+// maximum run time). A run with a server is marked lost instead, soon
+// after its server stops answering (MarkLostRuns).
 const StaleRunAfter = 25 * time.Hour
 
 // Run is one one-off command run in a fresh instance of an app's release.
@@ -64,6 +73,9 @@ type Run struct {
 	// StopRequestedBy by whom; nil and "" when none was.
 	StopRequestedAt *time.Time `json:"stopRequestedAt,omitempty"`
 	StopRequestedBy string     `json:"stopRequestedBy,omitempty"`
+	// ServerID is the API server process that runs it (NewRun.ServerID);
+	// "" when none was recorded.
+	ServerID string `json:"serverID,omitempty"`
 }
 
 // NewRun is what CreateRun needs.
@@ -75,6 +87,13 @@ type NewRun struct {
 	Terminal  bool
 	Detached  bool
 	CreatedBy string
+	// ServerID, when set, is the API server process that runs it, a UUID
+	// of its own (one per process) that it keeps alive with
+	// HeartbeatRunServer: CreateRun counts as a heartbeat, and once the
+	// server is not seen for a while MarkLostRuns ends the run as lost.
+	// A run without one is never marked lost; it stops counting towards
+	// the quota after StaleRunAfter.
+	ServerID string
 	// ConcurrentRuns, when set, is the tenant's quota of runs running at
 	// once: a run beyond it is refused with a *QuotaError and nothing is
 	// recorded.
@@ -91,12 +110,12 @@ type RunResult struct {
 }
 
 const runColumns = "id, tenant_id, app, number, release, command, terminal, detached, created_by, status, exit_code, reason, started_at, finished_at, " +
-	"stop_requested_at, stop_requested_by"
+	"stop_requested_at, stop_requested_by, coalesce(server_id::text, '')"
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Release, &r.Command, &r.Terminal, &r.Detached, &r.CreatedBy,
-		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt, &r.StopRequestedAt, &r.StopRequestedBy)
+		&r.Status, &r.ExitCode, &r.Reason, &r.StartedAt, &r.FinishedAt, &r.StopRequestedAt, &r.StopRequestedBy, &r.ServerID)
 	return r, err
 }
 
@@ -128,7 +147,8 @@ func CheckRunCommand(args []string) error {
 
 // CreateRun records a running run of an app and gives it the app's next
 // run number. The error wraps ErrInvalid when a field is missing or the
-// command is not one CheckRunCommand takes, ErrNotFound when the tenant
+// command is not one CheckRunCommand takes (or the server is not a UUID),
+// ErrNotFound when the tenant
 // does not exist, and ErrQuotaExceeded when the tenant runs
 // nr.ConcurrentRuns already; concurrent calls for one tenant are checked
 // one at a time, so they cannot pass a quota together that only one fits.
@@ -144,8 +164,15 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 	if err := CheckRunCommand(nr.Command); err != nil {
 		return Run{}, err
 	}
+	if nr.ServerID != "" && !isUUID(nr.ServerID) {
+		return Run{}, fmt.Errorf("%w run of %s: server %q is not a UUID", ErrInvalid, nr.App, nr.ServerID)
+	}
 	if !isUUID(nr.TenantID) {
 		return Run{}, fmt.Errorf("tenant %q: %w", nr.TenantID, ErrNotFound)
+	}
+	var server *string
+	if nr.ServerID != "" {
+		server = &nr.ServerID
 	}
 	var r Run
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -159,9 +186,15 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 			return err
 		}
 		r, err = scanRun(tx.QueryRow(ctx,
-			"INSERT INTO runs (tenant_id, app, number, release, command, terminal, detached, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING "+runColumns,
-			nr.TenantID, nr.App, number, nr.Release, nr.Command, nr.Terminal, nr.Detached, nr.CreatedBy))
-		return err
+			"INSERT INTO runs (tenant_id, app, number, release, command, terminal, detached, created_by, server_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING "+runColumns,
+			nr.TenantID, nr.App, number, nr.Release, nr.Command, nr.Terminal, nr.Detached, nr.CreatedBy, server))
+		if err != nil || server == nil {
+			return err
+		}
+		// Seen now, last (its row stays locked until the commit): no
+		// sweep takes the run for lost before its server's next
+		// heartbeat is due.
+		return heartbeat(ctx, tx, *server)
 	})
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return Run{}, fmt.Errorf("tenant %s: %w", nr.TenantID, ErrNotFound)
@@ -176,7 +209,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 }
 
 // RunningRuns is how many of the tenant's runs run: those started within
-// StaleRunAfter that have not ended.
+// StaleRunAfter that have not ended (a lost run has ended).
 func (s *Store) RunningRuns(ctx context.Context, tenantID string) (int, error) {
 	if !isUUID(tenantID) {
 		return 0, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
@@ -213,7 +246,7 @@ func checkRunQuota(ctx context.Context, tx pgx.Tx, tenantID string, max int) err
 
 // FinishRun records how a running run ended and returns it. The error
 // wraps ErrNotFound when the run does not exist and ErrConflict when it has
-// ended already.
+// ended already (a lost run included: its record stays lost).
 func (s *Store) FinishRun(ctx context.Context, runID string, res RunResult) (Run, error) {
 	if !isUUID(runID) {
 		return Run{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
@@ -283,33 +316,32 @@ func (s *Store) RequestRunStop(ctx context.Context, tenantID, app string, number
 	return r, nil
 }
 
-// StopRequestedRuns returns which of the runs ids (their IDs; others are
-// ignored) were asked to stop while they run, and by whom: the asker by
-// run ID. A run that has ended is not returned.
-func (s *Store) StopRequestedRuns(ctx context.Context, ids []string) (map[string]string, error) {
+// RunsToEnd returns those of the runs ids (their IDs; others are ignored)
+// that whoever runs them must end now: running ones a stop was asked of
+// (RequestRunStop; StopRequestedBy says who asked), and lost ones
+// (MarkLostRuns; Status RunLost), which no longer count towards the
+// quota and must not run on when their server turns out alive. A run that
+// ended otherwise, or runs on unasked, is not returned.
+func (s *Store) RunsToEnd(ctx context.Context, ids []string) ([]Run, error) {
 	valid := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if isUUID(id) {
 			valid = append(valid, id)
 		}
 	}
-	stops := map[string]string{}
 	if len(valid) == 0 {
-		return stops, nil
+		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx,
-		"SELECT id, stop_requested_by FROM runs WHERE id = ANY($1::uuid[]) AND status = 'running' AND stop_requested_at IS NOT NULL", valid)
+	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE id = ANY($1::uuid[]) AND "+
+		"(status = 'running' AND stop_requested_at IS NOT NULL OR status = 'lost')", valid)
 	if err != nil {
-		return nil, fmt.Errorf("reading the stops asked of %d runs: %w", len(valid), err)
+		return nil, fmt.Errorf("reading which of %d runs to end: %w", len(valid), err)
 	}
-	var id, by string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &by}, func() error {
-		stops[id] = by
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("reading the stops asked of %d runs: %w", len(valid), err)
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("reading which of %d runs to end: %w", len(valid), err)
 	}
-	return stops, nil
+	return runs, nil
 }
 
 // ListRuns returns the app's runs, newest first; limit 0 means 50, and it
@@ -332,4 +364,59 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, app string, limit int) (
 		return nil, fmt.Errorf("listing the runs of %s: %w", app, err)
 	}
 	return runs, nil
+}
+
+// HeartbeatRunServer records that the API server process serverID (a UUID
+// of its own, NewRun.ServerID) is alive now, by the database's clock, for
+// all the runs it runs: one upsert, whatever their number. The error wraps
+// ErrInvalid when serverID is not a UUID.
+func (s *Store) HeartbeatRunServer(ctx context.Context, serverID string) error {
+	if !isUUID(serverID) {
+		return fmt.Errorf("%w run server %q: not a UUID", ErrInvalid, serverID)
+	}
+	return heartbeat(ctx, s.pool, serverID)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func heartbeat(ctx context.Context, q execer, serverID string) error {
+	if _, err := q.Exec(ctx, "INSERT INTO run_servers (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()", serverID); err != nil {
+		return fmt.Errorf("recording that run server %s is alive: %w", serverID, err)
+	}
+	return nil
+}
+
+// MarkLostRuns ends as lost every running run whose server
+// (NewRun.ServerID) has not been seen (HeartbeatRunServer, CreateRun)
+// within lostAfter, by the database's clock: status RunLost, no exit
+// status, reason LostRunReason, finished now; the quota stops counting
+// them at once. It returns the runs it ended. It is one UPDATE, safe to
+// call from every server at once: a run is ended by one call only, and a
+// run that ends meanwhile through FinishRun keeps that end. Runs without
+// a server are left alone. Servers not seen within lostAfter that run
+// nothing any more are forgotten. The error wraps ErrInvalid when
+// lostAfter is not positive.
+func (s *Store) MarkLostRuns(ctx context.Context, lostAfter time.Duration) ([]Run, error) {
+	if lostAfter <= 0 {
+		return nil, fmt.Errorf("%w lost-run deadline %s: want more than 0", ErrInvalid, lostAfter)
+	}
+	rows, err := s.pool.Query(ctx, "UPDATE runs SET status = 'lost', reason = $2, finished_at = now() "+
+		"WHERE status = 'running' AND server_id IS NOT NULL AND NOT EXISTS "+
+		"(SELECT 1 FROM run_servers s WHERE s.id = runs.server_id AND s.last_seen > now() - $1::interval) RETURNING "+runColumns,
+		lostAfter, LostRunReason)
+	if err != nil {
+		return nil, fmt.Errorf("marking lost runs: %w", err)
+	}
+	lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("marking lost runs: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM run_servers s WHERE s.last_seen <= now() - $1::interval AND NOT EXISTS "+
+		"(SELECT 1 FROM runs WHERE runs.server_id = s.id AND runs.status = 'running')", lostAfter); err != nil {
+		return lost, fmt.Errorf("forgetting run servers gone: %w", err)
+	}
+	return lost, nil
 }

@@ -3,7 +3,11 @@ package store_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"bex.co/bex/internal/store"
 )
@@ -91,8 +95,8 @@ func TestRunQuotaConcurrent(t *testing.T) {
 }
 
 // TestRunStops: a stop asked of a running run is recorded with who asked,
-// once (asked again, the first asker stays), and StopRequestedRuns
-// returns it among the runs it is given until the run has ended; a stop
+// once (asked again, the first asker stays), and RunsToEnd returns it
+// among the runs it is given until the run has ended; a stop
 // of an ended run is a conflict, of no run (or another tenant's) not
 // found, and neither changes anything.
 func TestRunStops(t *testing.T) {
@@ -110,8 +114,8 @@ func TestRunStops(t *testing.T) {
 		return r
 	}
 	held, asked := newRun(), newRun()
-	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID, "not-an-id"}); err != nil || len(stops) != 0 {
-		t.Errorf("StopRequestedRuns before any stop: %v, %v; want none", stops, err)
+	if stops, err := s.RunsToEnd(ctx, []string{held.ID, asked.ID, "not-an-id"}); err != nil || len(stops) != 0 {
+		t.Errorf("RunsToEnd before any stop: %v, %v; want none", stops, err)
 	}
 	r, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "b@b.c")
 	if err != nil || r.Status != store.RunRunning || r.StopRequestedAt == nil || r.StopRequestedBy != "b@b.c" || r.Number != asked.Number {
@@ -120,14 +124,14 @@ func TestRunStops(t *testing.T) {
 	if again, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "c@b.c"); err != nil || again.StopRequestedBy != "b@b.c" || !again.StopRequestedAt.Equal(*r.StopRequestedAt) {
 		t.Errorf("a second stop of a running run: %+v, %v; want the first asker kept", again, err)
 	}
-	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 1 || stops[asked.ID] != "b@b.c" {
-		t.Errorf("StopRequestedRuns: %v, %v; want run.%d by b@b.c alone", stops, err, asked.Number)
+	if stops, err := s.RunsToEnd(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 1 || stops[0].ID != asked.ID || stops[0].StopRequestedBy != "b@b.c" {
+		t.Errorf("RunsToEnd: %+v, %v; want run.%d asked by b@b.c alone", stops, err, asked.Number)
 	}
 	if _, err := s.FinishRun(ctx, asked.ID, store.RunResult{ExitCode: ptr(143), Reason: "stopped by b@b.c"}); err != nil {
 		t.Fatal(err)
 	}
-	if stops, err := s.StopRequestedRuns(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 0 {
-		t.Errorf("StopRequestedRuns once the run ended: %v, %v; want none", stops, err)
+	if stops, err := s.RunsToEnd(ctx, []string{held.ID, asked.ID}); err != nil || len(stops) != 0 {
+		t.Errorf("RunsToEnd once the run ended: %v, %v; want none", stops, err)
 	}
 	if r, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "c@b.c"); !errors.Is(err, store.ErrConflict) || r.Reason != "stopped by b@b.c" || r.FinishedAt == nil {
 		t.Errorf("a stop of an ended run: %+v, %v; want ErrConflict with the ended run", r, err)
@@ -151,5 +155,159 @@ func TestRunStops(t *testing.T) {
 	runs, err := s.ListRuns(ctx, acme.ID, "web", 0)
 	if err != nil || len(runs) != 2 || runs[1].Number != held.Number || runs[1].StopRequestedAt != nil || runs[1].Status != store.RunRunning {
 		t.Errorf("the run never asked to stop: %+v, %v; want it untouched", runs, err)
+	}
+}
+
+// TestRunsLost: a run whose server stops heartbeating is marked lost by
+// the sweep once the deadline has passed — no exit status, the reason
+// saying why, its end recorded — and the quota stops counting it at once,
+// asked to stop or not; the runs of a server that heartbeats stay running
+// through every sweep across the deadline, as do runs without a server;
+// a lost run keeps its end (FinishRun and RequestRunStop are conflicts)
+// and is among the runs its server must end (RunsToEnd).
+func TestRunsLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	live, dead := uuid.NewString(), uuid.NewString()
+	const lostAfter = 500 * time.Millisecond
+	newRun := func(server string, quota *int) (store.Run, error) {
+		return s.CreateRun(ctx, store.NewRun{TenantID: acme.ID, App: "web", Release: 1, Command: []string{"sleep", "600"}, CreatedBy: "a@b.c", ServerID: server, ConcurrentRuns: quota})
+	}
+	mustRun := func(server string) store.Run {
+		t.Helper()
+		r, err := newRun(server, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ServerID != server || r.Status != store.RunRunning {
+			t.Fatalf("a new run of server %q: %+v", server, r)
+		}
+		return r
+	}
+	if err := s.HeartbeatRunServer(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	kept, orphan, asked, unserved := mustRun(live), mustRun(dead), mustRun(dead), mustRun("")
+	if _, err := s.RequestRunStop(ctx, acme.ID, "web", asked.Number, "b@b.c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newRun(dead, ptr(4)); !errors.Is(err, store.ErrQuotaExceeded) {
+		t.Fatalf("a fifth run under a quota of 4 while 4 run: %v, want ErrQuotaExceeded", err)
+	}
+	if _, err := newRun("server-1", nil); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a run of a server that is no UUID: %v, want ErrInvalid", err)
+	}
+
+	// Sweep as every live replica does, the live server heartbeating
+	// before each, until the dead server's runs are lost and for three
+	// deadlines more.
+	start := time.Now()
+	lost := map[string]store.Run{}
+	ticker := time.NewTicker(lostAfter / 10)
+	defer ticker.Stop()
+	sweeps := 0
+	for len(lost) < 2 || time.Since(start) < 3*lostAfter {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the dead server's runs not lost after a minute of sweeps: %v", lost)
+		}
+		<-ticker.C
+		if err := s.HeartbeatRunServer(ctx, live); err != nil {
+			t.Fatal(err)
+		}
+		ended, err := s.MarkLostRuns(ctx, lostAfter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweeps++
+		for _, r := range ended {
+			if _, again := lost[r.ID]; again {
+				t.Errorf("run.%d marked lost twice", r.Number)
+			}
+			lost[r.ID] = r
+		}
+	}
+	if len(lost) != 2 || lost[orphan.ID].Number != orphan.Number || lost[asked.ID].Number != asked.Number {
+		t.Fatalf("after %d sweeps the lost runs are %+v; want run.%d and run.%d, the dead server's", sweeps, lost, orphan.Number, asked.Number)
+	}
+	for _, r := range lost {
+		if r.Status != store.RunLost || r.ExitCode != nil || r.Reason != store.LostRunReason || r.FinishedAt == nil || r.ServerID != dead {
+			t.Errorf("lost run.%d: %+v; want lost, no exit status, the reason, finished", r.Number, r)
+		}
+	}
+	runs, err := s.ListRuns(ctx, acme.ID, "web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		want := store.RunRunning
+		if _, ok := lost[r.ID]; ok {
+			want = store.RunLost
+		}
+		if r.Status != want {
+			t.Errorf("run.%d after %d sweeps: %s, want %s", r.Number, sweeps, r.Status, want)
+		}
+	}
+	if asked := runs[len(runs)-asked.Number]; asked.StopRequestedBy != "b@b.c" {
+		t.Errorf("the lost run asked to stop: %+v; want its asker kept", asked)
+	}
+	if n, err := s.RunningRuns(ctx, acme.ID); err != nil || n != 2 {
+		t.Errorf("RunningRuns = %d, %v; want 2, the live server's and the one without a server", n, err)
+	}
+	if _, err := newRun(live, ptr(4)); err != nil {
+		t.Errorf("a run under a quota of 4 once two were lost: %v", err)
+	}
+
+	if _, err := s.FinishRun(ctx, orphan.ID, store.RunResult{ExitCode: ptr(0)}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("FinishRun of a lost run: %v, want ErrConflict", err)
+	}
+	if r, err := s.RequestRunStop(ctx, acme.ID, "web", orphan.Number, "b@b.c"); !errors.Is(err, store.ErrConflict) || r.Status != store.RunLost {
+		t.Errorf("a stop of a lost run: %+v, %v; want ErrConflict with the lost run", r, err)
+	}
+	toEnd, err := s.RunsToEnd(ctx, []string{kept.ID, orphan.ID, unserved.ID})
+	if err != nil || len(toEnd) != 1 || toEnd[0].ID != orphan.ID || toEnd[0].Status != store.RunLost {
+		t.Errorf("RunsToEnd of a live, a lost and a serverless run: %+v, %v; want the lost one", toEnd, err)
+	}
+	if _, err := s.MarkLostRuns(ctx, 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("MarkLostRuns with no deadline: %v, want ErrInvalid", err)
+	}
+}
+
+// TestMarkLostRunsConcurrent: sweeps of many replicas at once end each
+// lost run once, none of them failing.
+func TestMarkLostRunsConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	const runs = 12
+	for i := range runs {
+		if _, err := s.CreateRun(ctx, store.NewRun{TenantID: acme.ID, App: "web", Release: 1, Command: []string{"true"}, CreatedBy: "x", ServerID: uuid.NewString()}); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	var mu sync.Mutex
+	ended := map[int]int{}
+	// Any deadline has passed for servers last seen a microsecond ago.
+	passed, _ := atOnce(t, 8, func(int) error {
+		lost, err := s.MarkLostRuns(ctx, time.Microsecond)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range lost {
+			ended[r.Number]++
+		}
+		return err
+	})
+	if passed != 8 || len(ended) != runs {
+		t.Errorf("8 sweeps at once: %d passed, %d runs ended; want 8 and %d", passed, len(ended), runs)
+	}
+	for n, times := range ended {
+		if times != 1 {
+			t.Errorf("run.%d ended by %d sweeps", n, times)
+		}
+	}
+	if n, err := s.RunningRuns(ctx, acme.ID); err != nil || n != 0 {
+		t.Errorf("RunningRuns = %d, %v; want 0", n, err)
 	}
 }

@@ -23,7 +23,10 @@
 // One thing it holds in memory: the one-off runs its process runs (they
 // run in the server that started them), which it ends when a stop is
 // asked of one, through it or, read from the store while it holds any,
-// through another replica (runstops.go).
+// through another replica (runstops.go). Server.Run, which its caller
+// runs beside the handler, says in the store that this process is alive
+// for its runs and marks lost the runs of processes that stopped saying
+// so (lostruns.go).
 //
 // Every route but healthz, openapi.json and invitations/accept needs
 // "Authorization: Bearer <token>". A tenant's token reaches only its

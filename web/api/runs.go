@@ -174,7 +174,7 @@ func (s *Server) recordRun(ctx context.Context, c echo.Context, app string, rele
 	p := principalOf(c)
 	run, err := s.store.CreateRun(ctx, store.NewRun{
 		TenantID: p.tenant.ID, App: app, Release: release, Command: req.Command, Terminal: req.Terminal, Detached: req.Detach,
-		CreatedBy: p.actor(), ConcurrentRuns: &concurrentRuns,
+		CreatedBy: p.actor(), ServerID: s.serverID, ConcurrentRuns: &concurrentRuns,
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -351,11 +351,16 @@ func (a *runAttachment) close(exit apiclient.RunExit) {
 	a.conn.Close()
 }
 
-// finishRun records how a run ended, even when its client has gone.
+// finishRun records how a run ended, even when its client has gone. A run
+// marked lost meanwhile (this server went unseen) keeps that end.
 func (s *Server) finishRun(run store.Run, code *int, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.store.FinishRun(ctx, run.ID, store.RunResult{ExitCode: code, Reason: reason}); err != nil {
+	_, err := s.store.FinishRun(ctx, run.ID, store.RunResult{ExitCode: code, Reason: reason})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		s.log.Info("Run ended after its record did; the record is kept", "app", run.App, "run", run.Number, "reason", reason)
+	case err != nil:
 		s.log.Error(err, "Recording the end of a run", "app", run.App, "run", run.Number)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"k8s.io/utils/ptr"
 
 	"bex.co/bex/internal/controlplane/cptest"
@@ -713,5 +714,92 @@ func TestRunsKeepAlive(t *testing.T) {
 	}
 	if exit, stdout, _, err := runOf(t, c, "web", quiet, nil); err == nil || !strings.Contains(err.Error(), "connection ended before its exit status came") {
 		t.Errorf("a quiet run through the proxy, without keep-alive frames: %+v %q, %v; want the connection lost", exit, stdout, err)
+	}
+}
+
+// TestRunsLost: the runs of an API server that stops answering (its
+// listener gone, no more heartbeats) are marked lost by a live server's
+// sweep once the deadline has passed — status lost, no exit status, the
+// reason saying why, a stop asked of one kept — and stop counting in the
+// tenant's quota at once; the live server's own run stays running through
+// its sweeps across the deadline; a stop of a lost run is a 409 saying
+// so; and the dead server's stop watch, still alive in this process as on
+// a machine cut off, ends the command it finds marked lost.
+func TestRunsLost(t *testing.T) {
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true, RunHeartbeat: 200 * time.Millisecond, RunLostAfter: 2 * time.Second})
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "lost")
+	createApp(t, e, token, "web")
+	e.SetCurrentRelease(t, "lost", "web", 3)
+	live, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, die := e.DyingServer(t)
+	dying, err := apiclient.New(url, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kept, _ := runPID(t, live, "web")
+	cut, cutPID := runPID(t, dying, "web")
+	// A run whose server never says it is alive after recording it, asked
+	// to stop: nothing runs it to end it.
+	ghost, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "web", Release: 3, Command: []string{"sleep", "600"}, CreatedBy: "a@lost.test", ServerID: uuid.NewString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.StopRun(ctx, "web", ghost.Number); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := live.Quota(ctx); err != nil || q.Usage.RunningRuns != 3 {
+		t.Fatalf("runs running before a server dies: %+v, %v; want 3", q.Usage, err)
+	}
+
+	die()
+	platformtest.Eventually(t, time.Minute, "the dead server's runs to be lost", func(context.Context) error {
+		for _, n := range []int{cut.Number, ghost.Number} {
+			if r := runNumbered(t, live, "web", n); r.Status != string(store.RunLost) {
+				return fmt.Errorf("run.%d is %s", n, r.Status)
+			}
+		}
+		return nil
+	})
+	for _, n := range []int{cut.Number, ghost.Number} {
+		r := runNumbered(t, live, "web", n)
+		if r.ExitCode != nil || r.Reason != store.LostRunReason || r.FinishedAt == nil {
+			t.Errorf("lost run.%d: %+v; want no exit status, reason %q, finished", n, r, store.LostRunReason)
+		}
+	}
+	if r := runNumbered(t, live, "web", ghost.Number); r.StopRequestedBy != "token:test" {
+		t.Errorf("the lost run asked to stop: %+v; want its asker kept", r)
+	}
+	if r := runNumbered(t, live, "web", kept.Number); r.Status != string(store.RunRunning) {
+		t.Errorf("the live server's run.%d once the other's were lost: %+v; want running", kept.Number, r)
+	}
+	if q, err := live.Quota(ctx); err != nil || q.Usage.RunningRuns != 1 {
+		t.Errorf("runs running once two were lost: %+v, %v; want 1", q.Usage, err)
+	}
+	var ae *apiclient.Error
+	if _, err := live.StopRun(ctx, "web", cut.Number); !errors.As(err, &ae) || ae.Status != http.StatusConflict ||
+		!strings.Contains(ae.Message, "has ended already (lost, "+store.LostRunReason+")") {
+		t.Errorf("a stop of a lost run: %v, want 409 saying it was lost", err)
+	}
+
+	// The cut-off server learns its run was lost and ends it; the record
+	// stays lost.
+	waitGone(t, cutPID)
+	if got := runLines(t, live, "web", cut.Number); len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "bex: Stopped, marked lost: "+store.LostRunReason) {
+		t.Errorf("run.%d's lines in the app's log: %q", cut.Number, got)
+	}
+	if r := runNumbered(t, live, "web", cut.Number); r.Status != string(store.RunLost) || r.ExitCode != nil {
+		t.Errorf("run.%d once its command ended: %+v; want still lost", cut.Number, r)
+	}
+
+	if _, err := live.StopRun(ctx, "web", kept.Number); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRunEnded(t, live, "web", kept.Number); r.Status != string(store.RunFailed) || r.Reason != "stopped by token:test" {
+		t.Errorf("the live server's run stopped: %+v", r)
 	}
 }

@@ -61,7 +61,7 @@ func (s *Server) stopRun(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	s.runs.stop(run.ID, run.StopRequestedBy)
+	s.runs.end(run.ID, stopCause(run.StopRequestedBy))
 	s.audit(c, "app.run.stop", app.Name, map[string]any{"run": run.Number})
 	return c.JSON(http.StatusAccepted, oneOffView(run))
 }
@@ -70,11 +70,18 @@ func (s *Server) stopRun(c echo.Context) error {
 // reason, and what bex run prints.
 func stopCause(by string) error { return fmt.Errorf("stopped by %s", by) }
 
+// lostCause is the cause a run's context ends with when its server finds
+// it marked lost (the server was not seen for a while, and may be the
+// only one who thinks it still runs): the run no longer counts, so it
+// must not go on. Its record stays lost.
+func lostCause(reason string) error { return fmt.Errorf("marked lost: %s", reason) }
+
 // localRuns are the runs this server runs, by run ID, and the watch that
-// ends those a stop was asked of through another server. The watch runs
-// only while the server holds runs: every runStopPoll it asks the store
-// which of them were asked to stop (one query over their IDs) and ends
-// them. It is safe for concurrent use.
+// ends those a stop was asked of through another server, and those marked
+// lost while this server went unseen (lostruns.go). The watch runs only
+// while the server holds runs: every runStopPoll it asks the store which
+// of them to end (one query over their IDs) and ends them. It is safe for
+// concurrent use.
 type localRuns struct {
 	store *store.Store
 	log   logr.Logger
@@ -115,9 +122,9 @@ func (l *localRuns) add(id string, end context.CancelCauseFunc) (done func()) {
 	}
 }
 
-// stop ends the run id when this server runs it, with the cause "stopped
-// by <by>"; it reports whether it did.
-func (l *localRuns) stop(id, by string) bool {
+// end ends the run id with cause when this server runs it (the first
+// cause stays); it reports whether it did.
+func (l *localRuns) end(id string, cause error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.runs[id]
@@ -126,7 +133,7 @@ func (l *localRuns) stop(id, by string) bool {
 	}
 	if !r.stopped {
 		r.stopped = true
-		r.end(stopCause(by))
+		r.end(cause)
 	}
 	return true
 }
@@ -148,7 +155,7 @@ func (l *localRuns) pending() []string {
 	return ids
 }
 
-// watch polls the store for stops asked of the runs held, until there are
+// watch polls the store for the runs held that must end, until there are
 // none left to watch. A panic starts it again, at most maxRunStopRestarts
 // times in the server's life.
 func (l *localRuns) watch() {
@@ -173,14 +180,19 @@ func (l *localRuns) watch() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*l.every)
-		stops, err := l.store.StopRequestedRuns(ctx, ids)
+		toEnd, err := l.store.RunsToEnd(ctx, ids)
 		cancel()
 		if err != nil {
-			l.log.Error(err, "Reading the stops asked of runs", "runs", len(ids))
+			l.log.Error(err, "Reading which runs to end", "runs", len(ids))
 			continue
 		}
-		for id, by := range stops {
-			l.stop(id, by)
+		for _, r := range toEnd {
+			if r.Status == store.RunLost {
+				l.log.Info("Ending a run marked lost while this server went unseen", "app", r.App, "run", r.Number)
+				l.end(r.ID, lostCause(r.Reason))
+				continue
+			}
+			l.end(r.ID, stopCause(r.StopRequestedBy))
 		}
 	}
 }

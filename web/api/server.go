@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +87,15 @@ type Options struct {
 	// the platform's local fleet (make run); Kube's scheme must then have
 	// infrastructure.bex.co's kinds. Nil answers those routes 501.
 	LocalFleet LocalFleet
+
+	// RunHeartbeat is how often Run records that the server is alive for
+	// the one-off runs it runs, and sweeps the runs of servers that
+	// stopped answering; zero means DefaultRunHeartbeat.
+	RunHeartbeat time.Duration
+	// RunLostAfter is how long a server may go unseen before its running
+	// runs are marked lost; zero means DefaultRunLostAfter. It must be at
+	// least three heartbeats.
+	RunLostAfter time.Duration
 }
 
 // Server is the platform API.
@@ -106,6 +117,10 @@ type Server struct {
 	runs *localRuns
 	// runKeepAlive is Options.RunKeepAlive, defaulted.
 	runKeepAlive time.Duration
+	// serverID names this server process in the runs it records, and
+	// its heartbeats (lostruns.go).
+	serverID                   string
+	runHeartbeat, runLostAfter time.Duration
 
 	quotas *quota.Defaults
 
@@ -156,10 +171,17 @@ func New(opts Options) (*Server, error) {
 	if keepAlive == 0 {
 		keepAlive = DefaultRunKeepAlive
 	}
+	heartbeat, lostAfter := cmp.Or(opts.RunHeartbeat, DefaultRunHeartbeat), cmp.Or(opts.RunLostAfter, DefaultRunLostAfter)
+	if heartbeat < 0 || lostAfter < 3*heartbeat {
+		return nil, fmt.Errorf("creating API server: RunLostAfter %s must be at least three RunHeartbeats of %s", lostAfter, heartbeat)
+	}
 	s := &Server{
 		runKeepAlive:  keepAlive,
 		streams:       newStreamLimiter(maxStreams),
 		runs:          newLocalRuns(opts.Store, opts.Log, runStopPoll),
+		serverID:      uuid.NewString(),
+		runHeartbeat:  heartbeat,
+		runLostAfter:  lostAfter,
 		store:         opts.Store,
 		kube:          opts.Kube,
 		deployer:      opts.Deployer,

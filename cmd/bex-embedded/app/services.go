@@ -505,6 +505,15 @@ func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitSer
 	if err != nil {
 		return "", err
 	}
+	keepCtx, stopKeeping := context.WithCancel(s.ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := apiSrv.Run(keepCtx); err != nil {
+			s.log.Error(err, "One-off runs are no longer kept alive")
+		}
+	}()
+	s.stops.push(func() { stopKeeping(); <-kept })
 	l, err := s.listen("api")
 	if err != nil {
 		return "", err

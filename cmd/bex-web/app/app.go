@@ -48,6 +48,10 @@ type Options struct {
 	// MaxLogStreamsPerTenant caps the logs one tenant follows at once
 	// through this server.
 	MaxLogStreamsPerTenant int
+	// RunHeartbeat is how often the replica says it is alive for its
+	// one-off runs; RunLostAfter how long a replica may go unseen before
+	// its runs are marked lost.
+	RunHeartbeat, RunLostAfter time.Duration
 
 	// Dashboard, when set, serves every path outside /api/v1/ on Listen
 	// instead of the dashboard Run builds from CookieKeyFile.
@@ -62,6 +66,8 @@ func NewOptions() *Options {
 		Listen:          ":8080", OpsListen: ":9090",
 		Runtime:                workload.Options{WorkDir: "/var/lib/bex/work", Quotas: quotas},
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
+		RunHeartbeat:           api.DefaultRunHeartbeat,
+		RunLostAfter:           api.DefaultRunLostAfter,
 		Quotas:                 quotas,
 	}
 }
@@ -76,6 +82,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "A name the platform serves itself (API, dashboard, git, registry), refused as a custom hostname; *.NAME reserves NAME and everything under it; repeatable (the apps' domain is always reserved)")
 	fs.StringVar(&o.CookieKeyFile, "cookie-key-file", o.CookieKeyFile, "File with the dashboard's session cookie key (32 random bytes, or 64 hex digits), the same on every replica; empty: no dashboard")
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
+	fs.DurationVar(&o.RunHeartbeat, "run-heartbeat", o.RunHeartbeat, "How often this replica records that it is alive for the one-off runs it runs, and marks lost the runs of replicas gone")
+	fs.DurationVar(&o.RunLostAfter, "run-lost-after", o.RunLostAfter, "How long a replica may go unseen before the one-off runs it ran are marked lost (at least three --run-heartbeat)")
 	o.Runtime.AddFlags(fs)
 	o.Quotas.AddFlags(fs)
 }
@@ -96,6 +104,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxLogStreamsPerTenant < 1 {
 		errs = append(errs, fmt.Errorf("--max-log-streams-per-tenant %d: want 1 or more", o.MaxLogStreamsPerTenant))
+	}
+	if o.RunHeartbeat <= 0 || o.RunLostAfter < 3*o.RunHeartbeat {
+		errs = append(errs, fmt.Errorf("--run-heartbeat %s, --run-lost-after %s: want a heartbeat above 0 and at least three of them before a replica is lost", o.RunHeartbeat, o.RunLostAfter))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Quotas.Validate())
@@ -144,6 +155,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
 		ReservedHostnames: o.ReservedHostnames,
+		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter,
 	})
 	if err != nil {
 		return err
@@ -169,7 +181,14 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		o.Dashboard = d.Handler()
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	kept := make(chan struct{})
+	defer func() { cancel(); <-kept }()
+	go func() {
+		defer close(kept)
+		if err := apiSrv.Run(ctx); err != nil {
+			log.Error(err, "One-off runs are no longer kept alive")
+		}
+	}()
 	errc := make(chan error, 2)
 	servers := 1
 	go func() {

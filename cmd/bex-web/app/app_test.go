@@ -27,8 +27,9 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestCommandLine: a flag bex-web does not know, and a missing required
-// one, are refused with exit code 2 and a message naming the flag.
+// TestCommandLine: a flag bex-web does not know, a missing required one
+// and values out of range are refused with exit code 2 and a message
+// naming the flag.
 func TestCommandLine(t *testing.T) {
 	bin := cmdtest.Build(t, "bex-web")
 	out, code := cmdtest.Run(t, bin, nil, "--listen-adress", ":1")
@@ -44,6 +45,11 @@ func TestCommandLine(t *testing.T) {
 		"--git-base", "https://git.example.test", "--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--max-log-streams-per-tenant", "0")
 	if code != 2 || !strings.Contains(out, "--max-log-streams-per-tenant 0: want 1 or more") {
 		t.Errorf("--max-log-streams-per-tenant 0: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--git-base", "https://git.example.test", "--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--run-heartbeat", "5s", "--run-lost-after", "10s")
+	if code != 2 || !strings.Contains(out, "--run-heartbeat 5s, --run-lost-after 10s: want a heartbeat above 0 and at least three of them") {
+		t.Errorf("--run-lost-after of two heartbeats: exit %d, output:\n%s", code, out)
 	}
 	short := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {

@@ -56,13 +56,16 @@ func runRows(runs []apiclient.Run) [][]string {
 }
 
 // runStatus says how a run stands: "running", "stopping (asked by
-// a@b.c)", "exit 0", "exit 143: timed out after 1h0m0s", "not started: …".
+// a@b.c)", "exit 0", "exit 143: timed out after 1h0m0s", "lost: the API
+// server running it stopped answering", "not started: …".
 func runStatus(r apiclient.Run) string {
 	switch {
 	case r.Status == "running" && r.StopRequestedAt != nil:
 		return "stopping (asked by " + r.StopRequestedBy + ")"
 	case r.Status == "running":
 		return "running"
+	case r.Status == "lost":
+		return "lost: " + r.Reason
 	case r.ExitCode == nil:
 		return "not started: " + r.Reason
 	case r.Reason != "":

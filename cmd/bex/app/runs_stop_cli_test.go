@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
@@ -107,5 +109,39 @@ func TestRunsStopCLI(t *testing.T) {
 				t.Errorf("with -o json: exit %d, stdout %q, stderr %q (%v)", code, stdout, stderr, err)
 			}
 		})
+	}
+}
+
+// TestRunsLostCLI: a run whose API server stopped answering is listed by
+// bex runs as lost, saying why (-o json: status lost, the reason, no exit
+// status), and bex runs stop of it exits 4 saying it was lost.
+func TestRunsLostCLI(t *testing.T) {
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RunHeartbeat: 100 * time.Millisecond, RunLostAfter: time.Second})
+	tenant, token := e.TenantToken(t, "clilost")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, stderr, code := bexRunWith(t, env, "", "apps", "create", "shop"); code != 0 {
+		t.Fatal(stderr)
+	}
+	// Recorded by a server that never says it is alive again, as one
+	// that died just after.
+	if _, err := e.Store.CreateRun(t.Context(), store.NewRun{TenantID: tenant.ID, App: "shop", Release: 2, Command: []string{"sleep", "600"}, CreatedBy: "a@clilost.test", ServerID: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, time.Minute, "run.1 to be lost", func(context.Context) error {
+		stdout, _, _ := bexRunWith(t, env, "", "runs", "shop")
+		if !regexp.MustCompile(`(?m)^run\.1 +sleep 600 +v2 +a@clilost\.test .* lost: the API server running it stopped answering$`).MatchString(stdout) {
+			return fmt.Errorf("bex runs:\n%s", stdout)
+		}
+		return nil
+	})
+	stdout, stderr, code := bexRunWith(t, env, "", "runs", "shop", "-o", "json")
+	var runs []apiclient.Run
+	if err := json.Unmarshal([]byte(stdout), &runs); err != nil || code != 0 || len(runs) != 1 || runs[0].Status != "lost" ||
+		runs[0].Reason != store.LostRunReason || runs[0].ExitCode != nil || runs[0].FinishedAt == nil {
+		t.Errorf("bex runs -o json: exit %d, %v, stdout %q, stderr %q", code, err, stdout, stderr)
+	}
+	stdout, stderr, code = bexRunWith(t, env, "", "runs", "stop", "shop", "run.1")
+	if want := "run.1 of shop has ended already (lost, the API server running it stopped answering): there is nothing to stop"; code != app.ExitConflict || stdout != "" || !strings.Contains(stderr, want) {
+		t.Errorf("bex runs stop of a lost run: exit %d, stdout %q, stderr %q; want %d saying %q", code, stdout, stderr, app.ExitConflict, want)
 	}
 }

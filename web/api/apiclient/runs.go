@@ -70,13 +70,15 @@ type Run struct {
 	Detached bool `json:"detached"`
 	// CreatedBy is who ran it: an email, or token:<name>.
 	CreatedBy string `json:"createdBy"`
-	// Status is running, succeeded (exit status 0) or failed.
+	// Status is running, succeeded (exit status 0), failed, or lost: the
+	// API server running it stopped answering before it ended (Reason
+	// says so), and it no longer counts towards the concurrentRuns quota.
 	Status string `json:"status"`
-	// ExitCode is its exit status once it ended; absent while it runs or
-	// when it never started.
+	// ExitCode is its exit status once it ended; absent while it runs,
+	// when it never started, and when it was lost.
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Reason says why it ended when not on its own (timed out, the client
-	// went away), or why it never started.
+	// went away, its server stopped answering), or why it never started.
 	Reason     string     `json:"reason,omitempty"`
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`

@@ -92,17 +92,34 @@ type Env struct {
 }
 
 // serve starts an API server with the Env's options, changed by mod when
-// it is not nil, on an httptest server, closed when t ends, and returns
-// it and its URL.
-func (e *Env) serve(t testing.TB, mod func(*api.Options)) (*api.Server, string) {
+// it is not nil, on an httptest server, and its Run (heartbeats and
+// sweeps of one-off runs); die closes the httptest server and ends Run,
+// and runs when t ends if not before.
+func (e *Env) serve(t testing.TB, mod func(*api.Options)) (srv *api.Server, url string, die func()) {
 	t.Helper()
 	srv, err := e.newServer(mod)
 	if err != nil {
 		t.Fatalf("creating API server: %v", err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return srv, hs.URL
+	ctx, cancel := context.WithCancel(context.Background())
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := srv.Run(ctx); err != nil {
+			t.Errorf("the API server's Run: %v", err)
+		}
+	}()
+	var once sync.Once
+	die = func() {
+		once.Do(func() {
+			hs.Close()
+			cancel()
+			<-kept
+		})
+	}
+	t.Cleanup(die)
+	return srv, hs.URL, die
 }
 
 // AnotherServer starts a second API server on the Env's store, cluster,
@@ -118,8 +135,19 @@ func (e *Env) AnotherServer(t testing.TB) string {
 // by mod.
 func (e *Env) AnotherServerWith(t testing.TB, mod func(*api.Options)) string {
 	t.Helper()
-	_, url := e.serve(t, mod)
+	_, url, _ := e.serve(t, mod)
 	return url
+}
+
+// DyingServer is AnotherServer that also returns die, which makes the
+// server stop answering as a replica whose machine went away does: its
+// listener closes and it no longer heartbeats nor sweeps. What it runs
+// runs on (the runtime is the Env's), as a run cut off with its machine
+// would; its stop watch still reads the store.
+func (e *Env) DyingServer(t testing.TB) (url string, die func()) {
+	t.Helper()
+	_, url, die = e.serve(t, nil)
+	return url, die
 }
 
 // SetNotReady makes the server's readiness check fail with err; nil makes
@@ -178,6 +206,8 @@ type Options struct {
 	// control plane and installed their CRDs (localinfratest): the
 	// project's v1beta2-only copies are not applied over them.
 	ClusterAPIRunning bool
+	// RunHeartbeat and RunLostAfter are the API's options of those names.
+	RunHeartbeat, RunLostAfter time.Duration
 }
 
 // StartWith is Start with options.
@@ -247,6 +277,8 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 
 		MaxLogStreamsPerTenant: opts.MaxLogStreamsPerTenant,
 		RunKeepAlive:           opts.RunKeepAlive,
+		RunHeartbeat:           opts.RunHeartbeat,
+		RunLostAfter:           opts.RunLostAfter,
 		ReservedHostnames:      []string{ReservedHostname},
 		LocalFleet:             opts.LocalFleet,
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {
@@ -262,7 +294,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		}
 		return api.New(o)
 	}
-	e.Server, e.URL = e.serve(t, nil)
+	e.Server, e.URL, _ = e.serve(t, nil)
 
 	op, err := st.CreateUser(ctx, store.NewUser{Email: "ops@bex.test", Role: store.RoleOperator})
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/apiserver/local"
-	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/test/platformtest"
@@ -43,19 +42,7 @@ func TestPlacementFollowsCapacityWatch(t *testing.T) {
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	srv, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("starting bex-apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stopping bex-apiserver: %v", err)
-		}
-	})
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp})
 	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
 	if err != nil {
 		t.Fatal(err)

@@ -48,19 +48,7 @@ func TestAppFollowsTheFleet(t *testing.T) {
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	srv, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("starting bex-apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stopping bex-apiserver: %v", err)
-		}
-	})
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp})
 	// Uncached, as controllers.Setup gives it.
 	startController(ctx, t, cp.RESTConfig(), nil, app.SchedulerPlacer{Client: c})
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}); err != nil {
@@ -213,6 +201,28 @@ func TestAppFollowsTheFleet(t *testing.T) {
 	if pl := placementOf(ctx, t, c, batch); pl.Spec.Cluster != "beta" || pl.Spec.MovedFrom != nil {
 		t.Fatalf("batch's Placement once beta is gone: %+v", pl.Spec)
 	}
+}
+
+// startBexAPIServer starts bex-apiserver with opts (its Dir a temporary
+// one) beside opts.ControlPlane until the test ends, and returns an
+// uncached client of the plane with the controllers' scheme.
+func startBexAPIServer(ctx context.Context, t *testing.T, opts local.Options) client.Client {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	srv, err := local.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting bex-apiserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stopping bex-apiserver: %v", err)
+		}
+	})
+	c, err := client.New(opts.ControlPlane.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // seededCluster is a Cluster API cluster of one ready node in pool

@@ -125,6 +125,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		if !index.WaitForSync(ctx) {
 			return errors.New("placements index did not sync")
 		}
+		go capacities.Run(ctx)
 		klog.FromContext(ctx).Info("Scheduling caches synced")
 		return nil
 	})

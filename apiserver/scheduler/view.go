@@ -29,6 +29,14 @@ type Versioned interface {
 	Version() (v uint64, ok bool)
 }
 
+// Notifier is implemented by placement totals (and, as
+// fleetstate.Notifier, by fleet sources) that tell when their Version
+// moves: Notify calls changed after each change until ctx ends, returns at
+// once, and changed must not block.
+type Notifier interface {
+	Notify(ctx context.Context, changed func())
+}
+
 // maxSnapshotAge bounds how long a view keeps the fleet's capacities
 // while no version moved: some of a cluster's state depends on the clock
 // alone (a workload cluster whose node reads failed counts as unhealthy
@@ -70,6 +78,32 @@ func NewView(fleet fleetstate.Source, placements PlacementTotals, strategy strin
 		return nil, fmt.Errorf("scheduler: unknown strategy %q", strategy)
 	}
 	return &View{fleet: fleet, placements: placements, strategy: strategy, now: time.Now}, nil
+}
+
+var (
+	_ Versioned = (*View)(nil)
+	_ Notifier  = (*View)(nil)
+)
+
+// Version moves whenever the fleet's or the placements' does; ok only when
+// both can tell. Capacities changes only when Version does, and with the
+// clock for state that depends on it alone (which the fleet tells of as a
+// change when it can).
+func (v *View) Version() (uint64, bool) {
+	fv, fok := version(v.fleet)
+	pv, pok := version(v.placements)
+	return fv + pv, fok && pok
+}
+
+// Notify calls changed after each change of the fleet or the placements
+// that tell of theirs (fleetstate.Notifier, Notifier), until ctx ends.
+func (v *View) Notify(ctx context.Context, changed func()) {
+	if n, ok := v.fleet.(fleetstate.Notifier); ok {
+		n.Notify(ctx, changed)
+	}
+	if n, ok := v.placements.(Notifier); ok {
+		n.Notify(ctx, changed)
+	}
 }
 
 // Capacities returns the ClusterCapacity of every cluster, sorted by name,

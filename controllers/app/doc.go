@@ -6,9 +6,13 @@
 // NamespacePreparer), keeps the App's current release running and reads
 // its health and the newest build's outcome through Releases, and writes
 // the App's Built, Released, Placed and Ready conditions, status.cluster
-// and observedGeneration. A running App is observed again every 15 s, any
-// other App with a Placer every 30 s: neither the runtime nor the fleet has
-// events to watch. Each round the Placer keeps the App's Placement (resized
+// and observedGeneration. A running App whose runtime does not tell of its
+// changes is observed again every 15 s. With a Placer the controller
+// watches the scheduler's ClusterCapacities and brings back the Apps a
+// cluster's change concerns (those placed on it when what decides a move
+// changed, those placed nowhere when it has more room); while that watch
+// is not up, an App off a static cluster is observed every 30 s. Each
+// round the Placer keeps the App's Placement (resized
 // to the App's web replicas and resources), or moves it when its cluster is
 // gone, being deleted, cordoned, mid-upgrade or its pool over-committed and
 // the scheduler finds another; the runtime follows status.cluster. Deleting

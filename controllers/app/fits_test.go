@@ -15,7 +15,6 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/apiserver/local"
-	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/app"
 	"bex.co/bex/internal/controlplane/cptest"
 )
@@ -31,19 +30,7 @@ func TestFits(t *testing.T) {
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv, err := local.Start(ctx, local.Options{ControlPlane: cp, Dir: t.TempDir(), LocalClusters: []string{"small:cpu=4,memory=8Gi,pods=110"}})
-	if err != nil {
-		t.Fatalf("starting bex-apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stopping bex-apiserver: %v", err)
-		}
-	})
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp, LocalClusters: []string{"small:cpu=4,memory=8Gi,pods=110"}})
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}); err != nil {
 		t.Fatal(err)
 	}

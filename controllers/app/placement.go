@@ -37,6 +37,10 @@ type Placement struct {
 	// while the platform runs, so the App need not be placed again until
 	// it changes itself.
 	Static bool
+	// RecheckAfter, when not zero, is how soon the App may have to leave
+	// its cluster with nothing changed but the clock: its pool has had no
+	// ready node for less than NotReadyGrace.
+	RecheckAfter time.Duration
 }
 
 // Placer places Apps on workload clusters. Calls are idempotent and
@@ -136,10 +140,12 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	} else if err != nil {
 		return Placement{}, fmt.Errorf("reading the capacity of cluster %s: %w", existing.Spec.Cluster, err)
 	}
-	reason, why := leaveReason(cc, &existing.Spec, want, time.Now())
+	now := time.Now()
+	reason, why := leaveReason(cc, &existing.Spec, want, now)
 	if reason == "" {
 		pl, err := p.keep(ctx, existing, want)
 		pl.Static = cc != nil && cc.Status.Source == fleetstate.SourceStatic
+		pl.RecheckAfter = notReadyLeft(cc, existing.Spec.Pool, now)
 		return pl, err
 	}
 	return p.move(ctx, app, existing, want, reason, why)
@@ -295,6 +301,24 @@ func leaveReason(cc *schedulingv1alpha1.ClusterCapacity, spec *schedulingv1alpha
 		return "", ""
 	}
 	return schedulingv1alpha1.ReasonOverCommitted, fmt.Sprintf("%s has no pool %s any more", cc.Name, spec.Pool)
+}
+
+// notReadyLeft is how long until the pool of cc, when it has no ready
+// node, has had none for NotReadyGrace (and a second more); 0 when that
+// is not pending.
+func notReadyLeft(cc *schedulingv1alpha1.ClusterCapacity, pool string, now time.Time) time.Duration {
+	if cc == nil || !cc.Status.Healthy {
+		return 0
+	}
+	for _, p := range cc.Status.Pools {
+		if p.Name != pool || p.ReadyNodes > 0 || p.NotReadySince == nil {
+			continue
+		}
+		if left := NotReadyGrace - now.Sub(p.NotReadySince.Time); left > 0 {
+			return left + time.Second
+		}
+	}
+	return 0
 }
 
 // overCommitted compares what the pool's Placements request, with the

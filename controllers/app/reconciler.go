@@ -53,9 +53,13 @@ const ResyncPeriod = 15 * time.Second
 const watchedResync = 5 * time.Minute
 
 // placementResync is how often the placement of an App is looked at again
-// when nothing else brings the App back: the fleet (a cordon, a deletion, a
-// pool that shrank, room freed for an unschedulable App) has no events the
-// controller watches, and an App must move within about a minute.
+// when nothing else brings the App back and the controller does not watch
+// the fleet's ClusterCapacities (capacityWatch: not established yet, or
+// the scheduling API cannot be watched): the fleet's changes (a cordon, a
+// deletion, a pool that shrank, room freed for an unschedulable App) then
+// come with no event, and an App must move within about a minute. While
+// the watch runs, a placement is looked at when its cluster changes, and
+// every watchedResync as a safety net.
 const placementResync = 30 * time.Second
 
 // DefaultMaxConcurrentReconciles is how many Apps are reconciled at once
@@ -142,10 +146,18 @@ type Reconciler struct {
 	// being deleted) rather than at the next resync; the management
 	// cluster must serve Cluster API's Cluster kind.
 	WatchClusters bool
+	// PlacementResync is how often a placement off a static cluster is
+	// looked at again while the ClusterCapacities cannot be watched; 0
+	// means 30 s (placementResync).
+	PlacementResync time.Duration
+
+	// capacity, with a Placer, follows the ClusterCapacities.
+	capacity *capacityWatch
 }
 
 // SetupWithManager registers the reconciler; it watches Apps and the Secrets
-// they refer to.
+// they refer to and, with a Placer, the ClusterCapacities of the
+// scheduling API (capacityWatch).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("app reconciler: Client is nil")
@@ -158,10 +170,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		For(&platformv1alpha1.App{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret))
-	if r.WatchClusters && r.Placer != nil {
+	if r.Placer != nil {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, clusterIndex, clusterOf); err != nil {
 			return fmt.Errorf("indexing apps by cluster: %w", err)
 		}
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, unplacedIndex, unplacedOf); err != nil {
+			return fmt.Errorf("indexing apps by placed condition: %w", err)
+		}
+		c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return fmt.Errorf("creating the capacity watch client: %w", err)
+		}
+		r.capacity = newCapacityWatch(c)
+		b = b.WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			return r.capacity.start(ctx, r, q)
+		}))
+	}
+	if r.WatchClusters && r.Placer != nil {
 		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.appsOnCluster))
 	}
 	if hw, ok := r.Releases.(HealthWatcher); ok {
@@ -323,30 +348,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 // requeueAfter is when the App, as s observed it, is looked at again if
 // nothing brings it back before: every ResyncPeriod while it has a release
-// its runtime does not watch or that does not serve; every placementResync
-// while its cluster's capacity may change with no event (a placed App off
-// a static cluster, or one not placed yet); otherwise every watchedResync,
-// spread.
+// its runtime does not watch or that does not serve; for a placed App off
+// a static cluster, or one not placed yet, every placementResync while
+// the ClusterCapacities are not watched (its cluster's capacity may change
+// with no event), else every watchedResync, spread, as for a watched App
+// that serves; sooner when its placement may change with the clock alone
+// (Placement.RecheckAfter).
 func (r *Reconciler) requeueAfter(s *scope) time.Duration {
 	released := r.Releases != nil && s.app.Status.CurrentRelease > 0
+	var after time.Duration
 	switch {
 	case released && !r.watched(s):
 		return ResyncPeriod
 	case r.Placer != nil && !(s.placementObserved && s.placement.Static):
-		return placementResync
+		if !r.capacity.watching() {
+			// No watch runs: poll, as before the scheduling API could
+			// be watched.
+			return cmp.Or(r.PlacementResync, placementResync)
+		}
+		after = wait.Jitter(watchedResync, 0.2)
 	case released:
-		return wait.Jitter(watchedResync, 0.2)
+		after = wait.Jitter(watchedResync, 0.2)
+	default:
+		return 0
 	}
-	return 0
+	if ra := s.placement.RecheckAfter; s.placementObserved && ra > 0 {
+		after = min(after, ra)
+	}
+	return after
 }
 
 // watched reports whether the App, as s observed it, need only be looked
 // at again when its runtime tells of a change (HealthWatcher): it has a
 // release, its runtime watches it, and it serves (or rests in maintenance)
 // where it is placed. Builds that end bring it back by the status the
-// pipeline records (status.latestBuild), Secrets and Clusters by their
-// watches; its placement is still looked at every placementResync unless
-// it stays on a static cluster (Placement.Static).
+// pipeline records (status.latestBuild), Secrets, Clusters and
+// ClusterCapacities by their watches; its placement is still looked at
+// every placementResync while no capacity watch runs, unless it stays on a
+// static cluster (Placement.Static).
 func (r *Reconciler) watched(s *scope) bool {
 	hw, ok := r.Releases.(HealthWatcher)
 	app := s.app

@@ -75,6 +75,13 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 // none), until ctx ends.
 func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releases app.Releases, placer app.Placer) {
 	t.Helper()
+	startReconciler(ctx, t, cfg, &app.Reconciler{Releases: releases, Placer: placer})
+}
+
+// startReconciler runs r, with the manager's client and an event
+// recorder, until ctx ends.
+func startReconciler(ctx context.Context, t *testing.T, cfg *rest.Config, r *app.Reconciler) {
+	t.Helper()
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
@@ -86,7 +93,7 @@ func startController(ctx context.Context, t *testing.T, cfg *rest.Config, releas
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &app.Reconciler{Client: mgr.GetClient(), Releases: releases, Placer: placer, Events: mgr.GetEventRecorder(app.ControllerName)}
+	r.Client, r.Events = mgr.GetClient(), mgr.GetEventRecorder(app.ControllerName)
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

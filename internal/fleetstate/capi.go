@@ -59,6 +59,8 @@ type CAPI struct {
 	// Cluster API objects, the kubeconfig Secrets and every workload
 	// cluster's Nodes): Version.
 	changes atomic.Uint64
+	// signal tells of each change: Notify.
+	signal Signal
 
 	mu      sync.Mutex
 	ctx     context.Context // of Start; node watches live as long
@@ -76,6 +78,7 @@ type secretHash struct {
 var (
 	_ Source    = (*CAPI)(nil)
 	_ Versioned = (*CAPI)(nil)
+	_ Notifier  = (*CAPI)(nil)
 )
 
 // NewScheme returns a scheme with the kinds a CAPI source reads.
@@ -158,9 +161,12 @@ func (c *CAPI) Start(ctx context.Context) error {
 	return nil
 }
 
-// changeHandler counts every event in changes.
+// changeHandler counts every event in changes and tells Notify's callers.
 func (c *CAPI) changeHandler() toolscache.ResourceEventHandler {
-	changed := func() { c.changes.Add(1) }
+	changed := func() {
+		c.changes.Add(1)
+		c.signal.Broadcast()
+	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { changed() },
 		UpdateFunc: func(any, any) { changed() },
@@ -176,6 +182,10 @@ func (c *CAPI) Version() (uint64, bool) {
 	c.mu.Unlock()
 	return c.changes.Load(), started
 }
+
+// Notify calls changed after each change to what Clusters reads (the
+// events Version counts), until ctx ends.
+func (c *CAPI) Notify(ctx context.Context, changed func()) { c.signal.Notify(ctx, changed) }
 
 // Clusters returns the Cluster API clusters, sorted by name; of two with one
 // name in different namespaces, the one in the first namespace by name.
@@ -227,7 +237,7 @@ func (c *CAPI) nodeWatchFor(ctx context.Context, cl *clusterv1.Cluster, secrets 
 	if w, ok := c.watches[key.hash]; ok {
 		return w, nil
 	}
-	w, err := startNodeWatch(c.ctx, kubeconfig, c.changeHandler())
+	w, err := startNodeWatch(c.ctx, kubeconfig, c.opts.NodeErrorGrace, c.changeHandler())
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", cl.Namespace, name, err)
 	}

@@ -108,6 +108,7 @@ type Fleet []Source
 var (
 	_ Source    = Fleet(nil)
 	_ Versioned = Fleet(nil)
+	_ Notifier  = Fleet(nil)
 )
 
 // Clusters returns the clusters of all sources, sorted by name.
@@ -149,13 +150,30 @@ func (f Fleet) Version() (uint64, bool) {
 	return sum, true
 }
 
+// Notify tells changed of the changes of every source that is a
+// Notifier; a source that is not tells of none.
+func (f Fleet) Notify(ctx context.Context, changed func()) {
+	for _, s := range f {
+		if n, ok := s.(Notifier); ok {
+			n.Notify(ctx, changed)
+		}
+	}
+}
+
 // Static is a fixed list of clusters, such as embedded mode's "local".
 type Static []Cluster
 
-var _ Source = Static(nil)
+var (
+	_ Source    = Static(nil)
+	_ Versioned = Static(nil)
+	_ Notifier  = Static(nil)
+)
 
 // Version is 0: static clusters never change.
 func (Static) Version() (uint64, bool) { return 0, true }
+
+// Notify never calls changed: static clusters never change.
+func (Static) Notify(context.Context, func()) {}
 
 // Clusters returns copies of the static clusters, sorted by name.
 func (s Static) Clusters(context.Context) ([]Cluster, error) {

@@ -24,8 +24,11 @@ type nodeWatch struct {
 }
 
 // startNodeWatch watches the Nodes of the cluster of kubeconfig; changed
-// gets every event of the watch, and a failed read as an update.
-func startNodeWatch(ctx context.Context, kubeconfig []byte, changed cache.ResourceEventHandler) (*nodeWatch, error) {
+// gets every event of the watch, a failed read as an update, and an update
+// when the first read is in (the cluster's nodes can be counted, even none)
+// and when grace has passed since a failed read (the cluster may count as
+// healthy again: a change the clock makes).
+func startNodeWatch(ctx context.Context, kubeconfig []byte, grace time.Duration, changed cache.ResourceEventHandler) (*nodeWatch, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("parsing kubeconfig: %w", err)
@@ -43,6 +46,12 @@ func startNodeWatch(ctx context.Context, kubeconfig []byte, changed cache.Resour
 		w.lastErr, w.lastErrAt = err, time.Now()
 		w.mu.Unlock()
 		changed.OnUpdate(nil, nil)
+		// Past the grace the error no longer counts (recentError).
+		time.AfterFunc(grace, func() {
+			if ctx.Err() == nil {
+				changed.OnUpdate(nil, nil)
+			}
+		})
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("setting watch error handler: %w", err)
@@ -52,6 +61,11 @@ func startNodeWatch(ctx context.Context, kubeconfig []byte, changed cache.Resour
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
 	go w.informer.RunWithContext(ctx)
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+			changed.OnUpdate(nil, nil)
+		}
+	}()
 	return w, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"bex.co/bex/apis/scheduling"
 	"bex.co/bex/apiserver/scheduler"
+	"bex.co/bex/internal/fleetstate"
 )
 
 // Index holds every Placement of every namespace in memory, fed by a
@@ -30,13 +31,16 @@ type Index struct {
 	dirty atomic.Bool
 	// changes counts the events: Version.
 	changes atomic.Uint64
-	mu      sync.Mutex
-	totals  scheduler.Requested
+	// signal tells of each event: Notify.
+	signal fleetstate.Signal
+	mu     sync.Mutex
+	totals scheduler.Requested
 }
 
 var (
 	_ scheduler.PlacementTotals = (*Index)(nil)
 	_ scheduler.Versioned       = (*Index)(nil)
+	_ scheduler.Notifier        = (*Index)(nil)
 )
 
 // NewIndex returns an index over the Placement storage.
@@ -75,6 +79,7 @@ func NewIndex(rest *REST) (*Index, error) {
 	mark := func() {
 		i.dirty.Store(true)
 		i.changes.Add(1)
+		i.signal.Broadcast()
 	}
 	if _, err := i.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { mark() },
@@ -107,6 +112,10 @@ func (i *Index) WaitForSync(ctx context.Context) bool {
 func (i *Index) Version() (uint64, bool) {
 	return i.changes.Load(), i.informer.HasSynced()
 }
+
+// Notify calls changed after each change to the Placements (the events
+// Version counts), until ctx ends.
+func (i *Index) Notify(ctx context.Context, changed func()) { i.signal.Notify(ctx, changed) }
 
 // Requested sums replicas × resources of the Placements per cluster and
 // pool.

@@ -14,5 +14,10 @@
 // over the interval. Each app keeps a ring of its last Keep points; an app
 // the Apps source no longer lists is dropped with its points.
 //
-// Nothing is persisted: a restart of the process starts the series again.
+// With Options.Saved (internal/store in make run) the series survive a
+// restart: Run saves every app's points as one row per app, all apps in one
+// round trip, every SaveInterval and when it stops (rows of apps no longer
+// tracked are deleted), and Load, called before Run, reads back the listed
+// apps' saved points of the last Retention. Without it a restart of the
+// process starts the series again.
 package appmetrics

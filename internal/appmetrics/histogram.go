@@ -39,7 +39,16 @@ func bucketOf(secs float64) int {
 }
 
 // upper is the upper bound of bucket i, in seconds.
-func upper(i int) float64 { return bucketBase * math.Pow(bucketGrowth, float64(i)) }
+func upper(i int) float64 { return bucketUppers[i] }
+
+// bucketUppers holds each bucket's upper bound, computed once: it is read
+// for every quantile and every saved latency.
+var bucketUppers = func() (b [bucketCount]float64) {
+	for i := range b {
+		b[i] = bucketBase * math.Pow(bucketGrowth, float64(i))
+	}
+	return b
+}()
 
 // quantile returns the q-quantile (0 < q ≤ 1) of the interval's durations,
 // in seconds; false without requests.

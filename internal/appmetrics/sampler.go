@@ -18,6 +18,9 @@ const (
 	// DefaultKeep is an hour of DefaultInterval points.
 	DefaultKeep    = 360
 	DefaultMaxApps = 10000
+	// DefaultSaveInterval is how often Run saves the series when
+	// Options.Saved is set: a platform killed loses at most this much.
+	DefaultSaveInterval = 2 * time.Minute
 )
 
 // Key names an app.
@@ -39,7 +42,13 @@ type Options struct {
 	// MaxApps bounds the apps tracked at once [DefaultMaxApps]: requests
 	// for more are not counted.
 	MaxApps int
-	Log     logr.Logger
+	// Saved, when not nil, keeps the series across restarts: Load reads
+	// them back, Run saves them every SaveInterval
+	// [DefaultSaveInterval] and once more when it stops. Nil keeps them in
+	// memory only.
+	Saved        SeriesStore
+	SaveInterval time.Duration
+	Log          logr.Logger
 }
 
 // Point is one interval of an app, ending at Time. A nil field was not
@@ -103,8 +112,11 @@ func New(opts Options) (*Sampler, error) {
 		return nil, errors.New("appmetrics: Apps is nil")
 	case opts.Runtime == nil:
 		return nil, errors.New("appmetrics: Runtime is nil")
-	case opts.Interval < 0 || opts.Keep < 0 || opts.MaxApps < 0:
-		return nil, errors.New("appmetrics: Interval, Keep and MaxApps may not be negative")
+	case opts.Interval < 0 || opts.Keep < 0 || opts.MaxApps < 0 || opts.SaveInterval < 0:
+		return nil, errors.New("appmetrics: Interval, Keep, MaxApps and SaveInterval may not be negative")
+	}
+	if opts.SaveInterval == 0 {
+		opts.SaveInterval = DefaultSaveInterval
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
@@ -145,14 +157,29 @@ func newAppState() *appState {
 	return &appState{cpu: map[string]float64{}, restarts: map[string]int{}}
 }
 
-// Run samples every Interval until ctx ends.
+// Run samples every Interval until ctx ends. With Options.Saved it saves
+// the series every SaveInterval, and once more after ctx ends (on a
+// context of its values, for at most 30 s) before it returns.
 func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
+	var saves <-chan time.Time
+	if s.opts.Saved != nil {
+		st := time.NewTicker(s.opts.SaveInterval)
+		defer st.Stop()
+		saves = st.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			if s.opts.Saved != nil {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
+				s.save(ctx)
+				cancel()
+			}
 			return
+		case <-saves:
+			s.save(ctx)
 		case now := <-t.C:
 			if err := s.Sample(ctx, now); err != nil {
 				s.opts.Log.Error(err, "Sampling the apps' metrics")

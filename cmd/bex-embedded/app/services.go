@@ -419,15 +419,24 @@ func (s *starter) startEdge(rt edge.Apps, series *appmetrics.Sampler) (*edgeServ
 
 // startAppMetrics samples every app's series (internal/appmetrics) from
 // rt and, once the edge hands them over, its requests, until the platform
-// stops.
+// stops. The series are kept in the store: the last run's are loaded
+// first, and the stop waits for the last save.
 func (s *starter) startAppMetrics(rt runtime.Driver) (*appmetrics.Sampler, error) {
-	series, err := appmetrics.New(appmetrics.Options{Apps: appmetrics.KubeApps(s.kube), Runtime: rt, Log: s.log.WithName("appmetrics")})
+	series, err := appmetrics.New(appmetrics.Options{Apps: appmetrics.KubeApps(s.kube), Runtime: rt, Saved: s.st, Log: s.log.WithName("appmetrics")})
 	if err != nil {
 		return nil, err
 	}
+	if err := series.Load(s.ctx, time.Now()); err != nil {
+		// The platform runs without the last run's series.
+		s.log.Error(err, "Loading the apps' saved series")
+	}
 	ctx, stop := context.WithCancel(s.ctx)
-	go series.Run(ctx)
-	s.stops.push(stop)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		series.Run(ctx)
+	}()
+	s.stops.push(func() { stop(); <-done })
 	return series, nil
 }
 

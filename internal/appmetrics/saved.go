@@ -1,0 +1,351 @@
+package appmetrics
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"bex.co/bex/internal/store"
+)
+
+// SeriesStore keeps the apps' series across restarts of the platform;
+// internal/store.Store is one, in Postgres. The points it holds are
+// opaque to it (the sampler's encoding, see encodePoints).
+type SeriesStore interface {
+	// SaveAppSeries makes the saved series exactly all: each one replaces
+	// its app's, and an app not in all has its saved series deleted. A
+	// save that fails leaves the previous one whole. The sampler's saves
+	// never overlap, and it is the store's only writer.
+	SaveAppSeries(ctx context.Context, all []store.AppSeries) error
+	// LoadAppSeries returns the saved series of the apps named by tenants
+	// and apps (pairs) whose last point is after since. An app without
+	// one is absent from the result, not an error.
+	LoadAppSeries(ctx context.Context, tenants, apps []string, since time.Time) ([]store.AppSeries, error)
+}
+
+var _ SeriesStore = (*store.Store)(nil)
+
+// finalSaveTimeout bounds the save Run makes once its context ends.
+const finalSaveTimeout = 30 * time.Second
+
+// Load reads the saved series of the apps the Apps source lists, for the
+// points of the last Retention before now, as Run's first sample's
+// predecessors: call it once, before Run. A series saved at another
+// Interval than the sampler's is dropped (its points would not be one
+// interval apart), and so is one that does not decode; an app that has
+// points already keeps them. CPU counters are not saved: an app's first
+// point after a load has no CPU reading, as a new app's first point.
+// Without Options.Saved it does nothing.
+func (s *Sampler) Load(ctx context.Context, now time.Time) error {
+	if s.opts.Saved == nil {
+		return nil
+	}
+	keys, err := s.opts.Apps(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the apps: %w", err)
+	}
+	tenants, apps := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], apps[i] = k.Tenant, k.App
+	}
+	since := now.Add(-s.Retention())
+	saved, err := s.opts.Saved.LoadAppSeries(ctx, tenants, apps, since)
+	if err != nil {
+		return fmt.Errorf("loading the saved series: %w", err)
+	}
+	loaded, dropped := 0, 0
+	for _, sv := range saved {
+		if sv.Interval != s.opts.Interval {
+			dropped++
+			continue
+		}
+		points, err := decodePoints(sv.Points, s.opts.Interval)
+		if err != nil {
+			s.opts.Log.Error(err, "Dropping a saved series", "tenant", sv.Tenant, "app", sv.App)
+			dropped++
+			continue
+		}
+		first := len(points)
+		for i, p := range points {
+			if p.Time.After(since) {
+				first = i
+				break
+			}
+		}
+		points = points[max(first, len(points)-s.opts.Keep):]
+		if len(points) == 0 {
+			continue
+		}
+		if s.loadApp(Key{sv.Tenant, sv.App}, points) {
+			loaded++
+		}
+	}
+	s.opts.Log.Info("Loaded the saved series", "apps", loaded, "dropped", dropped, "interval", s.opts.Interval)
+	return nil
+}
+
+// loadApp gives the app points unless it has some, or the sampler tracks
+// MaxApps apps.
+func (s *Sampler) loadApp(k Key, points []Point) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[k]
+	if a == nil {
+		if len(s.apps) >= s.opts.MaxApps {
+			return false
+		}
+		a = newAppState()
+		s.apps[k] = a
+	}
+	if len(a.points) > 0 {
+		return false
+	}
+	a.points = points
+	return true
+}
+
+// Save writes every app's series to Options.Saved, in one call, and
+// deletes the saved series of apps the sampler no longer tracks. Run saves
+// every SaveInterval and once more when it stops. Without Options.Saved it
+// does nothing.
+func (s *Sampler) Save(ctx context.Context) error {
+	if s.opts.Saved == nil {
+		return nil
+	}
+	s.mu.Lock()
+	keys := make([]Key, 0, len(s.apps))
+	for k := range s.apps {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	all := make([]store.AppSeries, 0, len(keys))
+	for _, k := range keys {
+		// One app at a time: Observe waits for one app's encoding at most.
+		s.mu.Lock()
+		a := s.apps[k]
+		var sv store.AppSeries
+		if a != nil && len(a.points) > 0 {
+			sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
+				LastAt: a.points[len(a.points)-1].Time, Points: encodePoints(a.points, s.opts.Interval)}
+		}
+		s.mu.Unlock()
+		if sv.Points != nil {
+			all = append(all, sv)
+		}
+	}
+	if err := s.opts.Saved.SaveAppSeries(ctx, all); err != nil {
+		return err
+	}
+	return nil
+}
+
+// save is Save for Run: it logs what fails.
+func (s *Sampler) save(ctx context.Context) {
+	if err := s.Save(ctx); err != nil {
+		s.opts.Log.Error(err, "Saving the apps' series")
+	}
+}
+
+// The saved encoding of an app's points, version 1: the version byte, the
+// number of points (uvarint), then each point:
+//
+//   - its time in Unix milliseconds (varint) for the first point; for the
+//     others, how far it is from one Interval after the point before, in
+//     milliseconds (varint): mostly 0, one byte;
+//   - a byte of flags saying which of CPUCores, MemoryBytes, P50Seconds and
+//     P99Seconds are there;
+//   - Instances and Restarts (varint), Requests and Errors (uvarint);
+//   - CPUCores as 8 bytes (IEEE 754, little-endian), MemoryBytes (varint);
+//   - P50Seconds and P99Seconds each as the index of the histogram bucket
+//     whose upper bound they are (one byte), or 0xff and 8 bytes.
+//
+// Times keep their milliseconds only. An hour of 10 s points takes about
+// 8 KiB per app.
+const encodingVersion = 1
+
+// Flags of a point, and the latency byte that says 8 bytes follow.
+const (
+	flagCPU = 1 << iota
+	flagMemory
+	flagP50
+	flagP99
+
+	rawLatency = 0xff
+)
+
+// encodePoints is the saved encoding of points, interval apart.
+func encodePoints(points []Point, interval time.Duration) []byte {
+	b := make([]byte, 0, 2+len(points)*24)
+	b = append(b, encodingVersion)
+	b = binary.AppendUvarint(b, uint64(len(points)))
+	var prev int64
+	for i, p := range points {
+		ms := p.Time.UnixMilli()
+		if i == 0 {
+			b = binary.AppendVarint(b, ms)
+		} else {
+			b = binary.AppendVarint(b, ms-prev-interval.Milliseconds())
+		}
+		prev = ms
+		var flags byte
+		if p.CPUCores != nil {
+			flags |= flagCPU
+		}
+		if p.MemoryBytes != nil {
+			flags |= flagMemory
+		}
+		if p.P50Seconds != nil {
+			flags |= flagP50
+		}
+		if p.P99Seconds != nil {
+			flags |= flagP99
+		}
+		b = append(b, flags)
+		b = binary.AppendVarint(b, int64(p.Instances))
+		b = binary.AppendVarint(b, int64(p.Restarts))
+		b = binary.AppendUvarint(b, p.Requests)
+		b = binary.AppendUvarint(b, p.Errors)
+		if p.CPUCores != nil {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*p.CPUCores))
+		}
+		if p.MemoryBytes != nil {
+			b = binary.AppendVarint(b, *p.MemoryBytes)
+		}
+		if p.P50Seconds != nil {
+			b = appendLatency(b, *p.P50Seconds)
+		}
+		if p.P99Seconds != nil {
+			b = appendLatency(b, *p.P99Seconds)
+		}
+	}
+	return b
+}
+
+// appendLatency appends v as its bucket's index when it is a bucket's
+// upper bound (as every quantile is), else raw.
+func appendLatency(b []byte, v float64) []byte {
+	if i, ok := slices.BinarySearch(bucketUppers[:], v); ok {
+		return append(b, byte(i))
+	}
+	b = append(b, rawLatency)
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+var errEncoding = errors.New("malformed saved series")
+
+// decodePoints reads what encodePoints wrote with the same interval.
+func decodePoints(b []byte, interval time.Duration) ([]Point, error) {
+	d := decoder{b: b}
+	if v := d.byte(); v != encodingVersion {
+		return nil, fmt.Errorf("%w: version %d", errEncoding, v)
+	}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(b)) { // every point takes several bytes
+		return nil, fmt.Errorf("%w: %d points in %d bytes", errEncoding, n, len(b))
+	}
+	points := make([]Point, 0, n)
+	var prev int64
+	for i := range n {
+		var p Point
+		ms := d.varint()
+		if i > 0 {
+			ms += prev + interval.Milliseconds()
+		}
+		prev = ms
+		p.Time = time.UnixMilli(ms)
+		flags := d.byte()
+		p.Instances, p.Restarts = int(d.varint()), int(d.varint())
+		p.Requests, p.Errors = d.uvarint(), d.uvarint()
+		if flags&flagCPU != 0 {
+			v := d.float()
+			p.CPUCores = &v
+		}
+		if flags&flagMemory != 0 {
+			v := d.varint()
+			p.MemoryBytes = &v
+		}
+		if flags&flagP50 != 0 {
+			v := d.latency()
+			p.P50Seconds = &v
+		}
+		if flags&flagP99 != 0 {
+			v := d.latency()
+			p.P99Seconds = &v
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("%w: point %d: %w", errEncoding, i, d.err)
+		}
+		points = append(points, p)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last point", errEncoding, len(d.b))
+	}
+	return points, nil
+}
+
+// decoder reads b; its first error sticks and makes every read answer 0.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("ends early")
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.err = errShort
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if d.err != nil || n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if d.err != nil || n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) float() float64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errShort
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) latency() float64 {
+	i := d.byte()
+	switch {
+	case i == rawLatency:
+		return d.float()
+	case int(i) < bucketCount:
+		return upper(int(i))
+	default:
+		if d.err == nil {
+			d.err = fmt.Errorf("latency bucket %d", i)
+		}
+		return 0
+	}
+}

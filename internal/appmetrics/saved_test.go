@@ -1,0 +1,224 @@
+package appmetrics_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/appmetrics"
+	"bex.co/bex/internal/pgtest"
+	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// newStore opens a store on a fresh database dropped after tb, and
+// returns the database's URL too.
+func newStore(tb testing.TB) (*store.Store, string) {
+	tb.Helper()
+	dbURL := pgtest.NewDatabase(tb)
+	st, err := store.Open(tb.Context(), dbURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	return st, dbURL
+}
+
+// listed is an Apps source that answers *keys.
+func listed(keys *[]appmetrics.Key) func(context.Context) ([]appmetrics.Key, error) {
+	return func(context.Context) ([]appmetrics.Key, error) { return *keys, nil }
+}
+
+// utc is points with their times in UTC, for comparisons.
+func utc(points []appmetrics.Point) []appmetrics.Point {
+	out := make([]appmetrics.Point, len(points))
+	for i, p := range points {
+		p.Time = p.Time.UTC()
+		out[i] = p
+	}
+	return out
+}
+
+// TestSavedSeries: a sampler that stops saves its apps' points; a new one
+// on the same store loads and answers them (the first point it samples
+// after has no CPU reading), except points older than Retention and
+// series saved at another Interval; an app no longer listed has its saved
+// series deleted at the next save.
+func TestSavedSeries(t *testing.T) {
+	st, _ := newStore(t)
+	rt := &stubRuntime{
+		status: map[string]runtime.Status{
+			"acme/shop": {Instances: []runtime.Instance{{ID: "1"}, {ID: "2"}}},
+			"acme/blog": {Instances: []runtime.Instance{{ID: "b"}}},
+		},
+		usage: map[string][]runtime.Usage{
+			"acme/shop": {{ID: "1", CPUSeconds: 1, MemoryBytes: 100 << 20}, {ID: "2", CPUSeconds: 2, MemoryBytes: 120 << 20}},
+			"acme/blog": {{ID: "b", CPUSeconds: 3, MemoryBytes: 50 << 20}},
+		},
+	}
+	shop, blog := appmetrics.Key{Tenant: "acme", App: "shop"}, appmetrics.Key{Tenant: "acme", App: "blog"}
+	apps := []appmetrics.Key{shop, blog}
+	first, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	const n = 6
+	for i := range n {
+		for j := range 10 * i {
+			status := http.StatusOK
+			if j == 0 {
+				status = http.StatusBadGateway
+			}
+			first.Observe("acme", "shop", status, time.Duration(j+1)*time.Millisecond)
+		}
+		rt.usage["acme/shop"][0].CPUSeconds += float64(i)
+		if err := first.Sample(t.Context(), t0.Add(time.Duration(i)*10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add((n - 1) * 10 * time.Second)
+	want := map[appmetrics.Key][]appmetrics.Point{}
+	for _, k := range apps {
+		series, ok := first.Series(k.Tenant, k.App, time.Hour, now)
+		if !ok || len(series.Points) != n {
+			t.Fatalf("%v: %d points before the stop", k, len(series.Points))
+		}
+		want[k] = utc(series.Points)
+	}
+	if p := want[shop][n-1]; p.CPUCores == nil || p.P99Seconds == nil || p.Errors != 1 {
+		t.Fatalf("the last point lacks a field the test means to save: %+v", p)
+	}
+
+	// Run saves once its context ends.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	first.Run(ctx)
+
+	second, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Load(t.Context(), now); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range apps {
+		series, ok := second.Series(k.Tenant, k.App, time.Hour, now)
+		if !ok || !reflect.DeepEqual(utc(series.Points), want[k]) {
+			t.Errorf("%v after a restart: %d points, want the %d saved", k, len(series.Points), n)
+		}
+	}
+	if err := second.Sample(t.Context(), now.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	series, _ := second.Series("acme", "shop", time.Hour, now.Add(10*time.Second))
+	if len(series.Points) != n+1 || series.Points[n].CPUCores != nil || series.Points[n].MemoryBytes == nil {
+		t.Errorf("first point after a restart: %d points, the last %+v: want the saved ones, then one with memory and no CPU", len(series.Points), series.Points[len(series.Points)-1])
+	}
+
+	// An hour (Retention) and 25 s later, the three points of the last 35
+	// s are left (asked for two hours: no older point was loaded).
+	late := now.Add(time.Hour - 25*time.Second)
+	third, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := third.Load(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	if series, _ := third.Series("acme", "shop", 2*time.Hour, late); !reflect.DeepEqual(utc(series.Points), want[shop][n-3:]) {
+		t.Errorf("loaded %d points an hour later, want the last 3", len(series.Points))
+	}
+	// Points saved every 10 s do not make a series of 5 s ones.
+	fiveSeconds, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st, Interval: 5 * time.Second, Keep: 720})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fiveSeconds.Load(t.Context(), now); err != nil {
+		t.Fatal(err)
+	}
+	if series, ok := fiveSeconds.Series("acme", "shop", time.Hour, now); ok {
+		t.Errorf("a 5 s sampler loaded %d points saved every 10 s", len(series.Points))
+	}
+
+	// blog is deleted: the next sample drops it, the next save its row.
+	apps = []appmetrics.Key{shop}
+	if err := second.Sample(t.Context(), now.Add(20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Save(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := st.LoadAppSeries(t.Context(), []string{"acme", "acme"}, []string{"shop", "blog"}, t0.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 1 || saved[0].App != "shop" {
+		t.Errorf("saved after blog's deletion: %d series, want shop's only", len(saved))
+	}
+}
+
+// BenchmarkSave10000Apps measures one save of 10,000 apps of 360 points
+// each (an hour at the defaults) into Postgres, and reports the bytes one
+// app's row takes.
+func BenchmarkSave10000Apps(b *testing.B) {
+	st, dbURL := newStore(b)
+	const apps = 10000
+	keys := make([]appmetrics.Key, apps)
+	rt := &stubRuntime{status: map[string]runtime.Status{}, usage: map[string][]runtime.Usage{}}
+	for i := range keys {
+		keys[i] = appmetrics.Key{Tenant: fmt.Sprintf("tenant%d", i%500), App: fmt.Sprintf("app%d", i)}
+		rt.status[keys[i].Tenant+"/"+keys[i].App] = runtime.Status{Instances: []runtime.Instance{{ID: "1"}, {ID: "2"}}}
+	}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&keys), Runtime: rt, Saved: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	for i := range appmetrics.DefaultKeep {
+		for j, k := range keys {
+			name := k.Tenant + "/" + k.App
+			rt.usage[name] = []runtime.Usage{
+				{ID: "1", CPUSeconds: float64(i) * 0.37 * float64(j%7), MemoryBytes: int64(100<<20 + (i*j)%(1<<20))},
+				{ID: "2", CPUSeconds: float64(i) * 0.11 * float64(j%5), MemoryBytes: int64(80<<20 + (i*j*3)%(1<<20))},
+			}
+			for r := range (i + j) % 5 {
+				s.Observe(k.Tenant, k.App, http.StatusOK, time.Duration(r*i+1)*time.Millisecond)
+			}
+		}
+		// Times off by up to 3 ms, as a ticker's.
+		if err := s.Sample(b.Context(), t0.Add(time.Duration(i)*appmetrics.DefaultInterval+time.Duration(i%4)*time.Millisecond)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if err := s.Save(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ms := float64(b.Elapsed().Milliseconds()) / float64(b.N)
+	conn, err := pgx.Connect(b.Context(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(b.Context())
+	var rows, encoded, stored float64
+	if err := conn.QueryRow(b.Context(), "SELECT count(*), avg(octet_length(points)), avg(pg_column_size(points)) FROM app_series").Scan(&rows, &encoded, &stored); err != nil {
+		b.Fatal(err)
+	}
+	if rows != apps {
+		b.Fatalf("%v rows saved, want %d", rows, apps)
+	}
+	b.ReportMetric(ms, "ms/save")
+	b.ReportMetric(encoded, "bytes/app")
+	b.ReportMetric(stored, "stored-bytes/app")
+	b.Logf("one save of %d apps × %d points: %.0f ms; per app %.0f bytes of points, %.0f as Postgres stores them",
+		apps, appmetrics.DefaultKeep, ms, encoded, stored)
+}

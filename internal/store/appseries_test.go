@@ -1,0 +1,122 @@
+package store_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/store"
+)
+
+// TestAppSeries: a save replaces each app's row and deletes the rows of
+// apps it does not name; a load answers the named apps whose last point
+// is after since, and nothing for the others.
+func TestAppSeries(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	err := s.SaveAppSeries(ctx, []store.AppSeries{
+		{Tenant: "acme", App: "shop", Interval: 10 * time.Second, LastAt: t0, Points: []byte("shop 1")},
+		{Tenant: "acme", App: "blog", Interval: 10 * time.Second, LastAt: t0.Add(-time.Hour), Points: []byte("blog 1")},
+		{Tenant: "other", App: "shop", Interval: 5 * time.Second, LastAt: t0, Points: []byte("other 1")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(since time.Time, keys ...string) map[string]store.AppSeries {
+		t.Helper()
+		var tenants, apps []string
+		for i := 0; i < len(keys); i += 2 {
+			tenants, apps = append(tenants, keys[i]), append(apps, keys[i+1])
+		}
+		got, err := s.LoadAppSeries(ctx, tenants, apps, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]store.AppSeries{}
+		for _, a := range got {
+			m[a.Tenant+"/"+a.App] = a
+		}
+		return m
+	}
+	got := load(t0.Add(-2*time.Hour), "acme", "shop", "acme", "blog", "acme", "ghost")
+	if len(got) != 2 || string(got["acme/shop"].Points) != "shop 1" || got["acme/shop"].Interval != 10*time.Second ||
+		!got["acme/shop"].LastAt.Equal(t0) || string(got["acme/blog"].Points) != "blog 1" {
+		t.Errorf("load: %+v", got)
+	}
+	if got := load(t0.Add(-30*time.Minute), "acme", "shop", "acme", "blog", "other", "shop"); len(got) != 2 || got["acme/blog"].Points != nil ||
+		got["other/shop"].Interval != 5*time.Second {
+		t.Errorf("load since 30 min: %+v, want acme/shop and other/shop (acme/blog's last point is an hour old)", got)
+	}
+
+	// The next save names acme/shop only.
+	if err := s.SaveAppSeries(ctx, []store.AppSeries{{Tenant: "acme", App: "shop", Interval: 10 * time.Second, LastAt: t0.Add(time.Minute), Points: []byte("shop 2")}}); err != nil {
+		t.Fatal(err)
+	}
+	got = load(t0.Add(-2*time.Hour), "acme", "shop", "acme", "blog", "other", "shop")
+	if len(got) != 1 || string(got["acme/shop"].Points) != "shop 2" || !got["acme/shop"].LastAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a save of acme/shop only: %+v", got)
+	}
+	if err := s.SaveAppSeries(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(t0.Add(-2*time.Hour), "acme", "shop"); len(got) != 0 {
+		t.Errorf("after an empty save: %+v", got)
+	}
+
+	for _, bad := range []store.AppSeries{
+		{Tenant: "acme", Interval: time.Second, Points: []byte("x")},
+		{Tenant: "acme", App: "shop", Points: []byte("x")},
+		{Tenant: "acme", App: "shop", Interval: time.Second, Points: make([]byte, store.MaxAppSeriesBytes+1)},
+	} {
+		if err := s.SaveAppSeries(ctx, []store.AppSeries{bad}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("SaveAppSeries(%s/%s, %s, %d bytes) = %v, want ErrInvalid", bad.Tenant, bad.App, bad.Interval, len(bad.Points), err)
+		}
+	}
+}
+
+// TestAppSeriesTenThousand: a save of 10,000 apps is one transaction of
+// at most 11 statements (every row has the same xmin, and at most 10
+// command IDs: the upserts of 1,000 apps each), and so is the next one,
+// which rewrites 9,999 rows and deletes the one it does not name.
+func TestAppSeriesTenThousand(t *testing.T) {
+	s, dbURL := newStoreURL(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+
+	const apps = 10000
+	points := bytes.Repeat([]byte{7}, 8<<10)
+	all := make([]store.AppSeries, apps)
+	for i := range all {
+		all[i] = store.AppSeries{Tenant: fmt.Sprintf("t%d", i%100), App: fmt.Sprintf("app%d", i), Interval: 10 * time.Second, LastAt: time.Now(), Points: points}
+	}
+	check := func(want int) {
+		t.Helper()
+		var rows, xmins, cmins, size int
+		err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT xmin::text), count(DISTINCT cmin::text), COALESCE(max(octet_length(points)), 0) FROM app_series").
+			Scan(&rows, &xmins, &cmins, &size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows != want || xmins != 1 || cmins > 10 || size != len(points) {
+			t.Errorf("%d rows by %d transactions and %d statements, %d bytes per row: want %d rows by 1 transaction and at most 10 statements, %d bytes",
+				rows, xmins, cmins, size, want, len(points))
+		}
+	}
+	if err := s.SaveAppSeries(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	check(apps)
+	if err := s.SaveAppSeries(ctx, all[1:]); err != nil {
+		t.Fatal(err)
+	}
+	check(apps - 1)
+}

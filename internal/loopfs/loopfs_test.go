@@ -37,6 +37,31 @@ func requireRoot(t *testing.T) {
 	}
 }
 
+// fill writes path in 1 MiB chunks until it holds limit bytes or the
+// write fails with ENOSPC (any other error fails the test), and returns
+// the bytes written.
+func fill(t *testing.T, path string, limit int64) int64 {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	var written int64
+	for written < limit {
+		n, err := f.Write(chunk)
+		written += int64(n)
+		if err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("writing: %v, want ENOSPC", err)
+			}
+			break
+		}
+	}
+	return written
+}
+
 // A writer below the mount runs out of space at the image's size, the
 // image takes on its disk no more than that, and unmounting detaches the
 // loop device.
@@ -62,23 +87,7 @@ func TestWritesStopAtTheImagesSize(t *testing.T) {
 		t.Fatalf("%d loop devices back the image, want 1", n)
 	}
 
-	f, err := os.Create(filepath.Join(mnt, "big"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 1<<20)
-	var written int64
-	for written < 4*size {
-		n, err := f.Write(chunk)
-		written += int64(n)
-		if err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("writing: %v, want ENOSPC", err)
-			}
-			break
-		}
-	}
-	f.Close()
+	written := fill(t, filepath.Join(mnt, "big"), 4*size)
 	if written >= size {
 		t.Fatalf("wrote %d bytes into a file system of %d", written, size)
 	}
@@ -230,23 +239,7 @@ func TestCopiesAreEmptySparseAndApart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mounts["a"], "only-a"), []byte("a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(mounts["a"], "big"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var written int64
-	for chunk := make([]byte, 1<<20); written < 2*size; {
-		n, err := f.Write(chunk)
-		written += int64(n)
-		if err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("writing: %v, want ENOSPC", err)
-			}
-			break
-		}
-	}
-	f.Close()
-	if written >= size {
+	if written := fill(t, filepath.Join(mounts["a"], "big"), 2*size); written >= size {
 		t.Errorf("wrote %d bytes into a copy of %d", written, size)
 	}
 	if entries, err := os.ReadDir(mounts["b"]); err != nil || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != "lost+found" }) {

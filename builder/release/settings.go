@@ -24,10 +24,13 @@ import (
 //     counts, plan and health check, and then the spec is stored;
 //   - counts, plan or resources of an app that is not in maintenance: the
 //     current release gets them as Scale gives them;
+//   - a health check of an app that is not in maintenance: the current
+//     release rolls as a new release does, each new web instance taking
+//     traffic once it passes the new check, so that the check that
+//     watches the instances is the one the App says; instances that do
+//     not pass it leave the old ones serving and the spec as it was;
 //   - the maintenance page is stored; the edge reads it from the App;
-//   - the rest (health check, deploy branch) is stored for the next
-//     rollout of a release: a push, a rollback, a config release, a
-//     restart.
+//   - the deploy branch is stored for the next push.
 //
 // A change of counts, plan or resources is first checked against the
 // fleet's room (Options.Fits): a size no cluster can hold is refused.
@@ -70,7 +73,8 @@ func (p *Releaser) Update(ctx context.Context, tenantName, appName string, chang
 	}
 	suspend := want.Spec.Suspended && !app.Spec.Suspended
 	resume := !want.Spec.Suspended && app.Spec.Suspended
-	if !suspend && !resume && !scale {
+	health := !reflect.DeepEqual(healthCheck(app), healthCheck(want))
+	if !suspend && !resume && !scale && !health {
 		return int(app.Status.CurrentRelease), save()
 	}
 	cur, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, int(app.Status.CurrentRelease))

@@ -50,8 +50,9 @@ import (
 // what runs follow at once, without recording a release: instance counts
 // and the plan go to the current release as Scale applies them,
 // spec.suspended true stops every instance (the release and its record
-// stay), false runs the current release again; the rest waits for the
-// next rollout. It returns the current release (0 when the app has none:
+// stay), false runs the current release again, a new health check rolls
+// the current release's instances; the deploy branch waits for the next
+// push. It returns the current release (0 when the app has none:
 // then only the App's spec changes). An error of change is returned as it
 // is, and a process the release does not have is an error wrapping
 // store.ErrInvalid: both change nothing. So does a change that does not

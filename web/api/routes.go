@@ -121,7 +121,7 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPatch, path: "/apps/:app", handler: s.updateApp, access: tenantDeveloper,
 			summary: "Change an app's settings: health check, instance counts, plan, deploy branch, maintenance mode; those left out keep theirs. " +
 				"Counts and plan apply at once to the current release as a scale does; maintenance true stops every instance (the release stays) and the edge answers 503 " +
-				"with a maintenance page, false runs the current release again; the health check and the branch apply from the next rollout (push, rollback, config release, restart). " +
+				"with a maintenance page, false runs the current release again; a new health check rolls the current release's instances, each passing it before it takes traffic (instances that fail it leave the old ones serving: 409, nothing changed); the branch applies from the next push. " +
 				"No release is made. Every field is checked first: an unknown field or a bad value answers 422 naming it, counts over a limit 403, and a refusal changes nothing. " +
 				"Answers the app as GET does",
 			request: "UpdateAppRequest", response: "App"},

@@ -35,7 +35,7 @@ func newAppsSetCommand(st *state) *cobra.Command {
 		Use: "set APP [PROCESS=COUNT...] [--health-path P] [--health-timeout D] [--health-interval D] [--health-port N] " +
 			"[--health-success N] [--health-failure N] [--no-health-check] " +
 			"[--plan NAME] [--branch B] [--maintenance on|off] [--maintenance-page FILE] [--no-maintenance-page]",
-		Short: "Change an app's settings: instance counts, plan, maintenance mode and page apply at once; the health check and the deploy branch from the next release or restart",
+		Short: "Change an app's settings: instance counts, plan, health check, maintenance mode and page apply at once; the deploy branch from the next push",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			counts, err := parseCounts(args[1:])
@@ -251,8 +251,20 @@ func renderSettingsChange(w io.Writer, before, after apiclient.App) error {
 	case pageChanged && after.MaintenancePageBytes > 0:
 		notes = append(notes, "Browsers get this maintenance page while maintenance mode is on.")
 	}
-	if after.CurrentRelease != 0 && (before.Branch != after.Branch || healthCheckWords(before.HealthCheck) != healthCheckWords(after.HealthCheck)) {
-		notes = append(notes, "The health check and the branch apply from the next release or restart.")
+	healthChanged := healthCheckWords(before.HealthCheck) != healthCheckWords(after.HealthCheck)
+	switch {
+	case after.CurrentRelease == 0 || !healthChanged:
+	case after.Maintenance:
+		notes = append(notes, "The health check applies when maintenance mode ends.")
+	case before.Maintenance:
+		// The release ran again with it: the maintenance note says so.
+	case after.HealthCheck == nil:
+		notes = append(notes, fmt.Sprintf("Release v%d rolled with no health check.", after.CurrentRelease))
+	default:
+		notes = append(notes, fmt.Sprintf("Release v%d rolled: each new instance passed the new health check before it took traffic.", after.CurrentRelease))
+	}
+	if after.CurrentRelease != 0 && before.Branch != after.Branch {
+		notes = append(notes, "The branch applies from the next push.")
 	}
 	for _, n := range notes {
 		if _, err := fmt.Fprintln(w, n); err != nil {

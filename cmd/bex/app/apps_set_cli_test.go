@@ -41,9 +41,9 @@ func TestAppsSetCLI(t *testing.T) {
 			want: "Nothing changed: shop has these settings already.\n"},
 		{name: "health check and branch", args: []string{"apps", "set", "shop", "--health-path", "/healthz", "--health-timeout", "3s", "--branch", "prod", "--maintenance", "off"},
 			want: "Changed shop:\n  Health check: none -> GET /healthz every 10s, timeout 3s, healthy after 1, unhealthy after 3 in a row\n  Branch:       main -> prod\n  Maintenance:  on -> off\n" +
-				"Maintenance mode is off: release v1 runs and serves again.\nThe health check and the branch apply from the next release or restart.\n"},
+				"Maintenance mode is off: release v1 runs and serves again.\nThe branch applies from the next push.\n"},
 		{name: "port and thresholds", args: []string{"apps", "set", "shop", "--health-port", "8081", "--health-success", "2", "--health-failure", "4"},
-			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, healthy after 1, unhealthy after 3 in a row -> GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row\nThe health check and the branch apply from the next release or restart.\n"},
+			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, healthy after 1, unhealthy after 3 in a row -> GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row\nRelease v1 rolled: each new instance passed the new health check before it took traffic.\n"},
 		{name: "json", args: []string{"apps", "set", "shop", "worker=1", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var a apiclient.App
 			if err := json.Unmarshal(out, &a); err != nil || a.Processes["worker"] != 1 || a.Processes["web"] != 2 || a.Branch != "prod" || a.HealthCheck == nil || a.Maintenance {
@@ -51,7 +51,7 @@ func TestAppsSetCLI(t *testing.T) {
 			}
 		}},
 		{name: "remove the health check", args: []string{"apps", "set", "shop", "--no-health-check"},
-			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row -> none\nThe health check and the branch apply from the next release or restart.\n"},
+			want: "Changed shop:\n  Health check: GET /healthz every 10s, timeout 3s, port 8081, healthy after 2, unhealthy after 4 in a row -> none\nRelease v1 rolled with no health check.\n"},
 		{name: "nothing", args: []string{"apps", "set", "shop"}, wantErr: "nothing to change: give PROCESS=COUNT"},
 		{name: "maintenance maybe", args: []string{"apps", "set", "shop", "--maintenance", "maybe"}, wantErr: `--maintenance "maybe": give on or off`},
 		{name: "fraction of a second", args: []string{"apps", "set", "shop", "--health-timeout", "1500ms"}, wantErr: "--health-timeout 1.5s: give whole seconds"},

@@ -67,10 +67,8 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 			}
 			return "", fmt.Errorf("no ready endpoint of %s/%s", tenant, app)
 		},
-		Logs: true,
-		// A run Pod's log is no instance's: Logs shows none.
-		NoRunLog: true,
-		Timeout:  3 * time.Minute,
+		Logs:    true,
+		Timeout: 3 * time.Minute,
 		// A container's log merges its streams, and bex-node serves no
 		// attach: a run's Pod reads no stdin.
 		MergedOutput: true,

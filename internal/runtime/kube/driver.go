@@ -74,6 +74,11 @@ type Options struct {
 	// RunGracePeriod is how long a run's command has to stop once its run
 	// ends early, before it is killed [5s].
 	RunGracePeriod time.Duration
+	// RunLogRetention is how long the Pod of a run whose output goes to
+	// its app's log (runtime.Streams.Log: a detached run) is kept once its
+	// command has ended, so that Logs shows its lines; the app's next run
+	// deletes the Pods kept longer [1h].
+	RunLogRetention time.Duration
 	// PreparedNamespaces says that another process prepares the tenant
 	// namespaces (PrepareNamespace) and this one may not: Deploy then only
 	// checks that the namespace enforces the restricted profile and has its
@@ -154,6 +159,9 @@ func (o *Options) complete() {
 	}
 	if o.RunGracePeriod <= 0 {
 		o.RunGracePeriod = 5 * time.Second
+	}
+	if o.RunLogRetention <= 0 {
+		o.RunLogRetention = time.Hour
 	}
 	if o.ServicePort == 0 {
 		o.ServicePort = 80

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,10 @@ type podRef struct {
 	name      string
 	container string
 	inst      runtime.Instance
+	// run is the Pod of a logged run (LabelRunInstance), nil for an
+	// instance's: its lines start with the command it runs and end with
+	// how it ended, as the process driver's do.
+	run *corev1.Pod
 }
 
 func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
@@ -86,7 +91,72 @@ func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
 	for i := range list.Items {
 		refs[i] = podRef{name: list.Items[i].Name, container: list.Items[i].Labels[LabelProcess], inst: insts[i]}
 	}
+	runs, err := d.loggedRuns(ctx, ns, app)
+	if err != nil {
+		return nil, err
+	}
+	return append(refs, runs...), nil
+}
+
+// loggedRuns are the Pods of the app's runs whose output goes to its log
+// (LabelRunInstance), running or kept after their end.
+func (d *Driver) loggedRuns(ctx context.Context, ns, app string) ([]podRef, error) {
+	var list corev1.PodList
+	if err := d.c.List(ctx, &list, client.InNamespace(ns), runSelector(app), client.HasLabels{LabelRunInstance}); err != nil {
+		return nil, fmt.Errorf("listing the pods of runs: %w", err)
+	}
+	refs := make([]podRef, 0, len(list.Items))
+	for i := range list.Items {
+		p := &list.Items[i]
+		process, index, _ := strings.Cut(p.Labels[LabelRunInstance], ".")
+		n, err := strconv.Atoi(index)
+		if err != nil {
+			continue
+		}
+		refs = append(refs, podRef{name: p.Name, container: runContainer, inst: runtime.Instance{Process: process, Index: n}, run: p})
+	}
 	return refs, nil
+}
+
+// runStart is the line a logged run's lines start with, at its container's
+// start; false before it started.
+func runStart(p podRef) (runtime.LogLine, bool) {
+	var at time.Time
+	for _, cs := range p.run.Status.ContainerStatuses {
+		switch {
+		case cs.Name != runContainer:
+		case cs.State.Running != nil:
+			at = cs.State.Running.StartedAt.Time
+		case cs.State.Terminated != nil:
+			at = cs.State.Terminated.StartedAt.Time
+		}
+	}
+	if at.IsZero() || len(p.run.Spec.Containers) == 0 {
+		return runtime.LogLine{}, false
+	}
+	return p.systemLine(at, "Running "+strings.Join(p.run.Spec.Containers[0].Command, " ")), true
+}
+
+// runEnd is the line a logged run's lines end with, once its container
+// ended, at its end or after last, the time of its last line.
+func runEnd(p podRef, last time.Time) (runtime.LogLine, bool) {
+	t := terminated(p.run)
+	if t == nil {
+		return runtime.LogLine{}, false
+	}
+	code := int(t.ExitCode)
+	if code == 0 && t.Signal != 0 {
+		code = 128 + int(t.Signal)
+	}
+	at := t.FinishedAt.Time
+	if at.Before(last) {
+		at = last
+	}
+	return p.systemLine(at, fmt.Sprintf("Process exited with status %d", code)), true
+}
+
+func (p podRef) systemLine(at time.Time, text string) runtime.LogLine {
+	return runtime.LogLine{Time: at, Process: p.inst.Process, Instance: p.inst.Index, Stream: runtime.System, Text: text}
 }
 
 func (d *Driver) podTail(ctx context.Context, ns string, p podRef, tail int) []runtime.LogLine {
@@ -102,7 +172,32 @@ func (d *Driver) podTail(ctx context.Context, ns string, p podRef, tail int) []r
 	defer rc.Close()
 	var lines []runtime.LogLine
 	readLines(rc, p, func(l runtime.LogLine) bool { lines = append(lines, l); return true })
+	if p.run == nil {
+		return lines
+	}
+	var first, last time.Time
+	if len(lines) > 0 {
+		first, last = lines[0].Time, lines[len(lines)-1].Time
+	}
+	if l, ok := runStart(p); ok {
+		if !first.IsZero() && first.Before(l.Time) {
+			l.Time = first
+		}
+		lines = append([]runtime.LogLine{l}, lines...)
+	}
+	if l, ok := runEnd(p, last); ok {
+		lines = append(lines, l)
+	}
 	return lines
+}
+
+// fresh is p with its run's Pod read again; p as it is when that fails.
+func (d *Driver) fresh(ctx context.Context, ns string, p podRef) podRef {
+	var pod corev1.Pod
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.name}, &pod); err == nil {
+		p.run = &pod
+	}
+	return p
 }
 
 // followStream opens the followed log of p: its last tail lines (all when
@@ -129,6 +224,23 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 	var mu sync.Mutex
 	streaming := map[string]bool{}
 	since := map[string]time.Time{}
+	// began and ended hold the logged runs whose first and last lines
+	// (runStart, runEnd) were sent.
+	began, ended := map[string]bool{}, map[string]bool{}
+	has := func(seen map[string]bool, name string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[name]
+	}
+	once := func(seen map[string]bool, name string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[name] {
+			return false
+		}
+		seen[name] = true
+		return true
+	}
 	start := func(p podRef, tail int, rc io.ReadCloser) {
 		mu.Lock()
 		if streaming[p.name] {
@@ -154,17 +266,33 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 				}
 			}
 			defer rc.Close()
-			readLines(rc, p, func(l runtime.LogLine) bool {
-				mu.Lock()
-				since[p.name] = l.Time
-				mu.Unlock()
+			send := func(l runtime.LogLine) bool {
 				select {
 				case out <- l:
 					return true
 				case <-ctx.Done():
 					return false
 				}
+			}
+			if p.run != nil && !has(began, p.name) {
+				if l, ok := runStart(d.fresh(ctx, ns, p)); ok && once(began, p.name) && !send(l) {
+					return
+				}
+			}
+			readLines(rc, p, func(l runtime.LogLine) bool {
+				mu.Lock()
+				since[p.name] = l.Time
+				mu.Unlock()
+				return send(l)
 			})
+			if p.run != nil && ctx.Err() == nil && !has(ended, p.name) {
+				mu.Lock()
+				last := since[p.name]
+				mu.Unlock()
+				if l, ok := runEnd(d.fresh(ctx, ns, p), last); ok && once(ended, p.name) {
+					send(l)
+				}
+			}
 		})
 	}
 	for i, p := range pods {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ const (
 	LabelRunOf = "bex.co/run-of"
 	// LabelRun is the run's Pod's name.
 	LabelRun = "bex.co/run"
+	// LabelRunInstance is the instance a run's lines are of in its app's
+	// log ("run.3"), on the Pod of a run whose output goes there
+	// (runtime.Streams.Log): Logs reads such Pods, and they are kept
+	// Options.RunLogRetention once their command has ended.
+	LabelRunInstance = "bex.co/run-instance"
 )
 
 // runContainer is the name of a run Pod's container.
@@ -65,7 +71,10 @@ func runSelector(app string) client.MatchingLabels {
 // Options.RunStartTimeout (unschedulable) ends the run with an error
 // saying why. When ctx ends the Pod is deleted with Options.RunGracePeriod
 // and Exit.Reason is context.Cause(ctx). The Pod and its Secret are
-// deleted before Run returns; run Pods that ended without their Run (the
+// deleted before Run returns, but for the Pod of a run whose Streams.Log
+// is set (a detached run) that ended on its own: labelled
+// LabelRunInstance, its log is the run's lines in Logs, and it is kept
+// Options.RunLogRetention. Run Pods that ended without their Run (the
 // platform stopped) are deleted by the app's next run and by Remove.
 //
 // The Pods take no input and have no terminal (the platform's node agent
@@ -112,6 +121,10 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 		stdout = io.Discard
 	}
 	r := &oneOff{d: d, ns: ns, name: name, rel: rel}
+	if l := streams.Log; l != nil {
+		r.logged = true
+		pod.Labels[LabelRunInstance] = l.Process + "." + strconv.Itoa(l.Index)
+	}
 	defer r.cleanUp(ctx)
 	if err := r.create(ctx, pod); err != nil {
 		return runtime.Exit{}, err
@@ -207,7 +220,11 @@ func (d *Driver) deleteEnded(ctx context.Context, ns string, sel client.Matching
 			if t := terminated(p); t != nil {
 				since = t.FinishedAt.Time
 			}
-			ended = time.Since(since) > time.Minute
+			keep := time.Minute
+			if p.Labels[LabelRunInstance] != "" {
+				keep = d.opts.RunLogRetention
+			}
+			ended = time.Since(since) > keep
 		}
 		if s := p.Spec.ActiveDeadlineSeconds; s != nil {
 			grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
@@ -229,6 +246,9 @@ type oneOff struct {
 	// secret says the run's Secret was made; uid is its Pod's.
 	secret bool
 	uid    types.UID
+	// logged says the run's output goes to its app's log: a Pod whose
+	// command ended on its own is kept for it.
+	logged bool
 	// seen is the last state of the container Run read.
 	seen *corev1.ContainerStateTerminated
 }
@@ -503,10 +523,12 @@ func (r *oneOff) remove(ctx context.Context) {
 	}
 }
 
-// cleanUp removes the run's Pod and deletes its Secret, even when ctx has
-// ended.
+// cleanUp removes the run's Pod, but for a logged run's whose command
+// ended on its own, and deletes its Secret, even when ctx has ended.
 func (r *oneOff) cleanUp(ctx context.Context) {
-	r.remove(ctx)
+	if !r.logged || r.seen == nil {
+		r.remove(ctx)
+	}
 	if r.secret {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

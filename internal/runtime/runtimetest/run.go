@@ -142,7 +142,7 @@ func (s *suite) run(t *testing.T) {
 		}
 	})
 
-	if s.h.Logs && !s.h.NoRunLog {
+	if s.h.Logs {
 		t.Run("output to the app's log", func(t *testing.T) { s.runToLog(t, d, r) })
 	}
 	if s.h.Terminal {
@@ -165,9 +165,9 @@ func (s *suite) run(t *testing.T) {
 
 // runToLog: a command whose Attach asks for the app's log
 // (Streams.Log), as a detached run's does, has its output there as the
-// lines of the instance named, stdout and stderr apart, between a line
-// of the platform's saying it runs and one saying how it ended; the app's
-// instances keep running.
+// lines of the instance named, stdout and stderr apart (both stdout with
+// Harness.MergedOutput), between a line of the platform's saying it runs
+// and one saying how it ended; the app's instances keep running.
 func (s *suite) runToLog(t *testing.T, d runtime.Driver, r runtime.Runner) {
 	ctx := s.ctx(t)
 	rel := s.release(t, "runlog", 1, "v1", nil)
@@ -193,8 +193,12 @@ func (s *suite) runToLog(t *testing.T, d runtime.Driver, r runtime.Runner) {
 				got = append(got, l.Stream+": "+l.Text)
 			}
 		}
+		errStream := runtime.Stderr
+		if s.h.MergedOutput {
+			errStream = runtime.Stdout
+		}
 		if len(got) != 5 || got[0] != runtime.System+": Running sh -c echo out; echo err >&2; printf last; exit 3" ||
-			!slices.Contains(got, runtime.Stdout+": out") || !slices.Contains(got, runtime.Stderr+": err") || !slices.Contains(got, runtime.Stdout+": last") ||
+			!slices.Contains(got, runtime.Stdout+": out") || !slices.Contains(got, errStream+": err") || !slices.Contains(got, runtime.Stdout+": last") ||
 			got[4] != runtime.System+": Process exited with status 3" {
 			return fmt.Errorf("the lines of run.8: %q", got)
 		}

@@ -126,9 +126,6 @@ type Harness struct {
 	// MergedOutput says a one-off command's stdout and stderr both arrive
 	// in Streams.Stdout, as a container's log merges them.
 	MergedOutput bool
-	// NoRunLog says the driver's Logs shows no one-off command: it
-	// ignores Streams.Log.
-	NoRunLog bool
 	// NoRun says the driver's one-off commands cannot run here (a
 	// simulated kubelet runs no container): the Run case is skipped.
 	NoRun bool

@@ -140,6 +140,7 @@ func TestListReleasesByKind(t *testing.T) {
 	}
 	for query, want := range map[string]string{
 		"":                                "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
+		"?kind=":                          "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
 		"?kind=deploy":                    "v5 deploy, v3 deploy, v1 deploy",
 		"?kind=rollback,config":           "v4 rollback, v2 config",
 		"?kind=deploy&limit=2":            "v5 deploy, v3 deploy",

@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +16,8 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
-	"bex.co/bex/apiserver/local"
 	"bex.co/bex/controllers/app"
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/test/platformtest"
-	"bex.co/bex/test/scheduler/fleettest"
 )
 
 // capacityTimeout bounds how long a placement takes to follow a change
@@ -39,24 +35,11 @@ const capacityTimeout = 20 * time.Second
 // once a cluster with room joins, and is reported unplaced once that
 // cluster is gone.
 func TestPlacementFollowsCapacityWatch(t *testing.T) {
-	cp := cptest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp})
-	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fc := range []fleettest.Cluster{seededCluster("alpha", "4", "8Gi"), seededCluster("beta", "16", "32Gi")} {
-		if err := fleettest.Seed(ctx, c, c, kubeconfig, fc); err != nil {
-			t.Fatalf("seeding %s: %v", fc.Name, err)
-		}
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, f := startFleet(t)
+	c := f.c
+	f.seed(ctx, t, seededCluster("alpha", "4", "8Gi"), seededCluster("beta", "16", "32Gi"))
 	placer := &countingPlacer{Placer: app.SchedulerPlacer{Client: c}, calls: map[string]int{}}
-	startReconciler(ctx, t, cp.RESTConfig(), &app.Reconciler{Placer: placer, PlacementResync: time.Hour})
+	startReconciler(ctx, t, f.cp.RESTConfig(), &app.Reconciler{Placer: placer, PlacementResync: time.Hour})
 
 	// BinPack: a standard App (1 cpu, 2Gi) fills alpha first.
 	shop := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "shop"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}
@@ -99,9 +82,7 @@ func TestPlacementFollowsCapacityWatch(t *testing.T) {
 	placer.waitQuiet(t, batch.Name)
 
 	// gamma (16 cpu) joins the fleet: batch goes there.
-	if err := fleettest.Seed(ctx, c, c, kubeconfig, seededCluster("gamma", "16", "32Gi")); err != nil {
-		t.Fatalf("seeding gamma: %v", err)
-	}
+	f.seed(ctx, t, seededCluster("gamma", "16", "32Gi"))
 	start = time.Now()
 	waitPlacedWithin(t, capacityTimeout, c, batch, "gamma", metav1.ConditionTrue, "placed on gamma/workers")
 	t.Logf("batch placed on gamma %s after it was seeded", time.Since(start).Round(time.Millisecond))

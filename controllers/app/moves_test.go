@@ -22,6 +22,7 @@ import (
 	"bex.co/bex/apiserver/local"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/app"
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/test/scheduler/fleettest"
@@ -45,15 +46,10 @@ const moveTimeout = 75 * time.Second
 // deleted, while an App no other cluster can hold stays, and is reported
 // unplaced once its cluster is gone.
 func TestAppFollowsTheFleet(t *testing.T) {
-	cp := cptest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp})
+	ctx, f := startFleet(t)
+	c := f.c
 	// Uncached, as controllers.Setup gives it.
-	startController(ctx, t, cp.RESTConfig(), nil, app.SchedulerPlacer{Client: c})
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}); err != nil {
-		t.Fatal(err)
-	}
+	startController(ctx, t, f.cp.RESTConfig(), nil, app.SchedulerPlacer{Client: c})
 
 	// No Cluster API cluster: the standby cluster takes the first App.
 	first := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "first"}}
@@ -70,18 +66,7 @@ func TestAppFollowsTheFleet(t *testing.T) {
 
 	// Two Cluster API clusters that run apps: alpha (4 cpu, 8Gi) and
 	// beta (16 cpu, 32Gi). The standby cluster takes no new App now.
-	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fc := range []fleettest.Cluster{
-		seededCluster("alpha", "4", "8Gi"),
-		seededCluster("beta", "16", "32Gi"),
-	} {
-		if err := fleettest.Seed(ctx, c, c, kubeconfig, fc); err != nil {
-			t.Fatalf("seeding %s: %v", fc.Name, err)
-		}
-	}
+	f.seed(ctx, t, seededCluster("alpha", "4", "8Gi"), seededCluster("beta", "16", "32Gi"))
 	waitCapacity(t, c, "local", func(s *schedulingv1alpha1.ClusterCapacityStatus) error {
 		if s.AcceptsPlacements || s.Reason != schedulingv1alpha1.ReasonStandby || !strings.Contains(s.Message, "alpha, beta") {
 			return fmt.Errorf("local: accepts=%t reason=%s (%s)", s.AcceptsPlacements, s.Reason, s.Message)
@@ -116,7 +101,7 @@ func TestAppFollowsTheFleet(t *testing.T) {
 		m.Reason != schedulingv1alpha1.ReasonCordoned || !strings.Contains(m.Message, "alpha is cordoned") {
 		t.Fatalf("shop's Placement after the cordon: %+v (movedFrom %+v)", pl.Spec, pl.Spec.MovedFrom)
 	}
-	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	cs := kubernetes.NewForConfigOrDie(f.cp.RESTConfig())
 	platformtest.Eventually(t, time.Minute, "a Moved event on shop", func(ctx context.Context) error {
 		evs, err := cs.EventsV1().Events(shop.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -200,6 +185,44 @@ func TestAppFollowsTheFleet(t *testing.T) {
 	}
 	if pl := placementOf(ctx, t, c, batch); pl.Spec.Cluster != "beta" || pl.Spec.MovedFrom != nil {
 		t.Fatalf("batch's Placement once beta is gone: %+v", pl.Spec)
+	}
+}
+
+// fleet is a control plane with bex-apiserver beside it, whose fleet is
+// embedded mode's standby static cluster "local" until seed adds Cluster
+// API clusters, and the namespace tenant-a for the Apps.
+type fleet struct {
+	cp *controlplane.ControlPlane
+	// c is an uncached client of the plane with the controllers' scheme.
+	c          client.Client
+	kubeconfig []byte
+}
+
+// startFleet starts a fleet that lasts until the test ends, and returns
+// it with a context that ends with the test, or after 10 minutes.
+func startFleet(t *testing.T) (context.Context, *fleet) {
+	t.Helper()
+	cp := cptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	c := startBexAPIServer(ctx, t, local.Options{ControlPlane: cp})
+	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, &fleet{cp: cp, c: c, kubeconfig: kubeconfig}
+}
+
+// seed adds the clusters to the fleet, their nodes in the same apiserver.
+func (f *fleet) seed(ctx context.Context, t *testing.T, clusters ...fleettest.Cluster) {
+	t.Helper()
+	for _, fc := range clusters {
+		if err := fleettest.Seed(ctx, f.c, f.c, f.kubeconfig, fc); err != nil {
+			t.Fatalf("seeding %s: %v", fc.Name, err)
+		}
 	}
 }
 

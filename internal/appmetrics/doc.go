@@ -16,7 +16,8 @@
 //
 // With Options.Saved (internal/store in make run) the series survive a
 // restart: Run saves every app's points as one row per app, all apps in one
-// round trip, every SaveInterval and when it stops (rows of apps no longer
+// transaction, encoded one app at a time into one buffer as the store copies
+// them, every SaveInterval and when it stops (rows of apps no longer
 // tracked are deleted), and Load, called before Run, reads back the listed
 // apps' saved points of the last Retention. Without it a restart of the
 // process starts the series again.

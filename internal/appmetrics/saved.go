@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"time"
@@ -18,9 +19,11 @@ import (
 type SeriesStore interface {
 	// SaveAppSeries makes the saved series exactly all: each one replaces
 	// its app's, and an app not in all has its saved series deleted. A
-	// save that fails leaves the previous one whole. The sampler's saves
-	// never overlap, and it is the store's only writer.
-	SaveAppSeries(ctx context.Context, all []store.AppSeries) error
+	// save that fails leaves the previous one whole. It reads all once and
+	// is done with a series' Points before it asks for the next, so the
+	// sampler encodes every app's points into one buffer. The sampler's
+	// saves never overlap, and it is the store's only writer.
+	SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error
 	// LoadAppSeries returns the saved series of the apps named by tenants
 	// and apps (pairs) whose last point is after since. An app without
 	// one is absent from the result, not an error.
@@ -111,7 +114,9 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 // Save writes every app's series to Options.Saved, in one call, and
 // deletes the saved series of apps the sampler no longer tracks. Run saves
 // every SaveInterval and once more when it stops. Without Options.Saved it
-// does nothing.
+// does nothing. The apps' points are encoded one app at a time, as the
+// store asks for them, into one buffer: a save allocates about that
+// buffer, not the encoded size of every app.
 func (s *Sampler) Save(ctx context.Context) error {
 	if s.opts.Saved == nil {
 		return nil
@@ -122,25 +127,25 @@ func (s *Sampler) Save(ctx context.Context) error {
 		keys = append(keys, k)
 	}
 	s.mu.Unlock()
-	all := make([]store.AppSeries, 0, len(keys))
-	for _, k := range keys {
-		// One app at a time: Observe waits for one app's encoding at most.
-		s.mu.Lock()
-		a := s.apps[k]
-		var sv store.AppSeries
-		if a != nil && len(a.points) > 0 {
-			sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
-				LastAt: a.points[len(a.points)-1].Time, Points: encodePoints(a.points, s.opts.Interval)}
-		}
-		s.mu.Unlock()
-		if sv.Points != nil {
-			all = append(all, sv)
+	var buf []byte
+	all := func(yield func(store.AppSeries) bool) {
+		for _, k := range keys {
+			// One app at a time: Observe waits for one app's encoding at most.
+			s.mu.Lock()
+			a := s.apps[k]
+			var sv store.AppSeries
+			if a != nil && len(a.points) > 0 {
+				buf = encodePoints(buf[:0], a.points, s.opts.Interval)
+				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
+					LastAt: a.points[len(a.points)-1].Time, Points: buf}
+			}
+			s.mu.Unlock()
+			if sv.Points != nil && !yield(sv) {
+				return
+			}
 		}
 	}
-	if err := s.opts.Saved.SaveAppSeries(ctx, all); err != nil {
-		return err
-	}
-	return nil
+	return s.opts.Saved.SaveAppSeries(ctx, all)
 }
 
 // save is Save for Run: it logs what fails.
@@ -177,9 +182,9 @@ const (
 	rawLatency = 0xff
 )
 
-// encodePoints is the saved encoding of points, interval apart.
-func encodePoints(points []Point, interval time.Duration) []byte {
-	b := make([]byte, 0, 2+len(points)*24)
+// encodePoints appends the saved encoding of points, interval apart, to b.
+func encodePoints(b []byte, points []Point, interval time.Duration) []byte {
+	b = slices.Grow(b, 2+len(points)*24)
 	b = append(b, encodingVersion)
 	b = binary.AppendUvarint(b, uint64(len(points)))
 	var prev int64

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,45 +26,59 @@ type AppSeries struct {
 // takes about 8 KiB).
 const MaxAppSeriesBytes = 1 << 20
 
-// appSeriesChunk is how many apps one statement of SaveAppSeries writes:
-// a save of 10,000 apps is 10 upserts and a delete, in one round trip.
-const appSeriesChunk = 1000
-
 // SaveAppSeries makes the saved series exactly all: each one replaces its
-// app's row, and the row of every app not in all is deleted. It is one
-// transaction sent in one round trip (a batch of statements of at most
-// appSeriesChunk apps each, then the delete): a save that fails leaves the
-// previous one whole. An app may appear once in all. One writer per
-// database: two processes saving their own series would delete each
-// other's rows.
-func (s *Store) SaveAppSeries(ctx context.Context, all []AppSeries) error {
-	tenants := make([]string, len(all))
-	apps := make([]string, len(all))
-	for i, a := range all {
+// app's row, and the row of every app not in all is deleted. An app may
+// appear once in all. It reads all once, one series at a time, and writes
+// each series' Points before it asks for the next, so all may make them in
+// one buffer it reuses. The series are copied (COPY) into a temporary
+// table and merged from it by one upsert and one delete, all in one
+// transaction: a save that fails, or a series that is refused (ErrInvalid:
+// no app, no interval, Points over MaxAppSeriesBytes), leaves the previous
+// save whole. One writer per database: two processes saving their own
+// series would delete each other's rows.
+func (s *Store) SaveAppSeries(ctx context.Context, all iter.Seq[AppSeries]) error {
+	next, stop := iter.Pull(all)
+	defer stop()
+	n := 0
+	row := make([]any, 5)
+	// refused is the series the copy stopped at: the server only hears
+	// that the copy failed.
+	var refused error
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		a, ok := next()
+		if !ok {
+			return nil, nil
+		}
 		if a.App == "" || a.Interval <= 0 || len(a.Points) > MaxAppSeriesBytes {
-			return fmt.Errorf("%w series of app %q: interval %s, %d bytes", ErrInvalid, a.App, a.Interval, len(a.Points))
+			refused = fmt.Errorf("%w series of app %q: interval %s, %d bytes", ErrInvalid, a.App, a.Interval, len(a.Points))
+			return nil, refused
 		}
-		tenants[i], apps[i] = a.Tenant, a.App
-	}
-	b := &pgx.Batch{}
-	for from := 0; from < len(all); from += appSeriesChunk {
-		chunk := all[from:min(from+appSeriesChunk, len(all))]
-		intervals := make([]int64, len(chunk))
-		lastAts := make([]time.Time, len(chunk))
-		points := make([][]byte, len(chunk))
-		for i, a := range chunk {
-			intervals[i], lastAts[i], points[i] = a.Interval.Milliseconds(), a.LastAt, a.Points
+		n++
+		row[0], row[1], row[2], row[3], row[4] = a.Tenant, a.App, a.Interval.Milliseconds(), a.LastAt, a.Points
+		return row, nil
+	})
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "CREATE TEMPORARY TABLE app_series_save (LIKE app_series) ON COMMIT DROP"); err != nil {
+			return err
 		}
-		b.Queue("INSERT INTO app_series (tenant, app, interval_ms, last_at, points) "+
-			"SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bytea[]) "+
-			"ON CONFLICT (tenant, app) DO UPDATE SET interval_ms = EXCLUDED.interval_ms, last_at = EXCLUDED.last_at, points = EXCLUDED.points",
-			tenants[from:from+len(chunk)], apps[from:from+len(chunk)], intervals, lastAts, points)
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"app_series_save"},
+			[]string{"tenant", "app", "interval_ms", "last_at", "points"}, src); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO app_series (tenant, app, interval_ms, last_at, points) "+
+			"SELECT tenant, app, interval_ms, last_at, points FROM app_series_save "+
+			"ON CONFLICT (tenant, app) DO UPDATE SET interval_ms = EXCLUDED.interval_ms, last_at = EXCLUDED.last_at, points = EXCLUDED.points"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM app_series s WHERE NOT EXISTS "+
+			"(SELECT 1 FROM app_series_save k WHERE k.tenant = s.tenant AND k.app = s.app)")
+		return err
+	})
+	if refused != nil {
+		return refused
 	}
-	b.Queue("DELETE FROM app_series s WHERE NOT EXISTS "+
-		"(SELECT 1 FROM unnest($1::text[], $2::text[]) AS k(tenant, app) WHERE k.tenant = s.tenant AND k.app = s.app)",
-		tenants, apps)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("saving the series of %d apps: %w", len(all), err)
+	if err != nil {
+		return fmt.Errorf("saving the series of %d apps: %w", n, err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func newStore(t *testing.T) *store.Store {
 }
 
 // newStoreURL is newStore that also returns the database's URL.
-func newStoreURL(t *testing.T) (*store.Store, string) {
+func newStoreURL(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
 	s, err := store.Open(t.Context(), dbURL)

@@ -91,6 +91,30 @@ func (r Release) Runnable() error {
 	return &PrunedError{Number: r.Number, Retention: r.PrunedRetention}
 }
 
+// ParseReleaseKinds reads a comma-separated list of release kinds, such as
+// "deploy,rollback", as a filter for ListReleases: blanks around a kind are
+// ignored, a kind named twice counts once, and "" is no filter (nil). The
+// error wraps ErrInvalid and names the kinds when one is not one of
+// ReleaseKinds or is empty ("deploy,,config").
+func ParseReleaseKinds(list string) ([]ReleaseKind, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var kinds []ReleaseKind
+	for name := range strings.SplitSeq(list, ",") {
+		k := ReleaseKind(strings.TrimSpace(name))
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w release kinds %q: an empty kind; give kinds separated by commas, from %s", ErrInvalid, list, kindList())
+		case !k.Known():
+			return nil, fmt.Errorf("%w release kind %q: want one of %s", ErrInvalid, k, kindList())
+		case !slices.Contains(kinds, k):
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds, nil
+}
+
 // kindList is ReleaseKinds for an error message: "deploy, rollback, config".
 func kindList() string {
 	names := make([]string, 0, len(ReleaseKinds()))
@@ -343,15 +367,30 @@ func (s *Store) CurrentRelease(ctx context.Context, tenantID, app string, curren
 }
 
 // ListReleases returns the tenant's releases of app, newest first, at most
-// limit of them (50 when limit is zero, at most 1000).
-func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit int) ([]Release, error) {
+// limit of them (50 when limit is zero, at most 1000). With kinds it returns
+// only releases of those kinds, the limit counting only them. The error
+// wraps ErrInvalid when one of kinds is not one of ReleaseKinds.
+func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit int, kinds ...ReleaseKind) ([]Release, error) {
+	for _, k := range kinds {
+		if !k.Known() {
+			return nil, fmt.Errorf("%w release kind %q: want one of %s", ErrInvalid, k, kindList())
+		}
+	}
 	if !isUUID(tenantID) {
 		return nil, nil
 	}
+	where, args := "tenant_id = $1 AND app = $2", []any{tenantID, app}
+	if len(kinds) > 0 {
+		names := make([]string, len(kinds))
+		for i, k := range kinds {
+			names[i] = string(k)
+		}
+		where, args = where+" AND kind = ANY($3)", append(args, names)
+	}
 	rows, err := s.pool.Query(ctx,
-		"SELECT "+releaseColumns+" FROM releases WHERE tenant_id = $1 AND app = $2 ORDER BY number DESC LIMIT "+
+		"SELECT "+releaseColumns+" FROM releases WHERE "+where+" ORDER BY number DESC LIMIT "+
 			strconv.Itoa(clampLimit(limit, defaultReleaseLimit)),
-		tenantID, app)
+		args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing releases of %s: %w", app, err)
 	}

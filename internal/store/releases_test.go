@@ -213,6 +213,93 @@ func TestReleaseKinds(t *testing.T) {
 	}
 }
 
+// TestListReleasesByKind: a kind filter keeps the releases of those kinds
+// only, newest first, the limit counting only them; no filter lists them
+// all; an unknown kind is refused; another tenant sees none.
+func TestListReleasesByKind(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindConfig},
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindRollback, RollbackTo: 1},
+		{Kind: store.ReleaseKindConfig},
+		{Kind: store.ReleaseKindDeploy},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.Description, nr.CreatedBy = acme.ID, "web", "r/acme/web@sha256:01", "d", "dev"
+		if _, err := s.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	numbers := func(rs []store.Release) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%d %s", r.Number, r.Kind))
+		}
+		return strings.Join(out, ", ")
+	}
+	for _, tc := range []struct {
+		limit int
+		kinds []store.ReleaseKind
+		want  string
+	}{
+		{0, nil, "6 deploy, 5 config, 4 rollback, 3 deploy, 2 config, 1 deploy"},
+		{0, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy, 1 deploy"},
+		{0, []store.ReleaseKind{store.ReleaseKindRollback, store.ReleaseKindConfig}, "5 config, 4 rollback, 2 config"},
+		{2, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy"},
+		{1, []store.ReleaseKind{store.ReleaseKindConfig}, "5 config"},
+		{2, nil, "6 deploy, 5 config"},
+	} {
+		list, err := s.ListReleases(ctx, acme.ID, "web", tc.limit, tc.kinds...)
+		if err != nil || numbers(list) != tc.want {
+			t.Errorf("ListReleases(limit %d, kinds %v) = %s, %v, want %s", tc.limit, tc.kinds, numbers(list), err, tc.want)
+		}
+	}
+	if list, err := s.ListReleases(ctx, other.ID, "web", 0, store.ReleaseKindDeploy); err != nil || len(list) != 0 {
+		t.Errorf("another tenant's ListReleases(deploy) = %s, %v, want none", numbers(list), err)
+	}
+	for _, k := range []store.ReleaseKind{"restart", "Deploy", ""} {
+		list, err := s.ListReleases(ctx, acme.ID, "web", 0, store.ReleaseKindDeploy, k)
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "want one of deploy, rollback, config") || list != nil {
+			t.Errorf("ListReleases(deploy, %q) = %s, %v, want ErrInvalid naming the kinds", k, numbers(list), err)
+		}
+	}
+}
+
+// TestParseReleaseKinds: a comma-separated list of kinds reads as a
+// filter, blanks and repeats ignored; an unknown or empty kind is refused
+// with the kinds named.
+func TestParseReleaseKinds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, want, errPart string
+	}{
+		{"", "", ""},
+		{" ", "", ""},
+		{"deploy", "deploy", ""},
+		{"deploy,rollback", "deploy rollback", ""},
+		{" config , deploy,config", "config deploy", ""},
+		{"deploys", "", `release kind "deploys": want one of deploy, rollback, config`},
+		{"deploy,Rollback", "", `release kind "Rollback": want one of deploy, rollback, config`},
+		{"deploy,,config", "", `an empty kind; give kinds separated by commas, from deploy, rollback, config`},
+		{"deploy,", "", "an empty kind"},
+	} {
+		kinds, err := store.ParseReleaseKinds(tc.in)
+		got := fmt.Sprint(kinds)
+		got = strings.Trim(got, "[]")
+		switch {
+		case tc.errPart == "" && (err != nil || got != tc.want):
+			t.Errorf("ParseReleaseKinds(%q) = %s, %v, want %s", tc.in, got, err, tc.want)
+		case tc.errPart != "" && (!errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.errPart) || kinds != nil):
+			t.Errorf("ParseReleaseKinds(%q) = %s, %v, want ErrInvalid saying %q", tc.in, got, err, tc.errPart)
+		}
+	}
+}
+
 func TestReleaseNumbersUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

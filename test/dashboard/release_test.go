@@ -72,6 +72,32 @@ func TestReleasePage(t *testing.T) {
 		t.Errorf("the release list's kinds: %q", got)
 	}
 
+	// The filter above the list shows one kind, and all again.
+	const on = `[...document.querySelectorAll('#release-filter a[aria-current]')].map(a => a.dataset.releaseFilter).join(', ')`
+	for _, tc := range []struct{ filter, url, want string }{
+		{"deploy", "/apps/shop?kind=deploy#releases", "v3 deploy, v1 deploy"},
+		{"config", "/apps/shop?kind=config#releases", "v2 config"},
+		{"rollback", "/apps/shop?kind=rollback#releases", ""},
+		{"all", "/apps/shop#releases", "v3 deploy, v2 config, v1 deploy"},
+	} {
+		if st := b.clickAndLoad("showing "+tc.filter, `#release-filter a[data-release-filter="`+tc.filter+`"]`); st != http.StatusOK || b.location() != base+tc.url {
+			t.Fatalf("showing %s: status %d at %s", tc.filter, st, b.location())
+		}
+		if got := eval[string](b, kinds); got != tc.want {
+			t.Errorf("the release list showing %s: %q, want %q", tc.filter, got, tc.want)
+		}
+		if got := eval[string](b, on); got != tc.filter {
+			t.Errorf("showing %s, the filter marks %q", tc.filter, got)
+		}
+		if got := b.text("#release-none"); tc.want == "" && got != "No "+tc.filter+" release." {
+			t.Errorf("showing %s, of which there is none: the list says %q", tc.filter, got)
+		}
+	}
+	if st := b.open(base + "/apps/shop?kind=restart"); st != http.StatusUnprocessableEntity || !strings.Contains(b.text("main"), "want one of deploy, rollback, config") {
+		t.Errorf("an unknown kind: status %d: %q", st, b.text("main"))
+	}
+	b.open(base + "/apps/shop")
+
 	// v2, from the app page's list: a config change, superseded.
 	if st := b.clickAndLoad("opening v2", `a[data-release-link="2"]`); st != http.StatusOK || b.location() != base+"/apps/shop/releases/2" {
 		t.Fatalf("opening v2 from the list: status %d at %s", st, b.location())

@@ -25,9 +25,13 @@ func (s *Server) listReleases(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	kinds, err := releaseKindsOf(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	p := principalOf(c)
-	releases, err := s.store.ListReleases(ctx, p.tenant.ID, app.Name, limit)
+	releases, err := s.store.ListReleases(ctx, p.tenant.ID, app.Name, limit, kinds...)
 	if err != nil {
 		return err
 	}
@@ -42,6 +46,26 @@ func (s *Server) listReleases(c echo.Context) error {
 		views = append(views, releaseView(r, current, b))
 	}
 	return c.JSON(http.StatusOK, views)
+}
+
+// releaseKindsOf reads the kind query parameter of a release list: kinds
+// separated by commas, such as kind=deploy,rollback; none lists every kind.
+// The parameter given twice is refused rather than half read.
+func releaseKindsOf(c echo.Context) ([]store.ReleaseKind, error) {
+	qs := c.QueryParams()["kind"]
+	switch len(qs) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, invalid("kind", "kind given %d times: give the kinds once, separated by commas, such as kind=%s",
+			len(qs), strings.Join(qs, ","))
+	}
+	kinds, err := store.ParseReleaseKinds(qs[0])
+	if err != nil {
+		return nil, invalid("kind", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+	}
+	return kinds, nil
 }
 
 // releaseView is what the API shows of release r of an app whose current

@@ -109,3 +109,74 @@ func TestReleaseKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestListReleasesByKind: kind=… lists the releases of the kinds given,
+// separated by commas, newest first, the limit counting only them, through
+// the API and its client; an unknown kind, an empty one or kind given twice
+// is a 422 on kind that names the kinds.
+func TestListReleasesByKind(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "relfilter")
+	createApp(t, e, token, "web")
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindConfig},
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindRollback, RollbackTo: 1},
+		{Kind: store.ReleaseKindDeploy},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.Description, nr.CreatedBy = tenant.ID, "web", "r/relfilter/web@sha256:1", "d", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	numbers := func(rs []apiclient.Release) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("v%d %s", r.Number, r.Kind))
+		}
+		return strings.Join(out, ", ")
+	}
+	for query, want := range map[string]string{
+		"":                                "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
+		"?kind=":                          "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
+		"?kind=deploy":                    "v5 deploy, v3 deploy, v1 deploy",
+		"?kind=rollback,config":           "v4 rollback, v2 config",
+		"?kind=deploy&limit=2":            "v5 deploy, v3 deploy",
+		"?kind=config,deploy,rollback":    "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
+		"?kind=deploy%2C%20rollback":      "v5 deploy, v4 rollback, v3 deploy, v1 deploy",
+		"?limit=1&kind=rollback,rollback": "v4 rollback",
+	} {
+		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
+		wantStatus(t, "listing releases "+query, a, http.StatusOK)
+		var rs []apiclient.Release
+		a.decode(t, &rs)
+		if numbers(rs) != want {
+			t.Errorf("releases%s = %s, want %s", query, numbers(rs), want)
+		}
+	}
+	for query, want := range map[string]string{
+		"?kind=restart":            `release kind "restart": want one of deploy, rollback, config`,
+		"?kind=deploy,Config":      `release kind "Config": want one of deploy, rollback, config`,
+		"?kind=deploy,,config":     "an empty kind; give kinds separated by commas, from deploy, rollback, config",
+		"?kind=deploy&kind=config": "kind given 2 times: give the kinds once, separated by commas, such as kind=deploy,config",
+	} {
+		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
+		if a.status != http.StatusUnprocessableEntity || a.err().Field != "kind" || !strings.Contains(a.err().Message, want) {
+			t.Errorf("releases%s: %d %s, want 422 on kind saying %q", query, a.status, a.body, want)
+		}
+	}
+
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.ListReleases(ctx, "web", apiclient.ReleaseKindRollback, apiclient.ReleaseKindDeploy)
+	if want := "v5 deploy, v4 rollback, v3 deploy, v1 deploy"; err != nil || numbers(rs) != want {
+		t.Errorf("client ListReleases(rollback, deploy) = %s, %v, want %s", numbers(rs), err, want)
+	}
+	if rs, err := c.ListReleases(ctx, "web", "restart"); err == nil || !strings.Contains(err.Error(), "want one of deploy, rollback, config") {
+		t.Errorf("client ListReleases(restart) = %s, %v, want the 422 naming the kinds", numbers(rs), err)
+	}
+}

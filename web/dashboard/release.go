@@ -87,3 +87,21 @@ func releaseEnv(r apiclient.ReleaseInfo) []envRow {
 	}
 	return rows
 }
+
+// releaseFilter is one link above an app's release list: every release
+// (Kind "") or those of one kind.
+type releaseFilter struct {
+	Kind, Label string
+	// On is the filter the list shows.
+	On bool
+}
+
+// releaseFilters are the release list's links, the one for kind on.
+func releaseFilters(kind string) []releaseFilter {
+	fs := []releaseFilter{{Label: "all"}, {Kind: apiclient.ReleaseKindDeploy, Label: "deploys"},
+		{Kind: apiclient.ReleaseKindRollback, Label: "rollbacks"}, {Kind: apiclient.ReleaseKindConfig, Label: "config changes"}}
+	for i := range fs {
+		fs[i].On = fs[i].Kind == kind
+	}
+	return fs
+}

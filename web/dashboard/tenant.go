@@ -61,7 +61,14 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	releases, err := cl.ListReleases(ctx, name)
+	// ?kind= narrows the release list; the API refuses a kind it does
+	// not know, which the error page says.
+	kind := c.QueryParam("kind")
+	var kinds []string
+	if kind != "" {
+		kinds = []string{kind}
+	}
+	releases, err := cl.ListReleases(ctx, name, kinds...)
 	if err != nil {
 		return err
 	}
@@ -82,6 +89,7 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	}
 	data := map[string]any{
 		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
+		"ReleaseKind": kind, "ReleaseFilters": releaseFilters(kind),
 		"BuildChart": buildChart(builds, d.now()),
 		"Notice":     c.QueryParam("notice"),
 	}

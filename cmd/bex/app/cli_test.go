@@ -207,6 +207,26 @@ func TestCLI(t *testing.T) {
 				t.Errorf("releases -o json = %s, want %s:\n%s", strings.Join(got, ", "), want, out)
 			}
 		}},
+		{name: "releases of a kind", args: []string{"releases", "web", "--kind", "deploy"},
+			match: `^RELEASE  KIND    DESCRIPTION     BY   CREATED\nv2       deploy  Deploy def5678  git  \d{4}.*\nv1       deploy  Deploy abc1234  git  \d{4}.*\n$`},
+		{name: "releases of kinds json", args: []string{"releases", "web", "--kind", "rollback", "--kind", "deploy", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var rs []map[string]any
+			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 4 {
+				t.Fatalf("releases = %s, %v", out, err)
+			}
+			if r := rs[3]; r["number"] != 1.0 || r["kind"] != "deploy" || r["description"] != "Deploy abc1234" || r["image"] == nil || r["createdBy"] != "git" {
+				t.Errorf("releases --kind -o json, v1 = %v, want the release's fields as without --kind", r)
+			}
+		}},
+		{name: "releases of kinds comma-separated json", args: []string{"releases", "web", "--kind", "rollback,deploy", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var rs []apiclient.Release
+			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 4 || rs[0].Number != 4 || rs[3].Number != 1 {
+				t.Errorf("releases --kind rollback,deploy -o json = %s, %v", out, err)
+			}
+		}},
+		{name: "releases of a kind there is none of", args: []string{"releases", "web", "--kind", "config"}, want: "No config releases of web\n"},
+		{name: "releases of an unknown kind", args: []string{"releases", "web", "--kind", "restart"},
+			wantErr: `release kind "restart": want one of deploy, rollback, config (field kind)`},
 
 		{name: "logs", args: []string{"logs", "web", "--tail", "2"}, want: "" +
 			"2026-01-02T03:04:06.000Z web.1: GET / 200\n" +

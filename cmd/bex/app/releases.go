@@ -3,11 +3,13 @@ package app
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 func newReleasesCommand(st *state) *cobra.Command {
+	var kinds []string
 	cmd := &cobra.Command{
 		Use:   "releases APP",
 		Short: "List an app's releases, newest first, with their kind (deploy, rollback, config); * marks the one serving, (pruned) those that cannot be rolled back to",
@@ -17,12 +19,16 @@ func newReleasesCommand(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			releases, err := c.ListReleases(cmd.Context(), args[0])
+			releases, err := c.ListReleases(cmd.Context(), args[0], kinds...)
 			if err != nil {
 				return explain(err)
 			}
 			return st.render(releases, func(w io.Writer) error {
 				if len(releases) == 0 {
+					if len(kinds) > 0 {
+						_, err := fmt.Fprintf(w, "No %s releases of %s\n", strings.Join(kinds, " or "), args[0])
+						return err
+					}
 					_, err := fmt.Fprintf(w, "No releases of %s yet: push to its git remote\n", args[0])
 					return err
 				}
@@ -42,6 +48,7 @@ func newReleasesCommand(st *state) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringSliceVar(&kinds, "kind", nil, "list only releases of these kinds: deploy, rollback, config; comma-separated or repeated (--kind deploy,rollback)")
 	cmd.AddCommand(newReleasesInfoCommand(st))
 	return cmd
 }

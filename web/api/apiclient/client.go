@@ -259,10 +259,16 @@ func (c *Client) BuildLog(ctx context.Context, app string, number int, follow bo
 	return nil
 }
 
-// ListReleases lists the releases of app, newest first.
-func (c *Client) ListReleases(ctx context.Context, app string) ([]Release, error) {
+// ListReleases lists the releases of app, newest first; with kinds (the
+// ReleaseKind constants) only those of these kinds. The server refuses an
+// unknown kind (422 on kind).
+func (c *Client) ListReleases(ctx context.Context, app string, kinds ...string) ([]Release, error) {
+	var q url.Values
+	if len(kinds) > 0 {
+		q = url.Values{"kind": {strings.Join(kinds, ",")}}
+	}
 	var rs []Release
-	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/releases", nil, nil, &rs)
+	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/releases", q, nil, &rs)
 }
 
 // Rollback rolls app back to release to; 0 means the one before the

@@ -22,6 +22,7 @@ import (
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/httpserve"
@@ -47,6 +48,10 @@ type Options struct {
 	DNS01 rfc2136.Options
 
 	AccessLog bool
+	// AppMetricsTokenFile, when set, holds the bearer token that opens
+	// the apps' request totals (appmetrics.TotalsPath on MetricsListen),
+	// which bex-web reads for its per-app series.
+	AppMetricsTokenFile string
 
 	CertificateBudget int
 }
@@ -77,6 +82,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.DNS01.AddFlags(fs)
 	fs.StringVar(&o.LocalCADir, "local-ca-dir", o.LocalCADir, "Sign certificates with the local CA in this directory instead of ACME (created if missing)")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log every request")
+	fs.StringVar(&o.AppMetricsTokenFile, "app-metrics-token-file", o.AppMetricsTokenFile, "File with the bearer token that opens "+appmetrics.TotalsPath+" on --metrics-listen: every app's request counts and latency buckets, which bex-web reads for the per-app series (the same token as bex-web's --edge-metrics-token-file); empty: not served")
 	fs.IntVar(&o.CertificateBudget, "certificate-budget", o.CertificateBudget, "New hostnames per tenant per hour that the tenant's Routes get certificates for on demand (a wildcard Route takes one per name); 0: no limit")
 }
 
@@ -122,6 +128,9 @@ func (o *Options) Validate() error {
 	if o.CertificateBudget < 0 {
 		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
 	}
+	if o.AppMetricsTokenFile != "" && o.MetricsListen == "" {
+		errs = append(errs, errors.New("--app-metrics-token-file serves the apps' request totals on --metrics-listen, which is empty: give both or neither"))
+	}
 	if o.PublicHTTPPort == 0 || o.PublicHTTPSPort == 0 {
 		errs = append(errs, errors.New("listening on port 0 needs --public-http-port and --public-https-port"))
 	}
@@ -130,6 +139,21 @@ func (o *Options) Validate() error {
 
 // Run serves until ctx is done.
 func (o *Options) Run(ctx context.Context, log logr.Logger) error {
+	var totals http.Handler
+	var observe func(edge.Observation)
+	if o.AppMetricsTokenFile != "" {
+		token, err := appmetrics.ReadToken(o.AppMetricsTokenFile)
+		if err != nil {
+			return fmt.Errorf("--app-metrics-token-file: %w", err)
+		}
+		t := appmetrics.NewTotals(0, 0)
+		totals = command.BearerOnly(token, t)
+		observe = func(ob edge.Observation) {
+			if ob.Matched && ob.Route.App != "" {
+				t.Observe(ob.Route.Tenant, ob.Route.App, ob.Status, ob.Duration)
+			}
+		}
+	}
 	st, err := store.Open(ctx, o.DatabaseURL)
 	if err != nil {
 		return err
@@ -199,6 +223,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	sopts := edge.ServerOptions{
 		Table: table, Storage: storage, HTTPPort: o.PublicHTTPPort, HTTPSPort: o.PublicHTTPSPort,
 		Metrics: reg, AccessLog: o.AccessLog, Log: log, CertificateBudget: o.CertificateBudget,
+		Observe: observe,
 	}
 	sopts.ListenHost, _, _ = net.SplitHostPort(o.HTTPListen)
 	if o.LocalCADir != "" {
@@ -249,6 +274,9 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if totals != nil {
+			mux.Handle(appmetrics.TotalsPath, totals)
+		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		ms := httpserve.OpsTimeouts().Server(mux)
 		go func() { _ = ms.Serve(ml) }()

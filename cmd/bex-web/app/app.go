@@ -19,6 +19,7 @@ import (
 
 	"bex.co/bex/cmd/internal/command"
 	"bex.co/bex/cmd/internal/workload"
+	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/web/api"
@@ -52,6 +53,15 @@ type Options struct {
 	// one-off runs; RunLostAfter how long a replica may go unseen before
 	// its runs are marked lost.
 	RunHeartbeat, RunLostAfter time.Duration
+	// EdgeMetrics is the host:port of the edges' metrics listeners (a
+	// headless Service's name resolves to every bex-edge Pod), whose
+	// appmetrics.TotalsPath the apps' series read their requests from,
+	// with the bearer token in EdgeMetricsTokenFile. Empty: the series
+	// have no requests.
+	EdgeMetrics          []string
+	EdgeMetricsTokenFile string
+	// AppMetricsInterval is the resolution of the apps' series.
+	AppMetricsInterval time.Duration
 
 	// Dashboard, when set, serves every path outside /api/v1/ on Listen
 	// instead of the dashboard Run builds from CookieKeyFile.
@@ -68,6 +78,7 @@ func NewOptions() *Options {
 		MaxLogStreamsPerTenant: api.DefaultMaxLogStreamsPerTenant,
 		RunHeartbeat:           api.DefaultRunHeartbeat,
 		RunLostAfter:           api.DefaultRunLostAfter,
+		AppMetricsInterval:     appmetrics.DefaultInterval,
 		Quotas:                 quotas,
 	}
 }
@@ -84,6 +95,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxLogStreamsPerTenant, "max-log-streams-per-tenant", o.MaxLogStreamsPerTenant, "How many logs (of builds and apps) one tenant may follow at once through this replica; the next is answered 429")
 	fs.DurationVar(&o.RunHeartbeat, "run-heartbeat", o.RunHeartbeat, "How often this replica records that it is alive for the one-off runs it runs, and marks lost the runs of replicas gone")
 	fs.DurationVar(&o.RunLostAfter, "run-lost-after", o.RunLostAfter, "How long a replica may go unseen before the one-off runs it ran are marked lost (at least three --run-heartbeat)")
+	fs.StringArrayVar(&o.EdgeMetrics, "edge-metrics", o.EdgeMetrics, "host:port of edges' metrics listeners (a headless Service's name: each of its addresses is one bex-edge), read every --app-metrics-interval for the apps' requests and latency; repeatable; none: the apps' series have no requests")
+	fs.StringVar(&o.EdgeMetricsTokenFile, "edge-metrics-token-file", o.EdgeMetricsTokenFile, "File with the bearer token of the edges' "+appmetrics.TotalsPath+" (bex-edge's --app-metrics-token-file); required with --edge-metrics")
+	fs.DurationVar(&o.AppMetricsInterval, "app-metrics-interval", o.AppMetricsInterval, "Resolution of the apps' series (CPU, memory, restarts, requests, latency; an hour of them is kept); saved series of another interval are not loaded")
 	o.Runtime.AddFlags(fs)
 	o.Quotas.AddFlags(fs)
 }
@@ -107,6 +121,19 @@ func (o *Options) Validate() error {
 	}
 	if o.RunHeartbeat <= 0 || o.RunLostAfter < 3*o.RunHeartbeat {
 		errs = append(errs, fmt.Errorf("--run-heartbeat %s, --run-lost-after %s: want a heartbeat above 0 and at least three of them before a replica is lost", o.RunHeartbeat, o.RunLostAfter))
+	}
+	for _, e := range o.EdgeMetrics {
+		if host, port, err := net.SplitHostPort(e); err != nil || host == "" || port == "" {
+			errs = append(errs, fmt.Errorf("--edge-metrics %q: want host:port, like bex-edge-metrics-pods.bex.svc:9090", e))
+		}
+	}
+	if len(o.EdgeMetrics) > 0 {
+		if o.EdgeMetricsTokenFile == "" {
+			errs = append(errs, errors.New("--edge-metrics needs --edge-metrics-token-file: the edges serve the apps' requests to no one without their token"))
+		}
+	}
+	if o.AppMetricsInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--app-metrics-interval %s: want 1s or more", o.AppMetricsInterval))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Quotas.Validate())
@@ -149,6 +176,14 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	seriesCtx, stopSeries := context.WithCancel(ctx)
+	series, seriesDone, err := o.startSeries(seriesCtx, c.Store, c.Kube, rt.Driver, log.WithName("appmetrics"))
+	if err != nil {
+		stopSeries()
+		return err
+	}
+	// The series' last save, before the store closes.
+	defer func() { stopSeries(); seriesDone() }()
 	apiSrv, err := api.New(api.Options{
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Releaser, Logs: api.RuntimeLogs{Driver: rt.Driver}, Instances: api.RuntimeInstances{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
@@ -156,6 +191,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
 		ReservedHostnames: o.ReservedHostnames,
 		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter,
+		AppMetrics: series,
 	})
 	if err != nil {
 		return err

@@ -255,3 +255,10 @@ imagePullSecrets:
 - --reserved-hostname={{ . }}
 {{- end }}
 {{- end -}}
+
+{{/* bex.appMetricsTokenSecret is the Secret whose "token" opens the edges'
+   per-app request counts (bex-edge --app-metrics-token-file, bex-web
+   --edge-metrics-token-file). */}}
+{{- define "bex.appMetricsTokenSecret" -}}
+{{- .Values.edge.appMetricsTokenSecret | default (include "bex.name" (dict "root" . "component" "app-metrics-token")) -}}
+{{- end -}}

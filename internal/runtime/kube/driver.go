@@ -54,6 +54,9 @@ type Options struct {
 	// preparation of a namespace and does nothing [5m]; Deploy prepares
 	// every time.
 	PrepareInterval time.Duration
+	// SummaryMaxAge is how long Usage reuses a node's stats summary it
+	// read [5s]: a sampler's round over many apps reads each node once.
+	SummaryMaxAge time.Duration
 	// ServicePort is the port of the web Service [80].
 	ServicePort int
 	// Network is what the NetworkPolicy of each tenant namespace allows
@@ -151,6 +154,9 @@ func (o *Options) complete() {
 	if o.PrepareInterval <= 0 {
 		o.PrepareInterval = 5 * time.Minute
 	}
+	if o.SummaryMaxAge <= 0 {
+		o.SummaryMaxAge = 5 * time.Second
+	}
 	if o.MaxRunDuration <= 0 {
 		o.MaxRunDuration = 24 * time.Hour
 	}
@@ -180,6 +186,8 @@ type Driver struct {
 
 	watchMu sync.Mutex
 	watches []*deploymentWatch // watch.go
+
+	summaries summaryCache // usage.go
 }
 
 // RunsImage implements runtime.ImageRunner: the cluster pulls every

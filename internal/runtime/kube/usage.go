@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +42,9 @@ var _ runtime.UsageReader = (*Driver)(nil)
 // workingSetBytes. A Pod not bound or not running, or that the node's
 // summary leaves out (its container does not run), is left out. An app
 // without Pods is ErrNotFound; a node that does not answer fails the call,
-// naming it. Each call reads each node once; nothing is cached.
+// naming it. A node's summary read less than Options.SummaryMaxAge ago is
+// used again (a failed read is not kept): a sampler that asks for every
+// app in turn reads each node about once per round.
 func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage, error) {
 	ns := d.opts.Namespace(tenant)
 	var pods corev1.PodList
@@ -70,7 +74,7 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 	sort.Strings(nodes)
 	out := []runtime.Usage{}
 	for _, node := range nodes {
-		summary, err := d.nodeSummary(ctx, node)
+		summary, err := d.summaries.get(ctx, node, d.opts.SummaryMaxAge, d.nodeSummary)
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +108,57 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 		return out[i].ID < out[j].ID
 	})
 	return out, nil
+}
+
+// summaryCache keeps each node's last stats summary. The zero value is
+// ready; it is safe for concurrent use, and callers asking for one node at
+// once wait for one read.
+type summaryCache struct {
+	mu    sync.Mutex
+	nodes map[string]*cachedSummary
+}
+
+type cachedSummary struct {
+	mu sync.Mutex
+	at time.Time
+	s  *statsv1alpha1.Summary
+}
+
+// get returns node's summary read by read less than maxAge ago, or reads
+// it. Entries older than a minute past maxAge (nodes gone) are dropped.
+func (c *summaryCache) get(ctx context.Context, node string, maxAge time.Duration,
+	read func(context.Context, string) (*statsv1alpha1.Summary, error)) (*statsv1alpha1.Summary, error) {
+	now := time.Now()
+	c.mu.Lock()
+	if c.nodes == nil {
+		c.nodes = map[string]*cachedSummary{}
+	}
+	e := c.nodes[node]
+	if e == nil {
+		e = &cachedSummary{}
+		c.nodes[node] = e
+	}
+	for n, o := range c.nodes {
+		if o != e && o.mu.TryLock() {
+			if !o.at.IsZero() && now.Sub(o.at) > maxAge+time.Minute {
+				delete(c.nodes, n)
+			}
+			o.mu.Unlock()
+		}
+	}
+	c.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.s != nil && time.Since(e.at) < maxAge {
+		return e.s, nil
+	}
+	s, err := read(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	e.s, e.at = s, time.Now()
+	return s, nil
 }
 
 // nodeSummary reads the stats summary of node through the apiserver's

@@ -66,7 +66,8 @@ func TestCommandLine(t *testing.T) {
 // API's health answers 200 on --listen, the probes on --ops-listen, and a
 // tenant's token creates an App through it (the object lands in the
 // tenant's namespace, its remote is under --git-base); paths outside
-// /api/v1/ are the dashboard's, which signs a tenant in through the API.
+// /api/v1/ are the dashboard's, which signs a tenant in through the API;
+// the App's series are served (the sampler runs).
 func TestServes(t *testing.T) {
 	bin := cmdtest.Build(t, "bex-web")
 	cp := cptest.Start(t)
@@ -150,5 +151,15 @@ func TestServes(t *testing.T) {
 	var obj platformv1alpha1.App
 	if err := kube.Get(ctx, types.NamespacedName{Namespace: "acme", Name: "hello"}, &obj); err != nil {
 		t.Errorf("the App the API created: %v", err)
+	}
+	// The app's series: bex-web samples the Apps (every 10 s), so the
+	// route answers 200, not 501, once the app exists.
+	code, series, err := cmdtest.Get(ctx, "http://"+listen+"/api/v1/apps/hello/metrics?since=1m", token)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /api/v1/apps/hello/metrics: %d %v %s", code, err, series)
+	}
+	var m apiclient.AppMetrics
+	if err := json.Unmarshal([]byte(series), &m); err != nil || m.App != "hello" || m.IntervalSeconds != 10 {
+		t.Errorf("the app's series: %v %+v", err, m)
 	}
 }

@@ -21,4 +21,11 @@
 // tracked are deleted), and Load, called before Run, reads back the listed
 // apps' saved points of the last Retention. Without it a restart of the
 // process starts the series again.
+//
+// Where the edge runs in a process of its own (bex-edge in the cluster
+// install), it counts each app's requests in Totals, cumulative since it
+// started, served at TotalsPath behind a bearer token; each process that
+// samples (every bex-web replica) reads every edge's Totals with an
+// EdgeReader and adds the difference since its last read to its Sampler,
+// so any number of readers share the edges.
 package appmetrics

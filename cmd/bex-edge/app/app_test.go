@@ -19,4 +19,8 @@ func TestCommandLine(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "--certificate-budget -1 is negative") {
 		t.Errorf("negative --certificate-budget: exit %d, output:\n%s", code, out)
 	}
+	out, code = cmdtest.Run(t, bin, []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--app-metrics-token-file", "/nonexistent", "--metrics-listen", "")
+	if code != 2 || !strings.Contains(out, "--app-metrics-token-file serves the apps' request totals on --metrics-listen, which is empty") {
+		t.Errorf("--app-metrics-token-file without --metrics-listen: exit %d, output:\n%s", code, out)
+	}
 }

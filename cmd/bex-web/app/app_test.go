@@ -51,6 +51,11 @@ func TestCommandLine(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "--run-heartbeat 5s, --run-lost-after 10s: want a heartbeat above 0 and at least three of them") {
 		t.Errorf("--run-lost-after of two heartbeats: exit %d, output:\n%s", code, out)
 	}
+	out, code = cmdtest.Run(t, bin, []string{"BEX_DATABASE_URL=postgres://x@127.0.0.1:1/x"},
+		"--git-base", "https://git.example.test", "--app-domain", "apps.example.test", "--registry", "127.0.0.1:5000", "--edge-metrics", "bex-edge-metrics-pods")
+	if code != 2 || !strings.Contains(out, `--edge-metrics "bex-edge-metrics-pods": want host:port`) || !strings.Contains(out, "--edge-metrics needs --edge-metrics-token-file") {
+		t.Errorf("--edge-metrics without a port or a token: exit %d, output:\n%s", code, out)
+	}
 	short := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
 		t.Fatal(err)

@@ -6,4 +6,10 @@
 // The API owns /api/v1/. Everything else on the listener goes to
 // Options.Dashboard, the place web/dashboard mounts at "/" once it exists;
 // until then those paths answer 404.
+//
+// Every replica samples the apps' series (internal/appmetrics) over the
+// workload cluster's kube driver and the edges' request totals
+// (--edge-metrics), for GET /api/v1/apps/{app}/metrics; the replica that
+// holds the series lock (a Postgres advisory lock) saves them
+// (series.go).
 package app

@@ -106,7 +106,7 @@ func TestAppSeriesFromTwoEdges(t *testing.T) {
 		"--listen", listen, "--ops-listen", fmt.Sprintf("127.0.0.1:%d", ports[7]), "--work-dir", t.TempDir(),
 		"--git-base", "https://git.example.test", "--app-domain", "apps.test", "--registry", "127.0.0.1:5000",
 		"--edge-metrics", fmt.Sprintf("127.0.0.1:%d", edgeA.metricsPort), "--edge-metrics", fmt.Sprintf("127.0.0.1:%d", edgeB.metricsPort),
-		"--edge-metrics-token-file", tokenFile, "--app-metrics-interval", "1s", "--database-url", dbURL)
+		"--edge-metrics-token-file", tokenFile, "--app-metrics-interval", "5s", "--database-url", dbURL)
 
 	host := edge.Hostname("acme", "shop", "apps.test")
 	metrics := func(ctx context.Context, tenant string) (apiclient.AppMetrics, error) {

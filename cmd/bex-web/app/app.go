@@ -132,8 +132,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--edge-metrics needs --edge-metrics-token-file: the edges serve the apps' requests to no one without their token"))
 		}
 	}
-	if o.AppMetricsInterval < time.Second {
-		errs = append(errs, fmt.Errorf("--app-metrics-interval %s: want 1s or more", o.AppMetricsInterval))
+	if o.AppMetricsInterval < 5*time.Second {
+		errs = append(errs, fmt.Errorf("--app-metrics-interval %s: want 5s or more (the kube driver keeps a node's stats summary 2s)", o.AppMetricsInterval))
 	}
 	errs = append(errs, o.Runtime.Validate()...)
 	errs = append(errs, o.Quotas.Validate())

@@ -55,7 +55,9 @@ type Options struct {
 	// every time.
 	PrepareInterval time.Duration
 	// SummaryMaxAge is how long Usage reuses a node's stats summary it
-	// read [5s]: a sampler's round over many apps reads each node once.
+	// read [2s]: a sampler's round over many apps reads each node about
+	// once. A caller that asks for one app again sooner gets the same
+	// CPU counters: a sampler's interval must be well above it.
 	SummaryMaxAge time.Duration
 	// ServicePort is the port of the web Service [80].
 	ServicePort int
@@ -155,7 +157,7 @@ func (o *Options) complete() {
 		o.PrepareInterval = 5 * time.Minute
 	}
 	if o.SummaryMaxAge <= 0 {
-		o.SummaryMaxAge = 5 * time.Second
+		o.SummaryMaxAge = 2 * time.Second
 	}
 	if o.MaxRunDuration <= 0 {
 		o.MaxRunDuration = 24 * time.Hour

@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/pki"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
@@ -202,7 +203,8 @@ func TestStatsSummary(t *testing.T) {
 // kube driver (each node's summary through the apiserver): each tenant's
 // Usage has its own Pods only, as the instances Status names them, the
 // burning one with CPU time and both with memory; an app of a tenant that
-// has none is ErrNotFound.
+// has none is ErrNotFound. A sampler over the driver gives each app its
+// own CPU, memory and instance.
 func TestKubeUsage(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	// The apiserver proxies to no loopback address: the driver reads the
@@ -293,4 +295,38 @@ func TestKubeUsage(t *testing.T) {
 	if _, err := d.Usage(ctx, "gamma", app); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("the usage of an app gamma does not have: %v, want ErrNotFound", err)
 	}
+
+	// The apps' series as bex-web samples them over the driver: alpha's
+	// burner uses about a core, beta's idle one next to nothing, each
+	// with its memory and its one instance. This driver keeps no summary:
+	// the polls below sample sooner than a sampler's interval.
+	fresh, err := kube.New(cfg, kube.Options{SummaryMaxAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := appmetrics.New(appmetrics.Options{Runtime: fresh, Apps: func(context.Context) ([]appmetrics.Key, error) {
+		return []appmetrics.Key{{Tenant: "alpha", App: app}, {Tenant: "beta", App: app}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, 90*time.Second, "a point of alpha's burner with CPU", func(ctx context.Context) error {
+		now := time.Now()
+		if err := s.Sample(ctx, now); err != nil {
+			return err
+		}
+		last := func(tenant string) appmetrics.Point {
+			series, _ := s.Series(tenant, app, time.Hour, now)
+			return series.Points[len(series.Points)-1]
+		}
+		a, b := last("alpha"), last("beta")
+		if a.CPUCores == nil || *a.CPUCores < 0.3 || a.MemoryBytes == nil || *a.MemoryBytes <= 0 || a.Instances != 1 {
+			return fmt.Errorf("alpha's point %+v: want 0.3 cores or more, memory, one instance", a)
+		}
+		if b.CPUCores == nil || *b.CPUCores >= *a.CPUCores || b.MemoryBytes == nil || *b.MemoryBytes <= 0 || b.Instances != 1 {
+			return fmt.Errorf("beta's point %+v: want less CPU than alpha's %v, memory, one instance", b, *a.CPUCores)
+		}
+		t.Logf("alpha %.2f cores %d bytes; beta %.3f cores %d bytes", *a.CPUCores, *a.MemoryBytes, *b.CPUCores, *b.MemoryBytes)
+		return nil
+	})
 }

@@ -253,13 +253,9 @@ func (c counts) minus(p counts) (counts, bool) {
 func (s *Sampler) add(k Key, c counts) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.apps[k]
+	a := s.tracked(k)
 	if a == nil {
-		if len(s.apps) >= s.opts.MaxApps {
-			return
-		}
-		a = newAppState()
-		s.apps[k] = a
+		return
 	}
 	a.cur.requests += c.requests
 	a.cur.errors += c.errors

@@ -139,18 +139,22 @@ func (s *Sampler) Retention() time.Duration { return time.Duration(s.opts.Keep) 
 
 // Observe counts one request the edge served for an app.
 func (s *Sampler) Observe(tenant, app string, status int, d time.Duration) {
-	k := Key{tenant, app}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if a := s.tracked(Key{tenant, app}); a != nil {
+		a.cur.observe(status, d)
+	}
+}
+
+// tracked is k's state, made when k is new and fewer than MaxApps are
+// tracked; nil past that. s.mu is held.
+func (s *Sampler) tracked(k Key) *appState {
 	a := s.apps[k]
-	if a == nil {
-		if len(s.apps) >= s.opts.MaxApps {
-			return
-		}
+	if a == nil && len(s.apps) < s.opts.MaxApps {
 		a = newAppState()
 		s.apps[k] = a
 	}
-	a.cur.observe(status, d)
+	return a
 }
 
 func newAppState() *appState {

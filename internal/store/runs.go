@@ -70,8 +70,26 @@ const (
 	PlatformActor = "platform"
 )
 
-// runEndDetails is the SQL of an app.run.end entry's details, of a row r
-// of runs with its end in $end.
+// RunEndDetails are the details of an app.run.end audit entry
+// (RunEndAction), as the store writes them.
+type RunEndDetails struct {
+	Run     int `json:"run"`
+	Release int `json:"release"`
+	// ExitCode is nil for a run lost or never started.
+	ExitCode *int   `json:"exitCode"`
+	Ended    RunEnd `json:"ended"`
+	Reason   string `json:"reason"`
+	Detached bool   `json:"detached"`
+	// StartedBy is who started the run, the entry's actor but for a
+	// lost run.
+	StartedBy string    `json:"startedBy"`
+	StartedAt time.Time `json:"startedAt"`
+	// StoppedBy is who asked a stopped run to stop; absent otherwise.
+	StoppedBy string `json:"stoppedBy,omitempty"`
+}
+
+// runEndDetails is the SQL of an app.run.end entry's details
+// (RunEndDetails), of a row r of runs with its end in end.
 func runEndDetails(end string) string {
 	return "jsonb_build_object('run', r.number, 'release', r.release, 'exitCode', r.exit_code, 'ended', " + end +
 		"::text, 'reason', r.reason, 'detached', r.detached, 'startedBy', r.created_by, 'startedAt', r.started_at) || " +

@@ -317,29 +317,17 @@ func TestMarkLostRunsConcurrent(t *testing.T) {
 	}
 }
 
-// runEndEntry is an app.run.end audit entry's details.
-type runEndEntry struct {
-	Run       int    `json:"run"`
-	Release   int    `json:"release"`
-	ExitCode  *int   `json:"exitCode"`
-	Ended     string `json:"ended"`
-	Reason    string `json:"reason"`
-	Detached  bool   `json:"detached"`
-	StartedBy string `json:"startedBy"`
-	StoppedBy string `json:"stoppedBy"`
-}
-
 // runEnds reads the tenant's app.run.end entries, oldest first, by run
 // number, failing on a run audited twice.
-func runEnds(t *testing.T, s *store.Store, tenantID string) (map[int]store.AuditEntry, map[int]runEndEntry) {
+func runEnds(t *testing.T, s *store.Store, tenantID string) (map[int]store.AuditEntry, map[int]store.RunEndDetails) {
 	t.Helper()
 	entries, err := s.ListAudit(t.Context(), store.AuditFilter{TenantID: tenantID, Action: store.RunEndAction})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byRun, details := map[int]store.AuditEntry{}, map[int]runEndEntry{}
+	byRun, details := map[int]store.AuditEntry{}, map[int]store.RunEndDetails{}
 	for _, e := range entries {
-		var d runEndEntry
+		var d store.RunEndDetails
 		if err := json.Unmarshal(e.Details, &d); err != nil {
 			t.Fatalf("details of entry %d: %v: %s", e.ID, err, e.Details)
 		}
@@ -433,7 +421,7 @@ func TestRunEndsAudited(t *testing.T) {
 			continue
 		}
 		d := details[tc.run.Number]
-		if e.Actor != tc.actor || e.Target != "web" || e.TenantID != acme.ID || d.Ended != tc.ended || d.Reason != tc.reason ||
+		if e.Actor != tc.actor || e.Target != "web" || e.TenantID != acme.ID || string(d.Ended) != tc.ended || d.Reason != tc.reason ||
 			d.StoppedBy != tc.stop || d.Release != 3 || d.StartedBy != tc.run.CreatedBy || d.Detached != tc.run.Detached {
 			t.Errorf("run.%d's end: %+v %s; want by %s, ended %s, reason %q, stopped by %q", tc.run.Number, e, e.Details, tc.actor, tc.ended, tc.reason, tc.stop)
 		}

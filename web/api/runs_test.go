@@ -293,7 +293,7 @@ func TestRuns(t *testing.T) {
 		if len(ends) != len(runs) {
 			t.Errorf("%d app.run.end audit entries, want one per run (%d)", len(ends), len(runs))
 		}
-		howEnded := map[string]string{"": "exited", "the client went away": "disconnected", "timed out after 1s": "timedOut"}
+		howEnded := map[string]store.RunEnd{"": "exited", "the client went away": "disconnected", "timed out after 1s": "timedOut"}
 		for _, r := range runs {
 			end, ok := ends[r.Number]
 			if !ok {
@@ -311,14 +311,7 @@ func TestRuns(t *testing.T) {
 // runEnd is an app.run.end audit entry.
 type runEnd struct {
 	actor, Target string
-	Run           int    `json:"run"`
-	Release       int    `json:"release"`
-	ExitCode      *int   `json:"exitCode"`
-	Ended         string `json:"ended"`
-	Reason        string `json:"reason"`
-	Detached      bool   `json:"detached"`
-	StartedBy     string `json:"startedBy"`
-	StoppedBy     string `json:"stoppedBy"`
+	store.RunEndDetails
 }
 
 // runEndEntries reads the tenant's app.run.end audit entries by run
@@ -331,7 +324,7 @@ func runEndEntries(t *testing.T, e *apitest.Env, tenantID string) map[int]runEnd
 			continue
 		}
 		end := runEnd{actor: a.Actor, Target: a.Target}
-		if err := json.Unmarshal(a.Details, &end); err != nil {
+		if err := json.Unmarshal(a.Details, &end.RunEndDetails); err != nil {
 			t.Fatalf("an app.run.end entry's details %s: %v", a.Details, err)
 		}
 		if _, twice := ends[end.Run]; twice {

@@ -26,8 +26,8 @@ type AuditEntry struct {
 	At time.Time `json:"at"`
 	// TenantID is the tenant acted on or for; empty for platform actions.
 	TenantID string `json:"tenantID,omitempty"`
-	// Actor is who acted: a user's email, "token:<id>", a component's name.
-	// Required.
+	// Actor is who acted: a user's email, "token:<id>", a component's name,
+	// PlatformActor for what the platform did on its own. Required.
 	Actor string `json:"actor"`
 	// Action is what was done, as a dotted verb: "token.create",
 	// "app.deploy". Required.

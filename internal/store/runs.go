@@ -29,6 +29,73 @@ const (
 // LostRunReason is the reason of a lost run.
 const LostRunReason = "the API server running it stopped answering"
 
+// RunEnd says how a run ended, in its app.run.end audit entry (details
+// "ended").
+type RunEnd string
+
+// How runs end. FinishRun takes all but RunEndLost, which only
+// MarkLostRuns records.
+const (
+	// RunExited: the command exited on its own, whatever its status.
+	RunExited RunEnd = "exited"
+	// RunStopped: a stop was asked of it (RequestRunStop); the entry's
+	// details name who asked ("stoppedBy").
+	RunStopped RunEnd = "stopped"
+	// RunTimedOut: it went past its time limit.
+	RunTimedOut RunEnd = "timedOut"
+	// RunDisconnected: the client it was attached to went away.
+	RunDisconnected RunEnd = "disconnected"
+	// RunKilled: the platform ended it for the reason recorded: its app
+	// was removed, the platform stopped, it went past its memory limit.
+	RunKilled RunEnd = "killed"
+	// RunNotStarted: its command never started (the reason says why).
+	RunNotStarted RunEnd = "notStarted"
+	// RunEndLost: the API server running it stopped answering
+	// (MarkLostRuns).
+	RunEndLost RunEnd = "lost"
+)
+
+// Audit log entries of runs written by the store, with a run's end.
+const (
+	// RunEndAction is the audit action of a run's end: FinishRun and
+	// MarkLostRuns write one per run they end, in the same statement, so
+	// every end is audited once. Its target is the app, its details
+	// {"run", "release", "exitCode" (null without one), "ended" (a
+	// RunEnd), "reason", "detached", "startedBy", "startedAt" and, for a
+	// stopped run, "stoppedBy"}.
+	RunEndAction = "app.run.end"
+	// PlatformActor is the audit actor of what the platform does on its
+	// own, such as ending a lost run; a run's other ends are audited
+	// under the one who started it.
+	PlatformActor = "platform"
+)
+
+// RunEndDetails are the details of an app.run.end audit entry
+// (RunEndAction), as the store writes them.
+type RunEndDetails struct {
+	Run     int `json:"run"`
+	Release int `json:"release"`
+	// ExitCode is nil for a run lost or never started.
+	ExitCode *int   `json:"exitCode"`
+	Ended    RunEnd `json:"ended"`
+	Reason   string `json:"reason"`
+	Detached bool   `json:"detached"`
+	// StartedBy is who started the run, the entry's actor but for a
+	// lost run.
+	StartedBy string    `json:"startedBy"`
+	StartedAt time.Time `json:"startedAt"`
+	// StoppedBy is who asked a stopped run to stop; absent otherwise.
+	StoppedBy string `json:"stoppedBy,omitempty"`
+}
+
+// runEndDetails is the SQL of an app.run.end entry's details
+// (RunEndDetails), of a row r of runs with its end in end.
+func runEndDetails(end string) string {
+	return "jsonb_build_object('run', r.number, 'release', r.release, 'exitCode', r.exit_code, 'ended', " + end +
+		"::text, 'reason', r.reason, 'detached', r.detached, 'startedBy', r.created_by, 'startedAt', r.started_at) || " +
+		"CASE WHEN " + end + "::text = 'stopped' AND r.stop_requested_by <> '' THEN jsonb_build_object('stoppedBy', r.stop_requested_by) ELSE '{}'::jsonb END"
+}
+
 // Limits of a run's record.
 const (
 	// MaxRunArgs is how many arguments a run's command may have.
@@ -107,6 +174,26 @@ type RunResult struct {
 	// Reason says why it ended when not on its own, or why it did not
 	// start; cut at 4 KiB.
 	Reason string
+	// End says how it ended, for its audit entry. Empty means RunExited
+	// with an exit status and no reason, RunNotStarted without an exit
+	// status, and RunKilled otherwise. RunEndLost is not taken.
+	End RunEnd
+}
+
+// runEnds are the ends FinishRun takes.
+var runEnds = map[RunEnd]bool{RunExited: true, RunStopped: true, RunTimedOut: true, RunDisconnected: true, RunKilled: true, RunNotStarted: true}
+
+// end is res.End, or what it means when empty.
+func (res RunResult) end() RunEnd {
+	switch {
+	case res.End != "":
+		return res.End
+	case res.ExitCode == nil:
+		return RunNotStarted
+	case res.Reason == "":
+		return RunExited
+	}
+	return RunKilled
 }
 
 const runColumns = "id, tenant_id, app, number, release, command, terminal, detached, created_by, status, exit_code, reason, started_at, finished_at, " +
@@ -244,10 +331,17 @@ func checkRunQuota(ctx context.Context, tx pgx.Tx, tenantID string, max int) err
 	return nil
 }
 
-// FinishRun records how a running run ended and returns it. The error
-// wraps ErrNotFound when the run does not exist and ErrConflict when it has
-// ended already (a lost run included: its record stays lost).
+// FinishRun records how a running run ended and returns it, and audits
+// its end (RunEndAction, under the one who started it) with the same
+// statement: a run that ends is audited once, and one that had ended is
+// not audited again. The error wraps ErrNotFound when the run does not
+// exist, ErrConflict when it has ended already (a lost run included: its
+// record stays lost), and ErrInvalid when res.End is not one it takes.
 func (s *Store) FinishRun(ctx context.Context, runID string, res RunResult) (Run, error) {
+	end := res.end()
+	if !runEnds[end] {
+		return Run{}, fmt.Errorf("%w end of run %s: %q is not how a run ends here", ErrInvalid, runID, res.End)
+	}
 	if !isUUID(runID) {
 		return Run{}, fmt.Errorf("run %q: %w", runID, ErrNotFound)
 	}
@@ -260,8 +354,10 @@ func (s *Store) FinishRun(ctx context.Context, runID string, res RunResult) (Run
 		reason = strings.ToValidUTF8(reason[:maxRunReasonBytes], "")
 	}
 	r, err := scanRun(s.pool.QueryRow(ctx,
-		"UPDATE runs SET status = $2, exit_code = $3, reason = $4, finished_at = now() WHERE id = $1 AND status = 'running' RETURNING "+runColumns,
-		runID, status, res.ExitCode, reason))
+		"WITH r AS (UPDATE runs SET status = $2, exit_code = $3, reason = $4, finished_at = now() WHERE id = $1 AND status = 'running' RETURNING *), "+
+			"a AS (INSERT INTO audit_log (tenant_id, actor, action, target, details) SELECT r.tenant_id, r.created_by, $6, r.app, "+runEndDetails("$5")+" FROM r) "+
+			"SELECT "+runColumns+" FROM r",
+		runID, status, res.ExitCode, reason, string(end), RunEndAction))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool
 		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)", runID).Scan(&exists); err != nil {
@@ -344,6 +440,25 @@ func (s *Store) RunsToEnd(ctx context.Context, ids []string) ([]Run, error) {
 	return runs, nil
 }
 
+// RunningRunsOf returns the app's runs that run, oldest first: those
+// started within StaleRunAfter that have not ended, as RunningRuns counts
+// them (a lost run has ended).
+func (s *Store) RunningRunsOf(ctx context.Context, tenantID, app string) ([]Run, error) {
+	if !isUUID(tenantID) {
+		return nil, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE tenant_id = $1 AND app = $2 AND status = 'running' "+
+		"AND started_at > now() - $3::interval ORDER BY number", tenantID, app, StaleRunAfter)
+	if err != nil {
+		return nil, fmt.Errorf("listing the running runs of %s: %w", app, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("listing the running runs of %s: %w", app, err)
+	}
+	return runs, nil
+}
+
 // ListRuns returns the app's runs, newest first; limit 0 means 50, and it
 // is capped at 1000.
 func (s *Store) ListRuns(ctx context.Context, tenantID, app string, limit int) ([]Run, error) {
@@ -396,17 +511,20 @@ func heartbeat(ctx context.Context, q execer, serverID string) error {
 // them at once. It returns the runs it ended. It is one UPDATE, safe to
 // call from every server at once: a run is ended by one call only, and a
 // run that ends meanwhile through FinishRun keeps that end. Runs without
-// a server are left alone. Servers not seen within lostAfter that run
-// nothing any more are forgotten. The error wraps ErrInvalid when
-// lostAfter is not positive.
+// a server are left alone. Each run it ends is audited in the same
+// statement (RunEndAction, ended RunEndLost, under PlatformActor).
+// Servers not seen within lostAfter that run nothing any more are
+// forgotten. The error wraps ErrInvalid when lostAfter is not positive.
 func (s *Store) MarkLostRuns(ctx context.Context, lostAfter time.Duration) ([]Run, error) {
 	if lostAfter <= 0 {
 		return nil, fmt.Errorf("%w lost-run deadline %s: want more than 0", ErrInvalid, lostAfter)
 	}
-	rows, err := s.pool.Query(ctx, "UPDATE runs SET status = 'lost', reason = $2, finished_at = now() "+
+	rows, err := s.pool.Query(ctx, "WITH r AS (UPDATE runs SET status = 'lost', reason = $2, finished_at = now() "+
 		"WHERE status = 'running' AND server_id IS NOT NULL AND NOT EXISTS "+
-		"(SELECT 1 FROM run_servers s WHERE s.id = runs.server_id AND s.last_seen > now() - $1::interval) RETURNING "+runColumns,
-		lostAfter, LostRunReason)
+		"(SELECT 1 FROM run_servers s WHERE s.id = runs.server_id AND s.last_seen > now() - $1::interval) RETURNING *), "+
+		"a AS (INSERT INTO audit_log (tenant_id, actor, action, target, details) SELECT r.tenant_id, $3, $4, r.app, "+runEndDetails("$5")+" FROM r) "+
+		"SELECT "+runColumns+" FROM r ORDER BY number",
+		lostAfter, LostRunReason, PlatformActor, RunEndAction, string(RunEndLost))
 	if err != nil {
 		return nil, fmt.Errorf("marking lost runs: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -309,5 +310,138 @@ func TestMarkLostRunsConcurrent(t *testing.T) {
 	}
 	if n, err := s.RunningRuns(ctx, acme.ID); err != nil || n != 0 {
 		t.Errorf("RunningRuns = %d, %v; want 0", n, err)
+	}
+	audited, err := s.ListAudit(ctx, store.AuditFilter{TenantID: acme.ID, Action: store.RunEndAction})
+	if err != nil || len(audited) != runs {
+		t.Errorf("app.run.end entries after 8 sweeps at once: %d, %v; want one per run, %d", len(audited), err, runs)
+	}
+}
+
+// runEnds reads the tenant's app.run.end entries, oldest first, by run
+// number, failing on a run audited twice.
+func runEnds(t *testing.T, s *store.Store, tenantID string) (map[int]store.AuditEntry, map[int]store.RunEndDetails) {
+	t.Helper()
+	entries, err := s.ListAudit(t.Context(), store.AuditFilter{TenantID: tenantID, Action: store.RunEndAction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRun, details := map[int]store.AuditEntry{}, map[int]store.RunEndDetails{}
+	for _, e := range entries {
+		var d store.RunEndDetails
+		if err := json.Unmarshal(e.Details, &d); err != nil {
+			t.Fatalf("details of entry %d: %v: %s", e.ID, err, e.Details)
+		}
+		if _, twice := byRun[d.Run]; twice {
+			t.Errorf("run.%d's end audited twice", d.Run)
+		}
+		byRun[d.Run], details[d.Run] = e, d
+	}
+	return byRun, details
+}
+
+// TestRunEndsAudited: every run's end is audited once as app.run.end,
+// under the one who started it (the platform for a lost run), with its
+// number, exit status and how it ended, who stopped a stopped one; an
+// end recorded twice, or refused, audits nothing more; RunningRunsOf
+// lists the app's running runs alone, oldest first.
+func TestRunEndsAudited(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+	newRun := func(tenantID, app, by, server string, detached bool) store.Run {
+		t.Helper()
+		r, err := s.CreateRun(ctx, store.NewRun{TenantID: tenantID, App: app, Release: 3, Command: []string{"sleep", "600"}, CreatedBy: by, ServerID: server, Detached: detached})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	dead := uuid.NewString()
+	exited, failed, stopped, timedOut, gone, notStarted, lost, running := newRun(acme.ID, "web", "a@b.c", "", false), newRun(acme.ID, "web", "token:ci", "", true),
+		newRun(acme.ID, "web", "a@b.c", "", true), newRun(acme.ID, "web", "a@b.c", "", false), newRun(acme.ID, "web", "a@b.c", "", false),
+		newRun(acme.ID, "web", "a@b.c", "", false), newRun(acme.ID, "web", "c@b.c", dead, false), newRun(acme.ID, "web", "a@b.c", "", false)
+	otherApp, otherTenant := newRun(acme.ID, "api", "a@b.c", "", false), newRun(other.ID, "web", "a@b.c", "", false)
+
+	if got, err := s.RunningRunsOf(ctx, acme.ID, "web"); err != nil || len(got) != 8 || got[0].Number != 1 || got[7].Number != 8 {
+		t.Fatalf("RunningRunsOf before any end: %d runs, %v; want web's 8, oldest first", len(got), err)
+	}
+	if _, err := s.RequestRunStop(ctx, acme.ID, "web", stopped.Number, "b@b.c"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		run store.Run
+		res store.RunResult
+	}{
+		{exited, store.RunResult{ExitCode: ptr(0)}},
+		{failed, store.RunResult{ExitCode: ptr(3)}},
+		{stopped, store.RunResult{ExitCode: ptr(143), Reason: "stopped by b@b.c", End: store.RunStopped}},
+		{timedOut, store.RunResult{ExitCode: ptr(143), Reason: "timed out after 1s", End: store.RunTimedOut}},
+		{gone, store.RunResult{ExitCode: ptr(143), Reason: "the client went away", End: store.RunDisconnected}},
+		{notStarted, store.RunResult{Reason: "the command could not start: no such file"}},
+	} {
+		if _, err := s.FinishRun(ctx, tc.run.ID, tc.res); err != nil {
+			t.Fatalf("FinishRun of run.%d: %v", tc.run.Number, err)
+		}
+	}
+	// Refused ends audit nothing: an end twice, a lost end, one unknown.
+	if _, err := s.FinishRun(ctx, exited.ID, store.RunResult{ExitCode: ptr(1)}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a second FinishRun: %v, want ErrConflict", err)
+	}
+	for _, end := range []store.RunEnd{store.RunEndLost, "crashed"} {
+		if _, err := s.FinishRun(ctx, running.ID, store.RunResult{ExitCode: ptr(1), End: end}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("FinishRun ended %q: %v, want ErrInvalid", end, err)
+		}
+	}
+	if swept, err := s.MarkLostRuns(ctx, time.Microsecond); err != nil || len(swept) != 1 || swept[0].ID != lost.ID {
+		t.Fatalf("MarkLostRuns: %+v, %v; want run.%d", swept, err, lost.Number)
+	}
+	if again, err := s.MarkLostRuns(ctx, time.Microsecond); err != nil || len(again) != 0 {
+		t.Errorf("a second sweep: %+v, %v; want none", again, err)
+	}
+
+	entries, details := runEnds(t, s, acme.ID)
+	for _, tc := range []struct {
+		run                        store.Run
+		actor, ended, reason, stop string
+		exit                       *int
+	}{
+		{exited, "a@b.c", "exited", "", "", ptr(0)},
+		{failed, "token:ci", "exited", "", "", ptr(3)},
+		{stopped, "a@b.c", "stopped", "stopped by b@b.c", "b@b.c", ptr(143)},
+		{timedOut, "a@b.c", "timedOut", "timed out after 1s", "", ptr(143)},
+		{gone, "a@b.c", "disconnected", "the client went away", "", ptr(143)},
+		{notStarted, "a@b.c", "notStarted", "the command could not start: no such file", "", nil},
+		{lost, store.PlatformActor, "lost", store.LostRunReason, "", nil},
+	} {
+		e, ok := entries[tc.run.Number]
+		if !ok {
+			t.Errorf("run.%d's end (%s) is not audited", tc.run.Number, tc.ended)
+			continue
+		}
+		d := details[tc.run.Number]
+		if e.Actor != tc.actor || e.Target != "web" || e.TenantID != acme.ID || string(d.Ended) != tc.ended || d.Reason != tc.reason ||
+			d.StoppedBy != tc.stop || d.Release != 3 || d.StartedBy != tc.run.CreatedBy || d.Detached != tc.run.Detached {
+			t.Errorf("run.%d's end: %+v %s; want by %s, ended %s, reason %q, stopped by %q", tc.run.Number, e, e.Details, tc.actor, tc.ended, tc.reason, tc.stop)
+		}
+		if (d.ExitCode == nil) != (tc.exit == nil) || d.ExitCode != nil && *d.ExitCode != *tc.exit {
+			t.Errorf("run.%d's end: exit code %v, want %v", tc.run.Number, d.ExitCode, tc.exit)
+		}
+	}
+	if len(entries) != 7 {
+		t.Errorf("%d app.run.end entries, want 7: the running run's end is not audited yet", len(entries))
+	}
+	if got, err := s.RunningRunsOf(ctx, acme.ID, "web"); err != nil || len(got) != 1 || got[0].ID != running.ID {
+		t.Errorf("RunningRunsOf once the others ended: %+v, %v; want run.%d alone", got, err, running.Number)
+	}
+	if got, err := s.RunningRunsOf(ctx, other.ID, "web"); err != nil || len(got) != 1 || got[0].ID != otherTenant.ID {
+		t.Errorf("RunningRunsOf of another tenant: %+v, %v; want its own run", got, err)
+	}
+	if got, err := s.RunningRunsOf(ctx, acme.ID, "api"); err != nil || len(got) != 1 || got[0].ID != otherApp.ID {
+		t.Errorf("RunningRunsOf of another app: %+v, %v; want its own run", got, err)
+	}
+	if _, err := s.RunningRunsOf(ctx, "x", "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RunningRunsOf of no tenant: %v, want ErrNotFound", err)
 	}
 }

@@ -5,7 +5,8 @@
 // and a config release from the
 // app page, tenants kept out of the console and of
 // each other's apps, and an operator watching a running fleet upgrade's
-// timeline and pausing it; an admin inviting a member from the Team page,
+// timeline and pausing it; an app page listing its one-off runs that run
+// and a stopped run's end in the audit log; an admin inviting a member from the Team page,
 // the member joining through the link, making and revoking a token on the
 // Tokens page, and seeing no change offered once made a viewer. Each test saves a screenshot of its last page
 // under out/screenshots/ and logs the path.

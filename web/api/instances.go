@@ -11,17 +11,24 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
 
 // listInstances answers what runs of the caller's app, as the runtime
-// reports it.
+// reports it, and the app's one-off runs that run, as the store records
+// them.
 func (s *Server) listInstances(c echo.Context) error {
 	app, err := s.getAppObject(c)
 	if err != nil {
 		return err
 	}
-	v, err := s.instances.Instances(c.Request().Context(), principalOf(c).tenant.Name, app.Name)
+	p := principalOf(c)
+	runs, err := s.store.RunningRunsOf(c.Request().Context(), p.tenant.ID, app.Name)
+	if err != nil {
+		return err
+	}
+	v, err := s.instances.Instances(c.Request().Context(), p.tenant.Name, app.Name)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return err
@@ -35,6 +42,10 @@ func (s *Server) listInstances(c echo.Context) error {
 	if v.Instances == nil {
 		v.Instances = []apiclient.Instance{}
 	}
+	v.Runs = make([]apiclient.RunningRun, 0, len(runs))
+	for _, r := range runs {
+		v.Runs = append(v.Runs, runningRunView(r))
+	}
 	if len(v.Instances) == 0 && v.Message == "" {
 		v.Message = fmt.Sprintf("no instance of %s runs", app.Name)
 		if app.Status.CurrentRelease == 0 {
@@ -42,6 +53,19 @@ func (s *Server) listInstances(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// runningRunView is ps's view of a run that runs.
+func runningRunView(r store.Run) apiclient.RunningRun {
+	v := apiclient.RunningRun{
+		Name: fmt.Sprintf("run.%d", r.Number), Number: r.Number, Release: r.Release, Command: r.Command, CreatedBy: r.CreatedBy,
+		Detached: r.Detached, Terminal: r.Terminal, State: apiclient.RunUp, Since: r.StartedAt.UTC(),
+	}
+	if r.StopRequestedAt != nil {
+		at := r.StopRequestedAt.UTC()
+		v.State, v.StopRequestedAt, v.StopRequestedBy = apiclient.RunStopping, &at, r.StopRequestedBy
+	}
+	return v
 }
 
 // RuntimeInstances serves the API's instances from a runtime driver.

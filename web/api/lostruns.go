@@ -27,7 +27,8 @@ const maxRunKeeperRestarts = 5
 // marks lost every running run whose server has not been seen within
 // Options.RunLostAfter (store.MarkLostRuns): such a run ends, without an
 // exit status, and stops counting towards its tenant's concurrentRuns
-// quota at once. Every replica sweeps; the store makes sweeps that race
+// quota at once; its end is audited (app.run.end, ended lost, by the
+// platform) in the same statement. Every replica sweeps; the store makes sweeps that race
 // end each run once. A server that runs one-off runs must be Run: without
 // its heartbeats, the other servers (and its own next process) take its
 // runs for lost once RunLostAfter has passed. Run returns nil when ctx

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -203,5 +205,94 @@ func TestReleaseInfo(t *testing.T) {
 		if a.status != http.StatusNotFound || !strings.Contains(a.err().Message, tc.message) {
 			t.Errorf("GET %s: %d %s, want 404 saying %q", tc.path, a.status, a.body, tc.message)
 		}
+	}
+}
+
+// TestInstancesRuns: GET /apps/{app}/instances lists the app's one-off
+// runs that run after its instances (runs: [] when none), oldest first, as
+// run.N with its command, release, who started it, since when, attached
+// or detached, and stopping with who asked once a stop was asked; a run
+// that ended, one lost and another app's are not listed.
+func TestInstancesRuns(t *testing.T) {
+	e, tenant, token, c := runsEnv(t, "psruns")
+	ctx := t.Context()
+	if a := call(t, e, http.MethodGet, "/apps/web/instances", token, nil); a.status != http.StatusOK || !strings.Contains(string(a.body), `"runs":[]`) {
+		t.Fatalf("instances of an app that runs no run: %d %s; want runs: []", a.status, a.body)
+	}
+
+	// An ended run, a lost one (its server last seen an hour ago) and
+	// another app's running one: none is listed.
+	if exit, _, _, err := runOf(t, c, "web", apiclient.RunRequest{Command: []string{"true"}}, nil); err != nil || exit.ExitCode != 0 {
+		t.Fatalf("a run of true: %+v, %v", exit, err)
+	}
+	dead := uuid.NewString()
+	lost, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "web", Release: 3, Command: []string{"sleep", "600"}, CreatedBy: "a@psruns.test", ServerID: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.Pool().Exec(ctx, "UPDATE run_servers SET last_seen = now() - interval '1 hour' WHERE id = $1", dead); err != nil {
+		t.Fatal(err)
+	}
+	if swept, err := e.Store.MarkLostRuns(ctx, 10*time.Minute); err != nil || len(swept) != 1 || swept[0].ID != lost.ID {
+		t.Fatalf("marking run.%d lost: %+v, %v", lost.Number, swept, err)
+	}
+	createApp(t, e, token, "api")
+	if _, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "api", Release: 1, Command: []string{"sleep", "600"}, CreatedBy: "a@psruns.test"}); err != nil {
+		t.Fatal(err)
+	}
+
+	detached, _ := runPID(t, c, "web")
+	attached, done := runAttached(t, c, "web")
+	// A run recorded by a server that does not run it here (another
+	// replica's): a stop asked of it stays asked.
+	held, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "web", Release: 3, Command: []string{"rake", "db:migrate"}, CreatedBy: "a@psruns.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StopRun(ctx, "web", held.Number); err != nil {
+		t.Fatal(err)
+	}
+
+	records := map[int]apiclient.Run{}
+	for _, r := range listRuns(t, c, "web") {
+		records[r.Number] = r
+	}
+	is := instancesOf(t, e, token, "web")
+	var names []string
+	for _, r := range is.Runs {
+		names = append(names, r.Name)
+	}
+	want := []string{fmt.Sprintf("run.%d", detached.Number), fmt.Sprintf("run.%d", attached), fmt.Sprintf("run.%d", held.Number)}
+	if !slices.Equal(names, want) {
+		t.Fatalf("runs in the instances: %q, want %q (neither the ended run.1, the lost run.%d nor api's)", names, want, lost.Number)
+	}
+	for i, tc := range []struct {
+		number             int
+		detached           bool
+		by, state, stopper string
+	}{
+		{detached.Number, true, "token:test", apiclient.RunUp, ""},
+		{attached, false, "token:test", apiclient.RunUp, ""},
+		{held.Number, false, "a@psruns.test", apiclient.RunStopping, "token:test"},
+	} {
+		r, rec := is.Runs[i], records[tc.number]
+		if r.Number != tc.number || r.Release != 3 || !slices.Equal(r.Command, rec.Command) || r.CreatedBy != tc.by || r.Detached != tc.detached ||
+			r.State != tc.state || r.StopRequestedBy != tc.stopper || (r.StopRequestedAt == nil) != (tc.stopper == "") || !r.Since.Equal(rec.StartedAt) {
+			t.Errorf("%s in the instances: %+v; want by %s, detached %t, %s (stop asked by %q), since %s", r.Name, r, tc.by, tc.detached, tc.state, tc.stopper, rec.StartedAt)
+		}
+	}
+
+	// Ended, a run leaves the list.
+	if _, err := c.StopRun(ctx, "web", detached.Number); err != nil {
+		t.Fatal(err)
+	}
+	waitRunEnded(t, c, "web", detached.Number)
+	if _, err := c.StopRun(ctx, "web", attached); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	waitRunEnded(t, c, "web", attached)
+	if is := instancesOf(t, e, token, "web"); len(is.Runs) != 1 || is.Runs[0].Number != held.Number {
+		t.Errorf("runs in the instances once two ended: %+v; want run.%d alone", is.Runs, held.Number)
 	}
 }

@@ -185,7 +185,8 @@ func (s *Server) routeTable() []route {
 			response: "AppMetrics", query: []param{{"since", "string", "How far back, a Go duration from the interval to the retention (default and at most 1h): 15m, 90s."}}},
 		{method: http.MethodGet, path: "/apps/:app/instances", handler: s.listInstances, access: tenantViewer,
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
-				"restarts after crashes and since when it is in its state, and the cluster the app runs on. An app that runs nothing has no instances; " +
+				"restarts after crashes and since when it is in its state, and the cluster the app runs on; then its one-off runs that run " +
+				"(run.3: command, who started it, since when, attached or detached, stopping once a stop was asked). An app that runs nothing has no instances; " +
 				"a runtime that does not answer is a 503", response: "Instances"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenantDeveloper,

@@ -92,7 +92,7 @@ func (s *Server) createRun(c echo.Context) error {
 			end(errClientGone)
 		}
 	})()
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, runTimeout{after: timeout})
 	defer cancel()
 
 	var a *runAttachment
@@ -109,7 +109,7 @@ func (s *Server) createRun(c echo.Context) error {
 			attached.Store(true)
 			a, err = s.attachRun(c, run, req.Stdin || req.Terminal, end)
 			if err != nil {
-				s.finishRun(run, nil, "the connection could not be switched to the run's stream: "+err.Error())
+				s.finishRun(run, store.RunResult{Reason: "the connection could not be switched to the run's stream: " + err.Error(), End: store.RunNotStarted})
 				return runtime.Streams{}, err
 			}
 			return a.streams, nil
@@ -121,7 +121,7 @@ func (s *Server) createRun(c echo.Context) error {
 		// Nothing ran and the answer is still HTTP's.
 		return runRefusal(app.Name, err)
 	}
-	exit = s.endRun(a.run, exit, err)
+	exit = s.endRun(a.run, exit, err, context.Cause(ctx))
 	a.close(apiclient.RunExit{Run: a.run.Number, Release: a.run.Release, ExitCode: exit.Code, Reason: exit.Reason})
 	return nil
 }
@@ -136,7 +136,7 @@ func (s *Server) createRun(c echo.Context) error {
 func (s *Server) detachRun(c echo.Context, app string, req apiclient.RunRequest, timeout time.Duration, concurrentRuns int) error {
 	tenant := principalOf(c).tenant.Name
 	ctx, end := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, runTimeout{after: timeout})
 	var run store.Run
 	letGo := func() {}
 	started, refused := make(chan struct{}), make(chan error, 1)
@@ -158,7 +158,7 @@ func (s *Server) detachRun(c echo.Context, app string, req apiclient.RunRequest,
 			refused <- err
 			return
 		}
-		s.endRun(run, exit, err)
+		s.endRun(run, exit, err, context.Cause(ctx))
 	}()
 	select {
 	case <-started:
@@ -207,16 +207,50 @@ func runRefusal(app string, err error) error {
 }
 
 // endRun records how a recorded run ended, from what the Releaser's Run
-// returned, and returns it: an error is a command that could not start.
-func (s *Server) endRun(run store.Run, exit runtime.Exit, err error) runtime.Exit {
-	var code *int
+// returned and the cause of the run's context once it did, and returns
+// it: an error is a command that could not start.
+func (s *Server) endRun(run store.Run, exit runtime.Exit, err, cause error) runtime.Exit {
+	res := store.RunResult{End: runEndOf(exit, err, cause)}
 	if err != nil {
 		exit = runtime.Exit{Code: 1, Reason: "the command could not start: " + err.Error()}
 	} else {
-		code = &exit.Code
+		res.ExitCode = &exit.Code
 	}
-	s.finishRun(run, code, exit.Reason)
+	res.Reason = exit.Reason
+	s.finishRun(run, res)
 	return exit
+}
+
+// runTimeout ends a run's context at its time limit.
+type runTimeout struct{ after time.Duration }
+
+func (e runTimeout) Error() string { return fmt.Sprintf("timed out after %s", e.after) }
+
+// runEndOf says how a run ended, for its audit entry, from what the
+// Releaser's Run returned (an error: it did not start) and the cause of
+// its context. The runtime gives the cause as the reason of a command
+// it ended (runtime.Runner); a reason that is not the cause is the
+// runtime's own (the app removed, the platform stopping, a memory limit).
+func runEndOf(exit runtime.Exit, err, cause error) store.RunEnd {
+	switch {
+	case err != nil:
+		return store.RunNotStarted
+	case exit.Reason == "":
+		return store.RunExited
+	case cause == nil || exit.Reason != cause.Error():
+		return store.RunKilled
+	}
+	var stopped runStopped
+	var timedOut runTimeout
+	switch {
+	case errors.As(cause, &stopped):
+		return store.RunStopped
+	case errors.As(cause, &timedOut):
+		return store.RunTimedOut
+	case errors.Is(cause, errClientGone):
+		return store.RunDisconnected
+	}
+	return store.RunKilled
 }
 
 // headerHas reports whether the comma-separated header name holds token.
@@ -351,15 +385,17 @@ func (a *runAttachment) close(exit apiclient.RunExit) {
 	a.conn.Close()
 }
 
-// finishRun records how a run ended, even when its client has gone. A run
-// marked lost meanwhile (this server went unseen) keeps that end.
-func (s *Server) finishRun(run store.Run, code *int, reason string) {
+// finishRun records how a run ended, even when its client has gone, and
+// so audits its end (app.run.end, store.FinishRun). A run marked lost
+// meanwhile (this server went unseen) keeps that end, audited when it was
+// marked.
+func (s *Server) finishRun(run store.Run, res store.RunResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := s.store.FinishRun(ctx, run.ID, store.RunResult{ExitCode: code, Reason: reason})
+	_, err := s.store.FinishRun(ctx, run.ID, res)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		s.log.Info("Run ended after its record did; the record is kept", "app", run.App, "run", run.Number, "reason", reason)
+		s.log.Info("Run ended after its record did; the record is kept", "app", run.App, "run", run.Number, "reason", res.Reason)
 	case err != nil:
 		s.log.Error(err, "Recording the end of a run", "app", run.App, "run", run.Number)
 	}

@@ -288,7 +288,51 @@ func TestRuns(t *testing.T) {
 		if len(audited) != len(runs) || audited[0]["run"] != float64(1) || !strings.Contains(fmt.Sprint(audited[0]["command"]), "exit 7") {
 			t.Errorf("app.run audit entries %v, want one per run (%d)", audited, len(runs))
 		}
+		// Each end too, saying how.
+		ends := runEndEntries(t, e, tenant.ID)
+		if len(ends) != len(runs) {
+			t.Errorf("%d app.run.end audit entries, want one per run (%d)", len(ends), len(runs))
+		}
+		howEnded := map[string]store.RunEnd{"": "exited", "the client went away": "disconnected", "timed out after 1s": "timedOut"}
+		for _, r := range runs {
+			end, ok := ends[r.Number]
+			if !ok {
+				t.Errorf("run.%d's end is not audited", r.Number)
+				continue
+			}
+			if end.actor != "token:test" || end.Target != "web" || end.Ended != howEnded[r.Reason] || end.Reason != r.Reason ||
+				end.ExitCode == nil || r.ExitCode == nil || *end.ExitCode != *r.ExitCode || end.Release != 3 {
+				t.Errorf("run.%d (%+v) ended audited as %+v, want by token:test, ended %s", r.Number, r, end, howEnded[r.Reason])
+			}
+		}
 	})
+}
+
+// runEnd is an app.run.end audit entry.
+type runEnd struct {
+	actor, Target string
+	store.RunEndDetails
+}
+
+// runEndEntries reads the tenant's app.run.end audit entries by run
+// number, failing on a run whose end is audited twice.
+func runEndEntries(t *testing.T, e *apitest.Env, tenantID string) map[int]runEnd {
+	t.Helper()
+	ends := map[int]runEnd{}
+	for _, a := range auditActions(t, e, tenantID) {
+		if a.Action != store.RunEndAction {
+			continue
+		}
+		end := runEnd{actor: a.Actor, Target: a.Target}
+		if err := json.Unmarshal(a.Details, &end.RunEndDetails); err != nil {
+			t.Fatalf("an app.run.end entry's details %s: %v", a.Details, err)
+		}
+		if _, twice := ends[end.Run]; twice {
+			t.Errorf("run.%d's end audited twice", end.Run)
+		}
+		ends[end.Run] = end
+	}
+	return ends
 }
 
 // runNumbered returns run.n of the app, as GET .../runs lists it.
@@ -383,10 +427,14 @@ func TestRunsDetached(t *testing.T) {
 			t.Errorf("run.1's lines in the app's log: %q", got)
 		}
 		audit := auditActions(t, e, tenant.ID)
-		last := audit[len(audit)-1]
+		start := audit[len(audit)-2]
 		var d map[string]any
-		if err := json.Unmarshal(last.Details, &d); err != nil || last.Action != "app.run" || d["detached"] != true || d["run"] != float64(1) {
-			t.Errorf("the last audit entry %s %s, want app.run of run.1, detached", last.Action, last.Details)
+		if err := json.Unmarshal(start.Details, &d); err != nil || start.Action != "app.run" || d["detached"] != true || d["run"] != float64(1) {
+			t.Errorf("the audit entry before the last %s %s, want app.run of run.1, detached", start.Action, start.Details)
+		}
+		if end := runEndEntries(t, e, tenant.ID)[1]; audit[len(audit)-1].Action != store.RunEndAction || end.actor != "token:test" ||
+			end.Ended != "exited" || end.ExitCode == nil || *end.ExitCode != 7 || !end.Detached || end.Reason != "" {
+			t.Errorf("the last audit entry %s %s, want app.run.end of run.1, exited 7", audit[len(audit)-1].Action, audit[len(audit)-1].Details)
 		}
 	})
 
@@ -588,6 +636,10 @@ func TestRunsStop(t *testing.T) {
 		if len(stops) != 1 || stops[0]["run"] != float64(run.Number) {
 			t.Errorf("app.run.stop audit entries %v, want one of run.%d", stops, run.Number)
 		}
+		if end := runEndEntries(t, e, tenant.ID)[run.Number]; end.actor != "token:test" || end.Ended != "stopped" || end.StoppedBy != "token:test" ||
+			end.ExitCode == nil || *end.ExitCode != 128+int(syscall.SIGTERM) || end.Reason != "stopped by token:test" {
+			t.Errorf("run.%d's end audited as %+v, want stopped by token:test", run.Number, end)
+		}
 	})
 
 	t.Run("an attached run", func(t *testing.T) {
@@ -600,6 +652,9 @@ func TestRunsStop(t *testing.T) {
 		}
 		if r := waitRunEnded(t, c, "web", number); r.Reason != "stopped by token:test" {
 			t.Errorf("run.%d ended as %+v", number, r)
+		}
+		if end := runEndEntries(t, e, tenant.ID)[number]; end.Ended != "stopped" || end.StoppedBy != "token:test" || end.Detached {
+			t.Errorf("the attached run.%d's end audited as %+v, want stopped by token:test", number, end)
 		}
 	})
 }
@@ -796,10 +851,35 @@ func TestRunsLost(t *testing.T) {
 		t.Errorf("run.%d once its command ended: %+v; want still lost", cut.Number, r)
 	}
 
+	// bex ps through the live server lists its run alone: the lost ones
+	// have ended.
+	if is := instancesOf(t, e, token, "web"); len(is.Runs) != 1 || is.Runs[0].Number != kept.Number {
+		t.Errorf("runs in the instances once two were lost: %+v, want run.%d alone", is.Runs, kept.Number)
+	}
+
 	if _, err := live.StopRun(ctx, "web", kept.Number); err != nil {
 		t.Fatal(err)
 	}
 	if r := waitRunEnded(t, live, "web", kept.Number); r.Status != string(store.RunFailed) || r.Reason != "stopped by token:test" {
 		t.Errorf("the live server's run stopped: %+v", r)
+	}
+
+	// Each lost run's end is audited once, by the platform, though the
+	// cut-off server ended its command since; the stopped one's by who
+	// started it.
+	ends := runEndEntries(t, e, tenant.ID)
+	for _, tc := range []struct {
+		number int
+		by     string
+	}{{cut.Number, "token:test"}, {ghost.Number, "a@lost.test"}} {
+		if end := ends[tc.number]; end.actor != store.PlatformActor || end.Ended != "lost" || end.ExitCode != nil || end.Reason != store.LostRunReason || end.StartedBy != tc.by {
+			t.Errorf("lost run.%d's end audited as %+v, want lost, by the platform, started by %s", tc.number, end, tc.by)
+		}
+	}
+	if end := ends[kept.Number]; end.actor != "token:test" || end.Ended != "stopped" {
+		t.Errorf("run.%d's end audited as %+v, want stopped, by token:test", kept.Number, end)
+	}
+	if len(ends) != 3 {
+		t.Errorf("%d app.run.end entries, want 3: %+v", len(ends), ends)
 	}
 }

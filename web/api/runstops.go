@@ -68,7 +68,12 @@ func (s *Server) stopRun(c echo.Context) error {
 
 // stopCause is the cause a stopped run's context ends with: its record's
 // reason, and what bex run prints.
-func stopCause(by string) error { return fmt.Errorf("stopped by %s", by) }
+func stopCause(by string) error { return runStopped{by: by} }
+
+// runStopped is the cause of a run stopped by whom a stop was asked.
+type runStopped struct{ by string }
+
+func (e runStopped) Error() string { return "stopped by " + e.by }
 
 // lostCause is the cause a run's context ends with when its server finds
 // it marked lost (the server was not seen for a while, and may be the

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,23 @@ func TestTimelineRows(t *testing.T) {
 	}
 	if !strings.Contains(svg, "v1.37.2") || strings.Contains(svg, "style=") {
 		t.Errorf("the SVG lacks the new version's legend or uses inline style:\n%s", svg)
+	}
+}
+
+// TestAuditDetails: the audit page writes an entry's details as key=value
+// pairs by key, strings unquoted, without nulls or empty strings, so that
+// an app.run.end entry says how the run ended at a glance.
+func TestAuditDetails(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"run":3,"release":2,"exitCode":143,"ended":"stopped","reason":"stopped by a@b.c","stoppedBy":"a@b.c","detached":true}`,
+			"detached=true ended=stopped exitCode=143 reason=stopped by a@b.c release=2 run=3 stoppedBy=a@b.c"},
+		{`{"run":4,"exitCode":null,"ended":"lost","tokenID":""}`, "ended=lost run=4"},
+		{`{"command":["sh","-c","echo hi"],"terminal":false}`, `command=["sh","-c","echo hi"] terminal=false`},
+		{``, ""},
+		{`[1]`, "[1]"},
+	} {
+		if got := auditDetails(json.RawMessage(tc.in)); got != tc.want {
+			t.Errorf("details %s: %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -27,11 +29,13 @@ func parsePages() (map[string]*template.Template, error) {
 			}
 			return *p
 		},
-		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"lower": strings.ToLower,
-		"state": instanceBadge,
-		"can":   can,
-		"roles": func() []string { return tenantRoles },
+		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"lower":   strings.ToLower,
+		"state":   instanceBadge,
+		"command": func(args []string) string { return strings.Join(args, " ") },
+		"details": auditDetails,
+		"can":     can,
+		"roles":   func() []string { return tenantRoles },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -54,6 +58,30 @@ func instanceBadge(state string) string {
 		return "failed"
 	}
 	return "pending"
+}
+
+// auditDetails writes an audit entry's details as key=value pairs, by
+// key, leaving out nulls and empty strings: "ended=exited exitCode=0
+// run=3". A value that is not a string or a number stays JSON; details
+// that are not an object are written as they are.
+func auditDetails(raw json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return string(raw)
+	}
+	pairs := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := string(m[k])
+		var s string
+		switch {
+		case v == "null" || v == `""`:
+			continue
+		case json.Unmarshal(m[k], &s) == nil:
+			v = s
+		}
+		pairs = append(pairs, k+"="+v)
+	}
+	return strings.Join(pairs, " ")
 }
 
 // tenantRoles are a tenant's roles, from the least powerful.

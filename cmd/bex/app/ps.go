@@ -19,9 +19,11 @@ func newPsCommand(st *state) *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "ps [APP]",
-		Short: "Show an app's instances: state and since when, release, restarts after crashes, and the cluster it runs on",
+		Short: "Show an app's instances: state and since when, release, restarts after crashes, and the cluster it runs on; then its one-off runs",
 		Long: "ps shows what runs of the app now, as the runtime reports it: each instance (web.0), its state (starting, up,\n" +
 			"unhealthy, crashed, stopping) and since when, the release it runs and how often it crashed and was restarted.\n" +
+			"Then, in a group of their own, its one-off runs that run (bex run): run.3, up or stopping (and who asked),\n" +
+			"since when, the release, who started it, attached or detached, and the command; bex runs lists those that ended.\n" +
 			"Without APP, the app of the git checkout's remote named bex. With --watch it goes on, and prints the instances\n" +
 			"again, under the time, each time one of them changes, until interrupted.",
 		Args: cobra.MaximumNArgs(1),
@@ -91,19 +93,25 @@ func instancesKey(is apiclient.Instances) string {
 	for _, i := range is.Instances {
 		fmt.Fprintf(&b, "|%s %s %d %d", i.Name, i.State, i.Release, i.Restarts)
 	}
+	for _, r := range is.Runs {
+		fmt.Fprintf(&b, "|%s %s", r.Name, r.State)
+	}
 	return b.String()
 }
 
 // renderInstances writes what runs of an app at now: a line that says
-// where and how it runs, then a row per instance.
+// where and how it runs, then a row per instance; then its one-off runs
+// that run, as a group of their own (renderRunningRuns).
 func (st *state) renderInstances(w io.Writer, is apiclient.Instances, now time.Time) error {
 	where := is.App
 	if is.Cluster != "" {
 		where += " on " + is.Cluster
 	}
 	if len(is.Instances) == 0 {
-		_, err := fmt.Fprintf(w, "No instances of %s: %s\n", where, is.Message)
-		return err
+		if _, err := fmt.Fprintf(w, "No instances of %s: %s\n", where, is.Message); err != nil {
+			return err
+		}
+		return st.renderRunningRuns(w, is, now)
 	}
 	if _, err := fmt.Fprintf(w, "%s: %s\n", where, is.Message); err != nil {
 		return err
@@ -112,7 +120,36 @@ func (st *state) renderInstances(w io.Writer, is apiclient.Instances, now time.T
 	for _, i := range is.Instances {
 		rows = append(rows, []string{i.Name, i.State, ago(now.Sub(i.Since)), releaseName(int64(i.Release)), strconv.Itoa(i.Restarts)})
 	}
-	return st.table([]string{"INSTANCE", "STATE", "SINCE", "RELEASE", "RESTARTS"}, rows)
+	if err := st.table([]string{"INSTANCE", "STATE", "SINCE", "RELEASE", "RESTARTS"}, rows); err != nil {
+		return err
+	}
+	return st.renderRunningRuns(w, is, now)
+}
+
+// renderRunningRuns writes the app's one-off runs that run, when there
+// are any, after a blank line and a line that counts them (as heroku ps's
+// "run: one-off processes" group): a row per run with its state (up, or
+// stopping and who asked), since when, release, who started it, attached
+// or detached, and its command.
+func (st *state) renderRunningRuns(w io.Writer, is apiclient.Instances, now time.Time) error {
+	if len(is.Runs) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\nOne-off runs of %s (%d):\n", is.App, len(is.Runs)); err != nil {
+		return err
+	}
+	rows := make([][]string, 0, len(is.Runs))
+	for _, r := range is.Runs {
+		state, how := r.State, "attached"
+		if r.State == apiclient.RunStopping {
+			state = "stopping (asked by " + r.StopRequestedBy + ")"
+		}
+		if r.Detached {
+			how = "detached"
+		}
+		rows = append(rows, []string{r.Name, state, ago(now.Sub(r.Since)), releaseName(int64(r.Release)), r.CreatedBy, how, commandLine(r.Command, 60)})
+	}
+	return st.table([]string{"RUN", "STATE", "SINCE", "RELEASE", "BY", "HOW", "COMMAND"}, rows)
 }
 
 // ago says how long ago something happened, to the unit that matters:

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
@@ -269,5 +271,71 @@ func TestReleaseInfoCLI(t *testing.T) {
 	}
 	if _, stderr, code := bexRun(t, io, "releases", "info", "shop", "latest"); code != 2 || stderr != "bex: release \"latest\": give a release as bex releases lists it, such as v2\n" {
 		t.Errorf("bex releases info shop latest: exit %d, %s", code, stderr)
+	}
+}
+
+// TestPsRunsCLI: bex ps lists the app's one-off runs that run after its
+// instances, in a group of their own: a detached run up, a run asked to
+// stop as stopping and by whom; -o json gives them as runs; once a run
+// has ended it leaves bex ps (bex runs keeps it), and with none running
+// the group is not printed.
+func TestPsRunsCLI(t *testing.T) {
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
+	tenant, token := e.TenantToken(t, "clipsruns")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, stderr, code := bexRunWith(t, env, "", "apps", "create", "shop"); code != 0 {
+		t.Fatal(stderr)
+	}
+	e.SetCurrentRelease(t, "clipsruns", "shop", 2)
+	if _, stderr, code := bexRunWith(t, env, "", "run", "-d", "shop", "--", "sleep", "600"); code != 0 {
+		t.Fatal(stderr)
+	}
+	// Recorded by a server that does not run it here, asked to stop: it
+	// stays stopping.
+	held, err := e.Store.CreateRun(t.Context(), store.NewRun{TenantID: tenant.ID, App: "shop", Release: 2, Command: []string{"rake", "db:migrate"}, CreatedBy: "a@clipsruns.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := bexRunWith(t, env, "", "runs", "stop", "shop", fmt.Sprintf("run.%d", held.Number)); code != 0 {
+		t.Fatal(stderr)
+	}
+
+	stdout, stderr, code := bexRunWith(t, env, "", "ps", "shop")
+	group := regexp.MustCompile(`(?s)\n\nOne-off runs of shop \(2\):\nRUN +STATE +SINCE +RELEASE +BY +HOW +COMMAND\n` +
+		`run\.1 +up +\d+s ago +v2 +token:test +detached +sleep 600\n` +
+		`run\.2 +stopping \(asked by token:test\) +\d+s ago +v2 +a@clipsruns\.test +attached +rake db:migrate\n$`)
+	if code != 0 || !group.MatchString(stdout) || !strings.HasPrefix(stdout, "No instances of shop") {
+		t.Errorf("bex ps with two runs: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	stdout, _, code = bexRunWith(t, env, "", "ps", "shop", "-o", "json")
+	var is apiclient.Instances
+	if err := json.Unmarshal([]byte(stdout), &is); err != nil || code != 0 || len(is.Runs) != 2 {
+		t.Fatalf("bex ps -o json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	if r := is.Runs[0]; r.Name != "run.1" || r.Number != 1 || r.State != "up" || !r.Detached || r.CreatedBy != "token:test" || strings.Join(r.Command, " ") != "sleep 600" || r.Since.IsZero() {
+		t.Errorf("run.1 in bex ps -o json: %+v", r)
+	}
+	if r := is.Runs[1]; r.Name != "run.2" || r.State != "stopping" || r.StopRequestedBy != "token:test" || r.StopRequestedAt == nil || r.Detached {
+		t.Errorf("run.2 in bex ps -o json: %+v", r)
+	}
+
+	if _, stderr, code := bexRunWith(t, env, "", "runs", "stop", "shop", "run.1"); code != 0 {
+		t.Fatal(stderr)
+	}
+	platformtest.Eventually(t, time.Minute, "run.1 to leave bex ps", func(context.Context) error {
+		stdout, _, _ := bexRunWith(t, env, "", "ps", "shop")
+		if strings.Contains(stdout, "run.1") || !strings.Contains(stdout, "One-off runs of shop (1):") {
+			return fmt.Errorf("bex ps:\n%s", stdout)
+		}
+		return nil
+	})
+	if _, err := e.Store.FinishRun(t.Context(), held.ID, store.RunResult{ExitCode: ptr.To(143), Reason: "stopped by token:test", End: store.RunStopped}); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, _, _ := bexRunWith(t, env, "", "ps", "shop"); stdout != "No instances of shop: no instance of shop runs\n" {
+		t.Errorf("bex ps once no run runs: %q", stdout)
+	}
+	if stdout, _, _ := bexRunWith(t, env, "", "runs", "shop"); !strings.Contains(stdout, "run.1") || !strings.Contains(stdout, "run.2") {
+		t.Errorf("bex runs once both ended:\n%s", stdout)
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // TestRenderInstances: bex ps says where the app runs and how, then a row
 // per instance with its state, how long ago it entered it, its release
-// and restarts; an app that runs nothing says why.
+// and restarts; an app that runs nothing says why; one-off runs that run
+// come after, in a group of their own.
 func TestRenderInstances(t *testing.T) {
 	now := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 	is := apiclient.Instances{App: "shop", Release: 4, Cluster: "alpha", Message: "release 4: worker.0 crashed 3 times; restarting in 2s; last exit: exit status 1",
@@ -40,6 +41,35 @@ func TestRenderInstances(t *testing.T) {
 			is.Cluster, is.Release, is.Instances, is.Message = "", 0, nil, "shop has no release yet: push to its git remote"
 		},
 		want: "No instances of shop: shop has no release yet: push to its git remote\n",
+	}, {
+		name: "with one-off runs",
+		change: func(is *apiclient.Instances) {
+			is.Instances = is.Instances[:1]
+			is.Runs = []apiclient.RunningRun{
+				{Name: "run.3", Number: 3, Release: 4, Command: []string{"rake", "db:migrate"}, CreatedBy: "a@b.c", State: "up", Since: now.Add(-61 * time.Second)},
+				{Name: "run.5", Number: 5, Release: 4, Command: []string{"sh", "-c", "sleep 600"}, CreatedBy: "token:ci", Detached: true, State: "stopping",
+					StopRequestedBy: "x@b.c", Since: now.Add(-5 * time.Second)},
+			}
+		},
+		want: "shop on alpha: release 4: worker.0 crashed 3 times; restarting in 2s; last exit: exit status 1\n" +
+			"INSTANCE  STATE  SINCE      RELEASE  RESTARTS\n" +
+			"web.0     up     3h12m ago  v4       0\n" +
+			"\n" +
+			"One-off runs of shop (2):\n" +
+			"RUN    STATE                      SINCE   RELEASE  BY        HOW       COMMAND\n" +
+			"run.3  up                         1m ago  v4       a@b.c     attached  rake db:migrate\n" +
+			"run.5  stopping (asked by x@b.c)  5s ago  v4       token:ci  detached  sh -c 'sleep 600'\n",
+	}, {
+		name: "one-off runs alone",
+		change: func(is *apiclient.Instances) {
+			is.Cluster, is.Release, is.Instances, is.Message = "", 0, nil, "no instance of shop runs"
+			is.Runs = []apiclient.RunningRun{{Name: "run.1", Number: 1, Release: 4, Command: []string{"bash"}, CreatedBy: "a@b.c", State: "up", Since: now}}
+		},
+		want: "No instances of shop: no instance of shop runs\n" +
+			"\n" +
+			"One-off runs of shop (1):\n" +
+			"RUN    STATE  SINCE   RELEASE  BY     HOW       COMMAND\n" +
+			"run.1  up     0s ago  v4       a@b.c  attached  bash\n",
 	}} {
 		in := is
 		tc.change(&in)

@@ -22,8 +22,17 @@ const (
 	InstanceStopping = "stopping"
 )
 
+// The states of a one-off run that runs, as RunningRun.State says them.
+const (
+	// RunUp: the run's command runs.
+	RunUp = "up"
+	// RunStopping: a stop was asked of it (StopRun); it ends soon.
+	RunStopping = "stopping"
+)
+
 // Instances answers GET /api/v1/apps/{app}/instances: what runs of the
-// app now, as the runtime that runs it reports it.
+// app now, as the runtime that runs it reports it, and its one-off runs
+// that run.
 type Instances struct {
 	App string `json:"app"`
 	// Release is the release the runtime runs (mid-rollout on a cluster,
@@ -40,6 +49,36 @@ type Instances struct {
 	// exit status 1").
 	Message   string     `json:"message"`
 	Instances []Instance `json:"instances"`
+	// Runs are the app's one-off runs that run now, oldest first; those
+	// that ended (or were lost) are in GET .../runs only.
+	Runs []RunningRun `json:"runs"`
+}
+
+// RunningRun is a one-off run of an app that runs now, as ps shows it
+// after the instances (Heroku's "run: one-off processes").
+type RunningRun struct {
+	// Name is run.<Number>.
+	Name   string `json:"name"`
+	Number int    `json:"number"`
+	// Release is the release it runs in.
+	Release int      `json:"release"`
+	Command []string `json:"command"`
+	// CreatedBy is who started it: an email, or token:<name>.
+	CreatedBy string `json:"createdBy"`
+	// Detached says it runs in the background, its output going to the
+	// app's log; otherwise a client is attached to it (bex run).
+	Detached bool `json:"detached"`
+	// Terminal says it runs on a terminal.
+	Terminal bool `json:"terminal"`
+	// State is up, or stopping once a stop was asked of it (the RunUp
+	// and RunStopping constants).
+	State string `json:"state"`
+	// Since is when it started.
+	Since time.Time `json:"since"`
+	// StopRequestedAt is when a stop was asked of it, StopRequestedBy
+	// by whom; absent when none was.
+	StopRequestedAt *time.Time `json:"stopRequestedAt,omitempty"`
+	StopRequestedBy string     `json:"stopRequestedBy,omitempty"`
 }
 
 // Instance is one running copy of a process of an app.

@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"bex.co/bex/internal/every"
+	"bex.co/bex/internal/store"
 )
 
 // Defaults of Options.RunHeartbeat and Options.RunLostAfter: a run whose
@@ -45,9 +47,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // keepRuns is one heartbeat of the server and, when it went through, one
-// sweep of lost runs: a server that cannot say it is alive judges no
-// other, and one that can never takes its own runs for lost. The two may
-// take a third of the deadline: a late heartbeat still counts.
+// sweep of lost runs and the ends of its own runs it could not record
+// before (finishRun): a server that cannot say it is alive judges no
+// other, and one that can never takes its own runs for lost. They take
+// at most a third of the deadline together: a late heartbeat still
+// counts.
 func (s *Server) keepRuns(parent context.Context) {
 	ctx, cancel := context.WithTimeout(parent, s.runLostAfter/3)
 	defer cancel()
@@ -63,5 +67,54 @@ func (s *Server) keepRuns(parent context.Context) {
 	}
 	for _, r := range lost {
 		s.log.Info("Run lost: its server stopped answering", "tenantID", r.TenantID, "app", r.App, "run", r.Number, "server", r.ServerID)
+	}
+	s.writeUnwritten(ctx)
+}
+
+// unwrittenEnds are the ends of runs a server could not record
+// (finishRun), by run ID.
+type unwrittenEnds struct {
+	mu   sync.Mutex
+	ends map[string]unwrittenEnd
+}
+
+type unwrittenEnd struct {
+	run store.Run
+	res store.RunResult
+}
+
+func (u *unwrittenEnds) add(run store.Run, res store.RunResult) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ends == nil {
+		u.ends = map[string]unwrittenEnd{}
+	}
+	u.ends[run.ID] = unwrittenEnd{run: run, res: res}
+}
+
+// taken empties u and returns what it held.
+func (u *unwrittenEnds) taken() []unwrittenEnd {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	all := make([]unwrittenEnd, 0, len(u.ends))
+	for _, e := range u.ends {
+		all = append(all, e)
+	}
+	clear(u.ends)
+	return all
+}
+
+// writeUnwritten tries again to record the ends finishRun could not,
+// keeping those that fail again for the next heartbeat.
+func (s *Server) writeUnwritten(ctx context.Context) {
+	for _, e := range s.unwritten.taken() {
+		if err := s.writeEnd(ctx, e.run, e.res); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error(err, "Recording the end of a run again", "app", e.run.App, "run", e.run.Number)
+			}
+			s.unwritten.add(e.run, e.res)
+			continue
+		}
+		s.log.Info("Recorded the end of a run at last", "app", e.run.App, "run", e.run.Number)
 	}
 }

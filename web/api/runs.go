@@ -385,20 +385,36 @@ func (a *runAttachment) close(exit apiclient.RunExit) {
 	a.conn.Close()
 }
 
-// finishRun records how a run ended, even when its client has gone, and
+// finishRun records how run ended, even when its client has gone, and
 // so audits its end (app.run.end, store.FinishRun). A run marked lost
 // meanwhile (this server went unseen) keeps that end, audited when it was
-// marked.
+// marked. An end it cannot write (the store did not answer) is kept and
+// tried again after each heartbeat of the run keeper (Run), so that the
+// run stops counting and is audited once the store answers again;
+// meanwhile its row says running, and the heartbeats keep it from being
+// taken for lost.
 func (s *Server) finishRun(run store.Run, res store.RunResult) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := s.writeEnd(context.Background(), run, res); err != nil {
+		s.log.Error(err, "Recording the end of a run; trying again after each heartbeat", "app", run.App, "run", run.Number)
+		s.unwritten.add(run, res)
+	}
+}
+
+// writeEnd records run's end, taking at most 10 s; the error is one
+// worth trying again: an end recorded already, or refused, is not.
+func (s *Server) writeEnd(ctx context.Context, run store.Run, res store.RunResult) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := s.store.FinishRun(ctx, run.ID, res)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		s.log.Info("Run ended after its record did; the record is kept", "app", run.App, "run", run.Number, "reason", res.Reason)
-	case err != nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalid):
 		s.log.Error(err, "Recording the end of a run", "app", run.App, "run", run.Number)
+		return nil
 	}
+	return err
 }
 
 // listRuns answers the app's runs, newest first.

@@ -883,3 +883,67 @@ func TestRunsLost(t *testing.T) {
 		t.Errorf("%d app.run.end entries, want 3: %+v", len(ends), ends)
 	}
 }
+
+// TestRunEndWrittenLater: a run whose end cannot be written when its
+// command exits (its row locked past the 10 s the write has) is recorded,
+// and audited once, at a later heartbeat once the store answers; until
+// then it stays running and is not taken for lost.
+func TestRunEndWrittenLater(t *testing.T) {
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true, RunHeartbeat: 200 * time.Millisecond, RunLostAfter: 30 * time.Second})
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "later")
+	createApp(t, e, token, "web")
+	e.SetCurrentRelease(t, "later", "web", 3)
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := filepath.Join(t.TempDir(), "done")
+	run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.05; done; exit 5`, done}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.Store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM runs WHERE tenant_id = $1 FOR UPDATE", tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The write of the end waits on the lock, then gives up.
+	waiting := func() (int, error) {
+		var n int
+		err := e.Store.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "+
+			"WHERE NOT l.granted AND a.datname = current_database() AND a.query LIKE '%UPDATE runs%'").Scan(&n)
+		return n, err
+	}
+	platformtest.Eventually(t, time.Minute, "the end's write to wait on the lock", func(context.Context) error {
+		if n, err := waiting(); err != nil || n == 0 {
+			return fmt.Errorf("%d writes waiting, %v", n, err)
+		}
+		return nil
+	})
+	platformtest.Eventually(t, time.Minute, "the end's write to give up", func(context.Context) error {
+		if n, err := waiting(); err != nil || n != 0 {
+			return fmt.Errorf("%d writes waiting, %v", n, err)
+		}
+		return nil
+	})
+	if r := runNumbered(t, c, "web", run.Number); r.Status != string(store.RunRunning) {
+		t.Fatalf("run.%d with its row locked: %+v; want running still", run.Number, r)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := waitRunEnded(t, c, "web", run.Number)
+	if r.Status != string(store.RunFailed) || r.ExitCode == nil || *r.ExitCode != 5 {
+		t.Errorf("run.%d once the store answers: %+v; want exit 5", run.Number, r)
+	}
+	if end, ok := runEndEntries(t, e, tenant.ID)[run.Number]; !ok || end.Ended != store.RunExited || end.ExitCode == nil || *end.ExitCode != 5 {
+		t.Errorf("run.%d's end in the audit log: %+v (%v); want exited 5", run.Number, end, ok)
+	}
+}

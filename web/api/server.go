@@ -115,6 +115,9 @@ type Server struct {
 	streams       *streamLimiter
 	// runs are the one-off runs this server runs (runstops.go).
 	runs *localRuns
+	// unwritten are the ends of runs this server could not record yet
+	// (lostruns.go).
+	unwritten unwrittenEnds
 	// runKeepAlive is Options.RunKeepAlive, defaulted.
 	runKeepAlive time.Duration
 	// serverID names this server process in the runs it records, and

@@ -70,11 +70,16 @@ func TestRunsOnAppPage(t *testing.T) {
 	}
 	b.screenshot("app-runs")
 
-	// Stopped, the detached run leaves the open page.
-	eval[bool](b, "window.__sameDocument = true")
-	if _, err := api.StopRun(ctx, "shop", detached.Number); err != nil {
-		t.Fatal(err)
+	// The run asked to stop has no Stop button; the other one's stops it,
+	// and it leaves the page.
+	if eval[bool](b, fmt.Sprintf(`!!document.querySelector('button[data-stop-run="%d"]')`, held.Number)) {
+		t.Errorf("run.%d, asked to stop already, has a Stop button", held.Number)
 	}
+	if st := b.clickAndLoad("stopping the detached run", fmt.Sprintf(`button[data-stop-run="%d"]`, detached.Number)); st != http.StatusOK ||
+		!strings.HasPrefix(b.text("#notice"), fmt.Sprintf("Stopping run.%d", detached.Number)) {
+		t.Errorf("stopping run.%d from the page: status %d, notice %q", detached.Number, st, b.text("#notice"))
+	}
+	eval[bool](b, "window.__sameDocument = true")
 	b.waitFor("the stopped run to leave the page", fmt.Sprintf(`!document.querySelector('#run-list tr[data-run="run.%d"]') && !!document.querySelector('#run-list tr[data-run="run.%d"]')`,
 		detached.Number, held.Number), time.Minute)
 	if !eval[bool](b, "window.__sameDocument === true") {

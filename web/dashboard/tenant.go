@@ -163,6 +163,22 @@ func (d *Dashboard) restart(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice))
 }
 
+// stopRun asks the one-off run the path names to stop, as bex runs stop
+// does: its command gets SIGTERM, then SIGKILL.
+func (d *Dashboard) stopRun(c echo.Context) error {
+	name := c.Param("app")
+	n, err := strconv.Atoi(c.Param("run"))
+	if err != nil || n <= 0 {
+		return &pageError{status: http.StatusNotFound, title: "No such run", message: fmt.Sprintf("Run %q: runs are numbered from 1.", c.Param("run"))}
+	}
+	r, err := d.client(c).StopRun(c.Request().Context(), name, n)
+	if err != nil {
+		return err
+	}
+	notice := fmt.Sprintf("Stopping run.%d: its command gets SIGTERM, then SIGKILL; bex runs %s says how it ended.", r.Number, name)
+	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice))
+}
+
 // scale sets the instances of the process the form names, and the plan
 // it picks, applied to the current release.
 func (d *Dashboard) scale(c echo.Context) error {

@@ -382,7 +382,14 @@ func waitRunEnded(t *testing.T, c *apiclient.Client, app string, n int) apiclien
 // tenant, its token and a client with it.
 func runsEnv(t *testing.T, name string) (*apitest.Env, store.Tenant, string, *apiclient.Client) {
 	t.Helper()
-	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
+	return runsEnvWith(t, name, apitest.Options{})
+}
+
+// runsEnvWith is runsEnv with the API's options opts (RuntimeLogs set).
+func runsEnvWith(t *testing.T, name string, opts apitest.Options) (*apitest.Env, store.Tenant, string, *apiclient.Client) {
+	t.Helper()
+	opts.RuntimeLogs = true
+	e := apitest.StartWith(t, cptest.Start(t), opts)
 	tenant, token := e.TenantToken(t, name)
 	createApp(t, e, token, "web")
 	e.SetCurrentRelease(t, name, "web", 3)
@@ -889,15 +896,8 @@ func TestRunsLost(t *testing.T) {
 // and audited once, at a later heartbeat once the store answers; until
 // then it stays running and is not taken for lost.
 func TestRunEndWrittenLater(t *testing.T) {
-	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true, RunHeartbeat: 200 * time.Millisecond, RunLostAfter: 30 * time.Second})
+	e, tenant, _, c := runsEnvWith(t, "later", apitest.Options{RunHeartbeat: 200 * time.Millisecond, RunLostAfter: 30 * time.Second})
 	ctx := t.Context()
-	tenant, token := e.TenantToken(t, "later")
-	createApp(t, e, token, "web")
-	e.SetCurrentRelease(t, "later", "web", 3)
-	c, err := apiclient.New(e.URL, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := filepath.Join(t.TempDir(), "done")
 	run, err := c.RunDetached(ctx, "web", apiclient.RunRequest{Command: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.05; done; exit 5`, done}})
 	if err != nil {

@@ -44,6 +44,9 @@ type options struct {
 	window time.Duration
 	// placeTimeout bounds the wait for every App to be placed.
 	placeTimeout time.Duration
+	// placePolled places the Apps in the run with the 30 s resync, which
+	// then runs first.
+	placePolled bool
 }
 
 func defaultOptions() options {
@@ -57,6 +60,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.tenants, "tenants", o.tenants, "tenant namespaces the Apps spread over")
 	fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "concurrent clients while seeding")
 	fs.DurationVar(&o.window, "window", o.window, "how long each run counts reconciles and requests, once every App is placed")
+	fs.BoolVar(&o.placePolled, "place-polled", o.placePolled, "run the 30 s resync first, so that it places the Apps")
 	fs.DurationVar(&o.placeTimeout, "place-timeout", o.placeTimeout, "how long to wait for every App to be placed")
 }
 
@@ -122,15 +126,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "created %d Apps in %s\n", o.apps, time.Since(t0).Round(time.Second))
 
-	watched, err := measure(ctx, o, cp.RESTConfig(), seed, false, out)
-	if err != nil {
-		return err
+	var runs [2]result
+	for i, poll := range []bool{o.placePolled, !o.placePolled} {
+		if runs[i], err = measure(ctx, o, cp.RESTConfig(), seed, poll, out); err != nil {
+			return err
+		}
 	}
-	polled, err := measure(ctx, o, cp.RESTConfig(), seed, true, out)
-	if err != nil {
-		return err
+	if o.placePolled {
+		runs[0], runs[1] = runs[1], runs[0]
 	}
-	report(out, o, watched, polled)
+	report(out, o, runs[0], runs[1])
 	return nil
 }
 
@@ -206,7 +211,7 @@ func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client,
 			return false, nil
 		}
 		calls := placer.calls.Load()
-		last = fmt.Sprintf("%d of %d Apps placed, %d placement reconciles (%d failed)", placed, o.apps, calls, placer.failed.Load())
+		last = fmt.Sprintf("%d of %d Apps placed, %d placement reconciles (%d failed, %d placed nowhere)", placed, o.apps, calls, placer.failed.Load(), placer.unplaced.Load())
 		fmt.Fprintf(out, "  %s: %s\n", time.Since(start).Round(time.Second), last)
 		return placed == o.apps && calls >= int64(o.apps), nil
 	})
@@ -218,6 +223,14 @@ func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client,
 	res.placing = counts.snapshot()
 	if e, ok := placer.lastErr.Load().(string); ok {
 		fmt.Fprintf(out, "run %q: last failed placement: %s\n", res.name, e)
+	}
+	if moved, err := movedReasons(ctx, seed); err != nil {
+		fmt.Fprintf(out, "run %q: counting the moves: %v\n", res.name, err)
+	} else if len(moved) > 0 {
+		fmt.Fprintf(out, "run %q: Placements moved once placed, by reason of the last move: %v\n", res.name, moved)
+	}
+	if m, ok := placer.lastUnplaced.Load().(string); ok {
+		fmt.Fprintf(out, "run %q: last App placed nowhere: %s\n", res.name, m)
 	}
 	fmt.Fprintf(out, "run %q: every App placed %s after the controller's start; counting for %s\n", res.name, res.toPlace.Round(time.Second), o.window)
 	c0, f0, r0 := placer.calls.Load(), placer.failed.Load(), counts.snapshot()
@@ -236,6 +249,22 @@ func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client,
 	}
 	res.loadAfter = loadavg()
 	return res, nil
+}
+
+// movedReasons counts the Placements that moved, by the reason of their
+// last move (spec.movedFrom).
+func movedReasons(ctx context.Context, c ctrl.Client) (map[string]int, error) {
+	var list schedulingv1alpha1.PlacementList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	moved := map[string]int{}
+	for _, p := range list.Items {
+		if m := p.Spec.MovedFrom; m != nil {
+			moved[m.Reason]++
+		}
+	}
+	return moved, nil
 }
 
 // countPlaced counts the Apps whose status names a cluster.
@@ -261,19 +290,25 @@ func countPlaced(ctx context.Context, c ctrl.Client) (int, error) {
 
 // countingPlacer counts the controller's placement reconciles: each calls
 // Place once.
-// Failed calls count in failed too, and the last failure is kept.
+// Failed calls count in failed too, and the last failure is kept; calls
+// that left the App placed nowhere count in unplaced, and the last one's
+// message is kept.
 type countingPlacer struct {
 	app.Placer
-	calls, failed atomic.Int64
-	lastErr       atomic.Value
+	calls, failed, unplaced atomic.Int64
+	lastErr, lastUnplaced   atomic.Value
 }
 
 func (p *countingPlacer) Place(ctx context.Context, a *platformv1alpha1.App) (app.Placement, error) {
 	p.calls.Add(1)
 	pl, err := p.Placer.Place(ctx, a)
-	if err != nil {
+	switch {
+	case err != nil:
 		p.failed.Add(1)
 		p.lastErr.Store(err.Error())
+	case !pl.Placed:
+		p.unplaced.Add(1)
+		p.lastUnplaced.Store(pl.Message)
 	}
 	return pl, err
 }

@@ -34,6 +34,7 @@ import (
 	"bex.co/bex/deploy"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/test/bench"
 	"bex.co/bex/test/scheduler/fleettest"
 )
 
@@ -391,7 +392,7 @@ func seedFleet(ctx context.Context, o options, c ctrl.Client, cp *controlplane.C
 	if err != nil {
 		return err
 	}
-	return parallel(o.clusters, o.concurrency, func(i int) error {
+	return bench.Parallel(o.clusters, o.concurrency, func(i int) error {
 		name := fmt.Sprintf("c%03d", i)
 		var nodes []fleettest.Node
 		for j := range o.nodes {
@@ -432,14 +433,14 @@ func waitFleet(ctx context.Context, o options, c ctrl.Client) error {
 // seedApps creates the tenants' namespaces and the Apps, consecutive
 // blocks of Apps per tenant.
 func seedApps(ctx context.Context, o options, c ctrl.Client, out io.Writer) error {
-	if err := parallel(o.tenants, o.concurrency, func(t int) error {
+	if err := bench.Parallel(o.tenants, o.concurrency, func(t int) error {
 		return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%04d", t)}})
 	}); err != nil {
 		return fmt.Errorf("creating namespaces: %w", err)
 	}
 	per := (o.apps + o.tenants - 1) / o.tenants
 	var created atomic.Int64
-	return parallel(o.apps, o.concurrency, func(i int) error {
+	return bench.Parallel(o.apps, o.concurrency, func(i int) error {
 		a := &platformv1alpha1.App{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("tenant-%04d", i/per), Name: fmt.Sprintf("app-%05d", i)},
 			Spec:       platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStarter},
@@ -452,35 +453,6 @@ func seedApps(ctx context.Context, o options, c ctrl.Client, out io.Writer) erro
 		}
 		return nil
 	})
-}
-
-// parallel runs f(i) for i in [0,n) on k goroutines and returns the first
-// error.
-func parallel(n, k int, f func(i int) error) error {
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range k {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }
 
 // loadavg is the machine's load average over 1, 5 and 15 minutes, as

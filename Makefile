@@ -6,7 +6,7 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 GOTEST_FLAGS ?= -count=1 -timeout 60m
 
-.PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps fmt vet clean
+.PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps bench-placement fmt vet clean
 
 all: build
 
@@ -101,6 +101,10 @@ bench-edge:
 ## bench-apps: 10,000 apps over 1,000 tenants on a real control plane and Postgres: controllers' convergence, app list, edge table and latency, heap per app (docs/perf.md); builds the pinned kube-apiserver and etcd when missing; APPSBENCH_FLAGS=--apps 1000 is the quick mode
 bench-apps:
 	$(GO) run ./test/bench/appsbench $(APPSBENCH_FLAGS)
+
+## bench-placement: 10,000 apps over 1,000 tenants placed on 100 clusters through the aggregated scheduling API: the App controller's placement reconciles and scheduling reads a second with the ClusterCapacity watch and with the 30 s resync (docs/perf.md); PLACEBENCH_FLAGS='--clusters 20 --apps 1000 --tenants 100' is the quick mode
+bench-placement:
+	$(GO) run ./test/bench/placebench $(PLACEBENCH_FLAGS)
 
 clean:
 	rm -rf bin out

@@ -150,6 +150,11 @@ type Reconciler struct {
 	// looked at again while the ClusterCapacities cannot be watched; 0
 	// means 30 s (placementResync).
 	PlacementResync time.Duration
+	// PollPlacements, with a Placer, follows no ClusterCapacities: every
+	// placement is looked at every PlacementResync, as while the
+	// scheduling API cannot be watched. For comparisons (make
+	// bench-placement); the platform leaves it false.
+	PollPlacements bool
 
 	// capacity, with a Placer, follows the ClusterCapacities.
 	capacity *capacityWatch
@@ -177,6 +182,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, unplacedIndex, unplacedOf); err != nil {
 			return fmt.Errorf("indexing apps by placed condition: %w", err)
 		}
+	}
+	if r.Placer != nil && !r.PollPlacements {
 		c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 		if err != nil {
 			return fmt.Errorf("creating the capacity watch client: %w", err)

@@ -914,22 +914,27 @@ func TestRunEndWrittenLater(t *testing.T) {
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The write of the end waits on the lock, then gives up.
-	waiting := func() (int, error) {
-		var n int
-		err := e.Store.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "+
-			"WHERE NOT l.granted AND a.datname = current_database() AND a.query LIKE '%UPDATE runs%'").Scan(&n)
-		return n, err
-	}
-	platformtest.Eventually(t, time.Minute, "the end's write to wait on the lock", func(context.Context) error {
-		if n, err := waiting(); err != nil || n == 0 {
-			return fmt.Errorf("%d writes waiting, %v", n, err)
+	// The write of the end waits on the lock and gives up; the server
+	// writes it again: another write waits, begun after the first.
+	waiting := func() (time.Time, error) {
+		var at *time.Time
+		err := e.Store.Pool().QueryRow(ctx, "SELECT max(a.query_start) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "+
+			"WHERE NOT l.granted AND a.datname = current_database() AND a.query LIKE '%UPDATE runs%'").Scan(&at)
+		if at == nil {
+			return time.Time{}, err
 		}
-		return nil
+		return *at, err
+	}
+	var first time.Time
+	platformtest.Eventually(t, time.Minute, "the end's write to wait on the lock", func(context.Context) (err error) {
+		if first, err = waiting(); err == nil && first.IsZero() {
+			err = errors.New("no write waits")
+		}
+		return err
 	})
-	platformtest.Eventually(t, time.Minute, "the end's write to give up", func(context.Context) error {
-		if n, err := waiting(); err != nil || n != 0 {
-			return fmt.Errorf("%d writes waiting, %v", n, err)
+	platformtest.Eventually(t, time.Minute, "the end's write to be tried again", func(context.Context) error {
+		if at, err := waiting(); err != nil || !at.After(first) {
+			return fmt.Errorf("the write waiting began at %s (the first at %s), %v", at, first, err)
 		}
 		return nil
 	})

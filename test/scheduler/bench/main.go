@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	schedulingv1alpha1 "bex.co/bex/apis/scheduling/v1alpha1"
 	"bex.co/bex/apiserver/local"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/test/bench"
 	"bex.co/bex/test/scheduler/fleettest"
 )
 
@@ -202,43 +201,12 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 	return c, nil
 }
 
-// parallel runs f(i) for i in [0,n) on k goroutines and returns the first
-// error.
-func parallel(n, k int, f func(i int) error) error {
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
 func seedFleet(ctx context.Context, o options, mgmt, work client.Client, workCP *controlplane.ControlPlane) error {
 	kubeconfig, err := os.ReadFile(workCP.KubeconfigPath())
 	if err != nil {
 		return err
 	}
-	return parallel(o.clusters, o.concurrency, func(i int) error {
+	return bench.Parallel(o.clusters, o.concurrency, func(i int) error {
 		name := fmt.Sprintf("c%03d", i)
 		var nodes []fleettest.Node
 		for j := range o.nodesPerCluster {
@@ -259,7 +227,7 @@ func seedPlacements(ctx context.Context, o options, c client.Client) error {
 			return fmt.Errorf("creating namespace: %w", err)
 		}
 	}
-	return parallel(o.placements, 2*o.concurrency, func(i int) error {
+	return bench.Parallel(o.placements, 2*o.concurrency, func(i int) error {
 		p := &schedulingv1alpha1.Placement{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("tenant-%03d", i%o.tenants), Name: fmt.Sprintf("app-%05d", i)},
 			Spec: schedulingv1alpha1.PlacementSpec{
@@ -317,7 +285,7 @@ func listLatencies(ctx context.Context, c client.Client, n int) ([]time.Duration
 func reviewThroughput(ctx context.Context, c client.Client, o options, candidates string) (float64, []time.Duration, error) {
 	lat := make([]time.Duration, o.reviews)
 	start := time.Now()
-	err := parallel(o.reviews, o.concurrency, func(i int) error {
+	err := bench.Parallel(o.reviews, o.concurrency, func(i int) error {
 		r := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{
 			App: "bench", Replicas: int32(1 + i%3),
 			Constraints: schedulingv1alpha1.PlacementConstraints{Plan: "standard", Region: []string{"eu-central", "us-east", ""}[i%3]},

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -66,7 +65,7 @@ type EdgeReader struct {
 
 type edgeState struct {
 	boot string
-	apps map[Key]counts
+	apps map[Key]histogram
 }
 
 // NewEdgeReader checks the options.
@@ -160,15 +159,15 @@ func (r *EdgeReader) Read(ctx context.Context, now time.Time) error {
 		if prev != nil && prev.boot != snap.Boot {
 			prev = nil
 		}
-		cur := make(map[Key]counts, len(snap.Apps))
+		cur := make(map[Key]histogram, len(snap.Apps))
 		for _, at := range snap.Apps {
 			k := Key{at.Tenant, at.App}
-			c := countsOf(at)
+			c := histogramOf(at)
 			cur[k] = c
 			if baseline {
 				continue
 			}
-			var p counts
+			var p histogram
 			if prev != nil {
 				p = prev.apps[k]
 			}
@@ -224,42 +223,20 @@ func (r *EdgeReader) fetch(ctx context.Context, addr string) (*TotalsSnapshot, e
 	return &snap, nil
 }
 
-func countsOf(at AppTotals) counts {
-	c := counts{requests: at.Requests, errors: at.Errors}
+func histogramOf(at AppTotals) histogram {
+	c := histogram{requests: at.Requests, errors: at.Errors}
 	for _, b := range at.Buckets {
 		c.buckets[b[0]] = b[1]
 	}
 	return c
 }
 
-// minus is c less p; false when any count of p is above c's (the edge
-// counted the app again from zero).
-func (c counts) minus(p counts) (counts, bool) {
-	if p.requests > c.requests || p.errors > c.errors {
-		return counts{}, false
-	}
-	d := counts{requests: c.requests - p.requests, errors: c.errors - p.errors}
-	for i := range c.buckets {
-		if p.buckets[i] > c.buckets[i] {
-			return counts{}, false
-		}
-		d.buckets[i] = c.buckets[i] - p.buckets[i]
-	}
-	return d, true
-}
-
 // add counts an edge's requests of an app into its current interval, as
 // Observe does one at a time.
-func (s *Sampler) add(k Key, c counts) {
+func (s *Sampler) add(k Key, c histogram) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.tracked(k)
-	if a == nil {
-		return
-	}
-	a.cur.requests += c.requests
-	a.cur.errors += c.errors
-	for i, n := range c.buckets {
-		a.cur.buckets[i] = uint32(min(uint64(a.cur.buckets[i])+n, math.MaxUint32))
+	if a := s.tracked(k); a != nil {
+		a.cur.add(c)
 	}
 }

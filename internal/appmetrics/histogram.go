@@ -15,10 +15,12 @@ const (
 	bucketCount  = 56
 )
 
-// histogram counts one interval's requests of one app.
+// histogram counts one app's requests: one interval's (the Sampler's
+// current interval, an EdgeReader's differences) or, in Totals, all since
+// the process started.
 type histogram struct {
 	requests, errors uint64
-	buckets          [bucketCount]uint32
+	buckets          [bucketCount]uint64
 }
 
 func (h *histogram) observe(status int, d time.Duration) {
@@ -27,6 +29,31 @@ func (h *histogram) observe(status int, d time.Duration) {
 		h.errors++
 	}
 	h.buckets[bucketOf(d.Seconds())]++
+}
+
+// add counts o's requests into h.
+func (h *histogram) add(o histogram) {
+	h.requests += o.requests
+	h.errors += o.errors
+	for i, n := range o.buckets {
+		h.buckets[i] += n
+	}
+}
+
+// minus is h less p; false when any count of p is above h's (an edge
+// counted the app again from zero).
+func (h histogram) minus(p histogram) (histogram, bool) {
+	if p.requests > h.requests || p.errors > h.errors {
+		return histogram{}, false
+	}
+	d := histogram{requests: h.requests - p.requests, errors: h.errors - p.errors}
+	for i := range h.buckets {
+		if p.buckets[i] > h.buckets[i] {
+			return histogram{}, false
+		}
+		d.buckets[i] = h.buckets[i] - p.buckets[i]
+	}
+	return d, true
 }
 
 // bucketOf is the bucket of a duration of secs seconds.
@@ -55,7 +82,7 @@ var bucketUppers = func() (b [bucketCount]float64) {
 func (h *histogram) quantile(q float64) (float64, bool) {
 	var n uint64
 	for _, c := range h.buckets {
-		n += uint64(c)
+		n += c
 	}
 	if n == 0 {
 		return 0, false
@@ -63,7 +90,7 @@ func (h *histogram) quantile(q float64) (float64, bool) {
 	rank := uint64(math.Ceil(q * float64(n)))
 	var seen uint64
 	for i, c := range h.buckets {
-		seen += uint64(c)
+		seen += c
 		if seen >= rank {
 			return upper(i), true
 		}

@@ -40,15 +40,8 @@ type Totals struct {
 }
 
 type appTotals struct {
-	counts
+	histogram
 	last time.Time
-}
-
-// counts are an app's requests, cumulative (Totals) or of one interval
-// (EdgeReader's differences).
-type counts struct {
-	requests, errors uint64
-	buckets          [bucketCount]uint64
 }
 
 // NewTotals returns empty totals of at most maxApps apps
@@ -79,11 +72,7 @@ func (t *Totals) Observe(tenant, app string, status int, d time.Duration) {
 		a = &appTotals{}
 		t.apps[k] = a
 	}
-	a.requests++
-	if status >= 500 {
-		a.errors++
-	}
-	a.buckets[bucketOf(d.Seconds())]++
+	a.observe(status, d)
 	a.last = now
 }
 

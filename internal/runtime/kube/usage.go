@@ -116,6 +116,8 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 type summaryCache struct {
 	mu    sync.Mutex
 	nodes map[string]*cachedSummary
+	// swept is when get last looked for nodes gone.
+	swept time.Time
 }
 
 type cachedSummary struct {
@@ -125,7 +127,9 @@ type cachedSummary struct {
 }
 
 // get returns node's summary read by read less than maxAge ago, or reads
-// it. Entries older than a minute past maxAge (nodes gone) are dropped.
+// it. Entries older than a minute past maxAge (nodes gone) are dropped,
+// looked for at most once a minute: get is called for every app of a
+// sampler's round.
 func (c *summaryCache) get(ctx context.Context, node string, maxAge time.Duration,
 	read func(context.Context, string) (*statsv1alpha1.Summary, error)) (*statsv1alpha1.Summary, error) {
 	now := time.Now()
@@ -138,12 +142,15 @@ func (c *summaryCache) get(ctx context.Context, node string, maxAge time.Duratio
 		e = &cachedSummary{}
 		c.nodes[node] = e
 	}
-	for n, o := range c.nodes {
-		if o != e && o.mu.TryLock() {
-			if !o.at.IsZero() && now.Sub(o.at) > maxAge+time.Minute {
-				delete(c.nodes, n)
+	if now.Sub(c.swept) > time.Minute {
+		c.swept = now
+		for n, o := range c.nodes {
+			if o != e && o.mu.TryLock() {
+				if !o.at.IsZero() && now.Sub(o.at) > maxAge+time.Minute {
+					delete(c.nodes, n)
+				}
+				o.mu.Unlock()
 			}
-			o.mu.Unlock()
 		}
 	}
 	c.mu.Unlock()

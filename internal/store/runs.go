@@ -304,9 +304,16 @@ func (s *Store) RunningRuns(ctx context.Context, tenantID string) (int, error) {
 	return runningRuns(ctx, s.pool, tenantID)
 }
 
+// runsRunning is the SQL condition of a row of runs that runs: started
+// within StaleRunAfter, given as the query's parameter param, and not
+// ended. RunningRuns counts these, RunningRunsOf lists them.
+func runsRunning(param string) string {
+	return "status = 'running' AND started_at > now() - " + param + "::interval"
+}
+
 func runningRuns(ctx context.Context, q querier, tenantID string) (int, error) {
 	var n int
-	err := q.QueryRow(ctx, "SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running' AND started_at > now() - $2::interval",
+	err := q.QueryRow(ctx, "SELECT count(*) FROM runs WHERE tenant_id = $1 AND "+runsRunning("$2"),
 		tenantID, StaleRunAfter).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("counting the running runs of tenant %s: %w", tenantID, err)
@@ -447,8 +454,8 @@ func (s *Store) RunningRunsOf(ctx context.Context, tenantID, app string) ([]Run,
 	if !isUUID(tenantID) {
 		return nil, fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE tenant_id = $1 AND app = $2 AND status = 'running' "+
-		"AND started_at > now() - $3::interval ORDER BY number", tenantID, app, StaleRunAfter)
+	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE tenant_id = $1 AND app = $2 AND "+runsRunning("$3")+
+		" ORDER BY number", tenantID, app, StaleRunAfter)
 	if err != nil {
 		return nil, fmt.Errorf("listing the running runs of %s: %w", app, err)
 	}

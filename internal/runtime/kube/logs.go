@@ -144,15 +144,11 @@ func runEnd(p podRef, last time.Time) (runtime.LogLine, bool) {
 	if t == nil {
 		return runtime.LogLine{}, false
 	}
-	code := int(t.ExitCode)
-	if code == 0 && t.Signal != 0 {
-		code = 128 + int(t.Signal)
-	}
 	at := t.FinishedAt.Time
 	if at.Before(last) {
 		at = last
 	}
-	return p.systemLine(at, fmt.Sprintf("Process exited with status %d", code)), true
+	return p.systemLine(at, fmt.Sprintf("Process exited with status %d", exitCode(t))), true
 }
 
 func (p podRef) systemLine(at time.Time, text string) runtime.LogLine {

@@ -481,14 +481,20 @@ func (r *oneOff) waitExit(ctx context.Context) (runtime.Exit, error) {
 // exit is the command's exit from the container's terminated state.
 func (r *oneOff) exit() runtime.Exit {
 	t := r.seen
-	exit := runtime.Exit{Code: int(t.ExitCode)}
-	if t.ExitCode == 0 && t.Signal != 0 {
-		exit.Code = 128 + int(t.Signal)
-	}
+	exit := runtime.Exit{Code: exitCode(t)}
 	if t.Reason == "OOMKilled" {
 		exit.Reason = fmt.Sprintf("killed for going past its memory limit (%s)", r.rel.Resources.Memory)
 	}
 	return exit
+}
+
+// exitCode is the command's exit status from its container's terminated
+// state: 128+N when signal N ended it.
+func exitCode(t *corev1.ContainerStateTerminated) int {
+	if t.ExitCode == 0 && t.Signal != 0 {
+		return 128 + int(t.Signal)
+	}
+	return int(t.ExitCode)
 }
 
 // stop removes the Pod of a run whose ctx ended: the exit is its

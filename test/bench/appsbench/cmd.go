@@ -103,7 +103,7 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer env.stop()
-	r := &report{apps: o.apps, tenants: o.tenants, loadBefore: loadAverage()}
+	r := &report{apps: o.apps, tenants: o.tenants, loadBefore: bench.LoadAverage()}
 	fl := newFleet(o.apps, o.tenants)
 
 	r.platformReady = time.Since(started)

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	appctrl "bex.co/bex/controllers/app"
+	"bex.co/bex/test/bench"
 )
 
 // report is everything the bench measured.
@@ -24,22 +24,13 @@ type report struct {
 	edge                 edgeResult
 }
 
-// loadAverage returns /proc/loadavg's three load averages.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "appsbench %s: %d apps over %d tenants, one Route and one release each; load average %s before, %s after\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), r.apps, r.tenants, r.loadBefore, loadAverage())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), r.apps, r.tenants, r.loadBefore, bench.LoadAverage())
 	fmt.Fprintf(out, "control plane and Postgres ready in %s; seeding took %s (%.0f apps/s)\n\n",
 		r.platformReady.Round(time.Second), r.seeded.Round(time.Second), float64(r.apps)/r.seeded.Seconds())
 

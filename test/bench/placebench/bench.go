@@ -86,7 +86,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
 	ctrllog.SetLogger(logr.Discard())
-	fmt.Fprintf(out, "placebench: %d clusters × %d nodes, %d Apps over %d tenants, window %s; load %s\n", o.clusters, o.nodes, o.apps, o.tenants, o.window, loadavg())
+	fmt.Fprintf(out, "placebench: %d clusters × %d nodes, %d Apps over %d tenants, window %s; load %s\n", o.clusters, o.nodes, o.apps, o.tenants, o.window, bench.LoadAverage())
 
 	cp, err := controlplane.Start(ctx, controlplane.Options{Log: os.Stderr})
 	if err != nil {
@@ -166,7 +166,7 @@ func (r result) perSecond(n int64) float64 { return float64(n) / r.window.Second
 // ClusterCapacities), waits until every App is placed and the
 // controller's first pass is done, then counts over the window.
 func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client, poll bool, out io.Writer) (result, error) {
-	res := result{name: "capacity watch", window: o.window, loadBefore: loadavg()}
+	res := result{name: "capacity watch", window: o.window, loadBefore: bench.LoadAverage()}
 	if poll {
 		res.name = "30 s resync"
 	}
@@ -248,7 +248,7 @@ func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client,
 			res.requests[k] = d
 		}
 	}
-	res.loadAfter = loadavg()
+	res.loadAfter = bench.LoadAverage()
 	return res, nil
 }
 
@@ -453,20 +453,6 @@ func seedApps(ctx context.Context, o options, c ctrl.Client, out io.Writer) erro
 		}
 		return nil
 	})
-}
-
-// loadavg is the machine's load average over 1, 5 and 15 minutes, as
-// uptime prints it.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
 }
 
 func report(out io.Writer, o options, watched, polled result) {

@@ -185,7 +185,7 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("\n  CPU per review through the aggregator: %s, of which the kube-apiserver %s (%.0f%%); on %d cores that bounds throughput at %.0f/s\n",
 			ms(total), ms(a.kubeCPU), 100*float64(a.kubeCPU)/float64(total), runtime.NumCPU(), float64(runtime.NumCPU())/total.Seconds())
 	}
-	fmt.Printf("load average during the run: %s\n", loadAverage())
+	fmt.Printf("load average during the run: %s\n", bench.LoadAverage())
 	return nil
 }
 

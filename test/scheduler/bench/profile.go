@@ -118,16 +118,3 @@ func cpuTime(pid int) time.Duration {
 	// The kernel counts in clock ticks of USER_HZ, 100 on Linux.
 	return time.Duration(utime+stime) * (time.Second / 100)
 }
-
-// loadAverage is the machine's load average, as uptime prints it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}

@@ -63,7 +63,7 @@ func releaseKindsOf(c echo.Context) ([]store.ReleaseKind, error) {
 	}
 	kinds, err := store.ParseReleaseKinds(qs[0])
 	if err != nil {
-		return nil, invalid("kind", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+		return nil, invalidField("kind", err)
 	}
 	return kinds, nil
 }

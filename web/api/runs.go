@@ -51,7 +51,7 @@ func (s *Server) createRun(c echo.Context) error {
 		return invalid("detach", "a detached run reads no input and has no terminal: leave out stdin and terminal (bex run --detach without -i)")
 	}
 	if err := store.CheckRunCommand(req.Command); err != nil {
-		return invalid("command", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+		return invalidField("command", err)
 	}
 	timeout := apiclient.DefaultRunTimeout
 	switch {

@@ -380,6 +380,12 @@ func invalid(field, format string, args ...any) error {
 	return &httpError{status: http.StatusUnprocessableEntity, field: field, message: fmt.Sprintf(format, args...)}
 }
 
+// invalidField is the 422 on field of a store check's err (one wrapping
+// store.ErrInvalid), its message without the wrapped error's words.
+func invalidField(field string, err error) error {
+	return invalid(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+}
+
 // badRequest is a 400 answer: the request could not be read.
 func badRequest(format string, args ...any) error {
 	return &httpError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}

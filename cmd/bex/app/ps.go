@@ -142,7 +142,7 @@ func (st *state) renderRunningRuns(w io.Writer, is apiclient.Instances, now time
 	for _, r := range is.Runs {
 		state, how := r.State, "attached"
 		if r.State == apiclient.RunStopping {
-			state = "stopping (asked by " + r.StopRequestedBy + ")"
+			state = stoppingBy(r.StopRequestedBy)
 		}
 		if r.Detached {
 			how = "detached"

@@ -61,7 +61,7 @@ func runRows(runs []apiclient.Run) [][]string {
 func runStatus(r apiclient.Run) string {
 	switch {
 	case r.Status == "running" && r.StopRequestedAt != nil:
-		return "stopping (asked by " + r.StopRequestedBy + ")"
+		return stoppingBy(r.StopRequestedBy)
 	case r.Status == "running":
 		return "running"
 	case r.Status == "lost":
@@ -73,6 +73,10 @@ func runStatus(r apiclient.Run) string {
 	}
 	return fmt.Sprintf("exit %d", *r.ExitCode)
 }
+
+// stoppingBy is the state of a run asked to stop by who, in bex runs and
+// bex ps.
+func stoppingBy(who string) string { return "stopping (asked by " + who + ")" }
 
 // commandLine writes args as a shell would read them back, cut at max
 // characters.

@@ -193,17 +193,6 @@ func (v *slowVerifier) passedAfter(t time.Time) bool {
 	return false
 }
 
-// machineTimes is what a watcher saw of one control-plane Machine.
-type machineTimes struct {
-	version string
-	// created is when the watcher first saw the Machine.
-	created                time.Time
-	marked, released, gone time.Time
-	// markSeen is when the watcher saw the mark: DeletionTimestamp has
-	// whole seconds.
-	markSeen time.Time
-}
-
 // startFleet starts the management side with the management apiserver at
 // version, Cluster API's managers, the local provider and the FleetUpgrade
 // controller with verifier v and records in a new database. configure, if
@@ -235,98 +224,19 @@ func startFleetOn(t *testing.T, host localfleet.Options, version string, v fleet
 	return f, st
 }
 
-// machineWatch polls a cluster's Machines and its Cluster every 100 ms
-// and keeps what it saw.
-type machineWatch struct {
-	mu     sync.Mutex
-	seen   map[string]*machineTimes
-	paused bool
-
-	stop, done chan struct{}
-	once       sync.Once
+// watchMachines starts watching the Machines of cluster ns/name and the
+// gate's hook on them.
+func watchMachines(f *localinfratest.Fleet, ns, name string) *localinfratest.MachineWatch {
+	return localinfratest.WatchMachines(f.Client, ns, name, localinfratest.WatchOptions{Hook: fleetupgrade.GateHook})
 }
 
-// watchMachines starts watching the Machines of cluster ns/name.
-func watchMachines(c client.Client, ns, name string) *machineWatch {
-	w := &machineWatch{seen: map[string]*machineTimes{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		ctx := context.Background()
-		for {
-			now := time.Now()
-			var list clusterv1.MachineList
-			if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err == nil {
-				w.mu.Lock()
-				present := map[string]bool{}
-				for _, m := range list.Items {
-					present[m.Name] = true
-					mt := w.seen[m.Name]
-					if mt == nil {
-						mt = &machineTimes{version: m.Spec.Version, created: now}
-						w.seen[m.Name] = mt
-					}
-					if !m.DeletionTimestamp.IsZero() && mt.marked.IsZero() {
-						mt.marked, mt.markSeen = m.DeletionTimestamp.Time, now
-					}
-					if _, hooked := m.Annotations[fleetupgrade.GateHook]; !m.DeletionTimestamp.IsZero() && !hooked && mt.released.IsZero() {
-						mt.released = now
-					}
-				}
-				for n, mt := range w.seen {
-					if !present[n] && mt.gone.IsZero() {
-						mt.gone = now
-					}
-				}
-				w.mu.Unlock()
-			}
-			cl := &clusterv1.Cluster{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err == nil && ptr.Deref(cl.Spec.Paused, false) {
-				w.mu.Lock()
-				w.paused = true
-				w.mu.Unlock()
-			}
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return w
-}
-
-// close stops the watch; it is safe to call more than once.
-func (w *machineWatch) close() {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
-}
-
-// marked returns the machines of version whose mark for deletion the
-// watcher saw, in the order they were marked.
-func (w *machineWatch) marked(version string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for n, mt := range w.seen {
-		if mt.version == version && !mt.markSeen.IsZero() {
-			out = append(out, n)
-		}
+// byName indexes what w saw by Machine name.
+func byName(w *localinfratest.MachineWatch) map[string]*localinfratest.MachineLife {
+	out := map[string]*localinfratest.MachineLife{}
+	for _, ml := range w.Snapshot() {
+		out[ml.Name] = &ml
 	}
-	slices.SortFunc(out, func(a, b string) int { return w.seen[a].markSeen.Compare(w.seen[b].markSeen) })
 	return out
-}
-
-// snapshot returns a copy of what the watcher saw of each Machine, and
-// whether it saw the Cluster paused.
-func (w *machineWatch) snapshot() (map[string]*machineTimes, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]*machineTimes, len(w.seen))
-	for n, mt := range w.seen {
-		c := *mt
-		out[n] = &c
-	}
-	return out, w.paused
 }
 
 // TestGateHoldsRealKubeadmControlPlane: the real KubeadmControlPlane rolls
@@ -357,8 +267,8 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	f.CreateCluster(t, o)
 	f.WaitControlPlane(t, ns, name, from, 3, 10*time.Minute)
 
-	w := watchMachines(f.Client, ns, name)
-	defer w.close()
+	w := watchMachines(f, ns, name)
+	defer w.Close()
 
 	fu := newUpgrade("to-next", to, "gated")
 	if err := f.Client.Create(context.Background(), fu); err != nil {
@@ -377,12 +287,12 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	var first string
 	var firstMarked, firstSeen time.Time
 	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark an old machine", func(context.Context) error {
-		marked := w.marked(from)
+		marked := w.Marked(from)
 		if len(marked) == 0 {
 			return errors.New("no machine marked")
 		}
-		snap, _ := w.snapshot()
-		first, firstMarked, firstSeen = marked[0], snap[marked[0]].marked, snap[marked[0]].markSeen
+		snap := byName(w)
+		first, firstMarked, firstSeen = marked[0], snap[marked[0]].DeletionTimestamp, snap[marked[0]].Marked
 		return nil
 	})
 	platformtest.Eventually(t, time.Minute, "a verifier round begun since the mark", func(context.Context) error {
@@ -408,8 +318,8 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 		}
 		return nil
 	})
-	snap, _ := w.snapshot()
-	released := snap[first].released
+	snap := byName(w)
+	released := snap[first].Released
 	t.Logf("verifier rounds: %s", v.String())
 	if !released.IsZero() {
 		t.Errorf("machine %s was released at %s, after the operator paused at %s", first, released.Format(time.StampMilli), pausedAt.Format(time.StampMilli))
@@ -420,7 +330,7 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 	// machine: the gate holds it, says why, and runs the verifier again.
 	var second string
 	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark a second old machine", func(context.Context) error {
-		marked := w.marked(from)
+		marked := w.Marked(from)
 		if len(marked) < 2 {
 			return fmt.Errorf("marked: %v", marked)
 		}
@@ -484,43 +394,43 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 
 	waitSucceeded(t, f.Client, fu, 20*time.Minute)
 	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
-	w.close()
+	w.Close()
 
-	seen, paused := w.snapshot()
+	seen, paused := byName(w), w.Paused()
 	if paused {
 		t.Error("the Cluster was paused: the gate holds machines by their deletion hook")
 	}
 	old := 0
 	for n, mt := range seen {
-		if mt.version != from {
-			if !mt.marked.IsZero() {
-				t.Errorf("machine %s of %s was deleted", n, mt.version)
+		if mt.Version != from {
+			if !mt.DeletionTimestamp.IsZero() {
+				t.Errorf("machine %s of %s was deleted", n, mt.Version)
 			}
 			continue
 		}
 		old++
-		if mt.marked.IsZero() || mt.released.IsZero() || mt.gone.IsZero() {
-			t.Errorf("old machine %s: marked %v, released %v, gone %v", n, mt.marked, mt.released, mt.gone)
+		if mt.DeletionTimestamp.IsZero() || mt.Released.IsZero() || mt.Gone.IsZero() {
+			t.Errorf("old machine %s: marked %v, released %v, gone %v", n, mt.DeletionTimestamp, mt.Released, mt.Gone)
 			continue
 		}
-		if !v.passedBetween(mt.marked.Add(-time.Second), mt.released) {
+		if !v.passedBetween(mt.DeletionTimestamp.Add(-time.Second), mt.Released) {
 			t.Errorf("machine %s was released at %s, with no verification begun after KCP marked it (%s) passed before",
-				n, mt.released.Format(time.StampMilli), mt.marked.Format(time.StampMilli))
+				n, mt.Released.Format(time.StampMilli), mt.DeletionTimestamp.Format(time.StampMilli))
 		}
-		if held := mt.released.Sub(mt.marked); held < v.delay {
+		if held := mt.Released.Sub(mt.DeletionTimestamp); held < v.delay {
 			t.Errorf("machine %s held %s, less than one verification (%s)", n, held, v.delay)
 		}
-		if mt.gone.Before(mt.released) {
+		if mt.Gone.Before(mt.Released) {
 			t.Errorf("machine %s went before its gate released it", n)
 		}
 		t.Logf("machine %s: KCP marked it for deletion at %s; the gate held it %s; gone %s after release",
-			n, mt.marked.Format("15:04:05.000"), mt.released.Sub(mt.marked).Round(100*time.Millisecond), mt.gone.Sub(mt.released).Round(100*time.Millisecond))
+			n, mt.DeletionTimestamp.Format("15:04:05.000"), mt.Released.Sub(mt.DeletionTimestamp).Round(100*time.Millisecond), mt.Gone.Sub(mt.Released).Round(100*time.Millisecond))
 	}
 	if old != 3 {
 		t.Errorf("%d old machines seen, want 3", old)
 	}
-	if !seen[second].released.After(seen[first].released) {
-		t.Errorf("machine %s, held by the failed gate, was released at %s, before or with %s", second, seen[second].released, seen[first].released)
+	if !seen[second].Released.After(seen[first].Released) {
+		t.Errorf("machine %s, held by the failed gate, was released at %s, before or with %s", second, seen[second].Released, seen[first].Released)
 	}
 	checkRecordedRollout(t, f.Client, st, fu, ns, from, to, seen, v.lastTargets())
 }
@@ -548,8 +458,8 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 	f.CreateCluster(t, later)
 	f.WaitControlPlane(t, ns, canary.Name, from, 3, 10*time.Minute)
 	f.WaitControlPlane(t, ns, later.Name, from, 3, 5*time.Minute)
-	w := watchMachines(f.Client, ns, canary.Name)
-	defer w.close()
+	w := watchMachines(f, ns, canary.Name)
+	defer w.Close()
 
 	fu := newUpgrade("aborted", to, labels["fleet"], func(s *fleetv1.FleetUpgradeSpec) {
 		s.CanaryCluster = &fleetv1.ClusterReference{Namespace: ns, Name: canary.Name}
@@ -560,7 +470,7 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 	}
 	var first, second string
 	platformtest.Eventually(t, 10*time.Minute, "KubeadmControlPlane to mark a second old machine", func(context.Context) error {
-		marked := w.marked(from)
+		marked := w.Marked(from)
 		if len(marked) < 2 {
 			return fmt.Errorf("marked: %v", marked)
 		}
@@ -639,13 +549,13 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 		if !ptr.Deref(c.Spec.Paused, false) {
 			t.Errorf("%s: the canary's Cluster is not paused", when)
 		}
-		seen, _ := w.snapshot()
+		seen := byName(w)
 		var gone, created []string
 		for n, mt := range seen {
-			if !mt.gone.IsZero() {
+			if !mt.Gone.IsZero() {
 				gone = append(gone, n)
 			}
-			if mt.version == to {
+			if mt.Version == to {
 				created = append(created, n)
 			}
 		}
@@ -695,8 +605,8 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	o := localinfra.ClusterOptions{Namespace: ns, Name: name, Version: from, ControlPlaneReplicas: 3, Labels: map[string]string{"fleet": "unwired"}}
 	f.CreateCluster(t, o)
 	f.WaitControlPlane(t, ns, name, from, 3, 10*time.Minute)
-	w := watchMachines(f.Client, ns, name)
-	defer w.close()
+	w := watchMachines(f, ns, name)
+	defer w.Close()
 
 	fu := newUpgrade("wire", to, o.Labels["fleet"])
 	ctx := context.Background()
@@ -729,7 +639,7 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	if kcp.Spec.Version != from || len(kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs) != 0 {
 		t.Errorf("the refused control plane changed: %s %v", kcp.Spec.Version, kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs)
 	}
-	initial, _ := w.snapshot()
+	initial := byName(w)
 
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &fleetv1.FleetUpgrade{}
@@ -743,7 +653,7 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	}
 	got = waitSucceeded(t, f.Client, fu, 25*time.Minute)
 	f.WaitControlPlane(t, ns, name, to, 3, 5*time.Minute)
-	w.close()
+	w.Close()
 
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}, kcp); err != nil {
 		t.Fatal(err)
@@ -757,24 +667,24 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 	}
 	// The wiring rollout (the same version, the new flag) came first:
 	// three machines of the old version, each made before any of the new.
-	seen, _ := w.snapshot()
+	seen := byName(w)
 	var wired []string
 	var firstNew time.Time
 	for n, mt := range seen {
 		switch {
 		case initial[n] != nil:
-		case mt.version == from:
+		case mt.Version == from:
 			wired = append(wired, n)
-		case firstNew.IsZero() || mt.created.Before(firstNew):
-			firstNew = mt.created
+		case firstNew.IsZero() || mt.Created.Before(firstNew):
+			firstNew = mt.Created
 		}
 	}
 	if len(wired) != 3 {
 		t.Errorf("the wiring rollout made %v, want three machines of %s", wired, from)
 	}
 	for _, n := range wired {
-		if !seen[n].created.Before(firstNew) {
-			t.Errorf("machine %s of the wiring rollout was made at %s, after the first machine of %s (%s)", n, seen[n].created, to, firstNew)
+		if !seen[n].Created.Before(firstNew) {
+			t.Errorf("machine %s of the wiring rollout was made at %s, after the first machine of %s (%s)", n, seen[n].Created, to, firstNew)
 		}
 	}
 	run := upgradeRun(t, st, string(got.UID))
@@ -822,15 +732,15 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 	f.CreateCluster(t, m)
 	f.WaitControlPlane(t, ns, w.Name, from, 3, 10*time.Minute)
 	f.WaitControlPlane(t, ns, m.Name, from, 3, 5*time.Minute)
-	wm := watchMachines(f.Client, ns, m.Name)
-	defer wm.close()
+	wm := watchMachines(f, ns, m.Name)
+	defer wm.Close()
 
 	fu := newUpgrade("both", to, "both")
 	if err := f.Client.Create(context.Background(), fu); err != nil {
 		t.Fatal(err)
 	}
 	waitSucceeded(t, f.Client, fu, 25*time.Minute)
-	wm.close()
+	wm.Close()
 	checkWorkersFollowed(t, f, st, fu, ns, w.Name, from, to)
 
 	_, lastWork := work.span()
@@ -842,10 +752,10 @@ func TestManagementClusterVerifiedLast(t *testing.T) {
 		t.Errorf("Verifier began a round at %s, after ManagementVerifier's first (%s): the management cluster goes last, with its own verifier",
 			lastWork.Format("15:04:05.000"), firstMgmt.Format("15:04:05.000"))
 	}
-	seen, _ := wm.snapshot()
+	seen := byName(wm)
 	n := 0
 	for name, mt := range seen {
-		if mt.version != to {
+		if mt.Version != to {
 			continue
 		}
 		n++
@@ -950,7 +860,7 @@ func waitSucceeded(t *testing.T, c client.Client, fu *fleetv1.FleetUpgrade, time
 // machines in seen, in namespace ns, left: the FleetUpgrade's status, the
 // records, the new Machines without the gate's hook, and the last round's
 // targets.
-func checkRecordedRollout(t *testing.T, c client.Client, st *store.Store, fu *fleetv1.FleetUpgrade, ns, from, to string, seen map[string]*machineTimes, targets []verify.Target) {
+func checkRecordedRollout(t *testing.T, c client.Client, st *store.Store, fu *fleetv1.FleetUpgrade, ns, from, to string, seen map[string]*localinfratest.MachineLife, targets []verify.Target) {
 	t.Helper()
 	ctx := context.Background()
 	got := &fleetv1.FleetUpgrade{}
@@ -965,7 +875,7 @@ func checkRecordedRollout(t *testing.T, c client.Client, st *store.Store, fu *fl
 	}
 	var oldMachines, newMachines []string
 	for n, mt := range seen {
-		if mt.version == from {
+		if mt.Version == from {
 			oldMachines = append(oldMachines, n)
 		} else {
 			newMachines = append(newMachines, n)

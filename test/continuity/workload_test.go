@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/controllers/fleetupgrade"
+	"bex.co/bex/controllers/localinfra/localinfratest"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
@@ -89,8 +90,9 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	t.Logf("the app served from a Pod on %s %s after the start", podNode, time.Since(started).Round(time.Second))
 
 	rep := &workloadReport{Cluster: lc.Name, From: fromVersion, To: toVersion, WireMVP: true, Worker: podNode}
-	mw := watchControlPlane(mgmt, workloadCluster)
-	defer mw.close()
+	mw := localinfratest.WatchMachines(mgmt, apiclient.LocalClusterNamespace, workloadCluster,
+		localinfratest.WatchOptions{Interval: 250 * time.Millisecond, ControlPlane: true, Hook: fleetupgrade.GateHook})
+	defer mw.Close()
 	// The load generator on the app's URL, and the tenant.
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
@@ -132,7 +134,7 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	stopRequests()
 	stopLoad()
 	wg.Wait()
-	mw.close()
+	mw.Close()
 	t.Logf("rollout %s in %s", rep.Rollout, rep.RolloutEnd.Sub(rep.RolloutStart).Round(time.Second))
 
 	if up, err = op.GetUpgrade(ctx, upgrade, false); err == nil {
@@ -144,7 +146,7 @@ func runWorkloadScenario(t *testing.T, bin string) *workloadReport {
 	if n, err := workload.CoreV1().Nodes().Get(ctx, rep.PodNode, metav1.GetOptions{}); err != nil || n.Status.NodeInfo.KubeletVersion != to || slices.Contains(workers, rep.PodNode) {
 		t.Errorf("after the rollout the app's Pod runs on %q (%v): want a new worker with kubelet %s, none of %s", rep.PodNode, err, to, workers)
 	}
-	rep.fill(u, mw.snapshot(), time.Since(started))
+	rep.fill(u, machinesSeen(mw), time.Since(started))
 	p.Interrupt(t)
 	return rep
 }
@@ -357,90 +359,19 @@ type machineTimes struct {
 	ReplacedBy string `json:"replacedBy,omitempty"`
 }
 
-// controlPlaneWatch polls a local cluster's control-plane Machines every
-// 250 ms and keeps what it saw.
-type controlPlaneWatch struct {
-	mu   sync.Mutex
-	seen map[string]*machineTimes
-
-	stop, done chan struct{}
-	once       sync.Once
-}
-
-func watchControlPlane(c client.Client, name string) *controlPlaneWatch {
-	w := &controlPlaneWatch{seen: map[string]*machineTimes{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for first := true; ; first = false {
-			now := time.Now()
-			var list clusterv1.MachineList
-			err := c.List(context.Background(), &list, client.InNamespace(apiclient.LocalClusterNamespace),
-				client.MatchingLabels{clusterv1.ClusterNameLabel: name}, client.HasLabels{clusterv1.MachineControlPlaneLabel})
-			if err == nil {
-				w.mu.Lock()
-				present := map[string]bool{}
-				for _, m := range list.Items {
-					present[m.Name] = true
-					mt := w.seen[m.Name]
-					if mt == nil {
-						mt = &machineTimes{Name: m.Name, Version: strings.TrimPrefix(m.Spec.Version, "v")}
-						if !first {
-							mt.Created = now
-						}
-						w.seen[m.Name] = mt
-					}
-					if !m.DeletionTimestamp.IsZero() && mt.Marked.IsZero() {
-						mt.Marked = now
-					}
-					if _, hooked := m.Annotations[fleetupgrade.GateHook]; !m.DeletionTimestamp.IsZero() && !hooked && mt.Released.IsZero() {
-						mt.Released = now
-					}
-				}
-				for n, mt := range w.seen {
-					if !present[n] && mt.Gone.IsZero() {
-						mt.Gone = now
-					}
-				}
-				w.mu.Unlock()
-			}
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-	}()
-	return w
-}
-
-func (w *controlPlaneWatch) close() {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
-}
-
-// snapshot returns the Machines seen: those KubeadmControlPlane marked
-// for deletion in the order it marked them, each with the Machine created
-// after it was gone (maxSurge 0: its replacement), then those never
-// marked.
-func (w *controlPlaneWatch) snapshot() []machineTimes {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// machinesSeen returns the control-plane Machines w saw: those
+// KubeadmControlPlane marked for deletion in the order it marked them, each
+// with the Machine created after it was marked (maxSurge 0: its
+// replacement), then those never marked.
+func machinesSeen(w *localinfratest.MachineWatch) []machineTimes {
 	var out []machineTimes
-	for _, mt := range w.seen {
-		out = append(out, *mt)
-	}
-	slices.SortFunc(out, func(a, b machineTimes) int {
-		switch {
-		case a.Marked.IsZero() != b.Marked.IsZero():
-			if a.Marked.IsZero() {
-				return 1
-			}
-			return -1
-		case !a.Marked.Equal(b.Marked):
-			return a.Marked.Compare(b.Marked)
+	for _, ml := range w.Snapshot() {
+		mt := machineTimes{Name: ml.Name, Version: strings.TrimPrefix(ml.Version, "v"), Marked: ml.Marked, Released: ml.Released, Gone: ml.Gone}
+		if !ml.Existing {
+			mt.Created = ml.Created
 		}
-		return a.Created.Compare(b.Created)
-	})
+		out = append(out, mt)
+	}
 	byCreation := slices.Clone(out)
 	slices.SortFunc(byCreation, func(a, b machineTimes) int { return a.Created.Compare(b.Created) })
 	for i := range out {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
+	"bex.co/bex/controllers/localinfra/localinfratest"
 )
 
 // kcpReport is out/upgrade-report-kcp.json: the real KubeadmControlPlane's
@@ -148,9 +149,9 @@ func (sc *kcpScenario) report() *kcpReport {
 	if !succeeded.IsZero() {
 		rep.RolloutSeconds = succeeded.Sub(sc.created).Seconds()
 	}
-	var lives []machineLife
+	var lives []localinfratest.MachineLife
 	if sc.watch != nil {
-		lives = sc.watch.snapshot()
+		lives = sc.watch.Snapshot()
 	}
 	var rounds []verifierRound
 	if sc.verifier != nil {
@@ -196,7 +197,7 @@ func (sc *kcpScenario) report() *kcpReport {
 // machineRows pairs each old Machine, in the order KubeadmControlPlane
 // marked them, with the first new Machine created after it was marked, and
 // names the passing round that released it.
-func (sc *kcpScenario) machineRows(lives []machineLife, rounds []verifierRound, rows []kcpRoundRow) []kcpMachineRow {
+func (sc *kcpScenario) machineRows(lives []localinfratest.MachineLife, rounds []verifierRound, rows []kcpRoundRow) []kcpMachineRow {
 	var out []kcpMachineRow
 	taken := map[string]bool{}
 	for _, m := range lives {
@@ -380,7 +381,7 @@ func orDash(s string) string {
 // apiserver is in the load balancer, faint before and after), with ticks
 // where KubeadmControlPlane marked it and where the gate released it, a
 // lane of the verifier rounds and one of the tenant's requests.
-func (sc *kcpScenario) timelineSVG(lives []machineLife, rounds []verifierRound) string {
+func (sc *kcpScenario) timelineSVG(lives []localinfratest.MachineLife, rounds []verifierRound) string {
 	const left, right, top, laneH, width = 230.0, 20.0, 40.0, 28.0, 1200.0
 	end := 1.0
 	if sc.load != nil {

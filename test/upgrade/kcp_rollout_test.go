@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,10 +126,8 @@ func TestRealKubeadmControlPlaneRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := newMachineWatch(f, ns, name)
-	sc.watch = w
-	go w.run()
-	t.Cleanup(w.halt)
+	sc.watch = localinfratest.WatchMachines(f.Client, ns, name, localinfratest.WatchOptions{Hook: fleetupgrade.GateHook, Host: f.Host})
+	t.Cleanup(sc.watch.Close)
 	if sc.load, err = startTenantLoadAt(tenant, sc.skew, false); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +175,7 @@ type kcpScenario struct {
 	st       *store.Store
 	f        *localinfratest.Fleet
 	verifier *recordingVerifier
-	watch    *machineWatch
+	watch    *localinfratest.MachineWatch
 	load     *tenantLoad
 	fu       *fleetv1.FleetUpgrade
 	// begun: the test's start; ready: the cluster ran at from; origin:
@@ -223,7 +219,7 @@ func (sc *kcpScenario) finish() {
 		sc.load.halt()
 	}
 	if sc.watch != nil {
-		sc.watch.halt()
+		sc.watch.Close()
 	}
 }
 
@@ -282,7 +278,7 @@ func (sc *kcpScenario) waitTenantServed(ctx context.Context, tenant *rest.Config
 
 // servedAt returns whether a machine of lives in the load balancer at a
 // moment ran a version that serves a resource itself.
-func (sc *kcpScenario) servedAt(lives []machineLife) func(schema.GroupVersionResource, time.Time) bool {
+func (sc *kcpScenario) servedAt(lives []localinfratest.MachineLife) func(schema.GroupVersionResource, time.Time) bool {
 	return func(gvr schema.GroupVersionResource, t time.Time) bool {
 		for _, m := range lives {
 			if m.JoinedLB.IsZero() || t.Before(m.JoinedLB) || (!m.LeftLB.IsZero() && !t.Before(m.LeftLB)) {
@@ -300,8 +296,8 @@ func (sc *kcpScenario) servedAt(lives []machineLife) func(schema.GroupVersionRes
 func (sc *kcpScenario) assert() {
 	t := sc.t
 	t.Helper()
-	lives := sc.watch.snapshot()
-	if sc.watch.pausedSeen() {
+	lives := sc.watch.Snapshot()
+	if sc.watch.Paused() {
 		t.Error("the Cluster was paused: the gate holds machines by their deletion hook")
 	}
 	old := 0
@@ -416,160 +412,4 @@ func (v *recordingVerifier) snapshot() []verifierRound {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return slices.Clone(v.rounds)
-}
-
-// machineLife is what the watch saw of one control-plane Machine.
-type machineLife struct {
-	Name, Version string
-	// Infra is its LocalMachine, the name of its process on the host.
-	Infra string
-	// Created is its creation (first seen, for a Machine created while
-	// the watch ran); HookedAt when it was first seen carrying
-	// the gate's hook; Marked when KubeadmControlPlane marked it for
-	// deletion (first seen with a deletionTimestamp); Released when the
-	// hook was first seen gone from it once marked; Gone when the Machine
-	// was gone.
-	Created, HookedAt, Marked, Released, Gone time.Time
-	// JoinedLB and LeftLB are when its apiserver was first seen in, and
-	// then out of, the cluster's load balancer.
-	JoinedLB, LeftLB time.Time
-	addr             string
-}
-
-// machineWatch polls the cluster's Machines, its load balancer's backends
-// and whether the Cluster is paused, every 100 ms, until halted.
-type machineWatch struct {
-	f        *localinfratest.Fleet
-	ns, name string
-	stop     chan struct{}
-	done     chan struct{}
-
-	mu     sync.Mutex
-	lives  map[string]*machineLife
-	paused bool
-	// polled: a poll has listed the Machines; those it did not see then
-	// are new.
-	polled bool
-}
-
-func newMachineWatch(f *localinfratest.Fleet, ns, name string) *machineWatch {
-	return &machineWatch{f: f, ns: ns, name: name, stop: make(chan struct{}), done: make(chan struct{}), lives: map[string]*machineLife{}}
-}
-
-func (w *machineWatch) run() {
-	defer close(w.done)
-	for {
-		w.poll(context.Background())
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (w *machineWatch) poll(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var list clusterv1.MachineList
-	if err := w.f.Client.List(ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: w.name}); err != nil {
-		return
-	}
-	now := time.Now()
-	cluster := w.f.Host.Cluster(w.ns, w.name)
-	var backends []string
-	if cluster != nil {
-		backends = cluster.Backends()
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	present := map[string]bool{}
-	for _, m := range list.Items {
-		present[m.Name] = true
-		ml := w.lives[m.Name]
-		if ml == nil {
-			ml = &machineLife{Name: m.Name, Version: m.Spec.Version, Infra: m.Spec.InfrastructureRef.Name, Created: m.CreationTimestamp.Time}
-			if w.polled {
-				// Seen within 100 ms; the creationTimestamp has whole
-				// seconds.
-				ml.Created = now
-			}
-			w.lives[m.Name] = ml
-		}
-		_, hooked := m.Annotations[fleetupgrade.GateHook]
-		if hooked && ml.HookedAt.IsZero() {
-			ml.HookedAt = now
-		}
-		if !m.DeletionTimestamp.IsZero() && ml.Marked.IsZero() {
-			// The first poll that sees it: within 100 ms, where the
-			// deletionTimestamp has whole seconds.
-			ml.Marked = now
-		}
-		if !m.DeletionTimestamp.IsZero() && !hooked && ml.Released.IsZero() {
-			ml.Released = now
-		}
-	}
-	for n, ml := range w.lives {
-		if !present[n] && ml.Gone.IsZero() {
-			ml.Gone = now
-		}
-		if ml.addr == "" && cluster != nil {
-			if lm := cluster.Machine(ml.Infra); lm != nil {
-				ml.addr = lm.Addr()
-			}
-		}
-		in := ml.addr != "" && slices.Contains(backends, ml.addr) && cluster.Machine(ml.Infra) != nil
-		switch {
-		case in && ml.JoinedLB.IsZero():
-			ml.JoinedLB = now
-		case !in && !ml.JoinedLB.IsZero() && ml.LeftLB.IsZero():
-			ml.LeftLB = now
-		}
-	}
-	w.polled = true
-	c := &clusterv1.Cluster{}
-	if err := w.f.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.name}, c); err == nil && ptr.Deref(c.Spec.Paused, false) {
-		w.paused = true
-	}
-}
-
-// halt stops the watch, once, and waits for it.
-func (w *machineWatch) halt() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-}
-
-// snapshot returns the Machines seen, the old ones by when they were
-// marked, then the new ones by creation.
-func (w *machineWatch) snapshot() []machineLife {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]machineLife, 0, len(w.lives))
-	for _, ml := range w.lives {
-		out = append(out, *ml)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Marked.IsZero() != b.Marked.IsZero() {
-			return !a.Marked.IsZero()
-		}
-		if !a.Marked.Equal(b.Marked) {
-			return a.Marked.Before(b.Marked)
-		}
-		if !a.Created.Equal(b.Created) {
-			return a.Created.Before(b.Created)
-		}
-		return a.Name < b.Name
-	})
-	return out
-}
-
-func (w *machineWatch) pausedSeen() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.paused
 }

@@ -93,6 +93,9 @@ type Sampler struct {
 
 	mu   sync.Mutex
 	apps map[Key]*appState
+	// readAppsErr is the last error of the runtime's ReadApps, logged
+	// once until it changes.
+	readAppsErr string
 }
 
 type appState struct {
@@ -192,6 +195,47 @@ func (s *Sampler) Run(ctx context.Context) {
 	}
 }
 
+// read reads the apps' instances: all at once from a runtime that can
+// (runtime.AppsReader: the kube driver lists the cluster's Pods once a
+// round instead of twice for each app), app by app otherwise or when that
+// fails.
+func (s *Sampler) read(ctx context.Context, keys []Key) map[runtime.AppName]runtime.AppReading {
+	names := make([]runtime.AppName, len(keys))
+	for i, k := range keys {
+		names[i] = runtime.AppName(k)
+	}
+	if r, ok := s.opts.Runtime.(runtime.AppsReader); ok {
+		readings, err := r.ReadApps(ctx, names)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		s.mu.Lock()
+		changed := msg != s.readAppsErr
+		s.readAppsErr = msg
+		s.mu.Unlock()
+		if err == nil {
+			return readings
+		}
+		if changed {
+			s.opts.Log.Error(err, "Reading the apps' instances at once; reading them app by app until it works")
+		}
+	}
+	readings := make(map[runtime.AppName]runtime.AppReading, len(names))
+	usageReader, _ := s.opts.Runtime.(runtime.UsageReader)
+	for _, n := range names {
+		var r runtime.AppReading
+		r.Status, r.StatusErr = s.opts.Runtime.Status(ctx, n.Tenant, n.App)
+		if usageReader == nil {
+			r.UsageErr = runtime.ErrUsageNotSupported
+		} else {
+			r.Usage, r.UsageErr = usageReader.Usage(ctx, n.Tenant, n.App)
+		}
+		readings[n] = r
+	}
+	return readings
+}
+
 // Sample ends the current interval at now: it reads every app's instances
 // and adds a point to each app's series.
 func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
@@ -205,30 +249,13 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 		}
 		s.mu.Unlock()
 	}
-	type reading struct {
-		status    runtime.Status
-		statusErr error
-		usage     []runtime.Usage
-		usageErr  error
-	}
-	readings := map[Key]reading{}
-	usageReader, _ := s.opts.Runtime.(runtime.UsageReader)
-	for _, k := range keys {
-		var r reading
-		r.status, r.statusErr = s.opts.Runtime.Status(ctx, k.Tenant, k.App)
-		if usageReader == nil {
-			r.usageErr = runtime.ErrUsageNotSupported
-		} else {
-			r.usage, r.usageErr = usageReader.Usage(ctx, k.Tenant, k.App)
-		}
-		readings[k] = r
-	}
+	readings := s.read(ctx, keys)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if listed {
 		for k := range s.apps {
-			if _, ok := readings[k]; !ok {
+			if _, ok := readings[runtime.AppName(k)]; !ok {
 				delete(s.apps, k)
 			}
 		}
@@ -242,7 +269,7 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 			a = newAppState()
 			s.apps[k] = a
 		}
-		r := readings[k]
+		r := readings[runtime.AppName(k)]
 		p := Point{Time: now, Requests: a.cur.requests, Errors: a.cur.errors}
 		if v, ok := a.cur.quantile(0.5); ok {
 			p.P50Seconds = &v
@@ -253,9 +280,9 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 		a.cur = histogram{}
 
 		restarts := map[string]int{}
-		if r.statusErr == nil {
-			p.Instances = len(r.status.Instances)
-			for _, i := range r.status.Instances {
+		if r.StatusErr == nil {
+			p.Instances = len(r.Status.Instances)
+			for _, i := range r.Status.Instances {
 				restarts[i.ID] = i.Restarts
 				p.Restarts += max(i.Restarts-a.restarts[i.ID], 0)
 			}
@@ -265,11 +292,11 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 		cpu := map[string]float64{}
 		a.usageNote = ""
 		switch {
-		case r.usageErr == nil:
+		case r.UsageErr == nil:
 			var mem int64
 			var cores float64
 			measured := false
-			for _, u := range r.usage {
+			for _, u := range r.Usage {
 				mem += u.MemoryBytes
 				cpu[u.ID] = u.CPUSeconds
 				if prev, ok := a.cpu[u.ID]; ok && !a.lastAt.IsZero() && now.After(a.lastAt) {
@@ -282,16 +309,16 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 				}
 			}
 			p.MemoryBytes = &mem
-			if measured || len(r.usage) == 0 && !a.lastAt.IsZero() {
+			if measured || len(r.Usage) == 0 && !a.lastAt.IsZero() {
 				p.CPUCores = &cores
 			}
-		case errors.Is(r.usageErr, runtime.ErrUsageNotSupported):
-			a.usageNote = "CPU and memory are not measured: " + r.usageErr.Error()
-		case errors.Is(r.usageErr, runtime.ErrNotFound):
+		case errors.Is(r.UsageErr, runtime.ErrUsageNotSupported):
+			a.usageNote = "CPU and memory are not measured: " + r.UsageErr.Error()
+		case errors.Is(r.UsageErr, runtime.ErrNotFound):
 			zero, none := 0.0, int64(0)
 			p.CPUCores, p.MemoryBytes = &zero, &none
 		default:
-			a.usageNote = "CPU and memory could not be read: " + r.usageErr.Error()
+			a.usageNote = "CPU and memory could not be read: " + r.UsageErr.Error()
 		}
 		a.cpu, a.lastAt = cpu, now
 

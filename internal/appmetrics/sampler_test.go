@@ -2,6 +2,7 @@ package appmetrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -140,5 +141,69 @@ func TestSamplerKube(t *testing.T) {
 	if len(series.Points) != 1 || series.Points[0].CPUCores != nil || series.Points[0].MemoryBytes != nil || series.Points[0].Restarts != 1 ||
 		series.UsageNote != "CPU and memory are not measured: "+runtime.ErrUsageNotSupported.Error() {
 		t.Errorf("kube: %+v", series)
+	}
+}
+
+// bulkRuntime reads apps together from its stubRuntime's maps, counting
+// its calls and the stub's own; with fail set, ReadApps fails.
+type bulkRuntime struct {
+	*stubRuntime
+	fail                   bool
+	bulkCalls, statusCalls int
+}
+
+func (b *bulkRuntime) Status(ctx context.Context, tenant, app string) (runtime.Status, error) {
+	b.statusCalls++
+	return b.stubRuntime.Status(ctx, tenant, app)
+}
+
+func (b *bulkRuntime) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runtime.AppName]runtime.AppReading, error) {
+	b.bulkCalls++
+	if b.fail {
+		return nil, errors.New("listing pods: forbidden")
+	}
+	out := map[runtime.AppName]runtime.AppReading{}
+	for _, a := range apps {
+		var r runtime.AppReading
+		r.Status, r.StatusErr = b.stubRuntime.Status(ctx, a.Tenant, a.App)
+		r.Usage, r.UsageErr = b.stubRuntime.Usage(ctx, a.Tenant, a.App)
+		out[a] = r
+	}
+	return out, nil
+}
+
+// TestSamplerReadsAppsAtOnce: a runtime that reads every app at once
+// (runtime.AppsReader, the kube driver) is asked once a round, not app by
+// app; when that fails the round reads app by app, and the points are the
+// same either way.
+func TestSamplerReadsAppsAtOnce(t *testing.T) {
+	rt := &bulkRuntime{stubRuntime: &stubRuntime{
+		status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "1", Restarts: 2}}}, "acme/blog": {}},
+		usage:  map[string][]runtime.Usage{"acme/shop": {{ID: "1", CPUSeconds: 10, MemoryBytes: 100}}},
+	}}
+	apps := []appmetrics.Key{{Tenant: "acme", App: "shop"}, {Tenant: "acme", App: "blog"}, {Tenant: "acme", App: "gone"}}
+	s, err := appmetrics.New(appmetrics.Options{Apps: func(context.Context) ([]appmetrics.Key, error) { return apps, nil }, Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for i, fail := range []bool{false, true} {
+		rt.fail, rt.bulkCalls, rt.statusCalls = fail, 0, 0
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		if err := s.Sample(t.Context(), at); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus := 0
+		if fail {
+			wantStatus = len(apps)
+		}
+		if rt.bulkCalls != 1 || rt.statusCalls != wantStatus {
+			t.Errorf("ReadApps failing %t: %d ReadApps and %d Status calls for %d apps, want 1 and %d", fail, rt.bulkCalls, rt.statusCalls, len(apps), wantStatus)
+		}
+		series, _ := s.Series("acme", "shop", time.Hour, at)
+		last := series.Points[len(series.Points)-1]
+		if last.Instances != 1 || last.MemoryBytes == nil || *last.MemoryBytes != 100 {
+			t.Errorf("ReadApps failing %t: shop's point %+v, want one instance of 100 bytes", fail, last)
+		}
 	}
 }

@@ -343,6 +343,29 @@ type UsageReader interface {
 	Usage(ctx context.Context, tenant, app string) ([]Usage, error)
 }
 
+// AppName names an app: its tenant and its name.
+type AppName struct{ Tenant, App string }
+
+// AppReading is what a driver read of one app at once: its Status or
+// why it could not be read (StatusErr, as Status returns it), and its
+// instances' Usage or why not (UsageErr, as Usage returns it).
+type AppReading struct {
+	Status    Status
+	StatusErr error
+	Usage     []Usage
+	UsageErr  error
+}
+
+// AppsReader is implemented by a driver that reads many apps in a few
+// requests, where Status and Usage take requests of each app (the kube
+// driver: two lists for the whole cluster, and each node's summary once).
+// ReadApps returns a reading for each of apps: what Status and Usage
+// would have returned for it. A sampler that reads every app each round
+// uses it. Safe for concurrent use.
+type AppsReader interface {
+	ReadApps(ctx context.Context, apps []AppName) (map[AppName]AppReading, error)
+}
+
 // Watcher is implemented by a driver that tells when the state of an
 // app's instances changes (one starts, becomes healthy, crashes, is
 // stopped, a release takes over), so that its Status need not be polled to

@@ -55,10 +55,16 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 		return nil, fmt.Errorf("%s/%s: %w", tenant, app, runtime.ErrNotFound)
 	}
 	insts := instancesFrom(pods.Items) // sorts pods.Items the same way
+	return d.usageFrom(ctx, ns, pods.Items, insts)
+}
+
+// usageFrom reads the usage of an app's pods in namespace ns, insts being
+// their instances (instancesFrom, which sorted pods: insts[i] is pods[i]'s).
+func (d *Driver) usageFrom(ctx context.Context, ns string, pods []corev1.Pod, insts []runtime.Instance) ([]runtime.Usage, error) {
 	type podKey struct{ name, uid string }
 	byNode := map[string]map[podKey]runtime.Instance{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
 			continue
 		}

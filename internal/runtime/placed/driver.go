@@ -507,3 +507,56 @@ func (d *Driver) Usage(ctx context.Context, tenant, app string) ([]runtime.Usage
 	}
 	return u.Usage(ctx, tenant, app)
 }
+
+var _ runtime.AppsReader = (*Driver)(nil)
+
+// ReadApps implements runtime.AppsReader: the apps that a cluster whose
+// driver is an AppsReader serves are read there together, each cluster's
+// at once; the others one by one with Status and Usage, as is an app
+// whose cluster's ReadApps failed.
+func (d *Driver) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runtime.AppName]runtime.AppReading, error) {
+	out := make(map[runtime.AppName]runtime.AppReading, len(apps))
+	byCluster := map[string][]runtime.AppName{}
+	for _, a := range apps {
+		if cluster, ok := d.Serving(a.Tenant, a.App); ok {
+			byCluster[cluster] = append(byCluster[cluster], a)
+		}
+	}
+	for cluster, names := range byCluster {
+		drv, err := d.opts.Clusters.Driver(ctx, cluster)
+		if err != nil {
+			continue
+		}
+		r, ok := drv.(runtime.AppsReader)
+		if !ok {
+			continue
+		}
+		readings, err := r.ReadApps(ctx, names)
+		if err != nil {
+			continue
+		}
+		for _, a := range names {
+			if rd, ok := readings[a]; ok && d.servedBy(a, cluster) {
+				rd.Status.Cluster = cluster
+				out[a] = rd
+			}
+		}
+	}
+	for _, a := range apps {
+		if _, ok := out[a]; ok {
+			continue
+		}
+		var rd runtime.AppReading
+		rd.Status, rd.StatusErr = d.Status(ctx, a.Tenant, a.App)
+		rd.Usage, rd.UsageErr = d.Usage(ctx, a.Tenant, a.App)
+		out[a] = rd
+	}
+	return out, nil
+}
+
+// servedBy reports whether cluster still serves the app (a move may have
+// switched it while its old cluster was read).
+func (d *Driver) servedBy(a runtime.AppName, cluster string) bool {
+	c, ok := d.Serving(a.Tenant, a.App)
+	return ok && c == cluster
+}

@@ -456,3 +456,55 @@ func TestWatchesFollowTheServingCluster(t *testing.T) {
 		t.Error("an app moved to a cluster whose driver tells nothing is still said to be watched")
 	}
 }
+
+// together is a cluster's driver that reads apps together
+// (runtime.AppsReader), as a kube driver does, from its driver's Status
+// and Usage; it counts its calls.
+type together struct {
+	runtime.Driver
+	calls atomic.Int32
+}
+
+func (g *together) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runtime.AppName]runtime.AppReading, error) {
+	g.calls.Add(1)
+	out := map[runtime.AppName]runtime.AppReading{}
+	for _, a := range apps {
+		var r runtime.AppReading
+		r.Status, r.StatusErr = g.Driver.Status(ctx, a.Tenant, a.App)
+		r.Usage, r.UsageErr = g.Driver.(runtime.UsageReader).Usage(ctx, a.Tenant, a.App)
+		out[a] = r
+	}
+	return out, nil
+}
+
+// TestReadAppsByCluster: the apps a cluster whose driver reads apps
+// together serves are read there in one call, those of a cluster whose
+// driver does not one by one, each reading with its cluster; an app served
+// nowhere reads as not found.
+func TestReadAppsByCluster(t *testing.T) {
+	a, b := newProcessDriver(t), newProcessDriver(t)
+	g := &together{Driver: b}
+	d := newDriver(t, placed.Static{"a": {Driver: a, Apps: a}, "b": {Driver: g, Apps: b}}, &ledger{})
+	for _, rel := range []runtime.Release{webRelease(t, "one", "a", 1, nil), webRelease(t, "two", "b", 1, nil), webRelease(t, "three", "b", 1, nil)} {
+		if err := d.Deploy(t.Context(), rel, &strings.Builder{}); err != nil {
+			t.Fatalf("deploying %s on %s: %v", rel.App, rel.Cluster, err)
+		}
+	}
+	names := []runtime.AppName{{Tenant: tenant, App: "one"}, {Tenant: tenant, App: "two"}, {Tenant: tenant, App: "three"}, {Tenant: tenant, App: "none"}}
+	readings, err := d.ReadApps(t.Context(), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := g.calls.Load(); n != 1 {
+		t.Errorf("cluster b's ReadApps was called %d times for its two apps, want once", n)
+	}
+	for _, c := range []struct{ app, cluster string }{{"one", "a"}, {"two", "b"}, {"three", "b"}} {
+		r := readings[runtime.AppName{Tenant: tenant, App: c.app}]
+		if r.StatusErr != nil || r.Status.Cluster != c.cluster || len(r.Status.Instances) != 2 || r.UsageErr != nil || len(r.Usage) != 2 {
+			t.Errorf("%s: %+v, want its two instances on %s with their usage", c.app, r, c.cluster)
+		}
+	}
+	if r := readings[runtime.AppName{Tenant: tenant, App: "none"}]; !errors.Is(r.StatusErr, runtime.ErrNotFound) {
+		t.Errorf("an app served nowhere: %+v, want ErrNotFound", r)
+	}
+}

@@ -89,7 +89,7 @@ func TestKubeDriver(t *testing.T) {
 	})
 }
 
-func newClient(t *testing.T, cfg *rest.Config) client.Client {
+func newClient(t testing.TB, cfg *rest.Config) client.Client {
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

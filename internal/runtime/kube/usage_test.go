@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -149,20 +150,7 @@ func TestReadAppsAtOnce(t *testing.T) {
 	}
 	apps := []runtime.AppName{{Tenant: "acme", App: "shop"}, {Tenant: "acme", App: "blog"}, {Tenant: "globex", App: "shop"}}
 	for i, a := range apps {
-		labels := map[string]string{kube.LabelApp: a.App, kube.LabelTenant: a.Tenant, kube.LabelManagedBy: "bex",
-			kube.LabelProcess: runtime.WebProcess, kube.LabelRelease: strconv.Itoa(i + 1)}
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: a.Tenant, Name: a.App + "-web", Labels: labels},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelApp: a.App}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: runtime.WebProcess, Image: "registry.bex.test/" + a.App + ":1"}}}},
-			},
-		}
-		if err := uc.c.Create(ctx, dep); err != nil {
-			t.Fatal(err)
-		}
-		uc.runPod(t, ctx, a.Tenant, a.App, i+1)
+		uc.deployApp(t, ctx, a, i+1)
 	}
 	// The lists the driver makes, by resource.
 	var mu sync.Mutex
@@ -242,7 +230,7 @@ type usageCluster struct {
 }
 
 // startUsageCluster starts the apiserver with namespace tenant and the node.
-func startUsageCluster(t *testing.T, ctx context.Context, tenant, nodeName string) *usageCluster {
+func startUsageCluster(t testing.TB, ctx context.Context, tenant, nodeName string) *usageCluster {
 	t.Helper()
 	cp := cptest.StartBare(t)
 	uc := &usageCluster{c: newClient(t, cp.RESTConfig()), node: nodeName}
@@ -288,9 +276,29 @@ func startUsageCluster(t *testing.T, ctx context.Context, tenant, nodeName strin
 	return uc
 }
 
+// deployApp makes a web Deployment of the app at release r, and its
+// running Pod (runPod, with r seconds of CPU and r MiB).
+func (uc *usageCluster) deployApp(t testing.TB, ctx context.Context, a runtime.AppName, r int) {
+	t.Helper()
+	labels := map[string]string{kube.LabelApp: a.App, kube.LabelTenant: a.Tenant, kube.LabelManagedBy: "bex",
+		kube.LabelProcess: runtime.WebProcess, kube.LabelRelease: strconv.Itoa(r)}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.Tenant, Name: a.App + "-web", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelApp: a.App}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: runtime.WebProcess, Image: "registry.bex.test/" + a.App + ":1"}}}},
+		},
+	}
+	if err := uc.c.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	uc.runPod(t, ctx, a.Tenant, a.App, r)
+}
+
 // runPod makes a running web Pod of the app on the node, app-web-1, which
 // used n seconds of CPU and holds n MiB in the node's summary.
-func (uc *usageCluster) runPod(t *testing.T, ctx context.Context, tenant, app string, n int) {
+func (uc *usageCluster) runPod(t testing.TB, ctx context.Context, tenant, app string, n int) {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: app + "-web-1", Labels: map[string]string{
@@ -311,5 +319,45 @@ func (uc *usageCluster) runPod(t *testing.T, ctx context.Context, tenant, app st
 		PodRef: statsv1alpha1.PodReference{Name: pod.Name, Namespace: tenant, UID: string(pod.UID)},
 		Containers: []statsv1alpha1.ContainerStats{{Name: runtime.WebProcess,
 			CPU: &statsv1alpha1.CPUStats{UsageCoreNanoSeconds: &cpu}, Memory: &statsv1alpha1.MemoryStats{WorkingSetBytes: &mem}}},
+	})
+}
+
+// BenchmarkReadApps: a sampler's round of 500 apps, one Deployment and
+// one running Pod each on one node, read at once (ReadApps) and app by
+// app (Status and Usage), against a bare apiserver on this machine.
+//
+//	go test -run '^$' -bench ReadApps -benchtime 5x ./internal/runtime/kube
+func BenchmarkReadApps(b *testing.B) {
+	ctrl.SetLogger(logr.Discard())
+	ctx := context.Background()
+	uc := startUsageCluster(b, ctx, "bench", "worker-1")
+	const n = 500
+	apps := make([]runtime.AppName, n)
+	for i := range apps {
+		apps[i] = runtime.AppName{Tenant: "bench", App: fmt.Sprintf("app-%03d", i)}
+		uc.deployApp(b, ctx, apps[i], 1)
+	}
+	d, err := kube.New(uc.cfg, kube.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("ReadApps", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.ReadApps(ctx, apps); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AppByApp", func(b *testing.B) {
+		for b.Loop() {
+			for _, a := range apps {
+				if _, err := d.Status(ctx, a.Tenant, a.App); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.Usage(ctx, a.Tenant, a.App); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 	})
 }

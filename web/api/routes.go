@@ -187,7 +187,7 @@ func (s *Server) routeTable() []route {
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
 				"restarts after crashes and since when it is in its state, and the cluster the app runs on; then its one-off runs that run " +
 				"(run.3: command, who started it, since when, attached or detached, stopping once a stop was asked). An app that runs nothing has no instances; " +
-				"a runtime that does not answer is a 503", response: "Instances"},
+				"a runtime that does not answer leaves the instances out, not the runs: 200 with instancesError saying why", response: "Instances"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenantDeveloper,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},

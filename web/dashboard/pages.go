@@ -32,6 +32,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"lower":   strings.ToLower,
 		"state":   instanceBadge,
+		"run":     runStateOf,
 		"command": func(args []string) string { return strings.Join(args, " ") },
 		"details": auditDetails,
 		"can":     can,

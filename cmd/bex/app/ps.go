@@ -159,7 +159,7 @@ func (st *state) renderRunningRuns(w io.Writer, is apiclient.Instances, now time
 	for _, r := range is.Runs {
 		state, how := r.State, "attached"
 		if r.State == apiclient.RunStopping {
-			state = stoppingBy(r.StopRequestedBy)
+			state = apiclient.StoppingBy(r.StopRequestedBy)
 		}
 		if r.Detached {
 			how = "detached"

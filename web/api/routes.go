@@ -65,6 +65,8 @@ func (s *Server) routeTable() []route {
 			request: "CreateTenantRequest", response: "CreatedTenant", status: http.StatusCreated},
 		{method: http.MethodGet, path: "/admin/tenants/:tenant/quota", handler: s.adminGetQuota, access: operator,
 			summary: "Show a tenant's quotas, those the operator set for it, and its usage (operators)", response: "Quota"},
+		{method: http.MethodGet, path: "/admin/tenants/:tenant/members", handler: s.adminListMembers, access: operator,
+			summary: "List a tenant's members by email: their roles and when they joined (operators)", response: "[]Member"},
 		{method: http.MethodPut, path: "/admin/tenants/:tenant/quota", handler: s.adminSetQuota, access: operator,
 			summary: "Set a tenant's quotas: each one given overrides the platform's default, each one left out is the default again; what the tenant has already stays (operators)",
 			request: "QuotaOverrides", response: "Quota"},

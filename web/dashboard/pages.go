@@ -15,7 +15,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "apps", "app", "release", "build", "logs", "console", "upgrade", "audit", "error", "team", "tokens", "join"}
+var pageNames = []string{"signin", "apps", "app", "release", "build", "logs", "console", "upgrade", "audit", "tenants", "tenant", "error", "team", "tokens", "join"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{

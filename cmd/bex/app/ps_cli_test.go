@@ -95,9 +95,9 @@ func TestPsCLI(t *testing.T) {
 	})
 	// The watchers saw the crash and web.0 up again, restarted once, and
 	// end with no error when interrupted.
-	platformtest.Eventually(t, 30*time.Second, "bex ps --watch prints web.0 restarted", func(context.Context) error {
-		if !regexp.MustCompile(`web\.0 +up .*v1 +1\n`).MatchString(table.out.String()) {
-			return fmt.Errorf("table:\n%s", table.out.String())
+	platformtest.Eventually(t, 30*time.Second, "both watchers print web.0 restarted", func(context.Context) error {
+		if !regexp.MustCompile(`web\.0 +up .*v1 +1\n`).MatchString(table.out.String()) || !strings.Contains(lines.out.String(), `"restarts":1`) {
+			return fmt.Errorf("table:\n%s\njson:\n%s", table.out.String(), lines.out.String())
 		}
 		return nil
 	})

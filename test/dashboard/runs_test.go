@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
@@ -16,11 +19,13 @@ import (
 	"bex.co/bex/web/dashboard/dashboardtest"
 )
 
-// TestRunsOnAppPage: in Chromium, the app page lists the app's one-off
-// runs that run under its instances — a detached run up, a run asked to
-// stop as stopping and by whom — and a run that ends leaves the open page
-// by itself; the operator's audit log then shows that run's end, how it
-// ended and who stopped it.
+// TestRunsOnAppPage: in Chromium, the app page lists the app's newest
+// runs, running and ended, as bex runs does — a run asked to stop as
+// stopping and by whom, runs that exited with their status, a detached
+// run running with its Stop button — says there are older ones, and lists
+// an older run that runs still; a run stopped from the page turns to its
+// end in the open page, without a reload; the operator's audit log then
+// shows that run's end, how it ended and who stopped it.
 func TestRunsOnAppPage(t *testing.T) {
 	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
 	base := dashboardtest.Start(t, e).URL
@@ -34,12 +39,38 @@ func TestRunsOnAppPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetCurrentRelease(t, "acme", "shop", 3)
+	// Runs another server records and runs: run.1 runs on, older than the
+	// page's newest ten; run.2 to run.8 exited 0.
+	older, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "shop", Release: 3, Command: []string{"worker", "--once"}, CreatedBy: "ann@acme.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		r, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "shop", Release: 3, Command: []string{"rake", "cache:warm"}, CreatedBy: "ann@acme.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Store.FinishRun(ctx, r.ID, store.RunResult{ExitCode: ptr.To(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// run.9 exits 3 on the process runtime.
+	failed, err := api.RunDetached(ctx, "shop", apiclient.RunRequest{Command: []string{"sh", "-c", "exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	platformtest.Eventually(t, time.Minute, "run.9 to end", func(context.Context) error {
+		runs, err := api.ListRuns(ctx, "shop", 1)
+		if err != nil || len(runs) != 1 || runs[0].Number != failed.Number || runs[0].Status == string(store.RunRunning) {
+			return fmt.Errorf("the newest run: %+v, %v", runs, err)
+		}
+		return nil
+	})
 	detached, err := api.RunDetached(ctx, "shop", apiclient.RunRequest{Command: []string{"sh", "-c", "exec sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A run another server records and runs, asked to stop: it stays
-	// stopping here.
+	// A run another server runs, asked to stop: it stays stopping here.
 	held, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "shop", Release: 3, Command: []string{"rake", "db:migrate"}, CreatedBy: "ann@acme.test"})
 	if err != nil {
 		t.Fatal(err)
@@ -55,23 +86,42 @@ func TestRunsOnAppPage(t *testing.T) {
 	if st := b.open(base + "/apps/shop"); st != http.StatusOK {
 		t.Fatalf("the app page: status %d", st)
 	}
-	const rows = `[...document.querySelectorAll('#run-list tr[data-run]')].map(tr => [...tr.cells].map(c => c.innerText.trim()).join(' | ')).join('\n')`
-	got := eval[string](b, rows)
+	// Run, Command, Release, By, How, Started, Took, Status, Stop.
+	const rows = `[...document.querySelectorAll('#run-list tr[data-run]')].map(tr => [...tr.cells].map(c => c.innerText.trim()))`
+	cells := eval[[][]string](b, rows)
+	row := func(r int, started, took bool) string {
+		c := slices.Clone(cells[r])
+		if started {
+			c[5] = "…"
+		}
+		if took {
+			c[6] = "…"
+		}
+		return strings.Join(c, " | ")
+	}
+	var got []string
+	for r := range cells {
+		got = append(got, row(r, true, r >= 2 && r <= 9))
+	}
 	want := []string{
-		fmt.Sprintf("run.%d | up | sh -c exec sleep 600 | token:test | detached | v3 | ", detached.Number),
-		fmt.Sprintf("run.%d | stopping asked by token:test | rake db:migrate | ann@acme.test | attached | v3 | ", held.Number),
+		fmt.Sprintf("run.%d | rake db:migrate | v3 | ann@acme.test | attached | … | - | stopping (asked by token:test) | ", held.Number),
+		fmt.Sprintf("run.%d | sh -c exec sleep 600 | v3 | token:test | detached | … | - | running | Stop", detached.Number),
+		fmt.Sprintf("run.%d | sh -c exit 3 | v3 | token:test | detached | … | … | exit 3 | ", failed.Number),
 	}
-	lines := strings.Split(got, "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], want[0]) || !strings.HasPrefix(lines[1], want[1]) {
-		t.Errorf("the app page's runs:\n%s\nwant rows starting\n%s", got, strings.Join(want, "\n"))
+	for n := failed.Number - 1; n > older.Number; n-- {
+		want = append(want, fmt.Sprintf("run.%d | rake cache:warm | v3 | ann@acme.test | attached | … | … | exit 0 | ", n))
 	}
-	if h := b.text("#runs"); h != "One-off runs (2)" {
-		t.Errorf("the runs' heading %q", h)
+	want = append(want, fmt.Sprintf("run.%d | worker --once | v3 | ann@acme.test | attached | … | - | running | Stop", older.Number))
+	if !slices.Equal(got, want) {
+		t.Errorf("the app page's runs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if h, more := b.text("#runs"), b.text("#runs-more"); h != "Runs" || more != "The newest 10 runs, and any older one that runs; bex runs shop lists every run." {
+		t.Errorf("the runs' heading %q and line %q", h, more)
 	}
 	b.screenshot("app-runs")
 
-	// The run asked to stop has no Stop button; the other one's stops it,
-	// and it leaves the page.
+	// The run asked to stop has no Stop button; the detached one's stops
+	// it, and its row turns to its end in the open page.
 	if eval[bool](b, fmt.Sprintf(`!!document.querySelector('button[data-stop-run="%d"]')`, held.Number)) {
 		t.Errorf("run.%d, asked to stop already, has a Stop button", held.Number)
 	}
@@ -80,11 +130,17 @@ func TestRunsOnAppPage(t *testing.T) {
 		t.Errorf("stopping run.%d from the page: status %d, notice %q", detached.Number, st, b.text("#notice"))
 	}
 	eval[bool](b, "window.__sameDocument = true")
-	b.waitFor("the stopped run to leave the page", fmt.Sprintf(`!document.querySelector('#run-list tr[data-run="run.%d"]') && !!document.querySelector('#run-list tr[data-run="run.%d"]')`,
-		detached.Number, held.Number), time.Minute)
+	b.waitFor("the stopped run's end in the page", fmt.Sprintf(`(() => { const tr = document.querySelector('#run-list tr[data-run="run.%d"]');
+		return !!tr && tr.cells[7].innerText.trim() === 'exit 143: stopped by token:test' && tr.cells[6].innerText.trim() !== '-' && !tr.querySelector('button') })()`,
+		detached.Number), time.Minute)
 	if !eval[bool](b, "window.__sameDocument === true") {
 		t.Error("the page was reloaded: the runs did not update in place")
 	}
+	cells = eval[[][]string](b, rows)
+	if got := row(1, true, true); got != fmt.Sprintf("run.%d | sh -c exec sleep 600 | v3 | token:test | detached | … | … | exit 143: stopped by token:test | ", detached.Number) {
+		t.Errorf("the stopped run's row: %q", got)
+	}
+	b.screenshot("app-runs-ended")
 	platformtest.Eventually(t, time.Minute, "the run's end recorded", func(context.Context) error {
 		runs, err := api.ListRuns(ctx, "shop", 0)
 		if err != nil {

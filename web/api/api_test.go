@@ -91,6 +91,12 @@ func (a answer) decode(t *testing.T, v any) {
 // body (none when nil).
 func call(t *testing.T, e *apitest.Env, method, path, token string, body any) answer {
 	t.Helper()
+	return callAt(t, e.URL, method, path, token, body)
+}
+
+// callAt is call to the API server at base (another of the Env's).
+func callAt(t *testing.T, base, method, path, token string, body any) answer {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -99,7 +105,7 @@ func call(t *testing.T, e *apitest.Env, method, path, token string, body any) an
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, e.URL+api.Prefix+path, r)
+	req, err := http.NewRequestWithContext(t.Context(), method, base+api.Prefix+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 
 // listInstances answers what runs of the caller's app, as the runtime
 // reports it, and the app's one-off runs that run, as the store records
-// them.
+// them. A runtime that does not answer leaves the instances out, not the
+// runs: the answer is still a 200, with InstancesError saying why.
 func (s *Server) listInstances(c echo.Context) error {
 	app, err := s.getAppObject(c)
 	if err != nil {
@@ -34,9 +35,8 @@ func (s *Server) listInstances(c echo.Context) error {
 			return err
 		}
 		s.log.Error(err, "Reading instances failed", "tenant", app.Namespace, "app", app.Name)
-		c.Response().Header().Set("Retry-After", "5")
-		return &httpError{status: http.StatusServiceUnavailable,
-			message: fmt.Sprintf("the runtime that runs app %q does not answer now: try again in a moment", app.Name)}
+		why := fmt.Sprintf("the runtime that runs app %q does not answer now: try again in a moment", app.Name)
+		v = apiclient.Instances{Message: "the instances could not be read: " + why, InstancesError: why}
 	}
 	v.App = app.Name
 	if v.Instances == nil {

@@ -14,6 +14,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -294,5 +295,36 @@ func TestInstancesRuns(t *testing.T) {
 	waitRunEnded(t, c, "web", attached)
 	if is := instancesOf(t, e, token, "web"); len(is.Runs) != 1 || is.Runs[0].Number != held.Number {
 		t.Errorf("runs in the instances once two ended: %+v; want run.%d alone", is.Runs, held.Number)
+	}
+}
+
+// TestInstancesRuntimeDown: when the runtime does not answer,
+// GET /apps/{app}/instances still answers the app's runs, which come from
+// the store, with a 200 whose instancesError says the instances could not
+// be read and why; a runtime that answers gives no instancesError.
+func TestInstancesRuntimeDown(t *testing.T) {
+	e, tenant, token, _ := runsEnv(t, "psdown")
+	ctx := t.Context()
+	held, err := e.Store.CreateRun(ctx, store.NewRun{TenantID: tenant.ID, App: "web", Release: 3, Command: []string{"rake", "db:migrate"}, CreatedBy: "a@psdown.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := e.AnotherServerWith(t, func(o *api.Options) { o.Instances = api.RuntimeInstances{Driver: apitest.UnreachableRuntime(t)} })
+	a := callAt(t, down, http.MethodGet, "/apps/web/instances", token, nil)
+	wantStatus(t, "instances while the runtime does not answer", a, http.StatusOK)
+	var is apiclient.Instances
+	a.decode(t, &is)
+	const why = `the runtime that runs app "web" does not answer now: try again in a moment`
+	if is.InstancesError != why || is.Message != "the instances could not be read: "+why || is.App != "web" || is.Release != 0 || is.Ready || !strings.Contains(string(a.body), `"instances":[]`) {
+		t.Errorf("instances while the runtime does not answer: %s", a.body)
+	}
+	if len(is.Runs) != 1 || is.Runs[0].Number != held.Number || is.Runs[0].Name != fmt.Sprintf("run.%d", held.Number) || is.Runs[0].CreatedBy != "a@psdown.test" || is.Runs[0].State != apiclient.RunUp {
+		t.Errorf("runs while the runtime does not answer: %+v, want run.%d up", is.Runs, held.Number)
+	}
+
+	a = call(t, e, http.MethodGet, "/apps/web/instances", token, nil)
+	wantStatus(t, "instances from a runtime that answers", a, http.StatusOK)
+	if strings.Contains(string(a.body), "instancesError") || !strings.Contains(string(a.body), fmt.Sprintf(`"name":"run.%d"`, held.Number)) {
+		t.Errorf("instances from a runtime that answers: %s", a.body)
 	}
 }

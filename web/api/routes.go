@@ -65,6 +65,8 @@ func (s *Server) routeTable() []route {
 			request: "CreateTenantRequest", response: "CreatedTenant", status: http.StatusCreated},
 		{method: http.MethodGet, path: "/admin/tenants/:tenant/quota", handler: s.adminGetQuota, access: operator,
 			summary: "Show a tenant's quotas, those the operator set for it, and its usage (operators)", response: "Quota"},
+		{method: http.MethodGet, path: "/admin/tenants/:tenant/members", handler: s.adminListMembers, access: operator,
+			summary: "List a tenant's members by email: their roles and when they joined (operators)", response: "[]Member"},
 		{method: http.MethodPut, path: "/admin/tenants/:tenant/quota", handler: s.adminSetQuota, access: operator,
 			summary: "Set a tenant's quotas: each one given overrides the platform's default, each one left out is the default again; what the tenant has already stays (operators)",
 			request: "QuotaOverrides", response: "Quota"},
@@ -187,7 +189,7 @@ func (s *Server) routeTable() []route {
 			summary: "What runs of the app now, as the runtime reports it: each instance's process, release, state (starting, up, unhealthy, crashed, stopping), " +
 				"restarts after crashes and since when it is in its state, and the cluster the app runs on; then its one-off runs that run " +
 				"(run.3: command, who started it, since when, attached or detached, stopping once a stop was asked). An app that runs nothing has no instances; " +
-				"a runtime that does not answer is a 503", response: "Instances"},
+				"a runtime that does not answer leaves the instances out, not the runs: 200 with instancesError saying why", response: "Instances"},
 
 		{method: http.MethodGet, path: "/apps/:app/env", handler: s.listEnv, access: tenantDeveloper,
 			summary: "List an app's environment; secret values are not shown", response: "[]EnvVar"},

@@ -25,6 +25,7 @@ func TestTeams(t *testing.T) {
 		{"RolesOfEveryRoute", testRolesOfEveryRoute},
 		{"Members", testMembers},
 		{"Tokens", testTokens},
+		{"AdminMembers", testAdminMembers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -471,5 +472,45 @@ func testTokens(t *testing.T, cp *controlplane.ControlPlane) {
 		"token.revoke by dev@tokacme.test", "token.revoke by token:test", "token.create by dev@tokacme.test"}
 	if !slices.Equal(actions, want) {
 		t.Errorf("audit = %q, want %q", actions, want)
+	}
+}
+
+// testAdminMembers: an operator lists a tenant's members by email with
+// their roles and when they joined, never a token or its prefix; another
+// tenant's members are not among them; an unknown tenant is a 404, and a
+// tenant's admin gets 403.
+func testAdminMembers(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	_, machine := e.TenantToken(t, "opsacme")
+	_, other := e.TenantToken(t, "opsother")
+	before := time.Now().Add(-time.Minute)
+	annToken := e.Member(t, machine, "ann@opsacme.test", "admin")
+	e.Member(t, annToken, "Bob@opsacme.test", "viewer")
+	e.Member(t, other, "cat@opsother.test", "developer")
+
+	a := call(t, e, http.MethodGet, "/admin/tenants/opsacme/members", e.OperatorToken, nil)
+	wantStatus(t, "an operator listing a tenant's members", a, http.StatusOK)
+	var members []apiclient.Member
+	a.decode(t, &members)
+	var got []string
+	for _, m := range members {
+		got = append(got, m.Email+" "+m.Role)
+		if m.CreatedAt.Before(before) || m.CreatedAt.After(time.Now()) || m.You {
+			t.Errorf("member %+v: joined %s, want since %s", m, m.CreatedAt, before)
+		}
+	}
+	if want := []string{"ann@opsacme.test admin", "Bob@opsacme.test viewer"}; !slices.Equal(got, want) {
+		t.Errorf("members of opsacme: %q, want %q", got, want)
+	}
+	for _, secret := range []string{machine, annToken, annToken[:12], "bex_", "prefix", "token"} {
+		if strings.Contains(string(a.body), secret) {
+			t.Errorf("the members' answer holds %q: %s", secret, a.body)
+		}
+	}
+	if a := call(t, e, http.MethodGet, "/admin/tenants/nope/members", e.OperatorToken, nil); a.status != http.StatusNotFound || a.err().Message != `tenant "nope" not found` {
+		t.Errorf("members of an unknown tenant: %d %s, want 404", a.status, a.body)
+	}
+	if a := call(t, e, http.MethodGet, "/admin/tenants/opsacme/members", annToken, nil); a.status != http.StatusForbidden {
+		t.Errorf("a tenant's admin listing members as an operator: %d %s, want 403", a.status, a.body)
 	}
 }

@@ -171,6 +171,8 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.GET("/console/upgrades/:name", d.upgradePage, d.guard(operatorOnly))
 	e.POST("/console/upgrades/:name/:action", d.changeUpgrade, d.guard(operatorOnly))
 	e.GET("/console/audit", d.auditPage, d.guard(operatorOnly))
+	e.GET("/console/tenants", d.tenantsPage, d.guard(operatorOnly))
+	e.GET("/console/tenants/:tenant", d.tenantPage, d.guard(operatorOnly))
 	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
 	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
 	return e

@@ -13,9 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
+	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api"
+	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
+	"bex.co/bex/web/dashboard/dashboardtest"
 )
 
 // withShop starts the dashboard, signs a new user of a new tenant named
@@ -297,4 +301,36 @@ func TestAppPageInstances(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAppPageRuntimeDown: when the runtime does not answer, the app page
+// says the instances could not be read, and lists the app's runs all the
+// same (they come from the store).
+func TestAppPageRuntimeDown(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	tenant, token := e.TenantToken(t, "dashdown")
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateApp(t.Context(), apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.Store.CreateRun(t.Context(), store.NewRun{TenantID: tenant.ID, App: "shop", Release: 1, Command: []string{"rake", "db:migrate"}, CreatedBy: "ann@dashdown.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := e.AnotherServerWith(t, func(o *api.Options) { o.Instances = api.RuntimeInstances{Driver: apitest.UnreachableRuntime(t)} })
+	u := newUser(t, dashboardtest.StartAt(t, down).URL)
+	signIn(t, u, token)
+	p := u.get("/apps/shop")
+	for _, want := range []string{
+		`<p id="instances-message" class="error">the instances could not be read: the runtime that runs app &#34;shop&#34; does not answer now: try again in a moment</p>`,
+		fmt.Sprintf(`<tr data-run="run.%d" data-run-status="running"><td>run.%d</td><td><code>rake db:migrate</code></td>`, run.Number, run.Number),
+		fmt.Sprintf(`data-stop-run="%d"`, run.Number),
+	} {
+		if p.status != http.StatusOK || !strings.Contains(p.body, want) {
+			t.Errorf("the app page while the runtime does not answer (%d) lacks %s:\n%s", p.status, want, p.body)
+		}
+	}
 }

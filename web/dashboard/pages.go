@@ -15,7 +15,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "apps", "app", "release", "build", "logs", "console", "upgrade", "audit", "error", "team", "tokens", "join"}
+var pageNames = []string{"signin", "apps", "app", "release", "build", "logs", "console", "upgrade", "audit", "tenants", "tenant", "error", "team", "tokens", "join"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -32,6 +32,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"lower":   strings.ToLower,
 		"state":   instanceBadge,
+		"run":     runStateOf,
 		"command": func(args []string) string { return strings.Join(args, " ") },
 		"details": auditDetails,
 		"can":     can,

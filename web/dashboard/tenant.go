@@ -98,8 +98,13 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	}
 	// What runs is an extra too: a runtime that cannot say (an API
 	// without it) leaves the section out, not the page.
+	var running []apiclient.RunningRun
 	if is, err := cl.Instances(ctx, name); err == nil {
-		data["Instances"] = is
+		data["Instances"], running = is, is.Runs
+	}
+	// So are the runs: the newest, and any older one that runs still.
+	if runs, err := cl.ListRuns(ctx, name, recentRuns+1); err == nil {
+		data["Runs"] = appRuns(runs, running, recentRuns)
 	}
 	// The charts are extras: a server without the series (501) or a
 	// series being cut short leaves them out, not the page.
@@ -175,7 +180,7 @@ func (d *Dashboard) stopRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	notice := fmt.Sprintf("Stopping run.%d: its command gets SIGTERM, then SIGKILL; bex runs %s says how it ended.", r.Number, name)
+	notice := fmt.Sprintf("Stopping run.%d: its command gets SIGTERM, then SIGKILL; its row under Runs says how it ended.", r.Number)
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(name)+"?notice="+url.QueryEscape(notice))
 }
 

@@ -25,7 +25,9 @@ func newPsCommand(st *state) *cobra.Command {
 			"Then, in a group of their own, its one-off runs that run (bex run): run.3, up or stopping (and who asked),\n" +
 			"since when, the release, who started it, attached or detached, and the command; bex runs lists those that ended.\n" +
 			"Without APP, the app of the git checkout's remote named bex. With --watch it goes on, and prints the instances\n" +
-			"again, under the time, each time one of them changes, until interrupted.",
+			"again, under the time, each time one of them changes, until interrupted.\n" +
+			"When the runtime does not answer, ps says the instances could not be read, prints the runs all the same and\n" +
+			"exits 1 (kind unavailable); --watch goes on asking.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < time.Second {
@@ -42,7 +44,14 @@ func newPsCommand(st *state) *cobra.Command {
 			if err != nil {
 				return explain(err)
 			}
-			return st.render(is, func(w io.Writer) error { return st.renderInstances(w, is, time.Now()) })
+			if err := st.render(is, func(w io.Writer) error { return st.renderInstances(w, is, time.Now()) }); err != nil {
+				return err
+			}
+			if is.InstancesError != "" {
+				// The runs are printed; what ps is for is not.
+				return &Error{Kind: KindUnavailable, Message: fmt.Sprintf("the instances of %s could not be read: %s", name, is.InstancesError)}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "Go on and print the instances again each time one changes (state, release, restarts), until interrupted; with -o json, one object per line")
@@ -89,7 +98,7 @@ func (st *state) watchInstances(ctx context.Context, c *apiclient.Client, name s
 // since their state, which changes every second.
 func instancesKey(is apiclient.Instances) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%d|%t|%s", is.App, is.Cluster, is.Release, is.Ready, is.Message)
+	fmt.Fprintf(&b, "%s|%s|%d|%t|%s|%s", is.App, is.Cluster, is.Release, is.Ready, is.Message, is.InstancesError)
 	for _, i := range is.Instances {
 		fmt.Fprintf(&b, "|%s %s %d %d", i.Name, i.State, i.Release, i.Restarts)
 	}
@@ -101,11 +110,19 @@ func instancesKey(is apiclient.Instances) string {
 
 // renderInstances writes what runs of an app at now: a line that says
 // where and how it runs, then a row per instance; then its one-off runs
-// that run, as a group of their own (renderRunningRuns).
+// that run, as a group of their own (renderRunningRuns). Instances the API
+// could not read (InstancesError) make the line say so, and the runs
+// follow all the same.
 func (st *state) renderInstances(w io.Writer, is apiclient.Instances, now time.Time) error {
 	where := is.App
 	if is.Cluster != "" {
 		where += " on " + is.Cluster
+	}
+	if is.InstancesError != "" {
+		if _, err := fmt.Fprintf(w, "%s: %s\n", where, is.Message); err != nil {
+			return err
+		}
+		return st.renderRunningRuns(w, is, now)
 	}
 	if len(is.Instances) == 0 {
 		if _, err := fmt.Fprintf(w, "No instances of %s: %s\n", where, is.Message); err != nil {
@@ -142,7 +159,7 @@ func (st *state) renderRunningRuns(w io.Writer, is apiclient.Instances, now time
 	for _, r := range is.Runs {
 		state, how := r.State, "attached"
 		if r.State == apiclient.RunStopping {
-			state = stoppingBy(r.StopRequestedBy)
+			state = apiclient.StoppingBy(r.StopRequestedBy)
 		}
 		if r.Detached {
 			how = "detached"

@@ -17,6 +17,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
+	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -94,9 +95,9 @@ func TestPsCLI(t *testing.T) {
 	})
 	// The watchers saw the crash and web.0 up again, restarted once, and
 	// end with no error when interrupted.
-	platformtest.Eventually(t, 30*time.Second, "bex ps --watch prints web.0 restarted", func(context.Context) error {
-		if !regexp.MustCompile(`web\.0 +up .*v1 +1\n`).MatchString(table.out.String()) {
-			return fmt.Errorf("table:\n%s", table.out.String())
+	platformtest.Eventually(t, 30*time.Second, "both watchers print web.0 restarted", func(context.Context) error {
+		if !regexp.MustCompile(`web\.0 +up .*v1 +1\n`).MatchString(table.out.String()) || !strings.Contains(lines.out.String(), `"restarts":1`) {
+			return fmt.Errorf("table:\n%s\njson:\n%s", table.out.String(), lines.out.String())
 		}
 		return nil
 	})
@@ -278,7 +279,9 @@ func TestReleaseInfoCLI(t *testing.T) {
 // instances, in a group of their own: a detached run up, a run asked to
 // stop as stopping and by whom; -o json gives them as runs; once a run
 // has ended it leaves bex ps (bex runs keeps it), and with none running
-// the group is not printed.
+// the group is not printed. An API whose runtime does not answer still
+// gives the runs: bex ps prints them, says the instances could not be
+// read, and exits 1 (kind unavailable).
 func TestPsRunsCLI(t *testing.T) {
 	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
 	tenant, token := e.TenantToken(t, "clipsruns")
@@ -317,6 +320,27 @@ func TestPsRunsCLI(t *testing.T) {
 	}
 	if r := is.Runs[1]; r.Name != "run.2" || r.State != "stopping" || r.StopRequestedBy != "token:test" || r.StopRequestedAt == nil || r.Detached {
 		t.Errorf("run.2 in bex ps -o json: %+v", r)
+	}
+
+	// An API whose runtime does not answer: the runs all the same, a line
+	// that says the instances could not be read, and exit 1.
+	down := map[string]string{"BEX_API": e.AnotherServerWith(t, func(o *api.Options) {
+		o.Instances = api.RuntimeInstances{Driver: apitest.UnreachableRuntime(t)}
+	}), "BEX_TOKEN": token}
+	const why = `the runtime that runs app "shop" does not answer now: try again in a moment`
+	stdout, stderr, code = bexRunWith(t, down, "", "ps", "shop")
+	if want := "shop: the instances could not be read: " + why + "\n"; code != app.ExitError || !strings.HasPrefix(stdout, want) || !group.MatchString(stdout) ||
+		stderr != "bex: the instances of shop could not be read: "+why+"\n" {
+		t.Errorf("bex ps while the runtime does not answer: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	stdout, stderr, code = bexRunWith(t, down, "", "ps", "shop", "-o", "json")
+	is = apiclient.Instances{}
+	var failed struct{ Error app.Error }
+	if err := json.Unmarshal([]byte(stdout), &is); err != nil || code != app.ExitError || is.InstancesError != why || len(is.Runs) != 2 {
+		t.Errorf("bex ps -o json while the runtime does not answer: exit %d, %v:\n%s", code, err, stdout)
+	}
+	if err := json.Unmarshal([]byte(stderr), &failed); err != nil || failed.Error.Kind != app.KindUnavailable {
+		t.Errorf("bex ps -o json's error while the runtime does not answer: %v: %s", err, stderr)
 	}
 
 	if _, stderr, code := bexRunWith(t, env, "", "runs", "stop", "shop", "run.1"); code != 0 {

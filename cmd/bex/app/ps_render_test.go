@@ -12,7 +12,8 @@ import (
 // TestRenderInstances: bex ps says where the app runs and how, then a row
 // per instance with its state, how long ago it entered it, its release
 // and restarts; an app that runs nothing says why; one-off runs that run
-// come after, in a group of their own.
+// come after, in a group of their own, also when the instances could not
+// be read, which the first line then says.
 func TestRenderInstances(t *testing.T) {
 	now := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 	is := apiclient.Instances{App: "shop", Release: 4, Cluster: "alpha", Message: "release 4: worker.0 crashed 3 times; restarting in 2s; last exit: exit status 1",
@@ -66,6 +67,19 @@ func TestRenderInstances(t *testing.T) {
 			is.Runs = []apiclient.RunningRun{{Name: "run.1", Number: 1, Release: 4, Command: []string{"bash"}, CreatedBy: "a@b.c", State: "up", Since: now}}
 		},
 		want: "No instances of shop: no instance of shop runs\n" +
+			"\n" +
+			"One-off runs of shop (1):\n" +
+			"RUN    STATE  SINCE   RELEASE  BY     HOW       COMMAND\n" +
+			"run.1  up     0s ago  v4       a@b.c  attached  bash\n",
+	}, {
+		name: "instances not read",
+		change: func(is *apiclient.Instances) {
+			is.Cluster, is.Release, is.Instances = "", 0, nil
+			is.InstancesError = `the runtime that runs app "shop" does not answer now: try again in a moment`
+			is.Message = "the instances could not be read: " + is.InstancesError
+			is.Runs = []apiclient.RunningRun{{Name: "run.1", Number: 1, Release: 4, Command: []string{"bash"}, CreatedBy: "a@b.c", State: "up", Since: now}}
+		},
+		want: "shop: the instances could not be read: the runtime that runs app \"shop\" does not answer now: try again in a moment\n" +
 			"\n" +
 			"One-off runs of shop (1):\n" +
 			"RUN    STATE  SINCE   RELEASE  BY     HOW       COMMAND\n" +

@@ -49,34 +49,11 @@ func runRows(runs []apiclient.Run) [][]string {
 		}
 		rows = append(rows, []string{
 			"run." + strconv.Itoa(r.Number), commandLine(r.Command, 60), releaseName(int64(r.Release)), r.CreatedBy,
-			r.StartedAt.UTC().Format(timeFormat), took, runStatus(r),
+			r.StartedAt.UTC().Format(timeFormat), took, r.Summary(),
 		})
 	}
 	return rows
 }
-
-// runStatus says how a run stands: "running", "stopping (asked by
-// a@b.c)", "exit 0", "exit 143: timed out after 1h0m0s", "lost: the API
-// server running it stopped answering", "not started: …".
-func runStatus(r apiclient.Run) string {
-	switch {
-	case r.Status == "running" && r.StopRequestedAt != nil:
-		return stoppingBy(r.StopRequestedBy)
-	case r.Status == "running":
-		return "running"
-	case r.Status == "lost":
-		return "lost: " + r.Reason
-	case r.ExitCode == nil:
-		return "not started: " + r.Reason
-	case r.Reason != "":
-		return fmt.Sprintf("exit %d: %s", *r.ExitCode, r.Reason)
-	}
-	return fmt.Sprintf("exit %d", *r.ExitCode)
-}
-
-// stoppingBy is the state of a run asked to stop by who, in bex runs and
-// bex ps.
-func stoppingBy(who string) string { return "stopping (asked by " + who + ")" }
 
 // commandLine writes args as a shell would read them back, cut at max
 // characters.

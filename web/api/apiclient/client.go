@@ -168,6 +168,13 @@ func (c *Client) TenantQuota(ctx context.Context, tenant string) (Quota, error) 
 	return q, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, nil, &q)
 }
 
+// TenantMembers returns a tenant's members by email, with their roles and
+// when they joined (operator tokens only).
+func (c *Client) TenantMembers(ctx context.Context, tenant string) ([]Member, error) {
+	var ms []Member
+	return ms, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/members", nil, nil, &ms)
+}
+
 // SetTenantQuota replaces the quotas the operator set for a tenant; a nil
 // field is the platform's default (operator tokens only).
 func (c *Client) SetTenantQuota(ctx context.Context, tenant string, o QuotaOverrides) (Quota, error) {

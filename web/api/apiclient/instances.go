@@ -49,6 +49,11 @@ type Instances struct {
 	// exit status 1").
 	Message   string     `json:"message"`
 	Instances []Instance `json:"instances"`
+	// InstancesError, when set, says why the instances could not be read
+	// (the runtime did not answer): Instances is then empty, Release 0
+	// and Ready false whatever runs, and Message says so too. Runs come
+	// from the store and are there all the same.
+	InstancesError string `json:"instancesError,omitempty"`
 	// Runs are the app's one-off runs that run now, oldest first; those
 	// that ended (or were lost) are in GET .../runs only.
 	Runs []RunningRun `json:"runs"`

@@ -89,6 +89,30 @@ type Run struct {
 	StopRequestedBy string     `json:"stopRequestedBy,omitempty"`
 }
 
+// Summary says how a run stands, in the words bex runs and the
+// dashboard's app page use: "running", "stopping (asked by a@b.c)",
+// "exit 0", "exit 143: timed out after 1h0m0s", "lost: the API server
+// running it stopped answering", "not started: …".
+func (r Run) Summary() string {
+	switch {
+	case r.Status == "running" && r.StopRequestedAt != nil:
+		return StoppingBy(r.StopRequestedBy)
+	case r.Status == "running":
+		return "running"
+	case r.Status == "lost":
+		return "lost: " + r.Reason
+	case r.ExitCode == nil:
+		return "not started: " + r.Reason
+	case r.Reason != "":
+		return fmt.Sprintf("exit %d: %s", *r.ExitCode, r.Reason)
+	}
+	return fmt.Sprintf("exit %d", *r.ExitCode)
+}
+
+// StoppingBy is the state of a run asked to stop by who, as bex runs, bex
+// ps and the dashboard write it.
+func StoppingBy(who string) string { return "stopping (asked by " + who + ")" }
+
 // RunExit is the exit frame of a run's stream: how the command ended.
 type RunExit struct {
 	// Run is the run's number, Release the release it ran in.

@@ -2,13 +2,16 @@ package apitest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/runtimetest"
 )
 
@@ -55,4 +58,26 @@ func (e *Env) SetCurrentRelease(t testing.TB, tenant, app string, number int64) 
 	if err := e.Kube.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// UnreachableRuntime is the kube runtime driver of a workload cluster that
+// does not answer: nothing listens at its apiserver's address any more
+// (the port was taken, then let go), so every call is refused, as a
+// cluster gone down is. An API given it as its InstanceSource cannot read
+// instances.
+func UnreachableRuntime(t testing.TB) runtime.Driver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := kube.New(&rest.Config{Host: "http://" + addr, Timeout: 10 * time.Second}, kube.Options{})
+	if err != nil {
+		t.Fatalf("creating the kube driver of a cluster that does not answer: %v", err)
+	}
+	return d
 }

@@ -18,9 +18,16 @@ import (
 // key, on an httptest server that stops when t ends.
 func Start(t *testing.T, e *apitest.Env) *httptest.Server {
 	t.Helper()
+	return StartAt(t, e.URL)
+}
+
+// StartAt is Start in front of the API server at api (another of an
+// Env's, such as one given other options).
+func StartAt(t *testing.T, api string) *httptest.Server {
+	t.Helper()
 	key := make([]byte, 32)
 	rand.Read(key)
-	d, err := dashboard.New(dashboard.Options{API: e.URL, CookieKey: key, Log: testr.New(t)})
+	d, err := dashboard.New(dashboard.Options{API: api, CookieKey: key, Log: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,11 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 }
 
 // review asks the scheduler where an App of the given size would go.
-func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, want size) (*schedulingv1alpha1.PlacementReview, error) {
+// With reserve, the caller records a schedulable answer as the App's
+// Placement: bex-apiserver holds the chosen pool's room for it until it
+// sees the Placement written, so that the reviews of the other workers
+// count it meanwhile.
+func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, want size, reserve bool) (*schedulingv1alpha1.PlacementReview, error) {
 	review := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{
 		App:         app.Name,
 		Replicas:    want.Replicas,
@@ -162,6 +166,9 @@ func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, 
 		// review's message still names every rejection.
 		Candidates: schedulingv1alpha1.CandidatesNone,
 	}}
+	if reserve {
+		review.Spec.Reserve = &schedulingv1alpha1.PlacementRef{Namespace: app.Namespace, Name: app.Name}
+	}
 	if err := p.Client.Create(ctx, review); err != nil {
 		return nil, fmt.Errorf("asking the scheduler: %w", err)
 	}
@@ -170,7 +177,7 @@ func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, 
 
 // placeNew places an App that has no Placement.
 func (p SchedulerPlacer) placeNew(ctx context.Context, app *platformv1alpha1.App, want size) (Placement, error) {
-	review, err := p.review(ctx, app, want)
+	review, err := p.review(ctx, app, want, true)
 	if err != nil {
 		return Placement{}, err
 	}
@@ -216,7 +223,7 @@ func (p SchedulerPlacer) keep(ctx context.Context, existing *schedulingv1alpha1.
 func (p SchedulerPlacer) move(ctx context.Context, app *platformv1alpha1.App, existing *schedulingv1alpha1.Placement, want size, reason, why string) (Placement, error) {
 	s := &existing.Spec
 	from := s.Cluster + "/" + s.Pool
-	review, err := p.review(ctx, app, want)
+	review, err := p.review(ctx, app, want, true)
 	if err != nil {
 		return Placement{}, err
 	}

@@ -35,8 +35,8 @@ type Index struct {
 	signal fleetstate.Signal
 	// reservations, when not nil, are told of each Placement's event.
 	reservations *scheduler.Reservations
-	mu     sync.Mutex
-	totals scheduler.Requested
+	mu           sync.Mutex
+	totals       scheduler.Requested
 }
 
 var (

@@ -11,7 +11,9 @@ import (
 )
 
 // recordingReviewer keeps the spec of the last review.
-type recordingReviewer struct{ last *scheduling.PlacementReviewSpec }
+type recordingReviewer struct {
+	last *scheduling.PlacementReviewSpec
+}
 
 func (r *recordingReviewer) Review(_ context.Context, spec *scheduling.PlacementReviewSpec) (scheduling.PlacementReviewStatus, error) {
 	r.last = spec.DeepCopy()

@@ -30,9 +30,9 @@ type PlacementKey struct {
 // when a later reserving review of the same Placement replaces it, or
 // after its time to live.
 //
-// Seen and Reserve are safe for concurrent use. Reserving reviews are
-// answered one at a time (hold), so that no two of them take the same
-// room.
+// Its methods are safe for concurrent use. The View answers reserving
+// reviews one at a time under its lock, so that no two of them take the
+// same room.
 type Reservations struct {
 	ttl time.Duration
 

@@ -86,11 +86,18 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	index, err := placement.NewIndex(placements)
+	// The reviews the App controller records hold their pool's room until
+	// this server's index sees the Placement written: concurrent reviews
+	// do not over-commit the fullest pool. Each replica holds its own.
+	reservations, err := scheduler.NewReservations(scheduler.ReservationTTL)
 	if err != nil {
 		return nil, err
 	}
-	view, err := scheduler.NewView(c.extra.Fleet, index, c.extra.Strategy)
+	index, err := placement.NewIndex(placements, reservations)
+	if err != nil {
+		return nil, err
+	}
+	view, err := scheduler.NewView(c.extra.Fleet, index, reservations, c.extra.Strategy)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,16 @@ type PlacementReviewSpec struct {
 	// Candidates is All (the default) or None: which candidates the
 	// status lists.
 	Candidates string `json:"candidates,omitempty"`
+	// Reserve names the Placement the caller will write with the answer;
+	// the chosen pool's room is held for it until it is seen changed or
+	// the reservation expires. Nil for a review that only asks.
+	Reserve *PlacementRef `json:"reserve,omitempty"`
+}
+
+// PlacementRef names a Placement.
+type PlacementRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // PlacementConstraints restrict where an app may go. Empty fields do not

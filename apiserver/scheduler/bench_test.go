@@ -49,7 +49,7 @@ func BenchmarkViewReview100Clusters(b *testing.B) {
 				Resources: scheduling.Resources{CPU: resource.MustParse("100m"), Memory: resource.MustParse("128Mi")}})
 		}
 	}
-	v, err := NewView(fleet, totals, v1alpha1.StrategyBinPack)
+	v, err := NewView(fleet, totals, nil, v1alpha1.StrategyBinPack)
 	if err != nil {
 		b.Fatal(err)
 	}

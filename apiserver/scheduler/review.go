@@ -49,12 +49,20 @@ func ResolveResources(spec *scheduling.PlacementReviewSpec) scheduling.Resources
 // spec.Candidates None the status lists no candidates; its message is the
 // same.
 func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewSpec, strategy string) scheduling.PlacementReviewStatus {
+	return review(caps, nil, spec, strategy)
+}
+
+// review is Review with held added to what the pools it names request:
+// the room reservations hold for Placements being written.
+func review(caps []scheduling.ClusterCapacity, held map[PoolKey]room, spec *scheduling.PlacementReviewSpec, strategy string) scheduling.PlacementReviewStatus {
 	res := ResolveResources(spec)
 	need := times(res, spec.Replicas)
 	st := scheduling.PlacementReviewStatus{Strategy: strategy, Resources: res}
 	con := spec.Constraints
 	best := -1
 	var used []usedAfter
+	// heldShort: a pool was too small only with the room held.
+	heldShort := false
 	for _, cc := range caps {
 		s := &cc.Status
 		reject := func(reason, msg string) {
@@ -78,6 +86,15 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 				st.Candidates = append(st.Candidates, c)
 				continue
 			}
+			if h, ok := held[PoolKey{Cluster: cc.Name, Pool: p.Name}]; ok {
+				withH := withHeld(p, h)
+				if reason, _ := fits(withH, need); reason != "" {
+					if reason, _ := fits(p, need); reason == "" {
+						heldShort = true
+					}
+				}
+				p = withH
+			}
 			if reason, msg := fits(p, need); reason != "" {
 				c.Reason, c.Message = reason, msg
 				st.Candidates = append(st.Candidates, c)
@@ -97,6 +114,9 @@ func Review(caps []scheduling.ClusterCapacity, spec *scheduling.PlacementReviewS
 	}
 	if best < 0 {
 		st.Message = unschedulableMessage(st.Candidates)
+		if heldShort {
+			st.Message += " (counting the room held for Placements being written, for at most " + ReservationTTL.String() + ")"
+		}
 		if spec.Candidates == v1alpha1.CandidatesNone {
 			st.Candidates = nil
 		}

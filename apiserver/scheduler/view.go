@@ -53,8 +53,11 @@ const maxSnapshotAge = time.Second
 type View struct {
 	fleet      fleetstate.Source
 	placements PlacementTotals
-	strategy   string
-	now        func() time.Time
+	// reservations, when not nil, hold room for the Placements being
+	// written; nil: reviews reserve nothing.
+	reservations *Reservations
+	strategy     string
+	now          func() time.Time
 
 	mu   sync.Mutex
 	snap *snapshot
@@ -69,15 +72,22 @@ type snapshot struct {
 }
 
 // NewView returns a view that scores with strategy (v1alpha1.StrategyBinPack
-// or v1alpha1.StrategySpread).
-func NewView(fleet fleetstate.Source, placements PlacementTotals, strategy string) (*View, error) {
+// or v1alpha1.StrategySpread). With reservations, a review that names the
+// Placement it will be recorded as (spec.reserve) holds the chosen pool's
+// room there until placements, whose totals must then tell their
+// versions (Versioned), count that Placement's change (Reservations.Seen);
+// nil reserves nothing.
+func NewView(fleet fleetstate.Source, placements PlacementTotals, reservations *Reservations, strategy string) (*View, error) {
 	if fleet == nil || placements == nil {
 		return nil, errors.New("scheduler: view needs a fleet and placement totals")
 	}
 	if strategy != v1alpha1.StrategyBinPack && strategy != v1alpha1.StrategySpread {
 		return nil, fmt.Errorf("scheduler: unknown strategy %q", strategy)
 	}
-	return &View{fleet: fleet, placements: placements, strategy: strategy, now: time.Now}, nil
+	if _, ok := placements.(Versioned); reservations != nil && !ok {
+		return nil, errors.New("scheduler: reservations need placement totals that tell their version")
+	}
+	return &View{fleet: fleet, placements: placements, reservations: reservations, strategy: strategy, now: time.Now}, nil
 }
 
 var (
@@ -109,7 +119,7 @@ func (v *View) Notify(ctx context.Context, changed func()) {
 // Capacities returns the ClusterCapacity of every cluster, sorted by name,
 // as copies the caller owns.
 func (v *View) Capacities(ctx context.Context) ([]scheduling.ClusterCapacity, error) {
-	caps, err := v.capacities(ctx)
+	caps, _, err := v.capacities(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -120,29 +130,31 @@ func (v *View) Capacities(ctx context.Context) ([]scheduling.ClusterCapacity, er
 	return out, nil
 }
 
-// capacities returns the capacities, from the snapshot while it holds.
-// The result is shared: read it, never write it.
-func (v *View) capacities(ctx context.Context) ([]scheduling.ClusterCapacity, error) {
+// capacities returns the capacities, from the snapshot while it holds,
+// and the placements version they count every change up to (0 when the
+// totals cannot tell). The result is shared: read it, never write it.
+func (v *View) capacities(ctx context.Context) ([]scheduling.ClusterCapacity, uint64, error) {
 	// Versions are read before the state: a change that lands while the
 	// capacities are computed moves a version past the snapshot's, and the
 	// next read computes again.
 	fleetVersion, fok := version(v.fleet)
 	placementsVersion, pok := version(v.placements)
 	if !fok || !pok {
-		return v.compute(ctx)
+		caps, err := v.compute(ctx)
+		return caps, placementsVersion, err
 	}
 	now := v.now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if s := v.snap; s != nil && s.fleet == fleetVersion && s.placements == placementsVersion && now.Sub(s.at) < maxSnapshotAge {
-		return s.caps, nil
+		return s.caps, s.placements, nil
 	}
 	caps, err := v.compute(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	v.snap = &snapshot{fleet: fleetVersion, placements: placementsVersion, at: now, caps: caps}
-	return caps, nil
+	return caps, placementsVersion, nil
 }
 
 // version returns x's version when it can tell one.
@@ -165,11 +177,37 @@ func (v *View) compute(ctx context.Context) ([]scheduling.ClusterCapacity, error
 	return Capacities(clusters, req), nil
 }
 
-// Review answers a PlacementReview.
+// Review answers a PlacementReview, counting the room that reservations
+// hold. A review with spec.reserve, when schedulable, then holds the
+// chosen pool's room for that Placement (replacing its earlier
+// reservation), and one that is not ends it; such reviews are answered
+// one at a time.
 func (v *View) Review(ctx context.Context, spec *scheduling.PlacementReviewSpec) (scheduling.PlacementReviewStatus, error) {
-	caps, err := v.capacities(ctx)
+	caps, pv, err := v.capacities(ctx)
 	if err != nil {
 		return scheduling.PlacementReviewStatus{}, err
 	}
-	return Review(caps, spec, v.strategy), nil
+	r := v.reservations
+	if r == nil {
+		return Review(caps, spec, v.strategy), nil
+	}
+	now := v.now()
+	var key PlacementKey
+	if ref := spec.Reserve; ref != nil {
+		key = PlacementKey{Namespace: ref.Namespace, Name: ref.Name}
+	}
+	r.mu.Lock()
+	held := r.extra(pv, now, key)
+	if spec.Reserve == nil {
+		r.mu.Unlock()
+		return review(caps, held, spec, v.strategy), nil
+	}
+	defer r.mu.Unlock()
+	st := review(caps, held, spec, v.strategy)
+	if st.Schedulable {
+		r.reserve(key, PoolKey{Cluster: st.Cluster, Pool: st.Pool}, times(st.Resources, spec.Replicas), pv, now)
+	} else {
+		r.release(key)
+	}
+	return st, nil
 }

@@ -81,7 +81,7 @@ func TestViewComputesOncePerChange(t *testing.T) {
 		{Name: "a", Healthy: true, Pools: []fleetstate.Pool{pool("p", "4", "8Gi", 10)}},
 	}}
 	totals := &fixedTotals{req: Requested{}}
-	v, err := NewView(fleet, totals, v1alpha1.StrategyBinPack)
+	v, err := NewView(fleet, totals, nil, v1alpha1.StrategyBinPack)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestViewComputesOncePerChange(t *testing.T) {
 // is read for every review.
 func TestViewUnversionedReadsEachTime(t *testing.T) {
 	fleet := &countingFleet{clusters: []fleetstate.Cluster{{Name: "a", Healthy: true, Pools: []fleetstate.Pool{pool("p", "4", "8Gi", 10)}}}}
-	v, err := NewView(fleet, &fixedTotals{req: Requested{}}, v1alpha1.StrategyBinPack)
+	v, err := NewView(fleet, &fixedTotals{req: Requested{}}, nil, v1alpha1.StrategyBinPack)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (p SchedulerPlacer) Fits(ctx context.Context, app *platformv1alpha1.App) (s
 			return "", nil
 		}
 	}
-	review, err := p.review(ctx, app, want)
+	review, err := p.review(ctx, app, want, false)
 	if err != nil {
 		return "", err
 	}

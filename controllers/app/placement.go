@@ -1,8 +1,10 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +54,8 @@ type Placer interface {
 	// the App, in its namespace). With one it keeps it, updating replicas
 	// and resources to what the App asks, unless its cluster can no longer
 	// hold the App (gone from the fleet, being deleted, cordoned,
-	// mid-upgrade, or its pool over-committed): then it asks the scheduler
+	// mid-upgrade, or its pool over-committed and the App among those
+	// placed there last): then it asks the scheduler
 	// again and moves the Placement when another cluster fits, and keeps it
 	// where it is when none does. An unschedulable App is not an error:
 	// Placed is false and Message says why.
@@ -142,6 +145,18 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 	}
 	now := time.Now()
 	reason, why := leaveReason(cc, &existing.Spec, want, now)
+	if reason == schedulingv1alpha1.ReasonOverCommitted && sizeOf(&existing.Spec).equal(want) {
+		// The pool holds less than its Placements request, the App's
+		// unchanged: those placed there last leave, so that a pool short
+		// of one App's room moves one App, not each that looks.
+		stays, err := p.placedInTime(ctx, cc, existing)
+		if err != nil {
+			return Placement{}, err
+		}
+		if stays {
+			reason = ""
+		}
+	}
 	if reason == "" {
 		pl, err := p.keep(ctx, existing, want)
 		pl.Static = cc != nil && cc.Status.Source == fleetstate.SourceStatic
@@ -152,7 +167,11 @@ func (p SchedulerPlacer) Place(ctx context.Context, app *platformv1alpha1.App) (
 }
 
 // review asks the scheduler where an App of the given size would go.
-func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, want size) (*schedulingv1alpha1.PlacementReview, error) {
+// With reserve, the caller records a schedulable answer as the App's
+// Placement: bex-apiserver holds the chosen pool's room for it until it
+// sees the Placement written, so that the reviews of the other workers
+// count it meanwhile.
+func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, want size, reserve bool) (*schedulingv1alpha1.PlacementReview, error) {
 	review := &schedulingv1alpha1.PlacementReview{Spec: schedulingv1alpha1.PlacementReviewSpec{
 		App:         app.Name,
 		Replicas:    want.Replicas,
@@ -162,6 +181,9 @@ func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, 
 		// review's message still names every rejection.
 		Candidates: schedulingv1alpha1.CandidatesNone,
 	}}
+	if reserve {
+		review.Spec.Reserve = &schedulingv1alpha1.PlacementRef{Namespace: app.Namespace, Name: app.Name}
+	}
 	if err := p.Client.Create(ctx, review); err != nil {
 		return nil, fmt.Errorf("asking the scheduler: %w", err)
 	}
@@ -170,7 +192,7 @@ func (p SchedulerPlacer) review(ctx context.Context, app *platformv1alpha1.App, 
 
 // placeNew places an App that has no Placement.
 func (p SchedulerPlacer) placeNew(ctx context.Context, app *platformv1alpha1.App, want size) (Placement, error) {
-	review, err := p.review(ctx, app, want)
+	review, err := p.review(ctx, app, want, true)
 	if err != nil {
 		return Placement{}, err
 	}
@@ -216,7 +238,7 @@ func (p SchedulerPlacer) keep(ctx context.Context, existing *schedulingv1alpha1.
 func (p SchedulerPlacer) move(ctx context.Context, app *platformv1alpha1.App, existing *schedulingv1alpha1.Placement, want size, reason, why string) (Placement, error) {
 	s := &existing.Spec
 	from := s.Cluster + "/" + s.Pool
-	review, err := p.review(ctx, app, want)
+	review, err := p.review(ctx, app, want, true)
 	if err != nil {
 		return Placement{}, err
 	}
@@ -243,6 +265,57 @@ func (p SchedulerPlacer) move(ctx context.Context, app *platformv1alpha1.App, ex
 	logf.FromContext(ctx).Info("App moved", "from", from, "to", st.Cluster+"/"+st.Pool, "reason", reason)
 	return Placement{Placed: true, Cluster: st.Cluster, Pool: st.Pool, MovedFrom: from,
 		Message: fmt.Sprintf("moved from %s to %s/%s: %s (score %d, %s)", from, st.Cluster, st.Pool, why, st.Score, st.Strategy)}, nil
+}
+
+// placedInTime reports whether the pool of the Placement existing, on
+// cluster cc, holds it with the Placements placed there before it: in the
+// order they came to the pool (placedAt, then namespace and name), their
+// requests up to and including its own are within the pool's
+// allocatable. It is false when the pool is gone, or the listing does
+// not show the Placement on it (read before the Placement came).
+func (p SchedulerPlacer) placedInTime(ctx context.Context, cc *schedulingv1alpha1.ClusterCapacity, existing *schedulingv1alpha1.Placement) (bool, error) {
+	var pool *schedulingv1alpha1.PoolCapacity
+	for i := range cc.Status.Pools {
+		if cc.Status.Pools[i].Name == existing.Spec.Pool {
+			pool = &cc.Status.Pools[i]
+		}
+	}
+	if pool == nil {
+		return false, nil
+	}
+	var list schedulingv1alpha1.PlacementList
+	if err := p.Client.List(ctx, &list, client.MatchingFields{"spec.cluster": existing.Spec.Cluster, "spec.pool": existing.Spec.Pool}); err != nil {
+		return false, fmt.Errorf("listing the placements of %s/%s: %w", existing.Spec.Cluster, existing.Spec.Pool, err)
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b schedulingv1alpha1.Placement) int {
+		return cmp.Or(placedAt(&a).Compare(placedAt(&b)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var before schedulingv1alpha1.PoolCapacity
+	before.Allocatable = pool.Allocatable
+	for i := range items {
+		it := &items[i]
+		if it.Spec.Cluster != existing.Spec.Cluster || it.Spec.Pool != existing.Spec.Pool {
+			continue
+		}
+		if it.Namespace == existing.Namespace && it.Name == existing.Name {
+			return overCommitted(before, size{}, sizeOf(&existing.Spec)) == "", nil
+		}
+		s := sizeOf(&it.Spec)
+		before.Requested.CPU.Add(*resource.NewMilliQuantity(int64(s.Replicas)*s.Resources.CPU.MilliValue(), resource.DecimalSI))
+		before.Requested.Memory.Add(*resource.NewQuantity(int64(s.Replicas)*s.Resources.Memory.Value(), resource.BinarySI))
+		before.Requested.Pods += int64(s.Replicas)
+	}
+	return false, nil
+}
+
+// placedAt is when a Placement came to its pool: its last move, or its
+// creation.
+func placedAt(p *schedulingv1alpha1.Placement) time.Time {
+	if m := p.Spec.MovedFrom; m != nil {
+		return m.Time.Time
+	}
+	return p.CreationTimestamp.Time
 }
 
 // NotReadyGrace is how long an App's pool may have no Ready node before

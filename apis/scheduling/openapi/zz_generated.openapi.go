@@ -26,6 +26,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PlacementConstraints{}.OpenAPIModelName():  schema_bex_apis_scheduling_v1alpha1_PlacementConstraints(ref),
 		v1alpha1.PlacementList{}.OpenAPIModelName():         schema_bex_apis_scheduling_v1alpha1_PlacementList(ref),
 		v1alpha1.PlacementMove{}.OpenAPIModelName():         schema_bex_apis_scheduling_v1alpha1_PlacementMove(ref),
+		v1alpha1.PlacementRef{}.OpenAPIModelName():          schema_bex_apis_scheduling_v1alpha1_PlacementRef(ref),
 		v1alpha1.PlacementReview{}.OpenAPIModelName():       schema_bex_apis_scheduling_v1alpha1_PlacementReview(ref),
 		v1alpha1.PlacementReviewSpec{}.OpenAPIModelName():   schema_bex_apis_scheduling_v1alpha1_PlacementReviewSpec(ref),
 		v1alpha1.PlacementReviewStatus{}.OpenAPIModelName(): schema_bex_apis_scheduling_v1alpha1_PlacementReviewStatus(ref),
@@ -626,6 +627,36 @@ func schema_bex_apis_scheduling_v1alpha1_PlacementMove(ref common.ReferenceCallb
 	}
 }
 
+func schema_bex_apis_scheduling_v1alpha1_PlacementRef(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PlacementRef names a Placement.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the Placement: the tenant's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the Placement: the App's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"namespace", "name"},
+			},
+		},
+	}
+}
+
 func schema_bex_apis_scheduling_v1alpha1_PlacementReview(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -718,11 +749,17 @@ func schema_bex_apis_scheduling_v1alpha1_PlacementReviewSpec(ref common.Referenc
 							Format:      "",
 						},
 					},
+					"reserve": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reserve names the Placement the caller will write with the answer (the App controller: the App's Placement, in its tenant's namespace). When set and the review is schedulable, bex-apiserver holds the chosen pool's room for that Placement, and the reviews that follow count it, until the Placement is seen changed (created, updated or deleted) or 30 s have passed; a later reserving review for the same Placement replaces it. A review that only asks (kubectl, the bex CLI, Fits, a dry run) leaves it empty and changes nothing.",
+							Ref:         ref(v1alpha1.PlacementRef{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.PlacementConstraints{}.OpenAPIModelName(), v1alpha1.Resources{}.OpenAPIModelName()},
+			v1alpha1.PlacementConstraints{}.OpenAPIModelName(), v1alpha1.PlacementRef{}.OpenAPIModelName(), v1alpha1.Resources{}.OpenAPIModelName()},
 	}
 }
 

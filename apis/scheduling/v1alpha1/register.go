@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,7 +37,26 @@ var (
 func init() {
 	// The generated conversion and defaulting functions register
 	// themselves with localSchemeBuilder in their own init.
-	localSchemeBuilder.Register(addKnownTypes, addDefaultingFuncs)
+	localSchemeBuilder.Register(addKnownTypes, addDefaultingFuncs, addFieldLabelConversions)
+}
+
+// PlacementFields are the fields a list or watch of Placements may select
+// on (--field-selector): each Placement's app, cluster and pool besides
+// its name and namespace.
+func PlacementFields() []string {
+	return []string{"metadata.name", "metadata.namespace", "spec.app", "spec.cluster", "spec.pool"}
+}
+
+// addFieldLabelConversions lets the server take the Placement fields in
+// field selectors; without it, it takes metadata.name and
+// metadata.namespace only.
+func addFieldLabelConversions(scheme *runtime.Scheme) error {
+	return scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind("Placement"), func(label, value string) (string, string, error) {
+		if slices.Contains(PlacementFields(), label) {
+			return label, value, nil
+		}
+		return "", "", fmt.Errorf("field label not supported: %s", label)
+	})
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {

@@ -261,6 +261,25 @@ type PlacementReviewSpec struct {
 	// explains every rejection either way.
 	// +optional
 	Candidates string `json:"candidates,omitempty"`
+	// Reserve names the Placement the caller will write with the answer
+	// (the App controller: the App's Placement, in its tenant's
+	// namespace). When set and the review is schedulable, bex-apiserver
+	// holds the chosen pool's room for that Placement, and the reviews
+	// that follow count it, until the Placement is seen changed (created,
+	// updated or deleted) or 30 s have passed; a later reserving review
+	// for the same Placement replaces it. A review that only asks
+	// (kubectl, the bex CLI, Fits, a dry run) leaves it empty and changes
+	// nothing.
+	// +optional
+	Reserve *PlacementRef `json:"reserve,omitempty"`
+}
+
+// PlacementRef names a Placement.
+type PlacementRef struct {
+	// Namespace of the Placement: the tenant's.
+	Namespace string `json:"namespace"`
+	// Name of the Placement: the App's.
+	Name string `json:"name"`
 }
 
 // PlacementConstraints restrict where an app may go. Empty fields do not

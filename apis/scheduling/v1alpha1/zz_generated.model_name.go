@@ -51,6 +51,11 @@ func (in PlacementMove) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PlacementRef) OpenAPIModelName() string {
+	return "co.bex.scheduling.v1alpha1.PlacementRef"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PlacementReview) OpenAPIModelName() string {
 	return "co.bex.scheduling.v1alpha1.PlacementReview"
 }

@@ -74,6 +74,17 @@ func ValidatePlacementReview(r *scheduling.PlacementReview) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(path.Child("candidates"), r.Spec.Candidates, []string{v1alpha1.CandidatesAll, v1alpha1.CandidatesNone}))
 	}
+	if ref := r.Spec.Reserve; ref != nil {
+		rp := path.Child("reserve")
+		errs = append(errs, validateDNSLabel(ref.Namespace, rp.Child("namespace"))...)
+		if ref.Name == "" {
+			errs = append(errs, field.Required(rp.Child("name"), ""))
+		} else {
+			for _, msg := range apimachineryvalidation.NameIsDNSSubdomain(ref.Name, false) {
+				errs = append(errs, field.Invalid(rp.Child("name"), ref.Name, msg))
+			}
+		}
+	}
 	return errs
 }
 

@@ -45,3 +45,30 @@ func TestValidatePlacementUpdateMove(t *testing.T) {
 		})
 	}
 }
+
+func TestValidatePlacementReviewReserve(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reserve *scheduling.PlacementRef
+		// wantErr names the fields refused; "" means valid.
+		wantErr string
+	}{
+		{name: "none"},
+		{name: "a Placement", reserve: &scheduling.PlacementRef{Namespace: "tenant-a", Name: "shop"}},
+		{name: "no namespace", reserve: &scheduling.PlacementRef{Name: "shop"}, wantErr: "spec.reserve.namespace"},
+		{name: "bad names", reserve: &scheduling.PlacementRef{Namespace: "Tenant", Name: "Shop"}, wantErr: "spec.reserve.namespace spec.reserve.name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &scheduling.PlacementReview{Spec: scheduling.PlacementReviewSpec{
+				Replicas: 1, Constraints: scheduling.PlacementConstraints{Plan: "starter"}, Reserve: tc.reserve,
+			}}
+			var fields []string
+			for _, e := range ValidatePlacementReview(r) {
+				fields = append(fields, e.Field)
+			}
+			if got := strings.Join(fields, " "); got != tc.wantErr {
+				t.Fatalf("refused fields %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}

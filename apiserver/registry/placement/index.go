@@ -33,8 +33,10 @@ type Index struct {
 	changes atomic.Uint64
 	// signal tells of each event: Notify.
 	signal fleetstate.Signal
-	mu     sync.Mutex
-	totals scheduler.Requested
+	// reservations, when not nil, are told of each Placement's event.
+	reservations *scheduler.Reservations
+	mu           sync.Mutex
+	totals       scheduler.Requested
 }
 
 var (
@@ -43,8 +45,9 @@ var (
 	_ scheduler.Notifier        = (*Index)(nil)
 )
 
-// NewIndex returns an index over the Placement storage.
-func NewIndex(rest *REST) (*Index, error) {
+// NewIndex returns an index over the Placement storage that tells
+// reservations (nil: none) of each Placement it counts changed.
+func NewIndex(rest *REST, reservations *scheduler.Reservations) (*Index, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			opts, err := internalOptions(&o)
@@ -72,23 +75,31 @@ func NewIndex(rest *REST) (*Index, error) {
 			}), nil
 		},
 	}
-	i := &Index{informer: cache.NewSharedIndexInformer(lw, &scheduling.Placement{}, 0, cache.Indexers{})}
+	i := &Index{informer: cache.NewSharedIndexInformer(lw, &scheduling.Placement{}, 0, cache.Indexers{}), reservations: reservations}
 	i.dirty.Store(true)
-	// The informer updates its store before it calls handlers, so a
-	// recompute after the flag is set sees the change.
-	mark := func() {
-		i.dirty.Store(true)
-		i.changes.Add(1)
-		i.signal.Broadcast()
-	}
 	if _, err := i.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { mark() },
-		UpdateFunc: func(any, any) { mark() },
-		DeleteFunc: func(any) { mark() },
+		AddFunc:    i.mark,
+		UpdateFunc: func(_, obj any) { i.mark(obj) },
+		DeleteFunc: i.mark,
 	}); err != nil {
 		return nil, fmt.Errorf("watching placements: %w", err)
 	}
 	return i, nil
+}
+
+// mark records an event of obj's Placement. The informer updates its
+// store before it calls handlers, so totals read after the flag is set
+// and the version moved count the change; only then are the
+// reservations told.
+func (i *Index) mark(obj any) {
+	i.dirty.Store(true)
+	v := i.changes.Add(1)
+	if i.reservations != nil {
+		if key, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+			i.reservations.Seen(scheduler.PlacementKey{Namespace: key.Namespace, Name: key.Name}, v)
+		}
+	}
+	i.signal.Broadcast()
 }
 
 func internalOptions(o *metav1.ListOptions) (*metainternalversion.ListOptions, error) {

@@ -14,7 +14,9 @@ import (
 	"bex.co/bex/apis/scheduling/validation"
 )
 
-// Reviewer answers reviews (scheduler.View implements it).
+// Reviewer answers reviews (scheduler.View implements it). A spec with
+// Reserve holds the chosen pool's room for that Placement; the REST
+// passes none for a dry run.
 type Reviewer interface {
 	Review(ctx context.Context, spec *scheduling.PlacementReviewSpec) (scheduling.PlacementReviewStatus, error)
 }
@@ -51,8 +53,10 @@ func (*REST) NamespaceScoped() bool { return false }
 // GetSingularName returns "placementreview".
 func (*REST) GetSingularName() string { return "placementreview" }
 
-// Create answers the review in its status.
-func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+// Create answers the review in its status. A review with spec.reserve
+// holds the chosen pool's room for that Placement (Reviewer), unless it is
+// a dry run: then it only asks.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
 	review, ok := obj.(*scheduling.PlacementReview)
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a PlacementReview: %T", obj))
@@ -65,7 +69,12 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 			return nil, err
 		}
 	}
-	status, err := r.reviewer.Review(ctx, &review.Spec)
+	spec := &review.Spec
+	if opts != nil && len(opts.DryRun) > 0 && spec.Reserve != nil {
+		spec = spec.DeepCopy()
+		spec.Reserve = nil
+	}
+	status, err := r.reviewer.Review(ctx, spec)
 	if err != nil {
 		return nil, apierrors.NewServiceUnavailable(err.Error())
 	}

@@ -272,6 +272,23 @@ func (f *fixture) getPod(ctx context.Context, ns, name string) (*corev1.Pod, err
 	return f.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
+// waitDeadlineExceeded waits until the Pod has failed with
+// DeadlineExceeded, its container stopped.
+func (f *fixture) waitDeadlineExceeded(t *testing.T, ns, name string) {
+	t.Helper()
+	platformtest.Eventually(t, 60*time.Second, "the pod failed with DeadlineExceeded, its container stopped", func(ctx context.Context) error {
+		p, err := f.getPod(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		cs := p.Status.ContainerStatuses
+		if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" || len(cs) != 1 || cs[0].State.Terminated == nil {
+			return fmt.Errorf("phase %s, reason %q, container statuses %+v", p.Status.Phase, p.Status.Reason, cs)
+		}
+		return nil
+	})
+}
+
 // endpoint returns the endpoint of address ip in the EndpointSlices of
 // the Service svc.
 func (f *fixture) endpoint(ctx context.Context, ns, svc, ip string) (discoveryv1.Endpoint, error) {
@@ -492,17 +509,39 @@ func TestAgent(t *testing.T) {
 		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		platformtest.Eventually(t, 60*time.Second, "the pod failed with DeadlineExceeded, its container stopped", func(ctx context.Context) error {
-			p, err := f.getPod(ctx, ns, "deadline-1")
+		f.waitDeadlineExceeded(t, ns, "deadline-1")
+	})
+
+	// The way to stop a Pod and keep it (its status, its log): lower its
+	// activeDeadlineSeconds, which the API allows on a running Pod.
+	t.Run("FailsAPodWhoseActiveDeadlineIsLowered", func(t *testing.T) {
+		p := f.webPod(ns, "lowered-1", pull)
+		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the pod is ready", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "lowered-1")
 			if err != nil {
 				return err
 			}
-			cs := p.Status.ContainerStatuses
-			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" || len(cs) != 1 || cs[0].State.Terminated == nil {
-				return fmt.Errorf("phase %s, reason %q, container statuses %+v", p.Status.Phase, p.Status.Reason, cs)
+			if !podReady(p) {
+				return fmt.Errorf("phase %s, containers %+v", p.Status.Phase, p.Status.ContainerStatuses)
 			}
 			return nil
 		})
+		if _, err := f.admin.CoreV1().Pods(ns).Patch(ctx, "lowered-1", types.MergePatchType, []byte(`{"spec":{"activeDeadlineSeconds":1}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitDeadlineExceeded(t, ns, "lowered-1")
+		// The Pod stays, and so does its log, to the app's last line.
+		b, err := f.admin.CoreV1().Pods(ns).GetLogs("lowered-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(b), "shutting down") {
+			t.Errorf("the stopped pod's log: %q, %v; want the app's SIGTERM line", b, err)
+		}
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "lowered-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("RunsADeploymentTheSchedulerBinds", func(t *testing.T) {

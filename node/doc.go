@@ -12,7 +12,8 @@
 // collection does. The container's address on the sandbox bridge is the
 // Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
 // and TCP), restarts containers by the Pod's restart policy with back-off,
-// fails a Pod past its activeDeadlineSeconds (DeadlineExceeded),
+// fails a Pod past its activeDeadlineSeconds, lowered on a running Pod
+// too (DeadlineExceeded: its container stopped, the Pod and its log kept),
 // reports the Pod's phase, conditions and container statuses, and stops a
 // deleted Pod's container within its grace period (its preStop sleep,
 // during which it still serves while the EndpointSlices already mark it

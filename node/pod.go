@@ -54,9 +54,9 @@ type podWorker struct {
 	// container is removed.
 	image *image
 
-	// deadline is when the Pod's activeDeadlineSeconds ends, from when the
-	// worker took it; zero without one.
-	deadline time.Time
+	// took is when the worker took the Pod: its activeDeadlineSeconds
+	// counts from then.
+	took time.Time
 }
 
 // refusal is why the agent does not run a Pod: the Pod fails with it.
@@ -80,7 +80,7 @@ type podState struct {
 
 func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
 	return &podWorker{
-		a: a, uid: pod.UID, latest: pod,
+		a: a, uid: pod.UID, latest: pod, took: time.Now(),
 		changed:  make(chan struct{}, 1),
 		vanished: make(chan struct{}),
 		st: podState{phase: corev1.PodPending,
@@ -192,9 +192,6 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 	}()
 
-	if s := pod.Spec.ActiveDeadlineSeconds; s != nil {
-		w.deadline = time.Now().Add(time.Duration(*s) * time.Second)
-	}
 	backoff := w.a.opts.RestartBackoff
 	for {
 		if del, _ := w.deleting(); del || w.isVanished() {
@@ -256,9 +253,22 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 }
 
+// deadline is when the Pod's activeDeadlineSeconds ends, counted from
+// when the worker took it; zero without one. It is the latest Pod's: the
+// API lets it be set or lowered on a running Pod (to stop it and keep
+// it), never raised.
+func (w *podWorker) deadline() time.Time {
+	s := w.pod().Spec.ActiveDeadlineSeconds
+	if s == nil {
+		return time.Time{}
+	}
+	return w.took.Add(time.Duration(*s) * time.Second)
+}
+
 // pastDeadline reports whether the Pod's activeDeadlineSeconds has passed.
 func (w *podWorker) pastDeadline() bool {
-	return !w.deadline.IsZero() && !time.Now().Before(w.deadline)
+	d := w.deadline()
+	return !d.IsZero() && !time.Now().Before(d)
 }
 
 // failPastDeadline fails the Pod as the kubelet fails one active longer
@@ -354,12 +364,30 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	unhealthy := make(chan string, 1)
+	// The deadline's timer, set anew when a newer Pod lowers it.
 	var deadline <-chan time.Time
-	if !w.deadline.IsZero() {
-		t := time.NewTimer(time.Until(w.deadline))
-		defer t.Stop()
-		deadline = t.C
+	var deadlineAt time.Time
+	var deadlineTimer *time.Timer
+	setDeadline := func() {
+		at := w.deadline()
+		if at.Equal(deadlineAt) {
+			return
+		}
+		if deadlineTimer != nil {
+			deadlineTimer.Stop()
+		}
+		deadlineAt, deadline, deadlineTimer = at, nil, nil
+		if !at.IsZero() {
+			deadlineTimer = time.NewTimer(time.Until(at))
+			deadline = deadlineTimer.C
+		}
 	}
+	setDeadline()
+	defer func() {
+		if deadlineTimer != nil {
+			deadlineTimer.Stop()
+		}
+	}()
 	if c.ReadinessProbe != nil {
 		go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", func(ok bool, _ string) {
 			changed := false
@@ -392,7 +420,9 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			if del, grace := w.deleting(); del {
 				waitErr, stopped = w.stop(c, container, exited, grace), true
 				done = true
+				break
 			}
+			setDeadline()
 		case <-deadline:
 			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
 			waitErr = w.stop(c, container, exited, grace)

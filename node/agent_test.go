@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -270,6 +272,40 @@ func (f *fixture) getPod(ctx context.Context, ns, name string) (*corev1.Pod, err
 	return f.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
+// waitDeadlineExceeded waits until the Pod has failed with
+// DeadlineExceeded, its container stopped.
+func (f *fixture) waitDeadlineExceeded(t *testing.T, ns, name string) {
+	t.Helper()
+	platformtest.Eventually(t, 60*time.Second, "the pod failed with DeadlineExceeded, its container stopped", func(ctx context.Context) error {
+		p, err := f.getPod(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		cs := p.Status.ContainerStatuses
+		if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" || len(cs) != 1 || cs[0].State.Terminated == nil {
+			return fmt.Errorf("phase %s, reason %q, container statuses %+v", p.Status.Phase, p.Status.Reason, cs)
+		}
+		return nil
+	})
+}
+
+// endpoint returns the endpoint of address ip in the EndpointSlices of
+// the Service svc.
+func (f *fixture) endpoint(ctx context.Context, ns, svc, ip string) (discoveryv1.Endpoint, error) {
+	list, err := f.admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return discoveryv1.Endpoint{}, err
+	}
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			if slices.Contains(e.Addresses, ip) {
+				return e, nil
+			}
+		}
+	}
+	return discoveryv1.Endpoint{}, fmt.Errorf("no endpoint %s in the slices of %s/%s", ip, ns, svc)
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -473,17 +509,39 @@ func TestAgent(t *testing.T) {
 		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		platformtest.Eventually(t, 60*time.Second, "the pod failed with DeadlineExceeded, its container stopped", func(ctx context.Context) error {
-			p, err := f.getPod(ctx, ns, "deadline-1")
+		f.waitDeadlineExceeded(t, ns, "deadline-1")
+	})
+
+	// The way to stop a Pod and keep it (its status, its log): lower its
+	// activeDeadlineSeconds, which the API allows on a running Pod.
+	t.Run("FailsAPodWhoseActiveDeadlineIsLowered", func(t *testing.T) {
+		p := f.webPod(ns, "lowered-1", pull)
+		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the pod is ready", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "lowered-1")
 			if err != nil {
 				return err
 			}
-			cs := p.Status.ContainerStatuses
-			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" || len(cs) != 1 || cs[0].State.Terminated == nil {
-				return fmt.Errorf("phase %s, reason %q, container statuses %+v", p.Status.Phase, p.Status.Reason, cs)
+			if !podReady(p) {
+				return fmt.Errorf("phase %s, containers %+v", p.Status.Phase, p.Status.ContainerStatuses)
 			}
 			return nil
 		})
+		if _, err := f.admin.CoreV1().Pods(ns).Patch(ctx, "lowered-1", types.MergePatchType, []byte(`{"spec":{"activeDeadlineSeconds":1}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitDeadlineExceeded(t, ns, "lowered-1")
+		// The Pod stays, and so does its log, to the app's last line.
+		b, err := f.admin.CoreV1().Pods(ns).GetLogs("lowered-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(b), "shutting down") {
+			t.Errorf("the stopped pod's log: %q, %v; want the app's SIGTERM line", b, err)
+		}
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "lowered-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("RunsADeploymentTheSchedulerBinds", func(t *testing.T) {
@@ -558,6 +616,112 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// A web Pod that a scale-down deletes: the EndpointSlice controller
+	// marks its endpoint terminating and not ready at once, while its
+	// container keeps serving through its preStop sleep; then it gets
+	// SIGTERM (the test app says "shutting down") and the Pod goes.
+	t.Run("KeepsServingADeletedPodThroughItsPreStopSleep", func(t *testing.T) {
+		const sleep = 6
+		labels := map[string]string{"app": "drain"}
+		if _, err := f.admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drain"},
+			Spec: corev1.ServiceSpec{Selector: labels,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := f.webPod(ns, "drain-1", pull)
+		p.Labels = labels
+		p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(sleep + 10))
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: sleep}}}
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var ip string
+		platformtest.Eventually(t, 90*time.Second, "the pod is a ready endpoint of its Service", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "drain-1")
+			if err != nil {
+				return err
+			}
+			if !podReady(p) || p.Status.PodIP == "" {
+				return fmt.Errorf("phase %s, ip %q, containers %+v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
+			}
+			ip = p.Status.PodIP
+			ep, err := f.endpoint(ctx, ns, "drain", ip)
+			if err != nil {
+				return err
+			}
+			if !ptr.Deref(ep.Conditions.Ready, false) {
+				return fmt.Errorf("endpoint conditions %+v", ep.Conditions)
+			}
+			return nil
+		})
+		// The container's log, followed from before the deletion to the
+		// container's end.
+		logCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		rc, err := f.admin.CoreV1().Pods(ns).GetLogs("drain-1", &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(logCtx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		var log platformtest.SyncBuffer
+		go func() { _, _ = io.Copy(&log, rc) }()
+		platformtest.Eventually(t, 20*time.Second, "the followed log has the app's first line", func(context.Context) error {
+			if !strings.Contains(log.String(), "listening on port") {
+				return fmt.Errorf("log %q", log.String())
+			}
+			return nil
+		})
+
+		deleted := time.Now()
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "drain-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 30*time.Second, "the endpoint is terminating and no longer ready", func(ctx context.Context) error {
+			ep, err := f.endpoint(ctx, ns, "drain", ip)
+			if err != nil {
+				return err
+			}
+			if ptr.Deref(ep.Conditions.Ready, true) || !ptr.Deref(ep.Conditions.Terminating, false) {
+				return fmt.Errorf("endpoint conditions %+v", ep.Conditions)
+			}
+			return nil
+		})
+		t.Logf("endpoint marked terminating %s after the deletion", time.Since(deleted).Round(time.Millisecond))
+		// Whoever read the endpoint before it changed may still send a
+		// request: for the first half of the sleep (the app ends as soon
+		// as it gets SIGTERM, so without the sleep it is gone by then),
+		// the container answers every one and has had no SIGTERM.
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for half := deleted.Add(sleep * time.Second / 2); time.Now().Before(half); <-tick.C {
+			code, body, err := get(ctx, "http://"+ip+":8080/")
+			if err != nil || code != 200 || strings.TrimSpace(body) != "from-secret" {
+				t.Fatalf("GET / of a deleted pod %s into its preStop sleep: %d %q %v, want 200 from-secret",
+					time.Since(deleted).Round(time.Millisecond), code, body, err)
+			}
+		}
+		if strings.Contains(log.String(), "shutting down") {
+			t.Fatalf("the container got SIGTERM in its preStop sleep:\n%s", log.String())
+		}
+		platformtest.Eventually(t, 60*time.Second, "the container got SIGTERM and the pod is gone", func(ctx context.Context) error {
+			if !strings.Contains(log.String(), "shutting down") {
+				return fmt.Errorf("no SIGTERM in the log %q", log.String())
+			}
+			if _, err := f.getPod(ctx, ns, "drain-1"); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pod still there: %v", err)
+			}
+			return nil
+		})
+		for _, line := range strings.Split(log.String(), "\n") {
+			ts, text, _ := strings.Cut(line, " ")
+			if at, err := time.Parse(time.RFC3339Nano, ts); err == nil && strings.HasPrefix(text, "shutting down") {
+				t.Logf("SIGTERM %s after the deletion (preStop sleep %ds)", at.Sub(deleted).Round(time.Millisecond), sleep)
+			}
+		}
 	})
 
 	// A static site's image, as the builder makes it without a run image

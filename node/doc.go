@@ -12,10 +12,13 @@
 // collection does. The container's address on the sandbox bridge is the
 // Pod's IP. The Agent runs readiness and liveness probes (HTTP GET
 // and TCP), restarts containers by the Pod's restart policy with back-off,
-// fails a Pod past its activeDeadlineSeconds (DeadlineExceeded),
+// fails a Pod past its activeDeadlineSeconds, lowered on a running Pod
+// too (DeadlineExceeded: its container stopped, the Pod and its log kept),
 // reports the Pod's phase, conditions and container statuses, and stops a
-// deleted Pod's container with its grace period (SIGTERM, then SIGKILL)
-// before it removes the Pod for good, as the kubelet does.
+// deleted Pod's container within its grace period (its preStop sleep,
+// during which it still serves while the EndpointSlices already mark it
+// terminating, then SIGTERM, then SIGKILL) before it removes the Pod for
+// good, as the kubelet does.
 //
 // It serves the kubelet's log endpoint (/containerLogs/NS/POD/CONTAINER)
 // and the Summary API's CPU and memory of running Pods (/stats/summary,
@@ -26,8 +29,9 @@
 //
 // It serves no exec or attach: the kube driver's one-off runs take no
 // input there. What it does not run (more than one container, init
-// containers, volumes, exec or gRPC probes, startup probes, host
-// namespaces, privileged containers, added capabilities, host ports) it
+// containers, volumes, exec or gRPC probes, startup probes, lifecycle
+// hooks but a preStop sleep, stop signals, host namespaces, privileged
+// containers, added capabilities, host ports) it
 // refuses: the Pod fails with reason Unsupported and a Warning Event says
 // what to change. docs/fleet.md lists the differences to a kubelet.
 //

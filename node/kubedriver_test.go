@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"bex.co/bex/builder/build"
@@ -80,6 +82,8 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 // testRunPods: a run of a release not deployed yet (the release phase)
 // runs with that release's environment and leaves the deployed one as it
 // is; a run's Pod is no instance of the app and not behind its Service;
+// a detached run that is stopped keeps its lines and how it ended in the
+// app's log, its Pod stopped by a lowered activeDeadlineSeconds and kept;
 // an image that cannot be pulled fails the run saying so; no run leaves a
 // Pod or a Secret behind.
 func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
@@ -166,6 +170,62 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 			t.Errorf("a stopped run: %+v, want a signal's status and the context's cause", exit)
 		}
 		noneLeft(t)
+	})
+
+	t.Run("a stopped detached run keeps its lines", func(t *testing.T) {
+		runCtx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		const args = "echo up; exec sleep 600"
+		cmd := runtime.Command{Args: []string{"sh", "-c", args}, Name: "run", Attach: func(int) (runtime.Streams, error) {
+			return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: 9}}, nil
+		}}
+		done := make(chan runtime.Exit, 1)
+		go func() {
+			exit, err := d.Run(runCtx, release(1), cmd)
+			if err != nil {
+				t.Errorf("the run: %v", err)
+			}
+			done <- exit
+		}()
+		lines := func() []string {
+			ch, err := d.Logs(ctx, tenant, app, -1, false)
+			if err != nil {
+				return []string{err.Error()}
+			}
+			var got []string
+			for l := range ch {
+				if l.Process == "run" && l.Instance == 9 {
+					got = append(got, l.Stream+": "+l.Text)
+				}
+			}
+			return got
+		}
+		platformtest.Eventually(t, time.Minute, "the run's first line in the app's log", func(context.Context) error {
+			if got := lines(); !slices.Contains(got, runtime.Stdout+": up") {
+				return fmt.Errorf("the lines of run.9: %q", got)
+			}
+			return nil
+		})
+		stop(errors.New("stopped by the user"))
+		exit := <-done
+		if exit.Code == 0 || exit.Reason != "stopped by the user" {
+			t.Errorf("a stopped detached run: %+v, want a signal's status and the context's cause", exit)
+		}
+		want := []string{runtime.System + ": Running sh -c " + args, runtime.Stdout + ": up",
+			runtime.System + ": Process exited with status " + strconv.Itoa(exit.Code)}
+		platformtest.Eventually(t, 30*time.Second, "the stopped run's lines and its end in the app's log", func(context.Context) error {
+			if got := lines(); !slices.Equal(got, want) {
+				return fmt.Errorf("the lines of run.9: %q, want %q", got, want)
+			}
+			return nil
+		})
+		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelRunInstance + "=run.9"})
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.Reason != "DeadlineExceeded" {
+			t.Fatalf("the stopped run's pod: %+v, %v; want it kept, failed with DeadlineExceeded", pods, err)
+		}
+		if err := f.admin.CoreV1().Pods(tenant).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("an image that cannot be pulled", func(t *testing.T) {

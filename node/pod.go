@@ -54,9 +54,9 @@ type podWorker struct {
 	// container is removed.
 	image *image
 
-	// deadline is when the Pod's activeDeadlineSeconds ends, from when the
-	// worker took it; zero without one.
-	deadline time.Time
+	// took is when the worker took the Pod: its activeDeadlineSeconds
+	// counts from then.
+	took time.Time
 }
 
 // refusal is why the agent does not run a Pod: the Pod fails with it.
@@ -80,7 +80,7 @@ type podState struct {
 
 func newPodWorker(a *Agent, pod *corev1.Pod) *podWorker {
 	return &podWorker{
-		a: a, uid: pod.UID, latest: pod,
+		a: a, uid: pod.UID, latest: pod, took: time.Now(),
 		changed:  make(chan struct{}, 1),
 		vanished: make(chan struct{}),
 		st: podState{phase: corev1.PodPending,
@@ -192,9 +192,6 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 	}()
 
-	if s := pod.Spec.ActiveDeadlineSeconds; s != nil {
-		w.deadline = time.Now().Add(time.Duration(*s) * time.Second)
-	}
 	backoff := w.a.opts.RestartBackoff
 	for {
 		if del, _ := w.deleting(); del || w.isVanished() {
@@ -256,9 +253,22 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 }
 
+// deadline is when the Pod's activeDeadlineSeconds ends, counted from
+// when the worker took it; zero without one. It is the latest Pod's: the
+// API lets it be set or lowered on a running Pod (to stop it and keep
+// it), never raised.
+func (w *podWorker) deadline() time.Time {
+	s := w.pod().Spec.ActiveDeadlineSeconds
+	if s == nil {
+		return time.Time{}
+	}
+	return w.took.Add(time.Duration(*s) * time.Second)
+}
+
 // pastDeadline reports whether the Pod's activeDeadlineSeconds has passed.
 func (w *podWorker) pastDeadline() bool {
-	return !w.deadline.IsZero() && !time.Now().Before(w.deadline)
+	d := w.deadline()
+	return !d.IsZero() && !time.Now().Before(d)
 }
 
 // failPastDeadline fails the Pod as the kubelet fails one active longer
@@ -354,12 +364,30 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	unhealthy := make(chan string, 1)
+	// The deadline's timer, set anew when a newer Pod lowers it.
 	var deadline <-chan time.Time
-	if !w.deadline.IsZero() {
-		t := time.NewTimer(time.Until(w.deadline))
-		defer t.Stop()
-		deadline = t.C
+	var deadlineAt time.Time
+	var deadlineTimer *time.Timer
+	setDeadline := func() {
+		at := w.deadline()
+		if at.Equal(deadlineAt) {
+			return
+		}
+		if deadlineTimer != nil {
+			deadlineTimer.Stop()
+		}
+		deadlineAt, deadline, deadlineTimer = at, nil, nil
+		if !at.IsZero() {
+			deadlineTimer = time.NewTimer(time.Until(at))
+			deadline = deadlineTimer.C
+		}
 	}
+	setDeadline()
+	defer func() {
+		if deadlineTimer != nil {
+			deadlineTimer.Stop()
+		}
+	}()
 	if c.ReadinessProbe != nil {
 		go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", func(ok bool, _ string) {
 			changed := false
@@ -386,21 +414,23 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		case waitErr = <-exited:
 			done = true
 		case <-w.vanished:
-			waitErr, stopped = w.stop(container, exited, 0), true
+			waitErr, stopped = w.stop(c, container, exited, 0), true
 			done = true
 		case <-w.changed:
 			if del, grace := w.deleting(); del {
-				waitErr, stopped = w.stop(container, exited, grace), true
+				waitErr, stopped = w.stop(c, container, exited, grace), true
 				done = true
+				break
 			}
+			setDeadline()
 		case <-deadline:
 			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
-			waitErr = w.stop(container, exited, grace)
+			waitErr = w.stop(c, container, exited, grace)
 			done = true
 		case msg := <-unhealthy:
 			w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s failed liveness probe (%s), will be restarted", c.Name, msg)
 			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
-			waitErr = w.stop(container, exited, grace)
+			waitErr = w.stop(c, container, exited, grace)
 			done = true
 		}
 	}
@@ -421,17 +451,51 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	return exit, stopped
 }
 
-// stop sends SIGTERM to the container's processes, then SIGKILL once grace
-// has passed, and returns the process's exit.
-func (w *podWorker) stop(container *sandbox.Container, exited <-chan error, grace time.Duration) error {
+// minStopGrace is the least time a container gets between SIGTERM and
+// SIGKILL, whatever its preStop sleep left of the grace period: the
+// kubelet's minimumGracePeriodInSeconds.
+const minStopGrace = 2 * time.Second
+
+// stop stops the container as the kubelet's killContainer does. With a
+// grace period, the container first sleeps its preStop sleep, cut short
+// when the grace period ends, and keeps running and serving meanwhile;
+// then it gets SIGTERM, and SIGKILL once what is left of the grace period
+// has passed (the sleep's whole seconds taken off, at least minStopGrace).
+// Without one, or once the Pod vanishes, it gets SIGKILL at once. It
+// returns the process's exit.
+func (w *podWorker) stop(c corev1.Container, container *sandbox.Container, exited <-chan error, grace time.Duration) error {
 	if grace > 0 {
+		if sleep := preStopSleep(c); sleep > 0 {
+			start := time.Now()
+			t := time.NewTimer(min(sleep, grace))
+			select {
+			case err := <-exited:
+				t.Stop()
+				return err
+			case <-w.vanished:
+				t.Stop()
+				return w.kill(container, exited)
+			case <-t.C:
+			}
+			grace -= time.Since(start).Truncate(time.Second)
+		}
+		grace = max(grace, minStopGrace)
 		container.Signal(syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
 		select {
 		case err := <-exited:
 			return err
-		case <-time.After(grace):
+		case <-w.vanished:
+		case <-t.C:
 		}
 	}
+	return w.kill(container, exited)
+}
+
+// kill sends SIGKILL to the container's processes and returns the
+// process's exit.
+func (w *podWorker) kill(container *sandbox.Container, exited <-chan error) error {
 	container.Signal(syscall.SIGKILL)
 	select {
 	case err := <-exited:
@@ -439,6 +503,15 @@ func (w *podWorker) stop(container *sandbox.Container, exited <-chan error, grac
 	case <-time.After(10 * time.Second):
 		return errors.New("the container did not stop after SIGKILL")
 	}
+}
+
+// preStopSleep is the container's preStop sleep (the one preStop hook
+// bex-node runs: admit refuses the others), zero without one.
+func preStopSleep(c corev1.Container) time.Duration {
+	if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+		return time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+	}
+	return 0
 }
 
 // exitOf reads a process's end as the kubelet reports it.

@@ -42,8 +42,16 @@ func admit(pod *corev1.Pod) error {
 				no = append(no, fmt.Sprintf("a %s probe of container %q that is not httpGet or tcpSocket", what, c.Name))
 			}
 		}
-		if c.Lifecycle != nil {
-			no = append(no, fmt.Sprintf("lifecycle hooks in container %q", c.Name))
+		if l := c.Lifecycle; l != nil {
+			if l.PostStart != nil {
+				no = append(no, fmt.Sprintf("a postStart hook in container %q", c.Name))
+			}
+			if h := l.PreStop; h != nil && (h.Exec != nil || h.HTTPGet != nil || h.TCPSocket != nil) {
+				no = append(no, fmt.Sprintf("a preStop hook of container %q that is not sleep", c.Name))
+			}
+			if l.StopSignal != nil {
+				no = append(no, fmt.Sprintf("a stop signal in container %q", c.Name))
+			}
 		}
 		for _, p := range c.Ports {
 			if p.HostPort != 0 {

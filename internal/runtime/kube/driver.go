@@ -46,8 +46,19 @@ type Options struct {
 	// RolloutTimeout bounds Deploy's wait for a rollout, in addition to its
 	// context [ProgressDeadline + 1m].
 	RolloutTimeout time.Duration
-	// GracePeriod is the pods' terminationGracePeriodSeconds [30s].
+	// GracePeriod is how long a process has between SIGTERM and SIGKILL:
+	// the pods' terminationGracePeriodSeconds, DrainDelay's too for web
+	// pods [30s].
 	GracePeriod time.Duration
+	// DrainDelay is how long a web pod that is being deleted (a
+	// scale-down, a rollout, a removal) keeps serving before its process
+	// gets SIGTERM: its container's preStop sleep, in whole seconds. The
+	// EndpointSlice controller marks the pod's endpoint terminating as soon
+	// as the pod is deleted, and the edge drops it as soon as it sees the
+	// slice change; a request routed just before reaches a process that
+	// still serves. A negative DrainDelay means none (a cluster whose
+	// kubelets predate the sleep action, Kubernetes 1.30) [5s].
+	DrainDelay time.Duration
 	// PollInterval is how often Deploy reads the rollout's progress [1s].
 	PollInterval time.Duration
 	// PrepareInterval is how long PrepareNamespace trusts its last
@@ -149,6 +160,9 @@ func (o *Options) complete() {
 	}
 	if o.GracePeriod <= 0 {
 		o.GracePeriod = 30 * time.Second
+	}
+	if o.DrainDelay == 0 {
+		o.DrainDelay = 5 * time.Second
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

@@ -411,9 +411,21 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if mem := ctr.Resources.Requests[corev1.ResourceMemory]; mem.Cmp(resource.MustParse("256Mi")) != 0 {
 		t.Errorf("memory request %s", mem.String())
 	}
+	// A deleted web pod keeps serving for the default DrainDelay, then has
+	// the default GracePeriod to stop; nothing routes to a worker.
+	if l := ctr.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 5 ||
+		l.PreStop.Exec != nil || l.PreStop.HTTPGet != nil || l.PostStart != nil {
+		t.Errorf("web lifecycle %+v, want a preStop sleep of 5s and nothing else", l)
+	}
+	if g := web.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 35 {
+		t.Errorf("web terminationGracePeriodSeconds %v, want 35 (the preStop sleep's 5 and 30 to stop)", g)
+	}
 	wctr := worker.Spec.Template.Spec.Containers[0]
-	if wctr.ReadinessProbe != nil || len(wctr.Ports) != 0 {
-		t.Errorf("the worker has a probe or ports: %+v", wctr)
+	if wctr.ReadinessProbe != nil || len(wctr.Ports) != 0 || wctr.Lifecycle != nil {
+		t.Errorf("the worker has a probe, ports or a lifecycle: %+v", wctr)
+	}
+	if g := worker.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+		t.Errorf("worker terminationGracePeriodSeconds %v, want 30", g)
 	}
 	for _, e := range wctr.Env {
 		if e.Name == "PORT" {

@@ -170,10 +170,19 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 	if p.Command != "" {
 		container.WithCommand("/bin/sh", "-c", p.Command)
 	}
+	grace := seconds(d.opts.GracePeriod)
 	if process == runtime.WebProcess {
 		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
 		container.WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(WebPort).WithProtocol(corev1.ProtocolTCP))
 		container.WithReadinessProbe(readinessProbe(rel.HealthCheck))
+		// A deleted web pod serves on until the edge no longer sends it
+		// requests; its grace period covers that, then its own stop.
+		if d.opts.DrainDelay > 0 {
+			drain := seconds(d.opts.DrainDelay)
+			container.WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().
+				WithSleep(corev1ac.SleepAction().WithSeconds(int64(drain)))))
+			grace += drain
+		}
 	}
 	lbls := labels(rel, process)
 	release := strconv.Itoa(rel.Number)
@@ -194,7 +203,7 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 					WithMaxUnavailable(intstr.FromInt32(0)).
 					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(template.WithSpec(d.podSpec(container)))), nil
+			WithTemplate(template.WithSpec(d.podSpec(container).WithTerminationGracePeriodSeconds(int64(grace))))), nil
 }
 
 // appContainer returns a container of rel named name, as every instance of

@@ -70,11 +70,12 @@ func runSelector(app string) client.MatchingLabels {
 // image cannot be pulled, its Pod refused) or a Pod not started after
 // Options.RunStartTimeout (unschedulable) ends the run with an error
 // saying why. When ctx ends the Pod is deleted with Options.RunGracePeriod
-// and Exit.Reason is context.Cause(ctx). The Pod and its Secret are
-// deleted before Run returns, but for the Pod of a run whose Streams.Log
-// is set (a detached run) that ended on its own: labelled
-// LabelRunInstance, its log is the run's lines in Logs, and it is kept
-// Options.RunLogRetention. Run Pods that ended without their Run (the
+// (the Pod of a run whose Streams.Log is set, a detached run, is stopped
+// by its activeDeadlineSeconds lowered to 1 and kept) and Exit.Reason is
+// context.Cause(ctx). The Pod and its Secret are deleted before Run
+// returns, but for the Pod of a detached run whose command ended, on its
+// own or stopped: labelled LabelRunInstance, its log is the run's lines
+// in Logs, and it is kept Options.RunLogRetention. Run Pods that ended without their Run (the
 // platform stopped) are deleted by the app's next run and by Remove.
 //
 // The Pods take no input and have no terminal (the platform's node agent
@@ -172,9 +173,12 @@ func (d *Driver) runPod(ctx context.Context, ns, name string, rel runtime.Releas
 	}
 	// A minute over: the deadline is for a Pod whose Run is gone; Run
 	// itself ends the Pod, and says why, at ctx's end.
+	// Its grace period is RunGracePeriod however it stops: deleted, or
+	// past its deadline (lowered to stop a logged run).
 	spec := d.podSpec(container).
 		WithRestartPolicy(corev1.RestartPolicyNever).
-		WithActiveDeadlineSeconds(int64(seconds(deadline + time.Minute)))
+		WithActiveDeadlineSeconds(int64(seconds(deadline + time.Minute))).
+		WithTerminationGracePeriodSeconds(int64(seconds(d.opts.RunGracePeriod)))
 	return typedPod(corev1ac.Pod(name, ns).WithLabels(runLabels(rel, name)).WithSpec(spec))
 }
 
@@ -215,7 +219,10 @@ func (d *Driver) deleteEnded(ctx context.Context, ns string, sel client.Matching
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		ended := false
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		switch s := p.Spec.ActiveDeadlineSeconds; {
+		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+			// A logged run stopped by its deadline is kept as one that
+			// ended on its own.
 			since := p.CreationTimestamp.Time
 			if t := terminated(p); t != nil {
 				since = t.FinishedAt.Time
@@ -225,10 +232,9 @@ func (d *Driver) deleteEnded(ctx context.Context, ns string, sel client.Matching
 				keep = d.opts.RunLogRetention
 			}
 			ended = time.Since(since) > keep
-		}
-		if s := p.Spec.ActiveDeadlineSeconds; s != nil {
+		case s != nil:
 			grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
-			ended = ended || time.Since(p.CreationTimestamp.Time) > time.Duration(*s)*time.Second+grace
+			ended = time.Since(p.CreationTimestamp.Time) > time.Duration(*s)*time.Second+grace
 		}
 		if ended {
 			_ = d.c.Delete(ctx, p, client.GracePeriodSeconds(int64(d.opts.RunGracePeriod.Seconds())))
@@ -497,18 +503,55 @@ func exitCode(t *corev1.ContainerStateTerminated) int {
 	return int(t.ExitCode)
 }
 
-// stop removes the Pod of a run whose ctx ended: the exit is its
-// container's when the Pod said it, else that of a command ended by
-// SIGTERM.
+// stop ends the run whose ctx ended: a logged run's Pod is stopped and
+// kept (end), another's removed. The exit is its container's when the Pod
+// said it, else that of a command ended by SIGTERM.
 func (r *oneOff) stop(ctx context.Context) runtime.Exit {
 	cause := context.Cause(ctx).Error()
-	r.remove(ctx)
+	if r.logged {
+		r.end(ctx)
+	} else {
+		r.remove(ctx)
+	}
 	exit := runtime.Exit{Code: 128 + 15}
 	if r.seen != nil {
 		exit = r.exit()
 	}
 	exit.Reason = cause
 	return exit
+}
+
+// end stops a logged run's container and keeps its Pod, and so its lines
+// and how it ended, for Logs: it lowers the Pod's activeDeadlineSeconds to
+// 1 (the API lets it be lowered on a running Pod, never raised), so that
+// the kubelet stops the container with the Pod's grace period
+// (RunGracePeriod) and fails the Pod DeadlineExceeded, and waits for the
+// container's end, at most 30 s past the grace period, even when ctx has
+// ended. A Pod that does not end so (a kubelet that keeps no deadline) is
+// deleted.
+func (r *oneOff) end(ctx context.Context) {
+	if r.uid == "" {
+		return
+	}
+	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
+	// The UID makes the patch fail on another Pod of the name.
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"spec":{"activeDeadlineSeconds":1}}`, r.uid)
+	if err := r.d.c.Patch(wait, pod, client.RawPatch(types.MergePatchType, []byte(patch))); err == nil {
+		for r.seen == nil {
+			p, err := r.get(wait)
+			if p == nil && err == nil || r.seen != nil || p != nil && (p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded) {
+				break
+			}
+			if r.d.sleep(wait) != nil {
+				break
+			}
+		}
+	}
+	if r.seen == nil {
+		r.remove(ctx)
+	}
 }
 
 // remove deletes the run's Pod with RunGracePeriod, even when ctx has

@@ -112,8 +112,10 @@ func TestWatchedAppsWaitForTheirRuntime(t *testing.T) {
 
 	// A change nobody told of is not seen: nothing polls the serving
 	// Apps. With a resync every 15 s, four Apps come back at least four
-	// times in 20 s and find it.
-	n := releases.reconciles.Load()
+	// times in 20 s and find it. The count starts once the reconciles of
+	// the Apps' own last status writes are done (on a loaded machine one
+	// may come after the last App read Ready).
+	n := settled(t, &releases.reconciles, 2*time.Second, 30*time.Second)
 	releases.set(tenant, "a", "web.0 crashed 2 times", false)
 	time.Sleep(20 * time.Second)
 	if got := releases.reconciles.Load() - n; got != 0 {
@@ -131,6 +133,23 @@ func TestWatchedAppsWaitForTheirRuntime(t *testing.T) {
 	// without being told.
 	releases.set(tenant, "a", "", false)
 	waitReadyWithin(t, c, apps[0], platformv1alpha1.AppHealthyReason, "", time.Minute)
+}
+
+// settled waits until count has not changed for quiet, at most within,
+// and returns it.
+func settled(t *testing.T, count *atomic.Int64, quiet, within time.Duration) int64 {
+	t.Helper()
+	n, since, deadline := count.Load(), time.Now(), time.Now().Add(within)
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("reconciles did not stop for %s within %s: %d so far", quiet, within, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if m := count.Load(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // readyReason is the reason of the App's Ready condition now.

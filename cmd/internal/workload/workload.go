@@ -23,6 +23,7 @@ import (
 	"bex.co/bex/builder/buildpod"
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/quota"
@@ -301,12 +302,18 @@ func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient cl
 		rt.Driver = rt.Placed
 	}
 	domain := o.AppDomain
-	rt.Releaser, err = release.New(release.Options{
+	ropts := release.Options{
 		Store: st, Kube: kubeClient, Runtime: rt.Driver, FollowPlacement: o.FollowPlacement,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
 		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention, Quotas: o.Quotas, Metrics: o.Metrics,
-	})
+	}
+	if o.FollowPlacement {
+		// A scale's room is checked where the app is placed, as make run
+		// does: the process needs to create PlacementReviews.
+		ropts.Fits = appctrl.SchedulerPlacer{Client: kubeClient}
+	}
+	rt.Releaser, err = release.New(ropts)
 	if err != nil {
 		return nil, err
 	}

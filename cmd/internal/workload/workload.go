@@ -291,15 +291,15 @@ func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient cl
 	kopts := o.Tenants.KubeOptions()
 	rt := &Runtime{ConfigRole: o.Tenants.ConfigRole}
 	rt.Subjects, _ = o.Tenants.subjects()
-	if !o.FollowPlacement {
-		if rt.Workload, err = kube.New(cfg, kopts); err != nil {
-			return nil, err
-		}
-		rt.Driver = rt.Workload
-	} else if rt.Placed, rt.Workload, err = o.placedRuntime(ctx, cfg, kopts, st, kubeClient, log.WithName("runtime")); err != nil {
-		return nil, err
-	} else {
+	if o.FollowPlacement {
+		rt.Placed, rt.Workload, err = o.placedRuntime(ctx, cfg, kopts, st, kubeClient, log.WithName("runtime"))
 		rt.Driver = rt.Placed
+	} else {
+		rt.Workload, err = kube.New(cfg, kopts)
+		rt.Driver = rt.Workload
+	}
+	if err != nil {
+		return nil, err
 	}
 	domain := o.AppDomain
 	ropts := release.Options{

@@ -3,7 +3,6 @@ package workload_test
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +24,7 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/test/platformtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -45,11 +46,15 @@ func TestRuntimeFollowsPlacement(t *testing.T) {
 	if _, err := kubeapply.InstallCRDs(ctx, mgmt.RESTConfig(), capicrds.CRDs()); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: scheme.New()})
+	sch := scheme.New()
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: sch})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1c, err := client.New(w1.RESTConfig(), client.Options{Scheme: scheme.New()})
+	w1c, err := client.New(w1.RESTConfig(), client.Options{Scheme: sch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +120,8 @@ func TestRuntimeFollowsPlacement(t *testing.T) {
 		}
 		dctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- rt.Driver.Deploy(dctx, rel, io.Discard) }()
+		var out platformtest.SyncBuffer
+		go func() { done <- rt.Driver.Deploy(dctx, rel, &out) }()
 		defer func() { stop(); <-done }()
 		key := client.ObjectKey{Namespace: tenant, Name: app + "-web"}
 		deadline := time.Now().Add(30 * time.Second)
@@ -128,11 +134,12 @@ func TestRuntimeFollowsPlacement(t *testing.T) {
 			}
 			select {
 			case err := <-done:
-				t.Fatalf("deploying %s on %s: %v", app, cluster, err)
+				done <- err // for the deferred wait
+				t.Fatalf("deploying %s on %s: %v\n%s", app, cluster, err, out.String())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		t.Fatalf("no Deployment of %s on either cluster after 30s", app)
+		t.Fatalf("no Deployment of %s on either cluster after 30s; the deploy says:\n%s", app, out.String())
 		return false, false
 	}
 	if onMgmt, onW1 := landsOn(git, "shop", "w1"); onMgmt || !onW1 {

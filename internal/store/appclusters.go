@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,22 @@ func (s *Store) ServingClusters(ctx context.Context) (map[string]string, error) 
 		return nil, fmt.Errorf("reading where apps run: %w", err)
 	}
 	return out, nil
+}
+
+// ServingCluster returns the cluster that serves the app of the tenant
+// (both by name), and whether one does.
+func (s *Store) ServingCluster(ctx context.Context, tenant, app string) (string, bool, error) {
+	var cluster string
+	err := s.pool.QueryRow(ctx,
+		"SELECT c.cluster FROM app_clusters c JOIN tenants t ON t.id = c.tenant_id WHERE t.name = $1 AND c.app = $2",
+		tenant, app).Scan(&cluster)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("reading where %s/%s runs: %w", tenant, app, err)
+	}
+	return cluster, true, nil
 }
 
 // SetServingCluster records that cluster serves the app of the tenant

@@ -44,8 +44,21 @@ func TestServingClusters(t *testing.T) {
 		}
 	}
 
+	for _, c := range []struct {
+		tenant, app, want string
+		ok                bool
+	}{{"acme", "web", "beta", true}, {"other", "web", "alpha", true}, {"other", "api", "", false}, {"nobody", "web", "", false}} {
+		got, ok, err := s.ServingCluster(ctx, c.tenant, c.app)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("serving cluster of %s/%s: %q %v %v, want %q %v", c.tenant, c.app, got, ok, err, c.want, c.ok)
+		}
+	}
+
 	if err := s.ClearServingCluster(ctx, "acme", "web"); err != nil {
 		t.Fatal(err)
+	}
+	if got, ok, err := s.ServingCluster(ctx, "acme", "web"); err != nil || ok {
+		t.Errorf("serving cluster of a cleared app: %q %v %v", got, ok, err)
 	}
 	if err := s.ClearServingCluster(ctx, "acme", "gone"); err != nil {
 		t.Fatalf("clearing an app with no cluster: %v", err)

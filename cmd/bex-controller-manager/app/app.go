@@ -28,6 +28,7 @@ import (
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/hetzner"
+	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/upgrade/verify"
 )
 
@@ -178,14 +179,26 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	// The manager serves controller-runtime's registry on
 	// --metrics-bind-address: the platform's metrics go there too.
 	o.Runtime.Metrics = ctrlmetrics.Registry
-	rt, err := o.Runtime.NewRuntime(st, c.Kube, log)
+	rt, err := o.Runtime.NewRuntime(ctx, st, c.Kube, log)
 	if err != nil {
 		return err
 	}
+	if rt.Placed != nil {
+		// Apps a move could not remove from their old cluster: one sweeper
+		// per replica; a removal done twice is a no-op.
+		go rt.Placed.SweepLeftovers(ctx, placed.SweepInterval)
+	}
 	deps := controllers.Deps{
-		Releases: Releases{Releaser: rt.Releaser, Driver: rt.Driver, Kube: c.Kube, ConfigRole: rt.ConfigRole, Subjects: rt.Subjects}, Schedule: o.Schedule,
+		Releases: Releases{Releaser: rt.Releaser, Driver: rt.Driver, Workload: rt.Workload, Kube: c.Kube, ConfigRole: rt.ConfigRole, Subjects: rt.Subjects}, Schedule: o.Schedule,
 		DNS: domains.ResolverAt(o.DNSResolver), EdgeAddresses: o.EdgeAddresses, AppDomain: o.Runtime.AppDomain,
 		ReservedHostnames: o.ReservedHostnames,
+	}
+	if rt.Placed != nil && o.FleetUpgrades {
+		// Apps run on the fleet's clusters, whose Cluster API kinds the
+		// management cluster serves (as FleetUpgrades need): a cluster's
+		// deletion holds its workers until its apps moved, and a change
+		// of a Cluster looks at its Apps at once.
+		deps.ServedApps = st
 	}
 	if o.ACMEDirectory != "" {
 		storage, err := certstore.New(st.Pool(), certstore.Options{})

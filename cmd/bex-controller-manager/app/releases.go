@@ -20,6 +20,11 @@ import (
 type Releases struct {
 	*release.Releaser
 	Driver runtime.Driver
+	// Workload, when set, prepares tenant namespaces in the workload
+	// cluster (--workload-kubeconfig's) in Driver's place: with
+	// --follow-placement Driver runs apps on several clusters, and those
+	// of Cluster API prepare their namespaces as they deploy.
+	Workload *kube.Driver
 	// Kube, ConfigRole and Subjects: PrepareNamespace binds ConfigRole to
 	// Subjects in the tenant's namespace of the management cluster.
 	Kube       client.Client
@@ -37,7 +42,11 @@ var (
 // cluster), then the binding of ConfigRole in the tenant's namespace of the
 // management cluster, where the Secrets of its Apps' env are.
 func (r Releases) PrepareNamespace(ctx context.Context, tenant string) error {
-	if p, ok := r.Driver.(appctrl.NamespacePreparer); ok {
+	if r.Workload != nil {
+		if err := r.Workload.PrepareNamespace(ctx, tenant); err != nil {
+			return err
+		}
+	} else if p, ok := r.Driver.(appctrl.NamespacePreparer); ok {
 		if err := p.PrepareNamespace(ctx, tenant); err != nil {
 			return err
 		}

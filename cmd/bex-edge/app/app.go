@@ -18,7 +18,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/internal/command"
@@ -28,6 +31,7 @@ import (
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/rfc2136"
+	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/store"
 )
 
@@ -36,6 +40,12 @@ type Options struct {
 	Kubeconfig       string
 	RoutesKubeconfig string
 	DatabaseURL      string
+	// FollowPlacement routes each app to the cluster that serves it (the
+	// platform's record in Postgres): a Cluster API cluster of the
+	// management cluster, or WorkloadCluster, --kubeconfig's.
+	FollowPlacement bool
+	WorkloadCluster string
+	FleetNamespace  string
 
 	HTTPListen, HTTPSListen, MetricsListen string
 	PublicHTTPPort, PublicHTTPSPort        int
@@ -69,6 +79,9 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the cluster the edge runs in (EndpointSlices of the apps' Services); empty: in-cluster")
 	fs.StringVar(&o.RoutesKubeconfig, "routes-kubeconfig", o.RoutesKubeconfig, "Kubeconfig of the management cluster that holds the Routes; empty: --kubeconfig")
+	fs.BoolVar(&o.FollowPlacement, "follow-placement", o.FollowPlacement, "Route each app to the cluster that serves it, as the platform recorded it: a Cluster API cluster of the management cluster (its <cluster>-kubeconfig Secret; the apps' Pod IPs must be reachable from here) or --workload-cluster (docs/install.md); the same as the controller manager's, web's and the git receiver's")
+	fs.StringVar(&o.FleetNamespace, "fleet-namespace", o.FleetNamespace, "With --follow-placement: read the Cluster API clusters apps run on, and their kubeconfig Secrets, in this namespace only (default: all)")
+	fs.StringVar(&o.WorkloadCluster, "workload-cluster", o.WorkloadCluster, "With --follow-placement: the name the scheduler knows --kubeconfig's cluster by (bex-apiserver's --local-cluster NAME:…); empty: apps run on Cluster API clusters only")
 	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL where certificates, ACME accounts and locks are shared [$DATABASE_URL]")
 	fs.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "Address of the HTTP port (ACME challenges, redirects to HTTPS)")
 	fs.StringVar(&o.HTTPSListen, "https-listen", o.HTTPSListen, "Address of the HTTPS port")
@@ -124,6 +137,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DNS01.Configured() && o.LocalCADir != "" {
 		errs = append(errs, errors.New("--acme-dns-rfc2136-* configure ACME DNS-01 challenges, which --local-ca-dir does not use: drop one or the other"))
+	}
+	if !o.FollowPlacement && (o.WorkloadCluster != "" || o.FleetNamespace != "") {
+		errs = append(errs, errors.New("--workload-cluster and --fleet-namespace need --follow-placement: without it every app is routed to --kubeconfig's cluster"))
 	}
 	if o.CertificateBudget < 0 {
 		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
@@ -203,9 +219,15 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			}
 		}()
 	}
-	apps, err := edge.WatchEndpointSlices(ctx, sliceCache)
+	slices, err := edge.WatchEndpointSlices(ctx, sliceCache)
 	if err != nil {
 		return err
+	}
+	var apps edge.Apps = slices
+	if o.FollowPlacement {
+		if apps, err = o.followPlacement(ctx, routesCfg, slices, st, log.WithName("runtime")); err != nil {
+			return err
+		}
 	}
 	table := &edge.Table{Apps: apps}
 	if o.AppDomain != "" {
@@ -284,6 +306,38 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	log.Info("Serving", "http", httpL.Addr().String(), "https", httpsL.Addr().String())
 	return srv.Serve(ctx, httpL, httpsL)
+}
+
+// followPlacement is the routing table over the clusters that serve apps:
+// the Cluster API clusters of the management cluster mgmt reaches, each
+// connected when an app runs there, and WorkloadCluster's slices. Where
+// each app runs is read from st every placed.DefaultFollowInterval.
+func (o *Options) followPlacement(ctx context.Context, mgmt *rest.Config, slices *edge.EndpointSliceApps, st *store.Store, log logr.Logger) (edge.Apps, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(mgmt, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the management cluster's client: %w", err)
+	}
+	var static placed.Static
+	if o.WorkloadCluster != "" {
+		static = placed.Static{o.WorkloadCluster: {Apps: slices}}
+	}
+	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, Namespace: o.FleetNamespace, Static: static, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	pd, err := placed.New(ctx, placed.Options{Clusters: clusters, Ledger: st, Shared: true, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	go pd.Follow(ctx, placed.DefaultFollowInterval)
+	return pd, nil
 }
 
 func uniqueCaches(a, b cache.Cache) []cache.Cache {

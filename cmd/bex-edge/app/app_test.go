@@ -23,4 +23,8 @@ func TestCommandLine(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "--app-metrics-token-file serves the apps' request totals on --metrics-listen, which is empty") {
 		t.Errorf("--app-metrics-token-file without --metrics-listen: exit %d, output:\n%s", code, out)
 	}
+	out, code = cmdtest.Run(t, bin, []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--workload-cluster", "main")
+	if code != 2 || !strings.Contains(out, "--workload-cluster and --fleet-namespace need --follow-placement") {
+		t.Errorf("--workload-cluster without --follow-placement: exit %d, output:\n%s", code, out)
+	}
 }

@@ -172,7 +172,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	defer c.Store.Close()
 	reg := command.NewOpsRegistry()
 	o.Runtime.Metrics = reg
-	rt, err := o.Runtime.NewRuntime(c.Store, c.Kube, log)
+	rt, err := o.Runtime.NewRuntime(ctx, c.Store, c.Kube, log)
 	if err != nil {
 		return err
 	}

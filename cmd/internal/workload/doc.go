@@ -17,7 +17,11 @@
 // leaves a release that has any Deployment alone.
 //
 // The workload cluster is the one --workload-kubeconfig names (in-cluster
-// when empty): one cluster for every app. Placements computed by the
-// scheduling API are not yet used to pick the cluster an app runs in; see
-// docs/install.md.
+// when empty): one cluster for every app, and where build Pods run. With
+// --follow-placement each app runs instead on the cluster the scheduler
+// placed it on (internal/runtime/placed): a Cluster API cluster of the
+// management cluster, through its <cluster>-kubeconfig Secret, or the
+// workload cluster under the name --workload-cluster gives it. Where each
+// app runs is then recorded in Postgres and read by every process at each
+// call (placed.Options.Shared); see docs/install.md.
 package workload

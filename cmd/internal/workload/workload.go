@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -15,17 +16,20 @@ import (
 	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/builder/build"
 	"bex.co/bex/builder/buildpod"
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
+	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeconfig"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/store"
 )
 
@@ -39,8 +43,21 @@ type Options struct {
 	// manager's). Not a flag; nil counts without serving.
 	Metrics prometheus.Registerer
 	// WorkloadKubeconfig is the kubeconfig of the cluster apps run in; empty
-	// means the cluster the process runs in.
+	// means the cluster the process runs in. With FollowPlacement it is
+	// the static cluster WorkloadCluster, and where build Pods run.
 	WorkloadKubeconfig string
+	// FollowPlacement runs each app on the cluster the scheduler placed it
+	// on (App status.cluster): a Cluster API cluster of the management
+	// cluster, reached through its <cluster>-kubeconfig Secret, or
+	// WorkloadCluster.
+	FollowPlacement bool
+	// WorkloadCluster is the name the scheduler knows WorkloadKubeconfig's
+	// cluster by (bex-apiserver's --local-cluster); empty: apps run on
+	// Cluster API clusters only. With FollowPlacement.
+	WorkloadCluster string
+	// FleetNamespace, when set, is the only namespace the Cluster API
+	// clusters apps run on are read in. With FollowPlacement.
+	FleetNamespace string
 	// Registry is the host[:port] of the platform registry built images are
 	// pushed to and the workload cluster pulls from.
 	Registry string
@@ -166,7 +183,10 @@ func (o *TenantOptions) KubeOptions() kube.Options {
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.WorkloadKubeconfig, "workload-kubeconfig", o.WorkloadKubeconfig, "Kubeconfig of the cluster apps run in (Deployments in the tenants' namespaces); empty: the cluster this runs in")
+	fs.StringVar(&o.WorkloadKubeconfig, "workload-kubeconfig", o.WorkloadKubeconfig, "Kubeconfig of the cluster apps run in (Deployments in the tenants' namespaces) and build Pods run in; empty: the cluster this runs in. With --follow-placement, the cluster --workload-cluster names")
+	fs.BoolVar(&o.FollowPlacement, "follow-placement", o.FollowPlacement, "Run each app on the cluster the scheduler placed it on: a Cluster API cluster (its <cluster>-kubeconfig Secret in the management cluster) or --workload-cluster; an app placed nowhere is not deployed (docs/install.md)")
+	fs.StringVar(&o.FleetNamespace, "fleet-namespace", o.FleetNamespace, "With --follow-placement: read the Cluster API clusters apps run on, and their kubeconfig Secrets, in this namespace only (default: all)")
+	fs.StringVar(&o.WorkloadCluster, "workload-cluster", o.WorkloadCluster, "With --follow-placement: the name the scheduler knows --workload-kubeconfig's cluster by (bex-apiserver's --local-cluster NAME:…); empty: apps run on Cluster API clusters only")
 	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Scratch directory: build work trees and caches, images read back at release")
 	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
@@ -198,6 +218,14 @@ func (o *Options) Validate() []error {
 	}
 	if o.AppDomain == "" {
 		errs = append(errs, errors.New("--app-domain is required: apps' URLs are https://<app>-<tenant>.<domain>"))
+	}
+	if !o.FollowPlacement {
+		if o.WorkloadCluster != "" {
+			errs = append(errs, errors.New("--workload-cluster needs --follow-placement: without it every app runs on --workload-kubeconfig's cluster"))
+		}
+		if o.FleetNamespace != "" {
+			errs = append(errs, errors.New("--fleet-namespace needs --follow-placement: without it no Cluster API cluster is read"))
+		}
 	}
 	if o.ReleaseRetention < 1 {
 		errs = append(errs, fmt.Errorf("--release-retention %d: want 1 or more, the releases of an app kept for rollbacks (the one serving is always kept)", o.ReleaseRetention))
@@ -231,10 +259,17 @@ func (o *BuildOptions) Validate() []error {
 	return nil
 }
 
-// Runtime is the release side of a cluster deployment: the kube driver for
-// the workload cluster and the Releaser over it.
+// Runtime is the release side of a cluster deployment: the driver apps
+// run on and the Releaser over it.
 type Runtime struct {
-	Driver   *kube.Driver
+	// Driver runs the apps: Workload, or with FollowPlacement Placed.
+	Driver runtime.Driver
+	// Workload is the kube driver of the workload cluster
+	// (--workload-kubeconfig): build Pods run there.
+	Workload *kube.Driver
+	// Placed runs each app on the cluster it is placed on; nil without
+	// FollowPlacement. Its leftovers are swept by the controller manager.
+	Placed   *placed.Driver
 	Releaser *release.Releaser
 	// ConfigRole is bound to Subjects in each tenant namespace of the
 	// management cluster (--tenant-config-role).
@@ -242,32 +277,90 @@ type Runtime struct {
 	Subjects   []rbacv1.Subject
 }
 
-// NewRuntime builds the kube driver for the workload cluster and the
-// Releaser that records releases in st and App status through kubeClient
-// (the management cluster). No builder is made: only bex-git builds, with
-// BuildOptions.NewPipeline.
-func (o *Options) NewRuntime(st *store.Store, kubeClient client.Client, log logr.Logger) (*Runtime, error) {
+// NewRuntime builds the kube driver for the workload cluster, with
+// FollowPlacement the placed driver over the management cluster's Cluster
+// API clusters (kubeClient) and the workload cluster, and the Releaser
+// that records releases in st and App status through kubeClient. The
+// placed driver's watches last until ctx ends. No builder is made: only
+// bex-git builds, with BuildOptions.NewPipeline.
+func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient client.Client, log logr.Logger) (*Runtime, error) {
 	cfg, err := kubeconfig.Load(o.WorkloadKubeconfig, "workload cluster")
 	if err != nil {
 		return nil, err
 	}
-	driver, err := kube.New(cfg, o.Tenants.KubeOptions())
+	kopts := o.Tenants.KubeOptions()
+	rt := &Runtime{ConfigRole: o.Tenants.ConfigRole}
+	rt.Subjects, _ = o.Tenants.subjects()
+	if o.FollowPlacement {
+		rt.Placed, rt.Workload, err = o.placedRuntime(ctx, cfg, kopts, st, kubeClient, log.WithName("runtime"))
+		rt.Driver = rt.Placed
+	} else {
+		rt.Workload, err = kube.New(cfg, kopts)
+		rt.Driver = rt.Workload
+	}
 	if err != nil {
 		return nil, err
 	}
 	domain := o.AppDomain
-	rel, err := release.New(release.Options{
-		Store: st, Kube: kubeClient, Runtime: driver,
+	ropts := release.Options{
+		Store: st, Kube: kubeClient, Runtime: rt.Driver, FollowPlacement: o.FollowPlacement,
 		ReleasesDir: filepath.Join(o.WorkDir, "releases"),
 		URL:         func(tenant, app string) string { return "https://" + edge.Hostname(tenant, app, domain) },
 		Log:         log.WithName("releaser"), ReleaseRetention: o.ReleaseRetention, Quotas: o.Quotas, Metrics: o.Metrics,
-	})
+	}
+	if o.FollowPlacement {
+		// A scale's room is checked where the app is placed, as make run
+		// does: the process needs to create PlacementReviews.
+		ropts.Fits = appctrl.SchedulerPlacer{Client: kubeClient}
+	}
+	rt.Releaser, err = release.New(ropts)
 	if err != nil {
 		return nil, err
 	}
-	subjects, _ := o.Tenants.subjects()
-	return &Runtime{Driver: driver, Releaser: rel, ConfigRole: o.Tenants.ConfigRole, Subjects: subjects}, nil
+	return rt, nil
 }
+
+// placedRuntime is the driver that runs each app where it is placed, over
+// the workload cluster (as WorkloadCluster, when named) and a kube driver
+// per Cluster API cluster, and the workload cluster's own kube driver. The
+// Ledger is shared with the platform's other processes. A Cluster API
+// cluster's driver prepares tenant namespaces itself: Cluster API's
+// kubeconfig is the cluster's admin, whatever --prepared-namespaces says
+// of the workload cluster (docs/install.md).
+func (o *Options) placedRuntime(ctx context.Context, cfg *rest.Config, kopts kube.Options, st *store.Store, kubeClient client.Client, log logr.Logger) (*placed.Driver, *kube.Driver, error) {
+	var static placed.Static
+	var workload *kube.Driver
+	if o.WorkloadCluster != "" {
+		c, drv, err := placed.KubeCluster(ctx, cfg, kopts, log.WithValues("cluster", o.WorkloadCluster))
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to the workload cluster %s: %w", o.WorkloadCluster, err)
+		}
+		static, workload = placed.Static{o.WorkloadCluster: c}, drv
+	} else {
+		var err error
+		if workload, err = kube.New(cfg, kopts); err != nil {
+			return nil, nil, err
+		}
+	}
+	fleetOpts := kopts
+	fleetOpts.PreparedNamespaces = false
+	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: kubeClient, Namespace: o.FleetNamespace, Static: static, Driver: fleetOpts, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	pd, err := placed.New(ctx, placed.Options{Clusters: clusters, Ledger: st, Shared: true, DrainDelay: SharedDrainDelay, Log: log})
+	if err != nil {
+		clusters.Close()
+		return nil, nil, err
+	}
+	return pd, workload, nil
+}
+
+// SharedDrainDelay is how long a cluster install's old cluster keeps
+// serving after a move switched: long enough for every edge replica to
+// read the switch (placed.DefaultFollowInterval) and connect to the new
+// cluster.
+const SharedDrainDelay = 10 * time.Second
 
 // NewPipeline builds the builder on w's work directory and registry, and
 // the pipeline that builds pushes and hands them to rt's Releaser. The
@@ -281,7 +374,7 @@ func (o *BuildOptions) NewPipeline(ctx context.Context, w *Options, rt *Runtime,
 	}
 	if o.BuildImage != "" {
 		remote, err := buildpod.Remote(buildpod.Options{
-			Driver: rt.Driver, Image: o.BuildImage, Timeout: build.DefaultTimeout,
+			Driver: rt.Workload, Image: o.BuildImage, Timeout: build.DefaultTimeout,
 			Resources: runtime.Resources{CPU: o.BuildCPU, Memory: o.BuildMemory}, Disk: o.BuildDisk,
 		})
 		if err != nil {

@@ -51,6 +51,8 @@ type Clusters interface {
 type Ledger interface {
 	// ServingClusters returns every app's cluster, keyed by Key.
 	ServingClusters(ctx context.Context) (map[string]string, error)
+	// ServingCluster returns the app's cluster, and whether one serves it.
+	ServingCluster(ctx context.Context, tenant, app string) (string, bool, error)
 	// SetServingCluster records that cluster serves the app.
 	SetServingCluster(ctx context.Context, tenant, app, cluster string) error
 	// ClearServingCluster forgets the app; a missing one is fine.
@@ -78,7 +80,13 @@ type Options struct {
 	// DrainDelay is how long the old cluster keeps serving after the edge
 	// switched, for requests already on their way to it [2s].
 	DrainDelay time.Duration
-	Log        logr.Logger
+	// Shared says that other processes deploy through the same Ledger (a
+	// cluster install's git receiver, web and controller manager, each
+	// with a Driver of its own): every call on an app reads where it runs
+	// from the Ledger first, ReadApps reads the whole Ledger, and a
+	// process that only routes (the edge) keeps its copy with Follow.
+	Shared bool
+	Log    logr.Logger
 }
 
 // removePatience bounds the removal of a moved app from its old cluster.
@@ -137,6 +145,44 @@ func (d *Driver) Serving(tenant, app string) (string, bool) {
 		return "", false
 	}
 	return c.(string), true
+}
+
+// where returns the cluster that serves the app: the Ledger's, kept in
+// the driver's copy, when the Ledger is shared (Options.Shared), the
+// copy's otherwise.
+func (d *Driver) where(ctx context.Context, tenant, app string) (string, bool, error) {
+	if !d.opts.Shared {
+		c, ok := d.Serving(tenant, app)
+		return c, ok, nil
+	}
+	c, ok, err := d.opts.Ledger.ServingCluster(ctx, tenant, app)
+	if err != nil {
+		return "", false, fmt.Errorf("reading where %s runs: %w", Key(tenant, app), err)
+	}
+	if ok {
+		d.serving.Store(Key(tenant, app), c)
+	} else {
+		d.serving.Delete(Key(tenant, app))
+	}
+	return c, ok, nil
+}
+
+// reload replaces the driver's copy of the Ledger with the Ledger.
+func (d *Driver) reload(ctx context.Context) error {
+	serving, err := d.opts.Ledger.ServingClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("reading where apps run: %w", err)
+	}
+	for k, c := range serving {
+		d.serving.Store(k, c)
+	}
+	d.serving.Range(func(k, _ any) bool {
+		if _, ok := serving[k.(string)]; !ok {
+			d.serving.Delete(k)
+		}
+		return true
+	})
+	return nil
 }
 
 // ServingClusters returns the clusters that serve at least one app, so
@@ -219,7 +265,10 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", rel.Cluster, err)
 	}
-	from, serving := d.Serving(rel.Tenant, rel.App)
+	from, serving, err := d.where(ctx, rel.Tenant, rel.App)
+	if err != nil {
+		return err
+	}
 	if serving && from == rel.Cluster {
 		return target.Deploy(ctx, rel, log)
 	}
@@ -323,7 +372,11 @@ func (d *Driver) RemoveLeftovers(ctx context.Context) error {
 
 func (d *Driver) removeLeftover(ctx context.Context, l store.Leftover) error {
 	defer d.lock(l.Tenant, l.App)()
-	if cluster, ok := d.Serving(l.Tenant, l.App); !ok || cluster != l.Cluster {
+	cluster, ok, err := d.where(ctx, l.Tenant, l.App)
+	if err != nil {
+		return err
+	}
+	if !ok || cluster != l.Cluster {
 		rmCtx, cancel := context.WithTimeout(ctx, removePatience)
 		defer cancel()
 		drv, err := d.opts.Clusters.Driver(rmCtx, l.Cluster)
@@ -365,7 +418,10 @@ func (d *Driver) removeQuietly(ctx context.Context, drv runtime.Driver, cluster,
 // app whose cluster is gone is removed with it.
 func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 	defer d.lock(tenant, app)()
-	cluster, ok := d.Serving(tenant, app)
+	cluster, ok, err := d.where(ctx, tenant, app)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return nil
 	}
@@ -385,7 +441,10 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 
 // driverOf is the driver of the cluster that serves the app.
 func (d *Driver) driverOf(ctx context.Context, tenant, app string) (string, runtime.Driver, error) {
-	cluster, ok := d.Serving(tenant, app)
+	cluster, ok, err := d.where(ctx, tenant, app)
+	if err != nil {
+		return "", nil, err
+	}
 	if !ok {
 		return "", nil, fmt.Errorf("%s/%s: %w", tenant, app, runtime.ErrNotFound)
 	}
@@ -515,6 +574,11 @@ var _ runtime.AppsReader = (*Driver)(nil)
 // at once; the others one by one with Status and Usage, as is an app
 // whose cluster's ReadApps failed.
 func (d *Driver) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runtime.AppName]runtime.AppReading, error) {
+	if d.opts.Shared {
+		if err := d.reload(ctx); err != nil {
+			return nil, err
+		}
+	}
 	out := make(map[runtime.AppName]runtime.AppReading, len(apps))
 	byCluster := map[string][]runtime.AppName{}
 	for _, a := range apps {

@@ -1,6 +1,7 @@
 package placed_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,13 @@ func (l *ledger) ServingClusters(context.Context) (map[string]string, error) {
 	return maps.Clone(l.m), nil
 }
 
+func (l *ledger) ServingCluster(_ context.Context, tenant, app string) (string, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.m[placed.Key(tenant, app)]
+	return c, ok, nil
+}
+
 func (l *ledger) SetServingCluster(_ context.Context, tenant, app, cluster string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -123,7 +131,14 @@ func fleet(t *testing.T) placed.Static {
 
 func newDriver(t *testing.T, clusters placed.Clusters, l placed.Ledger) *placed.Driver {
 	t.Helper()
-	d, err := placed.New(t.Context(), placed.Options{Clusters: clusters, Ledger: l, DrainDelay: 300 * time.Millisecond, RoutedTimeout: 10 * time.Second})
+	return newDriverWith(t, placed.Options{Clusters: clusters, Ledger: l})
+}
+
+func newDriverWith(t *testing.T, opts placed.Options) *placed.Driver {
+	t.Helper()
+	opts.DrainDelay = cmp.Or(opts.DrainDelay, 300*time.Millisecond)
+	opts.RoutedTimeout = cmp.Or(opts.RoutedTimeout, 10*time.Second)
+	d, err := placed.New(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,5 +521,121 @@ func TestReadAppsByCluster(t *testing.T) {
 	}
 	if r := readings[runtime.AppName{Tenant: tenant, App: "none"}]; !errors.Is(r.StatusErr, runtime.ErrNotFound) {
 		t.Errorf("an app served nowhere: %+v, want ErrNotFound", r)
+	}
+}
+
+// TestSharedLedger: in a cluster install three processes deploy through
+// one Ledger, each with a driver of its own, and the edge only routes.
+// A move made by one (the git receiver) is seen by the others at their
+// next call (web's status and logs, the controller manager's deploy of
+// the same release, which moves nothing), and the edge, following the
+// Ledger, keeps routing to the old cluster while its table of the new one
+// lists no instance, then switches, without losing a request.
+func TestSharedLedger(t *testing.T) {
+	clusters, l := fleet(t), &ledger{}
+	shared := func(drain time.Duration, c placed.Clusters) *placed.Driver {
+		return newDriverWith(t, placed.Options{Clusters: c, Ledger: l, Shared: true, DrainDelay: drain})
+	}
+	lag := &lagging{Static: clusters}
+	git, web, cm, edge := shared(2*time.Second, clusters), shared(0, clusters), shared(0, clusters), shared(0, lag)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go edge.Follow(ctx, 50*time.Millisecond)
+
+	deploy(t, git, webRelease(t, "web", "a", 1, nil))
+	if st, err := cm.Status(t.Context(), tenant, "web"); err != nil || st.Cluster != "a" || st.Release != 1 {
+		t.Fatalf("the controller manager's status of an app the git receiver deployed: %+v %v", st, err)
+	}
+	waitFor(t, "the edge to route to cluster a", func() bool {
+		body, err := get(edge, tenant, "web", "/")
+		return err == nil && strings.TrimSpace(body) == "v1"
+	})
+
+	stop := make(chan struct{})
+	sent, failed, firstErr, done := load(edge, "web", stop)
+	time.Sleep(200 * time.Millisecond)
+	lag.hideB.Store(true)
+	moved := make(chan string, 1)
+	go func() {
+		var log strings.Builder
+		if err := git.Deploy(t.Context(), webRelease(t, "web", "b", 1, nil), &log); err != nil {
+			fmt.Fprintf(&log, "deploy failed: %v", err)
+		}
+		moved <- log.String()
+	}()
+	waitFor(t, "the move to be recorded", func() bool { return l.get(tenant, "web") == "b" })
+	time.Sleep(150 * time.Millisecond)
+	if c, _ := edge.Serving(tenant, "web"); c != "a" {
+		t.Errorf("the edge routes to %q while its table of b lists no instance, want a", c)
+	}
+	lag.hideB.Store(false)
+	waitFor(t, "the edge to route to b", func() bool {
+		c, _ := edge.Serving(tenant, "web")
+		return c == "b"
+	})
+	log := <-moved
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	<-done
+	t.Logf("%d requests through the edge during the move", sent.Load())
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d requests through the edge failed during the move, first: %v", n, sent.Load(), firstErr.Load())
+	}
+	if !strings.Contains(log, "Removed from cluster a") {
+		t.Fatalf("the move did not remove the app from a:\n%s", log)
+	}
+
+	// The others knew the app on a: they find it on b.
+	if st, err := web.Status(t.Context(), tenant, "web"); err != nil || st.Cluster != "b" {
+		t.Fatalf("web's status after another process moved the app: %+v %v", st, err)
+	}
+	lines, err := web.Logs(t.Context(), tenant, "web", 10, false)
+	if err != nil {
+		t.Fatalf("web's logs after the move: %v", err)
+	}
+	for range lines {
+	}
+	if log := deploy(t, cm, webRelease(t, "web", "b", 1, nil)); strings.Contains(log, "Moving") {
+		t.Fatalf("a deploy on the cluster that serves moved the app:\n%s", log)
+	}
+	if runs(t, clusters, "a", "web") || !runs(t, clusters, "b", "web") {
+		t.Fatalf("runs on a %v, on b %v; want b only", runs(t, clusters, "a", "web"), runs(t, clusters, "b", "web"))
+	}
+
+	// Removed by one process, the app is gone for the others and the edge.
+	if err := web.Remove(t.Context(), tenant, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cm.Status(t.Context(), tenant, "web"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("status of a removed app: %v, want not found", err)
+	}
+	waitFor(t, "the edge to forget the app", func() bool {
+		_, ok := edge.Serving(tenant, "web")
+		return !ok
+	})
+}
+
+// lagging is the edge's view of a fleet whose table of cluster b lists
+// nothing while hideB is set: an edge not yet connected to b.
+type lagging struct {
+	placed.Static
+	hideB atomic.Bool
+}
+
+func (g *lagging) Apps(name string) placed.Apps {
+	if name == "b" && g.hideB.Load() {
+		return nil
+	}
+	return g.Static.Apps(name)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -34,6 +35,9 @@ type KubeOptions struct {
 	// Client reads the management cluster's Cluster API Clusters and their
 	// kubeconfig Secrets.
 	Client client.Reader
+	// Namespace, when set, is the only namespace Clusters are read in (a
+	// process whose rights on Secrets are those of that namespace).
+	Namespace string
 	// Static are clusters that are not Cluster API's (the process
 	// runtime's "local"); they win over a Cluster API cluster of the same
 	// name, as in the scheduler's fleet.
@@ -188,7 +192,7 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 // Cluster named name, in whichever namespace it is.
 func (k *KubeClusters) kubeconfigSecret(ctx context.Context, name string) (*corev1.Secret, error) {
 	var list clusterv1.ClusterList
-	if err := k.opts.Client.List(ctx, &list); err != nil {
+	if err := k.opts.Client.List(ctx, &list, client.InNamespace(k.opts.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing clusters: %w", err)
 	}
 	var cl *clusterv1.Cluster
@@ -223,23 +227,8 @@ func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kub
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "bex-runtime"
-	drv, err := kube.New(cfg, k.opts.Driver)
-	if err != nil {
-		return nil, err
-	}
-	c, err := cache.New(cfg, edge.SliceCacheOptions(k.scheme))
-	if err != nil {
-		return nil, fmt.Errorf("making the EndpointSlice cache: %w", err)
-	}
 	watchCtx, stop := context.WithCancel(k.ctx)
-	go func() {
-		if err := c.Start(watchCtx); err != nil {
-			k.opts.Log.Error(err, "EndpointSlice cache stopped", "secret", klog.KObj(secret))
-		}
-	}()
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	apps, err := edge.WatchEndpointSlices(syncCtx, c)
+	drv, apps, err := dial(ctx, watchCtx, cfg, k.opts.Driver, k.scheme, k.opts.Log.WithValues("secret", klog.KObj(secret)))
 	if err != nil {
 		stop()
 		return nil, err
@@ -248,6 +237,48 @@ func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kub
 		secretUID: secret.UID, secretVersion: secret.ResourceVersion, checked: time.Now(),
 		driver: drv, apps: apps, watchCtx: watchCtx, stop: stop,
 	}, nil
+}
+
+// dial makes a kube driver for the cluster cfg reaches and its routing
+// table, whose watch lasts as long as watchCtx; the table is synced when
+// it returns, or ctx ends first (a minute at most).
+func dial(ctx, watchCtx context.Context, cfg *rest.Config, opts kube.Options, scheme *k8sruntime.Scheme, log logr.Logger) (*kube.Driver, *edge.EndpointSliceApps, error) {
+	drv, err := kube.New(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := cache.New(cfg, edge.SliceCacheOptions(scheme))
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the EndpointSlice cache: %w", err)
+	}
+	go func() {
+		if err := c.Start(watchCtx); err != nil {
+			log.Error(err, "EndpointSlice cache stopped")
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	apps, err := edge.WatchEndpointSlices(syncCtx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return drv, apps, nil
+}
+
+// KubeCluster is the static cluster cfg reaches (a cluster install's
+// --workload-kubeconfig): its kube driver, with opts, and its
+// EndpointSlices as its routing table, watched until ctx ends. The table
+// is synced when it returns.
+func KubeCluster(ctx context.Context, cfg *rest.Config, opts kube.Options, log logr.Logger) (Cluster, *kube.Driver, error) {
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return Cluster{}, nil, err
+	}
+	drv, apps, err := dial(ctx, ctx, cfg, opts, scheme, log)
+	if err != nil {
+		return Cluster{}, nil, err
+	}
+	return Cluster{Driver: drv, Apps: apps}, drv, nil
 }
 
 // Apps implements Clusters.

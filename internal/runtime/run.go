@@ -36,6 +36,10 @@ type Streams struct {
 	// a detached run's, whose caller reads no stream. A driver whose
 	// Logs shows no one-off command ignores it.
 	Log *LogAs
+	// RunID, when set, is the ID the caller records the run under. A
+	// driver whose instances can outlive the caller (RunReaper) marks the
+	// run's instance with it, so that EndRun finds it; others ignore it.
+	RunID string
 }
 
 // LogAs names the instance a one-off command's lines are of in its app's
@@ -97,4 +101,29 @@ type Runner interface {
 	// invalid rel, cmd.Attach's error, an instance that could not be made.
 	// Runs are independent of Deploy: neither waits for the other.
 	Run(ctx context.Context, rel Release, cmd Command) (Exit, error)
+}
+
+// RunReaper is implemented by a Runner whose runs' instances can outlive
+// the Run call that made them and the process that called it (a workload
+// cluster's Pods run on when the API server that ran them dies). Its
+// methods are safe for concurrent use and stop when ctx ends.
+type RunReaper interface {
+	// EndRun stops the instance of the tenant's app's run that its caller
+	// marked with runID (Streams.RunID), when one still runs, as Run stops
+	// it when its context ends: SIGTERM, then SIGKILL after the grace
+	// period, and a run whose output goes to the app's log (Streams.Log)
+	// keeps its lines there. It is for a run whose Run is gone (its
+	// server died: the run is lost). It asks for the stop and returns,
+	// without waiting for the instance's end. No such instance (never
+	// made, ended already, on another cluster) is nil, and so is a second
+	// call; an error means the instance may run on and the call is to be
+	// made again.
+	EndRun(ctx context.Context, tenant, app, runID string) error
+	// SweepRuns deletes what the driver keeps of runs that ended, once
+	// kept past its retention (the instance of a run whose output went
+	// to the app's log, kept for those lines), and the instances of runs
+	// whose Run is gone that are past their time limit, in every app at
+	// once, without waiting for the app's next run. Each call does a
+	// bounded amount of work; what is left waits for the next one.
+	SweepRuns(ctx context.Context) error
 }

@@ -112,7 +112,9 @@ func (s *Server) createRun(c echo.Context) error {
 				s.finishRun(run, store.RunResult{Reason: "the connection could not be switched to the run's stream: " + err.Error(), End: store.RunNotStarted})
 				return runtime.Streams{}, err
 			}
-			return a.streams, nil
+			streams := a.streams
+			streams.RunID = run.ID
+			return streams, nil
 		},
 	}
 	exit, err := s.deployer.Run(ctx, p.tenant.Name, app.Name, cmd)
@@ -147,7 +149,7 @@ func (s *Server) detachRun(c echo.Context, app string, req apiclient.RunRequest,
 		}
 		letGo = s.runs.add(run.ID, end)
 		close(started)
-		return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: run.Number}}, nil
+		return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: run.Number}, RunID: run.ID}, nil
 	}}
 	go func() {
 		defer end(nil)

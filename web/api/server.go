@@ -96,6 +96,12 @@ type Options struct {
 	// runs are marked lost; zero means DefaultRunLostAfter. It must be at
 	// least three heartbeats.
 	RunLostAfter time.Duration
+	// RunReaper, when set, is the runtime whose one-off runs' instances
+	// can outlive this server (a workload cluster's Pods): Run stops the
+	// instance of each run it marks lost there, and has it delete the
+	// instances of ended runs past their retention. Nil leaves them to
+	// their time limits and the apps' next runs.
+	RunReaper runtime.RunReaper
 }
 
 // Server is the platform API.
@@ -118,6 +124,12 @@ type Server struct {
 	// unwritten are the ends of runs this server could not record yet
 	// (lostruns.go).
 	unwritten unwrittenEnds
+	// reaper is Options.RunReaper; lost are the runs this server marked
+	// lost whose instances it has still to stop there, and lastRunSweep
+	// when it last had it sweep (lostruns.go).
+	reaper       runtime.RunReaper
+	lost         pendingRuns[lostRun]
+	lastRunSweep time.Time
 	// runKeepAlive is Options.RunKeepAlive, defaulted.
 	runKeepAlive time.Duration
 	// serverID names this server process in the runs it records, and
@@ -199,6 +211,7 @@ func New(opts Options) (*Server, error) {
 		checks:        opts.ReadinessChecks,
 		quotas:        opts.Quotas,
 		localFleet:    opts.LocalFleet,
+		reaper:        opts.RunReaper,
 	}
 	if s.quotas == nil {
 		s.quotas = quota.NewDefaults()

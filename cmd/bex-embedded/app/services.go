@@ -494,13 +494,14 @@ func (s *starter) startGit(pl *pipeline.Pipeline) (*gitService, error) {
 
 // startAPI serves the API and the dashboard on one listener, and returns
 // its URL. The API is ready once ready is set and the apiserver answers.
-func (s *starter) startAPI(pl *pipeline.Pipeline, rt runtime.Driver, git *gitService, e *edgeService, series *appmetrics.Sampler, ready *atomic.Bool) (string, error) {
+func (s *starter) startAPI(pl *pipeline.Pipeline, rt *placed.Driver, git *gitService, e *edgeService, series *appmetrics.Sampler, ready *atomic.Bool) (string, error) {
 	apiSrv, err := api.New(api.Options{
 		Store: s.st, Kube: s.kube, Deployer: pl, Logs: api.RuntimeLogs{Driver: rt}, Instances: api.RuntimeInstances{Driver: rt}, AppMetrics: series,
 		GitBase: git.httpBase, AppDomain: fmt.Sprintf("%s:%d", appDomain, e.httpsPort), EdgeAddresses: edgeAddresses,
 		Log: s.log.WithName("api"), MaxLogStreamsPerTenant: s.MaxLogStreamsPerTenant, Quotas: s.quotas(),
 		ReservedHostnames: s.ReservedHostnames,
 		LocalFleet:        s.apiLocalFleet(),
+		RunReaper:         rt,
 		ReadinessChecks: []func(context.Context) error{
 			func(context.Context) error {
 				if !ready.Load() {

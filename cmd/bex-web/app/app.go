@@ -190,7 +190,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
 		ReservedHostnames: o.ReservedHostnames,
-		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter,
+		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter, RunReaper: rt.Driver,
 		AppMetrics: series,
 	})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/internal/runtime/kube"
@@ -59,15 +58,7 @@ func testBuildPods(t *testing.T, c client.Client, d *kube.Driver) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name, Labels: map[string]string{
 				kube.LabelBuildOf: app, "app.kubernetes.io/managed-by": "bex", "app.kubernetes.io/component": "build"}},
-			Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "build", Image: spec.Image, SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
-				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(10000)),
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-				ActiveDeadlineSeconds:         ptr.To(int64(1)),
-				TerminationGracePeriodSeconds: ptr.To(int64(0)),
-				AutomountServiceAccountToken:  ptr.To(false),
-			},
+			Spec: restrictedPodSpec("build", spec.Image, 1),
 		}
 		if err := c.Create(ctx, pod); err != nil {
 			t.Fatal(err)

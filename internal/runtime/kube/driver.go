@@ -92,8 +92,8 @@ type Options struct {
 	RunGracePeriod time.Duration
 	// RunLogRetention is how long the Pod of a run whose output goes to
 	// its app's log (runtime.Streams.Log: a detached run) is kept once its
-	// command has ended, so that Logs shows its lines; the app's next run
-	// deletes the Pods kept longer [1h].
+	// command has ended, so that Logs shows its lines; SweepRuns (and the
+	// app's next run) deletes the Pods kept longer [1h].
 	RunLogRetention time.Duration
 	// PreparedNamespaces says that another process prepares the tenant
 	// namespaces (PrepareNamespace) and this one may not: Deploy then only

@@ -73,6 +73,10 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("BuildPods", func(t *testing.T) {
 		testBuildPods(t, c, newDriverWith(t, kube.Options{RunStartTimeout: 2 * time.Second}))
 	})
+	t.Run("RunSweep", func(t *testing.T) {
+		testRunSweep(t, c, newDriverWith(t, kube.Options{RunLogRetention: 10 * time.Minute}))
+	})
+	t.Run("EndRun", func(t *testing.T) { testEndRun(t, c, newDriver(t)) })
 	t.Run("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, "img:1")

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,10 @@ const (
 	// (runtime.Streams.Log): Logs reads such Pods, and they are kept
 	// Options.RunLogRetention once their command has ended.
 	LabelRunInstance = "bex.co/run-instance"
+	// LabelRunID is the ID its caller records a run under
+	// (runtime.Streams.RunID), on the Pod of a run that has one: EndRun
+	// finds the Pod by it.
+	LabelRunID = "bex.co/run-id"
 )
 
 // runContainer is the name of a run Pod's container.
@@ -76,7 +81,9 @@ func runSelector(app string) client.MatchingLabels {
 // returns, but for the Pod of a detached run whose command ended, on its
 // own or stopped: labelled LabelRunInstance, its log is the run's lines
 // in Logs, and it is kept Options.RunLogRetention. Run Pods that ended without their Run (the
-// platform stopped) are deleted by the app's next run and by Remove.
+// platform stopped) are deleted by SweepRuns, the app's next run and
+// Remove; the Pod of a run whose Streams.RunID is set is labelled
+// LabelRunID with it, so that EndRun stops it once its Run is gone.
 //
 // The Pods take no input and have no terminal (the platform's node agent
 // serves no attach): a cmd with Stdin or Terminal is refused with an error
@@ -125,6 +132,12 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 	if l := streams.Log; l != nil {
 		r.logged = true
 		pod.Labels[LabelRunInstance] = l.Process + "." + strconv.Itoa(l.Index)
+	}
+	if id := streams.RunID; id != "" {
+		if errs := validation.IsValidLabelValue(id); len(errs) > 0 {
+			return runtime.Exit{}, fmt.Errorf("run ID %q: %s", id, strings.Join(errs, "; "))
+		}
+		pod.Labels[LabelRunID] = id
 	}
 	defer r.cleanUp(ctx)
 	if err := r.create(ctx, pod); err != nil {
@@ -206,40 +219,46 @@ func runLabels(rel runtime.Release, name string) map[string]string {
 	return l
 }
 
-// deleteEnded deletes the Pods of sel (an app's runs or builds) that ended
-// over a minute ago, or passed their active deadline, without the call
-// that made them (the platform stopped meanwhile; a kubelet that keeps no
-// deadline leaves them running). Their Secrets go with them (they own
-// them). Errors are left for Remove to meet.
+// deleteEnded deletes the Pods of sel (an app's runs or builds) that are
+// kept no longer (pastKeeping). Their Secrets go with them (they own
+// them). Errors are left for SweepRuns and Remove to meet.
 func (d *Driver) deleteEnded(ctx context.Context, ns string, sel client.MatchingLabels) {
 	var pods corev1.PodList
 	if err := d.c.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
 		return
 	}
+	now := time.Now()
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		ended := false
-		switch s := p.Spec.ActiveDeadlineSeconds; {
-		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
-			// A logged run stopped by its deadline is kept as one that
-			// ended on its own.
-			since := p.CreationTimestamp.Time
-			if t := terminated(p); t != nil {
-				since = t.FinishedAt.Time
-			}
-			keep := time.Minute
-			if p.Labels[LabelRunInstance] != "" {
-				keep = d.opts.RunLogRetention
-			}
-			ended = time.Since(since) > keep
-		case s != nil:
-			grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
-			ended = time.Since(p.CreationTimestamp.Time) > time.Duration(*s)*time.Second+grace
-		}
-		if ended {
+		if p := &pods.Items[i]; d.pastKeeping(p, now) {
 			_ = d.c.Delete(ctx, p, client.GracePeriodSeconds(int64(d.opts.RunGracePeriod.Seconds())))
 		}
 	}
+}
+
+// pastKeeping reports whether a run's or build's Pod is kept no longer
+// at now: it ended over a minute ago (Options.RunLogRetention ago for a
+// logged run's, whose lines Logs reads), or it passed its active deadline
+// and grace period without the call that made it ending it (the platform
+// stopped meanwhile; a kubelet that keeps no deadline leaves it running).
+func (d *Driver) pastKeeping(p *corev1.Pod, now time.Time) bool {
+	switch s := p.Spec.ActiveDeadlineSeconds; {
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		// A logged run stopped by its deadline is kept as one that
+		// ended on its own.
+		since := p.CreationTimestamp.Time
+		if t := terminated(p); t != nil {
+			since = t.FinishedAt.Time
+		}
+		keep := time.Minute
+		if p.Labels[LabelRunInstance] != "" {
+			keep = d.opts.RunLogRetention
+		}
+		return now.Sub(since) > keep
+	case s != nil:
+		grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+		return now.Sub(p.CreationTimestamp.Time) > time.Duration(*s)*time.Second+grace
+	}
+	return false
 }
 
 // oneOff is a run's Pod.
@@ -535,10 +554,7 @@ func (r *oneOff) end(ctx context.Context) {
 	}
 	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
 	defer cancel()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
-	// The UID makes the patch fail on another Pod of the name.
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"spec":{"activeDeadlineSeconds":1}}`, r.uid)
-	if err := r.d.c.Patch(wait, pod, client.RawPatch(types.MergePatchType, []byte(patch))); err == nil {
+	if err := r.lowerDeadline(wait); err == nil {
 		for r.seen == nil {
 			p, err := r.get(wait)
 			if p == nil && err == nil || r.seen != nil || p != nil && (p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded) {
@@ -554,6 +570,23 @@ func (r *oneOff) end(ctx context.Context) {
 	}
 }
 
+// lowerDeadline lowers the run's Pod's activeDeadlineSeconds to 1, so
+// that its kubelet stops the container with the Pod's grace period and
+// fails the Pod DeadlineExceeded.
+func (r *oneOff) lowerDeadline(ctx context.Context) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
+	// The UID makes the patch fail on another Pod of the name.
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q},"spec":{"activeDeadlineSeconds":1}}`, r.uid)
+	return r.d.c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+// deletePod deletes the run's Pod with RunGracePeriod; one of another UID
+// is left alone.
+func (r *oneOff) deletePod(ctx context.Context) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
+	return r.d.c.Delete(ctx, pod, client.GracePeriodSeconds(int64(r.d.opts.RunGracePeriod.Seconds())), client.Preconditions{UID: &r.uid})
+}
+
 // remove deletes the run's Pod with RunGracePeriod, even when ctx has
 // ended, and waits until it is gone, at most 30 s past the grace period.
 func (r *oneOff) remove(ctx context.Context) {
@@ -562,8 +595,7 @@ func (r *oneOff) remove(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.opts.RunGracePeriod+30*time.Second)
 	defer cancel()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: r.name}}
-	_ = r.d.c.Delete(ctx, pod, client.GracePeriodSeconds(int64(r.d.opts.RunGracePeriod.Seconds())), client.Preconditions{UID: &r.uid})
+	_ = r.deletePod(ctx)
 	for {
 		p, err := r.get(ctx)
 		if p == nil && err == nil || r.d.sleep(ctx) != nil {

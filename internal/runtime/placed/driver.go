@@ -624,3 +624,69 @@ func (d *Driver) servedBy(a runtime.AppName, cluster string) bool {
 	c, ok := d.Serving(a.Tenant, a.App)
 	return ok && c == cluster
 }
+
+// connectedClusters is implemented by Clusters that tell the drivers they
+// have at hand, by cluster name, without connecting any (Static,
+// KubeClusters).
+type connectedClusters interface {
+	Connected() map[string]runtime.Driver
+}
+
+// Connected implements connectedClusters: every cluster of s.
+func (s Static) Connected() map[string]runtime.Driver {
+	out := make(map[string]runtime.Driver, len(s))
+	for name, c := range s {
+		out[name] = c.Driver
+	}
+	return out
+}
+
+// connected returns the drivers of the clusters at hand, by name; none
+// when Clusters cannot tell them.
+func (d *Driver) connected() map[string]runtime.Driver {
+	if c, ok := d.opts.Clusters.(connectedClusters); ok {
+		return c.Connected()
+	}
+	return map[string]runtime.Driver{}
+}
+
+var _ runtime.RunReaper = (*Driver)(nil)
+
+// EndRun implements runtime.RunReaper on the cluster that serves the app
+// and on every other cluster at hand (the run may have started there
+// before the app moved), on each whose driver is a RunReaper. It returns
+// the first error and goes on past it; an app served nowhere, or by a
+// cluster that is gone, has nothing to end there.
+func (d *Driver) EndRun(ctx context.Context, tenant, app, runID string) error {
+	drivers := d.connected()
+	var first error
+	cluster, drv, err := d.driverOf(ctx, tenant, app)
+	switch {
+	case err == nil:
+		drivers[cluster] = drv
+	case !errors.Is(err, runtime.ErrNotFound) && !errors.Is(err, ErrNoCluster):
+		first = err
+	}
+	for name, drv := range drivers {
+		if r, ok := drv.(runtime.RunReaper); ok {
+			if err := r.EndRun(ctx, tenant, app, runID); err != nil {
+				first = cmp.Or(first, fmt.Errorf("cluster %s: %w", name, err))
+			}
+		}
+	}
+	return first
+}
+
+// SweepRuns implements runtime.RunReaper on every cluster at hand whose
+// driver is a RunReaper. It returns the first error and goes on past it.
+func (d *Driver) SweepRuns(ctx context.Context) error {
+	var first error
+	for name, drv := range d.connected() {
+		if r, ok := drv.(runtime.RunReaper); ok {
+			if err := r.SweepRuns(ctx); err != nil {
+				first = cmp.Or(first, fmt.Errorf("cluster %s: %w", name, err))
+			}
+		}
+	}
+	return first
+}

@@ -291,3 +291,16 @@ func (k *KubeClusters) Apps(name string) Apps {
 	}
 	return nil
 }
+
+// Connected returns the drivers of the Static clusters and of the Cluster
+// API clusters connected now, by name; it connects none.
+func (k *KubeClusters) Connected() map[string]runtime.Driver {
+	out := k.opts.Static.Connected()
+	k.clusters.Range(func(name, c any) bool {
+		if _, static := out[name.(string)]; !static {
+			out[name.(string)] = c.(*kubeCluster).driver
+		}
+		return true
+	})
+	return out
+}

@@ -208,6 +208,8 @@ type Options struct {
 	ClusterAPIRunning bool
 	// RunHeartbeat and RunLostAfter are the API's options of those names.
 	RunHeartbeat, RunLostAfter time.Duration
+	// RunReaper is the API's option of that name.
+	RunReaper bexruntime.RunReaper
 }
 
 // StartWith is Start with options.
@@ -279,6 +281,7 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 		RunKeepAlive:           opts.RunKeepAlive,
 		RunHeartbeat:           opts.RunHeartbeat,
 		RunLostAfter:           opts.RunLostAfter,
+		RunReaper:              opts.RunReaper,
 		ReservedHostnames:      []string{ReservedHostname},
 		LocalFleet:             opts.LocalFleet,
 		ReadinessChecks: []func(context.Context) error{func(context.Context) error {

@@ -22,6 +22,7 @@ import (
 	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/httpserve"
 	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/runtime"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/dashboard"
 )
@@ -184,13 +185,15 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	// The series' last save, before the store closes.
 	defer func() { stopSeries(); seriesDone() }()
+	// The kube and placed drivers stop lost runs' Pods and sweep ended ones.
+	reaper, _ := rt.Driver.(runtime.RunReaper)
 	apiSrv, err := api.New(api.Options{
 		Store: c.Store, Kube: c.Kube, Deployer: rt.Releaser, Logs: api.RuntimeLogs{Driver: rt.Driver}, Instances: api.RuntimeInstances{Driver: rt.Driver},
 		GitBase: o.GitBase, AppDomain: o.Runtime.AppDomain, EdgeAddresses: o.EdgeAddresses,
 		Log: log.WithName("api"), ReadinessChecks: []func(context.Context) error{c.KubeReady},
 		MaxLogStreamsPerTenant: o.MaxLogStreamsPerTenant, Quotas: o.Quotas,
 		ReservedHostnames: o.ReservedHostnames,
-		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter, RunReaper: rt.Driver,
+		RunHeartbeat:      o.RunHeartbeat, RunLostAfter: o.RunLostAfter, RunReaper: reaper,
 		AppMetrics: series,
 	})
 	if err != nil {

@@ -96,6 +96,8 @@ type Sampler struct {
 	// readAppsErr is the last error of the runtime's ReadApps, logged
 	// once until it changes.
 	readAppsErr string
+	// saves counts the calls to Options.Saved.
+	saves uint64
 }
 
 type appState struct {
@@ -106,6 +108,10 @@ type appState struct {
 	restarts  map[string]int
 	lastAt    time.Time
 	usageNote string
+	// changes counts the changes of points; saved is its value when they
+	// were last saved (0: never), sending its value when they were
+	// handed to the store in save number sendingIn.
+	changes, saved, sending, sendingIn uint64
 }
 
 // New checks the options.
@@ -323,6 +329,7 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 		a.cpu, a.lastAt = cpu, now
 
 		a.points = append(a.points, p)
+		a.changes++
 		if len(a.points) > s.opts.Keep {
 			a.points = append(a.points[:0], a.points[len(a.points)-s.opts.Keep:]...)
 		}

@@ -18,11 +18,15 @@ import (
 // opaque to it (the sampler's encoding, see encodePoints).
 type SeriesStore interface {
 	// SaveAppSeries makes the saved series exactly all: each one replaces
-	// its app's, and an app not in all has its saved series deleted. A
-	// save that fails leaves the previous one whole. It reads all once and
-	// is done with a series' Points before it asks for the next, so the
-	// sampler encodes every app's points into one buffer. The sampler's
-	// saves never overlap, and it is the store's only writer.
+	// its app's, an Unchanged one keeps it, and an app not in all has its
+	// saved series deleted. A save that fails leaves the previous one
+	// whole. It reads all once and is done with a series' Points before it
+	// asks for the next, so the sampler encodes every app's points into
+	// one buffer. The sampler's saves never overlap, and it is the store's
+	// only writer while it saves. A store that another process writes,
+	// as well as this one at times, answers ErrNotSaved when it wrote
+	// nothing (another process saves), and the first time it is to write
+	// after another may have: the sampler then writes every app again.
 	SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error
 	// LoadAppSeries returns the saved series of the apps named by tenants
 	// and apps (pairs) whose last point is after since. An app without
@@ -31,6 +35,12 @@ type SeriesStore interface {
 }
 
 var _ SeriesStore = (*store.Store)(nil)
+
+// ErrNotSaved is what a SeriesStore answers when it did not save and the
+// sampler's next save is to write every app's points: it is no failure
+// of the sampler's (Save returns nil), and the rows it holds may be
+// another process's.
+var ErrNotSaved = errors.New("the series are saved by another process")
 
 // finalSaveTimeout bounds the save Run makes once its context ends.
 const finalSaveTimeout = 30 * time.Second
@@ -108,24 +118,45 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 		return false
 	}
 	a.points = points
+	a.changes++
 	return true
 }
 
-// Save writes every app's series to Options.Saved, in one call, and
-// deletes the saved series of apps the sampler no longer tracks. Run saves
-// every SaveInterval and once more when it stops. Without Options.Saved it
-// does nothing. The apps' points are encoded one app at a time, as the
-// store asks for them, into one buffer: a save allocates about that
-// buffer, not the encoded size of every app.
+// Save writes to Options.Saved, in one call, the series of the apps whose
+// points changed since the last save that succeeded (an app whose save
+// failed is written again the next time), names the others as
+// unchanged, and deletes the saved series of apps the sampler no longer
+// tracks. Run saves every SaveInterval and once more when it stops.
+// Without Options.Saved it does nothing. The apps' points are encoded one
+// app at a time, as the store asks for them, into one buffer: a save
+// allocates about that buffer, not the encoded size of every app. When
+// the store answers ErrNotSaved, every app is written at the next save,
+// at once when some had been saved.
 func (s *Sampler) Save(ctx context.Context) error {
 	if s.opts.Saved == nil {
 		return nil
 	}
+	forgot, err := s.saveOnce(ctx)
+	if errors.Is(err, ErrNotSaved) && forgot {
+		// Every app is to be written now.
+		_, err = s.saveOnce(ctx)
+	}
+	if errors.Is(err, ErrNotSaved) {
+		return nil
+	}
+	return err
+}
+
+// saveOnce is one call to Options.Saved. On ErrNotSaved it forgets which
+// apps were saved, and answers whether it forgot any.
+func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 	s.mu.Lock()
 	keys := make([]Key, 0, len(s.apps))
 	for k := range s.apps {
 		keys = append(keys, k)
 	}
+	s.saves++
+	save := s.saves
 	s.mu.Unlock()
 	var buf []byte
 	all := func(yield func(store.AppSeries) bool) {
@@ -134,18 +165,36 @@ func (s *Sampler) Save(ctx context.Context) error {
 			s.mu.Lock()
 			a := s.apps[k]
 			var sv store.AppSeries
-			if a != nil && len(a.points) > 0 {
+			named := a != nil && len(a.points) > 0
+			switch {
+			case !named:
+			case a.saved == a.changes:
+				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Unchanged: true}
+			default:
 				buf = encodePoints(buf[:0], a.points, s.opts.Interval)
 				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
 					LastAt: a.points[len(a.points)-1].Time, Points: buf}
+				a.sending, a.sendingIn = a.changes, save
 			}
 			s.mu.Unlock()
-			if sv.Points != nil && !yield(sv) {
+			if named && !yield(sv) {
 				return
 			}
 		}
 	}
-	return s.opts.Saved.SaveAppSeries(ctx, all)
+	err = s.opts.Saved.SaveAppSeries(ctx, all)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.apps {
+		switch {
+		case errors.Is(err, ErrNotSaved):
+			forgot = forgot || a.saved != 0
+			a.saved = 0
+		case err == nil && a.sendingIn == save:
+			a.saved = a.sending
+		}
+	}
+	return forgot, err
 }
 
 // save is Save for Run: it logs what fails.

@@ -3,6 +3,7 @@ package appmetrics_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/http"
 	"reflect"
 	"testing"
@@ -162,6 +163,110 @@ func TestSavedSeries(t *testing.T) {
 	}
 	if len(saved) != 1 || saved[0].App != "shop" {
 		t.Errorf("saved after blog's deletion: %d series, want shop's only", len(saved))
+	}
+}
+
+// countingStore is the store, counting the series of each save that it
+// writes and those named as unchanged; notSaved, when set, is answered
+// (once) instead of a save.
+type countingStore struct {
+	*store.Store
+	written, unchanged int
+	notSaved           bool
+}
+
+func (c *countingStore) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error {
+	c.written, c.unchanged = 0, 0
+	if c.notSaved {
+		c.notSaved = false
+		return appmetrics.ErrNotSaved
+	}
+	return c.Store.SaveAppSeries(ctx, func(yield func(store.AppSeries) bool) {
+		for a := range all {
+			if a.Unchanged {
+				c.unchanged++
+			} else {
+				c.written++
+			}
+			if !yield(a) {
+				return
+			}
+		}
+	})
+}
+
+// TestSaveWritesChangedApps: a save writes the apps whose points changed
+// since the last save that succeeded and names the others as unchanged,
+// whose rows stay; after a failed save, or a store that answered
+// ErrNotSaved, every app is written again; an app no longer listed has its
+// row deleted.
+func TestSaveWritesChangedApps(t *testing.T) {
+	st, _ := newStore(t)
+	saved := &countingStore{Store: st}
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {}, "acme/blog": {}}}
+	shop, blog := appmetrics.Key{Tenant: "acme", App: "shop"}, appmetrics.Key{Tenant: "acme", App: "blog"}
+	apps := []appmetrics.Key{shop, blog}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	sample := func(i int) {
+		t.Helper()
+		if err := s.Sample(t.Context(), t0.Add(time.Duration(i)*appmetrics.DefaultInterval)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save := func(ctx context.Context, written, unchanged int) {
+		t.Helper()
+		err := s.Save(ctx)
+		if ctx.Err() == nil && err != nil {
+			t.Fatal(err)
+		}
+		if saved.written != written || saved.unchanged != unchanged {
+			t.Errorf("save wrote %d series and named %d unchanged, want %d and %d", saved.written, saved.unchanged, written, unchanged)
+		}
+	}
+	points := func(k appmetrics.Key) int {
+		t.Helper()
+		got, err := st.LoadAppSeries(t.Context(), []string{k.Tenant}, []string{k.App}, t0.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return 0
+		}
+		return int(got[0].Points[1]) // the encoding's count of points
+	}
+
+	sample(0)
+	save(t.Context(), 2, 0)
+	save(t.Context(), 0, 2)
+	if points(shop) != 1 || points(blog) != 1 {
+		t.Errorf("after a save of unchanged apps: %d and %d points saved, want 1 each", points(shop), points(blog))
+	}
+
+	sample(1)
+	failed, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Save(failed); err == nil {
+		t.Fatal("a save on a cancelled context succeeded")
+	}
+	save(t.Context(), 2, 0) // the failed save's apps, again
+	if points(shop) != 2 {
+		t.Errorf("after the save that followed a failed one: %d points of shop saved, want 2", points(shop))
+	}
+
+	// ErrNotSaved is no failure, and the save tries again at once with
+	// every app.
+	saved.notSaved = true
+	save(t.Context(), 2, 0)
+
+	apps = []appmetrics.Key{shop}
+	sample(2)
+	save(t.Context(), 1, 0)
+	if points(shop) != 3 || points(blog) != 0 {
+		t.Errorf("after blog's deletion: %d and %d points saved, want 3 of shop, none of blog", points(shop), points(blog))
 	}
 }
 

@@ -29,8 +29,10 @@ const seriesLockRetry = 10 * time.Second
 // seriesSaver is the appmetrics.SeriesStore of a bex-web replica. Every
 // replica samples the apps for its own answers and loads the saved series
 // when it starts; only the replica that holds the series lock saves, so
-// that the store has one writer (a save replaces every app's row and
-// deletes the others). The lock is a session-level advisory lock on a
+// that the store has one writer (a save replaces the changed apps' rows
+// and deletes the others). A replica without the lock, or that took it
+// since its last save (another replica may have written since), answers
+// appmetrics.ErrNotSaved: its sampler writes every app at its next save. The lock is a session-level advisory lock on a
 // connection of its own, outside the pool: a replica that dies or loses
 // its connection releases it, and another takes it within
 // seriesLockRetry.
@@ -40,13 +42,21 @@ type seriesSaver struct {
 	// [seriesLockRetry].
 	retry time.Duration
 	held  atomic.Bool
+	// taken counts the times hold took the lock; saving is its value at
+	// the last save (saves do not overlap).
+	taken  atomic.Uint64
+	saving uint64
 }
 
 var _ appmetrics.SeriesStore = (*seriesSaver)(nil)
 
 func (s *seriesSaver) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error {
 	if !s.held.Load() {
-		return nil
+		return appmetrics.ErrNotSaved
+	}
+	if taken := s.taken.Load(); taken != s.saving {
+		s.saving = taken
+		return appmetrics.ErrNotSaved
 	}
 	return s.st.SaveAppSeries(ctx, all)
 }
@@ -89,6 +99,7 @@ func (s *seriesSaver) hold(ctx context.Context, log logr.Logger) {
 			}
 			if c != nil {
 				conn = c
+				s.taken.Add(1)
 				s.held.Store(true)
 				log.Info("Saving the apps' series: this replica holds the series lock")
 			}

@@ -171,8 +171,11 @@ func newAppState() *appState {
 }
 
 // Run samples every Interval until ctx ends. With Options.Saved it saves
-// the series every SaveInterval, and once more after ctx ends (on a
-// context of its values, for at most 30 s) before it returns.
+// the series every SaveInterval, and once more after ctx ends, before it
+// returns: it first ends the current interval with a last sample (at
+// most 10 s: the requests observed since the last sample, and the
+// runtime's reading), then saves (at most 30 s), each on a context of
+// ctx's values.
 func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
@@ -186,9 +189,7 @@ func (s *Sampler) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if s.opts.Saved != nil {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
-				s.save(ctx)
-				cancel()
+				s.saveLast(context.WithoutCancel(ctx))
 			}
 			return
 		case <-saves:
@@ -199,6 +200,19 @@ func (s *Sampler) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// saveLast samples the partial interval since the last sample, so that
+// its requests are saved, and saves, each within its bound.
+func (s *Sampler) saveLast(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, finalSampleTimeout)
+	if err := s.Sample(sctx, time.Now()); err != nil {
+		s.opts.Log.Error(err, "Sampling the last interval before the last save")
+	}
+	cancel()
+	sctx, cancel = context.WithTimeout(ctx, finalSaveTimeout)
+	s.save(sctx)
+	cancel()
 }
 
 // read reads the apps' instances: all at once from a runtime that can

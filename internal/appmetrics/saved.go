@@ -42,8 +42,12 @@ var _ SeriesStore = (*store.Store)(nil)
 // another process's.
 var ErrNotSaved = errors.New("the series are saved by another process")
 
-// finalSaveTimeout bounds the save Run makes once its context ends.
-const finalSaveTimeout = 30 * time.Second
+// finalSaveTimeout bounds the save Run makes once its context ends;
+// finalSampleTimeout the sample of the last, partial, interval before it.
+const (
+	finalSaveTimeout   = 30 * time.Second
+	finalSampleTimeout = 10 * time.Second
+)
 
 // Load reads the saved series of the apps the Apps source lists, for the
 // points of the last Retention before now, as Run's first sample's

@@ -47,7 +47,7 @@ func utc(points []appmetrics.Point) []appmetrics.Point {
 	return out
 }
 
-// TestSavedSeries: a sampler that stops saves its apps' points; a new one
+// TestSavedSeries: a sampler saves its apps' points; a new one
 // on the same store loads and answers them (the first point it samples
 // after has no CPU reading), except points older than Retention and
 // series saved at another Interval; an app no longer listed has its saved
@@ -98,10 +98,11 @@ func TestSavedSeries(t *testing.T) {
 		t.Fatalf("the last point lacks a field the test means to save: %+v", p)
 	}
 
-	// Run saves once its context ends.
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	first.Run(ctx)
+	// (Run saves once its context ends, after a last sample:
+	// TestRunSavesTheLastInterval.)
+	if err := first.Save(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	second, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
 	if err != nil {
@@ -267,6 +268,47 @@ func TestSaveWritesChangedApps(t *testing.T) {
 	save(t.Context(), 1, 0)
 	if points(shop) != 3 || points(blog) != 0 {
 		t.Errorf("after blog's deletion: %d and %d points saved, want 3 of shop, none of blog", points(shop), points(blog))
+	}
+}
+
+// TestRunSavesTheLastInterval: when Run stops, the requests observed since
+// its last sample are in the saved series: it samples the partial
+// interval before its last save.
+func TestRunSavesTheLastInterval(t *testing.T) {
+	st, _ := newStore(t)
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "1"}}}}}
+	apps := []appmetrics.Key{{Tenant: "acme", App: "shop"}}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sample(t.Context(), time.Now().Add(-5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		s.Observe("acme", "shop", http.StatusOK, 3*time.Millisecond)
+	}
+	s.Observe("acme", "shop", http.StatusServiceUnavailable, time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.Run(ctx)
+
+	next, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := next.Load(t.Context(), now); err != nil {
+		t.Fatal(err)
+	}
+	series, _ := next.Series("acme", "shop", time.Hour, now)
+	var requests, errs uint64
+	for _, p := range series.Points {
+		requests, errs = requests+p.Requests, errs+p.Errors
+	}
+	if len(series.Points) != 2 || requests != 8 || errs != 1 || series.Points[1].P99Seconds == nil || series.Points[1].Instances != 1 {
+		t.Errorf("saved after the stop: %d points, %d requests, %d errors (%+v); want 2 points, the last with the 8 requests, 1 error, a p99 and 1 instance",
+			len(series.Points), requests, errs, series.Points)
 	}
 }
 

@@ -169,17 +169,25 @@ func (o *Options) startSeries(ctx context.Context, st *store.Store, kube client.
 		defer close(locked)
 		saver.hold(lockCtx, log)
 	}()
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		s.Run(ctx)
-	}()
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		if reader != nil {
 			reader.Run(ctx)
 		}
+	}()
+	// The sampler stops after the reader's last read: its last sample
+	// holds the requests read then.
+	sampleCtx, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		<-read
+		stopSampling()
+	}()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		s.Run(sampleCtx)
 	}()
 	wait := func() {
 		<-read

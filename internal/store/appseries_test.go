@@ -108,18 +108,26 @@ func TestAppSeries(t *testing.T) {
 	}
 }
 
+// newStoreConn opens a store on a fresh database, and a connection of
+// its own to the database, for what the store does not answer.
+func newStoreConn(tb testing.TB) (*store.Store, *pgx.Conn) {
+	tb.Helper()
+	s, dbURL := newStoreURL(tb)
+	conn, err := pgx.Connect(tb.Context(), dbURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	return s, conn
+}
+
 // TestAppSeriesTenThousand: a save of 10,000 apps is one transaction whose
 // one upsert writes every row (every row has the same xmin and the same
 // command ID), and so is the next one, which rewrites 9,999 rows and
 // deletes the one it does not name.
 func TestAppSeriesTenThousand(t *testing.T) {
-	s, dbURL := newStoreURL(t)
+	s, conn := newStoreConn(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
 
 	const apps = 10000
 	points := bytes.Repeat([]byte{7}, 8<<10)
@@ -154,13 +162,8 @@ func TestAppSeriesTenThousand(t *testing.T) {
 // was saved, neither rewritten nor deleted; one of an app without a row
 // makes none; the rows of apps not named are still deleted.
 func TestAppSeriesUnchanged(t *testing.T) {
-	s, dbURL := newStoreURL(t)
+	s, conn := newStoreConn(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
 	t0 := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
 	series := func(app, points string) store.AppSeries {
 		return store.AppSeries{Tenant: "acme", App: app, Interval: 10 * time.Second, LastAt: t0, Points: []byte(points)}
@@ -184,7 +187,7 @@ func TestAppSeriesUnchanged(t *testing.T) {
 	}
 	before := xmins()
 	// The interval and points of an unchanged series are not read.
-	err = s.SaveAppSeries(ctx, slices.Values([]store.AppSeries{
+	err := s.SaveAppSeries(ctx, slices.Values([]store.AppSeries{
 		{Tenant: "acme", App: "shop", Unchanged: true},
 		series("blog", "blog 2"),
 		{Tenant: "acme", App: "ghost", Unchanged: true},
@@ -216,12 +219,7 @@ func TestAppSeriesUnchanged(t *testing.T) {
 // apps changed. Each reports the rows it wrote, the points' bytes it sent
 // and its time; run it with -benchmem for what a save costs the process.
 func BenchmarkSaveAppSeries10000Apps(b *testing.B) {
-	s, dbURL := newStoreURL(b)
-	conn, err := pgx.Connect(b.Context(), dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close(context.Background()) })
+	s, conn := newStoreConn(b)
 	const apps = 10000
 	all := make([]store.AppSeries, apps)
 	last := time.Now().Truncate(time.Millisecond)

@@ -21,7 +21,9 @@
 // into one buffer as the store copies them, every SaveInterval and when it
 // stops (rows of apps no longer tracked are deleted), and Load, called
 // before Run, reads back the listed apps' saved points of the last
-// Retention. Without it a restart of the
+// Retention. A store that another process saved until now answers
+// ErrTookOver: the sampler merges the saved points into its own before it
+// saves. Without it a restart of the
 // process starts the series again.
 //
 // Where the edge runs in a process of its own (bex-edge in the cluster

@@ -112,6 +112,9 @@ type appState struct {
 	// were last saved (0: never), sending its value when they were
 	// handed to the store in save number sendingIn.
 	changes, saved, sending, sendingIn uint64
+	// firstSampled is the time of the app's first point sampled here
+	// (not loaded).
+	firstSampled time.Time
 }
 
 // New checks the options.
@@ -341,6 +344,9 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 			a.usageNote = "CPU and memory could not be read: " + r.UsageErr.Error()
 		}
 		a.cpu, a.lastAt = cpu, now
+		if a.firstSampled.IsZero() {
+			a.firstSampled = now
+		}
 
 		a.points = append(a.points, p)
 		a.changes++

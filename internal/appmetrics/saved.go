@@ -25,8 +25,11 @@ type SeriesStore interface {
 	// one buffer. The sampler's saves never overlap, and it is the store's
 	// only writer while it saves. A store that another process writes,
 	// as well as this one at times, answers ErrNotSaved when it wrote
-	// nothing (another process saves), and the first time it is to write
-	// after another may have: the sampler then writes every app again.
+	// nothing (another process saves): the sampler then writes every app
+	// at its next save; and ErrTookOver, writing nothing, the first time
+	// it is to write after another may have: the sampler then merges what
+	// LoadAppSeries answers into its points and saves again at once,
+	// every app.
 	SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error
 	// LoadAppSeries returns the saved series of the apps named by tenants
 	// and apps (pairs) whose last point is after since. An app without
@@ -41,6 +44,13 @@ var _ SeriesStore = (*store.Store)(nil)
 // of the sampler's (Save returns nil), and the rows it holds may be
 // another process's.
 var ErrNotSaved = errors.New("the series are saved by another process")
+
+// ErrTookOver is what a SeriesStore answers, without saving, when this
+// sampler is to save from now on where another process saved before:
+// the saved points are that process's, and Save merges them into its
+// own (the saved ones up to the interval of its first sample, its own
+// from then on) before it writes every app.
+var ErrTookOver = errors.New("the series were saved by another process until now")
 
 // finalSaveTimeout bounds the save Run makes once its context ends;
 // finalSampleTimeout the sample of the last, partial, interval before it.
@@ -135,24 +145,89 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 // app at a time, as the store asks for them, into one buffer: a save
 // allocates about that buffer, not the encoded size of every app. When
 // the store answers ErrNotSaved, every app is written at the next save,
-// at once when some had been saved.
+// at once when some had been saved; when it answers ErrTookOver, the
+// saved points are merged into the sampler's and every app is written at
+// once.
 func (s *Sampler) Save(ctx context.Context) error {
 	if s.opts.Saved == nil {
 		return nil
 	}
 	forgot, err := s.saveOnce(ctx)
-	if errors.Is(err, ErrNotSaved) && forgot {
+	var merged error
+	switch {
+	case errors.Is(err, ErrTookOver):
+		// A merge that fails leaves this sampler's points to replace
+		// the saved ones.
+		merged = s.merge(ctx, time.Now())
+		_, err = s.saveOnce(ctx)
+	case errors.Is(err, ErrNotSaved) && forgot:
 		// Every app is to be written now.
 		_, err = s.saveOnce(ctx)
 	}
-	if errors.Is(err, ErrNotSaved) {
-		return nil
+	if errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver) {
+		err = nil
 	}
-	return err
+	return errors.Join(merged, err)
 }
 
-// saveOnce is one call to Options.Saved. On ErrNotSaved it forgets which
-// apps were saved, and answers whether it forgot any.
+// merge puts the saved points of the apps the sampler tracks, of the last
+// Retention before now, into their series: those up to the start of the
+// interval of the app's first sample here, then the sampler's own from
+// it on, the last Keep of them. An app without saved points keeps its
+// own.
+func (s *Sampler) merge(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	tenants, apps := make([]string, 0, len(s.apps)), make([]string, 0, len(s.apps))
+	for k := range s.apps {
+		tenants, apps = append(tenants, k.Tenant), append(apps, k.App)
+	}
+	s.mu.Unlock()
+	since := now.Add(-s.Retention())
+	saved, err := s.opts.Saved.LoadAppSeries(ctx, tenants, apps, since)
+	if err != nil {
+		return fmt.Errorf("merging the series saved by another process: %w", err)
+	}
+	for _, sv := range saved {
+		if sv.Interval != s.opts.Interval {
+			continue
+		}
+		points, err := decodePoints(sv.Points, s.opts.Interval)
+		if err != nil {
+			s.opts.Log.Error(err, "Not merging a saved series", "tenant", sv.Tenant, "app", sv.App)
+			continue
+		}
+		s.mergeApp(Key{sv.Tenant, sv.App}, points, since)
+	}
+	return nil
+}
+
+// mergeApp puts theirs, saved by another process, into k's series.
+func (s *Sampler) mergeApp(k Key, theirs []Point, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[k]
+	if a == nil {
+		return
+	}
+	merged := make([]Point, 0, len(theirs)+len(a.points))
+	for _, p := range theirs {
+		// Theirs end where the interval of the first sample here starts:
+		// none counts requests this sampler counted too.
+		if p.Time.After(since) && (a.firstSampled.IsZero() || !p.Time.Add(s.opts.Interval).After(a.firstSampled)) {
+			merged = append(merged, p)
+		}
+	}
+	for _, p := range a.points {
+		if !a.firstSampled.IsZero() && !p.Time.Before(a.firstSampled) {
+			merged = append(merged, p)
+		}
+	}
+	a.points = merged[max(len(merged)-s.opts.Keep, 0):]
+	a.changes++
+}
+
+// saveOnce is one call to Options.Saved. On ErrNotSaved and ErrTookOver
+// it forgets which apps were saved, and answers whether it forgot any.
 func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 	s.mu.Lock()
 	keys := make([]Key, 0, len(s.apps))
@@ -191,7 +266,7 @@ func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 	defer s.mu.Unlock()
 	for _, a := range s.apps {
 		switch {
-		case errors.Is(err, ErrNotSaved):
+		case errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver):
 			forgot = forgot || a.saved != 0
 			a.saved = 0
 		case err == nil && a.sendingIn == save:

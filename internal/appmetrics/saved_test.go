@@ -168,19 +168,19 @@ func TestSavedSeries(t *testing.T) {
 }
 
 // countingStore is the store, counting the series of each save that it
-// writes and those named as unchanged; notSaved, when set, is answered
+// writes and those named as unchanged; answer, when set, is answered
 // (once) instead of a save.
 type countingStore struct {
 	*store.Store
 	written, unchanged int
-	notSaved           bool
+	answer             error
 }
 
 func (c *countingStore) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error {
 	c.written, c.unchanged = 0, 0
-	if c.notSaved {
-		c.notSaved = false
-		return appmetrics.ErrNotSaved
+	if err := c.answer; err != nil {
+		c.answer = nil
+		return err
 	}
 	return c.Store.SaveAppSeries(ctx, func(yield func(store.AppSeries) bool) {
 		for a := range all {
@@ -260,7 +260,7 @@ func TestSaveWritesChangedApps(t *testing.T) {
 
 	// ErrNotSaved is no failure, and the save tries again at once with
 	// every app.
-	saved.notSaved = true
+	saved.answer = appmetrics.ErrNotSaved
 	save(t.Context(), 2, 0)
 
 	apps = []appmetrics.Key{shop}
@@ -309,6 +309,94 @@ func TestRunSavesTheLastInterval(t *testing.T) {
 	if len(series.Points) != 2 || requests != 8 || errs != 1 || series.Points[1].P99Seconds == nil || series.Points[1].Instances != 1 {
 		t.Errorf("saved after the stop: %d points, %d requests, %d errors (%+v); want 2 points, the last with the 8 requests, 1 error, a p99 and 1 instance",
 			len(series.Points), requests, errs, series.Points)
+	}
+}
+
+// TestTakeOverMergesSavedPoints: a replica that started while another
+// saved (a rolling update) loaded the points of then; when it takes over
+// the saves (ErrTookOver), the points the other saved since, up to its
+// own first sample, are merged before its own, in its series and in what
+// it saves, instead of a gap.
+func TestTakeOverMergesSavedPoints(t *testing.T) {
+	st, _ := newStore(t)
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "1"}}}}}
+	apps := []appmetrics.Key{{Tenant: "acme", App: "shop"}}
+	old, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * appmetrics.DefaultInterval) }
+	sampleSave := func(s *appmetrics.Sampler, from, to int, requests int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			for range requests {
+				s.Observe("acme", "shop", http.StatusOK, time.Millisecond)
+			}
+			if err := s.Sample(t.Context(), at(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Save(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The old holder saves points 0 to 2; the new replica starts and
+	// loads them; the old one saves 3 to 5 and stops.
+	sampleSave(old, 0, 3, 1)
+	saved := &countingStore{Store: st}
+	next, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Load(t.Context(), at(2)); err != nil {
+		t.Fatal(err)
+	}
+	sampleSave(old, 3, 6, 1)
+	// The new one samples from 4 on (its own instants, 2 s later) with
+	// 2 requests each, and takes over.
+	for i := 4; i < 8; i++ {
+		for range 2 {
+			next.Observe("acme", "shop", http.StatusOK, time.Millisecond)
+		}
+		if err := next.Sample(t.Context(), at(i).Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved.answer = appmetrics.ErrTookOver
+	if err := next.Save(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 8 {
+		switch {
+		case i < 4:
+			want = append(want, fmt.Sprintf("%s 1", at(i).UTC().Format(time.TimeOnly)))
+		default:
+			want = append(want, fmt.Sprintf("%s 2", at(i).Add(2*time.Second).UTC().Format(time.TimeOnly)))
+		}
+	}
+	show := func(points []appmetrics.Point) []string {
+		var out []string
+		for _, p := range points {
+			out = append(out, fmt.Sprintf("%s %d", p.Time.UTC().Format(time.TimeOnly), p.Requests))
+		}
+		return out
+	}
+	series, _ := next.Series("acme", "shop", time.Hour, at(8))
+	if got := show(series.Points); !reflect.DeepEqual(got, want) {
+		t.Errorf("series after the takeover (time, requests) = %v, want %v: the old holder's up to the new one's first sample, then the new one's", got, want)
+	}
+	third, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := third.Load(t.Context(), at(8)); err != nil {
+		t.Fatal(err)
+	}
+	series, _ = third.Series("acme", "shop", time.Hour, at(8))
+	if got := show(series.Points); !reflect.DeepEqual(got, want) {
+		t.Errorf("saved after the takeover (time, requests) = %v, want %v", got, want)
 	}
 }
 

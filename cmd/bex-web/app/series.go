@@ -30,12 +30,14 @@ const seriesLockRetry = 10 * time.Second
 // replica samples the apps for its own answers and loads the saved series
 // when it starts; only the replica that holds the series lock saves, so
 // that the store has one writer (a save replaces the changed apps' rows
-// and deletes the others). A replica without the lock, or that took it
-// since its last save (another replica may have written since), answers
-// appmetrics.ErrNotSaved: its sampler writes every app at its next save. The lock is a session-level advisory lock on a
-// connection of its own, outside the pool: a replica that dies or loses
-// its connection releases it, and another takes it within
-// seriesLockRetry.
+// and deletes the others). A replica without the lock answers
+// appmetrics.ErrNotSaved: its sampler writes every app at its next save.
+// One that took the lock since its last save answers appmetrics.ErrTookOver
+// once: another replica may have saved since, and its sampler merges those
+// rows into its own points before it writes every app. The lock is a
+// session-level advisory lock on a connection of its own, outside the
+// pool: a replica that dies or loses its connection releases it, and
+// another takes it within seriesLockRetry.
 type seriesSaver struct {
 	st *store.Store
 	// retry is how often hold tries the lock and checks it holds it
@@ -56,7 +58,7 @@ func (s *seriesSaver) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppS
 	}
 	if taken := s.taken.Load(); taken != s.saving {
 		s.saving = taken
-		return appmetrics.ErrNotSaved
+		return appmetrics.ErrTookOver
 	}
 	return s.st.SaveAppSeries(ctx, all)
 }

@@ -21,7 +21,8 @@ var errNotYet = errors.New("not yet")
 // holds the series lock and saves, the other's saves change nothing (they
 // would delete the holder's rows of apps it does not track) and answer
 // ErrNotSaved; once the holder stops, the other takes the lock and, after
-// an ErrNotSaved that makes its sampler write every app, saves.
+// an ErrTookOver that makes its sampler merge the saved rows and write
+// every app, saves.
 func TestSeriesSaverOneReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -74,9 +75,9 @@ func TestSeriesSaverOneReplica(t *testing.T) {
 		}
 		return apps
 	}
-	// The first save after the lock is taken answers ErrNotSaved.
-	if err := replicas[holder].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("shop")})); !errors.Is(err, appmetrics.ErrNotSaved) {
-		t.Fatalf("first save of the holder = %v, want ErrNotSaved", err)
+	// The first save after the lock is taken answers ErrTookOver.
+	if err := replicas[holder].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("shop")})); !errors.Is(err, appmetrics.ErrTookOver) {
+		t.Fatalf("first save of the holder = %v, want ErrTookOver", err)
 	}
 	if err := replicas[holder].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("shop")})); err != nil {
 		t.Fatal(err)
@@ -95,8 +96,8 @@ func TestSeriesSaverOneReplica(t *testing.T) {
 		}
 		return nil
 	})
-	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); !errors.Is(err, appmetrics.ErrNotSaved) {
-		t.Fatalf("first save of the new holder = %v, want ErrNotSaved", err)
+	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); !errors.Is(err, appmetrics.ErrTookOver) {
+		t.Fatalf("first save of the new holder = %v, want ErrTookOver", err)
 	}
 	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); err != nil {
 		t.Fatal(err)

@@ -401,8 +401,9 @@ func TestTakeOverMergesSavedPoints(t *testing.T) {
 }
 
 // BenchmarkSave10000Apps measures one save of 10,000 apps of 360 points
-// each (an hour at the defaults) into Postgres, and reports the bytes one
-// app's row takes.
+// each (an hour at the defaults) into Postgres, each app with a new point
+// since the save before (as every app has in a running sampler), and
+// reports the bytes one app's row takes.
 func BenchmarkSave10000Apps(b *testing.B) {
 	st, dbURL := newStore(b)
 	const apps = 10000
@@ -433,7 +434,16 @@ func BenchmarkSave10000Apps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	next := appmetrics.DefaultKeep
 	for b.Loop() {
+		// As between two saves of a running sampler, every app gets a
+		// new point (untimed), so that each save writes every app.
+		b.StopTimer()
+		if err := s.Sample(b.Context(), t0.Add(time.Duration(next)*appmetrics.DefaultInterval)); err != nil {
+			b.Fatal(err)
+		}
+		next++
+		b.StartTimer()
 		if err := s.Save(b.Context()); err != nil {
 			b.Fatal(err)
 		}

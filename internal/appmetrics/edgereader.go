@@ -121,13 +121,23 @@ func DNSAddrs(hostports []string) (func(context.Context) ([]string, error), erro
 	}, nil
 }
 
-// Run reads the edges every Interval until ctx ends.
+// finalReadTimeout bounds the read Run makes once its context ends.
+const finalReadTimeout = 5 * time.Second
+
+// Run reads the edges every Interval until ctx ends, then once more (at
+// most 5 s, on a context of ctx's values), so that the Sampler's last
+// sample, after Run returns, has the requests the edges served since.
 func (r *EdgeReader) Run(ctx context.Context) {
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalReadTimeout)
+			defer cancel()
+			if err := r.Read(rctx, time.Now()); err != nil {
+				r.opts.Log.Error(err, "Reading the edges' requests a last time")
+			}
 			return
 		case now := <-t.C:
 			if err := r.Read(ctx, now); err != nil {

@@ -158,6 +158,40 @@ func TestEdgeReader(t *testing.T) {
 
 // TestEdgeReaderToken: a reader without the edges' token is refused (the
 // Totals hold every tenant's traffic), and says so; a reader is not
+// TestEdgeReaderReadsOnStop: when Run stops, it reads the edges once
+// more, so the sampler's last sample has what they served since the last
+// read.
+func TestEdgeReaderReadsOnStop(t *testing.T) {
+	const token = "edge-token"
+	edge := newEdgeProcess(t, token)
+	keys := []appmetrics.Key{{Tenant: "acme", App: "shop"}}
+	s, err := appmetrics.New(appmetrics.Options{Apps: func(context.Context) ([]appmetrics.Key, error) { return keys, nil },
+		Runtime: &stubRuntime{status: map[string]runtime.Status{"acme/shop": {}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := appmetrics.NewEdgeReader(s, appmetrics.EdgeReaderOptions{
+		Addrs: func(context.Context) ([]string, error) { return []string{edge.addr()}, nil }, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := r.Read(t.Context(), t0); err != nil {
+		t.Fatal(err)
+	}
+	edge.observe("acme", "shop", 9, http.StatusOK, 2*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r.Run(ctx)
+	if err := s.Sample(t.Context(), t0.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	series, _ := s.Series("acme", "shop", time.Hour, t0.Add(3*time.Second))
+	if n := len(series.Points); n != 1 || series.Points[0].Requests != 9 {
+		t.Errorf("after the reader stopped: %+v, want one point with the 9 requests served after its last read", series.Points)
+	}
+}
+
 // built without a token at all.
 func TestEdgeReaderToken(t *testing.T) {
 	e := newEdgeProcess(t, "right")

@@ -96,6 +96,8 @@ type Sampler struct {
 	// readAppsErr is the last error of the runtime's ReadApps, logged
 	// once until it changes.
 	readAppsErr string
+	// saves counts the calls to Options.Saved.
+	saves uint64
 }
 
 type appState struct {
@@ -106,6 +108,13 @@ type appState struct {
 	restarts  map[string]int
 	lastAt    time.Time
 	usageNote string
+	// changes counts the changes of points; saved is its value when they
+	// were last saved (0: never), sending its value when they were
+	// handed to the store in save number sendingIn.
+	changes, saved, sending, sendingIn uint64
+	// firstSampled is the time of the app's first point sampled here
+	// (not loaded).
+	firstSampled time.Time
 }
 
 // New checks the options.
@@ -165,8 +174,11 @@ func newAppState() *appState {
 }
 
 // Run samples every Interval until ctx ends. With Options.Saved it saves
-// the series every SaveInterval, and once more after ctx ends (on a
-// context of its values, for at most 30 s) before it returns.
+// the series every SaveInterval, and once more after ctx ends, before it
+// returns: it first ends the current interval with a last sample (at
+// most 10 s: the requests observed since the last sample, and the
+// runtime's reading), then saves (at most 30 s), each on a context of
+// ctx's values.
 func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
@@ -180,9 +192,7 @@ func (s *Sampler) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if s.opts.Saved != nil {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
-				s.save(ctx)
-				cancel()
+				s.saveLast(context.WithoutCancel(ctx))
 			}
 			return
 		case <-saves:
@@ -193,6 +203,19 @@ func (s *Sampler) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// saveLast samples the partial interval since the last sample, so that
+// its requests are saved, and saves, each within its bound.
+func (s *Sampler) saveLast(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, finalSampleTimeout)
+	if err := s.Sample(sctx, time.Now()); err != nil {
+		s.opts.Log.Error(err, "Sampling the last interval before the last save")
+	}
+	cancel()
+	sctx, cancel = context.WithTimeout(ctx, finalSaveTimeout)
+	s.save(sctx)
+	cancel()
 }
 
 // read reads the apps' instances: all at once from a runtime that can
@@ -321,8 +344,12 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time) error {
 			a.usageNote = "CPU and memory could not be read: " + r.UsageErr.Error()
 		}
 		a.cpu, a.lastAt = cpu, now
+		if a.firstSampled.IsZero() {
+			a.firstSampled = now
+		}
 
 		a.points = append(a.points, p)
+		a.changes++
 		if len(a.points) > s.opts.Keep {
 			a.points = append(a.points[:0], a.points[len(a.points)-s.opts.Keep:]...)
 		}

@@ -18,11 +18,18 @@ import (
 // opaque to it (the sampler's encoding, see encodePoints).
 type SeriesStore interface {
 	// SaveAppSeries makes the saved series exactly all: each one replaces
-	// its app's, and an app not in all has its saved series deleted. A
-	// save that fails leaves the previous one whole. It reads all once and
-	// is done with a series' Points before it asks for the next, so the
-	// sampler encodes every app's points into one buffer. The sampler's
-	// saves never overlap, and it is the store's only writer.
+	// its app's, an Unchanged one keeps it, and an app not in all has its
+	// saved series deleted. A save that fails leaves the previous one
+	// whole. It reads all once and is done with a series' Points before it
+	// asks for the next, so the sampler encodes every app's points into
+	// one buffer. The sampler's saves never overlap, and it is the store's
+	// only writer while it saves. A store that another process writes,
+	// as well as this one at times, answers ErrNotSaved when it wrote
+	// nothing (another process saves): the sampler then writes every app
+	// at its next save; and ErrTookOver, writing nothing, the first time
+	// it is to write after another may have: the sampler then merges what
+	// LoadAppSeries answers into its points and saves again at once,
+	// every app.
 	SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error
 	// LoadAppSeries returns the saved series of the apps named by tenants
 	// and apps (pairs) whose last point is after since. An app without
@@ -32,8 +39,25 @@ type SeriesStore interface {
 
 var _ SeriesStore = (*store.Store)(nil)
 
-// finalSaveTimeout bounds the save Run makes once its context ends.
-const finalSaveTimeout = 30 * time.Second
+// ErrNotSaved is what a SeriesStore answers when it did not save and the
+// sampler's next save is to write every app's points: it is no failure
+// of the sampler's (Save returns nil), and the rows it holds may be
+// another process's.
+var ErrNotSaved = errors.New("the series are saved by another process")
+
+// ErrTookOver is what a SeriesStore answers, without saving, when this
+// sampler is to save from now on where another process saved before:
+// the saved points are that process's, and Save merges them into its
+// own (the saved ones up to the interval of its first sample, its own
+// from then on) before it writes every app.
+var ErrTookOver = errors.New("the series were saved by another process until now")
+
+// finalSaveTimeout bounds the save Run makes once its context ends;
+// finalSampleTimeout the sample of the last, partial, interval before it.
+const (
+	finalSaveTimeout   = 30 * time.Second
+	finalSampleTimeout = 10 * time.Second
+)
 
 // Load reads the saved series of the apps the Apps source lists, for the
 // points of the last Retention before now, as Run's first sample's
@@ -108,24 +132,110 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 		return false
 	}
 	a.points = points
+	a.changes++
 	return true
 }
 
-// Save writes every app's series to Options.Saved, in one call, and
-// deletes the saved series of apps the sampler no longer tracks. Run saves
-// every SaveInterval and once more when it stops. Without Options.Saved it
-// does nothing. The apps' points are encoded one app at a time, as the
-// store asks for them, into one buffer: a save allocates about that
-// buffer, not the encoded size of every app.
+// Save writes to Options.Saved, in one call, the series of the apps whose
+// points changed since the last save that succeeded (an app whose save
+// failed is written again the next time), names the others as
+// unchanged, and deletes the saved series of apps the sampler no longer
+// tracks. Run saves every SaveInterval and once more when it stops.
+// Without Options.Saved it does nothing. The apps' points are encoded one
+// app at a time, as the store asks for them, into one buffer: a save
+// allocates about that buffer, not the encoded size of every app. When
+// the store answers ErrNotSaved, every app is written at the next save,
+// at once when some had been saved; when it answers ErrTookOver, the
+// saved points are merged into the sampler's and every app is written at
+// once.
 func (s *Sampler) Save(ctx context.Context) error {
 	if s.opts.Saved == nil {
 		return nil
 	}
+	forgot, err := s.saveOnce(ctx)
+	var merged error
+	switch {
+	case errors.Is(err, ErrTookOver):
+		// A merge that fails leaves this sampler's points to replace
+		// the saved ones.
+		merged = s.merge(ctx, time.Now())
+		_, err = s.saveOnce(ctx)
+	case errors.Is(err, ErrNotSaved) && forgot:
+		// Every app is to be written now.
+		_, err = s.saveOnce(ctx)
+	}
+	if errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver) {
+		err = nil
+	}
+	return errors.Join(merged, err)
+}
+
+// merge puts the saved points of the apps the sampler tracks, of the last
+// Retention before now, into their series: those up to the start of the
+// interval of the app's first sample here, then the sampler's own from
+// it on, the last Keep of them. An app without saved points keeps its
+// own.
+func (s *Sampler) merge(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	tenants, apps := make([]string, 0, len(s.apps)), make([]string, 0, len(s.apps))
+	for k := range s.apps {
+		tenants, apps = append(tenants, k.Tenant), append(apps, k.App)
+	}
+	s.mu.Unlock()
+	since := now.Add(-s.Retention())
+	saved, err := s.opts.Saved.LoadAppSeries(ctx, tenants, apps, since)
+	if err != nil {
+		return fmt.Errorf("merging the series saved by another process: %w", err)
+	}
+	for _, sv := range saved {
+		if sv.Interval != s.opts.Interval {
+			continue
+		}
+		points, err := decodePoints(sv.Points, s.opts.Interval)
+		if err != nil {
+			s.opts.Log.Error(err, "Not merging a saved series", "tenant", sv.Tenant, "app", sv.App)
+			continue
+		}
+		s.mergeApp(Key{sv.Tenant, sv.App}, points, since)
+	}
+	return nil
+}
+
+// mergeApp puts theirs, saved by another process, into k's series.
+func (s *Sampler) mergeApp(k Key, theirs []Point, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[k]
+	if a == nil {
+		return
+	}
+	merged := make([]Point, 0, len(theirs)+len(a.points))
+	for _, p := range theirs {
+		// Theirs end where the interval of the first sample here starts:
+		// none counts requests this sampler counted too.
+		if p.Time.After(since) && (a.firstSampled.IsZero() || !p.Time.Add(s.opts.Interval).After(a.firstSampled)) {
+			merged = append(merged, p)
+		}
+	}
+	for _, p := range a.points {
+		if !a.firstSampled.IsZero() && !p.Time.Before(a.firstSampled) {
+			merged = append(merged, p)
+		}
+	}
+	a.points = merged[max(len(merged)-s.opts.Keep, 0):]
+	a.changes++
+}
+
+// saveOnce is one call to Options.Saved. On ErrNotSaved and ErrTookOver
+// it forgets which apps were saved, and answers whether it forgot any.
+func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 	s.mu.Lock()
 	keys := make([]Key, 0, len(s.apps))
 	for k := range s.apps {
 		keys = append(keys, k)
 	}
+	s.saves++
+	save := s.saves
 	s.mu.Unlock()
 	var buf []byte
 	all := func(yield func(store.AppSeries) bool) {
@@ -134,18 +244,36 @@ func (s *Sampler) Save(ctx context.Context) error {
 			s.mu.Lock()
 			a := s.apps[k]
 			var sv store.AppSeries
-			if a != nil && len(a.points) > 0 {
+			named := a != nil && len(a.points) > 0
+			switch {
+			case !named:
+			case a.saved == a.changes:
+				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Unchanged: true}
+			default:
 				buf = encodePoints(buf[:0], a.points, s.opts.Interval)
 				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
 					LastAt: a.points[len(a.points)-1].Time, Points: buf}
+				a.sending, a.sendingIn = a.changes, save
 			}
 			s.mu.Unlock()
-			if sv.Points != nil && !yield(sv) {
+			if named && !yield(sv) {
 				return
 			}
 		}
 	}
-	return s.opts.Saved.SaveAppSeries(ctx, all)
+	err = s.opts.Saved.SaveAppSeries(ctx, all)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.apps {
+		switch {
+		case errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver):
+			forgot = forgot || a.saved != 0
+			a.saved = 0
+		case err == nil && a.sendingIn == save:
+			a.saved = a.sending
+		}
+	}
+	return forgot, err
 }
 
 // save is Save for Run: it logs what fails.

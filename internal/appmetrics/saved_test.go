@@ -3,6 +3,7 @@ package appmetrics_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/http"
 	"reflect"
 	"testing"
@@ -46,7 +47,7 @@ func utc(points []appmetrics.Point) []appmetrics.Point {
 	return out
 }
 
-// TestSavedSeries: a sampler that stops saves its apps' points; a new one
+// TestSavedSeries: a sampler saves its apps' points; a new one
 // on the same store loads and answers them (the first point it samples
 // after has no CPU reading), except points older than Retention and
 // series saved at another Interval; an app no longer listed has its saved
@@ -97,10 +98,11 @@ func TestSavedSeries(t *testing.T) {
 		t.Fatalf("the last point lacks a field the test means to save: %+v", p)
 	}
 
-	// Run saves once its context ends.
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	first.Run(ctx)
+	// (Run saves once its context ends, after a last sample:
+	// TestRunSavesTheLastInterval.)
+	if err := first.Save(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	second, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
 	if err != nil {
@@ -165,9 +167,243 @@ func TestSavedSeries(t *testing.T) {
 	}
 }
 
+// countingStore is the store, counting the series of each save that it
+// writes and those named as unchanged; answer, when set, is answered
+// (once) instead of a save.
+type countingStore struct {
+	*store.Store
+	written, unchanged int
+	answer             error
+}
+
+func (c *countingStore) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error {
+	c.written, c.unchanged = 0, 0
+	if err := c.answer; err != nil {
+		c.answer = nil
+		return err
+	}
+	return c.Store.SaveAppSeries(ctx, func(yield func(store.AppSeries) bool) {
+		for a := range all {
+			if a.Unchanged {
+				c.unchanged++
+			} else {
+				c.written++
+			}
+			if !yield(a) {
+				return
+			}
+		}
+	})
+}
+
+// TestSaveWritesChangedApps: a save writes the apps whose points changed
+// since the last save that succeeded and names the others as unchanged,
+// whose rows stay; after a failed save, or a store that answered
+// ErrNotSaved, every app is written again; an app no longer listed has its
+// row deleted.
+func TestSaveWritesChangedApps(t *testing.T) {
+	st, _ := newStore(t)
+	saved := &countingStore{Store: st}
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {}, "acme/blog": {}}}
+	shop, blog := appmetrics.Key{Tenant: "acme", App: "shop"}, appmetrics.Key{Tenant: "acme", App: "blog"}
+	apps := []appmetrics.Key{shop, blog}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	sample := func(i int) {
+		t.Helper()
+		if err := s.Sample(t.Context(), t0.Add(time.Duration(i)*appmetrics.DefaultInterval)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save := func(ctx context.Context, written, unchanged int) {
+		t.Helper()
+		err := s.Save(ctx)
+		if ctx.Err() == nil && err != nil {
+			t.Fatal(err)
+		}
+		if saved.written != written || saved.unchanged != unchanged {
+			t.Errorf("save wrote %d series and named %d unchanged, want %d and %d", saved.written, saved.unchanged, written, unchanged)
+		}
+	}
+	points := func(k appmetrics.Key) int {
+		t.Helper()
+		got, err := st.LoadAppSeries(t.Context(), []string{k.Tenant}, []string{k.App}, t0.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return 0
+		}
+		return int(got[0].Points[1]) // the encoding's count of points
+	}
+
+	sample(0)
+	save(t.Context(), 2, 0)
+	save(t.Context(), 0, 2)
+	if points(shop) != 1 || points(blog) != 1 {
+		t.Errorf("after a save of unchanged apps: %d and %d points saved, want 1 each", points(shop), points(blog))
+	}
+
+	sample(1)
+	failed, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Save(failed); err == nil {
+		t.Fatal("a save on a cancelled context succeeded")
+	}
+	save(t.Context(), 2, 0) // the failed save's apps, again
+	if points(shop) != 2 {
+		t.Errorf("after the save that followed a failed one: %d points of shop saved, want 2", points(shop))
+	}
+
+	// ErrNotSaved is no failure, and the save tries again at once with
+	// every app.
+	saved.answer = appmetrics.ErrNotSaved
+	save(t.Context(), 2, 0)
+
+	apps = []appmetrics.Key{shop}
+	sample(2)
+	save(t.Context(), 1, 0)
+	if points(shop) != 3 || points(blog) != 0 {
+		t.Errorf("after blog's deletion: %d and %d points saved, want 3 of shop, none of blog", points(shop), points(blog))
+	}
+}
+
+// TestRunSavesTheLastInterval: when Run stops, the requests observed since
+// its last sample are in the saved series: it samples the partial
+// interval before its last save.
+func TestRunSavesTheLastInterval(t *testing.T) {
+	st, _ := newStore(t)
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "1"}}}}}
+	apps := []appmetrics.Key{{Tenant: "acme", App: "shop"}}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sample(t.Context(), time.Now().Add(-5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		s.Observe("acme", "shop", http.StatusOK, 3*time.Millisecond)
+	}
+	s.Observe("acme", "shop", http.StatusServiceUnavailable, time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.Run(ctx)
+
+	next, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := next.Load(t.Context(), now); err != nil {
+		t.Fatal(err)
+	}
+	series, _ := next.Series("acme", "shop", time.Hour, now)
+	var requests, errs uint64
+	for _, p := range series.Points {
+		requests, errs = requests+p.Requests, errs+p.Errors
+	}
+	if len(series.Points) != 2 || requests != 8 || errs != 1 || series.Points[1].P99Seconds == nil || series.Points[1].Instances != 1 {
+		t.Errorf("saved after the stop: %d points, %d requests, %d errors (%+v); want 2 points, the last with the 8 requests, 1 error, a p99 and 1 instance",
+			len(series.Points), requests, errs, series.Points)
+	}
+}
+
+// TestTakeOverMergesSavedPoints: a replica that started while another
+// saved (a rolling update) loaded the points of then; when it takes over
+// the saves (ErrTookOver), the points the other saved since, up to its
+// own first sample, are merged before its own, in its series and in what
+// it saves, instead of a gap.
+func TestTakeOverMergesSavedPoints(t *testing.T) {
+	st, _ := newStore(t)
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {Instances: []runtime.Instance{{ID: "1"}}}}}
+	apps := []appmetrics.Key{{Tenant: "acme", App: "shop"}}
+	old, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * appmetrics.DefaultInterval) }
+	sampleSave := func(s *appmetrics.Sampler, from, to int, requests int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			for range requests {
+				s.Observe("acme", "shop", http.StatusOK, time.Millisecond)
+			}
+			if err := s.Sample(t.Context(), at(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Save(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The old holder saves points 0 to 2; the new replica starts and
+	// loads them; the old one saves 3 to 5 and stops.
+	sampleSave(old, 0, 3, 1)
+	saved := &countingStore{Store: st}
+	next, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Load(t.Context(), at(2)); err != nil {
+		t.Fatal(err)
+	}
+	sampleSave(old, 3, 6, 1)
+	// The new one samples from 4 on (its own instants, 2 s later) with
+	// 2 requests each, and takes over.
+	for i := 4; i < 8; i++ {
+		for range 2 {
+			next.Observe("acme", "shop", http.StatusOK, time.Millisecond)
+		}
+		if err := next.Sample(t.Context(), at(i).Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved.answer = appmetrics.ErrTookOver
+	if err := next.Save(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 8 {
+		switch {
+		case i < 4:
+			want = append(want, fmt.Sprintf("%s 1", at(i).UTC().Format(time.TimeOnly)))
+		default:
+			want = append(want, fmt.Sprintf("%s 2", at(i).Add(2*time.Second).UTC().Format(time.TimeOnly)))
+		}
+	}
+	show := func(points []appmetrics.Point) []string {
+		var out []string
+		for _, p := range points {
+			out = append(out, fmt.Sprintf("%s %d", p.Time.UTC().Format(time.TimeOnly), p.Requests))
+		}
+		return out
+	}
+	series, _ := next.Series("acme", "shop", time.Hour, at(8))
+	if got := show(series.Points); !reflect.DeepEqual(got, want) {
+		t.Errorf("series after the takeover (time, requests) = %v, want %v: the old holder's up to the new one's first sample, then the new one's", got, want)
+	}
+	third, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := third.Load(t.Context(), at(8)); err != nil {
+		t.Fatal(err)
+	}
+	series, _ = third.Series("acme", "shop", time.Hour, at(8))
+	if got := show(series.Points); !reflect.DeepEqual(got, want) {
+		t.Errorf("saved after the takeover (time, requests) = %v, want %v", got, want)
+	}
+}
+
 // BenchmarkSave10000Apps measures one save of 10,000 apps of 360 points
-// each (an hour at the defaults) into Postgres, and reports the bytes one
-// app's row takes.
+// each (an hour at the defaults) into Postgres, each app with a new point
+// since the save before (as every app has in a running sampler), and
+// reports the bytes one app's row takes.
 func BenchmarkSave10000Apps(b *testing.B) {
 	st, dbURL := newStore(b)
 	const apps = 10000
@@ -198,7 +434,16 @@ func BenchmarkSave10000Apps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	next := appmetrics.DefaultKeep
 	for b.Loop() {
+		// As between two saves of a running sampler, every app gets a
+		// new point (untimed), so that each save writes every app.
+		b.StopTimer()
+		if err := s.Sample(b.Context(), t0.Add(time.Duration(next)*appmetrics.DefaultInterval)); err != nil {
+			b.Fatal(err)
+		}
+		next++
+		b.StartTimer()
 		if err := s.Save(b.Context()); err != nil {
 			b.Fatal(err)
 		}

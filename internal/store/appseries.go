@@ -20,6 +20,10 @@ type AppSeries struct {
 	LastAt time.Time
 	// Points is at most MaxAppSeriesBytes.
 	Points []byte
+	// Unchanged, in a save, keeps the app's saved row as it is (the
+	// caller wrote these points before): only Tenant and App are read.
+	// LoadAppSeries never sets it.
+	Unchanged bool
 }
 
 // MaxAppSeriesBytes bounds one app's saved points (an hour of 10 s points
@@ -27,15 +31,19 @@ type AppSeries struct {
 const MaxAppSeriesBytes = 1 << 20
 
 // SaveAppSeries makes the saved series exactly all: each one replaces its
-// app's row, and the row of every app not in all is deleted. An app may
-// appear once in all. It reads all once, one series at a time, and writes
-// each series' Points before it asks for the next, so all may make them in
-// one buffer it reuses. The series are copied (COPY) into a temporary
-// table and merged from it by one upsert and one delete, all in one
-// transaction: a save that fails, or a series that is refused (ErrInvalid:
-// no app, no interval, Points over MaxAppSeriesBytes), leaves the previous
-// save whole. One writer per database: two processes saving their own
-// series would delete each other's rows.
+// app's row, except an Unchanged one, which keeps the row as it is (or no
+// row, when the app has none), and the row of every app not in all is
+// deleted. An app may appear once in all. It reads all once, one series
+// at a time, and writes each series' Points before it asks for the next,
+// so all may make them in one buffer it reuses. The series are copied
+// (COPY) into a temporary table and merged from it by one upsert of the
+// changed ones and one delete, all in one transaction: a save that fails,
+// or a series that is refused (ErrInvalid: no app, no interval, Points
+// over MaxAppSeriesBytes), leaves the previous save whole. A save of
+// 10,000 apps of which 100 changed writes 100 rows, where one that
+// rewrites every row writes 10,000 (BenchmarkSaveAppSeries10000Apps). One
+// writer per database: two processes saving their own series would delete
+// each other's rows.
 func (s *Store) SaveAppSeries(ctx context.Context, all iter.Seq[AppSeries]) error {
 	next, stop := iter.Pull(all)
 	defer stop()
@@ -49,16 +57,23 @@ func (s *Store) SaveAppSeries(ctx context.Context, all iter.Seq[AppSeries]) erro
 		if !ok {
 			return nil, nil
 		}
-		if a.App == "" || a.Interval <= 0 || len(a.Points) > MaxAppSeriesBytes {
+		if a.App == "" || !a.Unchanged && (a.Interval <= 0 || len(a.Points) > MaxAppSeriesBytes) {
 			refused = fmt.Errorf("%w series of app %q: interval %s, %d bytes", ErrInvalid, a.App, a.Interval, len(a.Points))
 			return nil, refused
 		}
 		n++
+		if a.Unchanged {
+			// Named, so that the delete keeps its row; not written.
+			row[0], row[1], row[2], row[3], row[4] = a.Tenant, a.App, nil, nil, nil
+			return row, nil
+		}
 		row[0], row[1], row[2], row[3], row[4] = a.Tenant, a.App, a.Interval.Milliseconds(), a.LastAt, a.Points
 		return row, nil
 	})
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "CREATE TEMPORARY TABLE app_series_save (LIKE app_series) ON COMMIT DROP"); err != nil {
+		// points is null for an unchanged series.
+		if _, err := tx.Exec(ctx, "CREATE TEMPORARY TABLE app_series_save "+
+			"(tenant text, app text, interval_ms bigint, last_at timestamptz, points bytea) ON COMMIT DROP"); err != nil {
 			return err
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"app_series_save"},
@@ -66,7 +81,7 @@ func (s *Store) SaveAppSeries(ctx context.Context, all iter.Seq[AppSeries]) erro
 			return err
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO app_series (tenant, app, interval_ms, last_at, points) "+
-			"SELECT tenant, app, interval_ms, last_at, points FROM app_series_save "+
+			"SELECT tenant, app, interval_ms, last_at, points FROM app_series_save WHERE points IS NOT NULL "+
 			"ON CONFLICT (tenant, app) DO UPDATE SET interval_ms = EXCLUDED.interval_ms, last_at = EXCLUDED.last_at, points = EXCLUDED.points"); err != nil {
 			return err
 		}

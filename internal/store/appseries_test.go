@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -107,18 +108,26 @@ func TestAppSeries(t *testing.T) {
 	}
 }
 
+// newStoreConn opens a store on a fresh database, and a connection of
+// its own to the database, for what the store does not answer.
+func newStoreConn(tb testing.TB) (*store.Store, *pgx.Conn) {
+	tb.Helper()
+	s, dbURL := newStoreURL(tb)
+	conn, err := pgx.Connect(tb.Context(), dbURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	return s, conn
+}
+
 // TestAppSeriesTenThousand: a save of 10,000 apps is one transaction whose
 // one upsert writes every row (every row has the same xmin and the same
 // command ID), and so is the next one, which rewrites 9,999 rows and
 // deletes the one it does not name.
 func TestAppSeriesTenThousand(t *testing.T) {
-	s, dbURL := newStoreURL(t)
+	s, conn := newStoreConn(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
 
 	const apps = 10000
 	points := bytes.Repeat([]byte{7}, 8<<10)
@@ -149,15 +158,71 @@ func TestAppSeriesTenThousand(t *testing.T) {
 	check(apps - 1)
 }
 
-// BenchmarkSaveAppSeries10000Apps measures one save of 10,000 apps' series
-// of 7,416 bytes each (an hour of 10 s points, as internal/appmetrics
-// encodes them), every row rewritten: run it with -benchmem for the bytes
-// and allocations a save costs the process.
+// TestAppSeriesUnchanged: an unchanged series keeps its app's row as it
+// was saved, neither rewritten nor deleted; one of an app without a row
+// makes none; the rows of apps not named are still deleted.
+func TestAppSeriesUnchanged(t *testing.T) {
+	s, conn := newStoreConn(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	series := func(app, points string) store.AppSeries {
+		return store.AppSeries{Tenant: "acme", App: app, Interval: 10 * time.Second, LastAt: t0, Points: []byte(points)}
+	}
+	if err := s.SaveAppSeries(ctx, slices.Values([]store.AppSeries{series("shop", "shop 1"), series("blog", "blog 1"), series("wiki", "wiki 1")})); err != nil {
+		t.Fatal(err)
+	}
+	// xmin is the transaction that wrote the row.
+	xmins := func() map[string]string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT app, xmin::text FROM app_series")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		var app, xmin string
+		if _, err := pgx.ForEachRow(rows, []any{&app, &xmin}, func() error { m[app] = xmin; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := xmins()
+	// The interval and points of an unchanged series are not read.
+	err := s.SaveAppSeries(ctx, slices.Values([]store.AppSeries{
+		{Tenant: "acme", App: "shop", Unchanged: true},
+		series("blog", "blog 2"),
+		{Tenant: "acme", App: "ghost", Unchanged: true},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := xmins()
+	if len(after) != 2 || after["shop"] != before["shop"] || after["blog"] == before["blog"] {
+		t.Errorf("rows' transactions %v, then %v: want shop's row kept as written, blog's rewritten, wiki's deleted, none for ghost", before, after)
+	}
+	got, err := s.LoadAppSeries(ctx, []string{"acme", "acme"}, []string{"shop", "blog"}, t0.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := map[string]string{}
+	for _, a := range got {
+		points[a.App] = string(a.Points)
+	}
+	if points["shop"] != "shop 1" || points["blog"] != "blog 2" {
+		t.Errorf("saved points %v, want shop 1 and blog 2", points)
+	}
+}
+
+// BenchmarkSaveAppSeries10000Apps measures saves of 10,000 apps' series of
+// 7,416 bytes each (an hour of 10 s points, as internal/appmetrics encodes
+// them), in one run: every row rewritten, as every save did before
+// unchanged series were skipped, then saves in which 100% and 1% of the
+// apps changed. Each reports the rows it wrote, the points' bytes it sent
+// and its time; run it with -benchmem for what a save costs the process.
 func BenchmarkSaveAppSeries10000Apps(b *testing.B) {
-	s, _ := newStoreURL(b)
+	s, conn := newStoreConn(b)
 	const apps = 10000
 	all := make([]store.AppSeries, apps)
-	last := time.Now()
+	last := time.Now().Truncate(time.Millisecond)
 	for i := range all {
 		points := make([]byte, 7416)
 		for j := range points {
@@ -165,10 +230,45 @@ func BenchmarkSaveAppSeries10000Apps(b *testing.B) {
 		}
 		all[i] = store.AppSeries{Tenant: fmt.Sprintf("tenant%d", i%500), App: fmt.Sprintf("app%d", i), Interval: 10 * time.Second, LastAt: last, Points: points}
 	}
-	for b.Loop() {
-		if err := s.SaveAppSeries(b.Context(), slices.Values(all)); err != nil {
-			b.Fatal(err)
-		}
+	if err := s.SaveAppSeries(b.Context(), slices.Values(all)); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/save")
+	for _, c := range []struct {
+		name string
+		// every is how many apps there are for one that changed; 0
+		// rewrites every row with none unchanged, as before.
+		every int
+	}{{"every-row-as-before", 0}, {"changed-100pct", 1}, {"changed-1pct", 100}} {
+		b.Run(c.name, func(b *testing.B) {
+			var rows, sent int
+			save := make([]store.AppSeries, apps)
+			for b.Loop() {
+				// Each save's changed rows have a last point of their own.
+				last = last.Add(time.Second)
+				sent = 0
+				for i, a := range all {
+					if c.every == 0 || i%c.every == 0 {
+						a.LastAt = last
+						sent += len(a.Points)
+					} else {
+						a = store.AppSeries{Tenant: a.Tenant, App: a.App, Unchanged: true}
+					}
+					save[i] = a
+				}
+				if err := s.SaveAppSeries(b.Context(), slices.Values(save)); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := conn.QueryRow(b.Context(), "SELECT count(*) FROM app_series WHERE last_at = $1", last).Scan(&rows); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			ms := float64(b.Elapsed().Milliseconds()) / float64(b.N)
+			b.ReportMetric(ms, "ms/save")
+			b.ReportMetric(float64(rows), "rows/save")
+			b.ReportMetric(float64(sent), "point-bytes/save")
+			b.Logf("%s: %d of %d rows written, %d bytes of points sent, %.0f ms a save", c.name, rows, apps, sent, ms)
+		})
+	}
 }

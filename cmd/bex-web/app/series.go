@@ -29,24 +29,36 @@ const seriesLockRetry = 10 * time.Second
 // seriesSaver is the appmetrics.SeriesStore of a bex-web replica. Every
 // replica samples the apps for its own answers and loads the saved series
 // when it starts; only the replica that holds the series lock saves, so
-// that the store has one writer (a save replaces every app's row and
-// deletes the others). The lock is a session-level advisory lock on a
-// connection of its own, outside the pool: a replica that dies or loses
-// its connection releases it, and another takes it within
-// seriesLockRetry.
+// that the store has one writer (a save replaces the changed apps' rows
+// and deletes the others). A replica without the lock answers
+// appmetrics.ErrNotSaved: its sampler writes every app at its next save.
+// One that took the lock since its last save answers appmetrics.ErrTookOver
+// once: another replica may have saved since, and its sampler merges those
+// rows into its own points before it writes every app. The lock is a
+// session-level advisory lock on a connection of its own, outside the
+// pool: a replica that dies or loses its connection releases it, and
+// another takes it within seriesLockRetry.
 type seriesSaver struct {
 	st *store.Store
 	// retry is how often hold tries the lock and checks it holds it
 	// [seriesLockRetry].
 	retry time.Duration
 	held  atomic.Bool
+	// taken counts the times hold took the lock; saving is its value at
+	// the last save (saves do not overlap).
+	taken  atomic.Uint64
+	saving uint64
 }
 
 var _ appmetrics.SeriesStore = (*seriesSaver)(nil)
 
 func (s *seriesSaver) SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error {
 	if !s.held.Load() {
-		return nil
+		return appmetrics.ErrNotSaved
+	}
+	if taken := s.taken.Load(); taken != s.saving {
+		s.saving = taken
+		return appmetrics.ErrTookOver
 	}
 	return s.st.SaveAppSeries(ctx, all)
 }
@@ -89,6 +101,7 @@ func (s *seriesSaver) hold(ctx context.Context, log logr.Logger) {
 			}
 			if c != nil {
 				conn = c
+				s.taken.Add(1)
 				s.held.Store(true)
 				log.Info("Saving the apps' series: this replica holds the series lock")
 			}
@@ -158,17 +171,25 @@ func (o *Options) startSeries(ctx context.Context, st *store.Store, kube client.
 		defer close(locked)
 		saver.hold(lockCtx, log)
 	}()
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		s.Run(ctx)
-	}()
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		if reader != nil {
 			reader.Run(ctx)
 		}
+	}()
+	// The sampler stops after the reader's last read: its last sample
+	// holds the requests read then.
+	sampleCtx, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		<-read
+		stopSampling()
+	}()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		s.Run(sampleCtx)
 	}()
 	wait := func() {
 		<-read

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"bex.co/bex/internal/appmetrics"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
@@ -18,8 +19,10 @@ var errNotYet = errors.New("not yet")
 
 // TestSeriesSaverOneReplica: two replicas on one Postgres; exactly one
 // holds the series lock and saves, the other's saves change nothing (they
-// would delete the holder's rows of apps it does not track); once the
-// holder stops, the other takes the lock and saves.
+// would delete the holder's rows of apps it does not track) and answer
+// ErrNotSaved; once the holder stops, the other takes the lock and, after
+// an ErrTookOver that makes its sampler merge the saved rows and write
+// every app, saves.
 func TestSeriesSaverOneReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -72,11 +75,15 @@ func TestSeriesSaverOneReplica(t *testing.T) {
 		}
 		return apps
 	}
+	// The first save after the lock is taken answers ErrTookOver.
+	if err := replicas[holder].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("shop")})); !errors.Is(err, appmetrics.ErrTookOver) {
+		t.Fatalf("first save of the holder = %v, want ErrTookOver", err)
+	}
 	if err := replicas[holder].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("shop")})); err != nil {
 		t.Fatal(err)
 	}
-	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); err != nil {
-		t.Fatal(err)
+	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); !errors.Is(err, appmetrics.ErrNotSaved) {
+		t.Fatalf("save of the replica without the lock = %v, want ErrNotSaved", err)
 	}
 	if got := saved(); len(got) != 1 || got[0] != "shop" {
 		t.Fatalf("saved series %v, want only the holder's shop", got)
@@ -89,6 +96,9 @@ func TestSeriesSaverOneReplica(t *testing.T) {
 		}
 		return nil
 	})
+	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); !errors.Is(err, appmetrics.ErrTookOver) {
+		t.Fatalf("first save of the new holder = %v, want ErrTookOver", err)
+	}
 	if err := replicas[other].SaveAppSeries(ctx, slices.Values([]store.AppSeries{row("blog")})); err != nil {
 		t.Fatal(err)
 	}

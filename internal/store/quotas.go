@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/bytesize"
 )
 
 // ErrQuotaExceeded is what a QuotaError is: test for it with errors.Is.
@@ -34,19 +36,12 @@ func (e *QuotaError) Error() string {
 func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
 
 // FormatBytes renders a size the way a person reads a limit: 1 GiB,
-// 500 MiB, 1536 KiB, 100 bytes.
+// 500 MiB, 1.5 MiB, 1536 KiB, 100 bytes.
 func FormatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
+	if n >= 1<<20 && n%(1<<20) != 0 {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
 	}
-	return fmt.Sprintf("%d bytes", n)
+	return bytesize.Format(n)
 }
 
 // FormatMilliCPU renders CPU in millicores as a person reads it, in CPUs:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -429,7 +430,7 @@ func TestInstancesQuota(t *testing.T) {
 	}
 	setQuota(3)
 	// Another app of the tenant runs one instance.
-	if err := e.st.SetAppInstances(ctx, e.tenant, "shop", 1); err != nil {
+	if err := e.st.SetAppInstances(ctx, e.tenant, "shop", store.AppSize{Instances: 1, MilliCPU: 250, MemoryBytes: 512 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	if v1 := e.deploy(t, e.a, e.commitEnvApp(t)); v1 != 1 {
@@ -441,7 +442,7 @@ func TestInstancesQuota(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return n.Instances
 	}
 	if got := counted(); got != 2 {
 		t.Fatalf("after v1 with web=1 the tenant counts %d instances, want 2", got)
@@ -511,5 +512,30 @@ func TestInstancesQuota(t *testing.T) {
 	}
 	if got := counted(); got != 2 {
 		t.Errorf("after web=1 the tenant counts %d, want 2", got)
+	}
+
+	// A bigger plan: the instances quota allows web=1 on pro, the cpu
+	// quota of 2 CPUs with shop's 0.25 does not; standard fits.
+	instances, cpu := 3, int64(2000)
+	if err := e.st.SetTenantQuotas(ctx, tenantID, store.QuotaOverrides{Instances: &instances, MilliCPU: &cpu}); err != nil {
+		t.Fatal(err)
+	}
+	pids := e.rt.PIDs(e.tenant, e.name)
+	_, _, err = e.a.Scale(ctx, e.tenant, e.name, nil, "pro")
+	if !errors.As(err, &qe) || qe.Quota != "cpu" || !strings.Contains(err.Error(),
+		"the tenant's cpu quota (2 CPUs) is reached: web would request 2 CPUs for its 1 instance and the tenant's other apps request 0.25 CPUs; scale an app down or pick a smaller plan (bex scale --plan)") {
+		t.Fatalf("scale web=1 to pro under 2 CPUs: %v; want the cpu quota named", err)
+	}
+	if plan := e.app(t).Spec.Plan; plan == "pro" {
+		t.Errorf("a refused scale set the plan to %s", plan)
+	}
+	if got := e.rt.PIDs(e.tenant, e.name); !slices.Equal(got, pids) {
+		t.Errorf("after a refused scale to pro the runtime runs %v, want %v unchanged", got, pids)
+	}
+	if _, _, err := e.a.Scale(ctx, e.tenant, e.name, nil, "standard"); err != nil {
+		t.Fatalf("scale web=1 to standard, 1.25 of 2 CPUs: %v", err)
+	}
+	if got, err := e.st.TenantInstances(ctx, tenantID); err != nil || got != (store.AppSize{Instances: 2, MilliCPU: 1250, MemoryBytes: 2<<30 + 512<<20}) {
+		t.Errorf("after web=1 on standard the tenant counts %+v, %v; want 2 instances, 1250m and 2.5 GiB", got, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -77,9 +78,9 @@ type Options struct {
 	// ReleasePhaseTimeout bounds the release phase of a release (the
 	// Procfile's release process); 0 means DefaultReleasePhaseTimeout.
 	ReleasePhaseTimeout time.Duration
-	// Quotas give each tenant's instances quota, which a deploy that runs
-	// more instances of an app than it ran is checked against; nil means
-	// quota.NewDefaults(). Every process that releases must be given the
+	// Quotas give each tenant's instances, cpu and memory quotas, which a
+	// deploy that runs more of an app than it ran is checked against; nil
+	// means quota.NewDefaults(). Every process that releases must be given the
 	// same (the flags --quota-*).
 	Quotas *quota.Defaults
 	// Metrics receives bex_releases_total (docs/metrics.md); nil counts
@@ -798,19 +799,20 @@ func (p *Releaser) deploy(ctx context.Context, app *platformv1alpha1.App, rel ru
 }
 
 // counted hands rel to the runtime, keeping the tenant's count of
-// instances: a release that runs more instances of its app than it ran is
-// checked against the tenant's instances quota first when check is set,
-// and counted before it goes out; one that runs fewer is counted once it
-// went out. Without check (an app brought back as it ran) nothing is
-// refused. A release refused by the quota does not reach the runtime: the
-// error is a *store.QuotaError.
+// instances and of the CPU and memory they request: a release that runs
+// more of an app than it ran (instances, or a bigger plan) is checked
+// against the tenant's instances, cpu and memory quotas first when check
+// is set, and counted before it goes out; one that runs less is counted
+// once it went out. Without check (an app brought back as it ran) nothing
+// is refused. A release refused by a quota does not reach the runtime:
+// the error is a *store.QuotaError.
 func (p *Releaser) counted(ctx context.Context, rel runtime.Release, out io.Writer, check bool) error {
-	n := 0
-	for _, pr := range rel.Processes {
-		n += pr.Replicas
+	size, err := sizeOf(rel)
+	if err != nil {
+		return err
 	}
-	var limit *int
-	if check && n > 0 {
+	var limit *store.Quotas
+	if check && size.Instances > 0 {
 		tenant, err := p.opts.Store.GetTenantByName(ctx, rel.Tenant)
 		if err != nil {
 			return fmt.Errorf("looking up tenant %s: %w", rel.Tenant, err)
@@ -819,25 +821,54 @@ func (p *Releaser) counted(ctx context.Context, rel runtime.Release, out io.Writ
 		if err != nil {
 			return fmt.Errorf("reading the quotas of tenant %s: %w", rel.Tenant, err)
 		}
-		limit = &q.Instances
+		limit = &q
 	}
-	prev, err := p.opts.Store.ReserveInstances(ctx, rel.Tenant, rel.App, n, limit)
+	prev, err := p.opts.Store.ReserveInstances(ctx, rel.Tenant, rel.App, size, limit)
 	if err != nil {
 		return err
 	}
+	reserved := prev
+	if !size.Within(prev) {
+		reserved = prev.Max(size)
+	}
 	deployErr := p.opts.Runtime.Deploy(ctx, rel, out)
-	count := n
+	count := size
 	switch {
-	case deployErr != nil && n > prev:
+	case deployErr != nil && reserved != prev:
 		// What ran keeps running.
 		count = prev
-	case deployErr != nil || n >= prev:
+	case deployErr != nil || reserved == size:
 		return deployErr
 	}
 	if err := p.opts.Store.SetAppInstances(context.WithoutCancel(ctx), rel.Tenant, rel.App, count); err != nil {
-		p.opts.Log.Error(err, "Recording the instances of an app", "tenant", rel.Tenant, "app", rel.App, "instances", count)
+		p.opts.Log.Error(err, "Recording the instances of an app", "tenant", rel.Tenant, "app", rel.App, "instances", count.Instances)
 	}
 	return deployErr
+}
+
+// sizeOf is what rel's instances take together: their count, and each
+// one's CPU and memory (rel.Resources, none when empty) times it.
+func sizeOf(rel runtime.Release) (store.AppSize, error) {
+	var size store.AppSize
+	for _, pr := range rel.Processes {
+		size.Instances += pr.Replicas
+	}
+	n := int64(size.Instances)
+	if rel.Resources.CPU != "" {
+		q, err := resource.ParseQuantity(rel.Resources.CPU)
+		if err != nil {
+			return size, fmt.Errorf("the CPU of %s/%s's instances: %w", rel.Tenant, rel.App, err)
+		}
+		size.MilliCPU = n * q.MilliValue()
+	}
+	if rel.Resources.Memory != "" {
+		q, err := resource.ParseQuantity(rel.Resources.Memory)
+		if err != nil {
+			return size, fmt.Errorf("the memory of %s/%s's instances: %w", rel.Tenant, rel.App, err)
+		}
+		size.MemoryBytes = n * q.Value()
+	}
+	return size, nil
 }
 
 // complete returns rel with procs, the environment of config (secrets

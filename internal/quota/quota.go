@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"bex.co/bex/internal/store"
 )
@@ -20,6 +21,11 @@ const (
 	DefaultBuildMinutes     = 1000
 	DefaultConcurrentRuns   = 3
 	DefaultInstances        = 50
+	// DefaultMilliCPU is 16 CPUs: sixteen standard instances, or 64
+	// starter ones.
+	DefaultMilliCPU = 16000
+	// DefaultMemoryBytes is 32 GiB: sixteen standard instances.
+	DefaultMemoryBytes = 32 << 30
 )
 
 // Defaults are the platform's quotas for every tenant; the operator
@@ -33,7 +39,7 @@ func NewDefaults() *Defaults {
 	return &Defaults{store.Quotas{
 		Apps: DefaultApps, Routes: DefaultRoutes, ConcurrentBuilds: DefaultConcurrentBuilds,
 		RepoBytes: DefaultRepoBytes, BuildMinutes: DefaultBuildMinutes, ConcurrentRuns: DefaultConcurrentRuns,
-		Instances: DefaultInstances,
+		Instances: DefaultInstances, MilliCPU: DefaultMilliCPU, MemoryBytes: DefaultMemoryBytes,
 	}}
 }
 
@@ -46,7 +52,47 @@ func (d *Defaults) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&d.BuildMinutes, "quota-build-minutes", d.BuildMinutes, "Build minutes a tenant may use per calendar month (UTC), unless the operator set its own quota")
 	fs.IntVar(&d.ConcurrentRuns, "quota-concurrent-runs", d.ConcurrentRuns, "One-off runs (bex run) of one tenant that may run at once, unless the operator set its own quota")
 	fs.IntVar(&d.Instances, "quota-instances", d.Instances, "Instances a tenant's apps may run together, over all their processes, unless the operator set its own quota")
+	fs.Var(quantity{&d.MilliCPU, true}, "quota-cpu", "CPU a tenant's apps' instances may request together, each its plan's, in CPUs (\"16\", \"2500m\"), unless the operator set its own quota")
+	fs.Var(quantity{&d.MemoryBytes, false}, "quota-memory", "Memory a tenant's apps' instances may request together, each its plan's, as a quantity (\"32Gi\", \"512Mi\"), unless the operator set its own quota")
 }
+
+// quantity is a flag that reads a Kubernetes quantity into millicores
+// (milli) or bytes.
+type quantity struct {
+	dst   *int64
+	milli bool
+}
+
+func (q quantity) String() string {
+	if q.dst == nil {
+		return ""
+	}
+	if q.milli {
+		return resource.NewMilliQuantity(*q.dst, resource.DecimalSI).String()
+	}
+	return resource.NewQuantity(*q.dst, resource.BinarySI).String()
+}
+
+func (q quantity) Set(s string) error {
+	v, err := resource.ParseQuantity(s)
+	if err != nil {
+		if q.milli {
+			return fmt.Errorf("%q is not a CPU quantity: give CPUs such as 16 or 2500m", s)
+		}
+		return fmt.Errorf("%q is not a memory quantity: give bytes such as 32Gi or 512Mi", s)
+	}
+	if v.Sign() < 0 {
+		return fmt.Errorf("%s: must not be negative", s)
+	}
+	if q.milli {
+		*q.dst = v.MilliValue()
+	} else {
+		*q.dst = v.Value()
+	}
+	return nil
+}
+
+func (q quantity) Type() string { return "quantity" }
 
 // Validate checks the defaults.
 func (d *Defaults) Validate() error {
@@ -54,7 +100,7 @@ func (d *Defaults) Validate() error {
 	for flag, v := range map[string]int64{
 		"--quota-apps": int64(d.Apps), "--quota-routes": int64(d.Routes), "--quota-concurrent-builds": int64(d.ConcurrentBuilds),
 		"--quota-repo-bytes": d.RepoBytes, "--quota-build-minutes": int64(d.BuildMinutes), "--quota-concurrent-runs": int64(d.ConcurrentRuns),
-		"--quota-instances": int64(d.Instances),
+		"--quota-instances": int64(d.Instances), "--quota-cpu": d.MilliCPU, "--quota-memory": d.MemoryBytes,
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative", flag, v))
@@ -81,22 +127,6 @@ func (d *Defaults) BuildQuota(ctx context.Context, st *store.Store, tenantID str
 		return nil, err
 	}
 	return &store.BuildQuota{ConcurrentBuilds: q.ConcurrentBuilds, BuildMinutes: q.BuildMinutes, Since: store.MonthStart(now)}, nil
-}
-
-// FormatBytes renders a size the way a person reads a limit: 1 GiB,
-// 500 MiB, 1536 KiB, 100 bytes.
-func FormatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // RepoQuota gives the git receiver each tenant's repository size quota

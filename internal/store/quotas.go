@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/bytesize"
 )
 
 // ErrQuotaExceeded is what a QuotaError is: test for it with errors.Is.
@@ -17,7 +20,7 @@ var ErrQuotaExceeded = errors.New("quota exceeded")
 type QuotaError struct {
 	// Quota is the quota's name as the API and the flags spell it: apps,
 	// routes, concurrentBuilds, repoBytes, buildMinutes, concurrentRuns,
-	// instances.
+	// instances, cpu, memory.
 	Quota string
 	// Limit is the quota's value as a person reads it ("3", "1 GiB").
 	Limit string
@@ -31,6 +34,24 @@ func (e *QuotaError) Error() string {
 
 // Is makes errors.Is(err, ErrQuotaExceeded) true.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
+
+// FormatBytes renders a size the way a person reads a limit: 1 GiB,
+// 500 MiB, 1.5 MiB, 1536 KiB, 100 bytes.
+func FormatBytes(n int64) string {
+	if n >= 1<<20 && n%(1<<20) != 0 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return bytesize.Format(n)
+}
+
+// FormatMilliCPU renders CPU in millicores as a person reads it, in CPUs:
+// 1 CPU, 2.5 CPUs, 0.25 CPUs.
+func FormatMilliCPU(m int64) string {
+	if m == 1000 {
+		return "1 CPU"
+	}
+	return strconv.FormatFloat(float64(m)/1000, 'f', -1, 64) + " CPUs"
+}
 
 // Quotas are what one tenant may have and use. Zero allows none.
 type Quotas struct {
@@ -50,6 +71,12 @@ type Quotas struct {
 	// Instances is how many instances its apps may run together, over
 	// all their processes.
 	Instances int `json:"instances"`
+	// MilliCPU is how much CPU its apps' instances may request together,
+	// in millicores (each instance its plan's or spec.resources' CPU).
+	MilliCPU int64 `json:"cpu"`
+	// MemoryBytes is how much memory its apps' instances may request
+	// together, in bytes.
+	MemoryBytes int64 `json:"memory"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a nil
@@ -62,6 +89,8 @@ type QuotaOverrides struct {
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
 	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
 	Instances        *int   `json:"instances,omitempty"`
+	MilliCPU         *int64 `json:"cpu,omitempty"`
+	MemoryBytes      *int64 `json:"memory,omitempty"`
 }
 
 // With returns q with the overrides that o sets.
@@ -77,9 +106,14 @@ func (q Quotas) With(o QuotaOverrides) Quotas {
 	set(&q.BuildMinutes, o.BuildMinutes)
 	set(&q.ConcurrentRuns, o.ConcurrentRuns)
 	set(&q.Instances, o.Instances)
-	if o.RepoBytes != nil {
-		q.RepoBytes = *o.RepoBytes
+	set64 := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
 	}
+	set64(&q.RepoBytes, o.RepoBytes)
+	set64(&q.MilliCPU, o.MilliCPU)
+	set64(&q.MemoryBytes, o.MemoryBytes)
 	return q
 }
 
@@ -92,9 +126,9 @@ func (s *Store) TenantQuotas(ctx context.Context, tenantID string) (QuotaOverrid
 	var o QuotaOverrides
 	var exists bool
 	err := s.pool.QueryRow(ctx,
-		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs, q.instances "+
+		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs, q.instances, q.cpu, q.memory "+
 			"FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).
-		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns, &o.Instances)
+		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns, &o.Instances, &o.MilliCPU, &o.MemoryBytes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QuotaOverrides{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
@@ -115,7 +149,7 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	for name, v := range map[string]int64{
 		"apps": deref(o.Apps), "routes": deref(o.Routes), "concurrentBuilds": deref(o.ConcurrentBuilds),
 		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes), "concurrentRuns": deref(o.ConcurrentRuns),
-		"instances": deref(o.Instances),
+		"instances": deref(o.Instances), "cpu": deref64(o.MilliCPU), "memory": deref64(o.MemoryBytes),
 	} {
 		if v < 0 {
 			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, name, v)
@@ -128,12 +162,12 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 		return nil
 	}
 	_, err := s.pool.Exec(ctx,
-		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs, instances) "+
-			"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id) DO UPDATE SET "+
+		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs, instances, cpu, memory) "+
+			"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant_id) DO UPDATE SET "+
 			"apps = EXCLUDED.apps, routes = EXCLUDED.routes, concurrent_builds = EXCLUDED.concurrent_builds, "+
 			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, concurrent_runs = EXCLUDED.concurrent_runs, "+
-			"instances = EXCLUDED.instances, updated_at = now()",
-		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns, o.Instances)
+			"instances = EXCLUDED.instances, cpu = EXCLUDED.cpu, memory = EXCLUDED.memory, updated_at = now()",
+		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns, o.Instances, o.MilliCPU, o.MemoryBytes)
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}

@@ -23,22 +23,26 @@ func TestTenantQuotas(t *testing.T) {
 	if err != nil || o != (store.QuotaOverrides{}) {
 		t.Fatalf("TenantQuotas of a new tenant = %+v, %v, want none", o, err)
 	}
-	apps, repo, instances := 7, int64(5<<30), 12
-	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Apps: &apps, RepoBytes: &repo, Instances: &instances}); err != nil {
+	apps, repo, instances, cpu := 7, int64(5<<30), 12, int64(2500)
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Apps: &apps, RepoBytes: &repo, Instances: &instances, MilliCPU: &cpu}); err != nil {
 		t.Fatal(err)
 	}
 	o, err = s.TenantQuotas(ctx, acme.ID)
-	if err != nil || o.Apps == nil || *o.Apps != 7 || o.RepoBytes == nil || *o.RepoBytes != repo || o.Instances == nil || *o.Instances != 12 || o.Routes != nil || o.BuildMinutes != nil {
-		t.Fatalf("TenantQuotas = %+v, %v, want apps 7, repoBytes 5 GiB and instances 12 only", o, err)
+	if err != nil || o.Apps == nil || *o.Apps != 7 || o.RepoBytes == nil || *o.RepoBytes != repo || o.Instances == nil || *o.Instances != 12 ||
+		o.MilliCPU == nil || *o.MilliCPU != 2500 || o.Routes != nil || o.BuildMinutes != nil || o.MemoryBytes != nil {
+		t.Fatalf("TenantQuotas = %+v, %v, want apps 7, repoBytes 5 GiB, instances 12 and cpu 2500m only", o, err)
 	}
-	defaults := store.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4, BuildMinutes: 5, Instances: 6}
-	if got, want := defaults.With(o), (store.Quotas{Apps: 7, Routes: 2, ConcurrentBuilds: 3, RepoBytes: repo, BuildMinutes: 5, Instances: 12}); got != want {
+	defaults := store.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4, BuildMinutes: 5, Instances: 6, MilliCPU: 7, MemoryBytes: 8}
+	if got, want := defaults.With(o), (store.Quotas{Apps: 7, Routes: 2, ConcurrentBuilds: 3, RepoBytes: repo, BuildMinutes: 5, Instances: 12, MilliCPU: 2500, MemoryBytes: 8}); got != want {
 		t.Errorf("With = %+v, want %+v", got, want)
 	}
 
-	negative := -1
+	negative, negative64 := -1, int64(-1)
 	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{Routes: &negative}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("a negative quota: err = %v, want ErrInvalid", err)
+	}
+	if err := s.SetTenantQuotas(ctx, acme.ID, store.QuotaOverrides{MemoryBytes: &negative64}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a negative memory quota: err = %v, want ErrInvalid", err)
 	}
 	if o2, _ := s.TenantQuotas(ctx, acme.ID); o2.Apps == nil || o2.Routes != nil {
 		t.Errorf("a refused change changed the quotas: %+v", o2)

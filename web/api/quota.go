@@ -58,12 +58,12 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 	for field, v := range map[string]int64{
 		"apps": deref(req.Apps), "routes": deref(req.Routes), "concurrentBuilds": deref(req.ConcurrentBuilds),
 		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes), "concurrentRuns": deref(req.ConcurrentRuns),
-		"instances": deref(req.Instances),
+		"instances": deref(req.Instances), "cpu": derefInt64(req.MilliCPU), "memory": derefInt64(req.MemoryBytes),
 	} {
 		switch {
 		case v < 0:
 			return invalid(field, "quota %s: %d is negative: give 0 or more, or leave it out for the default", field, v)
-		case field != "repoBytes" && v > math.MaxInt32:
+		case field != "repoBytes" && field != "cpu" && field != "memory" && v > math.MaxInt32:
 			// The store keeps them as Postgres integers.
 			return invalid(field, "quota %s: %d is more than %d, the largest it may be", field, v, math.MaxInt32)
 		}
@@ -115,7 +115,7 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 	if err != nil {
 		return apiclient.Quota{}, err
 	}
-	instances, err := s.store.TenantInstances(ctx, t.ID)
+	size, err := s.store.TenantInstances(ctx, t.ID)
 	if err != nil {
 		return apiclient.Quota{}, err
 	}
@@ -134,7 +134,7 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 		Usage: apiclient.QuotaUsage{
 			Apps: len(apps.Items), Routes: len(routes.Items),
 			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60), RunningRuns: runs,
-			Instances: instances,
+			Instances: size.Instances, MilliCPU: size.MilliCPU, MemoryBytes: size.MemoryBytes,
 		},
 		BuildMinutesSince: since,
 	}, nil

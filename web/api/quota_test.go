@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
@@ -54,7 +56,7 @@ func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
 	var q apiclient.Quota
 	a.decode(t, &q)
 	if q.Tenant != "quotaa" || q.Quotas.Apps != quota.DefaultApps || q.Quotas.RepoBytes != quota.DefaultRepoBytes ||
-		q.Overrides != (apiclient.QuotaOverrides{}) || q.BuildMinutesSince.Day() != 1 {
+		q.Quotas.MilliCPU != quota.DefaultMilliCPU || q.Quotas.MemoryBytes != quota.DefaultMemoryBytes || q.Overrides != (apiclient.QuotaOverrides{}) || q.BuildMinutesSince.Day() != 1 {
 		t.Errorf("GET /quota of a new tenant = %+v, want the defaults", q)
 	}
 	wantStatus(t, "a tenant's token on the admin route", call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", token, apiclient.QuotaOverrides{Apps: ptr.To(100)}), http.StatusForbidden)
@@ -136,16 +138,31 @@ func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("GET /quota = %+v", q)
 	}
 
-	// Instances: what the tenant's apps run, as the releases counted them.
-	if err := e.Store.SetAppInstances(ctx, "quotaa", "one", 3); err != nil {
+	// Instances, and the CPU and memory they request: what the tenant's
+	// apps run, as the releases counted them.
+	if err := e.Store.SetAppInstances(ctx, "quotaa", "one", store.AppSize{Instances: 3, MilliCPU: 2500, MemoryBytes: 5 << 30}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Store.SetAppInstances(ctx, "quotab", "one", 7); err != nil {
+	if err := e.Store.SetAppInstances(ctx, "quotab", "one", store.AppSize{Instances: 7, MilliCPU: 7000, MemoryBytes: 14 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, "a negative instances quota", call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", e.OperatorToken, apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), Instances: ptr.To(-1)}), http.StatusUnprocessableEntity)
-	if q := setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), Instances: ptr.To(10)}); q.Quotas.Instances != 10 || q.Usage.Instances != 3 {
+	a = call(t, e, http.MethodPut, "/admin/tenants/quotaa/quota", e.OperatorToken, apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), MilliCPU: ptr.To[int64](-1000)})
+	if wantStatus(t, "a negative cpu quota", a, http.StatusUnprocessableEntity); a.err().Field != "cpu" {
+		t.Errorf("a negative cpu quota: field %q, want cpu", a.err().Field)
+	}
+	q = setQuota(t, e, "quotaa", apiclient.QuotaOverrides{Apps: ptr.To(4), Routes: ptr.To(1), Instances: ptr.To(10), MilliCPU: ptr.To[int64](4000), MemoryBytes: ptr.To[int64](64 << 30)})
+	if q.Quotas.Instances != 10 || q.Usage.Instances != 3 {
 		t.Errorf("instances quota and usage = %d, %d; want 10 and 3 (the other tenant's 7 apart)", q.Quotas.Instances, q.Usage.Instances)
+	}
+	if q.Quotas.MilliCPU != 4000 || q.Usage.MilliCPU != 2500 || q.Quotas.MemoryBytes != 64<<30 || q.Usage.MemoryBytes != 5<<30 {
+		t.Errorf("cpu quota and usage = %dm, %dm, memory %d, %d; want 4000m, 2500m, 64 GiB and 5 GiB (the other tenant's apart)",
+			q.Quotas.MilliCPU, q.Usage.MilliCPU, q.Quotas.MemoryBytes, q.Usage.MemoryBytes)
+	}
+	var raw struct{ Quotas, Usage map[string]any }
+	a = call(t, e, http.MethodGet, "/quota", token, nil)
+	if err := json.Unmarshal(a.body, &raw); err != nil || raw.Quotas["cpu"] != 4000.0 || raw.Quotas["memory"] != float64(64<<30) || raw.Usage["cpu"] != 2500.0 || raw.Usage["memory"] != float64(5<<30) {
+		t.Errorf("GET /quota = %s, %v; want quotas and usage cpu in millicores and memory in bytes", a.body, err)
 	}
 
 	// The operator raises them: the next one passes.

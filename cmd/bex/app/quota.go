@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"bex.co/bex/internal/quota"
+	"bex.co/bex/internal/store"
 	"bex.co/bex/web/api/apiclient"
 )
 
@@ -41,9 +41,11 @@ func renderQuota(w io.Writer, q apiclient.Quota) error {
 		{"concurrentBuilds", strconv.Itoa(q.Quotas.ConcurrentBuilds), strconv.Itoa(q.Usage.RunningBuilds)},
 		{"buildMinutes", strconv.Itoa(q.Quotas.BuildMinutes) + " a month",
 			fmt.Sprintf("%d since %s", q.Usage.BuildMinutes, q.BuildMinutesSince.UTC().Format("2006-01-02"))},
-		{"repoBytes", quota.FormatBytes(q.Quotas.RepoBytes), "checked at each push"},
+		{"repoBytes", store.FormatBytes(q.Quotas.RepoBytes), "checked at each push"},
 		{"concurrentRuns", strconv.Itoa(q.Quotas.ConcurrentRuns), strconv.Itoa(q.Usage.RunningRuns)},
 		{"instances", strconv.Itoa(q.Quotas.Instances), strconv.Itoa(q.Usage.Instances)},
+		{"cpu", store.FormatMilliCPU(q.Quotas.MilliCPU), store.FormatMilliCPU(q.Usage.MilliCPU)},
+		{"memory", store.FormatBytes(q.Quotas.MemoryBytes), store.FormatBytes(q.Usage.MemoryBytes)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r[0], r[1], r[2])
 	}

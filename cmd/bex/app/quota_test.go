@@ -11,9 +11,11 @@ import (
 func TestRenderQuota(t *testing.T) {
 	var b strings.Builder
 	err := renderQuota(&b, apiclient.Quota{
-		Tenant:            "acme",
-		Quotas:            apiclient.Quotas{Apps: 25, Routes: 100, ConcurrentBuilds: 2, RepoBytes: 1 << 30, BuildMinutes: 1000, ConcurrentRuns: 3, Instances: 50},
-		Usage:             apiclient.QuotaUsage{Apps: 3, Routes: 1, RunningBuilds: 1, BuildMinutes: 42, RunningRuns: 2, Instances: 7},
+		Tenant: "acme",
+		Quotas: apiclient.Quotas{Apps: 25, Routes: 100, ConcurrentBuilds: 2, RepoBytes: 1 << 30, BuildMinutes: 1000, ConcurrentRuns: 3, Instances: 50,
+			MilliCPU: 16000, MemoryBytes: 32 << 30},
+		Usage: apiclient.QuotaUsage{Apps: 3, Routes: 1, RunningBuilds: 1, BuildMinutes: 42, RunningRuns: 2, Instances: 7,
+			MilliCPU: 2500, MemoryBytes: 3<<30 + 512<<20},
 		BuildMinutesSince: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 	})
 	if err != nil {
@@ -27,6 +29,8 @@ buildMinutes      1000 a month  42 since 2026-12-01
 repoBytes         1 GiB         checked at each push
 concurrentRuns    3             2
 instances         50            7
+cpu               16 CPUs       2.5 CPUs
+memory            32 GiB        3584 MiB
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)

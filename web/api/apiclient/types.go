@@ -535,6 +535,13 @@ type Quotas struct {
 	// their processes (a scale, a push or a change that runs more past it
 	// is refused).
 	Instances int `json:"instances"`
+	// MilliCPU is how much CPU its apps' instances may request together,
+	// in millicores: each instance counts its plan's CPU (starter 250m,
+	// standard 1000m, pro 2000m) or spec.resources'.
+	MilliCPU int64 `json:"cpu"`
+	// MemoryBytes is how much memory its apps' instances may request
+	// together, in bytes (starter 512 MiB, standard 2 GiB, pro 4 GiB each).
+	MemoryBytes int64 `json:"memory"`
 }
 
 // QuotaOverrides are the quotas the operator set for one tenant; a field
@@ -547,6 +554,10 @@ type QuotaOverrides struct {
 	BuildMinutes     *int   `json:"buildMinutes,omitempty"`
 	ConcurrentRuns   *int   `json:"concurrentRuns,omitempty"`
 	Instances        *int   `json:"instances,omitempty"`
+	// MilliCPU is in millicores (16000: 16 CPUs).
+	MilliCPU *int64 `json:"cpu,omitempty"`
+	// MemoryBytes is in bytes.
+	MemoryBytes *int64 `json:"memory,omitempty"`
 }
 
 // QuotaUsage is what a tenant has of each quota. The size of its
@@ -564,6 +575,11 @@ type QuotaUsage struct {
 	// Instances is how many instances its apps run together, as the
 	// platform last deployed them.
 	Instances int `json:"instances"`
+	// MilliCPU is the CPU those instances request together, in
+	// millicores.
+	MilliCPU int64 `json:"cpu"`
+	// MemoryBytes is the memory they request together, in bytes.
+	MemoryBytes int64 `json:"memory"`
 }
 
 // Quota answers GET /api/v1/quota and the operators'

@@ -140,6 +140,8 @@ imagePullSecrets:
 - --quota-build-minutes={{ .Values.quotas.buildMinutes | int64 }}
 - --quota-concurrent-runs={{ .Values.quotas.concurrentRuns | int64 }}
 - --quota-instances={{ .Values.quotas.instances | int64 }}
+- --quota-cpu={{ .Values.quotas.cpu }}
+- --quota-memory={{ .Values.quotas.memory }}
 {{- end -}}
 
 {{/* bex.tenantArgs: what the kube driver keeps in every tenant namespace

@@ -127,13 +127,9 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if opts.DrainDelay <= 0 {
 		opts.DrainDelay = 2 * time.Second
 	}
-	serving, err := opts.Ledger.ServingClusters(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading where apps run: %w", err)
-	}
 	d := &Driver{opts: opts, locks: map[string]*appLock{}}
-	for k, c := range serving {
-		d.serving.Store(k, c)
+	if err := d.reload(ctx); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -188,14 +188,19 @@ func appendSeries(ctx context.Context, tx pgx.Tx, appends int) error {
 		"DELETE FROM app_series_chunks c USING app_series_save s "+
 		"WHERE s.op = 'a' AND c.tenant = s.tenant AND c.app = s.app AND c.last_at < s.from_at "+
 		"RETURNING c.tenant, c.app, octet_length(c.points) AS bytes), "+
-		"gone AS (SELECT tenant, app, count(*) AS chunks, sum(bytes) AS bytes FROM expired GROUP BY tenant, app), "+
 		// A chunk at the time of one saved is refused below.
 		"added AS (INSERT INTO app_series_chunks (tenant, app, first_at, last_at, points) "+
 		"SELECT tenant, app, first_at, last_at, points FROM app_series_save WHERE op = 'a' ON CONFLICT DO NOTHING), "+
-		"heads AS (UPDATE app_series h SET last_at = s.last_at, chunks = h.chunks + 1 - COALESCE(g.chunks, 0), "+
-		"bytes = h.bytes + octet_length(s.points) - COALESCE(g.bytes, 0) "+
-		"FROM app_series_save s LEFT JOIN gone g ON g.tenant = s.tenant AND g.app = s.app "+
-		"WHERE s.op = 'a' AND h.tenant = s.tenant AND h.app = s.app AND h.interval_ms = s.interval_ms AND h.last_at < s.first_at "+
+		// Each head's change, the expired chunks' and the added one's
+		// summed: grouped, not joined, as the planner expects a few
+		// expired chunks where there may be one per app.
+		"deltas AS (SELECT tenant, app, -count(*) AS chunks, -sum(bytes) AS bytes, "+
+		"NULL::bigint AS interval_ms, NULL::timestamptz AS first_at, NULL::timestamptz AS last_at FROM expired GROUP BY tenant, app "+
+		"UNION ALL SELECT tenant, app, 1, octet_length(points), interval_ms, first_at, last_at FROM app_series_save WHERE op = 'a'), "+
+		"d AS (SELECT tenant, app, sum(chunks) AS chunks, sum(bytes) AS bytes, max(interval_ms) AS interval_ms, "+
+		"max(first_at) AS first_at, max(last_at) AS last_at FROM deltas GROUP BY tenant, app), "+
+		"heads AS (UPDATE app_series h SET last_at = d.last_at, chunks = h.chunks + d.chunks, bytes = h.bytes + d.bytes FROM d "+
+		"WHERE h.tenant = d.tenant AND h.app = d.app AND h.interval_ms = d.interval_ms AND h.last_at < d.first_at "+
 		"RETURNING h.chunks, h.bytes) "+
 		"SELECT count(*), count(*) FILTER (WHERE chunks > $1 OR bytes > $2) FROM heads",
 		MaxAppSeriesChunks, MaxAppSeriesBytes).Scan(&updated, &over)

@@ -414,7 +414,9 @@ var errEncoding = errors.New("malformed saved series")
 
 // decodePoints reads what encodePoints wrote with the same interval, or
 // several of those one after the other (a series saved whole, then the
-// points appended to it): their points, each after the one before.
+// points appended to it, each after the last one saved: the store
+// refuses others). Points are read as they were sampled, even a wall
+// clock's step back, as before chunks.
 func decodePoints(b []byte, interval time.Duration) ([]Point, error) {
 	var points []Point
 	for len(b) > 0 {
@@ -468,9 +470,6 @@ func decodeChunk(points []Point, b []byte, interval time.Duration) ([]Point, []b
 		}
 		if d.err != nil {
 			return nil, nil, fmt.Errorf("%w: point %d: %w", errEncoding, i, d.err)
-		}
-		if len(points) > 0 && !p.Time.After(points[len(points)-1].Time) {
-			return nil, nil, fmt.Errorf("%w: point %d at %s, not after the one before", errEncoding, i, p.Time)
 		}
 		points = append(points, p)
 	}

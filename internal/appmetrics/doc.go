@@ -15,11 +15,13 @@
 // the Apps source no longer lists is dropped with its points.
 //
 // With Options.Saved (internal/store in make run) the series survive a
-// restart: Run saves the points of every app whose points changed since
-// its last save as one row per app (the others are named unchanged and
-// keep their rows), all apps in one transaction, encoded one app at a time
-// into one buffer as the store copies them, every SaveInterval and when it
-// stops (rows of apps no longer tracked are deleted), and Load, called
+// restart: Run saves, of every app whose points changed since its last
+// save, the points since then, appended to the app's saved series as one
+// chunk (the whole series when it has none saved; the others are named
+// unchanged and keep theirs), all apps in one transaction, encoded one app
+// at a time into one buffer as the store copies them, every SaveInterval
+// and when it stops (the series of apps no longer tracked are deleted,
+// and the chunks older than an app's points), and Load, called
 // before Run, reads back the listed apps' saved points of the last
 // Retention. A store that another process saved until now answers
 // ErrTookOver: the sampler merges the saved points into its own before it

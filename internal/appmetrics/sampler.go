@@ -112,6 +112,14 @@ type appState struct {
 	// were last saved (0: never), sending its value when they were
 	// handed to the store in save number sendingIn.
 	changes, saved, sending, sendingIn uint64
+	// savedLast is the time of the last point saved (zero: the next save
+	// writes the whole series), chunks and chunkBytes the chunks and bytes
+	// saved since the last whole write (the store's bounds); sendingLast,
+	// sendingWhole and sendingBytes are what save sendingIn handed over.
+	savedLast, sendingLast time.Time
+	chunks, chunkBytes     int
+	sendingWhole           bool
+	sendingBytes           int
 	// firstSampled is the time of the app's first point sampled here
 	// (not loaded).
 	firstSampled time.Time

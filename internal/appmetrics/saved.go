@@ -18,8 +18,9 @@ import (
 // opaque to it (the sampler's encoding, see encodePoints).
 type SeriesStore interface {
 	// SaveAppSeries makes the saved series exactly all: each one replaces
-	// its app's, an Unchanged one keeps it, and an app not in all has its
-	// saved series deleted. A save that fails leaves the previous one
+	// its app's, an Append one adds its points after the app's saved ones
+	// (and drops those before its From), an Unchanged one keeps it, and an
+	// app not in all has its saved series deleted. A save that fails leaves the previous one
 	// whole. It reads all once and is done with a series' Points before it
 	// asks for the next, so the sampler encodes every app's points into
 	// one buffer. The sampler's saves never overlap, and it is the store's
@@ -32,8 +33,10 @@ type SeriesStore interface {
 	// every app.
 	SaveAppSeries(ctx context.Context, all iter.Seq[store.AppSeries]) error
 	// LoadAppSeries returns the saved series of the apps named by tenants
-	// and apps (pairs) whose last point is after since. An app without
-	// one is absent from the result, not an error.
+	// and apps (pairs) whose last point is after since: the Points of what
+	// was saved whole and appended since, one after the other (some may be
+	// before since). An app without one is absent from the result, not an
+	// error.
 	LoadAppSeries(ctx context.Context, tenants, apps []string, since time.Time) ([]store.AppSeries, error)
 }
 
@@ -133,6 +136,8 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 	}
 	a.points = points
 	a.changes++
+	// The next save writes the series whole.
+	a.savedLast, a.chunks, a.chunkBytes = time.Time{}, 0, 0
 	return true
 }
 
@@ -141,7 +146,11 @@ func (s *Sampler) loadApp(k Key, points []Point) bool {
 // failed is written again the next time), names the others as
 // unchanged, and deletes the saved series of apps the sampler no longer
 // tracks. Run saves every SaveInterval and once more when it stops.
-// Without Options.Saved it does nothing. The apps' points are encoded one
+// Without Options.Saved it does nothing. An app saved before gets only
+// its points since its last saved one appended (store.AppSeries.Append),
+// dropping the saved points older than its own; it is written whole when
+// it was never saved (or loaded, merged, or refused since), and after
+// store.MaxAppSeriesChunks appends. The apps' points are encoded one
 // app at a time, as the store asks for them, into one buffer: a save
 // allocates about that buffer, not the encoded size of every app. When
 // the store answers ErrNotSaved, every app is written at the next save,
@@ -224,6 +233,7 @@ func (s *Sampler) mergeApp(k Key, theirs []Point, since time.Time) {
 	}
 	a.points = merged[max(len(merged)-s.opts.Keep, 0):]
 	a.changes++
+	a.savedLast, a.chunks, a.chunkBytes = time.Time{}, 0, 0
 }
 
 // saveOnce is one call to Options.Saved. On ErrNotSaved and ErrTookOver
@@ -250,10 +260,9 @@ func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 			case a.saved == a.changes:
 				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Unchanged: true}
 			default:
-				buf = encodePoints(buf[:0], a.points, s.opts.Interval)
-				sv = store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval,
-					LastAt: a.points[len(a.points)-1].Time, Points: buf}
+				buf, sv = s.encodeApp(buf[:0], k, a)
 				a.sending, a.sendingIn = a.changes, save
+				a.sendingLast, a.sendingWhole, a.sendingBytes = sv.LastAt, !sv.Append, len(buf)
 			}
 			s.mu.Unlock()
 			if named && !yield(sv) {
@@ -266,14 +275,47 @@ func (s *Sampler) saveOnce(ctx context.Context) (forgot bool, err error) {
 	defer s.mu.Unlock()
 	for _, a := range s.apps {
 		switch {
-		case errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver):
+		case errors.Is(err, ErrNotSaved) || errors.Is(err, ErrTookOver) || errors.Is(err, store.ErrInvalid):
+			// A refused save says nothing of which app: every one is
+			// written whole next.
 			forgot = forgot || a.saved != 0
 			a.saved = 0
+			a.savedLast, a.chunks, a.chunkBytes = time.Time{}, 0, 0
 		case err == nil && a.sendingIn == save:
-			a.saved = a.sending
+			a.saved, a.savedLast = a.sending, a.sendingLast
+			if a.sendingWhole {
+				a.chunks, a.chunkBytes = 0, 0
+			}
+			a.chunks++
+			a.chunkBytes += a.sendingBytes
 		}
 	}
 	return forgot, err
+}
+
+// encodeApp encodes into b the points of a (which has some) to save: those
+// after its last saved point, to append, or, when it has no saved point,
+// none after it, or the append would take it over the store's bounds, all
+// of them, whole.
+func (s *Sampler) encodeApp(b []byte, k Key, a *appState) ([]byte, store.AppSeries) {
+	sv := store.AppSeries{Tenant: k.Tenant, App: k.App, Interval: s.opts.Interval, LastAt: a.points[len(a.points)-1].Time}
+	if !a.savedLast.IsZero() && a.chunks < store.MaxAppSeriesChunks {
+		// The new points are the last few.
+		i := len(a.points)
+		for i > 0 && a.points[i-1].Time.After(a.savedLast) {
+			i--
+		}
+		if i < len(a.points) {
+			b = encodePoints(b, a.points[i:], s.opts.Interval)
+			if a.chunkBytes+len(b) <= store.MaxAppSeriesBytes {
+				sv.Append, sv.FirstAt, sv.From, sv.Points = true, a.points[i].Time, a.points[0].Time, b
+				return b, sv
+			}
+		}
+	}
+	b = encodePoints(b[:0], a.points, s.opts.Interval)
+	sv.FirstAt, sv.Points = a.points[0].Time, b
+	return b, sv
 }
 
 // save is Save for Run: it logs what fails.
@@ -370,17 +412,34 @@ func appendLatency(b []byte, v float64) []byte {
 
 var errEncoding = errors.New("malformed saved series")
 
-// decodePoints reads what encodePoints wrote with the same interval.
+// decodePoints reads what encodePoints wrote with the same interval, or
+// several of those one after the other (a series saved whole, then the
+// points appended to it, each after the last one saved: the store
+// refuses others). Points are read as they were sampled, even a wall
+// clock's step back, as before chunks.
 func decodePoints(b []byte, interval time.Duration) ([]Point, error) {
+	var points []Point
+	for len(b) > 0 {
+		var err error
+		if points, b, err = decodeChunk(points, b, interval); err != nil {
+			return nil, err
+		}
+	}
+	return points, nil
+}
+
+// decodeChunk appends to points those of the first encoding in b, and
+// returns what follows it.
+func decodeChunk(points []Point, b []byte, interval time.Duration) ([]Point, []byte, error) {
 	d := decoder{b: b}
 	if v := d.byte(); v != encodingVersion {
-		return nil, fmt.Errorf("%w: version %d", errEncoding, v)
+		return nil, nil, fmt.Errorf("%w: version %d", errEncoding, v)
 	}
 	n := d.uvarint()
 	if d.err != nil || n > uint64(len(b)) { // every point takes several bytes
-		return nil, fmt.Errorf("%w: %d points in %d bytes", errEncoding, n, len(b))
+		return nil, nil, fmt.Errorf("%w: %d points in %d bytes", errEncoding, n, len(b))
 	}
-	points := make([]Point, 0, n)
+	points = slices.Grow(points, int(n))
 	var prev int64
 	for i := range n {
 		var p Point
@@ -410,14 +469,11 @@ func decodePoints(b []byte, interval time.Duration) ([]Point, error) {
 			p.P99Seconds = &v
 		}
 		if d.err != nil {
-			return nil, fmt.Errorf("%w: point %d: %w", errEncoding, i, d.err)
+			return nil, nil, fmt.Errorf("%w: point %d: %w", errEncoding, i, d.err)
 		}
 		points = append(points, p)
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last point", errEncoding, len(d.b))
-	}
-	return points, nil
+	return points, d.b, nil
 }
 
 // decoder reads b; its first error sticks and makes every read answer 0.

@@ -196,6 +196,99 @@ func (c *countingStore) SaveAppSeries(ctx context.Context, all iter.Seq[store.Ap
 	})
 }
 
+// loaded is the points of k that a new sampler on st loads at now.
+func loaded(t *testing.T, st *store.Store, k appmetrics.Key, now time.Time) []appmetrics.Point {
+	t.Helper()
+	keys := []appmetrics.Key{k}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&keys), Runtime: &stubRuntime{}, Saved: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(t.Context(), now); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Series(k.Tenant, k.App, time.Hour, now)
+	return got.Points
+}
+
+// TestSaveAppendsNewPoints: once an app's series is saved, a save appends
+// a chunk of its points since the last save only, leaving the chunks
+// saved before as they were, and deletes the chunks older than the points
+// the sampler keeps; a new sampler loads the whole series, in order.
+func TestSaveAppendsNewPoints(t *testing.T) {
+	st, dbURL := newStore(t)
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rt := &stubRuntime{status: map[string]runtime.Status{"acme/shop": {}, "acme/blog": {}}}
+	shop := appmetrics.Key{Tenant: "acme", App: "shop"}
+	apps := []appmetrics.Key{shop, {Tenant: "acme", App: "blog"}}
+	s, err := appmetrics.New(appmetrics.Options{Apps: listed(&apps), Runtime: rt, Saved: st, Keep: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * appmetrics.DefaultInterval) }
+	sampleAndSave := func(from, to int) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			if err := s.Sample(t.Context(), at(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Save(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// chunks is shop's saved chunks: each one's count of points (the
+	// encoding's second byte) and the transaction that wrote it.
+	type chunk struct {
+		points int
+		xmin   string
+	}
+	chunks := func() []chunk {
+		t.Helper()
+		rows, err := conn.Query(t.Context(), "SELECT get_byte(points, 1), xmin::text FROM app_series_chunks "+
+			"WHERE tenant = 'acme' AND app = 'shop' ORDER BY last_at")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []chunk
+		var c chunk
+		if _, err := pgx.ForEachRow(rows, []any{&c.points, &c.xmin}, func() error { out = append(out, c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	sampleAndSave(0, 1)
+	first := chunks()
+	sampleAndSave(2, 2)
+	got := chunks()
+	if len(first) != 1 || first[0].points != 2 || len(got) != 2 || got[0] != first[0] || got[1].points != 1 {
+		t.Fatalf("shop's chunks after a save of 2 points, then one of a new point: %+v, then %+v; want [2 points], then the same and [1 point]", first, got)
+	}
+	sampleAndSave(3, 4)
+	if got := chunks(); len(got) != 3 || got[2].points != 2 {
+		t.Errorf("shop's chunks after 2 new points: %+v, want a third of 2 points", got)
+	}
+	if got := loaded(t, st, shop, at(5)); len(got) != 5 || !got[0].Time.Equal(at(0)) || !got[4].Time.Equal(at(4)) {
+		t.Errorf("loaded %d points after three saves, want the 5 saved, oldest first: %+v", len(got), got)
+	}
+
+	// The sampler keeps 6 points: from 3 on, after point 8; the chunks of
+	// points 0-1 and 2 end before them.
+	sampleAndSave(5, 8)
+	if got := chunks(); len(got) != 2 || got[0].points != 2 || got[1].points != 4 {
+		t.Errorf("shop's chunks after points 5 to 8, keeping 6: %+v, want those of points 3-4 and 5-8", got)
+	}
+	if got := loaded(t, st, shop, at(9)); len(got) != 6 || !got[0].Time.Equal(at(3)) {
+		t.Errorf("loaded %d points after keeping 6, want points 3 to 8: %+v", len(got), got)
+	}
+}
+
 // TestSaveWritesChangedApps: a save writes the apps whose points changed
 // since the last save that succeeded and names the others as unchanged,
 // whose rows stay; after a failed save, or a store that answered
@@ -230,14 +323,7 @@ func TestSaveWritesChangedApps(t *testing.T) {
 	}
 	points := func(k appmetrics.Key) int {
 		t.Helper()
-		got, err := st.LoadAppSeries(t.Context(), []string{k.Tenant}, []string{k.App}, t0.Add(-time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			return 0
-		}
-		return int(got[0].Points[1]) // the encoding's count of points
+		return len(loaded(t, st, k, t0.Add(10*time.Minute)))
 	}
 
 	sample(0)
@@ -402,8 +488,9 @@ func TestTakeOverMergesSavedPoints(t *testing.T) {
 
 // BenchmarkSave10000Apps measures one save of 10,000 apps of 360 points
 // each (an hour at the defaults) into Postgres, each app with a new point
-// since the save before (as every app has in a running sampler), and
-// reports the bytes one app's row takes.
+// since the save before (as every app has in a running sampler: after a
+// first, untimed, save of every series whole, each save appends that
+// point), and reports the bytes one app's chunks take.
 func BenchmarkSave10000Apps(b *testing.B) {
 	st, dbURL := newStore(b)
 	const apps = 10000
@@ -434,6 +521,10 @@ func BenchmarkSave10000Apps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The first save writes every series whole; those timed append.
+	if err := s.Save(b.Context()); err != nil {
+		b.Fatal(err)
+	}
 	next := appmetrics.DefaultKeep
 	for b.Loop() {
 		// As between two saves of a running sampler, every app gets a
@@ -455,7 +546,8 @@ func BenchmarkSave10000Apps(b *testing.B) {
 	}
 	defer conn.Close(b.Context())
 	var rows, encoded, stored float64
-	if err := conn.QueryRow(b.Context(), "SELECT count(*), avg(octet_length(points)), avg(pg_column_size(points)) FROM app_series").Scan(&rows, &encoded, &stored); err != nil {
+	if err := conn.QueryRow(b.Context(), "SELECT (SELECT count(*) FROM app_series), sum(octet_length(points)) / count(DISTINCT (tenant, app)), "+
+		"sum(pg_column_size(points)) / count(DISTINCT (tenant, app)) FROM app_series_chunks").Scan(&rows, &encoded, &stored); err != nil {
 		b.Fatal(err)
 	}
 	if rows != apps {

@@ -8,8 +8,9 @@
 // server died is marked lost),
 // the immutable, per-app numbered release history, and the records of fleet
 // upgrades (runs, steps, every verifier probe sample), and each app's
-// recent metric series as one opaque row per app (SaveAppSeries,
-// LoadAppSeries: internal/appmetrics's, kept across restarts). The edge's
+// recent metric series as opaque chunks appended per app and save
+// (SaveAppSeries, LoadAppSeries: internal/appmetrics's, kept across
+// restarts). The edge's
 // certificates live in the same database, in tables internal/certstore
 // reads and writes (migration 0004). Apps themselves are not rows: an App object
 // in the tenant's namespace is their desired state, and builds and releases

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -270,5 +271,61 @@ func TestReleaseKindsMigration(t *testing.T) {
 		if _, err := pool.Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "releases are immutable") {
 			t.Errorf("%s after the migration: err = %v, want it refused as immutable", stmt, err)
 		}
+	}
+}
+
+// TestAppSeriesChunksMigration: each series saved whole before migration
+// 0025 becomes its app's one chunk, with its head's chunks and bytes, and
+// takes appended points after it.
+func TestAppSeriesChunksMigration(t *testing.T) {
+	ctx := t.Context()
+	dbURL := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, "_app_series_chunks.sql") })
+	if err := migrate(ctx, pool, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	if _, err := pool.Exec(ctx, "INSERT INTO app_series (tenant, app, interval_ms, points, last_at) VALUES "+
+		"('acme', 'shop', 10000, 'shop points', $1), ('acme', 'blog', 10000, 'blog', $1)", t0); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var chunks, bytes int
+	if err := pool.QueryRow(ctx, "SELECT chunks, bytes FROM app_series WHERE app = 'shop'").Scan(&chunks, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	if chunks != 1 || bytes != len("shop points") {
+		t.Errorf("shop's head after migrating: %d chunks, %d bytes; want 1 and %d", chunks, bytes, len("shop points"))
+	}
+	if err := s.SaveAppSeries(ctx, slices.Values([]AppSeries{
+		{Tenant: "acme", App: "shop", Interval: 10 * time.Second, FirstAt: t0.Add(10 * time.Second), LastAt: t0.Add(10 * time.Second),
+			Points: []byte(" and more"), Append: true},
+		{Tenant: "acme", App: "blog", Unchanged: true},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadAppSeries(ctx, []string{"acme", "acme"}, []string{"shop", "blog"}, t0.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := map[string]string{}
+	for _, a := range got {
+		points[a.App] = string(a.Points)
+	}
+	if len(points) != 2 || points["shop"] != "shop points and more" || points["blog"] != "blog" {
+		t.Errorf("after migrating and appending to shop: %q", points)
 	}
 }

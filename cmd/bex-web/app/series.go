@@ -29,7 +29,7 @@ const seriesLockRetry = 10 * time.Second
 // seriesSaver is the appmetrics.SeriesStore of a bex-web replica. Every
 // replica samples the apps for its own answers and loads the saved series
 // when it starts; only the replica that holds the series lock saves, so
-// that the store has one writer (a save replaces the changed apps' rows
+// that the store has one writer (a save writes the changed apps' points
 // and deletes the others). A replica without the lock answers
 // appmetrics.ErrNotSaved: its sampler writes every app at its next save.
 // One that took the lock since its last save answers appmetrics.ErrTookOver

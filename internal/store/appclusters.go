@@ -15,19 +15,56 @@ func (s *Store) ServingClusters(ctx context.Context) (map[string]string, error) 
 	if err != nil {
 		return nil, fmt.Errorf("reading where apps run: %w", err)
 	}
+	out, err := collectServing(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading where apps run: %w", err)
+	}
+	return out, nil
+}
+
+// ServingClustersSince returns what ServingClusters returns and the
+// version it is at, or a nil map when the version is still since (nothing
+// changed). Every write that changes where an app runs, a tenant's deletion
+// included, makes a new version in its transaction, and the version and
+// the apps are read in one snapshot: a caller that passes the version it
+// got last misses no change, and reads one row while nothing changed. A
+// since of 0 always reads the apps.
+func (s *Store) ServingClustersSince(ctx context.Context, since int64) (map[string]string, int64, error) {
+	var out map[string]string
+	var version int64
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT version FROM app_clusters_version").Scan(&version); err != nil {
+			return err
+		}
+		if version == since {
+			return nil
+		}
+		rows, err := tx.Query(ctx, "SELECT t.name, c.app, c.cluster FROM app_clusters c JOIN tenants t ON t.id = c.tenant_id")
+		if err != nil {
+			return err
+		}
+		out, err = collectServing(rows)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading where apps run: %w", err)
+	}
+	return out, version, nil
+}
+
+// collectServing reads rows of tenant, app and cluster into a map keyed
+// "tenant/app".
+func collectServing(rows pgx.Rows) (map[string]string, error) {
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var tenant, app, cluster string
 		if err := rows.Scan(&tenant, &app, &cluster); err != nil {
-			return nil, fmt.Errorf("reading where apps run: %w", err)
+			return nil, err
 		}
 		out[tenant+"/"+app] = cluster
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading where apps run: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // ServingCluster returns the cluster that serves the app of the tenant

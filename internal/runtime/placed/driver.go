@@ -66,6 +66,16 @@ type Ledger interface {
 	ClearLeftover(ctx context.Context, l store.Leftover) error
 }
 
+// VersionedLedger is a Ledger that tells whether it changed since a version
+// it gave (the store's does): Follow reads every app only when it did.
+type VersionedLedger interface {
+	Ledger
+	// ServingClustersSince returns every app's cluster, keyed by Key, and
+	// the version they are at; or a nil map when the version is still
+	// since. A since of 0 reads every app.
+	ServingClustersSince(ctx context.Context, since int64) (map[string]string, int64, error)
+}
+
 // Key is the Ledger's key of an app.
 func Key(tenant, app string) string { return tenant + "/" + app }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"os"
 	"slices"
@@ -638,4 +639,61 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The store's Ledger tells Follow when it changed.
+var _ placed.VersionedLedger = (*store.Store)(nil)
+
+// versioned is the in-memory ledger as a VersionedLedger whose version is
+// its content, counting the reads of every app.
+type versioned struct {
+	*ledger
+	reads atomic.Int64
+}
+
+func (v *versioned) ServingClusters(ctx context.Context) (map[string]string, error) {
+	v.reads.Add(1)
+	return v.ledger.ServingClusters(ctx)
+}
+
+func (v *versioned) ServingClustersSince(ctx context.Context, since int64) (map[string]string, int64, error) {
+	v.ledger.mu.Lock()
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(v.ledger.m)) {
+		fmt.Fprintf(h, "%s=%s;", k, v.ledger.m[k])
+	}
+	v.ledger.mu.Unlock()
+	version := int64(h.Sum64() >> 1)
+	if version == since {
+		return nil, since, nil
+	}
+	m, err := v.ServingClusters(ctx)
+	return m, version, err
+}
+
+// TestFollowReadsAChangedLedgerOnly: the edge's Follow reads every app only
+// when the Ledger changed, and still switches an app that moved.
+func TestFollowReadsAChangedLedgerOnly(t *testing.T) {
+	clusters, l := fleet(t), &versioned{ledger: &ledger{}}
+	git := newDriverWith(t, placed.Options{Clusters: clusters, Ledger: l, Shared: true})
+	edge := newDriverWith(t, placed.Options{Clusters: clusters, Ledger: l, Shared: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go edge.Follow(ctx, 20*time.Millisecond)
+
+	deploy(t, git, webRelease(t, "web", "a", 1, nil))
+	waitFor(t, "the edge to route to cluster a", func() bool {
+		c, _ := edge.Serving(tenant, "web")
+		return c == "a"
+	})
+	before := l.reads.Load()
+	time.Sleep(400 * time.Millisecond) // about 20 rounds
+	if n := l.reads.Load() - before; n > 0 {
+		t.Fatalf("Follow read every app %d times in 400 ms with nothing changed, want 0", n)
+	}
+	deploy(t, git, webRelease(t, "web", "b", 1, nil))
+	waitFor(t, "the edge to route to cluster b after the move", func() bool {
+		c, _ := edge.Serving(tenant, "web")
+		return c == "b"
+	})
 }

@@ -21,7 +21,8 @@ const DefaultFollowInterval = time.Second
 // the edge, like the process that moved the app (Deploy), does not switch
 // to a cluster that would answer with no upstream while the old one still
 // serves for Options.DrainDelay. An app new to the Ledger is routed at
-// once; one gone from it is forgotten.
+// once; one gone from it is forgotten. A VersionedLedger is read whole
+// only when it changed: a round reads one version otherwise.
 func (d *Driver) Follow(ctx context.Context, interval time.Duration) {
 	f := &follower{d: d, seen: map[string]time.Time{}}
 	for {
@@ -43,11 +44,31 @@ type follower struct {
 	// last connection failed (told once).
 	connecting, broken sync.Map
 	failing            bool
+	// ledger is the last read of a VersionedLedger, at version.
+	ledger  map[string]string
+	version int64
+}
+
+// read returns every app's cluster, from the last read when the Ledger
+// tells that nothing changed since.
+func (f *follower) read(ctx context.Context) (map[string]string, error) {
+	vl, ok := f.d.opts.Ledger.(VersionedLedger)
+	if !ok {
+		return f.d.opts.Ledger.ServingClusters(ctx)
+	}
+	m, v, err := vl.ServingClustersSince(ctx, f.version)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		f.ledger, f.version = m, v
+	}
+	return f.ledger, nil
 }
 
 func (f *follower) round(ctx context.Context) {
 	d := f.d
-	ledger, err := d.opts.Ledger.ServingClusters(ctx)
+	ledger, err := f.read(ctx)
 	if err != nil {
 		if ctx.Err() == nil && !f.failing {
 			d.opts.Log.Error(err, "Reading where apps run; the edge routes as before until it can")

@@ -1,13 +1,21 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
@@ -142,4 +150,62 @@ func TestRunCLI(t *testing.T) {
 	if stdout, stderr, code := bexRunWith(t, env, "typed\n", "run", "shop", "--", "echo", "hi"); code != 0 || stdout != "hi\n" {
 		t.Errorf("a run without -i on a runtime that takes no input: exit %d, %q, %q", code, stdout, stderr)
 	}
+
+	// On a terminal bex asks for one; the runtime refuses it, and bex
+	// runs the command without, saying so, its output on the terminal.
+	master, tty := openPTY(t)
+	var output platformtest.SyncBuffer
+	go func() { _, _ = io.Copy(&output, master) }()
+	before, err := term.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	code = app.Run(t.Context(), app.IO{In: tty, Out: tty, Err: &errOut, ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }},
+		[]string{"run", "shop", "--", "echo", "on the terminal"})
+	if code != 0 || !strings.Contains(errOut.String(), "runs on a workload cluster, where a one-off command has no terminal and reads no input: running it without") {
+		t.Errorf("a run from a terminal on a runtime that takes no input: exit %d, stderr %q; want 0, saying it runs without a terminal", code, errOut.String())
+	}
+	platformtest.Eventually(t, 10*time.Second, "the output on the terminal", func(context.Context) error {
+		if !strings.Contains(output.String(), "on the terminal") {
+			return fmt.Errorf("the terminal shows %q", output.String())
+		}
+		return nil
+	})
+	if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
+		t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
+	}
+}
+
+// openPTY opens a pseudo-terminal: its master, which the test reads, and
+// its terminal, 80 by 24, which bex gets as stdin and stdout.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening a pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	var n int
+	conn, err := master.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ioctlErr error
+	if err := conn.Control(func(fd uintptr) {
+		if ioctlErr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ioctlErr == nil {
+			n, ioctlErr = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+		}
+	}); err != nil || ioctlErr != nil {
+		t.Fatalf("unlocking the pseudo-terminal: %v %v", err, ioctlErr)
+	}
+	tty, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening the terminal of the pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
+		t.Fatal(err)
+	}
+	return master, tty
 }

@@ -44,7 +44,10 @@ const (
 // in every namespace: tenant namespaces (the driver checks them, the edge
 // watches them by label), the apps' Deployments (Watch, ReadApps), Pods
 // (ReadApps, SweepRuns), Services and EndpointSlices (the edge's table),
-// and the nodes' stats summaries (Usage). Nothing is written outside
+// and the nodes' stats summaries (Usage: through the node proxy, or from
+// the kubelet with nodes/stats). get of nodes/proxy reaches the whole of a
+// kubelet's API, its exec among them: the identity is the platform's,
+// never a tenant's. Nothing is written outside
 // tenant namespaces, and no Secret is read there.
 func ClusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
@@ -53,7 +56,7 @@ func ClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/proxy", "nodes/stats"}, Verbs: []string{"get"}},
 	}
 }
 

@@ -216,6 +216,11 @@ func (r *Reconciler) adminConfig(ctx context.Context, cl *clusterv1.Cluster) (*r
 	if err != nil {
 		return nil, nil, fmt.Errorf("key %q: %w", placed.KubeconfigKey, err)
 	}
+	// The runtime kubeconfig carries the CA itself, also when the admin
+	// kubeconfig names a file.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, nil, fmt.Errorf("key %q: %w", placed.KubeconfigKey, err)
+	}
 	cfg.UserAgent, cfg.Timeout = "bex-runtimecreds", 30*time.Second
 	return cfg, data, nil
 }

@@ -166,11 +166,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.warn(cl, "WorkloadUnreachable", "Keeping the runtime identity on %s/%s: %v", cl.Namespace, cl.Name, err)
 		return ctrl.Result{}, fmt.Errorf("keeping the runtime identity on cluster %s: %w", cl.Name, err)
 	}
-	if err := r.prepareTenants(ctx, req.NamespacedName, admin, adminKubeconfig); err != nil {
-		r.warn(cl, "TenantNamespacesFailed", "Preparing the tenant namespaces of %s/%s: %v", cl.Namespace, cl.Name, err)
-		return ctrl.Result{}, err
-	}
-
 	now := r.Now()
 	current, err := r.currentKey(ctx, key)
 	if err != nil {
@@ -199,6 +194,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		renewAt = expires.Add(-r.Lifetime / 3)
 	} else if err := r.writeKey(ctx, req.NamespacedName, current); err != nil {
 		// Only the sweep of gone clusters' keys can change anything here.
+		return ctrl.Result{}, err
+	}
+	// After the key: a tenant namespace that cannot be prepared (one
+	// being deleted) holds up no token.
+	if err := r.prepareTenants(ctx, req.NamespacedName, admin, adminKubeconfig); err != nil {
+		r.warn(cl, "TenantNamespacesFailed", "Preparing the tenant namespaces of %s/%s: %v", cl.Namespace, cl.Name, err)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: min(max(renewAt.Sub(now), time.Second), Resync)}, nil

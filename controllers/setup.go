@@ -11,6 +11,7 @@ import (
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/controllers/route"
+	"bex.co/bex/controllers/runtimecreds"
 	"bex.co/bex/controllers/scheme"
 	"bex.co/bex/controllers/workerhook"
 	"bex.co/bex/internal/localfleet"
@@ -82,6 +83,15 @@ type Deps struct {
 	// host's processes, as make run's local fleet does; the management
 	// cluster must serve deploy/localinfra-crds. Nil leaves them alone.
 	LocalFleet *localfleet.Host
+
+	// RuntimeCredentials, when set, keeps in each Cluster API cluster an
+	// identity with the kube driver's rights only and writes its
+	// kubeconfigs into its Secret (controllers/runtimecreds), for a
+	// cluster install that follows the placement
+	// (--runtime-kubeconfigs-secret); Setup fills in Client, Reader and
+	// Events. The management cluster must serve Cluster API's Cluster
+	// kind. Nil leaves the clusters alone.
+	RuntimeCredentials *runtimecreds.Reconciler
 }
 
 // Setup registers every controller with mgr.
@@ -129,6 +139,12 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 		}
 		if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", localinfra.MachineControllerName, err)
+		}
+	}
+	if rc := deps.RuntimeCredentials; rc != nil {
+		rc.Client, rc.Reader, rc.Events = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(runtimecreds.ControllerName)
+		if err := rc.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", runtimecreds.ControllerName, err)
 		}
 	}
 	if fu := deps.FleetUpgrades; fu != nil {

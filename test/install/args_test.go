@@ -102,12 +102,16 @@ func TestChartCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	helm := helmTool(ctx, t)
-	for _, values := range []string{"", "values-production.yaml"} {
+	for _, values := range []string{"", "values-production.yaml", "values-production.yaml+followPlacement"} {
 		args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}
 		name := "defaults"
 		if values != "" {
 			name = values
-			args = append(args, "-f", filepath.Join(chartDir, values))
+			file, follow := strings.CutSuffix(values, "+followPlacement")
+			args = append(args, "-f", filepath.Join(chartDir, file))
+			if follow {
+				args = append(args, "--set", "followPlacement.enabled=true")
+			}
 		}
 		out, err := runHelm(ctx, helm, args...)
 		if err != nil {

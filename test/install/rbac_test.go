@@ -93,6 +93,25 @@ func grantsSecrets(rules []rbacv1.PolicyRule) bool {
 	return false
 }
 
+// onlyRuntimeKubeconfigs reports whether every rule that gives a right on
+// Secrets gives get (or watch) of the Secret named name only.
+func onlyRuntimeKubeconfigs(rules []rbacv1.PolicyRule, name string) bool {
+	for _, rule := range rules {
+		if !grantsSecrets([]rbacv1.PolicyRule{rule}) {
+			continue
+		}
+		if name == "" || !slices.Equal(rule.ResourceNames, []string{name}) {
+			return false
+		}
+		for _, v := range rule.Verbs {
+			if v != "get" && v != "watch" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func hasSubject(subjects []rbacv1.Subject, ns, name string) bool {
 	return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
 		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ns && s.Name == name
@@ -121,6 +140,21 @@ func checkTenantRBAC(t *testing.T, name string, r chartRBAC) {
 			t.Errorf("%s: ClusterRole %s grants the git receiver rights on Secrets cluster-wide (ClusterRoleBinding %s)", name, cr.Name, b.Name)
 		}
 	}
+	flag := func(repo, f string) string {
+		for _, a := range r.args[repo] {
+			if v, ok := strings.CutPrefix(a, "--"+f+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	// With --follow-placement, the git receiver may get the runtime
+	// kubeconfigs Secret of the release namespace: that one, nothing else.
+	runtimeSecret := flag("bex-git", "runtime-kubeconfigs-secret")
+	ns, runtimeName, _ := strings.Cut(runtimeSecret, "/")
+	if runtimeSecret != "" && ns != releaseNamespace {
+		t.Errorf("%s: the git receiver's --runtime-kubeconfigs-secret %s is not in the release namespace", name, runtimeSecret)
+	}
 	for _, b := range r.rbs {
 		if !hasSubject(b.Subjects, releaseNamespace, git) {
 			continue
@@ -129,20 +163,18 @@ func checkTenantRBAC(t *testing.T, name string, r chartRBAC) {
 		if b.RoleRef.Kind == "ClusterRole" {
 			rules = r.clusterRoles[b.RoleRef.Name].Rules
 		}
+		if b.Namespace == releaseNamespace && b.RoleRef.Kind == "Role" && runtimeName != "" {
+			if !onlyRuntimeKubeconfigs(rules, runtimeName) {
+				t.Errorf("%s: RoleBinding %s/%s grants the git receiver more on Secrets than get of %s", name, b.Namespace, b.Name, runtimeSecret)
+			}
+			continue
+		}
 		if grantsSecrets(rules) {
 			t.Errorf("%s: RoleBinding %s/%s grants the git receiver rights on Secrets in %s", name, b.Namespace, b.Name, b.Namespace)
 		}
 	}
 	if !slices.Contains(r.args["bex-git"], "--prepared-namespaces") {
 		t.Errorf("%s: the git receiver may prepare tenant namespaces (no --prepared-namespaces): %q", name, r.args["bex-git"])
-	}
-	flag := func(repo, f string) string {
-		for _, a := range r.args[repo] {
-			if v, ok := strings.CutPrefix(a, "--"+f+"="); ok {
-				return v
-			}
-		}
-		return ""
 	}
 	if got := flag("bex-controller-manager", "tenant-role-service-accounts"); got != releaseNamespace+"/"+git {
 		t.Errorf("%s: the controller manager binds tenant roles to %q, want the git receiver", name, got)
@@ -397,5 +429,85 @@ func TestTenantRBAC(t *testing.T) {
 	// What it does need, within the tenant's namespace.
 	if err := git.Get(ctx, client.ObjectKey{Namespace: "acme", Name: kube.TenantPolicyName}, &networkingv1.NetworkPolicy{}); err != nil {
 		t.Errorf("the git receiver cannot read the tenant NetworkPolicy it checks: %v", err)
+	}
+
+	// With followPlacement the processes read the runtime kubeconfigs
+	// Secret, which the controller manager writes: the git receiver gets
+	// that one Secret and still no other.
+	out, err = runHelm(ctx, helm, "template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion,
+		"--set", "followPlacement.enabled=true")
+	if err != nil {
+		t.Fatalf("helm template (followPlacement): %v\n%s", err, out)
+	}
+	if objs, err = decode(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		default:
+			continue
+		}
+		if o.GetNamespace() != "" && o.GetNamespace() != releaseNamespace && o.GetNamespace() != "kube-system" {
+			continue
+		}
+		o := o.DeepCopy()
+		if err := admin.Patch(ctx, o, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil {
+			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	cm, err := client.New(as("controller-manager"), client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimeKubeconfigs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNamespace, Name: "bex-runtime-kubeconfigs"}, Data: map[string][]byte{"fleet.w1": []byte("kubeconfig")}}
+	if err := cm.Create(ctx, runtimeKubeconfigs); err != nil {
+		t.Fatalf("the controller manager cannot create the runtime kubeconfigs Secret: %v", err)
+	}
+	runtimeKubeconfigs.Data["fleet.w2"] = []byte("kubeconfig")
+	if err := cm.Update(ctx, runtimeKubeconfigs); err != nil {
+		t.Errorf("the controller manager cannot update the runtime kubeconfigs Secret: %v", err)
+	}
+	for _, component := range []string{"git-receiver", "web", "edge"} {
+		c, err := client.New(as(component), client.Options{Scheme: clientgoscheme.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(runtimeKubeconfigs), &corev1.Secret{}); err != nil {
+			t.Errorf("the %s cannot read the runtime kubeconfigs: %v", component, err)
+		}
+	}
+	sameNameElsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "globex", Name: "bex-runtime-kubeconfigs"}}
+	if err := admin.Create(ctx, sameNameElsewhere); err != nil {
+		t.Fatal(err)
+	}
+	forbidden("reading the platform's Postgres Secret (followPlacement)", git.Get(ctx, client.ObjectKeyFromObject(platformSecret), &corev1.Secret{}))
+	forbidden("reading a Secret of the same name in another namespace", git.Get(ctx, client.ObjectKeyFromObject(sameNameElsewhere), &corev1.Secret{}))
+	forbidden("listing the Secrets of the release namespace", git.List(ctx, &corev1.SecretList{}, client.InNamespace(releaseNamespace)))
+	forbidden("listing Secrets cluster-wide (followPlacement)", git.List(ctx, &corev1.SecretList{}))
+	forbidden("updating the runtime kubeconfigs", git.Update(ctx, runtimeKubeconfigs.DeepCopy()))
+	forbidden("deleting the runtime kubeconfigs", git.Delete(ctx, runtimeKubeconfigs.DeepCopy()))
+	forbidden("creating a Secret in the release namespace", git.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNamespace, Name: "mine"}}))
+	// Every Secret of the apiserver, as the git receiver sees it: the one
+	// it may get, no other (an access review per Secret).
+	var all corev1.SecretList
+	if err := admin.List(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all.Items {
+		for _, verb := range []string{"get", "list", "watch"} {
+			ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "secrets", Namespace: s.Namespace, Name: s.Name}}}
+			if err := git.Create(ctx, ssar); err != nil {
+				t.Fatal(err)
+			}
+			want := verb == "get" && s.Namespace == releaseNamespace && s.Name == runtimeKubeconfigs.Name
+			if s.Namespace == "acme" {
+				continue // the tenant's own, through tenant-config
+			}
+			if ssar.Status.Allowed != want {
+				t.Errorf("the git receiver may %s Secret %s/%s: %t, want %t", verb, s.Namespace, s.Name, ssar.Status.Allowed, want)
+			}
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"bex.co/bex/cmd/internal/workload"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/fleetupgrade"
+	"bex.co/bex/controllers/runtimecreds"
 	"bex.co/bex/internal/certstore"
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
@@ -199,6 +200,15 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		// deletion holds its workers until its apps moved, and a change
 		// of a Cluster looks at its Apps at once.
 		deps.ServedApps = st
+	}
+	if rt.Placed != nil && o.Runtime.RuntimeKubeconfigs != "" {
+		// The processes reach the fleet's clusters with the kubeconfigs
+		// this controller writes, not with Cluster API's admin ones.
+		secret, err := command.ParseSecretName("--runtime-kubeconfigs-secret", o.Runtime.RuntimeKubeconfigs)
+		if err != nil {
+			return err
+		}
+		deps.RuntimeCredentials = &runtimecreds.Reconciler{Secret: secret, FleetNamespace: o.Runtime.FleetNamespace, Tenants: o.Runtime.Tenants.KubeOptions()}
 	}
 	if o.ACMEDirectory != "" {
 		storage, err := certstore.New(st.Pool(), certstore.Options{})

@@ -46,6 +46,9 @@ type Options struct {
 	FollowPlacement bool
 	WorkloadCluster string
 	FleetNamespace  string
+	// RuntimeKubeconfigs is workload.Options.RuntimeKubeconfigs: the
+	// Secret the Cluster API clusters' kubeconfigs are read from.
+	RuntimeKubeconfigs string
 
 	HTTPListen, HTTPSListen, MetricsListen string
 	PublicHTTPPort, PublicHTTPSPort        int
@@ -82,6 +85,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.FollowPlacement, "follow-placement", o.FollowPlacement, "Route each app to the cluster that serves it, as the platform recorded it: a Cluster API cluster of the management cluster (its <cluster>-kubeconfig Secret; the apps' Pod IPs must be reachable from here) or --workload-cluster (docs/install.md); the same as the controller manager's, web's and the git receiver's")
 	fs.StringVar(&o.FleetNamespace, "fleet-namespace", o.FleetNamespace, "With --follow-placement: read the Cluster API clusters apps run on, and their kubeconfig Secrets, in this namespace only (default: all)")
 	fs.StringVar(&o.WorkloadCluster, "workload-cluster", o.WorkloadCluster, "With --follow-placement: the name the scheduler knows --kubeconfig's cluster by (bex-apiserver's --local-cluster NAME:…); empty: apps run on Cluster API clusters only")
+	fs.StringVar(&o.RuntimeKubeconfigs, "runtime-kubeconfigs-secret", o.RuntimeKubeconfigs, "With --follow-placement: NAMESPACE/NAME of the Secret the Cluster API clusters' kubeconfigs are read from (key NAMESPACE.CLUSTER, written by the controller manager) instead of their admin <cluster>-kubeconfig Secrets; the same as the controller manager's")
 	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "Postgres URL where certificates, ACME accounts and locks are shared [$DATABASE_URL]")
 	fs.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "Address of the HTTP port (ACME challenges, redirects to HTTPS)")
 	fs.StringVar(&o.HTTPSListen, "https-listen", o.HTTPSListen, "Address of the HTTPS port")
@@ -138,8 +142,11 @@ func (o *Options) Validate() error {
 	if o.DNS01.Configured() && o.LocalCADir != "" {
 		errs = append(errs, errors.New("--acme-dns-rfc2136-* configure ACME DNS-01 challenges, which --local-ca-dir does not use: drop one or the other"))
 	}
-	if !o.FollowPlacement && (o.WorkloadCluster != "" || o.FleetNamespace != "") {
-		errs = append(errs, errors.New("--workload-cluster and --fleet-namespace need --follow-placement: without it every app is routed to --kubeconfig's cluster"))
+	if !o.FollowPlacement && (o.WorkloadCluster != "" || o.FleetNamespace != "" || o.RuntimeKubeconfigs != "") {
+		errs = append(errs, errors.New("--workload-cluster, --fleet-namespace and --runtime-kubeconfigs-secret need --follow-placement: without it every app is routed to --kubeconfig's cluster"))
+	}
+	if _, err := command.ParseSecretName("--runtime-kubeconfigs-secret", o.RuntimeKubeconfigs); err != nil {
+		errs = append(errs, err)
 	}
 	if o.CertificateBudget < 0 {
 		errs = append(errs, fmt.Errorf("--certificate-budget %d is negative: give the new hostnames a tenant may get certificates for per hour, or 0 for no limit", o.CertificateBudget))
@@ -328,7 +335,11 @@ func (o *Options) followPlacement(ctx context.Context, mgmt *rest.Config, slices
 	if o.WorkloadCluster != "" {
 		static = placed.Static{o.WorkloadCluster: {Apps: slices}}
 	}
-	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, Namespace: o.FleetNamespace, Static: static, Log: log})
+	runtimeSecret, err := command.ParseSecretName("--runtime-kubeconfigs-secret", o.RuntimeKubeconfigs)
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, Namespace: o.FleetNamespace, Static: static, RuntimeSecret: runtimeSecret, Log: log})
 	if err != nil {
 		return nil, err
 	}

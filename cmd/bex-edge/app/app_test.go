@@ -24,7 +24,11 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("--app-metrics-token-file without --metrics-listen: exit %d, output:\n%s", code, out)
 	}
 	out, code = cmdtest.Run(t, bin, []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--workload-cluster", "main")
-	if code != 2 || !strings.Contains(out, "--workload-cluster and --fleet-namespace need --follow-placement") {
+	if code != 2 || !strings.Contains(out, "--workload-cluster, --fleet-namespace and --runtime-kubeconfigs-secret need --follow-placement") {
 		t.Errorf("--workload-cluster without --follow-placement: exit %d, output:\n%s", code, out)
+	}
+	out, code = cmdtest.Run(t, bin, []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x"}, "--follow-placement", "--runtime-kubeconfigs-secret", "bex-runtime-kubeconfigs")
+	if code != 2 || !strings.Contains(out, `--runtime-kubeconfigs-secret "bex-runtime-kubeconfigs": want NAMESPACE/NAME`) {
+		t.Errorf("--runtime-kubeconfigs-secret without a namespace: exit %d, output:\n%s", code, out)
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // NewFlagSet returns an empty flag set of the command name that returns its
@@ -97,4 +100,16 @@ func parenthesis(s string) string {
 // UsageErrors, for the binaries whose command line is a cobra.Command.
 func CobraUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return Usage(err) })
+}
+
+// ParseSecretName parses flag's NAMESPACE/NAME; empty is the zero name.
+func ParseSecretName(flag, v string) (types.NamespacedName, error) {
+	if v == "" {
+		return types.NamespacedName{}, nil
+	}
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("%s %q: want NAMESPACE/NAME of a Secret, like bex-system/bex-runtime-kubeconfigs", flag, v)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }

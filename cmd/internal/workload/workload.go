@@ -23,6 +23,7 @@ import (
 	"bex.co/bex/builder/buildpod"
 	"bex.co/bex/builder/pipeline"
 	"bex.co/bex/builder/release"
+	"bex.co/bex/cmd/internal/command"
 	appctrl "bex.co/bex/controllers/app"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeconfig"
@@ -58,6 +59,14 @@ type Options struct {
 	// FleetNamespace, when set, is the only namespace the Cluster API
 	// clusters apps run on are read in. With FollowPlacement.
 	FleetNamespace string
+	// RuntimeKubeconfigs, NAMESPACE/NAME, is the Secret the Cluster API
+	// clusters' kubeconfigs are read from instead of their admin
+	// <cluster>-kubeconfig Secrets: one key per cluster, each a token of
+	// the kube driver's rights only, written by the controller manager
+	// (controllers/runtimecreds). Their tenant namespaces are then
+	// prepared by the controller manager (PreparedNamespaces). With
+	// FollowPlacement.
+	RuntimeKubeconfigs string
 	// Registry is the host[:port] of the platform registry built images are
 	// pushed to and the workload cluster pulls from.
 	Registry string
@@ -187,6 +196,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.FollowPlacement, "follow-placement", o.FollowPlacement, "Run each app on the cluster the scheduler placed it on: a Cluster API cluster (its <cluster>-kubeconfig Secret in the management cluster) or --workload-cluster; an app placed nowhere is not deployed (docs/install.md)")
 	fs.StringVar(&o.FleetNamespace, "fleet-namespace", o.FleetNamespace, "With --follow-placement: read the Cluster API clusters apps run on, and their kubeconfig Secrets, in this namespace only (default: all)")
 	fs.StringVar(&o.WorkloadCluster, "workload-cluster", o.WorkloadCluster, "With --follow-placement: the name the scheduler knows --workload-kubeconfig's cluster by (bex-apiserver's --local-cluster NAME:…); empty: apps run on Cluster API clusters only")
+	fs.StringVar(&o.RuntimeKubeconfigs, "runtime-kubeconfigs-secret", o.RuntimeKubeconfigs, "With --follow-placement: NAMESPACE/NAME of the Secret the Cluster API clusters' kubeconfigs are read from (key NAMESPACE.CLUSTER, the kube driver's rights only, written by the controller manager) instead of their admin <cluster>-kubeconfig Secrets; the controller manager then also prepares their tenant namespaces (docs/install.md)")
 	fs.StringVar(&o.Registry, "registry", o.Registry, "host[:port] of the registry built images are pushed to and the workload cluster pulls from (required)")
 	fs.StringVar(&o.WorkDir, "work-dir", o.WorkDir, "Scratch directory: build work trees and caches, images read back at release")
 	fs.StringVar(&o.AppDomain, "app-domain", o.AppDomain, "Domain of the apps' URLs, https://<app>-<tenant>.<domain> (required)")
@@ -226,6 +236,12 @@ func (o *Options) Validate() []error {
 		if o.FleetNamespace != "" {
 			errs = append(errs, errors.New("--fleet-namespace needs --follow-placement: without it no Cluster API cluster is read"))
 		}
+		if o.RuntimeKubeconfigs != "" {
+			errs = append(errs, errors.New("--runtime-kubeconfigs-secret needs --follow-placement: without it no Cluster API cluster is read"))
+		}
+	}
+	if _, err := command.ParseSecretName("--runtime-kubeconfigs-secret", o.RuntimeKubeconfigs); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ReleaseRetention < 1 {
 		errs = append(errs, fmt.Errorf("--release-retention %d: want 1 or more, the releases of an app kept for rollbacks (the one serving is always kept)", o.ReleaseRetention))
@@ -324,9 +340,10 @@ func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient cl
 // the workload cluster (as WorkloadCluster, when named) and a kube driver
 // per Cluster API cluster, and the workload cluster's own kube driver. The
 // Ledger is shared with the platform's other processes. A Cluster API
-// cluster's driver prepares tenant namespaces itself: Cluster API's
-// kubeconfig is the cluster's admin, whatever --prepared-namespaces says
-// of the workload cluster (docs/install.md).
+// cluster's driver prepares tenant namespaces itself when it uses Cluster
+// API's kubeconfig, the cluster's admin, whatever --prepared-namespaces
+// says of the workload cluster; with RuntimeKubeconfigs it only checks
+// them (docs/install.md).
 func (o *Options) placedRuntime(ctx context.Context, cfg *rest.Config, kopts kube.Options, st *store.Store, kubeClient client.Client, log logr.Logger) (*placed.Driver, *kube.Driver, error) {
 	var static placed.Static
 	var workload *kube.Driver
@@ -344,7 +361,14 @@ func (o *Options) placedRuntime(ctx context.Context, cfg *rest.Config, kopts kub
 	}
 	fleetOpts := kopts
 	fleetOpts.PreparedNamespaces = false
-	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: kubeClient, Namespace: o.FleetNamespace, Static: static, Driver: fleetOpts, Log: log})
+	runtimeSecret, _ := command.ParseSecretName("--runtime-kubeconfigs-secret", o.RuntimeKubeconfigs)
+	if runtimeSecret.Name != "" {
+		// The runtime kubeconfigs may not prepare namespaces nor bind
+		// roles: the controller manager prepares the tenant namespaces of
+		// every Cluster API cluster (controllers/runtimecreds).
+		fleetOpts.PreparedNamespaces, fleetOpts.TenantRole, fleetOpts.TenantSubjects = true, "", nil
+	}
+	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: kubeClient, Namespace: o.FleetNamespace, Static: static, Driver: fleetOpts, RuntimeSecret: runtimeSecret, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

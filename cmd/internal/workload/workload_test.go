@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,14 +177,22 @@ func TestRuntimeFollowsPlacement(t *testing.T) {
 // TestFlags: --workload-cluster and --fleet-namespace without
 // --follow-placement are refused, saying why.
 func TestFlags(t *testing.T) {
-	o := &workload.Options{Registry: "127.0.0.1:5000", WorkDir: "/tmp", AppDomain: "apps.example.test", ReleaseRetention: 3, WorkloadCluster: "main", FleetNamespace: "fleet"}
+	o := &workload.Options{Registry: "127.0.0.1:5000", WorkDir: "/tmp", AppDomain: "apps.example.test", ReleaseRetention: 3, WorkloadCluster: "main", FleetNamespace: "fleet",
+		RuntimeKubeconfigs: "bex-system/bex-runtime-kubeconfigs"}
 	errs := o.Validate()
-	if len(errs) != 2 || errs[0].Error() != "--workload-cluster needs --follow-placement: without it every app runs on --workload-kubeconfig's cluster" ||
-		errs[1].Error() != "--fleet-namespace needs --follow-placement: without it no Cluster API cluster is read" {
+	if len(errs) != 3 || errs[0].Error() != "--workload-cluster needs --follow-placement: without it every app runs on --workload-kubeconfig's cluster" ||
+		errs[1].Error() != "--fleet-namespace needs --follow-placement: without it no Cluster API cluster is read" ||
+		errs[2].Error() != "--runtime-kubeconfigs-secret needs --follow-placement: without it no Cluster API cluster is read" {
 		t.Fatalf("errors: %v", errs)
 	}
 	o.FollowPlacement = true
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Fatalf("errors with --follow-placement: %v", errs)
+	}
+	for _, bad := range []string{"bex-runtime-kubeconfigs", "bex-system/", "/name", "Bex/name", "ns/a/b"} {
+		o.RuntimeKubeconfigs = bad
+		if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "want NAMESPACE/NAME of a Secret") {
+			t.Errorf("--runtime-kubeconfigs-secret %q: %v", bad, errs)
+		}
 	}
 }

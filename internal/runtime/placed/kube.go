@@ -1,6 +1,7 @@
 package placed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,11 +45,24 @@ type KubeOptions struct {
 	Static Static
 	// Driver configures each cluster's kube driver.
 	Driver kube.Options
+	// RuntimeSecret, when set, is the Secret a cluster's kubeconfig is
+	// read from instead of Cluster API's <cluster>-kubeconfig: its key
+	// RuntimeKubeconfigKey(namespace, cluster), which the controller
+	// manager writes (controllers/runtimecreds) with the rights of the
+	// kube driver only. The Cluster is still looked for among Cluster
+	// API's. The Secret is read once per Recheck for every cluster.
+	RuntimeSecret types.NamespacedName
 	// Recheck is how long a cluster's driver is used before the Cluster
 	// and its Secret are read again [10s].
 	Recheck time.Duration
 	Log     logr.Logger
 }
+
+// RuntimeKubeconfigKey is the key of the Cluster API cluster name of
+// namespace in the runtime kubeconfigs Secret (KubeOptions.RuntimeSecret):
+// NAMESPACE.NAME. A namespace's name holds no dot, so the key names one
+// cluster; it is a valid Secret key while it is at most 253 characters.
+func RuntimeKubeconfigKey(namespace, name string) string { return namespace + "." + name }
 
 // KubeClusters are the Cluster API clusters of a management cluster, each
 // run by a kube driver made from its <cluster>-kubeconfig Secret with the
@@ -74,6 +88,11 @@ type KubeClusters struct {
 	clusters sync.Map
 	// watches are the calls of Watch (watch.go).
 	watches runtime.WatchList
+
+	// runtimeMu guards the last read of opts.RuntimeSecret.
+	runtimeMu     sync.Mutex
+	runtimeSecret *corev1.Secret
+	runtimeRead   time.Time
 }
 
 // clusterSlot holds one cluster's runtime under a lock of its own, so that
@@ -87,9 +106,13 @@ type clusterSlot struct {
 type kubeCluster struct {
 	secretUID     types.UID
 	secretVersion string
-	checked       time.Time
-	driver        *kube.Driver
-	apps          *edge.EndpointSliceApps
+	// kubeconfig is what the driver was made from: with a RuntimeSecret,
+	// whose version changes with any cluster's key, a change of this
+	// cluster's key is told by its content.
+	kubeconfig []byte
+	checked    time.Time
+	driver     *kube.Driver
+	apps       *edge.EndpointSliceApps
 	// watchCtx lasts as long as the cluster's watches; stop ends it.
 	watchCtx context.Context
 	stop     context.CancelFunc
@@ -158,7 +181,7 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 	if c != nil && time.Since(c.checked) < k.opts.Recheck {
 		return c.driver, nil
 	}
-	secret, err := k.kubeconfigSecret(ctx, name)
+	secret, kubeconfig, err := k.kubeconfig(ctx, name)
 	if err != nil {
 		if c != nil && errors.Is(err, ErrNoCluster) {
 			c.stop()
@@ -169,11 +192,11 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 		}
 		return nil, err
 	}
-	if c != nil && c.secretUID == secret.UID && c.secretVersion == secret.ResourceVersion {
+	if c != nil && c.secretUID == secret.UID && (c.secretVersion == secret.ResourceVersion || k.opts.RuntimeSecret.Name != "" && bytes.Equal(c.kubeconfig, kubeconfig)) {
 		c.checked = time.Now()
 		return c.driver, nil
 	}
-	fresh, err := k.connect(ctx, secret)
+	fresh, err := k.connect(ctx, secret, kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", name, err)
 	}
@@ -188,12 +211,14 @@ func (k *KubeClusters) Driver(ctx context.Context, name string) (runtime.Driver,
 	return fresh.driver, nil
 }
 
-// kubeconfigSecret returns the kubeconfig Secret of the Cluster API
-// Cluster named name, in whichever namespace it is.
-func (k *KubeClusters) kubeconfigSecret(ctx context.Context, name string) (*corev1.Secret, error) {
+// kubeconfig returns the Secret that holds the kubeconfig of the Cluster
+// API Cluster named name, in whichever namespace it is, and the
+// kubeconfig: Cluster API's <cluster>-kubeconfig, or with a RuntimeSecret
+// its key of that Secret.
+func (k *KubeClusters) kubeconfig(ctx context.Context, name string) (*corev1.Secret, []byte, error) {
 	var list clusterv1.ClusterList
 	if err := k.opts.Client.List(ctx, &list, client.InNamespace(k.opts.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
+		return nil, nil, fmt.Errorf("listing clusters: %w", err)
 	}
 	var cl *clusterv1.Cluster
 	for i := range list.Items {
@@ -203,26 +228,56 @@ func (k *KubeClusters) kubeconfigSecret(ctx context.Context, name string) (*core
 		}
 	}
 	if cl == nil {
-		return nil, fmt.Errorf("%w %q", ErrNoCluster, name)
+		return nil, nil, fmt.Errorf("%w %q", ErrNoCluster, name)
+	}
+	if k.opts.RuntimeSecret.Name != "" {
+		secret, err := k.readRuntimeSecret(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		key := RuntimeKubeconfigKey(cl.Namespace, name)
+		if len(secret.Data[key]) == 0 {
+			return nil, nil, fmt.Errorf("cluster %s has no runtime kubeconfig yet: Secret %s has no key %q (the controller manager writes it once the cluster's apiserver answers)", name, k.opts.RuntimeSecret, key)
+		}
+		return secret, secret.Data[key], nil
 	}
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: cl.Namespace, Name: name + "-kubeconfig"}
 	if err := k.opts.Client.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("cluster %s has no kubeconfig Secret %s yet", name, key)
+			return nil, nil, fmt.Errorf("cluster %s has no kubeconfig Secret %s yet", name, key)
 		}
-		return nil, fmt.Errorf("reading %s: %w", key, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", key, err)
 	}
 	if len(secret.Data[KubeconfigKey]) == 0 {
-		return nil, fmt.Errorf("kubeconfig Secret %s has no key %q", key, KubeconfigKey)
+		return nil, nil, fmt.Errorf("kubeconfig Secret %s has no key %q", key, KubeconfigKey)
 	}
+	return secret, secret.Data[KubeconfigKey], nil
+}
+
+// readRuntimeSecret returns opts.RuntimeSecret as read at most Recheck
+// ago: one read serves every cluster's check.
+func (k *KubeClusters) readRuntimeSecret(ctx context.Context) (*corev1.Secret, error) {
+	k.runtimeMu.Lock()
+	defer k.runtimeMu.Unlock()
+	if k.runtimeSecret != nil && time.Since(k.runtimeRead) < k.opts.Recheck {
+		return k.runtimeSecret, nil
+	}
+	secret := &corev1.Secret{}
+	if err := k.opts.Client.Get(ctx, k.opts.RuntimeSecret, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("no runtime kubeconfigs Secret %s yet (the controller manager writes it)", k.opts.RuntimeSecret)
+		}
+		return nil, fmt.Errorf("reading %s: %w", k.opts.RuntimeSecret, err)
+	}
+	k.runtimeSecret, k.runtimeRead = secret, time.Now()
 	return secret, nil
 }
 
-// connect makes the driver and the routing table of the cluster secret
-// opens; the table is synced when it returns.
-func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kubeCluster, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[KubeconfigKey])
+// connect makes the driver and the routing table of the cluster kubeconfig
+// (of secret) opens; the table is synced when it returns.
+func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret, kubeconfig []byte) (*kubeCluster, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
@@ -234,7 +289,7 @@ func (k *KubeClusters) connect(ctx context.Context, secret *corev1.Secret) (*kub
 		return nil, err
 	}
 	return &kubeCluster{
-		secretUID: secret.UID, secretVersion: secret.ResourceVersion, checked: time.Now(),
+		secretUID: secret.UID, secretVersion: secret.ResourceVersion, kubeconfig: kubeconfig, checked: time.Now(),
 		driver: drv, apps: apps, watchCtx: watchCtx, stop: stop,
 	}, nil
 }

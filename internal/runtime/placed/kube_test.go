@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,85 @@ func waitHeard(t *testing.T, count func() int, before int) {
 		}
 		return nil
 	})
+}
+
+// TestKubeClustersRuntimeSecret: with a RuntimeSecret, a cluster's
+// kubeconfig is its key NAMESPACE.CLUSTER there (Cluster API's
+// <cluster>-kubeconfig, absent here, is not read); a change of another
+// cluster's key keeps its driver, a change of its own makes it anew, and
+// a Cluster without a key is not connected, saying why.
+func TestKubeClustersRuntimeSecret(t *testing.T) {
+	cp := cptest.StartBare(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
+		t.Fatal(err)
+	}
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"fleet", "bex"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"w1", "w2"} {
+		if err := c.Create(ctx, &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name},
+			Spec: clusterv1.ClusterSpec{
+				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: name},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: name},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bex", Name: "bex-runtime-kubeconfigs"},
+		Data:       map[string][]byte{placed.RuntimeKubeconfigKey("fleet", "w1"): kubeconfig},
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	recheck := 100 * time.Millisecond
+	k, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, RuntimeSecret: client.ObjectKeyFromObject(secret), Recheck: recheck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	first, err := k.Driver(ctx, "w1")
+	if err != nil {
+		t.Fatalf("connecting through the runtime Secret: %v", err)
+	}
+	if _, err := k.Driver(ctx, "w2"); err == nil || !strings.Contains(err.Error(), `has no key "fleet.w2"`) {
+		t.Errorf("a cluster without a key: %v, want it named", err)
+	}
+
+	update := func(key string, value []byte) {
+		t.Helper()
+		secret.Data[key] = value
+		if err := c.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * recheck) // past the driver's and the Secret's Recheck
+	}
+	update(placed.RuntimeKubeconfigKey("fleet", "w2"), kubeconfig)
+	if d, err := k.Driver(ctx, "w1"); err != nil || d != first {
+		t.Errorf("another cluster's key changed: w1's driver made anew (%v)", err)
+	}
+	update(placed.RuntimeKubeconfigKey("fleet", "w1"), append(append([]byte{}, kubeconfig...), "\n# renewed\n"...))
+	if d, err := k.Driver(ctx, "w1"); err != nil || d == first {
+		t.Errorf("w1's key changed: its driver was kept (%v)", err)
+	}
 }

@@ -128,6 +128,22 @@ imagePullSecrets:
 - --workload-kubeconfig=/etc/bex/workload/{{ .Values.workloadCluster.kubeconfigKey }}
 {{- end }}
 {{- include "bex.tenantArgs" . }}
+{{- include "bex.followPlacementArgs" . }}
+{{- end -}}
+
+{{/* bex.followPlacementArgs: with followPlacement.enabled, each app runs
+   (and is routed) where the scheduler placed it, reached through the
+   runtime kubeconfigs Secret; the same for the four processes. */}}
+{{- define "bex.followPlacementArgs" -}}
+{{- with .Values.followPlacement }}
+{{- if .enabled }}
+- --follow-placement
+- --runtime-kubeconfigs-secret={{ $.Release.Namespace }}/{{ required "followPlacement.runtimeKubeconfigsSecret is required with followPlacement.enabled" .runtimeKubeconfigsSecret }}
+{{- with .fleetNamespace }}
+- --fleet-namespace={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* bex.quotaArgs: every tenant's default quotas (values quotas.*), the

@@ -14,8 +14,8 @@ import (
 // them (cpu in CPUs, sizes in binary units).
 type QuotaRow struct {
 	// Key is the quota's name as the API's JSON and bex admin quota set
-	// spell it.
-	Key string
+	// spell it; Label says it in words, for pages.
+	Key, Label string
 	// Limit is the quota in force; Used what the tenant has of it.
 	Limit, Used string
 	// Default is the platform's quota; Set says the operator set this one
@@ -40,7 +40,7 @@ const (
 // quotaField is one quota of Quotas and QuotaOverrides: exactly one of the
 // int and the int64 pointers is set.
 type quotaField struct {
-	key         string
+	key, label  string
 	kind        quotaKind
 	in, def     *int
 	in64, def64 *int64
@@ -54,16 +54,16 @@ type quotaField struct {
 func (q *Quota) fields() []quotaField {
 	u := q.Usage
 	return []quotaField{
-		{key: "apps", in: &q.Quotas.Apps, def: &q.Defaults.Apps, over: &q.Overrides.Apps, used: strconv.Itoa(u.Apps)},
-		{key: "routes", in: &q.Quotas.Routes, def: &q.Defaults.Routes, over: &q.Overrides.Routes, used: strconv.Itoa(u.Routes)},
-		{key: "concurrentBuilds", in: &q.Quotas.ConcurrentBuilds, def: &q.Defaults.ConcurrentBuilds, over: &q.Overrides.ConcurrentBuilds, used: strconv.Itoa(u.RunningBuilds)},
-		{key: "buildMinutes", in: &q.Quotas.BuildMinutes, def: &q.Defaults.BuildMinutes, over: &q.Overrides.BuildMinutes,
+		{key: "apps", label: "Apps", in: &q.Quotas.Apps, def: &q.Defaults.Apps, over: &q.Overrides.Apps, used: strconv.Itoa(u.Apps)},
+		{key: "routes", label: "Custom routes", in: &q.Quotas.Routes, def: &q.Defaults.Routes, over: &q.Overrides.Routes, used: strconv.Itoa(u.Routes)},
+		{key: "concurrentBuilds", label: "Builds at once", in: &q.Quotas.ConcurrentBuilds, def: &q.Defaults.ConcurrentBuilds, over: &q.Overrides.ConcurrentBuilds, used: strconv.Itoa(u.RunningBuilds)},
+		{key: "buildMinutes", label: "Build minutes", in: &q.Quotas.BuildMinutes, def: &q.Defaults.BuildMinutes, over: &q.Overrides.BuildMinutes,
 			used: fmt.Sprintf("%d since %s", u.BuildMinutes, q.BuildMinutesSince.UTC().Format("2006-01-02"))},
-		{key: "repoBytes", kind: quotaBytes, in64: &q.Quotas.RepoBytes, def64: &q.Defaults.RepoBytes, over64: &q.Overrides.RepoBytes, used: "checked at each push"},
-		{key: "concurrentRuns", in: &q.Quotas.ConcurrentRuns, def: &q.Defaults.ConcurrentRuns, over: &q.Overrides.ConcurrentRuns, used: strconv.Itoa(u.RunningRuns)},
-		{key: "instances", in: &q.Quotas.Instances, def: &q.Defaults.Instances, over: &q.Overrides.Instances, used: strconv.Itoa(u.Instances)},
-		{key: "cpu", kind: quotaMilliCPU, in64: &q.Quotas.MilliCPU, def64: &q.Defaults.MilliCPU, over64: &q.Overrides.MilliCPU, used: units.MilliCPU(u.MilliCPU)},
-		{key: "memory", kind: quotaBytes, in64: &q.Quotas.MemoryBytes, def64: &q.Defaults.MemoryBytes, over64: &q.Overrides.MemoryBytes, used: units.Bytes(u.MemoryBytes)},
+		{key: "repoBytes", label: "Repository size", kind: quotaBytes, in64: &q.Quotas.RepoBytes, def64: &q.Defaults.RepoBytes, over64: &q.Overrides.RepoBytes, used: "checked at each push"},
+		{key: "concurrentRuns", label: "One-off runs at once", in: &q.Quotas.ConcurrentRuns, def: &q.Defaults.ConcurrentRuns, over: &q.Overrides.ConcurrentRuns, used: strconv.Itoa(u.RunningRuns)},
+		{key: "instances", label: "Instances", in: &q.Quotas.Instances, def: &q.Defaults.Instances, over: &q.Overrides.Instances, used: strconv.Itoa(u.Instances)},
+		{key: "cpu", label: "CPU", kind: quotaMilliCPU, in64: &q.Quotas.MilliCPU, def64: &q.Defaults.MilliCPU, over64: &q.Overrides.MilliCPU, used: units.MilliCPU(u.MilliCPU)},
+		{key: "memory", label: "Memory", kind: quotaBytes, in64: &q.Quotas.MemoryBytes, def64: &q.Defaults.MemoryBytes, over64: &q.Overrides.MemoryBytes, used: units.Bytes(u.MemoryBytes)},
 	}
 }
 
@@ -106,7 +106,7 @@ func (q Quota) Rows() []QuotaRow {
 	fs := q.fields()
 	rows := make([]QuotaRow, len(fs))
 	for i, f := range fs {
-		r := QuotaRow{Key: f.key, Used: f.used, Give: f.give()}
+		r := QuotaRow{Key: f.key, Label: f.label, Used: f.used, Give: f.give()}
 		if f.in != nil {
 			r.Limit, r.Default = f.format(int64(*f.in)), f.format(int64(*f.def))
 			if *f.over != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"bex.co/bex/internal/units"
 )
 
 // AppSize is what an app's instances take together, as the tenant's
@@ -89,13 +91,13 @@ func checkSize(app string, prev, size, others AppSize, q Quotas) error {
 			"%s would run %d instances and the tenant's other apps run %d; scale an app down (bex scale) or ask the operator to raise the quota",
 			app, size.Instances, others.Instances)}
 	case size.MilliCPU > prev.MilliCPU && others.MilliCPU+size.MilliCPU > q.MilliCPU:
-		return &QuotaError{Quota: "cpu", Limit: FormatMilliCPU(q.MilliCPU), Detail: fmt.Sprintf(
+		return &QuotaError{Quota: "cpu", Limit: units.MilliCPU(q.MilliCPU), Detail: fmt.Sprintf(
 			"%s would request %s for its %d %s and the tenant's other apps request %s; %s",
-			app, FormatMilliCPU(size.MilliCPU), size.Instances, plural(size.Instances, "instance", "instances"), FormatMilliCPU(others.MilliCPU), todo)}
+			app, units.MilliCPU(size.MilliCPU), size.Instances, plural(size.Instances, "instance", "instances"), units.MilliCPU(others.MilliCPU), todo)}
 	case size.MemoryBytes > prev.MemoryBytes && others.MemoryBytes+size.MemoryBytes > q.MemoryBytes:
-		return &QuotaError{Quota: "memory", Limit: FormatBytes(q.MemoryBytes), Detail: fmt.Sprintf(
+		return &QuotaError{Quota: "memory", Limit: units.Bytes(q.MemoryBytes), Detail: fmt.Sprintf(
 			"%s would request %s for its %d %s and the tenant's other apps request %s; %s",
-			app, FormatBytes(size.MemoryBytes), size.Instances, plural(size.Instances, "instance", "instances"), FormatBytes(others.MemoryBytes), todo)}
+			app, units.Bytes(size.MemoryBytes), size.Instances, plural(size.Instances, "instance", "instances"), units.Bytes(others.MemoryBytes), todo)}
 	}
 	return nil
 }

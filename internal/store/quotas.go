@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"bex.co/bex/internal/bytesize"
 )
 
 // ErrQuotaExceeded is what a QuotaError is: test for it with errors.Is.
@@ -34,24 +31,6 @@ func (e *QuotaError) Error() string {
 
 // Is makes errors.Is(err, ErrQuotaExceeded) true.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
-
-// FormatBytes renders a size the way a person reads a limit: 1 GiB,
-// 500 MiB, 1.5 MiB, 1536 KiB, 100 bytes.
-func FormatBytes(n int64) string {
-	if n >= 1<<20 && n%(1<<20) != 0 {
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return bytesize.Format(n)
-}
-
-// FormatMilliCPU renders CPU in millicores as a person reads it, in CPUs:
-// 1 CPU, 2.5 CPUs, 0.25 CPUs.
-func FormatMilliCPU(m int64) string {
-	if m == 1000 {
-		return "1 CPU"
-	}
-	return strconv.FormatFloat(float64(m)/1000, 'f', -1, 64) + " CPUs"
-}
 
 // Quotas are what one tenant may have and use. Zero allows none.
 type Quotas struct {

@@ -131,6 +131,7 @@ func (s *Server) quotaView(ctx context.Context, t store.Tenant) (apiclient.Quota
 		Tenant:    t.Name,
 		Quotas:    apiclient.Quotas(q),
 		Overrides: apiclient.QuotaOverrides(o),
+		Defaults:  apiclient.Quotas(s.quotas.Quotas),
 		Usage: apiclient.QuotaUsage{
 			Apps: len(apps.Items), Routes: len(routes.Items),
 			RunningBuilds: builds.Running, BuildMinutes: int(builds.Seconds / 60), RunningRuns: runs,

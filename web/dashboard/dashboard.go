@@ -173,6 +173,7 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.GET("/console/audit", d.auditPage, d.guard(operatorOnly))
 	e.GET("/console/tenants", d.tenantsPage, d.guard(operatorOnly))
 	e.GET("/console/tenants/:tenant", d.tenantPage, d.guard(operatorOnly))
+	e.POST("/console/tenants/:tenant/quota", d.setTenantQuota, d.guard(operatorOnly))
 	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
 	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
 	return e

@@ -40,7 +40,8 @@ func withNotice(c echo.Context, path, notice string) error {
 }
 
 // teamPage shows the tenant's members; to an admin, the pending
-// invitations and the forms that change them.
+// invitations and the forms that change them; to every member, the
+// tenant's quotas and what it uses of each, as bex quota prints them.
 func (d *Dashboard) teamPage(c echo.Context) error {
 	return d.renderTeam(c, http.StatusOK, nil)
 }
@@ -54,7 +55,11 @@ func (d *Dashboard) renderTeam(c echo.Context, status int, extra map[string]any)
 	if err != nil {
 		return err
 	}
-	data := map[string]any{"Title": "Team", "Members": members, "Notice": c.QueryParam("notice"), "Roles": tenantRoles}
+	q, err := cl.Quota(ctx)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"Title": "Team", "Members": members, "Notice": c.QueryParam("notice"), "Roles": tenantRoles, "Quotas": q.Rows()}
 	if can(d.who(c).Role, "admin") {
 		if data["Invitations"], err = cl.ListInvitations(ctx); err != nil {
 			return err

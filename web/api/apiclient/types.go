@@ -590,7 +590,10 @@ type Quota struct {
 	// Quotas are in force: the defaults with Overrides.
 	Quotas    Quotas         `json:"quotas"`
 	Overrides QuotaOverrides `json:"overrides"`
-	Usage     QuotaUsage     `json:"usage"`
+	// Defaults are the platform's quotas for a tenant the operator set
+	// none for.
+	Defaults Quotas     `json:"defaults"`
+	Usage    QuotaUsage `json:"usage"`
 	// BuildMinutesSince is the start of the build minutes' window: the
 	// first of this month, 00:00 UTC.
 	BuildMinutesSince time.Time `json:"buildMinutesSince"`

@@ -1,0 +1,64 @@
+package apiclient_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"bex.co/bex/web/api/apiclient"
+)
+
+// TestSetQuota: each quota is read as bex admin quota set and the console
+// take it, "default" removes it, and what cannot be read is refused
+// saying what to type, leaving the overrides as they were.
+func TestSetQuota(t *testing.T) {
+	var o apiclient.QuotaOverrides
+	for _, kv := range [][2]string{{"apps", "40"}, {"memory", "64Gi"}, {"cpu", "2500m"}, {"repoBytes", "2 GiB"}, {"instances", "0"}} {
+		if err := o.SetQuota(kv[0], kv[1]); err != nil {
+			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+	if *o.Apps != 40 || *o.MemoryBytes != 64<<30 || *o.MilliCPU != 2500 || *o.RepoBytes != 2<<30 || *o.Instances != 0 || o.Routes != nil {
+		t.Fatalf("overrides %+v", o)
+	}
+	if err := o.SetQuota("apps", "default"); err != nil || o.Apps != nil {
+		t.Errorf("apps=default: %v, %v", o.Apps, err)
+	}
+	before := o
+	for _, tc := range []struct{ key, value, want string }{
+		{"apps", "-1", `quota apps: "-1" is negative`},
+		{"apps", "many", `quota apps: "many" is not a number: give a whole number from 0 to 2147483647, or default`},
+		{"routes", "2147483648", "the largest it may be"},
+		{"memory", "64", `quota memory: "64" has no unit`},
+		{"memory", "64Qi", "the unit Qi is not one bex knows"},
+		{"cpu", "4Gi", "the unit Gi is not one of CPU"},
+		{"cpu", "-4", "negative"},
+		{"disk", "1Gi", "quota disk: no such quota: give one of apps, routes, concurrentBuilds, buildMinutes, repoBytes, concurrentRuns, instances, cpu, memory"},
+	} {
+		err := o.SetQuota(tc.key, tc.value)
+		var qe *apiclient.QuotaInputError
+		if !errors.As(err, &qe) || qe.Key != tc.key || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v; want %q", tc.key, tc.value, err, tc.want)
+		}
+		if o != before {
+			t.Errorf("%s=%s changed the overrides", tc.key, tc.value)
+		}
+	}
+	rows := apiclient.Quota{Quotas: apiclient.Quotas{MilliCPU: 2500, MemoryBytes: 64 << 30}, Defaults: apiclient.Quotas{MilliCPU: 16000, MemoryBytes: 32 << 30}, Overrides: o}.Rows()
+	for _, r := range rows {
+		switch r.Key {
+		case "cpu":
+			if r.Limit != "2.5 CPUs" || r.Default != "16 CPUs" || !r.Set || r.Input != "2500m" {
+				t.Errorf("cpu row %+v", r)
+			}
+		case "memory":
+			if r.Limit != "64 GiB" || r.Default != "32 GiB" || !r.Set || r.Input != "64Gi" {
+				t.Errorf("memory row %+v", r)
+			}
+		case "apps":
+			if r.Set || r.Input != "" {
+				t.Errorf("apps row %+v", r)
+			}
+		}
+	}
+}

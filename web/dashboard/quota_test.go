@@ -1,0 +1,176 @@
+package dashboard_test
+
+import (
+	"encoding/json"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"bex.co/bex/internal/store"
+)
+
+// quotaRow reads the quota row of a page's quota table: its cells' text,
+// and the value of its input when it has one.
+func quotaRow(t *testing.T, p page, key string) (cells []string, input string) {
+	t.Helper()
+	row := between(p.body, `<tr data-quota="`+key+`">`, "</tr>")
+	if row == "" {
+		t.Fatalf("no quota row %s in the page:\n%s", key, p.body)
+	}
+	for _, m := range regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`).FindAllStringSubmatch(row, -1) {
+		cells = append(cells, strings.TrimSpace(html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(m[1], ""))))
+	}
+	if m := regexp.MustCompile(`<input name="` + key + `" value="([^"]*)"`).FindStringSubmatch(row); m != nil {
+		input = html.UnescapeString(m[1])
+	}
+	return cells, input
+}
+
+// TestQuotaPages: a tenant's team page shows each quota with its use, cpu
+// and memory as bex quota prints them; the operator's view of the tenant
+// shows where each comes from and the default, and its form sets and
+// clears overrides, audited as the API's admin quota call; values that
+// cannot be read (negative, not a number, a size without its unit, a
+// unit that is not one) come back on the form with what to type and
+// change nothing; a forged form and a tenant's post are refused.
+func TestQuotaPages(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "dashquota")
+	member := newUser(t, srv.URL)
+	signIn(t, member, token)
+	if p := member.post("/apps", url.Values{"csrf": {member.get("/apps").csrf(t)}, "name": {"shop"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("creating shop: %d\n%s", p.status, p.body)
+	}
+	op := newUser(t, srv.URL)
+	signIn(t, op, e.OperatorToken)
+	overrides := func() string {
+		t.Helper()
+		o, err := e.Store.TenantQuotas(ctx, tenant.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(o)
+		return string(b)
+	}
+	wantCells := func(what string, p page, key string, want ...string) {
+		t.Helper()
+		cells, _ := quotaRow(t, p, key)
+		if strings.Join(cells[1:1+len(want)], "|") != strings.Join(want, "|") {
+			t.Errorf("%s: row %s = %q, want %q after the name", what, key, cells, want)
+		}
+	}
+
+	// The tenant's team page.
+	p := member.get("/team")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="quota-list"`) {
+		t.Fatalf("team page: %d\n%s", p.status, p.body)
+	}
+	wantCells("team page", p, "apps", "25", "1")
+	wantCells("team page", p, "cpu", "16 CPUs", "0 CPUs")
+	wantCells("team page", p, "memory", "32 GiB", "0 bytes")
+	if strings.Contains(p.body, `id="quota-form"`) {
+		t.Error("the tenant's team page has the operator's quota form")
+	}
+
+	// The operator's view: all defaults.
+	p = op.get("/console/tenants/dashquota")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="quota-form"`) {
+		t.Fatalf("console tenant page: %d\n%s", p.status, p.body)
+	}
+	wantCells("console", p, "memory", "32 GiB", "default", "32 GiB", "0 bytes")
+	csrf := p.csrf(t)
+
+	// A forged form (no CSRF secret) and a tenant's post change nothing.
+	if p := op.post("/console/tenants/dashquota/quota", url.Values{"apps": {"99"}}); p.status != http.StatusForbidden {
+		t.Errorf("a quota form without the CSRF secret: %d, want 403", p.status)
+	}
+	if p := member.post("/console/tenants/dashquota/quota", url.Values{"csrf": {member.get("/team").csrf(t)}, "apps": {"99"}}); p.status != http.StatusForbidden {
+		t.Errorf("a tenant's quota form: %d, want 403", p.status)
+	}
+	if got := overrides(); got != "{}" {
+		t.Fatalf("refused forms set %s", got)
+	}
+
+	// Set three.
+	p = op.post("/console/tenants/dashquota/quota", url.Values{"csrf": {csrf}, "apps": {"40"}, "memory": {"64 GiB"}, "cpu": {"2.5"}, "routes": {"default"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/tenants/dashquota?notice="+url.QueryEscape("Set the quotas of tenant dashquota.") {
+		t.Fatalf("setting quotas: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	if got, want := overrides(), `{"apps":40,"cpu":2500,"memory":68719476736}`; got != want {
+		t.Errorf("stored %s, want %s", got, want)
+	}
+	p = op.get("/console/tenants/dashquota?notice=x")
+	wantCells("console after the change", p, "apps", "40", "operator", "25", "1")
+	wantCells("console after the change", p, "cpu", "2.5 CPUs", "operator", "16 CPUs", "0 CPUs")
+	wantCells("console after the change", p, "routes", "100", "default", "100", "0")
+	for key, want := range map[string]string{"apps": "40", "cpu": "2500m", "memory": "64Gi", "routes": ""} {
+		if _, in := quotaRow(t, p, key); in != want {
+			t.Errorf("the form's %s holds %q, want %q", key, in, want)
+		}
+	}
+	p = member.get("/team")
+	wantCells("team page after the change", p, "apps", "40", "1")
+	wantCells("team page after the change", p, "cpu", "2.5 CPUs", "0 CPUs")
+	wantCells("team page after the change", p, "memory", "64 GiB", "0 bytes")
+
+	// Values that cannot be read: the form comes back with them and what to
+	// type, and nothing changes, not even the value that could be read.
+	before := overrides()
+	p = op.post("/console/tenants/dashquota/quota", url.Values{"csrf": {csrf}, "apps": {"-1"}, "routes": {"many"}, "instances": {"10"},
+		"cpu": {"4Gi"}, "memory": {"64"}, "repoBytes": {"2XB"}})
+	if p.status != http.StatusUnprocessableEntity || html.UnescapeString(between(p.body, `id="quota-error">`, "</p>")) != "Nothing was changed: fix apps, routes, repoBytes, cpu, memory below." {
+		t.Errorf("bad values: %d, error %q", p.status, between(p.body, `id="quota-error">`, "</p>"))
+	}
+	for key, want := range map[string]string{
+		"apps":      `"-1" is negative: give a whole number from 0 to 2147483647, or default`,
+		"routes":    `"many" is not a number`,
+		"repoBytes": "the unit XB is not one bex knows",
+		"cpu":       "the unit Gi is not one of CPU",
+		"memory":    `"64" has no unit: give one, such as 64Gi or 64Mi`,
+	} {
+		if got := html.UnescapeString(between(p.body, `data-quota-error="`+key+`">`, "</div>")); !strings.Contains(got, want) {
+			t.Errorf("the form's error for %s: %q, want %q", key, got, want)
+		}
+	}
+	if _, in := quotaRow(t, p, "memory"); in != "64" {
+		t.Errorf("the form lost what was typed for memory: %q", in)
+	}
+	if p := op.post("/console/tenants/dashquota/quota", url.Values{"csrf": {csrf}, "apps": {strings.Repeat("9", 40)}}); p.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(between(p.body, `data-quota-error="apps">`, "</div>"), "more than 32 characters") {
+		t.Errorf("a 40-digit value: %d %q", p.status, between(p.body, `data-quota-error="apps">`, "</div>"))
+	}
+	if got := overrides(); got != before {
+		t.Errorf("refused forms changed the overrides to %s, were %s", got, before)
+	}
+
+	// Clear them: the form with empty fields gives the defaults back.
+	if p := op.post("/console/tenants/dashquota/quota", url.Values{"csrf": {csrf}, "apps": {""}, "cpu": {"default"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("clearing: %d\n%s", p.status, p.body)
+	}
+	if got := overrides(); got != "{}" {
+		t.Errorf("after clearing: %s", got)
+	}
+	wantCells("console after clearing", op.get("/console/tenants/dashquota"), "apps", "25", "default", "25", "1")
+
+	// An unknown tenant is the API's 404; each change was audited.
+	if p := op.post("/console/tenants/nope/quota", url.Values{"csrf": {csrf}, "apps": {"1"}}); p.status != http.StatusNotFound {
+		t.Errorf("an unknown tenant's quota form: %d, want 404", p.status)
+	}
+	entries, err := e.Store.ListAudit(ctx, store.AuditFilter{Action: "tenant.quota"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours int
+	for _, entry := range entries {
+		if entry.Target == "dashquota" {
+			ours++
+		}
+	}
+	if ours != 2 {
+		t.Errorf("tenant.quota audit entries: %d, want 2 (set, clear)", ours)
+	}
+}

@@ -20,9 +20,6 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/controllers"
 	"bex.co/bex/controllers/runtimecreds"
-	capicrds "bex.co/bex/deploy/capi-crds"
-	"bex.co/bex/internal/controlplane/cptest"
-	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/test/platformtest"
 )
@@ -34,24 +31,7 @@ import (
 func TestRuntimeCredentialsInAManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	mgmt := cptest.Start(t)
-	work := cptest.StartBare(t)
-	if _, err := kubeapply.InstallCRDs(ctx, mgmt.RESTConfig(), capicrds.CRDs()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := client.New(work.RESTConfig(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{"fleet", "bex", "globex"} {
-		if err := m.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mgmt, work, m, w := startFleet(ctx, t, "fleet", "bex", "globex")
 	secret := types.NamespacedName{Namespace: "bex", Name: "bex-runtime-kubeconfigs"}
 	mgr, err := ctrl.NewManager(mgmt.RESTConfig(), ctrl.Options{Scheme: controllers.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})

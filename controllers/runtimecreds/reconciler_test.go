@@ -23,12 +23,39 @@ import (
 	"bex.co/bex/controllers/runtimecreds"
 	"bex.co/bex/controllers/scheme"
 	capicrds "bex.co/bex/deploy/capi-crds"
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/placed"
 )
+
+// startFleet starts a management apiserver with the platform's and
+// Cluster API's CRDs and the namespaces, and a bare workload apiserver:
+// both, and a client of each.
+func startFleet(ctx context.Context, t *testing.T, namespaces ...string) (mgmt, work *controlplane.ControlPlane, m, w client.Client) {
+	t.Helper()
+	mgmt = cptest.Start(t)
+	work = cptest.StartBare(t)
+	if _, err := kubeapply.InstallCRDs(ctx, mgmt.RESTConfig(), capicrds.CRDs()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = client.New(work.RESTConfig(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces {
+		if err := m.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mgmt, work, m, w
+}
 
 // TestRuntimeCredentials runs the reconciler on a management apiserver
 // whose Cluster w1 has, as Cluster API's <cluster>-kubeconfig, the admin
@@ -44,24 +71,7 @@ import (
 func TestRuntimeCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	mgmt := cptest.Start(t)
-	work := cptest.StartBare(t)
-	if _, err := kubeapply.InstallCRDs(ctx, mgmt.RESTConfig(), capicrds.CRDs()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := client.New(work.RESTConfig(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{"fleet", "bex", "acme"} {
-		if err := m.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, work, m, w := startFleet(ctx, t, "fleet", "bex", "acme")
 	if err := m.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,15 +25,11 @@ import (
 	"bex.co/bex/test/platformtest"
 )
 
-// TestKubeClustersWatch: a watch asked of the placed driver before a
-// Cluster API cluster is connected reaches that cluster's kube driver once
-// it is, tells of its apps' Deployments by tenant and app, survives the
-// cluster's driver being made anew (its kubeconfig Secret changed), and
-// ends with the cluster: an app it serves is then not watched.
-func TestKubeClustersWatch(t *testing.T) {
+// startManagement starts an apiserver with Cluster API's CRDs: a client
+// of it that knows Clusters, and its admin kubeconfig.
+func startManagement(ctx context.Context, t *testing.T) (client.Client, []byte) {
+	t.Helper()
 	cp := cptest.StartBare(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
 	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +47,18 @@ func TestKubeClustersWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, kubeconfig
+}
+
+// TestKubeClustersWatch: a watch asked of the placed driver before a
+// Cluster API cluster is connected reaches that cluster's kube driver once
+// it is, tells of its apps' Deployments by tenant and app, survives the
+// cluster's driver being made anew (its kubeconfig Secret changed), and
+// ends with the cluster: an app it serves is then not watched.
+func TestKubeClustersWatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, kubeconfig := startManagement(ctx, t)
 	// The cluster is its own management cluster: its kubeconfig reaches
 	// the same apiserver.
 	for _, ns := range []string{"fleet", tenant} {
@@ -181,26 +189,9 @@ func waitHeard(t *testing.T, count func() int, before int) {
 // cluster's key keeps its driver, a change of its own makes it anew, and
 // a Cluster without a key is not connected, saying why.
 func TestKubeClustersRuntimeSecret(t *testing.T) {
-	cp := cptest.StartBare(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
-		t.Fatal(err)
-	}
-	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := os.ReadFile(cp.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, kubeconfig := startManagement(ctx, t)
 	for _, ns := range []string{"fleet", "bex"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)

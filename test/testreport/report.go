@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,8 +46,9 @@ type pkgState struct {
 }
 
 // report turns the events into lines as they come and a summary at the
-// end.
+// end. Its methods may be called from several goroutines.
 type report struct {
+	mu      sync.Mutex
 	out     io.Writer
 	top     int
 	now     func() time.Time
@@ -78,11 +80,13 @@ func (r *report) read(in io.Reader) error {
 	for sc.Scan() {
 		line := sc.Bytes()
 		var e event
+		r.mu.Lock()
 		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
 			fmt.Fprintf(r.out, "%s\n", line)
-			continue
+		} else {
+			r.add(e)
 		}
-		r.add(e)
+		r.mu.Unlock()
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("reading go test's events: %w", err)
@@ -177,6 +181,8 @@ func (r *report) endPackage(e event, p *pkgState) {
 // mid-test leaves no end event), then the summary, and writes every time
 // to the file times names, if any.
 func (r *report) finish(times string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(r.pkgs)) {
 		p := r.pkgs[name]
 		for _, test := range p.order {
@@ -231,6 +237,23 @@ func (r *report) finish(times string) error {
 	}
 	fmt.Fprintf(r.out, "every package's and test's time: %s\n", times)
 	return nil
+}
+
+// progress prints how long the run has taken, how many packages were
+// reported and how busy the cores were so far: go test prints packages in
+// the order it was given them, so a long one first holds back the lines
+// of those that ended after it started.
+func (r *report) progress() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	busy := "not measured"
+	if r.cpuErr == nil {
+		if to, err := r.cpu(); err == nil {
+			busy = r.cpuFrom.busyUntil(to)
+		}
+	}
+	fmt.Fprintf(r.out, "-- %s: %d packages reported; cores busy: %s\n",
+		r.now().Sub(r.start).Round(time.Second), len(r.packages)+r.noTests, busy)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -55,9 +55,11 @@ func TestReport(t *testing.T) {
 		return cpuTimes{busy: 1000 + 3000, total: 4000 + 4000, cores: 2}, nil
 	}
 	r := newReport(&out, 2, now, cpu)
+	r.progress()
 	if err := r.read(strings.NewReader(suite)); err != nil {
 		t.Fatal(err)
 	}
+	r.progress()
 	times := filepath.Join(t.TempDir(), "out", "test-times.txt")
 	if err := r.finish(times); err != nil {
 		t.Fatal(err)
@@ -73,8 +75,10 @@ func TestReport(t *testing.T) {
 		"panic: test timed out after 1m0s\n",
 		"FAIL\tex/hung\t60.0s\n",
 		"the last words of a binary killed mid-test\nFAIL\tex/cut\t(ended without a result)\n",
-		"4 packages tested (4 failed), 1 without tests; wall time 2m30s, package time 3m25s in all\n",
+		"4 packages tested (4 failed), 1 without tests; wall time 7m30s, package time 3m25s in all\n",
 		"cores busy: 75% of 2 cores (1.50 cores on average)\n",
+		"-- 2m30s: 0 packages reported; cores busy: 75% of 2 cores (1.50 cores on average)\n",
+		"-- 5m0s: 5 packages reported; cores busy: 75% of 2 cores (1.50 cores on average)\n",
 		"slowest packages:\n     141.2s  ex/slow\n      60.0s  ex/hung\nslowest tests:\n     100.0s  ex/slow TestBad\n      40.0s  ex/slow TestFine\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -95,7 +99,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFile := "# wall time 2m30s; seconds, package, test, outcome; slowest first\n" +
+	wantFile := "# wall time 7m30s; seconds, package, test, outcome; slowest first\n" +
 		"141.2\tex/slow\t-\tFAIL\n60.0\tex/hung\t-\tFAIL\n3.6\tex/fast\t-\tok\n0.0\tex/broken\t-\tFAIL\n" +
 		"100.0\tex/slow\tTestBad\tFAIL\n40.0\tex/slow\tTestFine\tok\n3.0\tex/fast\tTestSlowish\tok\n0.5\tex/fast\tTestQuick\tok\n"
 	if string(b) != wantFile {

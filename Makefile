@@ -40,11 +40,11 @@ kubebin:
 	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --tools pebble,pebble-challtestsrv,helm,buildkitd,buildctl,capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager
 	$(GO) run ./cmd/bex-kubebin --versions $(TEST_KUBE_VERSIONS) --components kube-controller-manager,kube-scheduler
 
-## test: the whole test suite against real components, the continuity suite included (screenshots in out/screenshots/, out/continuity-report.md)
+## test: the whole test suite against real components, the continuity suite included (screenshots in out/screenshots/, out/continuity-report.md; each package's and test's time in out/test-times.txt)
 test: kubebin
 	bash hack/ensure-test-tools.sh
 	bash hack/ensure-sandbox-tools.sh
-	BEX_TEST_CONTINUITY=1 $(GO) test $(GOTEST_FLAGS) ./...
+	BEX_TEST_CONTINUITY=1 GO=$(GO) GOTEST_FLAGS="$(GOTEST_FLAGS)" bash hack/test.sh
 	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
 
 ## fuzz: each Go fuzz target for FUZZTIME (30s), one at a time (docs/security.md#fuzzing); their seed corpora run in make test

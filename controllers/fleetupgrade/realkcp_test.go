@@ -256,6 +256,7 @@ func byName(w *localinfratest.MachineWatch) map[string]*localinfratest.MachineLi
 // machine, one release per old one, no hook left, the run recorded, and
 // every apiserver probed at its Machine's address.
 func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
+	t.Parallel() // each on a management cluster and local clusters of its own
 	// The two newest pinned versions: the ones make test builds.
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
@@ -444,6 +445,7 @@ func TestGateHoldsRealKubeadmControlPlane(t *testing.T) {
 // held machine stays, its apiserver still serving), the second cluster is
 // never bumped, and deleting the aborted FleetUpgrade unpauses nothing.
 func TestAbortLeavesRealClusterPaused(t *testing.T) {
+	t.Parallel() // each on a management cluster and local clusters of its own
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
 	v := &slowVerifier{delay: time.Second, inner: embeddedVerifier}
@@ -597,6 +599,7 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 // version bumped. The version rollout, gated by the real verifier, passes
 // only when the mixed-version apiservers proxy to each other.
 func TestPreflightWiresRealControlPlane(t *testing.T) {
+	t.Parallel() // each on a management cluster and local clusters of its own
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
 	v := &slowVerifier{inner: embeddedVerifier}
@@ -713,6 +716,7 @@ func TestPreflightWiresRealControlPlane(t *testing.T) {
 // rollout began, and every new machine of the management cluster was
 // probed by ManagementVerifier, none by Verifier.
 func TestManagementClusterVerifiedLast(t *testing.T) {
+	t.Parallel() // each on a management cluster and local clusters of its own
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
 	work := &slowVerifier{inner: embeddedVerifier}

@@ -33,6 +33,7 @@ import (
 // a real kube-apiserver, kube-controller-manager and kube-scheduler,
 // replaced one at a time, never more than three.
 func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
+	t.Parallel() // on a management cluster and a local cluster of its own
 	// The two newest pinned versions: the ones make test builds.
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]

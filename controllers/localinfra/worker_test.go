@@ -50,6 +50,7 @@ import (
 // does not tolerate the taint is not scheduled. Scaling the
 // MachineDeployment down stops one worker and removes its Node.
 func TestMachineDeploymentRunsWorkers(t *testing.T) {
+	t.Parallel() // on a management cluster and a local cluster of its own
 	sandboxtest.Require(t)
 	versions := kubebin.KubeVersions()
 	version := "v" + versions[len(versions)-1]

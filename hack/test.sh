@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (make test): go test -json of every package,
+# read by test/testreport, which prints what go test prints without -json
+# and then the slowest packages and tests, the wall time and how busy the
+# cores were; every package's and test's time goes to out/test-times.txt.
+#
+# go test runs packages in the order given (-p of them at once, 2 on two
+# cores), so the slowest start first: one of them ending last alone would
+# leave a core idle for its whole length. Keep the list in step with the
+# "slowest packages" of a recent run.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+GOTEST_FLAGS=${GOTEST_FLAGS:--count=1 -timeout 60m}
+
+first=(
+	./test/continuity
+	./controllers/fleetupgrade
+	./cmd/bex-images/app
+	./controllers/localinfra
+	./test/dashboard
+	./builder/build
+	./node
+	./web/api
+)
+
+mkdir -p bin out
+$GO build -o bin/testreport ./test/testreport
+set +e
+# shellcheck disable=SC2086 # GOTEST_FLAGS is a list of flags
+$GO test $GOTEST_FLAGS -json "${first[@]}" ./... | bin/testreport -times out/test-times.txt
+status=("${PIPESTATUS[@]}")
+set -e
+if ((status[0] != 0)); then
+	exit "${status[0]}"
+fi
+exit "${status[1]}"

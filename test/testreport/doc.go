@@ -1,0 +1,15 @@
+// Command testreport reads `go test -json` from its standard input and
+// prints what `go test` prints without -json (a line per package, the
+// output of the tests that failed), then where the suite's time went: the
+// slowest packages and tests, the run's wall time and how busy the
+// machine's cores were meanwhile. Every 5 minutes it says how far the run
+// is: go test prints packages in the order it was given them, so a long
+// package started first holds back the lines of the others.
+//
+// make test pipes the whole suite through it (hack/test.sh), so that
+// every run, CI's too, says which packages to make faster; -times writes
+// every package's and test's time to a file.
+//
+// It exits 0 even when tests fail: the caller takes the outcome from go
+// test's own exit status.
+package main

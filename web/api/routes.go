@@ -70,6 +70,11 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPut, path: "/admin/tenants/:tenant/quota", handler: s.adminSetQuota, access: operator,
 			summary: "Set a tenant's quotas: each one given overrides the platform's default, each one left out is the default again; what the tenant has already stays (operators)",
 			request: "QuotaOverrides", response: "Quota"},
+		{method: http.MethodPatch, path: "/admin/tenants/:tenant/quota", handler: s.adminPatchQuota, access: operator,
+			summary: "Change some of a tenant's quotas: a number sets one, null or \"default\" gives it the default again, one left out keeps what it has, " +
+				"whoever set it, so two operators changing different quotas at once both keep theirs. A bad quota answers 422 naming it, and nothing is changed; " +
+				"what the tenant has already stays (operators)",
+			request: "QuotaPatch", response: "Quota"},
 
 		{method: http.MethodGet, path: "/admin/audit", handler: s.listAudit, access: operator,
 			summary: "The audit log, newest first (operators)", response: "[]AuditEntry",

@@ -182,6 +182,14 @@ func (c *Client) SetTenantQuota(ctx context.Context, tenant string, o QuotaOverr
 	return q, c.call(ctx, http.MethodPut, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, o, &q)
 }
 
+// PatchTenantQuota changes only the quotas p names for a tenant: the
+// others keep what they have, whoever set them meanwhile (operator tokens
+// only).
+func (c *Client) PatchTenantQuota(ctx context.Context, tenant string, p QuotaPatch) (Quota, error) {
+	var q Quota
+	return q, c.call(ctx, http.MethodPatch, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, p, &q)
+}
+
 // ListAudit lists audit entries, newest first (operator tokens only).
 func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
 	v := url.Values{}

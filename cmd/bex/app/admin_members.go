@@ -22,11 +22,13 @@ func newAdminMembersCommand(st *state) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "the tenant's name (bex admin tenant list shows them)")
-	named := func() (string, error) {
-		if t := strings.TrimSpace(tenant); t != "" {
-			return t, nil
+	named := func() (string, *apiclient.Client, error) {
+		t := strings.TrimSpace(tenant)
+		if t == "" {
+			return "", nil, &Error{Kind: KindUsage, Field: "tenant", Message: "give the tenant with --tenant NAME: bex admin tenant list shows them"}
 		}
-		return "", &Error{Kind: KindUsage, Field: "tenant", Message: "give the tenant with --tenant NAME: bex admin tenant list shows them"}
+		c, err := st.needClient()
+		return t, c, err
 	}
 	cmd.AddCommand(
 		newAdminMembersListCommand(st, named),
@@ -37,8 +39,9 @@ func newAdminMembersCommand(st *state) *cobra.Command {
 	return cmd
 }
 
-// tenantFlag returns the tenant --tenant names, or the usage error of none.
-type tenantFlag func() (string, error)
+// tenantFlag returns the tenant --tenant names and the API's client, or
+// the usage error of no tenant.
+type tenantFlag func() (string, *apiclient.Client, error)
 
 func newAdminMembersListCommand(st *state, tenant tenantFlag) *cobra.Command {
 	return &cobra.Command{
@@ -46,11 +49,7 @@ func newAdminMembersListCommand(st *state, tenant tenantFlag) *cobra.Command {
 		Short: "List a tenant's members and their roles, and its pending invitations",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := tenant()
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			t, c, err := tenant()
 			if err != nil {
 				return err
 			}

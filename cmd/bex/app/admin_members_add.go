@@ -15,11 +15,7 @@ func newAdminMembersAddCommand(st *state, tenant tenantFlag) *cobra.Command {
 			"The invitee joins with bex login --api URL --invite CODE, or on the dashboard's /join page.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := tenant()
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			t, c, err := tenant()
 			if err != nil {
 				return err
 			}

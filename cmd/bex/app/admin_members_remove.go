@@ -15,11 +15,7 @@ func newAdminMembersRemoveCommand(st *state, tenant tenantFlag) *cobra.Command {
 		Long:  "remove removes the member with the email from the tenant. The tenant's last admin cannot be removed:\ninvite another admin first (bex admin members add).",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := tenant()
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			t, c, err := tenant()
 			if err != nil {
 				return err
 			}

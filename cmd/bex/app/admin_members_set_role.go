@@ -14,11 +14,7 @@ func newAdminMembersSetRoleCommand(st *state, tenant tenantFlag) *cobra.Command 
 		Long:  "set-role changes a member's role at once, as bex members set-role does.\nThe tenant's last admin cannot be demoted: make another member admin first.",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := tenant()
-			if err != nil {
-				return err
-			}
-			c, err := st.needClient()
+			t, c, err := tenant()
 			if err != nil {
 				return err
 			}

@@ -242,6 +242,7 @@ func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
 		})
 	}
 	wg.Wait()
+	q = apiclient.Quota{}
 	call(t, e, http.MethodGet, "/admin/tenants/patchq/quota", e.OperatorToken, nil).decode(t, &q)
 	want := apiclient.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4 << 30, BuildMinutes: 5, ConcurrentRuns: 6, Instances: 7, MilliCPU: 8000, MemoryBytes: 9 << 30}
 	if q.Quotas != want {
@@ -249,6 +250,7 @@ func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 
 	// null and "default" remove an override; the others stay.
+	q = apiclient.Quota{}
 	patch("clearing cpu and memory", map[string]any{"cpu": nil, "memory": "default", "apps": 12}, http.StatusOK).decode(t, &q)
 	if q.Overrides.MilliCPU != nil || q.Overrides.MemoryBytes != nil || q.Quotas.MilliCPU != quota.DefaultMilliCPU || q.Quotas.Apps != 12 || q.Quotas.Routes != 2 {
 		t.Errorf("after cpu null, memory default, apps 12: %+v, %+v", q.Quotas, q.Overrides)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -152,6 +153,67 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	}
 	if err != nil {
 		return fmt.Errorf("setting the quotas of tenant %s: %w", tenantID, err)
+	}
+	return nil
+}
+
+// quotaColumns are the columns of tenant_quotas, by the name of the quota
+// as QuotaOverrides' JSON spells it, in the table's order.
+var quotaColumns = []struct{ key, column string }{
+	{"apps", "apps"}, {"routes", "routes"}, {"concurrentBuilds", "concurrent_builds"},
+	{"repoBytes", "repo_bytes"}, {"buildMinutes", "build_minutes"}, {"concurrentRuns", "concurrent_runs"},
+	{"instances", "instances"}, {"cpu", "cpu"}, {"memory", "memory"},
+}
+
+// QuotaPatch changes some of the quotas the operator set for one tenant,
+// by the quota's name as QuotaOverrides' JSON spells it (apps, cpu,
+// memory...): a value sets that override, nil removes it (the default
+// again), and a quota not in the map keeps what it has.
+type QuotaPatch map[string]*int64
+
+// PatchTenantQuotas changes the quotas the operator set for the tenant as
+// p says, in one statement: two patches of different quotas made at once
+// both hold. The error wraps ErrInvalid for an unknown quota or a negative
+// value (nothing is changed then) and ErrNotFound when the tenant does not
+// exist.
+func (s *Store) PatchTenantQuotas(ctx context.Context, tenantID string, p QuotaPatch) error {
+	if !isUUID(tenantID) {
+		return fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
+	}
+	known := map[string]bool{}
+	for _, c := range quotaColumns {
+		known[c.key] = true
+	}
+	for key, v := range p {
+		switch {
+		case !known[key]:
+			return fmt.Errorf("%w quota %s: no such quota", ErrInvalid, key)
+		case v != nil && *v < 0:
+			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, key, *v)
+		}
+	}
+	// A column not in p keeps its value: $2n says whether it is given,
+	// $2n+1 is its new value. A tenant without a row gets one, its other
+	// columns NULL (the defaults).
+	cols := make([]string, 0, len(quotaColumns))
+	params := make([]string, 0, len(quotaColumns))
+	sets := make([]string, 0, len(quotaColumns)+1)
+	args := []any{tenantID}
+	for _, c := range quotaColumns {
+		v, given := p[c.key]
+		args = append(args, given, v)
+		cols = append(cols, c.column)
+		params = append(params, fmt.Sprintf("$%d", len(args)))
+		sets = append(sets, fmt.Sprintf("%[1]s = CASE WHEN $%[2]d THEN EXCLUDED.%[1]s ELSE tenant_quotas.%[1]s END", c.column, len(args)-1))
+	}
+	sets = append(sets, "updated_at = now()")
+	_, err := s.pool.Exec(ctx, "INSERT INTO tenant_quotas (tenant_id, "+strings.Join(cols, ", ")+") VALUES ($1, "+strings.Join(params, ", ")+") "+
+		"ON CONFLICT (tenant_id) DO UPDATE SET "+strings.Join(sets, ", "), args...)
+	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
+		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("changing the quotas of tenant %s: %w", tenantID, err)
 	}
 	return nil
 }

@@ -58,6 +58,66 @@ func TestTenantQuotas(t *testing.T) {
 	}
 }
 
+// TestPatchTenantQuotas: a patch sets and removes only the quotas it
+// names; many patches of different quotas made at once all hold; a patch
+// naming an unknown quota or a negative value changes nothing.
+func TestPatchTenantQuotas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	n := func(v int64) *int64 { return &v }
+
+	if err := s.PatchTenantQuotas(ctx, acme.ID, store.QuotaPatch{"apps": n(7), "memory": n(64 << 30)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PatchTenantQuotas(ctx, acme.ID, store.QuotaPatch{"routes": n(3), "memory": nil}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.TenantQuotas(ctx, acme.ID)
+	if err != nil || o.Apps == nil || *o.Apps != 7 || o.Routes == nil || *o.Routes != 3 || o.MemoryBytes != nil || o.MilliCPU != nil {
+		t.Fatalf("after two patches: %+v, %v; want apps 7 and routes 3 only", o, err)
+	}
+
+	// Each patch of its own quota, all at once, on a tenant without a row.
+	beta := newTenant(t, s, "beta")
+	keys := []string{"apps", "routes", "concurrentBuilds", "repoBytes", "buildMinutes", "concurrentRuns", "instances", "cpu", "memory"}
+	var wg sync.WaitGroup
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		wg.Go(func() { errs[i] = s.PatchTenantQuotas(ctx, beta.ID, store.QuotaPatch{k: n(int64(i + 1))}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	o, err = s.TenantQuotas(ctx, beta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.QuotaOverrides{Apps: new(1), Routes: new(2), ConcurrentBuilds: new(3), RepoBytes: n(4), BuildMinutes: new(5), ConcurrentRuns: new(6),
+		Instances: new(7), MilliCPU: n(8), MemoryBytes: n(9)}
+	if got, w := (store.Quotas{}).With(o), (store.Quotas{}).With(want); got != w {
+		t.Errorf("after %d concurrent patches: %+v, want every one of them", len(keys), got)
+	}
+
+	before, err := s.TenantQuotas(ctx, acme.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []store.QuotaPatch{{"apps": n(1), "disk": n(1)}, {"apps": n(1), "cpu": n(-1)}} {
+		if err := s.PatchTenantQuotas(ctx, acme.ID, p); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("patch %v: err = %v, want ErrInvalid", p, err)
+		}
+	}
+	if o2, _ := s.TenantQuotas(ctx, acme.ID); (store.Quotas{}).With(o2) != (store.Quotas{}).With(before) {
+		t.Errorf("a refused patch changed the quotas: %+v", o2)
+	}
+	if err := s.PatchTenantQuotas(ctx, "00000000-0000-0000-0000-000000000000", store.QuotaPatch{"apps": n(1)}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown tenant: err = %v, want ErrNotFound", err)
+	}
+}
+
 // countBuilds returns how many build rows the tenant has.
 func countBuilds(t *testing.T, s *store.Store, tenantID string) int {
 	t.Helper()

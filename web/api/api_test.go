@@ -59,6 +59,7 @@ func TestAPI(t *testing.T) {
 		{"SlowClients", testSlowClients},
 		{"Sessions", testSessions},
 		{"Quotas", testQuotas},
+		{"QuotaPatch", testQuotaPatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -88,6 +88,22 @@ func parseRole(field, role string) (store.Role, error) {
 
 // invite makes an invitation and answers its code, once.
 func (s *Server) invite(c echo.Context) error {
+	return s.inviteTo(c, principalOf(c).tenant, "member.invite")
+}
+
+// adminInvite is invite into the tenant the path names, by an operator:
+// how a tenant whose admins are gone gets one again.
+func (s *Server) adminInvite(c echo.Context) error {
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	return s.inviteTo(c, t, "tenant.member.invite")
+}
+
+// inviteTo makes an invitation into t, audits it as action and answers its
+// code, once.
+func (s *Server) inviteTo(c echo.Context, t store.Tenant, action string) error {
 	var req apiclient.InviteRequest
 	if err := bind(c, &req, false); err != nil {
 		return err
@@ -96,26 +112,39 @@ func (s *Server) invite(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := principalOf(c)
 	code, inv, err := s.store.CreateInvitation(c.Request().Context(), store.NewInvitation{
-		TenantID: p.tenant.ID, Email: req.Email, Role: role, InvitedBy: p.actor(), ExpiresAt: time.Now().Add(invitationTTL),
+		TenantID: t.ID, Email: req.Email, Role: role, InvitedBy: principalOf(c).actor(), ExpiresAt: time.Now().Add(invitationTTL),
 	})
 	switch {
 	case errors.Is(err, store.ErrInvalid):
 		return invalid("email", "email %q: want an address such as ann@example.com", req.Email)
 	case errors.Is(err, store.ErrConflict):
-		return &httpError{status: http.StatusConflict, field: "email", message: fmt.Sprintf("%s is a member of %s already: change their role instead", strings.TrimSpace(req.Email), p.tenant.Name)}
+		return &httpError{status: http.StatusConflict, field: "email", message: fmt.Sprintf("%s is a member of %s already: change their role instead", strings.TrimSpace(req.Email), t.Name)}
 	case err != nil:
 		return err
 	}
-	s.audit(c, "member.invite", inv.Email, map[string]any{"role": inv.Role, "invitationID": inv.ID, "expiresAt": inv.ExpiresAt.UTC()})
+	s.auditIn(c, t.ID, action, inv.Email, map[string]any{"role": inv.Role, "invitationID": inv.ID, "expiresAt": inv.ExpiresAt.UTC()})
 	v := invitationView(inv)
 	v.Code = code
 	return c.JSON(http.StatusCreated, v)
 }
 
 func (s *Server) listInvitations(c echo.Context) error {
-	invs, err := s.store.ListInvitations(c.Request().Context(), principalOf(c).tenant.ID)
+	return s.invitationsOf(c, principalOf(c).tenant)
+}
+
+// adminListInvitations answers the pending invitations of the tenant the
+// path names, without their codes.
+func (s *Server) adminListInvitations(c echo.Context) error {
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	return s.invitationsOf(c, t)
+}
+
+func (s *Server) invitationsOf(c echo.Context, t store.Tenant) error {
+	invs, err := s.store.ListInvitations(c.Request().Context(), t.ID)
 	if err != nil {
 		return err
 	}
@@ -183,18 +212,35 @@ func (s *Server) acceptInvitation(c echo.Context) error {
 	})
 }
 
-// memberError maps the store's refusals of a change of a member.
-func memberError(email string, err error) error {
+// memberError maps the store's refusals of a change of a member; list is
+// the command that lists the members.
+func memberError(email, list string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrLastAdmin):
 		return &httpError{status: http.StatusConflict, message: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
-		return notFound("no member %q: bex members list shows them", email)
+		return notFound("no member %q: %s shows them", email, list)
 	}
 	return err
 }
 
 func (s *Server) setMemberRole(c echo.Context) error {
+	return s.setRoleIn(c, principalOf(c).tenant, "member.role", "bex members list")
+}
+
+// adminSetMemberRole is setMemberRole in the tenant the path names, by an
+// operator; the tenant's last admin stays admin as well.
+func (s *Server) adminSetMemberRole(c echo.Context) error {
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	return s.setRoleIn(c, t, "tenant.member.role", "bex admin members list --tenant "+t.Name)
+}
+
+// setRoleIn gives t's member the path names the role of the request and
+// audits it as action.
+func (s *Server) setRoleIn(c echo.Context, t store.Tenant, action, list string) error {
 	var req apiclient.SetRoleRequest
 	if err := bind(c, &req, false); err != nil {
 		return err
@@ -203,21 +249,36 @@ func (s *Server) setMemberRole(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, email := principalOf(c), emailParam(c)
-	u, err := s.store.SetMemberRole(c.Request().Context(), p.tenant.ID, email, role)
+	email := emailParam(c)
+	u, err := s.store.SetMemberRole(c.Request().Context(), t.ID, email, role)
 	if err != nil {
-		return memberError(email, err)
+		return memberError(email, list, err)
 	}
-	s.audit(c, "member.role", u.Email, map[string]any{"role": u.Role})
-	return c.JSON(http.StatusOK, memberView(u, p))
+	s.auditIn(c, t.ID, action, u.Email, map[string]any{"role": u.Role})
+	return c.JSON(http.StatusOK, memberView(u, principalOf(c)))
 }
 
 func (s *Server) removeMember(c echo.Context) error {
-	p, email := principalOf(c), emailParam(c)
-	u, err := s.store.RemoveMember(c.Request().Context(), p.tenant.ID, email)
+	return s.removeFrom(c, principalOf(c).tenant, "member.remove", "bex members list")
+}
+
+// adminRemoveMember is removeMember from the tenant the path names, by an
+// operator; the tenant's last admin cannot be removed either.
+func (s *Server) adminRemoveMember(c echo.Context) error {
+	t, err := s.adminTenant(c)
 	if err != nil {
-		return memberError(email, err)
+		return err
 	}
-	s.audit(c, "member.remove", u.Email, map[string]any{"role": u.Role})
+	return s.removeFrom(c, t, "tenant.member.remove", "bex admin members list --tenant "+t.Name)
+}
+
+// removeFrom removes t's member the path names and audits it as action.
+func (s *Server) removeFrom(c echo.Context, t store.Tenant, action, list string) error {
+	email := emailParam(c)
+	u, err := s.store.RemoveMember(c.Request().Context(), t.ID, email)
+	if err != nil {
+		return memberError(email, list, err)
+	}
+	s.auditIn(c, t.ID, action, u.Email, map[string]any{"role": u.Role})
 	return c.NoContent(http.StatusNoContent)
 }

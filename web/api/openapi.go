@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -64,6 +65,7 @@ var schemaTypes = map[string]reflect.Type{
 	"AuditEntry":                reflect.TypeFor[apiclient.AuditEntry](),
 	"Quota":                     reflect.TypeFor[apiclient.Quota](),
 	"QuotaOverrides":            reflect.TypeFor[apiclient.QuotaOverrides](),
+	"QuotaPatch":                reflect.TypeFor[apiclient.QuotaPatch](),
 
 	"Member":                  reflect.TypeFor[apiclient.Member](),
 	"InviteRequest":           reflect.TypeFor[apiclient.InviteRequest](),
@@ -206,7 +208,11 @@ func operationID(r route) string {
 	return b.String()
 }
 
-var timeType = reflect.TypeFor[time.Time]()
+var (
+	timeType = reflect.TypeFor[time.Time]()
+	// rawType is JSON left as it is: any value.
+	rawType = reflect.TypeFor[json.RawMessage]()
+)
 
 // schemaOf is the OpenAPI schema of the JSON encoding of t. Fields without
 // omitempty are required; a field tagged `enum:"a,b,c"` takes only those
@@ -215,8 +221,11 @@ func schemaOf(t reflect.Type) obj {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == timeType {
+	switch t {
+	case timeType:
 		return obj{"type": "string", "format": "date-time"}
+	case rawType:
+		return obj{}
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -1,11 +1,15 @@
 package api
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -60,12 +64,8 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 		"repoBytes": derefInt64(req.RepoBytes), "buildMinutes": deref(req.BuildMinutes), "concurrentRuns": deref(req.ConcurrentRuns),
 		"instances": deref(req.Instances), "cpu": derefInt64(req.MilliCPU), "memory": derefInt64(req.MemoryBytes),
 	} {
-		switch {
-		case v < 0:
-			return invalid(field, "quota %s: %d is negative: give 0 or more, or leave it out for the default", field, v)
-		case field != "repoBytes" && field != "cpu" && field != "memory" && v > math.MaxInt32:
-			// The store keeps them as Postgres integers.
-			return invalid(field, "quota %s: %d is more than %d, the largest it may be", field, v, math.MaxInt32)
+		if err := checkQuota(field, v); err != nil {
+			return invalid(field, "%s", err)
 		}
 	}
 	t, err := s.adminTenant(c)
@@ -82,6 +82,108 @@ func (s *Server) adminSetQuota(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// checkQuota says what is wrong with v as the value of the quota field.
+func checkQuota(field string, v int64) error {
+	switch {
+	case v < 0:
+		return fmt.Errorf("quota %s: %d is negative: give 0 or more, or leave it out for the default", field, v)
+	case field != "repoBytes" && field != "cpu" && field != "memory" && v > math.MaxInt32:
+		// The store keeps them as Postgres integers.
+		return fmt.Errorf("quota %s: %d is more than %d, the largest it may be", field, v, math.MaxInt32)
+	}
+	return nil
+}
+
+// adminPatchQuota changes only the quotas the request names, in one
+// statement: two operators changing different quotas of a tenant at once
+// both keep theirs. Every quota is read and checked first; a bad one
+// answers 422 naming it, and nothing is changed.
+func (s *Server) adminPatchQuota(c echo.Context) error {
+	var req apiclient.QuotaPatch
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if len(req) == 0 {
+		return invalid("", "give at least one quota to change, such as {\"apps\": 40}, or null for the default")
+	}
+	p, err := readQuotaPatch(req)
+	if err != nil {
+		return err
+	}
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := s.store.PatchTenantQuotas(ctx, t.ID, p); err != nil {
+		return err
+	}
+	s.audit(c, "tenant.quota", t.Name, map[string]any{"tenantID": t.ID, "changes": p})
+	v, err := s.quotaView(ctx, t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// readQuotaPatch reads each quota of req, in the order bex quota shows
+// them and then the unknown ones by name: a whole number, null or
+// "default". The first bad one is the 422's field; the message names every
+// bad one.
+func readQuotaPatch(req apiclient.QuotaPatch) (store.QuotaPatch, error) {
+	keys := apiclient.QuotaKeys()
+	known := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		known[k] = true
+	}
+	var unknown []string
+	for k := range req {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	p := store.QuotaPatch{}
+	var first string
+	var msgs []string
+	for _, k := range append(keys, unknown...) {
+		raw, ok := req[k]
+		if !ok {
+			continue
+		}
+		v, err := readQuotaValue(k, known[k], raw)
+		if err != nil {
+			first = cmp.Or(first, k)
+			msgs = append(msgs, err.Error())
+			continue
+		}
+		p[k] = v
+	}
+	if len(msgs) > 0 {
+		return nil, invalid(first, "%s", strings.Join(msgs, "; "))
+	}
+	return p, nil
+}
+
+// readQuotaValue reads one quota of a patch: nil for null or "default".
+func readQuotaValue(key string, known bool, raw json.RawMessage) (*int64, error) {
+	if !known {
+		return nil, fmt.Errorf("quota %s: no such quota: give one of %s", key, strings.Join(apiclient.QuotaKeys(), ", "))
+	}
+	var word string
+	if s := strings.TrimSpace(string(raw)); s == "null" || json.Unmarshal(raw, &word) == nil && word == "default" {
+		return nil, nil
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, fmt.Errorf("quota %s: %s is not a whole number: give one (cpu in millicores, repoBytes and memory in bytes), or null or \"default\" for the default", key, raw)
+	}
+	if err := checkQuota(key, n); err != nil {
+		return nil, err
+	}
+	return &n, nil
 }
 
 func deref(p *int) int64 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,5 +185,132 @@ func testQuotas(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 	if changes != 5 {
 		t.Errorf("tenant.quota audit entries: %d, want 5", changes)
+	}
+}
+
+// testQuotaPatch: a PATCH of the operator's quota route changes only the
+// quotas it names. An operator who read the quotas before another changed
+// one keeps the other's change (a PUT of what was read would have undone
+// it); patches of every quota at once all hold; null and "default" give
+// the default again; a bad quota answers 422 naming it and changes
+// nothing; each change is audited.
+func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "patchq")
+	stored := func() store.QuotaOverrides {
+		t.Helper()
+		o, err := e.Store.TenantQuotas(ctx, tenant.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	patch := func(what string, body any, status int) answer {
+		t.Helper()
+		a := call(t, e, http.MethodPatch, "/admin/tenants/patchq/quota", e.OperatorToken, body)
+		wantStatus(t, what, a, status)
+		return a
+	}
+	setQuota(t, e, "patchq", apiclient.QuotaOverrides{Apps: ptr.To(10), Routes: ptr.To(5)})
+
+	// Ann reads; Bob sets routes; Ann sets apps from what she read.
+	var read apiclient.Quota
+	call(t, e, http.MethodGet, "/admin/tenants/patchq/quota", e.OperatorToken, nil).decode(t, &read)
+	patch("bob's routes", map[string]any{"routes": 7}, http.StatusOK)
+	var q apiclient.Quota
+	patch("ann's apps", map[string]any{"apps": 40}, http.StatusOK).decode(t, &q)
+	if q.Quotas.Apps != 40 || q.Quotas.Routes != 7 || *q.Overrides.Routes != 7 || q.Overrides.Instances != nil {
+		t.Errorf("after two operators' patches: %+v, want apps 40 and routes 7", q.Quotas)
+	}
+	if o := stored(); o.Apps == nil || *o.Apps != 40 || o.Routes == nil || *o.Routes != 7 {
+		t.Errorf("stored after two operators' patches: %+v, want apps 40 and routes 7", o)
+	}
+
+	// Every quota at once, each by its own request.
+	values := map[string]int64{"apps": 1, "routes": 2, "concurrentBuilds": 3, "repoBytes": 4 << 30, "buildMinutes": 5, "concurrentRuns": 6,
+		"instances": 7, "cpu": 8000, "memory": 9 << 30}
+	var wg sync.WaitGroup
+	statuses := map[string]int{}
+	var mu sync.Mutex
+	for k, v := range values {
+		wg.Go(func() {
+			st := call(t, e, http.MethodPatch, "/admin/tenants/patchq/quota", e.OperatorToken, map[string]any{k: v}).status
+			mu.Lock()
+			statuses[k] = st
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	q = apiclient.Quota{}
+	call(t, e, http.MethodGet, "/admin/tenants/patchq/quota", e.OperatorToken, nil).decode(t, &q)
+	want := apiclient.Quotas{Apps: 1, Routes: 2, ConcurrentBuilds: 3, RepoBytes: 4 << 30, BuildMinutes: 5, ConcurrentRuns: 6, Instances: 7, MilliCPU: 8000, MemoryBytes: 9 << 30}
+	if q.Quotas != want {
+		t.Errorf("after %d concurrent patches (statuses %v): %+v, want %+v", len(values), statuses, q.Quotas, want)
+	}
+
+	// null and "default" remove an override; the others stay.
+	q = apiclient.Quota{}
+	patch("clearing cpu and memory", map[string]any{"cpu": nil, "memory": "default", "apps": 12}, http.StatusOK).decode(t, &q)
+	if q.Overrides.MilliCPU != nil || q.Overrides.MemoryBytes != nil || q.Quotas.MilliCPU != quota.DefaultMilliCPU || q.Quotas.Apps != 12 || q.Quotas.Routes != 2 {
+		t.Errorf("after cpu null, memory default, apps 12: %+v, %+v", q.Quotas, q.Overrides)
+	}
+
+	countAudit := func() int {
+		n := 0
+		for _, entry := range auditActions(t, e, "") {
+			if entry.Action == "tenant.quota" && entry.Target == "patchq" {
+				n++
+			}
+		}
+		return n
+	}
+	before, audited := stored(), countAudit()
+	for _, tc := range []struct {
+		name   string
+		body   any
+		status int
+		field  string
+		words  string
+	}{
+		{"negative", map[string]any{"apps": 3, "routes": -1}, 422, "routes", "quota routes: -1 is negative"},
+		{"a fraction of cpu", map[string]any{"cpu": 2.5}, 422, "cpu", "quota cpu: 2.5 is not a whole number"},
+		{"a word", map[string]any{"instances": "lots"}, 422, "instances", `quota instances: "lots" is not a whole number`},
+		{"too large", map[string]any{"buildMinutes": int64(1) << 31}, 422, "buildMinutes", "the largest it may be"},
+		{"unknown quota", map[string]any{"apps": 3, "disk": 1}, 422, "disk", "quota disk: no such quota: give one of apps, routes"},
+		{"two bad", map[string]any{"memory": -1, "apps": "x"}, 422, "apps", "quota apps:"},
+		{"nothing", map[string]any{}, 422, "", "give at least one quota"},
+		{"not an object", []int{1}, 400, "", "not the JSON this route takes"},
+	} {
+		a := call(t, e, http.MethodPatch, "/admin/tenants/patchq/quota", e.OperatorToken, tc.body)
+		if a.status != tc.status || a.err().Field != tc.field || !strings.Contains(a.err().Message, tc.words) {
+			t.Errorf("%s: %d %s; want %d on field %q saying %q", tc.name, a.status, a.body, tc.status, tc.field, tc.words)
+		}
+	}
+	wantStatus(t, "a tenant's token", call(t, e, http.MethodPatch, "/admin/tenants/patchq/quota", token, map[string]any{"apps": 100}), http.StatusForbidden)
+	wantStatus(t, "an unknown tenant", call(t, e, http.MethodPatch, "/admin/tenants/nobody/quota", e.OperatorToken, map[string]any{"apps": 1}), http.StatusNotFound)
+	if o := stored(); (store.Quotas{}).With(o) != (store.Quotas{}).With(before) {
+		t.Errorf("refused patches changed the quotas: %+v, were %+v", o, before)
+	}
+	if n := countAudit(); n != audited {
+		t.Errorf("refused patches were audited: %d tenant.quota entries, were %d", n, audited)
+	}
+	// Each accepted patch is audited with what it changed: the PUT, two
+	// operators', nine at once and the clearing one.
+	if audited != 1+2+len(values)+1 {
+		t.Errorf("tenant.quota entries: %d, want %d", audited, 1+2+len(values)+1)
+	}
+	var last struct{ Changes map[string]*int64 }
+	entries := auditActions(t, e, "")
+	for _, entry := range slices.Backward(entries) {
+		if entry.Action == "tenant.quota" && entry.Target == "patchq" {
+			if err := json.Unmarshal(entry.Details, &last); err != nil || entry.Actor != "ops@bex.test" {
+				t.Fatalf("audit entry %+v: %v", entry, err)
+			}
+			break
+		}
+	}
+	if c := last.Changes; len(c) != 3 || c["cpu"] != nil || c["memory"] != nil || c["apps"] == nil || *c["apps"] != 12 {
+		t.Errorf("the last tenant.quota entry's changes: %v, want cpu and memory null, apps 12", c)
 	}
 }

@@ -67,9 +67,27 @@ func (s *Server) routeTable() []route {
 			summary: "Show a tenant's quotas, those the operator set for it, and its usage (operators)", response: "Quota"},
 		{method: http.MethodGet, path: "/admin/tenants/:tenant/members", handler: s.adminListMembers, access: operator,
 			summary: "List a tenant's members by email: their roles and when they joined (operators)", response: "[]Member"},
+		{method: http.MethodPost, path: "/admin/tenants/:tenant/members", handler: s.adminInvite, access: operator,
+			summary: "Invite an email into a tenant with a role, as its admins do (POST /members): the answer holds the invitation's single-use code, good for 7 days; " +
+				"a member already answers 409; audited as tenant.member.invite in the tenant's log (operators)",
+			request: "InviteRequest", response: "Invitation", status: http.StatusCreated},
+		{method: http.MethodGet, path: "/admin/tenants/:tenant/invitations", handler: s.adminListInvitations, access: operator,
+			summary: "List a tenant's pending invitations, without their codes (operators)", response: "[]Invitation"},
+		{method: http.MethodPatch, path: "/admin/tenants/:tenant/members/:email", handler: s.adminSetMemberRole, access: operator,
+			summary: "Give a tenant's member another role; demoting its last admin answers 409 and changes nothing; audited as tenant.member.role in the tenant's log (operators)",
+			request: "SetRoleRequest", response: "Member"},
+		{method: http.MethodDelete, path: "/admin/tenants/:tenant/members/:email", handler: s.adminRemoveMember, access: operator,
+			summary: "Remove a tenant's member: their tokens, sessions and SSH keys stop working at once; removing its last admin answers 409 and changes nothing; " +
+				"audited as tenant.member.remove in the tenant's log (operators)",
+			status: http.StatusNoContent},
 		{method: http.MethodPut, path: "/admin/tenants/:tenant/quota", handler: s.adminSetQuota, access: operator,
 			summary: "Set a tenant's quotas: each one given overrides the platform's default, each one left out is the default again; what the tenant has already stays (operators)",
 			request: "QuotaOverrides", response: "Quota"},
+		{method: http.MethodPatch, path: "/admin/tenants/:tenant/quota", handler: s.adminPatchQuota, access: operator,
+			summary: "Change some of a tenant's quotas: a number sets one, null or \"default\" gives it the default again, one left out keeps what it has, " +
+				"whoever set it, so two operators changing different quotas at once both keep theirs. A bad quota answers 422 naming it, and nothing is changed; " +
+				"what the tenant has already stays (operators)",
+			request: "QuotaPatch", response: "Quota"},
 
 		{method: http.MethodGet, path: "/admin/audit", handler: s.listAudit, access: operator,
 			summary: "The audit log, newest first (operators)", response: "[]AuditEntry",

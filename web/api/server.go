@@ -470,9 +470,16 @@ type errorBody struct {
 // audit records a change made for the caller. A failure to record it is
 // logged: the change is made and the caller is told so.
 func (s *Server) audit(c echo.Context, action, target string, details map[string]any) {
+	s.auditIn(c, principalOf(c).tenant.ID, action, target, details)
+}
+
+// auditIn is audit of an action on the tenant with the ID, which need not
+// be the principal's: an operator's change of a tenant's members is in
+// that tenant's audit log.
+func (s *Server) auditIn(c echo.Context, tenantID, action, target string, details map[string]any) {
 	p := principalOf(c)
 	e := store.AuditEntry{
-		TenantID:   p.tenant.ID,
+		TenantID:   tenantID,
 		Actor:      p.actor(),
 		Action:     action,
 		Target:     target,

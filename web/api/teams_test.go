@@ -26,6 +26,7 @@ func TestTeams(t *testing.T) {
 		{"Members", testMembers},
 		{"Tokens", testTokens},
 		{"AdminMembers", testAdminMembers},
+		{"AdminMemberChanges", testAdminMemberChanges},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -512,5 +513,127 @@ func testAdminMembers(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 	if a := call(t, e, http.MethodGet, "/admin/tenants/opsacme/members", annToken, nil); a.status != http.StatusForbidden {
 		t.Errorf("a tenant's admin listing members as an operator: %d %s, want 403", a.status, a.body)
+	}
+}
+
+// testAdminMemberChanges: an operator recovers a tenant whose only admin
+// is gone. Demoting or removing that last admin is refused with 409 and
+// changes nothing; the operator invites a new admin (the code works as an
+// admin's would), gives a member another role and removes the old admin,
+// whose token stops working. Bad input answers 422 naming the field, an
+// unknown tenant or member 404, a tenant's admin 403, and none of them
+// changes anything. Each change is in the tenant's audit log as the
+// operator's.
+func testAdminMemberChanges(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	tenant, machine := e.TenantToken(t, "opsfix")
+	annToken := e.Member(t, machine, "ann@opsfix.test", "admin")
+	e.Member(t, annToken, "bob@opsfix.test", "viewer")
+	roles := func() string {
+		t.Helper()
+		var ms []apiclient.Member
+		call(t, e, http.MethodGet, "/admin/tenants/opsfix/members", e.OperatorToken, nil).decode(t, &ms)
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Email+" "+m.Role)
+		}
+		return strings.Join(out, ", ")
+	}
+	pending := func() int {
+		t.Helper()
+		var invs []apiclient.Invitation
+		call(t, e, http.MethodGet, "/admin/tenants/opsfix/invitations", e.OperatorToken, nil).decode(t, &invs)
+		return len(invs)
+	}
+	const start = "ann@opsfix.test admin, bob@opsfix.test viewer"
+	if got := roles(); got != start {
+		t.Fatalf("members: %s, want %s", got, start)
+	}
+
+	// Refusals: each answers its status on its field and changes nothing.
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		field, words              string
+	}{
+		{"demoting the last admin", http.MethodPatch, "/admin/tenants/opsfix/members/ann@opsfix.test", e.OperatorToken,
+			apiclient.SetRoleRequest{Role: "developer"}, 409, "", "ann@opsfix.test is the tenant's last admin: make another member admin first"},
+		{"removing the last admin", http.MethodDelete, "/admin/tenants/opsfix/members/ann@opsfix.test", e.OperatorToken,
+			nil, 409, "", "ann@opsfix.test is the tenant's last admin"},
+		{"an unknown role", http.MethodPatch, "/admin/tenants/opsfix/members/bob@opsfix.test", e.OperatorToken,
+			apiclient.SetRoleRequest{Role: "owner"}, 422, "role", `role "owner": want viewer`},
+		{"the operator role", http.MethodPost, "/admin/tenants/opsfix/members", e.OperatorToken,
+			apiclient.InviteRequest{Email: "cat@opsfix.test", Role: "operator"}, 422, "role", `role "operator": want viewer`},
+		{"a bad email", http.MethodPost, "/admin/tenants/opsfix/members", e.OperatorToken,
+			apiclient.InviteRequest{Email: "cat", Role: "admin"}, 422, "email", `email "cat": want an address`},
+		{"a member already", http.MethodPost, "/admin/tenants/opsfix/members", e.OperatorToken,
+			apiclient.InviteRequest{Email: "Bob@opsfix.test", Role: "admin"}, 409, "email", "Bob@opsfix.test is a member of opsfix already"},
+		{"an unknown member", http.MethodPatch, "/admin/tenants/opsfix/members/zed@opsfix.test", e.OperatorToken,
+			apiclient.SetRoleRequest{Role: "admin"}, 404, "", `no member "zed@opsfix.test": bex admin members list --tenant opsfix shows them`},
+		{"removing an unknown member", http.MethodDelete, "/admin/tenants/opsfix/members/zed@opsfix.test", e.OperatorToken,
+			nil, 404, "", `no member "zed@opsfix.test"`},
+		{"an unknown tenant", http.MethodPost, "/admin/tenants/nope/members", e.OperatorToken,
+			apiclient.InviteRequest{Email: "cat@opsfix.test", Role: "admin"}, 404, "", `tenant "nope" not found`},
+		{"a tenant's admin", http.MethodPatch, "/admin/tenants/opsfix/members/bob@opsfix.test", annToken,
+			apiclient.SetRoleRequest{Role: "admin"}, 403, "", "operator"},
+		{"a tenant's admin inviting", http.MethodPost, "/admin/tenants/opsfix/members", annToken,
+			apiclient.InviteRequest{Email: "cat@opsfix.test", Role: "admin"}, 403, "", "operator"},
+	} {
+		a := call(t, e, tc.method, tc.path, tc.token, tc.body)
+		if a.status != tc.status || a.err().Field != tc.field || !strings.Contains(a.err().Message, tc.words) {
+			t.Errorf("%s: %d %s; want %d on field %q saying %q", tc.name, a.status, a.body, tc.status, tc.field, tc.words)
+		}
+	}
+	if got, n := roles(), pending(); got != start || n != 0 {
+		t.Fatalf("after the refusals: members %s, %d invitations; want %s and none", got, n, start)
+	}
+	if entries := auditActions(t, e, tenant.ID); slices.ContainsFunc(entries, func(a store.AuditEntry) bool { return strings.HasPrefix(a.Action, "tenant.member.") }) {
+		t.Errorf("refusals were audited: %+v", entries)
+	}
+
+	// The operator invites a new admin, who joins with the code.
+	a := call(t, e, http.MethodPost, "/admin/tenants/opsfix/members", e.OperatorToken, apiclient.InviteRequest{Email: "cat@opsfix.test", Role: "admin"})
+	wantStatus(t, "the operator inviting cat", a, http.StatusCreated)
+	var inv apiclient.Invitation
+	a.decode(t, &inv)
+	if inv.Email != "cat@opsfix.test" || inv.Role != "admin" || inv.InvitedBy != "ops@bex.test" || !strings.HasPrefix(inv.Code, store.InvitationCodePrefix) {
+		t.Errorf("the invitation %+v", inv)
+	}
+	if n := pending(); n != 1 {
+		t.Errorf("pending invitations: %d, want 1", n)
+	}
+	a = call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: inv.Code})
+	wantStatus(t, "cat accepting", a, http.StatusCreated)
+	var joined apiclient.AcceptedInvitation
+	a.decode(t, &joined)
+	if joined.Tenant != "opsfix" || joined.Role != "admin" {
+		t.Errorf("cat joined %+v", joined)
+	}
+
+	// A role, then the old admin removed: their token no longer works.
+	a = call(t, e, http.MethodPatch, "/admin/tenants/opsfix/members/bob@opsfix.test", e.OperatorToken, apiclient.SetRoleRequest{Role: "developer"})
+	wantStatus(t, "the operator making bob a developer", a, http.StatusOK)
+	var bob apiclient.Member
+	if a.decode(t, &bob); bob.Email != "bob@opsfix.test" || bob.Role != "developer" || bob.You {
+		t.Errorf("bob: %+v", bob)
+	}
+	wantStatus(t, "the operator removing ann", call(t, e, http.MethodDelete, "/admin/tenants/opsfix/members/ann@opsfix.test", e.OperatorToken, nil), http.StatusNoContent)
+	if got, want := roles(), "bob@opsfix.test developer, cat@opsfix.test admin"; got != want {
+		t.Errorf("members after the recovery: %s, want %s", got, want)
+	}
+	wantStatus(t, "ann's token after her removal", call(t, e, http.MethodGet, "/members", annToken, nil), http.StatusUnauthorized)
+	wantStatus(t, "cat listing members", call(t, e, http.MethodGet, "/members", joined.Token, nil), http.StatusOK)
+
+	// The tenant's audit log has the operator's three changes.
+	var got []string
+	for _, entry := range auditActions(t, e, tenant.ID) {
+		if strings.HasPrefix(entry.Action, "tenant.member.") {
+			got = append(got, entry.Actor+" "+entry.Action+" "+entry.Target)
+		}
+	}
+	want := []string{"ops@bex.test tenant.member.invite cat@opsfix.test", "ops@bex.test tenant.member.role bob@opsfix.test", "ops@bex.test tenant.member.remove ann@opsfix.test"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the tenant's audit log: %q, want %q", got, want)
 	}
 }

@@ -174,6 +174,9 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.GET("/console/tenants", d.tenantsPage, d.guard(operatorOnly))
 	e.GET("/console/tenants/:tenant", d.tenantPage, d.guard(operatorOnly))
 	e.POST("/console/tenants/:tenant/quota", d.setTenantQuota, d.guard(operatorOnly))
+	e.POST("/console/tenants/:tenant/members", d.inviteToTenant, d.guard(operatorOnly))
+	e.POST("/console/tenants/:tenant/members/:email/role", d.setTenantMemberRole, d.guard(operatorOnly))
+	e.POST("/console/tenants/:tenant/members/:email/remove", d.removeTenantMember, d.guard(operatorOnly))
 	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
 	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
 	return e

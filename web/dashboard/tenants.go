@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,7 +29,7 @@ func (d *Dashboard) tenantsPage(c echo.Context) error {
 // quotas with the form that sets them. A tenant that does not exist is the
 // API's 404.
 func (d *Dashboard) tenantPage(c echo.Context) error {
-	return d.renderTenant(c, http.StatusOK, nil)
+	return d.renderTenant(c, http.StatusOK, nil, nil)
 }
 
 // quotaFormRow is a quota of the console's form: the quota, and what was
@@ -38,12 +40,17 @@ type quotaFormRow struct {
 }
 
 // renderTenant renders the tenant's page; refused, when set, is the quota
-// form as it was sent, shown again with why it was refused.
-func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefusal) error {
+// form as it was sent, shown again with why it was refused; extra is what
+// a member form adds (its refusal, or the invitation just made).
+func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefusal, extra map[string]any) error {
 	ctx := c.Request().Context()
 	cl := d.client(c)
 	name := c.Param("tenant")
 	members, err := cl.TenantMembers(ctx, name)
+	if err != nil {
+		return err
+	}
+	invitations, err := cl.TenantInvitations(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -59,10 +66,12 @@ func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefus
 		}
 		rows = append(rows, row)
 	}
-	data := map[string]any{"Title": "Tenant " + name, "Tenant": name, "Members": members, "Quotas": rows, "Notice": c.QueryParam("notice")}
+	data := map[string]any{"Title": "Tenant " + name, "Tenant": name, "Members": members, "Invitations": invitations, "Roles": tenantRoles,
+		"Quotas": rows, "Notice": c.QueryParam("notice"), "MemberErrors": map[string]string{}, "InviteErrors": map[string]string{}}
 	if refused != nil {
 		data["QuotaError"] = refused.message
 	}
+	maps.Copy(data, extra)
 	return d.render(c, status, "tenant", data)
 }
 
@@ -107,7 +116,7 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	}
 	if len(bad) > 0 {
 		refused.message = fmt.Sprintf("Nothing was changed: fix %s below.", strings.Join(bad, ", "))
-		return d.renderTenant(c, http.StatusUnprocessableEntity, refused)
+		return d.renderTenant(c, http.StatusUnprocessableEntity, refused, nil)
 	}
 	_, err := d.client(c).SetTenantQuota(c.Request().Context(), name, o)
 	if ae, ok := formRefusal(err); ok && ae.Status != http.StatusNotFound {
@@ -115,10 +124,63 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 		if ae.Field != "" {
 			refused.errs[ae.Field] = ae.Message
 		}
-		return d.renderTenant(c, ae.Status, refused)
+		return d.renderTenant(c, ae.Status, refused, nil)
 	}
 	if err != nil {
 		return err
 	}
 	return withNotice(c, "/console/tenants/"+url.PathEscape(name), "Set the quotas of tenant "+name+".")
+}
+
+// inviteToTenant invites the email the console's form names into the
+// tenant with its role, as the tenant's admins do on the Team page, and
+// shows the code and the link to send, once. A refusal comes back on the
+// form, under the field at fault, and invites no one.
+func (d *Dashboard) inviteToTenant(c echo.Context) error {
+	name := c.Param("tenant")
+	email, role := strings.TrimSpace(c.FormValue("email")), c.FormValue("role")
+	inv, err := d.client(c).InviteToTenant(c.Request().Context(), name, apiclient.InviteRequest{Email: email, Role: role})
+	if ae, ok := formRefusal(err); ok && ae.Status != http.StatusNotFound {
+		return d.renderTenant(c, ae.Status, nil, map[string]any{"InviteError": "Nobody was invited: " + ae.Message,
+			"InviteErrors": map[string]string{cmp.Or(ae.Field, "email"): ae.Message}, "InviteEmail": email, "InviteRole": role})
+	}
+	if err != nil {
+		return err
+	}
+	link := c.Scheme() + "://" + c.Request().Host + "/join?code=" + url.QueryEscape(inv.Code)
+	return d.renderTenant(c, http.StatusOK, nil, map[string]any{"Invited": inv, "JoinLink": link})
+}
+
+// setTenantMemberRole gives a tenant's member the role of the console's
+// form; a refusal (the last admin) comes back on that member's row.
+func (d *Dashboard) setTenantMemberRole(c echo.Context) error {
+	name, email := c.Param("tenant"), emailParam(c)
+	m, err := d.client(c).SetTenantMemberRole(c.Request().Context(), name, email, c.FormValue("role"))
+	if err != nil {
+		return d.memberRefused(c, email, "Role not changed: ", err)
+	}
+	return withNotice(c, "/console/tenants/"+url.PathEscape(name), fmt.Sprintf("%s is now %s.", m.Email, m.Role))
+}
+
+// removeTenantMember removes a tenant's member; a refusal (the last admin)
+// comes back on that member's row.
+func (d *Dashboard) removeTenantMember(c echo.Context) error {
+	name, email := c.Param("tenant"), emailParam(c)
+	err := d.client(c).RemoveTenantMember(c.Request().Context(), name, email)
+	if err != nil {
+		return d.memberRefused(c, email, "Not removed: ", err)
+	}
+	return withNotice(c, "/console/tenants/"+url.PathEscape(name), fmt.Sprintf("Removed %s: their tokens, sessions and SSH keys no longer work.", email))
+}
+
+// memberRefused renders the tenant's page with the API's refusal of a
+// change of the member, above the members and on their row, when err is
+// one a form shows; any other error, an unknown tenant's 404 among them,
+// is returned for the error page.
+func (d *Dashboard) memberRefused(c echo.Context, email, prefix string, err error) error {
+	ae, ok := formRefusal(err)
+	if !ok || ae.Message == fmt.Sprintf("tenant %q not found", c.Param("tenant")) {
+		return err
+	}
+	return d.renderTenant(c, ae.Status, nil, map[string]any{"MemberError": prefix + ae.Message, "MemberErrors": map[string]string{email: ae.Message}})
 }

@@ -19,7 +19,7 @@ func newAdminCommand(st *state) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	tenant.AddCommand(newAdminTenantCreateCommand(st), newAdminTenantListCommand(st))
-	cmd.AddCommand(tenant, newAdminQuotaCommand(st))
+	cmd.AddCommand(tenant, newAdminQuotaCommand(st), newAdminMembersCommand(st))
 	return cmd
 }
 

@@ -2,8 +2,13 @@ package app_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"bex.co/bex/cmd/bex/app"
@@ -147,6 +152,53 @@ func TestAdminQuotaCLI(t *testing.T) {
 	}
 	if ours != 2 {
 		t.Errorf("tenant.quota audit entries for cliquota: %d, want 2", ours)
+	}
+}
+
+// TestAdminQuotaSetTogetherCLI: two operators set different quotas of one
+// tenant at the same time, Bob's bex admin quota set made while Ann's is
+// under way (after anything it read, before its change arrives); both
+// quotas hold. A read of the overrides written back whole lost Bob's.
+func TestAdminQuotaSetTogetherCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	tenant, _ := e.TenantToken(t, "clitogether")
+	operatorAt := func(url string) app.IO {
+		return app.IO{ConfigDir: t.TempDir(), Getenv: func(k string) string {
+			return map[string]string{"BEX_API": url, "BEX_TOKEN": e.OperatorToken}[k]
+		}}
+	}
+	target, err := url.Parse(e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ann's requests pass a proxy that, at her first change, lets Bob's
+	// whole command run before hers goes on.
+	var bob sync.Once
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ann := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			bob.Do(func() {
+				if _, stderr, code := bexRun(t, operatorAt(e.URL), "admin", "quota", "set", "clitogether", "routes=7"); code != 0 {
+					t.Errorf("bob's admin quota set: exit %d: %s", code, stderr)
+				}
+			})
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer ann.Close()
+
+	out, stderr, code := bexRun(t, operatorAt(ann.URL), "admin", "quota", "set", "clitogether", "apps=40")
+	if code != 0 {
+		t.Fatalf("ann's admin quota set: exit %d: %s", code, stderr)
+	}
+	for _, line := range []string{`apps +40 +operator +25 +0`, `routes +7 +operator +100 +0`} {
+		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
+			t.Errorf("ann's admin quota set printed\n%s\nwithout a line %q", out, line)
+		}
+	}
+	o, err := e.Store.TenantQuotas(t.Context(), tenant.ID)
+	if err != nil || o.Apps == nil || *o.Apps != 40 || o.Routes == nil || *o.Routes != 7 {
+		t.Errorf("stored after both: %+v, %v; want apps 40 (ann's) and routes 7 (bob's)", o, err)
 	}
 }
 

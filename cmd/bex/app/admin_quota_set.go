@@ -19,7 +19,8 @@ func newAdminQuotaSetCommand(st *state) *cobra.Command {
 			"Keys: " + strings.Join(apiclient.QuotaKeys(), ", ") + ".\n" +
 			"Counts are whole numbers; repoBytes and memory are sizes with their unit (32Gi, 512Mi); cpu is CPUs (16, 2.5) or millicores (2500m).\n" +
 			"A quota lowered below what the tenant has takes nothing away: only what comes next is refused.\n" +
-			"The quotas not given keep the value they had when bex read them, just before it writes them all.",
+			"Only the quotas given are sent: the others keep what they have, whoever set them, so two operators\n" +
+			"setting different quotas of one tenant at once both keep theirs.",
 		Example: "  bex admin quota set acme apps=40 memory=64Gi cpu=32\n  bex admin quota set acme memory=default",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -34,18 +35,13 @@ func newAdminQuotaSetCommand(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			q, err := c.TenantQuota(ctx, args[0])
-			if err != nil {
-				return explain(err)
-			}
-			o := q.Overrides
+			p := apiclient.QuotaPatch{}
 			for _, kv := range changes {
-				if err := o.SetQuota(kv[0], kv[1]); err != nil {
+				if err := p.Set(kv[0], kv[1]); err != nil {
 					return quotaInputError(err)
 				}
 			}
-			q, err = c.SetTenantQuota(ctx, args[0], o)
+			q, err := c.PatchTenantQuota(cmd.Context(), args[0], p)
 			if err != nil {
 				return explain(err)
 			}

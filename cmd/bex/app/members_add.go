@@ -28,16 +28,22 @@ func newMembersAddCommand(st *state) *cobra.Command {
 			if err != nil {
 				return explain(err)
 			}
-			return st.render(inv, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "Invited %s as %s, until %s UTC.\n"+
-					"Send them this code; it works once:\n  %s\n"+
-					"They join with:\n  bex login --api %s --invite %s\n"+
-					"or at %s/join?code=%s\n",
-					inv.Email, inv.Role, inv.ExpiresAt.UTC().Format(timeFormat), inv.Code, c.BaseURL(), inv.Code, c.BaseURL(), inv.Code)
-				return err
-			})
+			return st.renderInvitation(inv, c.BaseURL())
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "developer", "the member's role: viewer (reads), developer (pushes, deploys, env, scale...) or admin (also members and tokens)")
 	return cmd
+}
+
+// renderInvitation prints a new invitation with its code, once, and how
+// the invitee joins with it at the API base.
+func (st *state) renderInvitation(inv apiclient.Invitation, base string) error {
+	return st.render(inv, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "Invited %s as %s, until %s UTC.\n"+
+			"Send them this code; it works once:\n  %s\n"+
+			"They join with:\n  bex login --api %s --invite %s\n"+
+			"or at %s/join?code=%s\n",
+			inv.Email, inv.Role, inv.ExpiresAt.UTC().Format(timeFormat), inv.Code, base, inv.Code, base, inv.Code)
+		return err
+	})
 }

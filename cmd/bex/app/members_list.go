@@ -42,24 +42,30 @@ func newMembersListCommand(st *state) *cobra.Command {
 			if l.Invitations == nil {
 				l.Invitations = []apiclient.Invitation{}
 			}
-			return st.render(l, func(w io.Writer) error {
-				if len(ms) == 0 && len(invs) == 0 {
-					_, err := fmt.Fprintln(w, "No members yet: an admin invites one with bex members add EMAIL --role developer")
-					return err
-				}
-				rows := make([][]string, 0, len(ms)+len(invs))
-				for _, m := range ms {
-					email := m.Email
-					if m.You {
-						email += " (you)"
-					}
-					rows = append(rows, []string{email, m.Role, "member since " + m.CreatedAt.UTC().Format(timeFormat)})
-				}
-				for _, inv := range invs {
-					rows = append(rows, []string{inv.Email, inv.Role, "invited by " + inv.InvitedBy + ", until " + inv.ExpiresAt.UTC().Format(timeFormat)})
-				}
-				return st.table([]string{"EMAIL", "ROLE", "STATUS"}, rows)
-			})
+			return st.renderMemberList(l, "an admin invites one with bex members add EMAIL --role developer")
 		},
 	}
+}
+
+// renderMemberList prints the members and the pending invitations of l;
+// none says how to invite one (hint).
+func (st *state) renderMemberList(l memberList, hint string) error {
+	return st.render(l, func(w io.Writer) error {
+		if len(l.Members) == 0 && len(l.Invitations) == 0 {
+			_, err := fmt.Fprintln(w, "No members yet: "+hint)
+			return err
+		}
+		rows := make([][]string, 0, len(l.Members)+len(l.Invitations))
+		for _, m := range l.Members {
+			email := m.Email
+			if m.You {
+				email += " (you)"
+			}
+			rows = append(rows, []string{email, m.Role, "member since " + m.CreatedAt.UTC().Format(timeFormat)})
+		}
+		for _, inv := range l.Invitations {
+			rows = append(rows, []string{inv.Email, inv.Role, "invited by " + inv.InvitedBy + ", until " + inv.ExpiresAt.UTC().Format(timeFormat)})
+		}
+		return st.table([]string{"EMAIL", "ROLE", "STATUS"}, rows)
+	})
 }

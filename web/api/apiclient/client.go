@@ -175,11 +175,46 @@ func (c *Client) TenantMembers(ctx context.Context, tenant string) ([]Member, er
 	return ms, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/members", nil, nil, &ms)
 }
 
+// InviteToTenant invites an email into a tenant with a role, as its
+// admins do with Invite; the answer holds the invitation's code (operator
+// tokens only).
+func (c *Client) InviteToTenant(ctx context.Context, tenant string, req InviteRequest) (Invitation, error) {
+	var inv Invitation
+	return inv, c.call(ctx, http.MethodPost, "/admin/tenants/"+url.PathEscape(tenant)+"/members", nil, req, &inv)
+}
+
+// TenantInvitations returns a tenant's pending invitations (operator
+// tokens only).
+func (c *Client) TenantInvitations(ctx context.Context, tenant string) ([]Invitation, error) {
+	var invs []Invitation
+	return invs, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/invitations", nil, nil, &invs)
+}
+
+// SetTenantMemberRole gives a tenant's member another role (operator
+// tokens only).
+func (c *Client) SetTenantMemberRole(ctx context.Context, tenant, email, role string) (Member, error) {
+	var m Member
+	return m, c.call(ctx, http.MethodPatch, "/admin/tenants/"+url.PathEscape(tenant)+"/members/"+seg(email), nil, SetRoleRequest{Role: role}, &m)
+}
+
+// RemoveTenantMember removes a tenant's member (operator tokens only).
+func (c *Client) RemoveTenantMember(ctx context.Context, tenant, email string) error {
+	return c.call(ctx, http.MethodDelete, "/admin/tenants/"+url.PathEscape(tenant)+"/members/"+seg(email), nil, nil, nil)
+}
+
 // SetTenantQuota replaces the quotas the operator set for a tenant; a nil
 // field is the platform's default (operator tokens only).
 func (c *Client) SetTenantQuota(ctx context.Context, tenant string, o QuotaOverrides) (Quota, error) {
 	var q Quota
 	return q, c.call(ctx, http.MethodPut, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, o, &q)
+}
+
+// PatchTenantQuota changes only the quotas p names for a tenant: the
+// others keep what they have, whoever set them meanwhile (operator tokens
+// only).
+func (c *Client) PatchTenantQuota(ctx context.Context, tenant string, p QuotaPatch) (Quota, error) {
+	var q Quota
+	return q, c.call(ctx, http.MethodPatch, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, p, &q)
 }
 
 // ListAudit lists audit entries, newest first (operator tokens only).

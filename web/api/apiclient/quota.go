@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -186,4 +187,29 @@ func (o *QuotaOverrides) SetQuota(key, value string) error {
 		return nil
 	}
 	return &QuotaInputError{Key: key, Message: "no such quota: give one of " + strings.Join(QuotaKeys(), ", ")}
+}
+
+// Set puts the quota key into p from value as a person types it, as
+// SetQuota reads it: empty or "default" sends null, which gives the tenant
+// the default again. A value that cannot be read is a *QuotaInputError and
+// leaves p as it was.
+func (p QuotaPatch) Set(key, value string) error {
+	var q Quota
+	if err := q.Overrides.SetQuota(key, value); err != nil {
+		return err
+	}
+	for _, f := range q.fields() {
+		if f.key != key {
+			continue
+		}
+		v := "null"
+		switch {
+		case f.over != nil && *f.over != nil:
+			v = strconv.Itoa(**f.over)
+		case f.over64 != nil && *f.over64 != nil:
+			v = strconv.FormatInt(**f.over64, 10)
+		}
+		p[key] = json.RawMessage(v)
+	}
+	return nil
 }

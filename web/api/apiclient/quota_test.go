@@ -1,6 +1,7 @@
 package apiclient_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -60,5 +61,27 @@ func TestSetQuota(t *testing.T) {
 				t.Errorf("apps row %+v", r)
 			}
 		}
+	}
+}
+
+// TestQuotaPatchSet: a patch holds only the quotas set on it, in the
+// units the API takes (millicores, bytes), null for default; a value that
+// cannot be read leaves it as it was.
+func TestQuotaPatchSet(t *testing.T) {
+	p := apiclient.QuotaPatch{}
+	for _, kv := range [][2]string{{"apps", "40"}, {"cpu", "2.5"}, {"memory", "64Gi"}, {"routes", "default"}} {
+		if err := p.Set(kv[0], kv[1]); err != nil {
+			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+	got, err := json.Marshal(p)
+	if want := `{"apps":40,"cpu":2500,"memory":68719476736,"routes":null}`; err != nil || string(got) != want {
+		t.Errorf("patch %s (%v), want %s", got, err, want)
+	}
+	if err := p.Set("memory", "64"); err == nil || string(p["memory"]) != "68719476736" {
+		t.Errorf("memory=64: %v, memory now %s; want an error and 64Gi kept", err, p["memory"])
+	}
+	if err := p.Set("disk", "1Gi"); err == nil || len(p) != 4 {
+		t.Errorf("disk=1Gi: %v, patch %v; want an error and nothing added", err, p)
 	}
 }

@@ -560,6 +560,13 @@ type QuotaOverrides struct {
 	MemoryBytes *int64 `json:"memory,omitempty"`
 }
 
+// QuotaPatch is the body of PATCH /api/v1/admin/tenants/{tenant}/quota:
+// the quotas to change, by their keys in QuotaOverrides (apps, cpu,
+// memory...). A number sets the quota for the tenant (cpu in millicores,
+// repoBytes and memory in bytes); null or "default" gives it the
+// platform's default again; a quota left out keeps what it has.
+type QuotaPatch map[string]json.RawMessage
+
 // QuotaUsage is what a tenant has of each quota. The size of its
 // repositories is measured by the git receiver at each push and is not
 // shown here.

@@ -126,7 +126,9 @@ func (a *Authenticator) AuthenticateRequest(req *http.Request) (*authenticator.R
 		return a.next.AuthenticateRequest(req)
 	}
 	chain := req.TLS.PeerCertificates
-	if !a.verified(chain) || !a.nameAllowed(chain[0].Subject.CommonName) {
+	// The name first: a certificate not allowed takes no verification
+	// and no place in the cache here.
+	if !a.nameAllowed(chain[0].Subject.CommonName) || !a.verified(chain) {
 		return a.next.AuthenticateRequest(req)
 	}
 	resp, ok, err := a.headers.AuthenticateRequest(req)

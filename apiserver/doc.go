@@ -2,9 +2,10 @@
 // scheduling.bex.co group, built on k8s.io/apiserver the way
 // sample-apiserver is. Options (bound to pflag) go Complete → Validate →
 // Config → Run; Config builds a generic server with delegated authentication
-// and authorization against the kube-apiserver, storage in the kube-apiserver's
-// etcd under its own prefix, and published OpenAPI; New installs three
-// resources:
+// and authorization against the kube-apiserver (the front proxy's
+// certificate verification cached by package frontproxy), storage in the
+// kube-apiserver's etcd under its own prefix, and published OpenAPI; New
+// installs three resources:
 //
 //   - clustercapacities (registry/clustercapacity): read-only, computed from
 //     the fleet (internal/fleetstate) and the stored Placements;

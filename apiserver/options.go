@@ -19,6 +19,7 @@ import (
 
 	"bex.co/bex/apis/scheduling/openapi"
 	"bex.co/bex/apis/scheduling/v1alpha1"
+	"bex.co/bex/apiserver/frontproxy"
 	"bex.co/bex/internal/fleetstate"
 )
 
@@ -137,6 +138,9 @@ func (o *Options) Config() (*Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(sc); err != nil {
 		return nil, fmt.Errorf("applying options: %w", err)
 	}
+	if err := cacheFrontProxyVerification(&sc.Authentication); err != nil {
+		return nil, err
+	}
 
 	extra := ExtraConfig{Scheme: o.scheme, Codecs: o.codecs, Strategy: o.strategy()}
 	fleet := fleetstate.Fleet{fleetstate.Static(o.static)}
@@ -153,6 +157,22 @@ func (o *Options) Config() (*Config, error) {
 	}
 	extra.Fleet = fleet
 	return &Config{GenericConfig: sc, ExtraConfig: extra}, nil
+}
+
+// cacheFrontProxyVerification puts a frontproxy.Authenticator in front of
+// the delegating authenticator ApplyTo built: the aggregator's certificate
+// is then verified once a minute, not on every request. Without a
+// request-header config (no front proxy) it changes nothing.
+func cacheFrontProxyVerification(authn *genericapiserver.AuthenticationInfo) error {
+	if authn.RequestHeaderConfig == nil || authn.Authenticator == nil {
+		return nil
+	}
+	auth, err := frontproxy.New(authn.RequestHeaderConfig, authn.Authenticator, frontproxy.Options{})
+	if err != nil {
+		return fmt.Errorf("caching front-proxy verification: %w", err)
+	}
+	authn.Authenticator = auth
+	return nil
 }
 
 // Run builds the server and serves until ctx ends.

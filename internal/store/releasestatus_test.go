@@ -152,6 +152,14 @@ func TestPruneFailedReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The image of failed v3's build stays queued for deletion: a failed
+	// release runs nothing.
+	if err := s.QueueDeletion(ctx, acme.ID, "web", store.DeleteImage, "r/acme/web@sha256:03", "build 3 was not released"); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := s.PendingDeletions(ctx, acme.ID, "web"); err != nil || len(pending) != 1 || pending[0].Target != "r/acme/web@sha256:03" {
+		t.Errorf("pending deletions with failed v3 unpruned = %+v, %v; want its image", pending, err)
+	}
 	// Keep 2: v5 and v2, the newest two that went out; v3 and v4 failed.
 	got, err := s.PruneReleases(ctx, acme.ID, "web", 2, 5)
 	if err != nil {

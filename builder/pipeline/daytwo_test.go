@@ -174,8 +174,8 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 		t.Errorf("a refused restart changed the app: %+v, %v (was %d)", now, err, third.PID)
 	}
 
-	// A config release whose instances crash: v2 keeps serving, nothing
-	// recorded; the App keeps the new env.
+	// A config release whose instances crash: v2 keeps serving, v3 is
+	// recorded failed with the reason; the App keeps the new env.
 	e.setEnv(t, map[string]string{"FOO": "1", "CRASH": "1"}, nil)
 	n, err = e.a.ReleaseConfig(ctx, e.tenant, e.name, "Set CRASH", "user:test")
 	var nd *runtime.NotDeployedError
@@ -188,6 +188,23 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 	}
 	if latest, err := e.st.LatestRelease(ctx, tenantID, e.name); err != nil || latest.Number != 2 || e.app(t).Status.CurrentRelease != 2 {
 		t.Errorf("after the failed config release: latest v%d (%v), current v%d; want v2", latest.Number, err, e.app(t).Status.CurrentRelease)
+	}
+	v3, err := e.st.GetRelease(ctx, tenantID, e.name, 3)
+	if err != nil || v3.Status != store.ReleaseFailed || v3.Kind != store.ReleaseKindConfig || v3.Description != "Set CRASH" ||
+		v3.Failure == "" || !strings.Contains(nd.Error(), v3.Failure) || v3.Config["CRASH"].Value == nil {
+		t.Errorf("the failed config release v3 = %+v, %v; want it failed with the rollout's reason", v3, err)
+	}
+	if strings.Contains(v3.Failure, "s3cret") {
+		t.Errorf("the failed release's reason shows a secret's value: %q", v3.Failure)
+	}
+	if _, err := e.a.Rollback(ctx, e.tenant, e.name, 3, "user:test"); err == nil || !strings.Contains(err.Error(), "v3 failed (") ||
+		!strings.Contains(err.Error(), "e.g. v2") {
+		t.Errorf("a rollback to failed v3: %v, want it refused naming v2", err)
+	}
+	// Its number is taken: the next config release is v4.
+	e.setEnv(t, map[string]string{"FOO": "1"}, nil)
+	if n, err := e.a.ReleaseConfig(ctx, e.tenant, e.name, "Unset CRASH", "user:test"); err != nil || n != 4 {
+		t.Errorf("the config release after failed v3: v%d, %v; want v4", n, err)
 	}
 }
 

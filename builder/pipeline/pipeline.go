@@ -158,8 +158,15 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	config := release.ConfigOf(app)
 	number := latest + 1
 	fmt.Fprintf(out, "-----> Releasing v%d\n", number)
+	description := "Deploy " + short(push.New)
 	if err := p.Rollout(ctx, app, number, res.Image, config, out); err != nil {
 		fmt.Fprintf(out, " !     Release v%d failed: %v\n", number, err)
+		if recErr := p.RecordFailed(ctx, app, number, store.NewRelease{
+			TenantID: tenant.ID, App: push.App, Kind: store.ReleaseKindDeploy, BuildID: b.ID, Image: res.Image,
+			Config: config, Description: description, CreatedBy: push.Actor, Failure: err.Error(),
+		}); recErr == nil {
+			fmt.Fprintf(out, " !     v%d is recorded as failed (bex releases lists it); the previous release keeps serving\n", number)
+		}
 		t := timings()
 		logs.Close()
 		p.fail(app, b, store.BuildResult{Stack: string(res.Stack), Error: release.RolloutFailed(err), Timings: t})
@@ -170,7 +177,7 @@ func (p *Pipeline) deploy(ctx context.Context, push gitserver.Push, log io.Write
 	p.finish(b.ID, store.BuildResult{Status: store.BuildSucceeded, Stack: string(res.Stack), Image: res.Image, Timings: t})
 	rel, err := p.Store().CreateRelease(ctx, store.NewRelease{
 		TenantID: tenant.ID, App: push.App, Kind: store.ReleaseKindDeploy, BuildID: b.ID, Image: res.Image,
-		Config: config, Description: "Deploy " + short(push.New), CreatedBy: push.Actor,
+		Config: config, Description: description, CreatedBy: push.Actor,
 	})
 	if err != nil {
 		return gitserver.DeployResult{}, true, fmt.Errorf("recording release v%d: %w", number, err)

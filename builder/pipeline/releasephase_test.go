@@ -121,6 +121,23 @@ func TestReleasePhase(t *testing.T) {
 			t.Errorf("after the failed release phase the latest release is v%d (%v); want v1", latest.Number, err)
 		}
 		b, log := e.buildLog(t, tenantID)
+		// The release is listed, failed with the reason the push printed.
+		list, err := e.st.ListReleases(ctx, tenantID, e.name, 0)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("after the failed release phase the releases are %+v, %v; want failed v2 and v1", list, err)
+		}
+		v2 := list[0]
+		if v2.Number != 2 || v2.Status != store.ReleaseFailed || v2.Kind != store.ReleaseKindDeploy || v2.BuildID != b.ID ||
+			!strings.Contains(v2.Failure, "exited with status 3") || !strings.Contains(v2.Failure, "relation users already exists") ||
+			!strings.Contains(out.String(), v2.Failure) || list[1].Status != store.ReleaseSucceeded {
+			t.Errorf("failed v2 = %+v; want a failed deploy of build %d saying what the push said", v2, b.Number)
+		}
+		if strings.Contains(v2.Failure, "s3cret") {
+			t.Errorf("the failed release's reason shows a secret's value: %q", v2.Failure)
+		}
+		if !strings.Contains(out.String(), "v2 is recorded as failed") {
+			t.Errorf("the push output does not name failed release v2:\n%s", out.String())
+		}
 		if b.Status != store.BuildFailed || !strings.Contains(b.Error, "exited with status 3") || !strings.Contains(log, "relation users already exists") {
 			t.Errorf("the build record: %s %q; log:\n%s", b.Status, b.Error, log)
 		}
@@ -139,6 +156,14 @@ func TestReleasePhase(t *testing.T) {
 		}
 		if body, err := e.body(); err != nil || body != "v1" {
 			t.Errorf("after the timed-out release phase the app answers %q, %v; want v1", body, err)
+		}
+		// Failed v2's number was taken: this one is failed v3.
+		v3, err := e.st.GetRelease(ctx, tenantID, e.name, 0)
+		if err != nil || v3.Number != 3 || v3.Status != store.ReleaseFailed || !strings.Contains(v3.Failure, "timed out after 2s") {
+			t.Errorf("after the timed-out release phase the newest release is %+v, %v; want failed v3", v3, err)
+		}
+		if cur, err := e.st.CurrentRelease(ctx, tenantID, e.name, 0); err != nil || cur.Number != 1 || e.app(t).Status.CurrentRelease != 1 {
+			t.Errorf("after two failed releases the current one is v%d, %v; want v1", cur.Number, err)
 		}
 	})
 

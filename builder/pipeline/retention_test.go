@@ -121,7 +121,7 @@ func (e *env) imageExists(t *testing.T, image string) bool {
 
 // TestPruneTriesFailedDeletionsAgain: a deletion the registry refused is
 // tried again at the next prune, and the image of a build whose release
-// failed goes too.
+// failed goes too (the failed release, v2, is pruned at the next prune).
 func TestPruneTriesFailedDeletionsAgain(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t)
@@ -147,20 +147,26 @@ func TestPruneTriesFailedDeletionsAgain(t *testing.T) {
 		t.Fatalf("pending deletions after the failed release: %+v, %v, want the broken build's image", pending, err)
 	}
 	unreleased := pending[0].Target
+	if failed, err := e.st.GetRelease(ctx, tenantID, e.name, 2); err != nil || failed.Status != store.ReleaseFailed || failed.Image != unreleased {
+		t.Fatalf("release v2 after the failed push: %+v, %v, want it failed with the broken build's image", failed, err)
+	}
 	if !e.imageExists(t, unreleased) {
 		t.Fatalf("the broken build's image %s is not in the registry", unreleased)
 	}
 
 	e.refuseDeletes.Store(true)
-	if _, err := pl.Deploy(ctx, e.commit(t, "v2", ""), io.Discard); err != nil {
-		t.Fatalf("deploying v2: %v", err)
+	if res, err := pl.Deploy(ctx, e.commit(t, "v2", ""), io.Discard); err != nil || res.Release != 3 {
+		t.Fatalf("deploying v2: release v%d, %v; want v3, after failed v2", res.Release, err)
 	}
 	v1, err := e.st.GetRelease(ctx, tenantID, e.name, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v1.PrunedAt == nil {
-		t.Fatal("v1 is not pruned after v2 with a retention of 1")
+		t.Fatal("v1 is not pruned after v3 with a retention of 1")
+	}
+	if failed, err := e.st.GetRelease(ctx, tenantID, e.name, 2); err != nil || failed.PrunedAt == nil {
+		t.Fatalf("failed v2 after v3: %+v, %v, want it pruned", failed, err)
 	}
 	if !e.imageExists(t, v1.Image) || !e.imageExists(t, unreleased) {
 		t.Fatal("an image was deleted while the registry refused deletions")
@@ -170,21 +176,21 @@ func TestPruneTriesFailedDeletionsAgain(t *testing.T) {
 	if _, err := pl.Deploy(ctx, e.commit(t, "v3", ""), io.Discard); err != nil {
 		t.Fatalf("deploying v3: %v", err)
 	}
-	v2, err := e.st.GetRelease(ctx, tenantID, e.name, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	v3, err := e.st.GetRelease(ctx, tenantID, e.name, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, image := range map[string]string{"v1's image, refused once": v1.Image, "the unreleased build's image": unreleased, "v2's image": v2.Image} {
+	v4, err := e.st.GetRelease(ctx, tenantID, e.name, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, image := range map[string]string{"v1's image, refused once": v1.Image, "the unreleased build's image": unreleased, "v3's image": v3.Image} {
 		if e.imageExists(t, image) {
 			t.Errorf("%s (%s) is still in the registry", what, image)
 		}
 	}
-	if !e.imageExists(t, v3.Image) {
-		t.Errorf("v3's image, which serves, was deleted")
+	if !e.imageExists(t, v4.Image) {
+		t.Errorf("v4's image, which serves, was deleted")
 	}
 	if pending, err := e.st.PendingDeletions(ctx, tenantID, e.name); err != nil || len(pending) != 0 {
 		t.Errorf("pending deletions after the registry came back: %+v, %v, want none", pending, err)

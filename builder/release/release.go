@@ -210,18 +210,20 @@ func (p *Releaser) locked(ctx context.Context, tenantName, appName string) (func
 	return unlock, tenant, app, nil
 }
 
-// Rollback rolls release `to` out again as a new release.
+// Rollback rolls release `to` out again as a new release. A rollout that
+// fails is recorded as a failed release (RecordFailed) and the error is a
+// *runtime.NotDeployedError: the current release keeps serving.
 func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to int, actor string) (int, error) {
 	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	target, err := p.opts.Store.GetRelease(ctx, tenant.ID, appName, to)
-	if err != nil {
+	target, err := p.opts.Store.RunnableRelease(ctx, tenant.ID, appName, to)
+	if errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("release v%d: %w", to, err)
 	}
-	if err := target.Runnable(); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	latest, err := p.LatestNumber(ctx, tenant.ID, appName)
@@ -229,7 +231,8 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 		return 0, err
 	}
 	if err := p.Rollout(ctx, app, latest+1, target.Image, target.Config, io.Discard); err != nil {
-		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("rolling back to v%d failed, the current release keeps serving: %w", to, err)}
+		_ = p.RecordFailed(ctx, app, latest+1, store.RollbackRelease(target, actor, err.Error()))
+		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("rolling back to v%d failed (release v%d), the current release keeps serving: %w", to, latest+1, err)}
 	}
 	rel, err := p.opts.Store.CreateRollbackRelease(ctx, tenant.ID, appName, to, actor)
 	if err != nil {
@@ -249,8 +252,8 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 // ("Set FOO, BAR": names only, never values), and makes it current. It
 // returns 0 and changes nothing when the app has no release yet: its first
 // push takes the environment. A rollout that fails leaves the current
-// release serving and no release recorded, and the error is a
-// *runtime.NotDeployedError that says why.
+// release serving and records a failed release (RecordFailed), and the
+// error is a *runtime.NotDeployedError that says why.
 func (p *Releaser) ReleaseConfig(ctx context.Context, tenantName, appName, description, actor string) (int, error) {
 	unlock, tenant, app, err := p.locked(ctx, tenantName, appName)
 	if err != nil {
@@ -274,6 +277,10 @@ func (p *Releaser) ReleaseConfig(ctx context.Context, tenantName, appName, descr
 	config := ConfigOf(app)
 	number := latest + 1
 	if err := p.Rollout(ctx, app, number, base.Image, config, io.Discard); err != nil {
+		_ = p.RecordFailed(ctx, app, number, store.NewRelease{
+			TenantID: tenant.ID, App: appName, Kind: store.ReleaseKindConfig, BuildID: base.BuildID, Image: base.Image,
+			Config: config, Description: description, CreatedBy: actor, Failure: err.Error(),
+		})
 		return 0, &runtime.NotDeployedError{Err: fmt.Errorf("release v%d did not go out, v%d keeps serving: %w", number, base.Number, err)}
 	}
 	rel, err := p.opts.Store.CreateRelease(ctx, store.NewRelease{
@@ -976,10 +983,34 @@ func (p *Releaser) App(ctx context.Context, tenant, name string) (*platformv1alp
 	return app, nil
 }
 
-// LatestNumber is the number of the app's newest release; 0 when it has
-// none.
+// recordFailedPatience is how long RecordFailed may take, even when the
+// rollout's context is cancelled.
+const recordFailedPatience = 10 * time.Second
+
+// RecordFailed records nr, whose Failure says why its rollout failed, as
+// failed release number of app: the number the rollout used, which the
+// store gives it as long as the caller holds the app's lock. It logs what
+// goes wrong and returns it, for the caller to say whether the release was
+// recorded: the rollout's error stays what the caller answers.
+func (p *Releaser) RecordFailed(ctx context.Context, app *platformv1alpha1.App, number int, nr store.NewRelease) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFailedPatience)
+	defer cancel()
+	log := p.opts.Log.WithValues("app", klog.KObj(app), "release", number)
+	rel, err := p.opts.Store.CreateRelease(ctx, nr)
+	if err != nil {
+		log.Error(err, "Recording a failed release")
+		return err
+	}
+	if rel.Number != number {
+		log.Info("Failed release recorded under another number than its rollout used", "recorded", rel.Number)
+	}
+	return nil
+}
+
+// LatestNumber is the number of the app's newest release, failed or not;
+// 0 when it has none. The next release takes the number after it.
 func (p *Releaser) LatestNumber(ctx context.Context, tenantID, app string) (int, error) {
-	rel, err := p.opts.Store.LatestRelease(ctx, tenantID, app)
+	rel, err := p.opts.Store.GetRelease(ctx, tenantID, app, 0)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}

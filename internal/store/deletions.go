@@ -61,7 +61,9 @@ func (s *Store) QueueDeletion(ctx context.Context, tenantID, app, kind, target, 
 
 // PendingDeletions returns the app's deletions still to do, oldest first.
 // An image a kept release runs again (the same digest built and released
-// since) is dropped from them first: it stays.
+// since) is dropped from them first: it stays. A failed release runs
+// nothing: its image is deleted unless a kept release that went out runs
+// it.
 func (s *Store) PendingDeletions(ctx context.Context, tenantID, app string) ([]ArtifactDeletion, error) {
 	if !isUUID(tenantID) {
 		return nil, nil
@@ -70,7 +72,7 @@ func (s *Store) PendingDeletions(ctx context.Context, tenantID, app string) ([]A
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx,
 			"DELETE FROM artifact_deletions d WHERE d.tenant_id = $1 AND d.app = $2 AND d.done_at IS NULL AND d.kind = 'image' "+
-				"AND EXISTS (SELECT 1 FROM releases r WHERE r.tenant_id = d.tenant_id AND r.app = d.app AND r.image = d.target AND r.pruned_at IS NULL)",
+				"AND EXISTS (SELECT 1 FROM releases r WHERE r.tenant_id = d.tenant_id AND r.app = d.app AND r.image = d.target AND r.pruned_at IS NULL AND r.status = 'succeeded')",
 			tenantID, app); err != nil {
 			return err
 		}

@@ -18,9 +18,10 @@ import (
 const defaultReleaseLimit = 50
 
 // Release is one immutable entry of an app's release history: an image and
-// the configuration it ran with. Rollbacks and configuration changes record
-// new releases; the database refuses to change or remove one, except to
-// mark it pruned (PruneReleases) once.
+// the configuration it ran with, or tried to. Rollbacks and configuration
+// changes record new releases; a rollout that failed records a failed one
+// (Status), which never runs. The database refuses to change or remove a
+// release, except to mark it pruned (PruneReleases) once.
 type Release struct {
 	ID       string `json:"id"`
 	TenantID string `json:"tenantID"`
@@ -44,6 +45,12 @@ type Release struct {
 	// Description says why the release exists, for people: "Deploy
 	// abc1234", "Rollback to v2". Programs read Kind.
 	Description string `json:"description"`
+	// Status says whether the release went out: succeeded, or failed when
+	// its rollout failed and what served before kept serving.
+	Status ReleaseStatus `json:"status"`
+	// Failure says why a failed release did not go out, in the words the
+	// push or the API answered then; empty for a succeeded one.
+	Failure string `json:"failure,omitempty"`
 	// CreatedBy is who made it: a token's or user's name, or a component.
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -74,6 +81,22 @@ const (
 	ReleaseKindConfig ReleaseKind = "config"
 )
 
+// ReleaseStatus says whether a release went out. The database refuses any
+// other than the two below (migration 0027) and any change of it.
+type ReleaseStatus string
+
+// The statuses of a release. A release is recorded once its rollout ended,
+// so there is no pending one.
+const (
+	// ReleaseSucceeded: the release went out; it served, and may serve
+	// again (be rolled back to) while its artifacts are kept.
+	ReleaseSucceeded ReleaseStatus = "succeeded"
+	// ReleaseFailed: the release's rollout failed (its release phase, or
+	// its instances never became healthy); what served kept serving. It
+	// holds its number, says why in Failure, and never runs.
+	ReleaseFailed ReleaseStatus = "failed"
+)
+
 // ReleaseKinds are the kinds of release, in the order above.
 func ReleaseKinds() []ReleaseKind {
 	return []ReleaseKind{ReleaseKindDeploy, ReleaseKindRollback, ReleaseKindConfig}
@@ -83,13 +106,41 @@ func ReleaseKinds() []ReleaseKind {
 func (k ReleaseKind) Known() bool { return slices.Contains(ReleaseKinds(), k) }
 
 // Runnable returns nil when the release can run again (be rolled back to),
-// and a *PrunedError when its artifacts were pruned.
+// a *FailedError when it never went out, and a *PrunedError when its
+// artifacts were pruned.
 func (r Release) Runnable() error {
-	if r.PrunedAt == nil {
-		return nil
+	switch {
+	case r.Status == ReleaseFailed:
+		return &FailedError{Number: r.Number, Failure: r.Failure}
+	case r.PrunedAt != nil:
+		return &PrunedError{Number: r.Number, Retention: r.PrunedRetention}
 	}
-	return &PrunedError{Number: r.Number, Retention: r.PrunedRetention}
+	return nil
 }
+
+// FailedError says that a release cannot run: its rollout failed, so it
+// never went out. It is an ErrInvalid.
+type FailedError struct {
+	// Number is the release's.
+	Number int
+	// Failure is why its rollout failed.
+	Failure string
+	// Before is the newest release before it that went out, 0 when there
+	// is none; set by the store when it refuses a rollback (RollbackTarget
+	// finds one).
+	Before int
+}
+
+func (e *FailedError) Error() string {
+	msg := fmt.Sprintf("v%d failed (%s)", e.Number, e.Failure)
+	if e.Before > 0 {
+		return fmt.Sprintf("%s; roll back to a release that went out, e.g. v%d", msg, e.Before)
+	}
+	return msg + "; roll back to a release that went out"
+}
+
+// Is makes a FailedError an ErrInvalid.
+func (e *FailedError) Is(target error) bool { return target == ErrInvalid }
 
 // ParseReleaseKinds reads a comma-separated list of release kinds, such as
 // "deploy,rollback", as a filter for ListReleases: blanks around a kind are
@@ -183,21 +234,27 @@ type NewRelease struct {
 	Description string
 	// CreatedBy is who asked; required.
 	CreatedBy string
+	// Failure, when not empty, records the release as failed: its rollout
+	// failed for this reason (names only, never a secret's value), and
+	// what served before keeps serving. Empty records a succeeded release.
+	Failure string
 }
 
-const releaseColumns = "id, tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by, created_at, pruned_at, pruned_retention"
+const releaseColumns = "id, tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by, created_at, pruned_at, pruned_retention, status, failure"
 
 func scanRelease(row pgx.Row) (Release, error) {
 	var r Release
 	var buildID *string
 	var config []byte
 	var prunedRetention, rollbackTo *int
+	var failure *string
 	err := row.Scan(&r.ID, &r.TenantID, &r.App, &r.Number, &r.Kind, &rollbackTo, &buildID, &r.Image, &config, &r.Description, &r.CreatedBy, &r.CreatedAt,
-		&r.PrunedAt, &prunedRetention)
+		&r.PrunedAt, &prunedRetention, &r.Status, &failure)
 	if err != nil {
 		return r, err
 	}
 	r.BuildID = orEmpty(buildID)
+	r.Failure = orEmpty(failure)
 	if rollbackTo != nil {
 		r.RollbackTo = *rollbackTo
 	}
@@ -213,12 +270,13 @@ func scanRelease(row pgx.Row) (Release, error) {
 	return r, nil
 }
 
-// CreateRelease records a release of an app with the app's next number.
+// CreateRelease records a release of an app with the app's next number:
+// succeeded, or failed when nr.Failure says why its rollout failed.
 // Concurrent calls for one app get distinct, consecutive numbers. The error
 // wraps ErrInvalid when a required field is missing or a config value is not
 // exactly one of a value and a secret reference, when the kind is not one
-// of ReleaseKinds, or when a rollback names no release to run again or
-// another kind names one; it wraps ErrNotFound when the tenant, the build
+// of ReleaseKinds, or when a rollback names no release to run again, names
+// a failed one, or another kind names one; it wraps ErrNotFound when the tenant, the build
 // or the release rolled back to does not exist or the build is of another
 // app.
 func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, error) {
@@ -277,27 +335,39 @@ func (s *Store) CreateRelease(ctx context.Context, nr NewRelease) (Release, erro
 		}
 		if nr.RollbackTo != 0 {
 			// An existing release is an earlier one: numbers only grow.
-			if err := existsOr(ctx, tx, fmt.Errorf("release v%d of %s to roll back to: %w", nr.RollbackTo, nr.App, ErrNotFound),
-				"SELECT EXISTS (SELECT 1 FROM releases WHERE tenant_id = $1 AND app = $2 AND number = $3)",
-				nr.TenantID, nr.App, nr.RollbackTo); err != nil {
+			var status ReleaseStatus
+			var failure *string
+			err := tx.QueryRow(ctx, "SELECT status, failure FROM releases WHERE tenant_id = $1 AND app = $2 AND number = $3",
+				nr.TenantID, nr.App, nr.RollbackTo).Scan(&status, &failure)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("release v%d of %s to roll back to: %w", nr.RollbackTo, nr.App, ErrNotFound)
+			case err != nil:
 				return err
+			case status == ReleaseFailed:
+				return &FailedError{Number: nr.RollbackTo, Failure: orEmpty(failure)}
 			}
 		}
 		number, err := nextAppNumber(ctx, tx, nr.TenantID, nr.App, "last_release")
 		if err != nil {
 			return err
 		}
+		status := ReleaseSucceeded
+		if nr.Failure != "" {
+			status = ReleaseFailed
+		}
 		r, err = scanRelease(tx.QueryRow(ctx,
-			"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by) "+
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING "+releaseColumns,
-			nr.TenantID, nr.App, number, string(nr.Kind), rollbackTo, nullable(nr.BuildID), nr.Image, string(configJSON), nr.Description, nr.CreatedBy))
+			"INSERT INTO releases (tenant_id, app, number, kind, rollback_to, build_id, image, config, description, created_by, status, failure) "+
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING "+releaseColumns,
+			nr.TenantID, nr.App, number, string(nr.Kind), rollbackTo, nullable(nr.BuildID), nr.Image, string(configJSON), nr.Description, nr.CreatedBy,
+			string(status), nullable(nr.Failure)))
 		return err
 	})
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return Release{}, fmt.Errorf("tenant %s: %w", nr.TenantID, ErrNotFound)
 	}
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
 			return Release{}, err
 		}
 		return Release{}, fmt.Errorf("creating release of %s: %w", nr.App, err)
@@ -320,53 +390,125 @@ func existsOr(ctx context.Context, tx pgx.Tx, notFound error, query string, args
 
 // CreateRollbackRelease records a new release of app that runs the image
 // and config of release number to, of kind ReleaseKindRollback, described
-// "Rollback to v<to>". The
-// error wraps ErrNotFound when there is no such release, and is a
-// *PrunedError when it was pruned.
+// "Rollback to v<to>". The error wraps ErrNotFound when there is no such
+// release, and is a *FailedError when it failed or a *PrunedError when it
+// was pruned (RunnableRelease).
 func (s *Store) CreateRollbackRelease(ctx context.Context, tenantID, app string, to int, createdBy string) (Release, error) {
-	target, err := s.GetRelease(ctx, tenantID, app, to)
+	target, err := s.RunnableRelease(ctx, tenantID, app, to)
 	if err != nil {
 		return Release{}, err
 	}
-	if err := target.Runnable(); err != nil {
-		return Release{}, err
-	}
-	return s.CreateRelease(ctx, NewRelease{
-		TenantID:    tenantID,
-		App:         app,
+	return s.CreateRelease(ctx, RollbackRelease(target, createdBy, ""))
+}
+
+// RollbackRelease is the NewRelease of a rollback to target made by
+// createdBy: target's image, build and config again, described "Rollback
+// to v<n>"; failed when failure is not empty.
+func RollbackRelease(target Release, createdBy, failure string) NewRelease {
+	return NewRelease{
+		TenantID:    target.TenantID,
+		App:         target.App,
 		BuildID:     target.BuildID,
 		Image:       target.Image,
 		Config:      target.Config,
 		Kind:        ReleaseKindRollback,
-		RollbackTo:  to,
-		Description: "Rollback to v" + strconv.Itoa(to),
+		RollbackTo:  target.Number,
+		Description: "Rollback to v" + strconv.Itoa(target.Number),
 		CreatedBy:   createdBy,
-	})
+		Failure:     failure,
+	}
 }
 
-// GetRelease returns the tenant's release number of app; number 0 means the
-// latest. The error wraps ErrNotFound when there is none.
+// RunnableRelease returns release number of app when it can run again (be
+// rolled back to). The error wraps ErrNotFound when there is no such
+// release; it is a *FailedError, naming in Before the newest earlier
+// release that can run, when the release failed, and a *PrunedError when
+// it was pruned (Release.Runnable).
+func (s *Store) RunnableRelease(ctx context.Context, tenantID, app string, number int) (Release, error) {
+	r, err := s.GetRelease(ctx, tenantID, app, number)
+	if err != nil {
+		return Release{}, err
+	}
+	err = r.Runnable()
+	var failed *FailedError
+	if errors.As(err, &failed) {
+		if before, err := s.previousRelease(ctx, tenantID, app, r.Number, true); err == nil {
+			failed.Before = before.Number
+		} else if !errors.Is(err, ErrNotFound) {
+			return Release{}, err
+		}
+	}
+	if err != nil {
+		return Release{}, err
+	}
+	return r, nil
+}
+
+// GetRelease returns the tenant's release number of app, whatever its
+// status; number 0 means the one with the highest number, which may be a
+// failed one (its number is taken: the next release's is one more). The
+// error wraps ErrNotFound when there is none.
 func (s *Store) GetRelease(ctx context.Context, tenantID, app string, number int) (Release, error) {
 	return getNumbered(ctx, s, "releases", releaseColumns, scanRelease, tenantID, app, number, "release v"+strconv.Itoa(number))
 }
 
-// LatestRelease returns the app's release with the highest number, which is
-// the current one once the runtime has rolled it out (the App's
-// status.currentRelease says which runs). The error wraps ErrNotFound when
-// the app has no release.
+// LatestRelease returns the app's newest release that went out (a failed
+// one never does), which is the current one once the runtime has rolled it
+// out (the App's status.currentRelease says which runs). The error wraps
+// ErrNotFound when the app has no such release.
 func (s *Store) LatestRelease(ctx context.Context, tenantID, app string) (Release, error) {
-	return s.GetRelease(ctx, tenantID, app, 0)
+	return s.previousRelease(ctx, tenantID, app, 0, false)
+}
+
+// PreviousRelease returns the newest release of app before number that
+// went out: what served before it, skipping failed releases. The error
+// wraps ErrNotFound when there is none.
+func (s *Store) PreviousRelease(ctx context.Context, tenantID, app string, number int) (Release, error) {
+	if number <= 1 {
+		return Release{}, fmt.Errorf("app %s has no release before v%d: %w", app, number, ErrNotFound)
+	}
+	return s.previousRelease(ctx, tenantID, app, number, false)
+}
+
+// previousRelease is the newest succeeded release of app numbered below
+// before (any when before is 0), and only among those not pruned when
+// kept is set.
+func (s *Store) previousRelease(ctx context.Context, tenantID, app string, before int, kept bool) (Release, error) {
+	what := "release that went out"
+	if before > 0 {
+		what += " before v" + strconv.Itoa(before)
+	}
+	if !isUUID(tenantID) {
+		return Release{}, fmt.Errorf("app %s has no %s: %w", app, what, ErrNotFound)
+	}
+	query := "SELECT " + releaseColumns + " FROM releases WHERE tenant_id = $1 AND app = $2 AND status = 'succeeded' " +
+		"AND ($3 = 0 OR number < $3)"
+	if kept {
+		query += " AND pruned_at IS NULL"
+	}
+	r, err := scanRelease(s.pool.QueryRow(ctx, query+" ORDER BY number DESC LIMIT 1", tenantID, app, before))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Release{}, fmt.Errorf("app %s has no %s: %w", app, what, ErrNotFound)
+	case err != nil:
+		return Release{}, fmt.Errorf("reading the %s of %s: %w", what, app, err)
+	}
+	return r, nil
 }
 
 // CurrentRelease returns the release that serves the app: number current
-// (the App's status.currentRelease) when it is set, otherwise the latest,
-// which is the one a rollout is about to serve. The error wraps ErrNotFound
-// when there is no such release.
+// (the App's status.currentRelease) when it is set, otherwise the latest
+// that went out (LatestRelease), which is the one a rollout is about to
+// serve. The error wraps ErrNotFound when there is no such release.
 func (s *Store) CurrentRelease(ctx context.Context, tenantID, app string, current int) (Release, error) {
-	return s.GetRelease(ctx, tenantID, app, max(current, 0))
+	if current <= 0 {
+		return s.LatestRelease(ctx, tenantID, app)
+	}
+	return s.GetRelease(ctx, tenantID, app, current)
 }
 
-// ListReleases returns the tenant's releases of app, newest first, at most
+// ListReleases returns the tenant's releases of app, failed ones too,
+// newest first, at most
 // limit of them (50 when limit is zero, at most 1000). With kinds it returns
 // only releases of those kinds, the limit counting only them. The error
 // wraps ErrInvalid when one of kinds is not one of ReleaseKinds.
@@ -402,9 +544,10 @@ func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit in
 }
 
 // RollbackTarget returns the release number that "roll back" means when no
-// number is given: the one before current (the release that serves
-// traffic, or the latest when current is 0). The error wraps ErrNotFound
-// when there is no earlier release.
+// number is given: the newest release before current (the release that
+// serves traffic, or the latest that went out when current is 0) that went
+// out; failed releases are skipped, they never ran. The error wraps
+// ErrNotFound when there is no such release.
 func (s *Store) RollbackTarget(ctx context.Context, tenantID, app string, current int) (int, error) {
 	if current <= 0 {
 		latest, err := s.LatestRelease(ctx, tenantID, app)
@@ -413,10 +556,7 @@ func (s *Store) RollbackTarget(ctx context.Context, tenantID, app string, curren
 		}
 		current = latest.Number
 	}
-	if current <= 1 {
-		return 0, fmt.Errorf("app %s has no release before v%d: %w", app, current, ErrNotFound)
-	}
-	r, err := s.GetRelease(ctx, tenantID, app, current-1)
+	r, err := s.PreviousRelease(ctx, tenantID, app, current)
 	if err != nil {
 		return 0, err
 	}
@@ -434,8 +574,11 @@ type PrunedReleases struct {
 }
 
 // PruneReleases marks the app's kept releases pruned except the newest
-// keep of them and release current (the one that serves, 0 for none), and
-// returns those it marked. In the same transaction it records the deletion
+// keep of those that went out and release current (the one that serves, 0
+// for none), and returns those it marked. Failed releases do not count
+// among the keep: they never run, so each is marked at the first prune
+// after it, and its directory and image (unless a kept release runs it)
+// are deleted. In the same transaction it records the deletion
 // of their directories and of the images in Images, which the caller does
 // through PendingDeletions and FinishDeletion. Releases marked before are
 // not returned again. The error wraps ErrInvalid when
@@ -457,7 +600,8 @@ func (s *Store) PruneReleases(ctx context.Context, tenantID, app string, keep, c
 		rows, err := tx.Query(ctx,
 			"UPDATE releases SET pruned_at = now(), pruned_retention = $3 "+
 				"WHERE tenant_id = $1 AND app = $2 AND pruned_at IS NULL AND number <> $4 "+
-				"AND number <= (SELECT max(number) FROM releases WHERE tenant_id = $1 AND app = $2) - $3 "+
+				"AND (status = 'failed' OR number NOT IN (SELECT number FROM releases "+
+				"WHERE tenant_id = $1 AND app = $2 AND status = 'succeeded' ORDER BY number DESC LIMIT $3)) "+
 				"RETURNING "+releaseColumns,
 			tenantID, app, keep, current)
 		if err != nil {

@@ -79,12 +79,24 @@ func releaseView(r store.Release, current int, b store.Build) apiclient.Release 
 		Image:       r.Image,
 		Build:       b.Number,
 		Current:     r.Number == current,
+		Status:      apiclient.ReleaseSuperseded,
+		Failure:     r.Failure,
 		CreatedBy:   r.CreatedBy,
 		CreatedAt:   r.CreatedAt.UTC(),
 	}
 	if r.PrunedAt != nil {
 		at := r.PrunedAt.UTC()
 		v.PrunedAt = &at
+	}
+	// A failed release is failed first: it is pruned at the next prune,
+	// and never serves.
+	switch {
+	case r.Status == store.ReleaseFailed:
+		v.Status = apiclient.ReleaseFailed
+	case v.Current:
+		v.Status = apiclient.ReleaseCurrent
+	case r.PrunedAt != nil:
+		v.Status = apiclient.ReleasePruned
 	}
 	return v
 }
@@ -107,7 +119,8 @@ func (s *Server) releaseBuild(ctx context.Context, r store.Release, seen map[str
 }
 
 // getRelease answers one release in full: its build, its variables by
-// name and what it changed from the release before.
+// name and what it changed from the release that went out before it (a
+// failed release is skipped: it never ran).
 func (s *Server) getRelease(c echo.Context) error {
 	app, err := s.getAppObject(c)
 	if err != nil {
@@ -127,11 +140,9 @@ func (s *Server) getRelease(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var prev store.Release
-	if number > 1 {
-		if prev, err = s.store.GetRelease(ctx, tenantID, app.Name, number-1); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+	prev, err := s.store.PreviousRelease(ctx, tenantID, app.Name, number)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	b, err := s.releaseBuild(ctx, r, map[string]store.Build{})
 	if err != nil {
@@ -139,17 +150,10 @@ func (s *Server) getRelease(c echo.Context) error {
 	}
 	v := apiclient.ReleaseInfo{
 		Release: releaseView(r, int(app.Status.CurrentRelease), b),
-		Status:  apiclient.ReleaseSuperseded,
 		Commit:  b.Commit,
 		Stack:   b.Stack,
 		Env:     []apiclient.ReleaseEnvVar{},
 		Changes: releaseChanges(prev, r),
-	}
-	switch {
-	case v.Current:
-		v.Status = apiclient.ReleaseCurrent
-	case r.PrunedAt != nil:
-		v.Status = apiclient.ReleasePruned
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Config)) {
 		v.Env = append(v.Env, apiclient.ReleaseEnvVar{Name: name, Secret: r.Config[name].SecretKeyRef != nil})
@@ -228,14 +232,14 @@ func (s *Server) rollback(c echo.Context) error {
 			return err
 		}
 	}
-	target, err := s.store.GetRelease(ctx, p.tenant.ID, app.Name, to)
-	if errors.Is(err, store.ErrNotFound) {
+	_, err = s.store.RunnableRelease(ctx, p.tenant.ID, app.Name, to)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return invalid("release", "app %q has no release v%d", app.Name, to)
-	} else if err != nil {
-		return err
-	}
-	if err := target.Runnable(); err != nil {
+	case errors.Is(err, store.ErrInvalid):
 		return invalid("release", "%v", err)
+	case err != nil:
+		return err
 	}
 	if to == current {
 		return invalid("release", "v%d is the current release of app %q already", to, app.Name)

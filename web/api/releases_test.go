@@ -180,3 +180,82 @@ func TestListReleasesByKind(t *testing.T) {
 		t.Errorf("client ListReleases(restart) = %s, %v, want the 422 naming the kinds", numbers(rs), err)
 	}
 }
+
+// TestFailedReleaseFields: a release whose rollout failed is listed and
+// shown with status failed and its failure, the release that serves stays
+// current, and a rollback to it, named or by default, is refused or
+// skips it, without reaching the Releaser for the refusal.
+func TestFailedReleaseFields(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "relfailed")
+	createApp(t, e, token, "web")
+	failure := "the release phase (./migrate) exited with status 3; its last lines:\n  relation users already exists"
+	ptr := func(s string) *string { return &s }
+	for _, nr := range []store.NewRelease{
+		{Image: "r/relfailed/web@sha256:1", Config: map[string]store.ConfigValue{"FOO": {Value: ptr("1")}}},
+		{Image: "r/relfailed/web@sha256:2", Config: map[string]store.ConfigValue{"FOO": {Value: ptr("2")}}},
+		{Image: "r/relfailed/web@sha256:3", Config: map[string]store.ConfigValue{"BAR": {Value: ptr("3")}}, Failure: failure},
+	} {
+		nr.TenantID, nr.App, nr.Kind, nr.Description, nr.CreatedBy = tenant.ID, "web", store.ReleaseKindDeploy, "Deploy", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.SetCurrentRelease(t, tenant.Name, "web", 2)
+
+	a := call(t, e, http.MethodGet, "/apps/web/releases", token, nil)
+	wantStatus(t, "listing releases", a, http.StatusOK)
+	var list []apiclient.Release
+	a.decode(t, &list)
+	if len(list) != 3 || list[0].Status != apiclient.ReleaseFailed || list[0].Failure != failure || list[0].Current ||
+		list[1].Status != apiclient.ReleaseCurrent || list[1].Failure != "" || list[2].Status != apiclient.ReleaseSuperseded {
+		t.Errorf("releases = %s, want failed v3 with its failure, current v2, superseded v1", a.body)
+	}
+	var wire []map[string]any
+	if err := json.Unmarshal(a.body, &wire); err != nil || len(wire) != 3 || wire[0]["failure"] != failure || wire[0]["status"] != "failed" {
+		t.Errorf("the wire list = %s, want status and failure fields", a.body)
+	} else if _, ok := wire[1]["failure"]; ok {
+		t.Errorf("a succeeded release has a failure field: %s", a.body)
+	}
+
+	a = call(t, e, http.MethodGet, "/apps/web/releases/3", token, nil)
+	wantStatus(t, "showing failed v3", a, http.StatusOK)
+	var v3 apiclient.ReleaseInfo
+	a.decode(t, &v3)
+	// Its changes are from v2, which served when it was tried.
+	if v3.Status != apiclient.ReleaseFailed || v3.Failure != failure || v3.Changes.Previous != 2 ||
+		strings.Join(v3.Changes.Added, ",") != "BAR" || strings.Join(v3.Changes.Removed, ",") != "FOO" {
+		t.Errorf("v3 = %s, want failed with its failure, changes from v2", a.body)
+	}
+
+	// A release after it compares with v2 too, and rolls back to v2 by
+	// default.
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Kind: store.ReleaseKindConfig,
+		Image: "r/relfailed/web@sha256:2", Config: map[string]store.ConfigValue{"FOO": {Value: ptr("4")}}, Description: "Set FOO", CreatedBy: "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	e.SetCurrentRelease(t, tenant.Name, "web", 4)
+	a = call(t, e, http.MethodGet, "/apps/web/releases/4", token, nil)
+	var v4 apiclient.ReleaseInfo
+	a.decode(t, &v4)
+	if v4.Status != apiclient.ReleaseCurrent || v4.Changes.Previous != 2 || strings.Join(v4.Changes.Changed, ",") != "FOO" {
+		t.Errorf("v4 = %s, want current with changes from v2", a.body)
+	}
+
+	a = call(t, e, http.MethodPost, "/apps/web/rollback", token, apiclient.RollbackRequest{Release: 3})
+	if want := "v3 failed (" + failure + "); roll back to a release that went out, e.g. v2"; a.status != http.StatusUnprocessableEntity ||
+		a.err().Field != "release" || a.err().Message != want {
+		t.Errorf("rollback to failed v3: %d %s, want 422 on release saying %q", a.status, a.body, want)
+	}
+	if calls := e.Releaser.Calls(); len(calls) != 0 {
+		t.Errorf("Releaser calls after the refusal = %+v, want none", calls)
+	}
+	a = call(t, e, http.MethodPost, "/apps/web/rollback", token, apiclient.RollbackRequest{})
+	wantStatus(t, "rolling back by default", a, http.StatusCreated)
+	var rb apiclient.Rollback
+	a.decode(t, &rb)
+	if rb.RolledBackTo != 2 || rb.Release != 5 {
+		t.Errorf("the default rollback from v4 = %s, want v5 back to v2 (v3 failed)", a.body)
+	}
+}

@@ -148,6 +148,33 @@ func TestReleasePage(t *testing.T) {
 		`<dd id="release-origin" data-release-kind="deploy">a push of commit <code title="` + commit + `">01234567</code>`,
 	}, []string{"a rollback to", `data-release-link="2"`})
 
+	// v6 failed: the list and its page say so and why, and offer no
+	// rollback to it.
+	failure := "the release phase (./migrate) exited with status 3; its last lines:\n  relation users already exists"
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Kind: store.ReleaseKindDeploy,
+		BuildID: b.ID, Image: image, Description: "Deploy 0123456", CreatedBy: "git", Failure: failure}); err != nil {
+		t.Fatal(err)
+	}
+	check(6, []string{
+		`<span class="badge failed" id="release-status">failed</span>`,
+		`its rollout failed, so it never served and cannot be rolled back to`,
+		`<div class="release-failure" id="release-failure">the release phase (./migrate) exited with status 3; its last lines:` + "\n" + `  relation users already exists</div>`,
+	}, []string{`id="release-rollback"`})
+	list := u.get("/apps/shop").body
+	for _, want := range []string{
+		`<tr data-release="6" data-release-status="failed">`,
+		`<span class="badge failed" title="its rollout failed; the release before kept serving">failed</span>`,
+		`<div class="release-failure" data-release-failure="6">the release phase (./migrate) exited with status 3`,
+		`data-rollback="5"`,
+	} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the app page's release list lacks %s", want)
+		}
+	}
+	if strings.Contains(list, `data-rollback="6"`) {
+		t.Errorf("the app page offers a rollback to failed v6")
+	}
+
 	// Not found: a release the app does not have, a page that names no
 	// release, another tenant's app; the image does not show.
 	for path, want := range map[string]string{

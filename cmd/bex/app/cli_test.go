@@ -183,7 +183,7 @@ func TestCLI(t *testing.T) {
 		{name: "latest build log followed", args: []string{"builds", "log", "web", "-f"}, want: "-----> Go app detected\nmain.go:3: syntax error\n"},
 		{name: "missing build", args: []string{"builds", "log", "web", "7"}, wantErr: `build 7 of app "web" not found`},
 
-		{name: "releases", args: []string{"releases", "web"}, match: `^RELEASE  KIND    DESCRIPTION     BY   CREATED\nv2       deploy  Deploy def5678  git  \d{4}.*\nv1       deploy  Deploy abc1234  git  \d{4}.*\n$`},
+		{name: "releases", args: []string{"releases", "web"}, match: `^RELEASE  KIND +STATUS +DESCRIPTION     BY   CREATED\nv2       deploy +\S+ +Deploy def5678  git  \d{4}.*\nv1       deploy +\S+ +Deploy abc1234  git  \d{4}.*\n$`},
 		{name: "rollback", args: []string{"rollback", "web"}, want: "Rolling web back to v1: release v3.\n"},
 		{name: "rollback to v2 json", args: []string{"rollback", "web", "v2", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var rb apiclient.Rollback
@@ -193,7 +193,7 @@ func TestCLI(t *testing.T) {
 		}},
 		{name: "rollback to a missing release", args: []string{"rollback", "web", "9"}, wantErr: `app "web" has no release v9 (field release)`},
 		{name: "releases say their kind", args: []string{"releases", "web"},
-			match: `^RELEASE  KIND      DESCRIPTION     BY +CREATED\nv4       rollback  Rollback to v2  token:test +\d{4}.*\nv3       rollback  Rollback to v1  token:test +\d{4}.*\nv2       deploy    Deploy def5678  git +\d{4}.*\n`},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION     BY +CREATED\nv4       rollback +\S+ +Rollback to v2  token:test +\d{4}.*\nv3       rollback +\S+ +Rollback to v1  token:test +\d{4}.*\nv2       deploy +\S+ +Deploy def5678  git +\d{4}.*\n`},
 		{name: "releases kind json", args: []string{"releases", "web", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var rs []map[string]any
 			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 4 {
@@ -208,7 +208,7 @@ func TestCLI(t *testing.T) {
 			}
 		}},
 		{name: "releases of a kind", args: []string{"releases", "web", "--kind", "deploy"},
-			match: `^RELEASE  KIND    DESCRIPTION     BY   CREATED\nv2       deploy  Deploy def5678  git  \d{4}.*\nv1       deploy  Deploy abc1234  git  \d{4}.*\n$`},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION     BY   CREATED\nv2       deploy +\S+ +Deploy def5678  git  \d{4}.*\nv1       deploy +\S+ +Deploy abc1234  git  \d{4}.*\n$`},
 		{name: "releases of kinds json", args: []string{"releases", "web", "--kind", "rollback", "--kind", "deploy", "-o", "json"}, json: func(t *testing.T, out []byte) {
 			var rs []map[string]any
 			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 4 {

@@ -273,6 +273,33 @@ func TestReleaseInfoCLI(t *testing.T) {
 	if _, stderr, code := bexRun(t, io, "releases", "info", "shop", "latest"); code != 2 || stderr != "bex: release \"latest\": give a release as bex releases lists it, such as v2\n" {
 		t.Errorf("bex releases info shop latest: exit %d, %s", code, stderr)
 	}
+
+	// A release whose rollout failed: listed failed, shown with why.
+	failure := "instances of web never became healthy: exited with status 1; its last lines:\n  EADDRINUSE"
+	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", BuildID: b.ID, Image: b.Image,
+		Kind: store.ReleaseKindConfig, Description: "Set PORT", CreatedBy: "token:test", Failure: failure}); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := bexRun(t, io, "releases", "shop")
+	if list := regexp.MustCompile(`^RELEASE +KIND +STATUS +DESCRIPTION +BY +CREATED\n` +
+		`v3 +config +failed +Set PORT +token:test .*\n\*v2 +config +current +Set API_KEY, FOO .*\nv1 +deploy +superseded +Deploy abc1234 .*\n$`); code != 0 || !list.MatchString(stdout) {
+		t.Errorf("bex releases shop: exit %d (%s), printed\n%s\nwant it to match %s", code, stderr, stdout, list)
+	}
+	stdout, stderr, code = bexRun(t, io, "releases", "info", "shop", "v3")
+	if !strings.HasPrefix(stdout, "Release:     v3 (failed)\n") ||
+		!strings.Contains(stdout, "Failure:     instances of web never became healthy: exited with status 1; its last lines:\n               EADDRINUSE\n") ||
+		!strings.Contains(stdout, "Changes:     from v2: removed API_KEY, FOO\n") || code != 0 {
+		t.Errorf("bex releases info shop v3: exit %d (%s), printed\n%s", code, stderr, stdout)
+	}
+	stdout, _, code = bexRun(t, io, "releases", "shop", "-o", "json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil || code != 0 || len(list) != 3 ||
+		list[0]["status"] != "failed" || list[0]["failure"] != failure || list[1]["status"] != "current" || list[1]["failure"] != nil {
+		t.Errorf("bex releases shop -o json: exit %d, %s (%v)", code, stdout, err)
+	}
+	if _, stderr, code := bexRun(t, io, "rollback", "shop", "v3"); code == 0 || !strings.Contains(stderr, "v3 failed (") || !strings.Contains(stderr, "e.g. v2") {
+		t.Errorf("bex rollback shop v3: exit %d, %s; want it refused naming v2", code, stderr)
+	}
 }
 
 // TestPsRunsCLI: bex ps lists the app's one-off runs that run after its

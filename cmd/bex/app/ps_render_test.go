@@ -104,8 +104,8 @@ func TestRenderInstances(t *testing.T) {
 func TestRenderReleaseInfo(t *testing.T) {
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	r := apiclient.ReleaseInfo{
-		Release: apiclient.Release{Number: 3, Kind: apiclient.ReleaseKindConfig, Description: "Set FOO; unset BAR", Image: "r/acme/shop@sha256:2", Build: 2, Current: true, CreatedBy: "dev@acme.test", CreatedAt: at},
-		Status:  "current", Commit: "def5678eeee", Stack: "go",
+		Release: apiclient.Release{Number: 3, Kind: apiclient.ReleaseKindConfig, Description: "Set FOO; unset BAR", Image: "r/acme/shop@sha256:2", Build: 2, Current: true, Status: "current", CreatedBy: "dev@acme.test", CreatedAt: at},
+		Commit:  "def5678eeee", Stack: "go",
 		Env:     []apiclient.ReleaseEnvVar{{Name: "API_KEY", Secret: true}, {Name: "FOO"}},
 		Changes: apiclient.ReleaseChanges{Previous: 2, Added: []string{}, Changed: []string{"FOO"}, Removed: []string{"BAR"}},
 	}
@@ -148,5 +148,38 @@ func TestRenderReleaseInfo(t *testing.T) {
 		if got := releaseChangesInWords(tc.changes); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.changes, got, tc.want)
 		}
+	}
+}
+
+// TestRenderFailedRelease: a failed release says so in its first line and
+// why on a Failure line, the last lines of a release phase indented under
+// it; a pruned failed release is failed, not pruned.
+func TestRenderFailedRelease(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	r := apiclient.ReleaseInfo{
+		Release: apiclient.Release{Number: 7, Kind: apiclient.ReleaseKindDeploy, Description: "Deploy abc1234", Image: "r/acme/shop@sha256:7",
+			Status: apiclient.ReleaseFailed, Failure: "the release phase (./migrate) exited with status 3; its last lines:\n  one\n  two",
+			PrunedAt: &at, CreatedBy: "git", CreatedAt: at},
+		Env:     []apiclient.ReleaseEnvVar{},
+		Changes: apiclient.ReleaseChanges{Previous: 6, Image: true},
+	}
+	var out bytes.Buffer
+	if err := renderReleaseInfo(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "Release:     v7 (failed)\n" +
+		"Kind:        deploy\n" +
+		"Description: Deploy abc1234\n" +
+		"Failure:     the release phase (./migrate) exited with status 3; its last lines:\n" +
+		"               one\n" +
+		"               two\n" +
+		"By:          git\n" +
+		"Created:     2026-05-06 07:08\n" +
+		"Build:       -\n" +
+		"Image:       r/acme/shop@sha256:7\n" +
+		"Env:         -\n" +
+		"Changes:     from v6: new image\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }

@@ -64,7 +64,7 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 		{name: "env set no release", args: []string{"env", "set", "shop", "LATER=1", "--no-release"},
 			match: `^Stored without a release: the change goes out with the next release of shop\.\n`},
 		{name: "releases say what changed", args: []string{"releases", "shop"}, absent: "hunter2",
-			match: `^RELEASE  KIND    DESCRIPTION +BY +CREATED\n\*v4 +config  Unset BAR +token:test .*\nv3 +config  Set API_KEY +token:test .*\nv2 +config  Set BAR, FOO +token:test .*\nv1 +deploy  Deploy abc1234 +git .*\n$`},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\n\*v4 +config +\S+ +Unset BAR +token:test .*\nv3 +config +\S+ +Set API_KEY +token:test .*\nv2 +config +\S+ +Set BAR, FOO +token:test .*\nv1 +deploy +\S+ +Deploy abc1234 +git .*\n$`},
 
 		{name: "restart", args: []string{"restart", "shop"}, want: "Restarted web, worker of shop: new instances of release v4.\n"},
 		{name: "restart a process json", args: []string{"restart", "shop", "worker", "-o", "json"}, json: func(t *testing.T, out []byte) {

@@ -12,7 +12,7 @@ func newReleasesCommand(st *state) *cobra.Command {
 	var kinds []string
 	cmd := &cobra.Command{
 		Use:   "releases APP",
-		Short: "List an app's releases, newest first, with their kind (deploy, rollback, config); * marks the one serving, (pruned) those that cannot be rolled back to",
+		Short: "List an app's releases, newest first, with their kind (deploy, rollback, config) and status; * marks the one serving, failed those whose rollout failed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := st.needClient()
@@ -38,13 +38,9 @@ func newReleasesCommand(st *state) *cobra.Command {
 					if r.Current {
 						version = "*" + version
 					}
-					description := r.Description
-					if r.PrunedAt != nil {
-						description += " (pruned)"
-					}
-					rows = append(rows, []string{version, orDash(r.Kind), description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
+					rows = append(rows, []string{version, orDash(r.Kind), orDash(r.Status), r.Description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
 				}
-				return st.table([]string{"RELEASE", "KIND", "DESCRIPTION", "BY", "CREATED"}, rows)
+				return st.table([]string{"RELEASE", "KIND", "STATUS", "DESCRIPTION", "BY", "CREATED"}, rows)
 			})
 		},
 	}

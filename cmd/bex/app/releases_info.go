@@ -17,7 +17,8 @@ func newReleasesInfoCommand(st *state) *cobra.Command {
 		Short: "Show one release in full: build and commit, who and when, whether it serves, its variables by name and what it changed",
 		Long: "info shows release RELEASE (v3 or 3) of the app: its kind (deploy, rollback and to what, config), its\n" +
 			"description, who made it and when, whether it serves\n" +
-			"(current), was replaced (superseded) or can no longer run (pruned), the build, commit and image it runs, its\n" +
+			"(current), was replaced (superseded), can no longer run (pruned) or never went out (failed, and why), the\n" +
+			"build, commit and image it runs, its\n" +
 			"variables by name (never a value) and what it changed from the release before.\n" +
 			"Without APP, the app of the git checkout's remote named bex.",
 		Args: cobra.RangeArgs(1, 2),
@@ -43,7 +44,7 @@ func newReleasesInfoCommand(st *state) *cobra.Command {
 // renderReleaseInfo writes a release as "Label: value" lines.
 func renderReleaseInfo(w io.Writer, r apiclient.ReleaseInfo) error {
 	status := r.Status
-	if r.PrunedAt != nil {
+	if r.Status != apiclient.ReleaseFailed && r.PrunedAt != nil {
 		status += " since " + r.PrunedAt.UTC().Format(timeFormat) + ": it cannot be rolled back to"
 	}
 	build := "-"
@@ -76,6 +77,9 @@ func renderReleaseInfo(w io.Writer, r apiclient.ReleaseInfo) error {
 		{"Release:", releaseName(int64(r.Number)) + " (" + status + ")"},
 		{"Kind:", kind},
 		{"Description:", r.Description},
+		// A failed release phase quotes its last lines, indented under
+		// the label.
+		{"Failure:", strings.ReplaceAll(r.Failure, "\n", "\n"+strings.Repeat(" ", 13))},
 		{"By:", r.CreatedBy},
 		{"Created:", r.CreatedAt.UTC().Format(timeFormat)},
 		{"Build:", build},
@@ -84,6 +88,9 @@ func renderReleaseInfo(w io.Writer, r apiclient.ReleaseInfo) error {
 		{"Changes:", releaseChangesInWords(r.Changes)},
 	}
 	for _, row := range rows {
+		if row[0] == "Failure:" && row[1] == "" {
+			continue
+		}
 		if _, err := fmt.Fprintf(w, "%-13s%s\n", row[0], row[1]); err != nil {
 			return err
 		}

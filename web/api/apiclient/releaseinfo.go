@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// The statuses of a release, as ReleaseInfo.Status says them.
+// The statuses of a release, as Release.Status says them.
 const (
 	// ReleaseCurrent: the release serves.
 	ReleaseCurrent = "current"
@@ -16,6 +16,9 @@ const (
 	// ReleasePruned: its image and files were deleted past the release
 	// retention; it cannot run again.
 	ReleasePruned = "pruned"
+	// ReleaseFailed: its rollout failed (Release.Failure says why); the
+	// release before kept serving. It never runs, pruned or not.
+	ReleaseFailed = "failed"
 )
 
 // ReleaseInfo answers GET /api/v1/apps/{app}/releases/{release}: one
@@ -23,8 +26,6 @@ const (
 // has them.
 type ReleaseInfo struct {
 	Release
-	// Status is current, superseded or pruned (the Release* constants).
-	Status string `json:"status"`
 	// Commit is the git commit of the build whose image the release runs;
 	// empty when not known.
 	Commit string `json:"commit,omitempty"`
@@ -50,8 +51,9 @@ type ReleaseEnvVar struct {
 // value: a new value of a secret under the same name is not among
 // Changed, and the release's description names it ("Set API_KEY").
 type ReleaseChanges struct {
-	// Previous is the release compared with; 0 for an app's first
-	// release, whose variables are all Added.
+	// Previous is the release compared with: the newest one before it
+	// that went out (failed releases never ran); 0 when there is none,
+	// and then its variables are all Added.
 	Previous int `json:"previous"`
 	// Image is true when the release runs another image than Previous: a
 	// new build, or a rollback to another one.

@@ -264,7 +264,14 @@ type Release struct {
 	// release whose image it runs again; 0 when that is not known.
 	Build int `json:"build,omitempty"`
 	// Current is true for the release that serves traffic.
-	Current   bool      `json:"current"`
+	Current bool `json:"current"`
+	// Status is current, superseded, pruned or failed (the Release*
+	// constants): failed for a release whose rollout failed, which never
+	// served and cannot be rolled back to.
+	Status string `json:"status" enum:"current,superseded,pruned,failed"`
+	// Failure says why a failed release did not go out, in the words the
+	// push or the API answered then; absent for the other statuses.
+	Failure   string    `json:"failure,omitempty"`
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
 	// PrunedAt is when the release's image and files were deleted, past

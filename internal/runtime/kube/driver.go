@@ -559,6 +559,15 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 				if ctx.Err() != nil {
 					break
 				}
+				if throttledPastDeadline(err) {
+					// The deadline passes before the client may ask again:
+					// the rollout did not make it, as below.
+					<-ctx.Done()
+					if pending == "" && last[p] != "" {
+						pending = p + ": " + last[p]
+					}
+					return fmt.Errorf("not rolled out before the deadline (%s): %w", pending, context.Cause(ctx))
+				}
 				return fmt.Errorf("reading deployment %s: %w", ObjectName(rel.App, p), err)
 			}
 			r := rollout(&dep)
@@ -587,6 +596,16 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 		case <-t.C:
 		}
 	}
+}
+
+// throttledPastDeadline reports whether err is client-go's rate limiter
+// refusing a request because its turn would come after the context's
+// deadline ("client rate limiter Wait returned an error: rate: Wait(n=1)
+// would exceed context deadline"): golang.org/x/time/rate gives that
+// refusal no error value of its own, so it is known by its words. A
+// request refused so is a deadline reached early, not a fault.
+func throttledPastDeadline(err error) bool {
+	return strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 // rolloutState is where a Deployment's rollout stands, as kubectl rollout

@@ -65,6 +65,17 @@ func TestKubeDriver(t *testing.T) {
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
+	t.Run("RolloutDeadlineWhileThrottled", func(t *testing.T) {
+		// A client that may ask once a second: near the deadline its rate
+		// limiter refuses the next read before the deadline passes.
+		slow := rest.CopyConfig(cfg)
+		slow.QPS, slow.Burst = 1, 1
+		d, err := kube.New(slow, kube.Options{PollInterval: 50 * time.Millisecond, RolloutTimeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testRolloutDeadlineWhileThrottled(t, d)
+	})
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, c, newDriver(t)) })
@@ -567,6 +578,21 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 	if _, err := d.Status(ctx, "acme", "shop"); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Status after Remove: %v", err)
+	}
+}
+
+// testRolloutDeadlineWhileThrottled: a release whose Deployment never
+// rolls out (no kubelet here) fails with the deadline and where it stood,
+// also when the client's rate limiter refuses the last read because its
+// turn would come after the deadline.
+func testRolloutDeadlineWhileThrottled(t *testing.T, d *kube.Driver) {
+	rel := shopRelease(1, "img:1")
+	rel.App = "slow"
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	var log platformtest.SyncBuffer
+	err := <-deploy(d, rel, &log)
+	if err == nil || !strings.Contains(err.Error(), "not rolled out before the deadline (web: ") || strings.Contains(err.Error(), "rate limiter") {
+		t.Errorf("deploying a release that never rolls out with a throttled client: %v, want it not rolled out before the deadline, saying where web stood", err)
 	}
 }
 

@@ -3,8 +3,8 @@
 // output of the tests that failed), then where the suite's time went: the
 // slowest packages and tests, the run's wall time and how busy the
 // machine's cores were meanwhile. Every 5 minutes it says how far the run
-// is: go test prints packages in the order it was given them, so a long
-// package started first holds back the lines of the others.
+// is: make test starts the slowest packages first, and while they hold go
+// test's places (-p, 2 on two cores) no other package ends.
 //
 // make test pipes the whole suite through it (hack/test.sh), so that
 // every run, CI's too, says which packages to make faster; -times writes

@@ -240,9 +240,9 @@ func (r *report) finish(times string) error {
 }
 
 // progress prints how long the run has taken, how many packages were
-// reported and how busy the cores were so far: go test prints packages in
-// the order it was given them, so a long one first holds back the lines
-// of those that ended after it started.
+// reported and how busy the cores were so far: the slowest packages start
+// first and may hold every place go test gives packages (-p) for many
+// minutes, in which no line comes.
 func (r *report) progress() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -287,6 +287,10 @@ func TestPushToLive(t *testing.T) {
 		if !strings.Contains(out, "health check") {
 			t.Errorf("push output does not say the health check failed:\n%s", out)
 		}
+		// Heroku's way: the failed release keeps its number, v3.
+		if !strings.Contains(out, "v3 is recorded as failed") {
+			t.Errorf("push output does not say v3 is recorded as failed:\n%s", out)
+		}
 		if sickAnswers.Load() != 0 || failures.Load() != 0 {
 			t.Fatalf("during the failed release %d of %d requests reached it and %d failed", sickAnswers.Load(), total.Load(), failures.Load())
 		}
@@ -368,8 +372,9 @@ func TestPushToLive(t *testing.T) {
 		writeApp(t, repo, "hello v4", true)
 		dev.mustGit(repo, "commit", "-q", "-am", "v4")
 		out := dev.mustGit(repo, "push", env["BEX_GIT_SSH"]+"/dev/hello.git", "main")
-		if !strings.Contains(out, "Released v3") {
-			t.Fatalf("SSH push output lacks Released v3:\n%s", out)
+		// v3 is the release that failed its health check.
+		if !strings.Contains(out, "Released v4") {
+			t.Fatalf("SSH push output lacks Released v4:\n%s", out)
 		}
 		if _, body, _ := get(ctx, apps, host); body != "hello v4" {
 			t.Fatalf("after the SSH push the app answers %q, want \"hello v4\"", body)
@@ -384,8 +389,8 @@ func TestPushToLive(t *testing.T) {
 		if _, body, _ := get(ctx, apps, host); body != "hello v2" {
 			t.Fatalf("after rollback the app answers %q, want \"hello v2\"", body)
 		}
-		if rel := dev.mustBex("releases", "hello"); !strings.Contains(rel, "v4") || !strings.Contains(strings.ToLower(rel), "rollback") {
-			t.Fatalf("releases do not show the rollback as v4:\n%s", rel)
+		if rel := dev.mustBex("releases", "hello"); !strings.Contains(rel, "v5") || !strings.Contains(strings.ToLower(rel), "rollback") {
+			t.Fatalf("releases do not show the rollback as v5:\n%s", rel)
 		}
 	})
 

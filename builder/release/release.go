@@ -642,12 +642,25 @@ func (p *Releaser) Prune(ctx context.Context, tenantID string, app *platformv1al
 		return
 	}
 	if len(pruned.Releases) > 0 {
-		numbers := make([]string, 0, len(pruned.Releases))
+		// A failed release goes at the first prune, not by the retention:
+		// the push says which rule took each.
+		var numbers, past, failed []string
 		for _, r := range pruned.Releases {
-			numbers = append(numbers, fmt.Sprintf("v%d", r.Number))
+			v := fmt.Sprintf("v%d", r.Number)
+			numbers = append(numbers, v)
+			if r.Status == store.ReleaseFailed {
+				failed = append(failed, v)
+			} else {
+				past = append(past, v)
+			}
 		}
 		log.Info("Pruned releases", "releases", numbers, "images", len(pruned.Images), "retention", p.opts.ReleaseRetention)
-		fmt.Fprintf(out, "-----> Pruned %s: %s\n", strings.Join(numbers, ", "), store.RetentionRule(p.opts.ReleaseRetention))
+		if len(past) > 0 {
+			fmt.Fprintf(out, "-----> Pruned %s: %s\n", strings.Join(past, ", "), store.RetentionRule(p.opts.ReleaseRetention))
+		}
+		if len(failed) > 0 {
+			fmt.Fprintf(out, "-----> Pruned %s: a failed release never runs, so the platform keeps only its record\n", strings.Join(failed, ", "))
+		}
 	}
 	pending, err := p.opts.Store.PendingDeletions(ctx, tenantID, app.Name)
 	if err != nil {

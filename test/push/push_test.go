@@ -372,9 +372,13 @@ func TestPushToLive(t *testing.T) {
 		writeApp(t, repo, "hello v4", true)
 		dev.mustGit(repo, "commit", "-q", "-am", "v4")
 		out := dev.mustGit(repo, "push", env["BEX_GIT_SSH"]+"/dev/hello.git", "main")
-		// v3 is the release that failed its health check.
+		// v3 is the release that failed its health check: pruned at this
+		// release's prune for that, not by the retention.
 		if !strings.Contains(out, "Released v4") {
 			t.Fatalf("SSH push output lacks Released v4:\n%s", out)
+		}
+		if !strings.Contains(out, "Pruned v3: a failed release never runs") || strings.Contains(out, "Pruned v3: the platform keeps the last") {
+			t.Errorf("SSH push output does not say failed v3 was pruned for failing:\n%s", out)
 		}
 		if _, body, _ := get(ctx, apps, host); body != "hello v4" {
 			t.Fatalf("after the SSH push the app answers %q, want \"hello v4\"", body)

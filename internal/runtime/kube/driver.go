@@ -551,6 +551,11 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 	ctx, cancel := context.WithTimeout(ctx, d.opts.RolloutTimeout)
 	defer cancel()
 	last := map[string]string{}
+	// notRolledOut is the error once the deadline passed, pending saying
+	// where a process stood.
+	notRolledOut := func(pending string) error {
+		return fmt.Errorf("not rolled out before the deadline (%s): %w", pending, context.Cause(ctx))
+	}
 	for {
 		pending := ""
 		for _, p := range rel.ProcessNames() {
@@ -566,7 +571,7 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 					if pending == "" && last[p] != "" {
 						pending = p + ": " + last[p]
 					}
-					return fmt.Errorf("not rolled out before the deadline (%s): %w", pending, context.Cause(ctx))
+					return notRolledOut(pending)
 				}
 				return fmt.Errorf("reading deployment %s: %w", ObjectName(rel.App, p), err)
 			}
@@ -592,7 +597,7 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("not rolled out before the deadline (%s): %w", pending, context.Cause(ctx))
+			return notRolledOut(pending)
 		case <-t.C:
 		}
 	}

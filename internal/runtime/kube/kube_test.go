@@ -76,6 +76,15 @@ func TestKubeDriver(t *testing.T) {
 		}
 		testRolloutDeadlineWhileThrottled(t, d)
 	})
+	t.Run("RunStartDeadlineWhileThrottled", func(t *testing.T) {
+		slow := rest.CopyConfig(cfg)
+		slow.QPS, slow.Burst = 1, 1
+		d, err := kube.New(slow, kube.Options{PollInterval: 50 * time.Millisecond, RunStartTimeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testRunStartDeadlineWhileThrottled(t, c, d)
+	})
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, c, newDriver(t)) })
@@ -593,6 +602,27 @@ func testRolloutDeadlineWhileThrottled(t *testing.T, d *kube.Driver) {
 	err := <-deploy(d, rel, &log)
 	if err == nil || !strings.Contains(err.Error(), "not rolled out before the deadline (web: ") || strings.Contains(err.Error(), "rate limiter") {
 		t.Errorf("deploying a release that never rolls out with a throttled client: %v, want it not rolled out before the deadline, saying where web stood", err)
+	}
+}
+
+// testRunStartDeadlineWhileThrottled: a run whose Pod never starts (no
+// scheduler here) fails with the start deadline, also when the client's
+// rate limiter refuses the last read because its turn would come after
+// the deadline.
+func testRunStartDeadlineWhileThrottled(t *testing.T, c client.Client, d *kube.Driver) {
+	ctx := context.Background()
+	const ns = "throttledrun"
+	if err := d.PrepareNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	defaultServiceAccount(t, c, ns)
+	rel := shopRelease(1, "img:1")
+	rel.Tenant = ns
+	_, err := d.Run(ctx, rel, runtime.Command{Args: []string{"./migrate"}, Name: "release", Attach: func(int) (runtime.Streams, error) {
+		return runtime.Streams{}, nil
+	}})
+	if err == nil || !strings.Contains(err.Error(), "not started after 3s") || strings.Contains(err.Error(), "rate limiter") {
+		t.Errorf("a run that never starts with a throttled client: %v, want it not started after 3s", err)
 	}
 }
 

@@ -326,6 +326,11 @@ func (r *oneOff) get(ctx context.Context) (*corev1.Pod, error) {
 		return nil, nil
 	}
 	if err != nil {
+		if throttledPastDeadline(err) {
+			// The deadline passes before the client may ask again: wait
+			// for it, so that callers see ctx ended, not a fault.
+			<-ctx.Done()
+		}
 		return nil, fmt.Errorf("reading pod %s/%s: %w", r.ns, r.name, err)
 	}
 	if t := terminated(&pod); t != nil {
@@ -487,6 +492,9 @@ func copySkipping(w io.Writer, r io.Reader, skip int64) int64 {
 func (r *oneOff) waitExit(ctx context.Context) (runtime.Exit, error) {
 	for r.seen == nil {
 		pod, err := r.get(ctx)
+		if err != nil && ctx.Err() != nil {
+			return r.stop(ctx), nil
+		}
 		if err != nil {
 			return runtime.Exit{}, err
 		}

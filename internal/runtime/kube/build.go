@@ -94,7 +94,7 @@ func (d *Driver) StartBuild(ctx context.Context, spec BuildSpec) (*BuildPod, err
 		return nil, err
 	}
 	if d.opts.PreparedNamespaces {
-		err = d.checkNamespace(ctx, ns)
+		err = d.waitNamespace(ctx, ns, nil)
 	} else {
 		err = d.PrepareNamespace(ctx, spec.Tenant)
 	}

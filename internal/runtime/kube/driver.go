@@ -100,6 +100,12 @@ type Options struct {
 	// checks that the namespace enforces the restricted profile and has its
 	// NetworkPolicy, and refuses to deploy into one that does not.
 	PreparedNamespaces bool
+	// NamespaceWait bounds how long a driver with PreparedNamespaces
+	// waits for a tenant namespace to be prepared before it refuses to
+	// deploy, build or run there: a tenant's first push may come within
+	// the second the controller manager takes to prepare the namespace
+	// of its first App [30s].
+	NamespaceWait time.Duration
 }
 
 // TenantNetwork is what apps in a tenant namespace may reach and be reached
@@ -181,6 +187,9 @@ func (o *Options) complete() {
 	}
 	if o.RunGracePeriod <= 0 {
 		o.RunGracePeriod = 5 * time.Second
+	}
+	if o.NamespaceWait <= 0 {
+		o.NamespaceWait = 30 * time.Second
 	}
 	if o.RunLogRetention <= 0 {
 		o.RunLogRetention = time.Hour
@@ -272,7 +281,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		return err
 	}
 	if d.opts.PreparedNamespaces {
-		if err := d.checkNamespace(ctx, ns); err != nil {
+		if err := d.waitNamespace(ctx, ns, log); err != nil {
 			return err
 		}
 	} else if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
@@ -387,12 +396,40 @@ func (d *Driver) prepareNamespace(ctx context.Context, ns, tenant string) error 
 	return nil
 }
 
+// waitNamespace waits, at most Options.NamespaceWait, until ns was
+// prepared (checkNamespace), saying so once on log (nil: not said), and
+// returns checkNamespace's error when it was not.
+func (d *Driver) waitNamespace(ctx context.Context, ns string, log io.Writer) error {
+	until := time.Now().Add(d.opts.NamespaceWait)
+	said := false
+	for {
+		err := d.checkNamespace(ctx, ns)
+		var np *notPreparedError
+		if !errors.As(err, &np) || !time.Now().Before(until) {
+			return err
+		}
+		if !said && log != nil {
+			fmt.Fprintf(log, "waiting for namespace %s to be prepared for apps (%s)\n", ns, np.what)
+			said = true
+		}
+		if d.sleep(ctx) != nil {
+			return err
+		}
+	}
+}
+
+// notPreparedError is checkNamespace's answer for a namespace nobody
+// prepared (yet).
+type notPreparedError struct{ ns, what string }
+
+func (e *notPreparedError) Error() string {
+	return fmt.Sprintf("namespace %s is not ready for apps (%s); the controller manager and bex-web prepare tenant namespaces: create the app again, or ask the operator to restart the controller manager", e.ns, e.what)
+}
+
 // checkNamespace returns an error unless ns was prepared: it enforces the
 // restricted profile and has the tenant NetworkPolicy.
 func (d *Driver) checkNamespace(ctx context.Context, ns string) error {
-	notPrepared := func(what string) error {
-		return fmt.Errorf("namespace %s is not ready for apps (%s); the controller manager and bex-web prepare tenant namespaces: create the app again, or ask the operator to restart the controller manager", ns, what)
-	}
+	notPrepared := func(what string) error { return &notPreparedError{ns, what} }
 	var n corev1.Namespace
 	if err := d.c.Get(ctx, client.ObjectKey{Name: ns}, &n); apierrors.IsNotFound(err) {
 		return notPrepared("it does not exist")

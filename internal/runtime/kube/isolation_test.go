@@ -308,13 +308,15 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 }
 
 // testPreparedNamespaces: a driver that may not prepare namespaces (the git
-// receiver's) refuses to deploy into one nobody prepared, and deploys into
-// one a preparing driver (the controller manager's) made ready, with the
-// tenant role bound there.
+// receiver's) refuses to deploy into one nobody prepared within its
+// NamespaceWait, and a deploy that waits goes on once a preparing driver
+// (the controller manager's) made it ready, with the tenant role bound
+// there: a tenant's first push may come before its first App's namespace
+// is prepared.
 func testPreparedNamespaces(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
 	ctx := context.Background()
 	simulate(t, c, "initech")
-	checking := newDriver(t, kube.Options{PreparedNamespaces: true})
+	checking := newDriver(t, kube.Options{PreparedNamespaces: true, NamespaceWait: time.Second})
 	rel := shopRelease(1, "img:1")
 	rel.Tenant = "initech"
 	err := checking.Deploy(ctx, rel, nil)
@@ -333,10 +335,30 @@ func testPreparedNamespaces(t *testing.T, c client.Client, newDriver func(*testi
 		t.Fatalf("Deploy into an unlabelled namespace: %v", err)
 	}
 
+	// A deploy that waits for the namespace, saying so, while it is
+	// prepared.
+	defaultServiceAccount(t, c, "initech")
+	waiting := newDriver(t, kube.Options{PreparedNamespaces: true, NamespaceWait: 2 * time.Minute, PollInterval: 100 * time.Millisecond})
+	var log platformtest.SyncBuffer
+	deployed := deploy(waiting, rel, &log)
+	platformtest.Eventually(t, 30*time.Second, "the deploy waits for the namespace", func(context.Context) error {
+		select {
+		case err := <-deployed:
+			t.Fatalf("the deploy ended before the namespace was prepared: %v", err)
+		default:
+		}
+		if !strings.Contains(log.String(), "waiting for namespace initech to be prepared for apps (pod-security.kubernetes.io/enforce is not restricted)") {
+			return fmt.Errorf("deploy output %q", log.String())
+		}
+		return nil
+	})
 	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "bex-system", Name: "bex-git-receiver"}
 	preparing := newDriver(t, kube.Options{TenantRole: "bex-tenant-runtime", TenantSubjects: []rbacv1.Subject{subject}})
 	if err := preparing.PrepareNamespace(ctx, "initech"); err != nil {
 		t.Fatal(err)
+	}
+	if err := <-deployed; err != nil {
+		t.Fatalf("the deploy that waited for the namespace: %v", err)
 	}
 	var rb rbacv1.RoleBinding
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "initech", Name: kube.TenantRoleBindingName}, &rb); err != nil {
@@ -345,7 +367,6 @@ func testPreparedNamespaces(t *testing.T, c client.Client, newDriver func(*testi
 	if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != "bex-tenant-runtime" || len(rb.Subjects) != 1 || rb.Subjects[0] != subject {
 		t.Errorf("role binding %+v %+v", rb.RoleRef, rb.Subjects)
 	}
-	defaultServiceAccount(t, c, "initech")
 	if err := checking.Deploy(ctx, rel, nil); err != nil {
 		t.Fatalf("Deploy into a prepared namespace: %v", err)
 	}

@@ -111,7 +111,7 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 		return runtime.Exit{}, err
 	}
 	if d.opts.PreparedNamespaces {
-		err = d.checkNamespace(ctx, ns)
+		err = d.waitNamespace(ctx, ns, nil)
 	} else {
 		err = d.PrepareNamespace(ctx, rel.Tenant)
 	}

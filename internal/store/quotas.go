@@ -105,10 +105,15 @@ func (s *Store) TenantQuotas(ctx context.Context, tenantID string) (QuotaOverrid
 	}
 	var o QuotaOverrides
 	var exists bool
-	err := s.pool.QueryRow(ctx,
-		"SELECT t.id IS NOT NULL, q.apps, q.routes, q.concurrent_builds, q.repo_bytes, q.build_minutes, q.concurrent_runs, q.instances, q.cpu, q.memory "+
-			"FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).
-		Scan(&exists, &o.Apps, &o.Routes, &o.ConcurrentBuilds, &o.RepoBytes, &o.BuildMinutes, &o.ConcurrentRuns, &o.Instances, &o.MilliCPU, &o.MemoryBytes)
+	cols := make([]string, 0, len(quotaColumns))
+	dest := make([]any, 0, len(quotaColumns)+1)
+	dest = append(dest, &exists)
+	for _, c := range quotaColumns {
+		cols = append(cols, "q."+c.column)
+		dest = append(dest, c.field(&o))
+	}
+	err := s.pool.QueryRow(ctx, "SELECT t.id IS NOT NULL, "+strings.Join(cols, ", ")+
+		" FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1", tenantID).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QuotaOverrides{}, fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
@@ -126,43 +131,51 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	if !isUUID(tenantID) {
 		return fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
 	}
-	for name, v := range map[string]int64{
-		"apps": deref(o.Apps), "routes": deref(o.Routes), "concurrentBuilds": deref(o.ConcurrentBuilds),
-		"repoBytes": deref64(o.RepoBytes), "buildMinutes": deref(o.BuildMinutes), "concurrentRuns": deref(o.ConcurrentRuns),
-		"instances": deref(o.Instances), "cpu": deref64(o.MilliCPU), "memory": deref64(o.MemoryBytes),
-	} {
-		if v < 0 {
-			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, name, v)
-		}
-	}
 	if o == (QuotaOverrides{}) {
 		if _, err := s.pool.Exec(ctx, "DELETE FROM tenant_quotas WHERE tenant_id = $1", tenantID); err != nil {
 			return fmt.Errorf("removing the quotas of tenant %s: %w", tenantID, err)
 		}
 		return nil
 	}
-	_, err := s.pool.Exec(ctx,
-		"INSERT INTO tenant_quotas (tenant_id, apps, routes, concurrent_builds, repo_bytes, build_minutes, concurrent_runs, instances, cpu, memory) "+
-			"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant_id) DO UPDATE SET "+
-			"apps = EXCLUDED.apps, routes = EXCLUDED.routes, concurrent_builds = EXCLUDED.concurrent_builds, "+
-			"repo_bytes = EXCLUDED.repo_bytes, build_minutes = EXCLUDED.build_minutes, concurrent_runs = EXCLUDED.concurrent_runs, "+
-			"instances = EXCLUDED.instances, cpu = EXCLUDED.cpu, memory = EXCLUDED.memory, updated_at = now()",
-		tenantID, o.Apps, o.Routes, o.ConcurrentBuilds, o.RepoBytes, o.BuildMinutes, o.ConcurrentRuns, o.Instances, o.MilliCPU, o.MemoryBytes)
-	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
-		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
+	// Every quota given, nil ones as the default: the patch replaces them
+	// all.
+	p := make(QuotaPatch, len(quotaColumns))
+	for _, c := range quotaColumns {
+		switch f := c.field(&o).(type) {
+		case **int:
+			if *f != nil {
+				v := int64(**f)
+				p[c.key] = &v
+			} else {
+				p[c.key] = nil
+			}
+		case **int64:
+			p[c.key] = *f
+		default:
+			return fmt.Errorf("quota %s: QuotaOverrides field of type %T", c.key, f)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("setting the quotas of tenant %s: %w", tenantID, err)
-	}
-	return nil
+	return s.PatchTenantQuotas(ctx, tenantID, p)
 }
 
-// quotaColumns are the columns of tenant_quotas, by the name of the quota
-// as QuotaOverrides' JSON spells it, in the table's order.
-var quotaColumns = []struct{ key, column string }{
-	{"apps", "apps"}, {"routes", "routes"}, {"concurrentBuilds", "concurrent_builds"},
-	{"repoBytes", "repo_bytes"}, {"buildMinutes", "build_minutes"}, {"concurrentRuns", "concurrent_runs"},
-	{"instances", "instances"}, {"cpu", "cpu"}, {"memory", "memory"},
+// quotaColumns are the columns of tenant_quotas, in the table's order, by
+// the name of the quota as QuotaOverrides' JSON spells it, with the field
+// of QuotaOverrides each is read into (an **int or an **int64): the one
+// list TenantQuotas, SetTenantQuotas and PatchTenantQuotas build their
+// statements from.
+var quotaColumns = []struct {
+	key, column string
+	field       func(o *QuotaOverrides) any
+}{
+	{"apps", "apps", func(o *QuotaOverrides) any { return &o.Apps }},
+	{"routes", "routes", func(o *QuotaOverrides) any { return &o.Routes }},
+	{"concurrentBuilds", "concurrent_builds", func(o *QuotaOverrides) any { return &o.ConcurrentBuilds }},
+	{"repoBytes", "repo_bytes", func(o *QuotaOverrides) any { return &o.RepoBytes }},
+	{"buildMinutes", "build_minutes", func(o *QuotaOverrides) any { return &o.BuildMinutes }},
+	{"concurrentRuns", "concurrent_runs", func(o *QuotaOverrides) any { return &o.ConcurrentRuns }},
+	{"instances", "instances", func(o *QuotaOverrides) any { return &o.Instances }},
+	{"cpu", "cpu", func(o *QuotaOverrides) any { return &o.MilliCPU }},
+	{"memory", "memory", func(o *QuotaOverrides) any { return &o.MemoryBytes }},
 }
 
 // QuotaPatch changes some of the quotas the operator set for one tenant,
@@ -216,20 +229,6 @@ func (s *Store) PatchTenantQuotas(ctx context.Context, tenantID string, p QuotaP
 		return fmt.Errorf("changing the quotas of tenant %s: %w", tenantID, err)
 	}
 	return nil
-}
-
-func deref(p *int) int64 {
-	if p == nil {
-		return 0
-	}
-	return int64(*p)
-}
-
-func deref64(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // quotaLockClass is the first key of the tenants' quota locks

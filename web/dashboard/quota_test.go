@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
 )
 
 // quotaRow reads the quota row of a page's quota table: its cells' text,
@@ -27,6 +28,18 @@ func quotaRow(t *testing.T, p page, key string) (cells []string, input string) {
 		input = html.UnescapeString(m[1])
 	}
 	return cells, input
+}
+
+// storedQuotas returns the quotas the operator set for the tenant, as the
+// store holds them, in JSON.
+func storedQuotas(t *testing.T, s *store.Store, tenantID string) string {
+	t.Helper()
+	o, err := s.TenantQuotas(t.Context(), tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(o)
+	return string(b)
 }
 
 // TestQuotaPages: a tenant's team page shows each quota with its use, cpu
@@ -47,15 +60,7 @@ func TestQuotaPages(t *testing.T) {
 	}
 	op := newUser(t, srv.URL)
 	signIn(t, op, e.OperatorToken)
-	overrides := func() string {
-		t.Helper()
-		o, err := e.Store.TenantQuotas(ctx, tenant.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(o)
-		return string(b)
-	}
+	overrides := func() string { t.Helper(); return storedQuotas(t, e.Store, tenant.ID) }
 	wantCells := func(what string, p page, key string, want ...string) {
 		t.Helper()
 		cells, _ := quotaRow(t, p, key)
@@ -172,5 +177,146 @@ func TestQuotaPages(t *testing.T) {
 	}
 	if ours != 2 {
 		t.Errorf("tenant.quota audit entries: %d, want 2 (set, clear)", ours)
+	}
+}
+
+// quotaForm returns the console's quota form of a page as a browser sends
+// it untouched: every input of the form, the hidden ones among them, with
+// the value the page gave it.
+func quotaForm(t *testing.T, p page) url.Values {
+	t.Helper()
+	form := between(p.body, `id="quota-form">`, "</form>")
+	if form == "" {
+		t.Fatalf("no quota form in the page:\n%s", p.body)
+	}
+	v := url.Values{}
+	for _, in := range regexp.MustCompile(`<input ([^>]*)>`).FindAllStringSubmatch(form, -1) {
+		name := regexp.MustCompile(`\bname="([^"]*)"`).FindStringSubmatch(in[1])
+		if name == nil {
+			continue
+		}
+		value := ""
+		if m := regexp.MustCompile(`\bvalue="([^"]*)"`).FindStringSubmatch(in[1]); m != nil {
+			value = html.UnescapeString(m[1])
+		}
+		v.Set(html.UnescapeString(name[1]), value)
+	}
+	return v
+}
+
+// TestQuotaFormKeepsConcurrentChanges: an operator's quota form sends only
+// the quotas changed on it. Another operator's changes, made through the
+// API (as bex admin quota set makes them) while the form was open, keep
+// their values; the audit entry lists only the quota the form changed; a
+// form changed in nothing writes nothing and says so; a refused form comes
+// back with the other quotas as they are now, and its corrected save
+// still keeps what was changed meanwhile.
+func TestQuotaFormKeepsConcurrentChanges(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, _ := e.TenantToken(t, "dashconc")
+	op := newUser(t, srv.URL)
+	signIn(t, op, e.OperatorToken)
+	other, err := apiclient.New(e.URL, e.OperatorToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(kv ...string) {
+		t.Helper()
+		p := apiclient.QuotaPatch{}
+		for i := 0; i < len(kv); i += 2 {
+			if err := p.Set(kv[i], kv[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := other.PatchTenantQuota(ctx, "dashconc", p); err != nil {
+			t.Fatalf("the other operator's patch %v: %v", kv, err)
+		}
+	}
+	overrides := func() string { t.Helper(); return storedQuotas(t, e.Store, tenant.ID) }
+	audits := func() []store.AuditEntry {
+		t.Helper()
+		entries, err := e.Store.ListAudit(ctx, store.AuditFilter{Action: "tenant.quota"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ours []store.AuditEntry
+		for _, entry := range entries {
+			if entry.Target == "dashconc" {
+				ours = append(ours, entry)
+			}
+		}
+		return ours
+	}
+	const view = "/console/tenants/dashconc"
+	saved := func(what string, p page, notice string) {
+		t.Helper()
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != view+"?notice="+url.QueryEscape(notice) {
+			t.Fatalf("%s: %d %s, want 303 with %q\n%s", what, p.status, p.header.Get("Location"), notice, p.body)
+		}
+	}
+	patch("apps", "40", "memory", "64Gi")
+
+	// The form is opened; the other operator changes memory and cpu; the
+	// form changes apps only.
+	form := quotaForm(t, op.get(view))
+	if form.Get("memory") != "64Gi" || form.Get("apps") != "40" || form.Get("csrf") == "" {
+		t.Fatalf("the form as opened: %v", form)
+	}
+	patch("memory", "128Gi", "cpu", "8")
+	form.Set("apps", "50")
+	saved("saving apps", op.post(view+"/quota", form), "Set the quotas of tenant dashconc.")
+	if got, want := overrides(), `{"apps":50,"cpu":8000,"memory":137438953472}`; got != want {
+		t.Errorf("after the form changed apps only: %s, want %s (apps from the form, cpu and memory as the other operator set them)", got, want)
+	}
+	entries := audits()
+	if len(entries) != 3 {
+		t.Fatalf("tenant.quota audit entries: %d, want 3 (two patches, the form)", len(entries))
+	}
+	var details struct{ Changes map[string]any }
+	if err := json.Unmarshal(entries[0].Details, &details); err != nil || len(details.Changes) != 1 || details.Changes["apps"] != float64(50) {
+		t.Errorf("the form's audit entry: %s, want the changes apps 50 only", entries[0].Details)
+	}
+
+	// A form saved as it was opened, or with a value typed as the same
+	// quantity in another unit, changes nothing and says so.
+	form = quotaForm(t, op.get(view))
+	patch("routes", "7")
+	before := overrides()
+	form.Set("memory", "131072Mi")
+	form.Set("cpu", "8000m")
+	saved("saving the form unchanged", op.post(view+"/quota", form), "Nothing was changed: the form's quotas are those it showed.")
+	if got := overrides(); got != before {
+		t.Errorf("a form changed in nothing set %s, was %s", got, before)
+	}
+	if n := len(audits()); n != 4 {
+		t.Errorf("tenant.quota audit entries: %d, want 4 (none for an unchanged form)", n)
+	}
+
+	// A refused form changes nothing; it comes back with what was typed
+	// and the other quotas as they are now, and its corrected save keeps
+	// what the other operator changed in between.
+	form = quotaForm(t, op.get(view))
+	patch("instances", "9")
+	before = overrides()
+	form.Set("apps", "-1")
+	form.Set("memory", "1Gi")
+	p := op.post(view+"/quota", form)
+	if p.status != http.StatusUnprocessableEntity || html.UnescapeString(between(p.body, `id="quota-error">`, "</p>")) != "Nothing was changed: fix apps below." {
+		t.Fatalf("a negative apps: %d, error %q", p.status, between(p.body, `id="quota-error">`, "</p>"))
+	}
+	if got := overrides(); got != before {
+		t.Errorf("a refused form set %s, was %s", got, before)
+	}
+	back := quotaForm(t, p)
+	if back.Get("apps") != "-1" || back.Get("memory") != "1Gi" || back.Get("instances") != "9" {
+		t.Errorf("the refused form came back with apps %q, memory %q, instances %q; want -1 and 1Gi as typed, 9 as set meanwhile",
+			back.Get("apps"), back.Get("memory"), back.Get("instances"))
+	}
+	patch("concurrentRuns", "5")
+	back.Set("apps", "60")
+	saved("saving the corrected form", op.post(view+"/quota", back), "Set the quotas of tenant dashconc.")
+	if got := overrides(); got != `{"apps":60,"routes":7,"concurrentRuns":5,"instances":9,"cpu":8000,"memory":1073741824}` {
+		t.Errorf("after the corrected form: %s, want apps 60 and memory 1Gi from the form, the rest as the other operator set it", got)
 	}
 }

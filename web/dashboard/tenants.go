@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -33,9 +34,12 @@ func (d *Dashboard) tenantPage(c echo.Context) error {
 }
 
 // quotaFormRow is a quota of the console's form: the quota, and what was
-// typed for it with why it was refused, when the form came back.
+// typed for it with why it was refused, when the form came back. Shown is
+// the value the form showed for it, sent back with the form so that a
+// save sends only the quotas the operator changed.
 type quotaFormRow struct {
 	apiclient.QuotaRow
+	Shown string
 	Error string
 }
 
@@ -60,9 +64,14 @@ func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefus
 	}
 	rows := make([]quotaFormRow, 0, len(apiclient.QuotaKeys()))
 	for _, r := range q.Rows() {
-		row := quotaFormRow{QuotaRow: r}
-		if refused != nil {
-			row.Input, row.Error = refused.typed[r.Key], refused.errs[r.Key]
+		row := quotaFormRow{QuotaRow: r, Shown: r.Input}
+		if typed, ok := refused.changed(r.Key); ok {
+			// What the operator changed stays as typed, against what the
+			// form showed; the other quotas show what they have now.
+			row.Input, row.Error = typed, refused.errs[r.Key]
+			if shown, ok := refused.shown[r.Key]; ok {
+				row.Shown = shown
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -78,47 +87,95 @@ func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefus
 // maxQuotaInput is the longest value the quota form reads for one quota.
 const maxQuotaInput = 32
 
-// quotaRefusal is a quota form sent back: what was typed, by quota, and
-// why it was refused.
+// quotaRefusal is a quota form sent back: what was typed for each quota
+// the operator changed (or that could not be read), what the form had
+// shown for it when it said, and why it was refused.
 type quotaRefusal struct {
-	typed, errs map[string]string
-	message     string
+	typed, shown, errs map[string]string
+	message            string
 }
 
-// setTenantQuota sets the tenant's quotas from the console's form: each
-// field holds the quota's override as typed (32Gi, 2500m), empty or
-// "default" for the platform's default. The form is read whole before the
-// API is asked: any value that cannot be read comes back on the form with
-// what to type, and nothing is changed. The API's admin quota call sets
-// and audits them.
+// changed returns what was typed for the quota key when the form came
+// back with it changed.
+func (r *quotaRefusal) changed(key string) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	v, ok := r.typed[key]
+	return v, ok
+}
+
+// keep records what was typed for the quota key and, when the form said,
+// what it had shown.
+func (r *quotaRefusal) keep(key, typed, shown string, hasShown bool) {
+	r.typed[key] = typed
+	if hasShown {
+		r.shown[key] = shown
+	}
+}
+
+// shownPrefix names the hidden field of the quota form that holds, for
+// each quota, the value its field showed ("shown.memory").
+const shownPrefix = "shown."
+
+// setTenantQuota changes the tenant's quotas the operator changed on the
+// console's form: each field holds the quota's override as typed (32Gi,
+// 2500m), empty or "default" for the platform's default, and its hidden
+// shown.KEY the value the form showed. Only the quotas whose value differs
+// from the one shown are sent, with the API's admin quota patch, as bex
+// admin quota set sends them: a quota another operator changed meanwhile,
+// and this one did not touch, keeps its new value. A form whose shown
+// value is missing for a quota sends that quota as typed. The form is read
+// whole before the API is asked: any value that cannot be read comes back
+// on the form with what to type, and nothing is changed; a form that
+// changes nothing says so and writes nothing. The API checks, sets and
+// audits the changes.
 func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	name := c.Param("tenant")
-	var o apiclient.QuotaOverrides
-	refused := &quotaRefusal{typed: map[string]string{}, errs: map[string]string{}}
+	form, err := c.FormParams()
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "reading the quota form: "+err.Error())
+	}
+	p := apiclient.QuotaPatch{}
+	refused := &quotaRefusal{typed: map[string]string{}, shown: map[string]string{}, errs: map[string]string{}}
 	var bad []string
 	for _, key := range apiclient.QuotaKeys() {
-		v := strings.TrimSpace(c.FormValue(key))
+		v := strings.TrimSpace(form.Get(key))
+		shown, hasShown := strings.TrimSpace(form.Get(shownPrefix+key)), form.Has(shownPrefix+key)
+		if len(shown) > maxQuotaInput {
+			shown, hasShown = "", false
+		}
 		if len(v) > maxQuotaInput {
-			refused.typed[key] = v[:maxQuotaInput]
+			refused.keep(key, v[:maxQuotaInput], shown, hasShown)
 			refused.errs[key] = fmt.Sprintf("more than %d characters: give a number, with its unit for a size", maxQuotaInput)
 			bad = append(bad, key)
 			continue
 		}
-		refused.typed[key] = v
-		if err := o.SetQuota(key, v); err != nil {
+		if err := p.Set(key, v); err != nil {
 			var qe *apiclient.QuotaInputError
 			if !errors.As(err, &qe) {
 				return err
 			}
+			refused.keep(key, v, shown, hasShown)
 			refused.errs[key] = qe.Message
 			bad = append(bad, key)
+			continue
 		}
+		was := apiclient.QuotaPatch{}
+		if hasShown && was.Set(key, shown) == nil && bytes.Equal(was[key], p[key]) {
+			delete(p, key)
+			continue
+		}
+		refused.keep(key, v, shown, hasShown)
 	}
 	if len(bad) > 0 {
 		refused.message = fmt.Sprintf("Nothing was changed: fix %s below.", strings.Join(bad, ", "))
 		return d.renderTenant(c, http.StatusUnprocessableEntity, refused, nil)
 	}
-	_, err := d.client(c).SetTenantQuota(c.Request().Context(), name, o)
+	if len(p) == 0 {
+		return withNotice(c, "/console/tenants/"+url.PathEscape(name), "Nothing was changed: the form's quotas are those it showed.")
+	}
+	_, err = d.client(c).PatchTenantQuota(c.Request().Context(), name, p)
 	if ae, ok := formRefusal(err); ok && ae.Status != http.StatusNotFound {
 		refused.message = "Nothing was changed: " + ae.Error()
 		if ae.Field != "" {

@@ -24,6 +24,13 @@
 // RSA-2048 one (some 380): a key that would not fit is refused with a
 // Warning event on its Cluster.
 //
+// A Cluster whose kubeconfig Secret is not there yet is looked at again
+// as soon as the Secret is created: the Reconciler watches, in a cache of
+// its own, the metadata of the Secrets Cluster API labels with a cluster's
+// name (cluster.x-k8s.io/cluster-name), not every Secret of the management
+// cluster; a kubeconfig Secret without that label is found at the next
+// Resync.
+//
 // One cluster's failure (no kubeconfig yet, an apiserver that does not
 // answer) is an event on its Cluster and a retry of that cluster only.
 package runtimecreds

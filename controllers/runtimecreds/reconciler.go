@@ -41,18 +41,17 @@ const (
 	DefaultLifetime = 24 * time.Hour
 	// Resync is the longest a cluster waits before it is looked at again:
 	// its objects applied again, its tenant namespaces prepared, its key
-	// written again if the Secret lost it.
+	// written again if the Secret lost it. A Cluster without its
+	// kubeconfig Secret waits for the Secret's watch, or Resync at most.
 	Resync = 10 * time.Minute
-	// waitKubeconfig is how long a Cluster without its kubeconfig Secret
-	// waits before it is looked at again.
-	waitKubeconfig = 30 * time.Second
 )
 
 // Reconciler keeps each Cluster's runtime credentials (see the package
 // documentation). One worker: every cluster writes the same Secret.
 type Reconciler struct {
 	// Client reads Clusters and Apps (cached); Reader reads the Secrets
-	// (uncached: the manager caches no Secret).
+	// (uncached: the reconciler watches the metadata of Cluster API's
+	// Secrets only, kubeconfigSource).
 	Client client.Client
 	Reader client.Reader
 	// Events records a cluster's failures on its Cluster; nil records
@@ -88,8 +87,9 @@ type adminDriver struct {
 }
 
 // SetupWithManager registers the reconciler: Clusters (of FleetNamespace),
-// and every Cluster again when an App is created (its tenant namespace is
-// prepared on each cluster).
+// each Cluster again when its kubeconfig Secret comes or changes
+// (kubeconfigSource), and every Cluster again when an App is created (its
+// tenant namespace is prepared on each cluster).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil || r.Reader == nil || r.Secret.Name == "" || r.Secret.Namespace == "" {
 		return errors.New("runtime credentials reconciler: Client, Reader and Secret are required")
@@ -103,9 +103,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	inFleet := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return r.FleetNamespace == "" || o.GetNamespace() == r.FleetNamespace
 	})
+	kubeconfigs, err := r.kubeconfigSource(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&clusterv1.Cluster{}, builder.WithPredicates(inFleet)).
+		WatchesRawSource(kubeconfigs).
 		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return true },
@@ -150,8 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	admin, adminKubeconfig, err := r.adminConfig(ctx, cl)
 	if apierrors.IsNotFound(err) {
+		// The Secret's watch brings the Cluster back once it comes.
 		log.V(1).Info("Waiting for the cluster's kubeconfig Secret")
-		return ctrl.Result{RequeueAfter: waitKubeconfig}, nil
+		return ctrl.Result{RequeueAfter: Resync}, nil
 	}
 	if err != nil {
 		r.warn(cl, "KubeconfigInvalid", "Reading the admin kubeconfig of %s/%s: %v", cl.Namespace, cl.Name, err)

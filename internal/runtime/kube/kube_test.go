@@ -65,25 +65,23 @@ func TestKubeDriver(t *testing.T) {
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
-	t.Run("RolloutDeadlineWhileThrottled", func(t *testing.T) {
-		// A client that may ask once a second: near the deadline its rate
-		// limiter refuses the next read before the deadline passes.
+	// A client that may ask once a second: near a deadline its rate
+	// limiter refuses the next read before the deadline passes.
+	throttled := func(t *testing.T, opts kube.Options) *kube.Driver {
 		slow := rest.CopyConfig(cfg)
 		slow.QPS, slow.Burst = 1, 1
-		d, err := kube.New(slow, kube.Options{PollInterval: 50 * time.Millisecond, RolloutTimeout: 3 * time.Second})
+		opts.PollInterval = 50 * time.Millisecond
+		d, err := kube.New(slow, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		testRolloutDeadlineWhileThrottled(t, d)
+		return d
+	}
+	t.Run("RolloutDeadlineWhileThrottled", func(t *testing.T) {
+		testRolloutDeadlineWhileThrottled(t, throttled(t, kube.Options{RolloutTimeout: 3 * time.Second}))
 	})
 	t.Run("RunStartDeadlineWhileThrottled", func(t *testing.T) {
-		slow := rest.CopyConfig(cfg)
-		slow.QPS, slow.Burst = 1, 1
-		d, err := kube.New(slow, kube.Options{PollInterval: 50 * time.Millisecond, RunStartTimeout: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testRunStartDeadlineWhileThrottled(t, c, d)
+		testRunStartDeadlineWhileThrottled(t, c, throttled(t, kube.Options{RunStartTimeout: 3 * time.Second}))
 	})
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,6 +93,13 @@ type Deps struct {
 	// Events. The management cluster must serve Cluster API's Cluster
 	// kind. Nil leaves the clusters alone.
 	RuntimeCredentials *runtimecreds.Reconciler
+
+	// RuntimeSecret, when set, is the Secret of the runtime kubeconfigs
+	// that the processes' placed runtime reads (--runtime-kubeconfigs-secret):
+	// the App controller looks at the Apps of a cluster as soon as the
+	// cluster's key is written or renewed there. The zero value watches
+	// nothing.
+	RuntimeSecret types.NamespacedName
 }
 
 // Setup registers every controller with mgr.
@@ -99,6 +107,7 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	r := &app.Reconciler{
 		Client: mgr.GetClient(), Releases: deps.Releases,
 		Events: mgr.GetEventRecorder(app.ControllerName), WatchClusters: deps.ServedApps != nil,
+		RuntimeSecret: deps.RuntimeSecret,
 	}
 	if deps.Schedule {
 		// Uncached: PlacementReviews are create-only and Placements are

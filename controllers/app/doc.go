@@ -15,7 +15,10 @@
 // round the Placer keeps the App's Placement (resized
 // to the App's web replicas and resources), or moves it when its cluster is
 // gone, being deleted, cordoned, mid-upgrade or its pool over-committed and
-// the scheduler finds another; the runtime follows status.cluster. Deleting
+// the scheduler finds another; the runtime follows status.cluster. With a
+// RuntimeSecret, the Apps placed on a cluster are observed again as soon
+// as that cluster's runtime kubeconfig is written there or renewed, so an
+// App placed on a new cluster runs once its key comes. Deleting
 // an App stops what runs for it and removes its Placement before its
 // finalizer comes off.
 //

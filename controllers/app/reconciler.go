@@ -155,6 +155,18 @@ type Reconciler struct {
 	// scheduling API cannot be watched. For comparisons (make
 	// bench-placement); the platform leaves it false.
 	PollPlacements bool
+	// Resync is how often a released App that its runtime does not watch,
+	// or that does not serve, is looked at again; 0 means ResyncPeriod.
+	Resync time.Duration
+	// RuntimeSecret, when set, is the Secret the platform's processes
+	// read the fleet's clusters' runtime kubeconfigs from
+	// (placed.KubeOptions.RuntimeSecret, written by
+	// controllers/runtimecreds): when a cluster's key is written or
+	// changes, the Apps placed on that cluster are looked at at once, so
+	// that one waiting for that key runs then, not at its next resync.
+	// The Secret is watched in a cache of the reconciler's own that holds
+	// it alone (runtimeKeySource).
+	RuntimeSecret types.NamespacedName
 
 	// capacity, with a Placer, follows the ClusterCapacities.
 	capacity *capacityWatch
@@ -167,6 +179,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("app reconciler: Client is nil")
 	}
+	if r.RuntimeSecret.Name != "" && r.RuntimeSecret.Namespace == "" {
+		return fmt.Errorf("app reconciler: RuntimeSecret %q has no namespace", r.RuntimeSecret.Name)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, secretRefIndex, secretNames); err != nil {
 		return fmt.Errorf("indexing apps by secret: %w", err)
 	}
@@ -175,10 +190,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		For(&platformv1alpha1.App{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret))
-	if r.Placer != nil {
+	if r.Placer != nil || r.RuntimeSecret.Name != "" {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, clusterIndex, clusterOf); err != nil {
 			return fmt.Errorf("indexing apps by cluster: %w", err)
 		}
+	}
+	if r.RuntimeSecret.Name != "" {
+		src, err := r.runtimeKeySource(mgr)
+		if err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(src)
+	}
+	if r.Placer != nil {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, unplacedIndex, unplacedOf); err != nil {
 			return fmt.Errorf("indexing apps by placed condition: %w", err)
 		}
@@ -219,9 +243,15 @@ func clusterOf(obj client.Object) []string {
 
 // appsOnCluster returns the Apps placed on a Cluster, in every namespace.
 func (r *Reconciler) appsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.appsOn(ctx, obj.GetName())
+}
+
+// appsOn returns the Apps whose status.cluster is cluster, in every
+// namespace.
+func (r *Reconciler) appsOn(ctx context.Context, cluster string) []reconcile.Request {
 	var apps platformv1alpha1.AppList
-	if err := r.Client.List(ctx, &apps, client.MatchingFields{clusterIndex: obj.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "Listing apps on cluster", "cluster", obj.GetName())
+	if err := r.Client.List(ctx, &apps, client.MatchingFields{clusterIndex: cluster}); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing apps on cluster", "cluster", cluster)
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(apps.Items))
@@ -366,7 +396,7 @@ func (r *Reconciler) requeueAfter(s *scope) time.Duration {
 	var after time.Duration
 	switch {
 	case released && !r.watched(s):
-		return ResyncPeriod
+		return cmp.Or(r.Resync, ResyncPeriod)
 	case r.Placer != nil && !(s.placementObserved && s.placement.Static):
 		if !r.capacity.watching() {
 			// No watch runs: poll, as before the scheduling API could

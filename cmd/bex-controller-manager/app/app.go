@@ -209,6 +209,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return err
 		}
 		deps.RuntimeCredentials = &runtimecreds.Reconciler{Secret: secret, FleetNamespace: o.Runtime.FleetNamespace, Tenants: o.Runtime.Tenants.KubeOptions()}
+		deps.RuntimeSecret = secret
 	}
 	if o.ACMEDirectory != "" {
 		storage, err := certstore.New(st.Pool(), certstore.Options{})

@@ -50,7 +50,8 @@ type KubeOptions struct {
 	// RuntimeKubeconfigKey(namespace, cluster), which the controller
 	// manager writes (controllers/runtimecreds) with the rights of the
 	// kube driver only. The Cluster is still looked for among Cluster
-	// API's. The Secret is read once per Recheck for every cluster.
+	// API's. The Secret is read once per Recheck for every cluster, and
+	// again when it lacks the key of the cluster asked for.
 	RuntimeSecret types.NamespacedName
 	// Recheck is how long a cluster's driver is used before the Cluster
 	// and its Secret are read again [10s].
@@ -89,7 +90,8 @@ type KubeClusters struct {
 	// watches are the calls of Watch (watch.go).
 	watches runtime.WatchList
 
-	// runtimeMu guards the last read of opts.RuntimeSecret.
+	// runtimeMu guards the last read of opts.RuntimeSecret, and
+	// runtimeRead is when that read began.
 	runtimeMu     sync.Mutex
 	runtimeSecret *corev1.Secret
 	runtimeRead   time.Time
@@ -231,11 +233,19 @@ func (k *KubeClusters) kubeconfig(ctx context.Context, name string) (*corev1.Sec
 		return nil, nil, fmt.Errorf("%w %q", ErrNoCluster, name)
 	}
 	if k.opts.RuntimeSecret.Name != "" {
-		secret, err := k.readRuntimeSecret(ctx)
+		asked := time.Now()
+		secret, err := k.readRuntimeSecret(ctx, asked.Add(-k.opts.Recheck))
 		if err != nil {
 			return nil, nil, err
 		}
 		key := RuntimeKubeconfigKey(cl.Namespace, name)
+		if len(secret.Data[key]) == 0 {
+			// The key may have come since the last read: the App
+			// controller asks again as soon as the Secret changes.
+			if secret, err = k.readRuntimeSecret(ctx, asked); err != nil {
+				return nil, nil, err
+			}
+		}
 		if len(secret.Data[key]) == 0 {
 			return nil, nil, fmt.Errorf("cluster %s has no runtime kubeconfig yet: Secret %s has no key %q (the controller manager writes it once the cluster's apiserver answers)", name, k.opts.RuntimeSecret, key)
 		}
@@ -255,14 +265,17 @@ func (k *KubeClusters) kubeconfig(ctx context.Context, name string) (*corev1.Sec
 	return secret, secret.Data[KubeconfigKey], nil
 }
 
-// readRuntimeSecret returns opts.RuntimeSecret as read at most Recheck
-// ago: one read serves every cluster's check.
-func (k *KubeClusters) readRuntimeSecret(ctx context.Context) (*corev1.Secret, error) {
+// readRuntimeSecret returns opts.RuntimeSecret as read after since: the
+// last read when it began after since, else a new one. With since Recheck
+// ago, one read serves every cluster's check; a cluster without a key asks
+// for a read begun after it asked, which callers waiting meanwhile share.
+func (k *KubeClusters) readRuntimeSecret(ctx context.Context, since time.Time) (*corev1.Secret, error) {
 	k.runtimeMu.Lock()
 	defer k.runtimeMu.Unlock()
-	if k.runtimeSecret != nil && time.Since(k.runtimeRead) < k.opts.Recheck {
+	if k.runtimeSecret != nil && k.runtimeRead.After(since) {
 		return k.runtimeSecret, nil
 	}
+	began := time.Now()
 	secret := &corev1.Secret{}
 	if err := k.opts.Client.Get(ctx, k.opts.RuntimeSecret, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -270,7 +283,7 @@ func (k *KubeClusters) readRuntimeSecret(ctx context.Context) (*corev1.Secret, e
 		}
 		return nil, fmt.Errorf("reading %s: %w", k.opts.RuntimeSecret, err)
 	}
-	k.runtimeSecret, k.runtimeRead = secret, time.Now()
+	k.runtimeSecret, k.runtimeRead = secret, began
 	return secret, nil
 }
 

@@ -246,3 +246,46 @@ func TestKubeClustersRuntimeSecret(t *testing.T) {
 		t.Errorf("w1's key changed: its driver was kept (%v)", err)
 	}
 }
+
+// TestKubeClustersRuntimeKeyComesLater: a cluster whose key the runtime
+// Secret lacked is connected as soon as the key is written, though the
+// Secret was read less than Recheck ago (the App controller asks again
+// when the Secret changes).
+func TestKubeClustersRuntimeKeyComesLater(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, kubeconfig := startManagement(ctx, t)
+	for _, ns := range []string{"fleet", "bex"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Create(ctx, &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "w1"},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "w1"},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: "w1"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bex", Name: "bex-runtime-kubeconfigs"}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	k, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, RuntimeSecret: client.ObjectKeyFromObject(secret), Recheck: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.Driver(ctx, "w1"); err == nil || !strings.Contains(err.Error(), `has no key "fleet.w1"`) {
+		t.Fatalf("a cluster without a key: %v, want it named", err)
+	}
+	secret.Data = map[string][]byte{placed.RuntimeKubeconfigKey("fleet", "w1"): kubeconfig}
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Driver(ctx, "w1"); err != nil {
+		t.Fatalf("the key was written, the Secret read 10 minutes ago at most: %v", err)
+	}
+}

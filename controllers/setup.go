@@ -123,6 +123,7 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	}
 	rr := &route.Reconciler{
 		Client:        mgr.GetClient(),
+		Reader:        mgr.GetAPIReader(),
 		DNS:           deps.DNS,
 		EdgeAddresses: deps.EdgeAddresses,
 		AppDomain:     deps.AppDomain,

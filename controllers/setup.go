@@ -105,7 +105,7 @@ type Deps struct {
 // Setup registers every controller with mgr.
 func Setup(mgr ctrl.Manager, deps Deps) error {
 	r := &app.Reconciler{
-		Client: mgr.GetClient(), Releases: deps.Releases,
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Releases: deps.Releases,
 		Events: mgr.GetEventRecorder(app.ControllerName), WatchClusters: deps.ServedApps != nil,
 		RuntimeSecret: deps.RuntimeSecret,
 	}
@@ -123,6 +123,7 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 	}
 	rr := &route.Reconciler{
 		Client:        mgr.GetClient(),
+		Reader:        mgr.GetAPIReader(),
 		DNS:           deps.DNS,
 		EdgeAddresses: deps.EdgeAddresses,
 		AppDomain:     deps.AppDomain,

@@ -22,6 +22,11 @@
 // an App stops what runs for it and removes its Placement before its
 // finalizer comes off.
 //
+// The controller watches the metadata of Secrets only (a change of a
+// Secret's data changes its resourceVersion) and reads the Secrets an App's
+// env refers to with Reader, uncached, one GET per secretKeyRef per
+// reconcile: the manager holds no Secret's data.
+//
 // The build and release pipeline hands it facts through the App's status
 // (currentRelease) and Releases; it never starts builds itself.
 package app

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -124,7 +125,13 @@ type LastBuild struct {
 
 // Reconciler reconciles Apps.
 type Reconciler struct {
+	// Client reads and writes Apps (cached); it reads no Secret.
 	Client client.Client
+	// Reader reads the Secrets Apps' env refers to (secretKeyRef), to
+	// check that each exists and holds its key: the manager's APIReader,
+	// uncached, so that the manager holds no Secret's data (it watches
+	// Secrets' metadata only). One GET per secretKeyRef per reconcile.
+	Reader client.Reader
 	// Releases, when set, keeps each App's current release running and
 	// cleans up after a deleted App; without it (tests of the API alone)
 	// the controller only reports conditions.
@@ -172,12 +179,13 @@ type Reconciler struct {
 	capacity *capacityWatch
 }
 
-// SetupWithManager registers the reconciler; it watches Apps and the Secrets
-// they refer to and, with a Placer, the ClusterCapacities of the
+// SetupWithManager registers the reconciler; it watches Apps and the
+// metadata of the Secrets they refer to (a change of a Secret's data
+// changes its resourceVersion, so it is seen too) and, with a Placer, the ClusterCapacities of the
 // scheduling API (capacityWatch).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil {
-		return errors.New("app reconciler: Client is nil")
+	if r.Client == nil || r.Reader == nil {
+		return errors.New("app reconciler: Client and Reader are required")
 	}
 	if r.RuntimeSecret.Name != "" && r.RuntimeSecret.Namespace == "" {
 		return fmt.Errorf("app reconciler: RuntimeSecret %q has no namespace", r.RuntimeSecret.Name)
@@ -189,7 +197,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		For(&platformv1alpha1.App{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret))
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.appsForSecret), builder.OnlyMetadata)
 	if r.Placer != nil || r.RuntimeSecret.Name != "" {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &platformv1alpha1.App{}, clusterIndex, clusterOf); err != nil {
 			return fmt.Errorf("indexing apps by cluster: %w", err)
@@ -459,13 +467,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.
 	return nil
 }
 
+// observeSecrets checks that each Secret the env refers to exists and holds
+// its key, read with Reader: a Secret's metadata does not tell its keys.
 func (r *Reconciler) observeSecrets(ctx context.Context, s *scope) error {
 	for i, e := range s.app.Spec.Env {
 		if e.SecretKeyRef == nil {
 			continue
 		}
 		var sec corev1.Secret
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.app.Namespace, Name: e.SecretKeyRef.Name}, &sec)
+		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: s.app.Namespace, Name: e.SecretKeyRef.Name}, &sec)
 		switch {
 		case apierrors.IsNotFound(err):
 			s.missingSecrets = append(s.missingSecrets, fmt.Sprintf("spec.env[%d].secretKeyRef: Secret %q not found", i, e.SecretKeyRef.Name))

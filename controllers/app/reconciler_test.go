@@ -31,13 +31,19 @@ import (
 
 // TestAppConditionsFollowSecrets runs the App controller against a real
 // apiserver: an App whose env refers to a missing Secret is not Ready with
-// the field named; once the Secret exists it waits for a push instead.
+// the field named, nor while the Secret lacks the key; once the key is
+// there (a change of the Secret's data only) it waits for a push instead.
+// The manager lists and watches no Secret but their metadata: it holds no
+// Secret's data.
 func TestAppConditionsFollowSecrets(t *testing.T) {
 	cp := cptest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	startController(ctx, t, cp.RESTConfig(), nil, nil)
+	cfg := rest.CopyConfig(cp.RESTConfig())
+	var secretLists platformtest.SecretLists
+	cfg.Wrap(secretLists.Wrap)
+	startController(ctx, t, cfg, nil, nil)
 
 	c, err := client.New(cp.RESTConfig(), client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
@@ -59,15 +65,25 @@ func TestAppConditionsFollowSecrets(t *testing.T) {
 
 	waitReady(t, c, a, platformv1alpha1.AppInvalidSpecReason, `spec.env[0].secretKeyRef: Secret "db" not found`)
 
-	if err := c.Create(ctx, &corev1.Secret{
+	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "db"},
-		Data:       map[string][]byte{"url": []byte("postgres://")},
-	}); err != nil {
+		Data:       map[string][]byte{"user": []byte("web")},
+	}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, c, a, platformv1alpha1.AppInvalidSpecReason, `spec.env[0].secretKeyRef: Secret "db" has no key "url"`)
+
+	sec.Data["url"] = []byte("postgres://")
+	if err := c.Update(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
 	got := waitReady(t, c, a, platformv1alpha1.AppAwaitingPushReason, "git push")
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Fatalf("observedGeneration = %d, generation = %d", got.Status.ObservedGeneration, got.Generation)
+	}
+	if reqs := secretLists.Requests(); len(reqs) > 0 {
+		t.Fatalf("the manager listed or watched Secrets with their data (a full Secret cache): %s", strings.Join(reqs, "; "))
 	}
 }
 
@@ -93,7 +109,7 @@ func startReconciler(ctx context.Context, t *testing.T, cfg *rest.Config, r *app
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Client, r.Events = mgr.GetClient(), mgr.GetEventRecorder(app.ControllerName)
+	r.Client, r.Reader, r.Events = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(app.ControllerName)
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -50,6 +51,9 @@ type env struct {
 	c        client.Client
 	verifier *fakeVerifier
 	records  *fakeRecords
+	// secretLists records the manager's lists and watches of Secrets
+	// with their data.
+	secretLists *platformtest.SecretLists
 }
 
 // waitTimeout bounds an env's life, and each wait in it.
@@ -66,7 +70,10 @@ func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	if _, err := kubeapply.InstallCRDs(ctx, cp.RESTConfig(), capicrds.CRDs()); err != nil {
 		t.Fatalf("installing Cluster API CRDs: %v", err)
 	}
-	mgr, err := ctrl.NewManager(cp.RESTConfig(), ctrl.Options{
+	secretLists := &platformtest.SecretLists{}
+	cfg := rest.CopyConfig(cp.RESTConfig())
+	cfg.Wrap(secretLists.Wrap)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -76,7 +83,7 @@ func startEnv(t *testing.T, configure ...func(*fleetupgrade.Reconciler)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, verifier: &fakeVerifier{}, records: &fakeRecords{}}
+	e := &env{t: t, ctx: ctx, verifier: &fakeVerifier{}, records: &fakeRecords{}, secretLists: secretLists}
 	r := &fleetupgrade.Reconciler{
 		Client:   mgr.GetClient(),
 		Verifier: e.verifier,

@@ -1,6 +1,7 @@
 package fleetupgrade_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +13,9 @@ import (
 // TestUpgradeMetrics: an upgrade of a three-machine cluster counts its
 // reconcile phases, a passed verification per machine replaced (and the
 // one before the version bump), and the verifier's probes by outcome, in
-// the registry the Reconciler was given.
+// the registry the Reconciler was given. The kubeconfig Secret each
+// verification reads is read uncached: the manager lists and watches no
+// Secret.
 func TestUpgradeMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := startEnv(t, func(r *fleetupgrade.Reconciler) { r.Metrics = reg })
@@ -48,5 +51,9 @@ func TestUpgradeMetrics(t *testing.T) {
 	}
 	if n := counts["bex_fleetupgrade_steps_total outcome=passed step=verify"]; n < 3 {
 		t.Errorf("%v passed verifications, want one per machine replaced at least (3)", n)
+	}
+	// Each verification read the cluster's kubeconfig Secret, uncached.
+	if reqs := e.secretLists.Requests(); len(reqs) > 0 {
+		t.Errorf("the manager listed or watched Secrets with their data (a full Secret cache): %s", strings.Join(reqs, "; "))
 	}
 }

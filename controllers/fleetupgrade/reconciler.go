@@ -93,8 +93,9 @@ type Reconciler struct {
 	Client client.Client
 	// Reader reads the FleetUpgrade itself, uncached, so that a round
 	// never acts on a status older than the last one it wrote (a machine
-	// verified twice); SetupWithManager sets the manager's API reader when
-	// nil, and Client is used when it stays nil.
+	// verified twice), and each cluster's kubeconfig Secret, so that the
+	// manager caches no Secret; SetupWithManager sets the manager's API
+	// reader when nil, and Client is used when it stays nil.
 	Reader client.Reader
 	// Verifier probes the apiservers of a cluster after each machine
 	// replacement (and before the version bump). Required.

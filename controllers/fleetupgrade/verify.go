@@ -58,7 +58,9 @@ func (r *Reconciler) verify(ctx context.Context, s *scope, cs *clusterScope) (fl
 func (r *Reconciler) targets(ctx context.Context, s *scope, cs *clusterScope) ([]verify.Target, error) {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: cs.key.Namespace, Name: cs.key.Name + "-kubeconfig"}
-	if err := r.Client.Get(ctx, key, secret); err != nil {
+	// Uncached (reader): a Secret read through Client would make the
+	// manager cache every Secret, data included.
+	if err := r.reader().Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, err)
 	}
 	data := secret.Data[KubeconfigKey]

@@ -24,7 +24,11 @@
 // (edge.Certificates). DNS and certificates change without a Kubernetes
 // event, so every Route is observed again after a while: soon while it is
 // not served (a TXT record just created is seen within PendingRecheck),
-// hourly once it is (a record removed takes the name away then).
+// hourly once it is (a record removed takes the name away then). A Route's
+// own certificate Secret (spec.tls.secretName) is seen at once: the
+// controller watches Secrets' metadata only (a change of a Secret's data
+// changes its resourceVersion) and reads the Secret with Reader, uncached,
+// so that the manager holds no Secret's data.
 //
 // It hands the edge one fact: a Route with Admitted=True and
 // DomainVerified=True may be served. It never obtains certificates itself;

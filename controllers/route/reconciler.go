@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -93,7 +94,13 @@ var (
 
 // Reconciler reconciles Routes.
 type Reconciler struct {
+	// Client reads Routes and Apps (cached); it reads no Secret.
 	Client client.Client
+	// Reader reads spec.tls.secretName's Secret: the manager's APIReader,
+	// uncached, so that the manager holds no Secret's data (it watches
+	// Secrets' metadata only). One GET per reconcile of a Route with a
+	// Secret of its own.
+	Reader client.Reader
 	// DNS looks hostnames up: the TXT records that prove a tenant owns a
 	// hostname, and where the hostname points. Required. With no
 	// EdgeAddresses, DNSReady is Unknown: whether a hostname points at the
@@ -131,10 +138,11 @@ type Reconciler struct {
 // SetupWithManager registers the reconciler. It watches Routes (a change
 // to one wakes every Route whose hostname overlaps its own, so that the
 // next oldest takes over a deleted one's), Apps (a Route is admitted once its App
-// exists) and Secrets (spec.tls.secretName).
+// exists) and the metadata of Secrets (spec.tls.secretName: a change of a
+// Secret's data changes its resourceVersion, so it is seen too).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil {
-		return errors.New("route reconciler: Client is nil")
+	if r.Client == nil || r.Reader == nil {
+		return errors.New("route reconciler: Client and Reader are required")
 	}
 	if r.DNS == nil {
 		return errors.New("route reconciler: DNS is nil: hostnames are proved by DNS TXT records")
@@ -169,7 +177,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&platformv1alpha1.Route{}).
 		Watches(&platformv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.overlapping)).
 		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(appIndex))).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(secretIndex))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesOf(secretIndex)), builder.OnlyMetadata).
 		Complete(r)
 }
 
@@ -608,7 +616,7 @@ func (r *Reconciler) observeCertificate(ctx context.Context, s *scope) error {
 func (r *Reconciler) observeSecret(ctx context.Context, s *scope) error {
 	name := s.route.Spec.TLS.SecretName
 	sec := &corev1.Secret{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.route.Namespace, Name: name}, sec)
+	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: s.route.Namespace, Name: name}, sec)
 	switch {
 	case apierrors.IsNotFound(err):
 		s.secretProblem = fmt.Sprintf("Secret %q not found: create a kubernetes.io/tls Secret with tls.crt and tls.key", name)

@@ -12,8 +12,9 @@
 // WaitClusterHealthy, WaitWorker, WaitLocalStandby, WorkloadClient,
 // ServedFrom), and the waiting and capturing every test needs:
 // Eventually polls a condition, which says why it does not hold yet, until
-// a deadline (HasCondition and LastLine help it say so), and SyncBuffer
-// collects the output of concurrent writers.
+// a deadline (HasCondition and LastLine help it say so), SyncBuffer
+// collects the output of concurrent writers, and SecretLists records a
+// controller manager's lists and watches of Secrets with their data.
 //
 // Only tests and test helpers import it: a package under internal/ from
 // its _test.go files.

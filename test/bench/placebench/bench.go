@@ -191,7 +191,7 @@ func measure(ctx context.Context, o options, cfg *rest.Config, seed ctrl.Client,
 		return res, fmt.Errorf("creating the scheduler client: %w", err)
 	}
 	placer := &countingPlacer{Placer: app.SchedulerPlacer{Client: pc}}
-	r := &app.Reconciler{Client: mgr.GetClient(), Placer: placer, PollPlacements: poll}
+	r := &app.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Placer: placer, PollPlacements: poll}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return res, err
 	}

@@ -144,10 +144,10 @@ func Setup(mgr ctrl.Manager, deps Deps) error {
 		}
 	}
 	if h := deps.LocalFleet; h != nil {
-		if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {
+		if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Host: h}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", localinfra.ClusterControllerName, err)
 		}
-		if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Host: h}).SetupWithManager(mgr); err != nil {
+		if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Host: h}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %s: %w", localinfra.MachineControllerName, err)
 		}
 	}

@@ -1,9 +1,11 @@
 package localinfra
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,14 +34,19 @@ const resync = 15 * time.Second
 
 // ClusterReconciler reconciles LocalClusters.
 type ClusterReconciler struct {
+	// Client reads and writes the provider's and Cluster API's objects
+	// (cached); it reads no Secret.
 	Client client.Client
+	// Reader reads the etcd Secrets the reconciler writes: the manager's
+	// API reader, uncached, so that the manager's cache holds no Secret.
+	Reader client.Reader
 	Host   *localfleet.Host
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil || r.Host == nil {
-		return errors.New("localcluster reconciler: Client and Host are required")
+	if r.Client == nil || r.Reader == nil || r.Host == nil {
+		return errors.New("localcluster reconciler: Client, Reader and Host are required")
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named(ClusterControllerName).
 		For(&infrav1.LocalCluster{}).
@@ -118,20 +125,34 @@ func (r *ClusterReconciler) ensureEtcdSecrets(ctx context.Context, lc *infrav1.L
 		etcdCASecret(cluster):     {"tls.crt": c.Etcd().CACertPEM()},
 		etcdClientSecret(cluster): {"tls.crt": certPEM, "tls.key": keyPEM},
 	} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: lc.Namespace}}
-		_, err := controllerutil.CreateOrUpdate(ctx, r.Client, s, func() error {
-			if s.Labels == nil {
-				s.Labels = map[string]string{}
-			}
-			s.Labels[clusterv1.ClusterNameLabel] = cluster
-			s.Data = data
-			return nil
-		})
-		if err != nil {
+		if err := r.writeSecret(ctx, lc.Namespace, name, cluster, data); err != nil {
 			return fmt.Errorf("writing Secret %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// writeSecret creates the Secret ns/name of cluster with data, or updates
+// it when its label or data differ; it is read with Reader.
+func (r *ClusterReconciler) writeSecret(ctx context.Context, ns, name, cluster string, data map[string][]byte) error {
+	s := &corev1.Secret{}
+	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	if apierrors.IsNotFound(err) {
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}}, Data: data}
+		return r.Client.Create(ctx, s)
+	}
+	if err != nil {
+		return err
+	}
+	if s.Labels[clusterv1.ClusterNameLabel] == cluster && maps.EqualFunc(s.Data, data, bytes.Equal) {
+		return nil
+	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels[clusterv1.ClusterNameLabel] = cluster
+	s.Data = data
+	return r.Client.Update(ctx, s)
 }
 
 // delete stops the cluster's processes, removes its files and the etcd

@@ -32,12 +32,22 @@ import (
 // roll it to the next Kubernetes version with maxSurge 0: each machine is
 // a real kube-apiserver, kube-controller-manager and kube-scheduler,
 // replaced one at a time, never more than three.
+// noSecretLists fails t when the provider's manager listed or watched
+// Secrets with their data: its cache must hold none (the clusters' keys,
+// the tenants' values), it reads the Secrets it needs uncached.
+func noSecretLists(t *testing.T, f *localinfratest.Fleet) {
+	if reqs := f.SecretLists.Requests(); len(reqs) > 0 {
+		t.Errorf("the manager listed or watched Secrets with their data, so its cache holds them: %v", reqs)
+	}
+}
+
 func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
 	t.Parallel() // on a management cluster and a local cluster of its own
 	// The two newest pinned versions: the ones make test builds.
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]
 	f := localinfratest.Start(t, localinfratest.Options{Version: to})
+	t.Cleanup(func() { noSecretLists(t, f) })
 	const ns, name = "default", "local-1"
 	ctx := context.Background()
 	f.CreateCluster(t, localinfra.ClusterOptions{Namespace: ns, Name: name, Version: from, ControlPlaneReplicas: 3})

@@ -39,7 +39,13 @@ var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.i
 
 // MachineReconciler reconciles LocalMachines.
 type MachineReconciler struct {
+	// Client reads and writes the provider's and Cluster API's objects
+	// (cached); it reads no Secret.
 	Client client.Client
+	// Reader reads the cluster's CA and the machines' bootstrap data
+	// Secrets: the manager's API reader, uncached, so that the manager's
+	// cache holds no Secret.
+	Reader client.Reader
 	Host   *localfleet.Host
 	// MaxConcurrentReconciles bounds how many machines start or stop at
 	// once; zero means 4.
@@ -49,8 +55,8 @@ type MachineReconciler struct {
 // SetupWithManager registers the reconciler. Besides LocalMachines it
 // watches Machines, whose bootstrap data and deletion it acts on.
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil || r.Host == nil {
-		return errors.New("localmachine reconciler: Client and Host are required")
+	if r.Client == nil || r.Reader == nil || r.Host == nil {
+		return errors.New("localmachine reconciler: Client, Reader and Host are required")
 	}
 	n := r.MaxConcurrentReconciles
 	if n == 0 {
@@ -211,7 +217,7 @@ func (r *MachineReconciler) reconcileWorker(ctx context.Context, lm *infrav1.Loc
 func (r *MachineReconciler) clusterCA(ctx context.Context, cluster *clusterv1.Cluster) (*pki.KeyPair, error) {
 	s := &corev1.Secret{}
 	name := cluster.Name + "-ca"
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: name}, s); err != nil {
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: name}, s); err != nil {
 		return nil, fmt.Errorf("reading the cluster CA Secret %s: %w", name, err)
 	}
 	ca, err := pki.ParseKeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
@@ -262,7 +268,7 @@ func (r *MachineReconciler) cluster(ctx context.Context, cluster *clusterv1.Clus
 // bootstrapData reads the Machine's bootstrap data Secret.
 func (r *MachineReconciler) bootstrapData(ctx context.Context, ns, name string) ([]byte, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
 		return nil, fmt.Errorf("reading bootstrap data Secret %s: %w", name, err)
 	}
 	if f := string(s.Data["format"]); f != "" && f != "cloud-config" {

@@ -83,6 +83,7 @@ func TestMachineDeploymentRunsWorkers(t *testing.T) {
 			Workloads: workerhook.SecretWorkloads(mgr.GetAPIReader()),
 		}).SetupWithManager(mgr)
 	}})
+	t.Cleanup(func() { noSecretLists(t, f) })
 	const ns, name = "default", "workers-1"
 	ctx := context.Background()
 	start := time.Now()

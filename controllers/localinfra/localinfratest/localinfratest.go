@@ -69,6 +69,10 @@ type Fleet struct {
 	Host   *localfleet.Host
 	// Dir holds the managers' files (capi/) and the clusters' (fleet/).
 	Dir string
+	// SecretLists records the lists and watches of Secrets with their
+	// data that the manager of the local provider (and of Setup's
+	// controllers) made: none, when its cache holds no Secret.
+	SecretLists *platformtest.SecretLists
 }
 
 // Scheme returns a scheme with what the fleet's controllers read.
@@ -125,15 +129,18 @@ func Start(t *testing.T, opts Options) *Fleet {
 		t.Fatal(err)
 	}
 	scheme := Scheme()
-	mgr, err := ctrl.NewManager(mgmt.RESTConfig(), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+	lists := &platformtest.SecretLists{}
+	mgrCfg := rest.CopyConfig(mgmt.RESTConfig())
+	mgrCfg.Wrap(lists.Wrap)
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Host: host}).SetupWithManager(mgr); err != nil {
+	if err := (&localinfra.ClusterReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Host: host}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Host: host}).SetupWithManager(mgr); err != nil {
+	if err := (&localinfra.MachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Host: host}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if opts.Setup != nil {
@@ -149,7 +156,7 @@ func Start(t *testing.T, opts Options) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Fleet{Client: c, Mgmt: mgmt, Host: host, Dir: dir}
+	return &Fleet{Client: c, Mgmt: mgmt, Host: host, Dir: dir, SecretLists: lists}
 }
 
 // CreateCluster creates the objects of a local cluster in a free address

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -15,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"bex.co/bex/internal/runtime/placed"
 )
 
 // runtimeKeySource returns the source that brings back the Apps placed on
@@ -62,8 +63,8 @@ func (r *Reconciler) runtimeKeySource(mgr ctrl.Manager) (source.Source, error) {
 func runtimeKeysChanged(old, now *corev1.Secret) []string {
 	var clusters []string
 	for key, value := range now.Data {
-		_, name, ok := strings.Cut(key, ".")
-		if !ok || name == "" || len(value) == 0 {
+		_, name, ok := placed.ParseRuntimeKubeconfigKey(key)
+		if !ok || len(value) == 0 {
 			continue
 		}
 		if old != nil && bytes.Equal(old.Data[key], value) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,14 @@ type KubeOptions struct {
 // NAMESPACE.NAME. A namespace's name holds no dot, so the key names one
 // cluster; it is a valid Secret key while it is at most 253 characters.
 func RuntimeKubeconfigKey(namespace, name string) string { return namespace + "." + name }
+
+// ParseRuntimeKubeconfigKey returns the namespace and name of the cluster a
+// key of the runtime kubeconfigs Secret names (RuntimeKubeconfigKey); ok
+// is false for a key no cluster has.
+func ParseRuntimeKubeconfigKey(key string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(key, ".")
+	return namespace, name, ok && namespace != "" && name != ""
+}
 
 // KubeClusters are the Cluster API clusters of a management cluster, each
 // run by a kube driver made from its <cluster>-kubeconfig Secret with the

@@ -30,17 +30,19 @@ import (
 	"bex.co/bex/cmd/internal/command"
 )
 
-// TestPublish builds bex-edge (minimal base) and bex-git (on a toolchain
-// base the test pushes) for linux/amd64 through the command line, then
-// pulls what the chart would run for the same registry and tag.
+// TestPublish builds bex-edge (minimal base) and bex-build-agent (on a
+// toolchain base the test pushes) for linux/amd64 through the command
+// line, then pulls what the chart would run for the same registry and tag.
+// bex-build-agent stands for the toolchain base's components: bex-git is
+// laid the same way, and compiling it would double the test's time.
 func TestPublish(t *testing.T) {
 	host := startRegistry(t)
-	base := pushToolchainBase(t, host)
+	base := pushToolchainBase(t, host, "amd64")
 	prefix := host + "/bex"
 
 	revision := gitHead(t, moduleRoot(t))
 	out, progress, err := run(t, "--registry", prefix, "--tag", "t1", "--platform", "linux/amd64",
-		"--components", "bex-edge,bex-git", "--toolchain-base", base.ref)
+		"--components", "bex-edge,bex-build-agent", "--toolchain-base", base.ref)
 	if err != nil {
 		t.Fatalf("bex-images: %v\n%s", err, progress)
 	}
@@ -56,7 +58,7 @@ func TestPublish(t *testing.T) {
 	if len(chart.Sources) == 0 {
 		t.Fatal("Chart.yaml names no source")
 	}
-	for _, component := range []string{"bex-edge", "bex-git"} {
+	for _, component := range []string{"bex-edge", "bex-build-agent"} {
 		ref := chartImage(t, prefix, component, "t1")
 		img, err := remote.Image(ref)
 		if err != nil {
@@ -119,40 +121,28 @@ func TestPublish(t *testing.T) {
 			if _, ok := files["/usr/bin/git"]; ok {
 				t.Error("bex-edge: has the toolchain base's /usr/bin/git")
 			}
-		case "bex-git":
-			layers, err := img.Layers()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(layers) != len(base.layers)+1 {
-				t.Fatalf("bex-git: %d layers, want the base's %d and the binary's", len(layers), len(base.layers))
-			}
-			for i, l := range base.layers {
-				if got := digest(t, layers[i]); got != l {
-					t.Errorf("bex-git: layer %d is %s, want the base's %s", i, got, l)
-				}
-			}
-			if string(files["/usr/bin/git"]) != gitScript {
-				t.Errorf("bex-git: /usr/bin/git is %q, want the base's", files["/usr/bin/git"])
-			}
+		case "bex-build-agent":
+			checkOnBase(t, img, files, base, "amd64")
 			if !slices.Contains(cf.Config.Env, "PATH=/usr/local/bin:/usr/bin:/bin") {
-				t.Errorf("bex-git: env %q lost the base's PATH", cf.Config.Env)
+				t.Errorf("bex-build-agent: env %q lost the base's PATH", cf.Config.Env)
 			}
 		}
 	}
 }
 
-// TestPublishMultiPlatform builds bex-edge for two platforms: one index,
-// each entry the right binary.
+// TestPublishMultiPlatform builds bex-build-agent for two platforms on a
+// toolchain base that is an index of both: one index, each entry the right
+// binary laid on the base's image for its platform.
 func TestPublishMultiPlatform(t *testing.T) {
 	host := startRegistry(t)
+	base := pushToolchainBase(t, host, "amd64", "arm64")
 	prefix := host + "/bex"
 	out, progress, err := run(t, "--registry", prefix, "--tag", "multi", "--platform", "linux/amd64,linux/arm64",
-		"--components", "bex-edge")
+		"--components", "bex-build-agent", "--toolchain-base", base.ref)
 	if err != nil {
 		t.Fatalf("bex-images: %v\n%s", err, progress)
 	}
-	ref := chartImage(t, prefix, "bex-edge", "multi")
+	ref := chartImage(t, prefix, "bex-build-agent", "multi")
 	idx, err := remote.Index(ref)
 	if err != nil {
 		t.Fatalf("pulling the index %s: %v", ref, err)
@@ -169,11 +159,13 @@ func TestPublishMultiPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	const bin = "/usr/local/bin/bex-build-agent"
 	var got []string
 	for _, m := range im.Manifests {
 		if m.Platform == nil {
 			t.Fatalf("index entry %s has no platform", m.Digest)
 		}
+		arch := m.Platform.Architecture
 		got = append(got, m.Platform.String())
 		img, err := idx.Image(m.Digest)
 		if err != nil {
@@ -183,11 +175,12 @@ func TestPublishMultiPlatform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cf.Architecture != m.Platform.Architecture {
+		if cf.Architecture != arch {
 			t.Errorf("entry %s: config architecture %s", m.Platform, cf.Architecture)
 		}
-		files := flatten(t, img, "/usr/local/bin/bex-edge")
-		checkBinary(t, files["/usr/local/bin/bex-edge"], "bex-edge", want[m.Platform.Architecture], m.Platform.Architecture)
+		files := flatten(t, img, bin, "/usr/bin/git")
+		checkBinary(t, files[bin], "bex-build-agent", want[arch], arch)
+		checkOnBase(t, img, files, base, arch)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"linux/amd64", "linux/arm64"}) {
@@ -271,62 +264,101 @@ func mustRegistry(t *testing.T, host string) name.Registry {
 	return r
 }
 
-const gitScript = "#!/bin/sh\necho 'git version 2.99.0 (test toolchain)'\n"
-
-type toolchainBase struct {
-	ref    string
-	layers []v1.Hash
+// gitScript is the /usr/bin/git of the toolchain base for arch: each
+// platform's base has a layer of its own.
+func gitScript(arch string) string {
+	return "#!/bin/sh\necho 'git version 2.99.0 (test toolchain, " + arch + ")'\n"
 }
 
-// pushToolchainBase pushes a linux/amd64 image with /usr/bin/git (a shell
-// script), a PATH and a source label of its own.
-func pushToolchainBase(t *testing.T, host string) toolchainBase {
+type toolchainBase struct {
+	ref string
+	// layers are the layers of the base's image for each architecture.
+	layers map[string][]v1.Hash
+}
+
+// pushToolchainBase pushes a toolchain base for linux and each of archs: an
+// image with /usr/bin/git (a shell script, gitScript), a PATH and a source
+// label of its own; an index of those images for more than one arch.
+func pushToolchainBase(t *testing.T, host string, archs ...string) toolchainBase {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range []*tar.Header{
-		{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "usr/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "usr/bin/git", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(gitScript))},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
+	base := toolchainBase{ref: host + "/toolchain:test", layers: map[string][]v1.Hash{}}
+	var adds []mutate.IndexAddendum
+	var img v1.Image
+	for _, arch := range archs {
+		script := gitScript(arch)
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range []*tar.Header{
+			{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755},
+			{Name: "usr/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+			{Name: "usr/bin/git", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
+		} {
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := io.WriteString(tw, script); err != nil {
 			t.Fatal(err)
 		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.AppendLayers(empty.Image, layer); err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf.OS, cf.Architecture = "linux", arch
+		cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		cf.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://example.com/toolchain"}
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		base.layers[arch] = []v1.Hash{digest(t, layer)}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
 	}
-	if _, err := io.WriteString(tw, gitScript); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	r, err := name.ParseReference(base.ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	if len(archs) == 1 {
+		err = remote.Write(r, img)
+	} else {
+		err = remote.WriteIndex(r, mutate.AppendManifests(empty.Index, adds...))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := img.ConfigFile()
+	return base
+}
+
+// checkOnBase: img is the toolchain base's image for arch with one layer
+// more, and files (its flattened /usr/bin/git) hold that base's git.
+func checkOnBase(t *testing.T, img v1.Image, files map[string][]byte, base toolchainBase, arch string) {
+	t.Helper()
+	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	cf.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://example.com/toolchain"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
+	want := base.layers[arch]
+	if len(layers) != len(want)+1 {
+		t.Fatalf("%s: %d layers, want the base's %d and the binary's", arch, len(layers), len(want))
 	}
-	ref := host + "/toolchain:test"
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
+	for i, l := range want {
+		if got := digest(t, layers[i]); got != l {
+			t.Errorf("%s: layer %d is %s, want the base's %s", arch, i, got, l)
+		}
 	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
+	if got := string(files["/usr/bin/git"]); got != gitScript(arch) {
+		t.Errorf("%s: /usr/bin/git is %q, want the %s base's", arch, got, arch)
 	}
-	return toolchainBase{ref: ref, layers: []v1.Hash{digest(t, layer)}}
 }
 
 func digest(t *testing.T, l v1.Layer) v1.Hash {
@@ -349,16 +381,24 @@ func chartImage(t *testing.T, prefix, component, tag string) name.Reference {
 		"bex-apiserver":          "apiserver",
 		"bex-web":                "web",
 		"bex-git":                "gitReceiver",
+		"bex-build-agent":        "gitReceiver.builds",
 		"bex-edge":               "edge",
 	}[component]
-	var values map[string]json.RawMessage
-	readYAML(t, "deploy/chart/bex/values.yaml", &values)
+	var raw json.RawMessage
+	readYAML(t, "deploy/chart/bex/values.yaml", &raw)
+	for part := range strings.SplitSeq(key, ".") {
+		var values map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &values); err != nil {
+			t.Fatalf("values.yaml: %s: %v", key, err)
+		}
+		raw = values[part]
+	}
 	var section struct {
 		Image struct {
 			Repository string `json:"repository"`
 		} `json:"image"`
 	}
-	if err := json.Unmarshal(values[key], &section); err != nil {
+	if err := json.Unmarshal(raw, &section); err != nil {
 		t.Fatalf("values.yaml: %s: %v", key, err)
 	}
 	repo := section.Image.Repository

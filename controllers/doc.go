@@ -10,6 +10,9 @@
 // LocalFleetNames those the local fleet adds. The commands that run the manager are
 // cmd/bex-controller-manager/app and cmd/bex-embedded/app.
 //
+// Beside them sit what they share: scheme, and privatecache, the caches
+// of their own in which they watch a few Secrets each.
+//
 // Reconcilers are level-based: they read the world, compute, and write, and
 // report what a user must see in the object's conditions.
 package controllers

@@ -9,35 +9,22 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"bex.co/bex/controllers/privatecache"
 	"bex.co/bex/internal/runtime/placed"
 )
 
 // runtimeKeySource returns the source that brings back the Apps placed on
 // a cluster as soon as its key of RuntimeSecret is written or changes
 // (runtimeKeysChanged), and adds to mgr the cache it is read from. That
-// cache is the reconciler's own, not the manager's: it holds RuntimeSecret
-// alone (a field selector on its name, in its namespace).
+// cache is the reconciler's own, not the manager's (privatecache): it
+// holds RuntimeSecret alone (a field selector on its name, in its
+// namespace), so that the manager's cache holds no Secret's data.
 func (r *Reconciler) runtimeKeySource(mgr ctrl.Manager) (source.Source, error) {
-	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:           mgr.GetHTTPClient(),
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultNamespaces:    map[string]cache.Config{r.RuntimeSecret.Namespace: {}},
-		DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", r.RuntimeSecret.Name),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the runtime secret cache: %w", err)
-	}
-	if err := mgr.Add(secrets); err != nil {
-		return nil, fmt.Errorf("adding the runtime secret cache: %w", err)
-	}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	enqueue := func(ctx context.Context, clusters []string, q queue) {
 		for _, c := range clusters {
@@ -46,14 +33,21 @@ func (r *Reconciler) runtimeKeySource(mgr ctrl.Manager) (source.Source, error) {
 			}
 		}
 	}
-	return source.Kind(secrets, &corev1.Secret{}, handler.TypedFuncs[*corev1.Secret, reconcile.Request]{
+	src, err := privatecache.Kind(mgr, privatecache.Selector{
+		Namespace: r.RuntimeSecret.Namespace,
+		Fields:    fields.OneTermEqualSelector("metadata.name", r.RuntimeSecret.Name),
+	}, &corev1.Secret{}, handler.TypedFuncs[*corev1.Secret, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*corev1.Secret], q queue) {
 			enqueue(ctx, runtimeKeysChanged(nil, e.Object), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Secret], q queue) {
 			enqueue(ctx, runtimeKeysChanged(e.ObjectOld, e.ObjectNew), q)
 		},
-	}), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching the runtime secret: %w", err)
+	}
+	return src, nil
 }
 
 // runtimeKeysChanged returns the names of the clusters whose key of the

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -19,6 +18,7 @@ import (
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/runtime/placed"
+	"bex.co/bex/test/platformtest"
 )
 
 // clusterReleases runs each App on the driver placed.KubeClusters makes
@@ -69,24 +69,10 @@ func TestAppWaitsForItsRuntimeKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const tenant = "tenant-key"
-	for _, ns := range []string{"fleet", "bex", tenant} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The cluster's apiserver is the management one.
-	if err := c.Create(ctx, &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "w1"},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "w1"},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: "w1"},
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bex", Name: "bex-runtime-kubeconfigs"}}
-	if err := c.Create(ctx, secret); err != nil {
+	secret := platformtest.CreateRuntimeFleet(ctx, t, c, nil, "w1")
+	const tenant = "tenant-key"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}); err != nil {
 		t.Fatal(err)
 	}
 	clusters, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, RuntimeSecret: client.ObjectKeyFromObject(secret)})

@@ -99,7 +99,7 @@ func TestRuntimeCredentialsInAManager(t *testing.T) {
 		})
 	}
 
-	w1 := newCluster(ctx, t, m, "w1")
+	w1 := platformtest.CreateCluster(ctx, t, m, "fleet", "w1")
 	waitLookedAt("w1")
 	if err := m.Create(ctx, kubeconfigSecret("w1", true)); err != nil {
 		t.Fatal(err)
@@ -133,13 +133,13 @@ func TestRuntimeCredentialsInAManager(t *testing.T) {
 	// w2's Secret, without Cluster API's label, is created before w3's,
 	// which has it: were w2's watched, its event would come first and the
 	// one worker would write w2's key before w3's.
-	newCluster(ctx, t, m, "w2")
+	platformtest.CreateCluster(ctx, t, m, "fleet", "w2")
 	waitLookedAt("w2")
 	w2Secret := kubeconfigSecret("w2", false)
 	if err := m.Create(ctx, w2Secret); err != nil {
 		t.Fatal(err)
 	}
-	newCluster(ctx, t, m, "w3")
+	platformtest.CreateCluster(ctx, t, m, "fleet", "w3")
 	waitLookedAt("w3")
 	if err := m.Create(ctx, kubeconfigSecret("w3", true)); err != nil {
 		t.Fatal(err)

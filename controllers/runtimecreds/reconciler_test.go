@@ -29,6 +29,7 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/placed"
+	"bex.co/bex/test/platformtest"
 )
 
 // startFleet starts a management apiserver with the platform's and
@@ -75,7 +76,7 @@ func TestRuntimeCredentials(t *testing.T) {
 	if err := m.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}); err != nil {
 		t.Fatal(err)
 	}
-	w1 := newCluster(ctx, t, m, "w1")
+	w1 := platformtest.CreateCluster(ctx, t, m, "fleet", "w1")
 	adminKubeconfig, err := os.ReadFile(work.KubeconfigPath())
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestRuntimeCredentials(t *testing.T) {
 
 	// A key that would pass the Secret's limit is refused, and the
 	// Secret stays as it was.
-	newCluster(ctx, t, m, "big")
+	platformtest.CreateCluster(ctx, t, m, "fleet", "big")
 	var s corev1.Secret
 	if err := m.Get(ctx, secret, &s); err != nil {
 		t.Fatal(err)
@@ -248,19 +249,4 @@ func TestRuntimeCredentials(t *testing.T) {
 			t.Fatalf("the deleted cluster's driver: %v, want ErrNoCluster", err)
 		}
 	}
-}
-
-func newCluster(ctx context.Context, t *testing.T, c client.Client, name string) *clusterv1.Cluster {
-	t.Helper()
-	cl := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: name},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: name},
-		},
-	}
-	if err := c.Create(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }

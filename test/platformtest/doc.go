@@ -7,7 +7,9 @@
 // the platform's edge (AppClient, GetApp), a Node app and the git commands
 // to push it (WriteNodeApp, Git), a controller-runtime client (Client), the
 // status Cluster API's KubeadmControlPlane controller would write
-// (WriteControlPlaneStatus), the steps of a test on make run's local fleet
+// (WriteControlPlaneStatus), a Cluster API Cluster nothing acts on
+// (CreateCluster) and the fleet the runtime kubeconfigs' tests start from
+// (CreateRuntimeFleet), the steps of a test on make run's local fleet
 // (CreateLocalCluster under the machine-wide LockBlocks, WaitFleetReady,
 // WaitClusterHealthy, WaitWorker, WaitLocalStandby, WorkloadClient,
 // ServedFrom), and the waiting and capturing every test needs:

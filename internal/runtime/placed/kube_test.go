@@ -66,16 +66,7 @@ func TestKubeClustersWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "w1"},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "w1"},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: "w1"},
-		},
-	}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	cluster := platformtest.CreateCluster(ctx, t, c, "fleet", "w1")
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "w1-kubeconfig"},
 		Data:       map[string][]byte{placed.KubeconfigKey: kubeconfig},
@@ -192,29 +183,8 @@ func TestKubeClustersRuntimeSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c, kubeconfig := startManagement(ctx, t)
-	for _, ns := range []string{"fleet", "bex"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"w1", "w2"} {
-		if err := c.Create(ctx, &clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name},
-			Spec: clusterv1.ClusterSpec{
-				ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: name},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: name},
-			},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "bex", Name: "bex-runtime-kubeconfigs"},
-		Data:       map[string][]byte{placed.RuntimeKubeconfigKey("fleet", "w1"): kubeconfig},
-	}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	w1Key := map[string][]byte{placed.RuntimeKubeconfigKey("fleet", "w1"): kubeconfig}
+	secret := platformtest.CreateRuntimeFleet(ctx, t, c, w1Key, "w1", "w2")
 	recheck := 100 * time.Millisecond
 	k, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, RuntimeSecret: client.ObjectKeyFromObject(secret), Recheck: recheck})
 	if err != nil {
@@ -255,24 +225,7 @@ func TestKubeClustersRuntimeKeyComesLater(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c, kubeconfig := startManagement(ctx, t)
-	for _, ns := range []string{"fleet", "bex"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Create(ctx, &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "w1"},
-		Spec: clusterv1.ClusterSpec{
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "w1"},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.bex.co", Kind: "LocalCluster", Name: "w1"},
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "bex", Name: "bex-runtime-kubeconfigs"}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	secret := platformtest.CreateRuntimeFleet(ctx, t, c, nil, "w1")
 	k, err := placed.NewKubeClusters(ctx, placed.KubeOptions{Client: c, RuntimeSecret: client.ObjectKeyFromObject(secret), Recheck: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,16 @@ package app_test
 
 import (
 	"context"
+	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -81,7 +84,10 @@ func TestAppWaitsForItsRuntimeKey(t *testing.T) {
 	}
 	defer clusters.Close()
 	releases := &clusterReleases{clusters: clusters}
-	startReconciler(ctx, t, cp.RESTConfig(), &app.Reconciler{
+	cfg := rest.CopyConfig(cp.RESTConfig())
+	var secretLists platformtest.SecretLists
+	cfg.Wrap(secretLists.Wrap)
+	startReconciler(ctx, t, cfg, &app.Reconciler{
 		Releases: releases, Placer: onePlacer{cluster: "w1"}, PollPlacements: true,
 		Resync: 10 * time.Minute, PlacementResync: 10 * time.Minute,
 		RuntimeSecret: client.ObjectKeyFromObject(secret),
@@ -106,4 +112,18 @@ func TestAppWaitsForItsRuntimeKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, c, a, platformv1alpha1.AppHealthyReason, "1 web instance running")
+
+	// The Secrets the reconciler lists or watches with their data are the
+	// runtime Secret alone: its cache holds no other Secret of bex.
+	want := "/api/v1/namespaces/" + secret.Namespace + "/secrets?"
+	selector := "fieldSelector=" + url.QueryEscape("metadata.name="+secret.Name)
+	reqs := secretLists.Requests()
+	if len(reqs) == 0 {
+		t.Error("the reconciler never listed the runtime Secret")
+	}
+	for _, r := range reqs {
+		if !strings.Contains(r, want) || !strings.Contains(r, selector) {
+			t.Errorf("the reconciler read Secrets with their data beyond the runtime Secret: %s", r)
+		}
+	}
 }

@@ -82,8 +82,11 @@ var commands = map[string]command{
 	},
 	"bex-apiserver": {
 		flags: func(fs *pflag.FlagSet) func() error {
-			apiserver.NewOptions().AddFlags(fs)
-			return nil
+			o := apiserver.NewOptions()
+			o.AddFlags(fs)
+			// Complete parses --local-cluster; Validate wants the
+			// serving files the Pod mounts.
+			return o.Complete
 		},
 		serves: map[string][]string{"secure-port": {"/livez", "/readyz"}},
 	},
@@ -102,15 +105,29 @@ func TestChartCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	helm := helmTool(ctx, t)
-	for _, values := range []string{"", "values-production.yaml", "values-production.yaml+followPlacement"} {
+	for _, values := range []string{"", "values-production.yaml", "values-production.yaml+followPlacement", "values-production.yaml+followPlacement+localCluster"} {
 		args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion}
 		name := "defaults"
+		// wantArgs: per binary, args its container must have.
+		wantArgs := map[string][]string{}
 		if values != "" {
 			name = values
-			file, follow := strings.CutSuffix(values, "+followPlacement")
+			file, local := strings.CutSuffix(values, "+localCluster")
+			file, follow := strings.CutSuffix(file, "+followPlacement")
 			args = append(args, "-f", filepath.Join(chartDir, file))
 			if follow {
 				args = append(args, "--set", "followPlacement.enabled=true")
+			}
+			if local {
+				// The management cluster runs the apps: no other
+				// workload cluster.
+				args = append(args, "--set", "workloadCluster.kubeconfigSecret=", "--set", "followPlacement.localCluster.name=main",
+					"--set", "followPlacement.localCluster.capacity=cpu=8\\,memory=32Gi\\,pods=110",
+					"--set", "followPlacement.localCluster.standby=true")
+				for _, bin := range []string{"bex-controller-manager", "bex-web", "bex-git", "bex-edge"} {
+					wantArgs[bin] = []string{"--workload-cluster=main"}
+				}
+				wantArgs["bex-apiserver"] = []string{"--local-cluster=main:cpu=8,memory=32Gi,pods=110,standby"}
 			}
 		}
 		out, err := runHelm(ctx, helm, args...)
@@ -151,6 +168,11 @@ func TestChartCommands(t *testing.T) {
 				seen[repo] = true
 				where := fmt.Sprintf("%s: %s/%s", name, o.GetName(), c.Name)
 				checkContainer(t, where, cmd, c, values != "")
+				for _, a := range wantArgs[repo] {
+					if !slices.Contains(c.Args, a) {
+						t.Errorf("%s: args %q lack %s", where, c.Args, a)
+					}
+				}
 				if values != "" && slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--registry=") }) {
 					checkRegistryCredentials(t, where, pod.Spec, c, "bex-registry")
 				}
@@ -162,6 +184,40 @@ func TestChartCommands(t *testing.T) {
 				t.Errorf("%s: no container runs %s", name, repo)
 			}
 		}
+	}
+}
+
+// TestChartRefusesLocalClusterMisuse: followPlacement.localCluster needs
+// its capacity, and cannot name this cluster while workloadCluster sends
+// its apps to another one; helm says which value to change.
+func TestChartRefusesLocalClusterMisuse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	helm := helmTool(ctx, t)
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"no capacity", []string{"workloadCluster.kubeconfigSecret=", "followPlacement.localCluster.name=main"}, "followPlacement.localCluster.capacity is required"},
+		{"another workload cluster", []string{"followPlacement.localCluster.name=main",
+			"followPlacement.localCluster.capacity=cpu=8\\,memory=32Gi\\,pods=110", "workloadCluster.kubeconfigSecret=eu-1-kubeconfig"},
+			"leave one of them empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"template", "bex", chartDir, "--namespace", releaseNamespace, "--kube-version", kubebin.DefaultKubeVersion,
+				"-f", filepath.Join(chartDir, "values-production.yaml"), "--set", "followPlacement.enabled=true"}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := runHelm(ctx, helm, args...)
+			if err == nil {
+				t.Fatalf("helm template accepted %q", tc.set)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("helm template %q: %v, want it to say %q:\n%s", tc.set, err, tc.want, out)
+			}
+		})
 	}
 }
 

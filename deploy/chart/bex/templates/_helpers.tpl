@@ -142,6 +142,22 @@ imagePullSecrets:
 {{- with .fleetNamespace }}
 - --fleet-namespace={{ . }}
 {{- end }}
+{{- with .localCluster.name }}
+{{- if $.Values.workloadCluster.kubeconfigSecret }}
+{{- fail "followPlacement.localCluster.name makes this cluster one of the fleet, but workloadCluster.kubeconfigSecret sends its apps to another cluster, which this chart's edge does not route to: leave one of them empty" }}
+{{- end }}
+- --workload-cluster={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* bex.localClusterArg: bex-apiserver's --local-cluster for this cluster
+   when followPlacement.localCluster names it. */}}
+{{- define "bex.localClusterArg" -}}
+{{- with .Values.followPlacement }}
+{{- if and .enabled .localCluster.name }}
+- --local-cluster={{ .localCluster.name }}:{{ required "followPlacement.localCluster.capacity is required with its name: what apps may use of this cluster, cpu=…,memory=…,pods=…" .localCluster.capacity }}{{ if .localCluster.standby }},standby{{ end }}
 {{- end }}
 {{- end }}
 {{- end -}}

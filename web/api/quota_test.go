@@ -258,15 +258,7 @@ func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("after cpu null, memory default, apps 12: %+v, %+v", q.Quotas, q.Overrides)
 	}
 
-	countAudit := func() int {
-		n := 0
-		for _, entry := range auditActions(t, e, "") {
-			if entry.Action == "tenant.quota" && entry.Target == "patchq" {
-				n++
-			}
-		}
-		return n
-	}
+	countAudit := func() int { t.Helper(); return quotaAudits(t, e, "patchq") }
 	before, audited := stored(), countAudit()
 	for _, tc := range []struct {
 		name   string
@@ -346,15 +338,7 @@ func testQuotaPatchExpect(t *testing.T, cp *controlplane.ControlPlane) {
 		}
 		return p
 	}
-	countAudit := func() int {
-		n := 0
-		for _, entry := range auditActions(t, e, "") {
-			if entry.Action == "tenant.quota" && entry.Target == "expectq" {
-				n++
-			}
-		}
-		return n
-	}
+	countAudit := func() int { t.Helper(); return quotaAudits(t, e, "expectq") }
 	// Key, value, expected ("-": none).
 	if _, err := ops.PatchTenantQuota(ctx, "expectq", patch("apps", "10", "default", "memory", "64Gi", "default")); err != nil {
 		t.Fatalf("patching a tenant with the defaults, expecting them: %v", err)
@@ -422,4 +406,16 @@ func storedOverrides(t *testing.T, e *apitest.Env, tenantID string) string {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// quotaAudits counts the tenant.quota audit entries of the tenant.
+func quotaAudits(t *testing.T, e *apitest.Env, tenant string) int {
+	t.Helper()
+	n := 0
+	for _, entry := range auditActions(t, e, "") {
+		if entry.Action == "tenant.quota" && entry.Target == tenant {
+			n++
+		}
+	}
+	return n
 }

@@ -141,21 +141,24 @@ func (s *Store) SetTenantQuotas(ctx context.Context, tenantID string, o QuotaOve
 	// all.
 	p := make(QuotaPatch, len(quotaColumns))
 	for _, c := range quotaColumns {
-		switch f := c.field(&o).(type) {
-		case **int:
-			if *f != nil {
-				v := int64(**f)
-				p[c.key] = &v
-			} else {
-				p[c.key] = nil
-			}
-		case **int64:
-			p[c.key] = *f
-		default:
-			return fmt.Errorf("quota %s: QuotaOverrides field of type %T", c.key, f)
-		}
+		p[c.key] = overrideValue(c.field(&o))
 	}
 	return s.PatchTenantQuotas(ctx, tenantID, p)
+}
+
+// overrideValue returns the override a field of quotaColumns points to
+// (an **int or an **int64) as an int64: nil for none.
+func overrideValue(field any) *int64 {
+	switch f := field.(type) {
+	case **int:
+		if *f != nil {
+			v := int64(**f)
+			return &v
+		}
+	case **int64:
+		return *f
+	}
+	return nil
 }
 
 // quotaColumns are the columns of tenant_quotas, in the table's order, by
@@ -190,6 +193,56 @@ type QuotaPatch map[string]*int64
 // value (nothing is changed then) and ErrNotFound when the tenant does not
 // exist.
 func (s *Store) PatchTenantQuotas(ctx context.Context, tenantID string, p QuotaPatch) error {
+	return s.PatchTenantQuotasIf(ctx, tenantID, p, nil)
+}
+
+// QuotaConflict is a quota whose override is not the one a patch expected.
+type QuotaConflict struct {
+	// Quota is the quota's name as QuotaOverrides' JSON spells it.
+	Quota string
+	// Expected is the override the patch expected, Current the one the
+	// tenant has; nil is no override (the platform's default).
+	Expected, Current *int64
+}
+
+// QuotaConflictError is a patch refused by PatchTenantQuotasIf because
+// some of the overrides it expected are no longer those the tenant has;
+// Conflicts names each, in the order of the table's columns. Test for it
+// with errors.Is(err, ErrConflict).
+type QuotaConflictError struct {
+	Conflicts []QuotaConflict
+}
+
+func (e *QuotaConflictError) Error() string {
+	msgs := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		msgs[i] = fmt.Sprintf("quota %s is %s, not %s", c.Quota, overrideString(c.Current), overrideString(c.Expected))
+	}
+	return "changed meanwhile: " + strings.Join(msgs, "; ")
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *QuotaConflictError) Is(target error) bool { return target == ErrConflict }
+
+func overrideString(v *int64) string {
+	if v == nil {
+		return "the default"
+	}
+	return fmt.Sprint(*v)
+}
+
+// PatchTenantQuotasIf is PatchTenantQuotas made only if, for each quota
+// expect names, the tenant's override is the one expect gives (nil: no
+// override, the default): the compare-and-set of an operator's form, which
+// must not undo a change it did not show. The check and the change are one
+// transaction under the row lock of the tenant's quotas, which every patch
+// takes, so of two patches that expect the same old value only one is
+// made. When an expected override does not hold, nothing is changed and
+// the error is a *QuotaConflictError naming every one that does not. An
+// empty expect is PatchTenantQuotas. The error wraps ErrInvalid for an
+// unknown quota in p or expect, or a negative value in p, and ErrNotFound
+// when the tenant does not exist.
+func (s *Store) PatchTenantQuotasIf(ctx context.Context, tenantID string, p, expect QuotaPatch) error {
 	if !isUUID(tenantID) {
 		return fmt.Errorf("tenant %q: %w", tenantID, ErrNotFound)
 	}
@@ -203,6 +256,11 @@ func (s *Store) PatchTenantQuotas(ctx context.Context, tenantID string, p QuotaP
 			return fmt.Errorf("%w quota %s: no such quota", ErrInvalid, key)
 		case v != nil && *v < 0:
 			return fmt.Errorf("%w quota %s: %d is negative", ErrInvalid, key, *v)
+		}
+	}
+	for key := range expect {
+		if !known[key] {
+			return fmt.Errorf("%w quota %s: no such quota", ErrInvalid, key)
 		}
 	}
 	// A column not in p keeps its value: $2n says whether it is given,
@@ -220,13 +278,67 @@ func (s *Store) PatchTenantQuotas(ctx context.Context, tenantID string, p QuotaP
 		sets = append(sets, fmt.Sprintf("%[1]s = CASE WHEN $%[2]d THEN EXCLUDED.%[1]s ELSE tenant_quotas.%[1]s END", c.column, len(args)-1))
 	}
 	sets = append(sets, "updated_at = now()")
-	_, err := s.pool.Exec(ctx, "INSERT INTO tenant_quotas (tenant_id, "+strings.Join(cols, ", ")+") VALUES ($1, "+strings.Join(params, ", ")+") "+
-		"ON CONFLICT (tenant_id) DO UPDATE SET "+strings.Join(sets, ", "), args...)
+	upsert := "INSERT INTO tenant_quotas (tenant_id, " + strings.Join(cols, ", ") + ") VALUES ($1, " + strings.Join(params, ", ") + ") " +
+		"ON CONFLICT (tenant_id) DO UPDATE SET " + strings.Join(sets, ", ")
+	var err error
+	if len(expect) == 0 {
+		_, err = s.pool.Exec(ctx, upsert, args...)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := checkQuotaExpectations(ctx, tx, tenantID, expect); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, upsert, args...)
+			return err
+		})
+	}
 	if _, ok := constraintViolated(err, codeForeignKeyViolation); ok {
 		return fmt.Errorf("tenant %s: %w", tenantID, ErrNotFound)
 	}
+	var ce *QuotaConflictError
+	if errors.As(err, &ce) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("changing the quotas of tenant %s: %w", tenantID, err)
+	}
+	return nil
+}
+
+// checkQuotaExpectations locks the tenant's quota row in tx, making an
+// empty one (every quota its default) when it has none, and returns a
+// *QuotaConflictError when an override expect names is not the one it
+// gives. The unconditional upsert of PatchTenantQuotas takes the same row
+// lock, so no patch changes the row between this check and tx's end.
+func checkQuotaExpectations(ctx context.Context, tx pgx.Tx, tenantID string, expect QuotaPatch) error {
+	// The empty row is what the lock is taken on; it means what no row
+	// means, and is rolled back with a refused patch.
+	if _, err := tx.Exec(ctx, "INSERT INTO tenant_quotas (tenant_id) VALUES ($1) ON CONFLICT (tenant_id) DO NOTHING", tenantID); err != nil {
+		return err
+	}
+	var o QuotaOverrides
+	cols := make([]string, 0, len(quotaColumns))
+	dest := make([]any, 0, len(quotaColumns))
+	for _, c := range quotaColumns {
+		cols = append(cols, c.column)
+		dest = append(dest, c.field(&o))
+	}
+	if err := tx.QueryRow(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM tenant_quotas WHERE tenant_id = $1 FOR UPDATE", tenantID).Scan(dest...); err != nil {
+		return fmt.Errorf("reading the quotas of tenant %s: %w", tenantID, err)
+	}
+	var conflicts []QuotaConflict
+	for _, c := range quotaColumns {
+		want, ok := expect[c.key]
+		if !ok {
+			continue
+		}
+		have := overrideValue(c.field(&o))
+		if (have == nil) != (want == nil) || have != nil && *have != *want {
+			conflicts = append(conflicts, QuotaConflict{Quota: c.key, Expected: want, Current: have})
+		}
+	}
+	if len(conflicts) > 0 {
+		return &QuotaConflictError{Conflicts: conflicts}
 	}
 	return nil
 }

@@ -262,3 +262,88 @@ func TestWithTenantLock(t *testing.T) {
 		t.Errorf("WithTenantLock err = %v, want fn's", err)
 	}
 }
+
+// TestPatchTenantQuotasIf: a patch that expects the overrides its sender
+// read is made only while they hold. Of two patches expecting the same old
+// value, sent at once, exactly one is made; the other changes nothing and
+// names the quota, the value it has now and the one expected.
+func TestPatchTenantQuotasIf(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	n := func(v int64) *int64 { return &v }
+	memory := func() *int64 {
+		t.Helper()
+		o, err := s.TenantQuotas(ctx, acme.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.MemoryBytes
+	}
+
+	// No row yet: expecting the default holds, expecting a value does not.
+	var ce *store.QuotaConflictError
+	err := s.PatchTenantQuotasIf(ctx, acme.ID, store.QuotaPatch{"memory": n(32 << 30)}, store.QuotaPatch{"memory": n(16 << 30)})
+	if !errors.As(err, &ce) || !errors.Is(err, store.ErrConflict) || len(ce.Conflicts) != 1 || ce.Conflicts[0].Current != nil {
+		t.Fatalf("expecting 16 GiB of a tenant with the default: err = %v, want a conflict naming the default", err)
+	}
+	if m := memory(); m != nil {
+		t.Fatalf("a refused patch set memory to %d", *m)
+	}
+	if err := s.PatchTenantQuotasIf(ctx, acme.ID, store.QuotaPatch{"memory": n(64 << 30), "apps": n(5)}, store.QuotaPatch{"memory": nil}); err != nil {
+		t.Fatalf("expecting the default of a tenant with the default: %v", err)
+	}
+
+	// Rounds of two patches at once, both expecting what memory has.
+	for round := range 10 {
+		was := *memory()
+		values := []int64{was + 1<<30, was + 2<<30}
+		errs := make([]error, len(values))
+		var wg sync.WaitGroup
+		for i, v := range values {
+			wg.Go(func() {
+				errs[i] = s.PatchTenantQuotasIf(ctx, acme.ID, store.QuotaPatch{"memory": n(v), "routes": n(int64(i))}, store.QuotaPatch{"memory": n(was)})
+			})
+		}
+		wg.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && won < 0:
+				won = i
+			case err == nil:
+				t.Fatalf("round %d: both patches expecting memory %d were made", round, was)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: neither patch was made: %v", round, errors.Join(errs...))
+		}
+		lost := 1 - won
+		if !errors.As(errs[lost], &ce) || len(ce.Conflicts) != 1 {
+			t.Fatalf("round %d: the losing patch: err = %v, want a *QuotaConflictError", round, errs[lost])
+		}
+		if c := ce.Conflicts[0]; c.Quota != "memory" || c.Expected == nil || *c.Expected != was || c.Current == nil || *c.Current != values[won] {
+			t.Fatalf("round %d: conflict %+v, want memory expected %d, now %d", round, c, was, values[won])
+		}
+		o, err := s.TenantQuotas(ctx, acme.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.MemoryBytes == nil || *o.MemoryBytes != values[won] || o.Routes == nil || *o.Routes != won {
+			t.Fatalf("round %d: stored %+v, want memory %d and routes %d, the made patch's only", round, o, values[won], won)
+		}
+	}
+
+	// Every quota that does not hold is named; an unknown one is invalid.
+	err = s.PatchTenantQuotasIf(ctx, acme.ID, store.QuotaPatch{"apps": n(6)}, store.QuotaPatch{"apps": n(4), "memory": nil, "cpu": nil})
+	if !errors.As(err, &ce) || len(ce.Conflicts) != 2 || ce.Conflicts[0].Quota != "apps" || ce.Conflicts[1].Quota != "memory" {
+		t.Errorf("two stale expectations: err = %v, want conflicts on apps and memory", err)
+	}
+	if err := s.PatchTenantQuotasIf(ctx, acme.ID, store.QuotaPatch{"apps": n(6)}, store.QuotaPatch{"disk": nil}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("expecting an unknown quota: err = %v, want ErrInvalid", err)
+	}
+	if o, _ := s.TenantQuotas(ctx, acme.ID); o.Apps == nil || *o.Apps != 5 {
+		t.Errorf("refused patches changed apps: %+v", o)
+	}
+}

@@ -60,6 +60,7 @@ func TestAPI(t *testing.T) {
 		{"Sessions", testSessions},
 		{"Quotas", testQuotas},
 		{"QuotaPatch", testQuotaPatch},
+		{"QuotaPatchExpect", testQuotaPatchExpect},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

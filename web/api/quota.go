@@ -99,11 +99,22 @@ func checkQuota(field string, v int64) error {
 // adminPatchQuota changes only the quotas the request names, in one
 // statement: two operators changing different quotas of a tenant at once
 // both keep theirs. Every quota is read and checked first; a bad one
-// answers 422 naming it, and nothing is changed.
+// answers 422 naming it, and nothing is changed. The overrides the request
+// expects (apiclient.QuotaExpectKey) are checked in the same transaction:
+// one that does not hold answers 409 naming each quota changed meanwhile,
+// with its value now, and nothing is changed or audited.
 func (s *Server) adminPatchQuota(c echo.Context) error {
 	var req apiclient.QuotaPatch
 	if err := bind(c, &req, false); err != nil {
 		return err
+	}
+	var expect store.QuotaPatch
+	if raw, ok := req[apiclient.QuotaExpectKey]; ok {
+		delete(req, apiclient.QuotaExpectKey)
+		var err error
+		if expect, err = readQuotaExpect(raw); err != nil {
+			return err
+		}
 	}
 	if len(req) == 0 {
 		return invalid("", "give at least one quota to change, such as {\"apps\": 40}, or null for the default")
@@ -117,7 +128,10 @@ func (s *Server) adminPatchQuota(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if err := s.store.PatchTenantQuotas(ctx, t.ID, p); err != nil {
+	var ce *store.QuotaConflictError
+	if err := s.store.PatchTenantQuotasIf(ctx, t.ID, p, expect); errors.As(err, &ce) {
+		return quotaConflict(ce)
+	} else if err != nil {
 		return err
 	}
 	s.audit(c, "tenant.quota", t.Name, map[string]any{"tenantID": t.ID, "changes": p})
@@ -126,6 +140,38 @@ func (s *Server) adminPatchQuota(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// readQuotaExpect reads the expected overrides of a quota patch: an
+// object keyed and valued as the patch. A bad one answers 422 on
+// expect.KEY.
+func readQuotaExpect(raw json.RawMessage) (store.QuotaPatch, error) {
+	var req apiclient.QuotaPatch
+	if err := json.Unmarshal(raw, &req); err != nil || req == nil {
+		return nil, invalid(apiclient.QuotaExpectKey, "%s is not an object: give the overrides the tenant has now by quota, such as {\"memory\": 68719476736}, null or \"default\" for none", apiclient.QuotaExpectKey)
+	}
+	expect, err := readQuotaPatch(req)
+	var he *httpError
+	if errors.As(err, &he) && he.field != "" {
+		he.field = apiclient.QuotaExpectKey + "." + he.field
+		he.message = apiclient.QuotaExpectKey + ": " + he.message
+	}
+	return expect, err
+}
+
+// quotaConflict is the 409 of a quota patch whose expected overrides did
+// not hold: the message names each quota, its value now and the one
+// expected, and says to read them again; field is the first one.
+func quotaConflict(ce *store.QuotaConflictError) error {
+	he := &httpError{status: http.StatusConflict}
+	msgs := make([]string, len(ce.Conflicts))
+	for i, c := range ce.Conflicts {
+		he.conflicts = append(he.conflicts, apiclient.QuotaConflict{Quota: c.Quota, Expected: c.Expected, Current: c.Current})
+		msgs[i] = fmt.Sprintf("%s is now %s, not %s", c.Quota, apiclient.QuotaInput(c.Quota, c.Current), apiclient.QuotaInput(c.Quota, c.Expected))
+	}
+	he.field = ce.Conflicts[0].Quota
+	he.message = "changed meanwhile, nothing was changed: " + strings.Join(msgs, "; ") + ": read the quotas again and send the patch anew"
+	return he
 }
 
 // readQuotaPatch reads each quota of req, in the order bex quota shows

@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -256,15 +258,7 @@ func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("after cpu null, memory default, apps 12: %+v, %+v", q.Quotas, q.Overrides)
 	}
 
-	countAudit := func() int {
-		n := 0
-		for _, entry := range auditActions(t, e, "") {
-			if entry.Action == "tenant.quota" && entry.Target == "patchq" {
-				n++
-			}
-		}
-		return n
-	}
+	countAudit := func() int { t.Helper(); return quotaAudits(t, e, "patchq") }
 	before, audited := stored(), countAudit()
 	for _, tc := range []struct {
 		name   string
@@ -313,4 +307,115 @@ func testQuotaPatch(t *testing.T, cp *controlplane.ControlPlane) {
 	if c := last.Changes; len(c) != 3 || c["cpu"] != nil || c["memory"] != nil || c["apps"] == nil || *c["apps"] != 12 {
 		t.Errorf("the last tenant.quota entry's changes: %v, want cpu and memory null, apps 12", c)
 	}
+}
+
+// testQuotaPatchExpect: a PATCH of the operator's quota route with the
+// overrides its sender expects is made only while they hold. Ann and Bob
+// read memory 64Gi; Bob's patch to 96Gi holds; Ann's to 128Gi, expecting
+// 64Gi, answers 409 naming memory, its value now and the one expected,
+// and changes nothing, apps sent with it included, and is not audited.
+// Expectations compare amounts (65536Mi is 64Gi); a bad one is a 422.
+func testQuotaPatchExpect(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	ctx := t.Context()
+	tenant, _ := e.TenantToken(t, "expectq")
+	ops, err := apiclient.New(e.URL, e.OperatorToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(kv ...string) apiclient.QuotaPatch {
+		t.Helper()
+		p := apiclient.QuotaPatch{}
+		for i := 0; i < len(kv); i += 3 {
+			if err := p.Set(kv[i], kv[i+1]); err != nil {
+				t.Fatal(err)
+			}
+			if kv[i+2] != "-" {
+				if err := p.Expect(kv[i], kv[i+2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return p
+	}
+	countAudit := func() int { t.Helper(); return quotaAudits(t, e, "expectq") }
+	// Key, value, expected ("-": none).
+	if _, err := ops.PatchTenantQuota(ctx, "expectq", patch("apps", "10", "default", "memory", "64Gi", "default")); err != nil {
+		t.Fatalf("patching a tenant with the defaults, expecting them: %v", err)
+	}
+	if _, err := ops.PatchTenantQuota(ctx, "expectq", patch("memory", "96Gi", "65536Mi")); err != nil {
+		t.Fatalf("bob's patch, expecting 65536Mi of 64Gi: %v", err)
+	}
+	before, audited := storedOverrides(t, e, tenant.ID), countAudit()
+
+	_, err = ops.PatchTenantQuota(ctx, "expectq", patch("memory", "128Gi", "64Gi", "apps", "11", "10", "cpu", "4", "default"))
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Field != "memory" ||
+		!strings.Contains(ae.Message, "memory is now 96Gi, not 64Gi") || !strings.Contains(ae.Message, "nothing was changed") {
+		t.Fatalf("ann's patch, expecting memory 64Gi: %v, want 409 on memory saying it is now 96Gi", err)
+	}
+	if want := []apiclient.QuotaConflict{{Quota: "memory", Expected: ptr.To[int64](64 << 30), Current: ptr.To[int64](96 << 30)}}; !reflect.DeepEqual(ae.Conflicts, want) {
+		t.Errorf("conflicts %s, want memory expected 64Gi, now 96Gi only", jsonOf(ae.Conflicts))
+	}
+	if got := storedOverrides(t, e, tenant.ID); got != before {
+		t.Errorf("the refused patch changed the quotas: %s, were %s", got, before)
+	}
+	if n := countAudit(); n != audited {
+		t.Errorf("the refused patch was audited: %d tenant.quota entries, were %d", n, audited)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		body  any
+		field string
+		words string
+	}{
+		{"an unknown quota", map[string]any{"apps": 3, "expect": map[string]any{"disk": 1}}, "expect.disk", "expect: quota disk: no such quota"},
+		{"a word", map[string]any{"apps": 3, "expect": map[string]any{"apps": "ten"}}, "expect.apps", "is not a whole number"},
+		{"not an object", map[string]any{"apps": 3, "expect": []int{10}}, "expect", "expect is not an object"},
+		{"nothing but expect", map[string]any{"expect": map[string]any{"apps": 10}}, "", "give at least one quota"},
+	} {
+		a := call(t, e, http.MethodPatch, "/admin/tenants/expectq/quota", e.OperatorToken, tc.body)
+		if a.status != http.StatusUnprocessableEntity || a.err().Field != tc.field || !strings.Contains(a.err().Message, tc.words) {
+			t.Errorf("%s: %d %s; want 422 on field %q saying %q", tc.name, a.status, a.body, tc.field, tc.words)
+		}
+	}
+	if got := storedOverrides(t, e, tenant.ID); got != before {
+		t.Errorf("refused patches changed the quotas: %s, were %s", got, before)
+	}
+
+	// Read again, Ann's patch holds.
+	if _, err := ops.PatchTenantQuota(ctx, "expectq", patch("memory", "128Gi", "96Gi", "apps", "11", "10")); err != nil {
+		t.Fatalf("ann's patch, expecting what she read again: %v", err)
+	}
+	if got, want := storedOverrides(t, e, tenant.ID), `{"apps":11,"memory":137438953472}`; got != want {
+		t.Errorf("after ann's second patch: %s, want %s", got, want)
+	}
+}
+
+// storedOverrides returns the tenant's overrides in the store as JSON.
+func storedOverrides(t *testing.T, e *apitest.Env, tenantID string) string {
+	t.Helper()
+	o, err := e.Store.TenantQuotas(t.Context(), tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jsonOf(o)
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// quotaAudits counts the tenant.quota audit entries of the tenant.
+func quotaAudits(t *testing.T, e *apitest.Env, tenant string) int {
+	t.Helper()
+	n := 0
+	for _, entry := range auditActions(t, e, "") {
+		if entry.Action == "tenant.quota" && entry.Target == tenant {
+			n++
+		}
+	}
+	return n
 }

@@ -24,6 +24,7 @@ import (
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/store"
+	"bex.co/bex/web/api/apiclient"
 )
 
 // Prefix is where the API is served.
@@ -380,6 +381,8 @@ type httpError struct {
 	quota   string
 	// role is the tenant role a 403 says is needed.
 	role string
+	// conflicts are the quotas a 409 to a quota patch names.
+	conflicts []apiclient.QuotaConflict
 }
 
 func (e *httpError) Error() string { return e.message }
@@ -455,7 +458,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error(err, "Request failed", "method", c.Request().Method, "path", c.Path())
 		he = &httpError{status: http.StatusInternalServerError, message: "internal error: the operator's logs say more"}
 	}
-	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field, Quota: he.quota, Role: he.role}); err != nil {
+	if err := c.JSON(he.status, errorBody{Message: he.message, Field: he.field, Quota: he.quota, Role: he.role, Conflicts: he.conflicts}); err != nil {
 		s.log.Error(err, "Writing error answer failed")
 	}
 }
@@ -465,6 +468,8 @@ type errorBody struct {
 	Field   string `json:"field,omitempty"`
 	Quota   string `json:"quota,omitempty"`
 	Role    string `json:"role,omitempty"`
+
+	Conflicts []apiclient.QuotaConflict `json:"conflicts,omitempty"`
 }
 
 // audit records a change made for the caller. A failure to record it is

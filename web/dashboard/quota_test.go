@@ -320,3 +320,78 @@ func TestQuotaFormKeepsConcurrentChanges(t *testing.T) {
 		t.Errorf("after the corrected form: %s, want apps 60 and memory 1Gi from the form, the rest as the other operator set it", got)
 	}
 }
+
+// TestQuotaFormConflict: of two operators who open the quota form and
+// change the same quota, the later save is refused (409), saves nothing,
+// and comes back with that quota as it is now and why; the other quota it
+// changed keeps what was typed, and a second save of the form as it came
+// back saves it without undoing the first operator's memory.
+func TestQuotaFormConflict(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, _ := e.TenantToken(t, "dashrace")
+	a, b := newUser(t, srv.URL), newUser(t, srv.URL)
+	signIn(t, a, e.OperatorToken)
+	signIn(t, b, e.OperatorToken)
+	overrides := func() string { t.Helper(); return storedQuotas(t, e.Store, tenant.ID) }
+	audited := func() int {
+		t.Helper()
+		entries, err := e.Store.ListAudit(ctx, store.AuditFilter{Action: "tenant.quota"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, entry := range entries {
+			if entry.Target == "dashrace" {
+				n++
+			}
+		}
+		return n
+	}
+	const view = "/console/tenants/dashrace"
+	saved := func(what string, p page) {
+		t.Helper()
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != view+"?notice="+url.QueryEscape("Set the quotas of tenant dashrace.") {
+			t.Fatalf("%s: %d %s, want 303\n%s", what, p.status, p.header.Get("Location"), p.body)
+		}
+	}
+	formA := quotaForm(t, a.get(view))
+	formA.Set("memory", "64Gi")
+	saved("A's first save", a.post(view+"/quota", formA))
+
+	// Both open the form showing 64Gi; A saves 96Gi, then B 128Gi.
+	formA, formB := quotaForm(t, a.get(view)), quotaForm(t, b.get(view))
+	if formB.Get("memory") != "64Gi" || formB.Get("shown.memory") != "64Gi" {
+		t.Fatalf("B's form as opened: %v", formB)
+	}
+	formA.Set("memory", "96Gi")
+	saved("A's save of 96Gi", a.post(view+"/quota", formA))
+	before, entries := overrides(), audited()
+	formB.Set("memory", "128Gi")
+	formB.Set("apps", "50")
+	p := b.post(view+"/quota", formB)
+	msg := html.UnescapeString(between(p.body, `id="quota-error">`, "</p>"))
+	if p.status != http.StatusConflict || !strings.HasPrefix(msg, "Nothing was saved: memory changed meanwhile.") {
+		t.Fatalf("B's save of 128Gi: %d, error %q; want 409 saying memory changed meanwhile\n%s", p.status, msg, p.body)
+	}
+	if got := html.UnescapeString(between(p.body, `data-quota-error="memory">`, "</div>")); !strings.Contains(got, "it is now 96Gi, not the 64Gi this form showed; your 128Gi was not saved") {
+		t.Errorf("the error under memory: %q", got)
+	}
+	if got := overrides(); got != before || got != `{"memory":103079215104}` {
+		t.Errorf("B's refused save: stored %s, want %s (A's 96Gi)", got, before)
+	}
+	if n := audited(); n != entries {
+		t.Errorf("B's refused save was audited: %d tenant.quota entries, were %d", n, entries)
+	}
+	back := quotaForm(t, p)
+	if back.Get("memory") != "96Gi" || back.Get("shown.memory") != "96Gi" || back.Get("apps") != "50" || back.Get("shown.apps") != "" {
+		t.Errorf("the form came back with memory %q (shown %q), apps %q (shown %q); want memory 96Gi as it is now, apps 50 as typed",
+			back.Get("memory"), back.Get("shown.memory"), back.Get("apps"), back.Get("shown.apps"))
+	}
+
+	// Saved again as it came back: apps is set, memory stays A's.
+	saved("B's second save", b.post(view+"/quota", back))
+	if got, want := overrides(), `{"apps":50,"memory":103079215104}`; got != want {
+		t.Errorf("after B's second save: %s, want %s", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -72,6 +73,9 @@ func (d *Dashboard) renderTenant(c echo.Context, status int, refused *quotaRefus
 			if shown, ok := refused.shown[r.Key]; ok {
 				row.Shown = shown
 			}
+		} else if refused != nil {
+			// A quota changed meanwhile shows its value now, and why.
+			row.Error = refused.errs[r.Key]
 		}
 		rows = append(rows, row)
 	}
@@ -114,6 +118,26 @@ func (r *quotaRefusal) keep(key, typed, shown string, hasShown bool) {
 	}
 }
 
+// changedMeanwhile makes r the form refused because the quotas of
+// conflicts were changed since it was shown: those show their value now,
+// with what it was and what was typed; every other quota the operator
+// changed keeps what was typed, now against the value it has (which is
+// the one shown, as only the conflicts changed). A second save then sends
+// what the form shows as the operator left it.
+func (r *quotaRefusal) changedMeanwhile(conflicts []apiclient.QuotaConflict) {
+	names := make([]string, len(conflicts))
+	for i, cf := range conflicts {
+		names[i] = cf.Quota
+		now, was := apiclient.QuotaInput(cf.Quota, cf.Current), apiclient.QuotaInput(cf.Quota, cf.Expected)
+		r.errs[cf.Quota] = fmt.Sprintf("changed meanwhile: it is now %s, not the %s this form showed; your %s was not saved: type it again and save to replace %s",
+			now, was, cmp.Or(r.typed[cf.Quota], "default"), now)
+		delete(r.typed, cf.Quota)
+	}
+	clear(r.shown)
+	r.message = fmt.Sprintf("Nothing was saved: %s changed meanwhile. The form now shows the quotas as they are; the other values you typed are kept: check them and save again.",
+		strings.Join(names, ", "))
+}
+
 // shownPrefix names the hidden field of the quota form that holds, for
 // each quota, the value its field showed ("shown.memory").
 const shownPrefix = "shown."
@@ -124,12 +148,16 @@ const shownPrefix = "shown."
 // shown.KEY the value the form showed. Only the quotas whose value differs
 // from the one shown are sent, with the API's admin quota patch, as bex
 // admin quota set sends them: a quota another operator changed meanwhile,
-// and this one did not touch, keeps its new value. A form whose shown
-// value is missing for a quota sends that quota as typed. The form is read
-// whole before the API is asked: any value that cannot be read comes back
-// on the form with what to type, and nothing is changed; a form that
-// changes nothing says so and writes nothing. The API checks, sets and
-// audits the changes.
+// and this one did not touch, keeps its new value. Each is sent with the
+// value shown as the one expected: when another operator changed it too
+// meanwhile, the API saves nothing (409) and the form comes back with the
+// quotas as they are now, the ones changed meanwhile showing their new
+// value and why, the others keeping what was typed. A form whose shown
+// value is missing for a quota sends that quota as typed, expecting
+// nothing. The form is read whole before the API is asked: any value that
+// cannot be read comes back on the form with what to type, and nothing is
+// changed; a form that changes nothing says so and writes nothing. The API
+// checks, sets and audits the changes.
 func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	name := c.Param("tenant")
 	form, err := c.FormParams()
@@ -138,6 +166,9 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	}
 	p := apiclient.QuotaPatch{}
 	refused := &quotaRefusal{typed: map[string]string{}, shown: map[string]string{}, errs: map[string]string{}}
+	// expect is what the form showed of each quota it changes, as the
+	// patch spells it.
+	expect := apiclient.QuotaPatch{}
 	var bad []string
 	for _, key := range apiclient.QuotaKeys() {
 		v := strings.TrimSpace(form.Get(key))
@@ -162,9 +193,12 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 			continue
 		}
 		was := apiclient.QuotaPatch{}
-		if hasShown && was.Set(key, shown) == nil && bytes.Equal(was[key], p[key]) {
-			delete(p, key)
-			continue
+		if hasShown && was.Set(key, shown) == nil {
+			if bytes.Equal(was[key], p[key]) {
+				delete(p, key)
+				continue
+			}
+			expect[key] = was[key]
 		}
 		refused.keep(key, v, shown, hasShown)
 	}
@@ -175,7 +209,18 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	if len(p) == 0 {
 		return withNotice(c, "/console/tenants/"+url.PathEscape(name), "Nothing was changed: the form's quotas are those it showed.")
 	}
+	if len(expect) > 0 {
+		raw, err := json.Marshal(expect)
+		if err != nil {
+			return err
+		}
+		p[apiclient.QuotaExpectKey] = raw
+	}
 	_, err = d.client(c).PatchTenantQuota(c.Request().Context(), name, p)
+	if ae, ok := formRefusal(err); ok && ae.Status == http.StatusConflict && len(ae.Conflicts) > 0 {
+		refused.changedMeanwhile(ae.Conflicts)
+		return d.renderTenant(c, http.StatusConflict, refused, nil)
+	}
 	if ae, ok := formRefusal(err); ok && ae.Status != http.StatusNotFound {
 		refused.message = "Nothing was changed: " + ae.Error()
 		if ae.Field != "" {

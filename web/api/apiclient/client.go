@@ -211,7 +211,9 @@ func (c *Client) SetTenantQuota(ctx context.Context, tenant string, o QuotaOverr
 
 // PatchTenantQuota changes only the quotas p names for a tenant: the
 // others keep what they have, whoever set them meanwhile (operator tokens
-// only).
+// only). With expectations (QuotaPatch.Expect) that no longer hold, it
+// changes nothing and the error is an *Error with status 409 and
+// Conflicts.
 func (c *Client) PatchTenantQuota(ctx context.Context, tenant string, p QuotaPatch) (Quota, error) {
 	var q Quota
 	return q, c.call(ctx, http.MethodPatch, "/admin/tenants/"+url.PathEscape(tenant)+"/quota", nil, p, &q)

@@ -116,10 +116,7 @@ func (q Quota) Rows() []QuotaRow {
 		} else {
 			r.Limit, r.Default = f.format(*f.in64), f.format(*f.def64)
 			if *f.over64 != nil {
-				r.Set, r.Input = true, units.BytesInput(**f.over64)
-				if f.kind == quotaMilliCPU {
-					r.Input = units.MilliCPUInput(**f.over64)
-				}
+				r.Set, r.Input = true, f.input(**f.over64)
 			}
 		}
 		rows[i] = r
@@ -212,4 +209,52 @@ func (p QuotaPatch) Set(key, value string) error {
 		p[key] = json.RawMessage(v)
 	}
 	return nil
+}
+
+// Expect puts into p's expectations (QuotaExpectKey) the override the
+// quota key should have now, from value as a person types it and as Set
+// reads it: empty or "default" expects none. A value that cannot be read
+// is a *QuotaInputError and leaves p as it was.
+func (p QuotaPatch) Expect(key, value string) error {
+	e := QuotaPatch{}
+	if raw, ok := p[QuotaExpectKey]; ok {
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return fmt.Errorf("the patch's %s: %w", QuotaExpectKey, err)
+		}
+	}
+	if err := e.Set(key, value); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	p[QuotaExpectKey] = raw
+	return nil
+}
+
+// QuotaInput returns the override v of the quota key as a form and bex
+// admin quota set take it ("96Gi", "2500m", "40"), or "default" for nil.
+func QuotaInput(key string, v *int64) string {
+	if v == nil {
+		return "default"
+	}
+	var q Quota
+	for _, f := range q.fields() {
+		if f.key == key {
+			return f.input(*v)
+		}
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// input is n as a form takes it back.
+func (f quotaField) input(n int64) string {
+	switch f.kind {
+	case quotaBytes:
+		return units.BytesInput(n)
+	case quotaMilliCPU:
+		return units.MilliCPUInput(n)
+	}
+	return strconv.FormatInt(n, 10)
 }

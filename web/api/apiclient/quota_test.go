@@ -85,3 +85,32 @@ func TestQuotaPatchSet(t *testing.T) {
 		t.Errorf("disk=1Gi: %v, patch %v; want an error and nothing added", err, p)
 	}
 }
+
+// TestQuotaPatchExpect: the expectations go under "expect", in the units
+// the API takes, null for default, beside the quotas set; QuotaInput
+// reads them back as a form shows them.
+func TestQuotaPatchExpect(t *testing.T) {
+	p := apiclient.QuotaPatch{}
+	for _, kv := range [][3]string{{"memory", "128Gi", "65536Mi"}, {"cpu", "4", "default"}} {
+		if err := p.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Expect(kv[0], kv[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := json.Marshal(p)
+	if want := `{"cpu":4000,"expect":{"cpu":null,"memory":68719476736},"memory":137438953472}`; err != nil || string(got) != want {
+		t.Errorf("patch %s (%v), want %s", got, err, want)
+	}
+	if err := p.Expect("memory", "64"); err == nil {
+		t.Errorf("expecting memory 64: no error")
+	}
+	v := int64(96 << 30)
+	if got := apiclient.QuotaInput("memory", &v); got != "96Gi" {
+		t.Errorf("QuotaInput(memory, 96 GiB) = %q", got)
+	}
+	if got := apiclient.QuotaInput("cpu", nil); got != "default" {
+		t.Errorf("QuotaInput(cpu, nil) = %q", got)
+	}
+}

@@ -16,6 +16,21 @@ type ErrorBody struct {
 	// Role names the tenant role the request needs (viewer, developer,
 	// admin), with 403 to a token that acts with less.
 	Role string `json:"role,omitempty"`
+	// Conflicts are, with 409 to a quota patch that expected them, the
+	// quotas whose overrides were changed meanwhile.
+	Conflicts []QuotaConflict `json:"conflicts,omitempty"`
+}
+
+// QuotaConflict is a quota whose override is not the one a patch
+// expected (QuotaExpectKey).
+type QuotaConflict struct {
+	// Quota is the quota's key (apps, cpu, memory...).
+	Quota string `json:"quota"`
+	// Expected is the override the patch expected, Current the one the
+	// tenant has: cpu in millicores, repoBytes and memory in bytes, null
+	// for none (the platform's default).
+	Expected *int64 `json:"expected"`
+	Current  *int64 `json:"current"`
 }
 
 // WhoAmI says whom a token acts for.
@@ -571,8 +586,16 @@ type QuotaOverrides struct {
 // the quotas to change, by their keys in QuotaOverrides (apps, cpu,
 // memory...). A number sets the quota for the tenant (cpu in millicores,
 // repoBytes and memory in bytes); null or "default" gives it the
-// platform's default again; a quota left out keeps what it has.
+// platform's default again; a quota left out keeps what it has. Under
+// QuotaExpectKey, an object of the same shape gives, for the quotas it
+// names, the override the sender expects the tenant to have now (null or
+// "default": none): the patch is made only if each still holds, else
+// nothing is changed and the answer is 409 with ErrorBody.Conflicts.
 type QuotaPatch map[string]json.RawMessage
+
+// QuotaExpectKey is the key of QuotaPatch that holds the expected
+// overrides.
+const QuotaExpectKey = "expect"
 
 // QuotaUsage is what a tenant has of each quota. The size of its
 // repositories is measured by the git receiver at each push and is not

@@ -513,6 +513,17 @@ func (s *Store) CurrentRelease(ctx context.Context, tenantID, app string, curren
 // only releases of those kinds, the limit counting only them. The error
 // wraps ErrInvalid when one of kinds is not one of ReleaseKinds.
 func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit int, kinds ...ReleaseKind) ([]Release, error) {
+	return s.ListReleasesBefore(ctx, tenantID, app, 0, limit, kinds...)
+}
+
+// ListReleasesBefore is ListReleases of the releases numbered below before
+// (0: all of them): the page after one whose last release is before. As
+// release numbers only grow, a page does not move when releases are made
+// meanwhile. The error wraps ErrInvalid when before is negative.
+func (s *Store) ListReleasesBefore(ctx context.Context, tenantID, app string, before, limit int, kinds ...ReleaseKind) ([]Release, error) {
+	if before < 0 {
+		return nil, fmt.Errorf("%w release number %d: want a positive one, or 0 for none", ErrInvalid, before)
+	}
 	for _, k := range kinds {
 		if !k.Known() {
 			return nil, fmt.Errorf("%w release kind %q: want one of %s", ErrInvalid, k, kindList())
@@ -527,7 +538,12 @@ func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit in
 		for i, k := range kinds {
 			names[i] = string(k)
 		}
-		where, args = where+" AND kind = ANY($3)", append(args, names)
+		args = append(args, names)
+		where += fmt.Sprintf(" AND kind = ANY($%d)", len(args))
+	}
+	if before > 0 {
+		args = append(args, before)
+		where += fmt.Sprintf(" AND number < $%d", len(args))
 	}
 	rows, err := s.pool.Query(ctx,
 		"SELECT "+releaseColumns+" FROM releases WHERE "+where+" ORDER BY number DESC LIMIT "+

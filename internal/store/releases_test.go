@@ -215,7 +215,8 @@ func TestReleaseKinds(t *testing.T) {
 
 // TestListReleasesByKind: a kind filter keeps the releases of those kinds
 // only, newest first, the limit counting only them; no filter lists them
-// all; an unknown kind is refused; another tenant sees none.
+// all; before pages back from a release; an unknown kind is refused;
+// another tenant sees none.
 func TestListReleasesByKind(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -243,21 +244,31 @@ func TestListReleasesByKind(t *testing.T) {
 		return strings.Join(out, ", ")
 	}
 	for _, tc := range []struct {
-		limit int
-		kinds []store.ReleaseKind
-		want  string
+		before, limit int
+		kinds         []store.ReleaseKind
+		want          string
 	}{
-		{0, nil, "6 deploy, 5 config, 4 rollback, 3 deploy, 2 config, 1 deploy"},
-		{0, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy, 1 deploy"},
-		{0, []store.ReleaseKind{store.ReleaseKindRollback, store.ReleaseKindConfig}, "5 config, 4 rollback, 2 config"},
-		{2, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy"},
-		{1, []store.ReleaseKind{store.ReleaseKindConfig}, "5 config"},
-		{2, nil, "6 deploy, 5 config"},
+		{0, 0, nil, "6 deploy, 5 config, 4 rollback, 3 deploy, 2 config, 1 deploy"},
+		{0, 0, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy, 1 deploy"},
+		{0, 0, []store.ReleaseKind{store.ReleaseKindRollback, store.ReleaseKindConfig}, "5 config, 4 rollback, 2 config"},
+		{0, 2, []store.ReleaseKind{store.ReleaseKindDeploy}, "6 deploy, 3 deploy"},
+		{0, 1, []store.ReleaseKind{store.ReleaseKindConfig}, "5 config"},
+		{0, 2, nil, "6 deploy, 5 config"},
+		// Pages: each after the last release of the one before.
+		{5, 2, nil, "4 rollback, 3 deploy"},
+		{3, 2, nil, "2 config, 1 deploy"},
+		{1, 2, nil, ""},
+		{3, 0, []store.ReleaseKind{store.ReleaseKindDeploy}, "1 deploy"},
+		{6, 1, []store.ReleaseKind{store.ReleaseKindConfig, store.ReleaseKindRollback}, "5 config"},
+		{100, 1, nil, "6 deploy"},
 	} {
-		list, err := s.ListReleases(ctx, acme.ID, "web", tc.limit, tc.kinds...)
+		list, err := s.ListReleasesBefore(ctx, acme.ID, "web", tc.before, tc.limit, tc.kinds...)
 		if err != nil || numbers(list) != tc.want {
-			t.Errorf("ListReleases(limit %d, kinds %v) = %s, %v, want %s", tc.limit, tc.kinds, numbers(list), err, tc.want)
+			t.Errorf("ListReleasesBefore(before %d, limit %d, kinds %v) = %s, %v, want %s", tc.before, tc.limit, tc.kinds, numbers(list), err, tc.want)
 		}
+	}
+	if list, err := s.ListReleasesBefore(ctx, acme.ID, "web", -1, 0); !errors.Is(err, store.ErrInvalid) || list != nil {
+		t.Errorf("ListReleasesBefore(-1) = %s, %v, want ErrInvalid", numbers(list), err)
 	}
 	if list, err := s.ListReleases(ctx, other.ID, "web", 0, store.ReleaseKindDeploy); err != nil || len(list) != 0 {
 		t.Errorf("another tenant's ListReleases(deploy) = %s, %v, want none", numbers(list), err)

@@ -29,9 +29,13 @@ func (s *Server) listReleases(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	before, err := releaseBeforeOf(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	p := principalOf(c)
-	releases, err := s.store.ListReleases(ctx, p.tenant.ID, app.Name, limit, kinds...)
+	releases, err := s.store.ListReleasesBefore(ctx, p.tenant.ID, app.Name, before, limit, kinds...)
 	if err != nil {
 		return err
 	}
@@ -46,6 +50,21 @@ func (s *Server) listReleases(c echo.Context) error {
 		views = append(views, releaseView(r, current, b))
 	}
 	return c.JSON(http.StatusOK, views)
+}
+
+// releaseBeforeOf reads the before query parameter of a release list: a
+// release number (3 or v3), the last one of the page read before; none is
+// 0, the newest page.
+func releaseBeforeOf(c echo.Context) (int, error) {
+	q := c.QueryParam("before")
+	if q == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(q, "v"))
+	if err != nil || n < 1 {
+		return 0, invalid("before", "before %q is not a release number: give the last release of the page read, such as 51 or v51", q)
+	}
+	return n, nil
 }
 
 // releaseKindsOf reads the kind query parameter of a release list: kinds

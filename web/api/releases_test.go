@@ -111,9 +111,10 @@ func TestReleaseKinds(t *testing.T) {
 }
 
 // TestListReleasesByKind: kind=… lists the releases of the kinds given,
-// separated by commas, newest first, the limit counting only them, through
-// the API and its client; an unknown kind, an empty one or kind given twice
-// is a 422 on kind that names the kinds.
+// separated by commas, newest first, the limit counting only them, and
+// before=N those older than N, through the API and its client; an unknown
+// kind, an empty one or kind given twice is a 422 on kind that names the
+// kinds, a before that is no release number a 422 on before.
 func TestListReleasesByKind(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	ctx := t.Context()
@@ -147,6 +148,10 @@ func TestListReleasesByKind(t *testing.T) {
 		"?kind=config,deploy,rollback":    "v5 deploy, v4 rollback, v3 deploy, v2 config, v1 deploy",
 		"?kind=deploy%2C%20rollback":      "v5 deploy, v4 rollback, v3 deploy, v1 deploy",
 		"?limit=1&kind=rollback,rollback": "v4 rollback",
+		"?before=4&limit=2":               "v3 deploy, v2 config",
+		"?before=v2":                      "v1 deploy",
+		"?before=1":                       "",
+		"?before=5&kind=deploy":           "v3 deploy, v1 deploy",
 	} {
 		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
 		wantStatus(t, "listing releases "+query, a, http.StatusOK)
@@ -167,6 +172,12 @@ func TestListReleasesByKind(t *testing.T) {
 			t.Errorf("releases%s: %d %s, want 422 on kind saying %q", query, a.status, a.body, want)
 		}
 	}
+	for _, query := range []string{"?before=0", "?before=-3", "?before=x", "?before=v"} {
+		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
+		if a.status != http.StatusUnprocessableEntity || a.err().Field != "before" || !strings.Contains(a.err().Message, "is not a release number") {
+			t.Errorf("releases%s: %d %s, want 422 on before", query, a.status, a.body)
+		}
+	}
 
 	c, err := apiclient.New(e.URL, token, nil)
 	if err != nil {
@@ -175,6 +186,10 @@ func TestListReleasesByKind(t *testing.T) {
 	rs, err := c.ListReleases(ctx, "web", apiclient.ReleaseKindRollback, apiclient.ReleaseKindDeploy)
 	if want := "v5 deploy, v4 rollback, v3 deploy, v1 deploy"; err != nil || numbers(rs) != want {
 		t.Errorf("client ListReleases(rollback, deploy) = %s, %v, want %s", numbers(rs), err, want)
+	}
+	rs, err = c.ListReleasesPage(ctx, "web", apiclient.ReleasePage{Before: 5, Limit: 2, Kinds: []string{apiclient.ReleaseKindDeploy, apiclient.ReleaseKindConfig}})
+	if want := "v3 deploy, v2 config"; err != nil || numbers(rs) != want {
+		t.Errorf("client ListReleasesPage(before 5, limit 2, deploy and config) = %s, %v, want %s", numbers(rs), err, want)
 	}
 	if rs, err := c.ListReleases(ctx, "web", "restart"); err == nil || !strings.Contains(err.Error(), "want one of deploy, rollback, config") {
 		t.Errorf("client ListReleases(restart) = %s, %v, want the 422 naming the kinds", numbers(rs), err)

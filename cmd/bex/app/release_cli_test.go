@@ -65,6 +65,13 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 			match: `^Stored without a release: the change goes out with the next release of shop\.\n`},
 		{name: "releases say what changed", args: []string{"releases", "shop"}, absent: "hunter2",
 			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\n\*v4 +config +\S+ +Unset BAR +token:test .*\nv3 +config +\S+ +Set API_KEY +token:test .*\nv2 +config +\S+ +Set BAR, FOO +token:test .*\nv1 +deploy +\S+ +Deploy abc1234 +git .*\n$`},
+		{name: "releases a page", args: []string{"releases", "shop", "-n", "2"},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\n\*v4 +config .*\nv3 +config .*\nOlder releases: bex releases shop --before v3\n$`},
+		{name: "releases the next page", args: []string{"releases", "shop", "--before", "v3", "--limit", "2"},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\nv2 +config .*\nv1 +deploy .*\n$`},
+		{name: "releases before what is no release", args: []string{"releases", "shop", "--before", "latest"},
+			wantErr: `--before "latest": give a release number, such as v51 (the last one a page listed)`},
+		{name: "releases limit out of range", args: []string{"releases", "shop", "-n", "1001"}, wantErr: "--limit 1001: give 1 to 1000"},
 
 		{name: "restart", args: []string{"restart", "shop"}, want: "Restarted web, worker of shop: new instances of release v4.\n"},
 		{name: "restart a process json", args: []string{"restart", "shop", "worker", "-o", "json"}, json: func(t *testing.T, out []byte) {

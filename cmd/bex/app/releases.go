@@ -3,23 +3,44 @@ package app
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"bex.co/bex/web/api/apiclient"
 )
 
+// maxReleasePage is the most releases the API lists at once.
+const maxReleasePage = 1000
+
 func newReleasesCommand(st *state) *cobra.Command {
-	var kinds []string
+	var (
+		kinds  []string
+		before string
+		limit  int
+	)
 	cmd := &cobra.Command{
 		Use:   "releases APP",
 		Short: "List an app's releases, newest first, with their kind (deploy, rollback, config) and status; * marks the one serving, failed those whose rollout failed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			page := apiclient.ReleasePage{Kinds: kinds, Limit: limit}
+			if limit < 1 || limit > maxReleasePage {
+				return usagef("--limit %d: give 1 to %d", limit, maxReleasePage)
+			}
+			if before != "" {
+				n, err := strconv.Atoi(strings.TrimPrefix(before, "v"))
+				if err != nil || n < 1 {
+					return usagef("--before %q: give a release number, such as v51 (the last one a page listed)", before)
+				}
+				page.Before = n
+			}
 			c, err := st.needClient()
 			if err != nil {
 				return err
 			}
-			releases, err := c.ListReleases(cmd.Context(), args[0], kinds...)
+			releases, err := c.ListReleasesPage(cmd.Context(), args[0], page)
 			if err != nil {
 				return explain(err)
 			}
@@ -40,11 +61,20 @@ func newReleasesCommand(st *state) *cobra.Command {
 					}
 					rows = append(rows, []string{version, orDash(r.Kind), orDash(r.Status), r.Description, r.CreatedBy, r.CreatedAt.UTC().Format(timeFormat)})
 				}
-				return st.table([]string{"RELEASE", "KIND", "STATUS", "DESCRIPTION", "BY", "CREATED"}, rows)
+				if err := st.table([]string{"RELEASE", "KIND", "STATUS", "DESCRIPTION", "BY", "CREATED"}, rows); err != nil {
+					return err
+				}
+				if last := releases[len(releases)-1].Number; len(releases) == limit && last > 1 {
+					_, err := fmt.Fprintf(w, "Older releases: bex releases %s --before %s\n", args[0], releaseName(int64(last)))
+					return err
+				}
+				return nil
 			})
 		},
 	}
 	cmd.Flags().StringSliceVar(&kinds, "kind", nil, "list only releases of these kinds: deploy, rollback, config; comma-separated or repeated (--kind deploy,rollback)")
+	cmd.Flags().StringVar(&before, "before", "", "list only releases older than this one (v51 or 51): the next page after one that ended with it")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 50, fmt.Sprintf("list at most this many releases (1 to %d)", maxReleasePage))
 	cmd.AddCommand(newReleasesInfoCommand(st))
 	return cmd
 }

@@ -307,9 +307,32 @@ func (c *Client) BuildLog(ctx context.Context, app string, number int, follow bo
 // ReleaseKind constants) only those of these kinds. The server refuses an
 // unknown kind (422 on kind).
 func (c *Client) ListReleases(ctx context.Context, app string, kinds ...string) ([]Release, error) {
-	var q url.Values
-	if len(kinds) > 0 {
-		q = url.Values{"kind": {strings.Join(kinds, ",")}}
+	return c.ListReleasesPage(ctx, app, ReleasePage{Kinds: kinds})
+}
+
+// ReleasePage says which releases ListReleasesPage lists.
+type ReleasePage struct {
+	// Kinds are the kinds listed (the ReleaseKind constants); none: all.
+	Kinds []string
+	// Before lists the releases numbered below it (0: the newest): the
+	// last release of the page read before.
+	Before int
+	// Limit is how many at most (0: the server's default, 50; at most
+	// 1000).
+	Limit int
+}
+
+// ListReleasesPage lists the releases of app page says, newest first.
+func (c *Client) ListReleasesPage(ctx context.Context, app string, page ReleasePage) ([]Release, error) {
+	q := url.Values{}
+	if len(page.Kinds) > 0 {
+		q.Set("kind", strings.Join(page.Kinds, ","))
+	}
+	if page.Before > 0 {
+		q.Set("before", strconv.Itoa(page.Before))
+	}
+	if page.Limit > 0 {
+		q.Set("limit", strconv.Itoa(page.Limit))
 	}
 	var rs []Release
 	return rs, c.call(ctx, http.MethodGet, "/apps/"+seg(app)+"/releases", q, nil, &rs)

@@ -202,3 +202,78 @@ func TestReleasePage(t *testing.T) {
 		t.Errorf("a viewer's page of v1 = %d:\n%s", p.status, p.body)
 	}
 }
+
+// TestReleaseListPages: the app page lists the newest 50 releases and,
+// when there are older ones, links to the page before its last one, kind
+// filter kept; that page lists them and links back to the newest; a
+// before that is no release number is refused.
+func TestReleaseListPages(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, admin := e.TenantToken(t, "dashrelpages")
+	api, err := apiclient.New(e.URL, admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	// v1 to v52: odd ones deploys, even ones config changes.
+	for n := 1; n <= 52; n++ {
+		nr := store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashrelpages/shop@sha256:1", Kind: store.ReleaseKindDeploy,
+			Description: fmt.Sprintf("Deploy %d", n), CreatedBy: "git"}
+		if n%2 == 0 {
+			nr.Kind, nr.Description = store.ReleaseKindConfig, fmt.Sprintf("Set N%d", n)
+		}
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := newUser(t, srv.URL)
+	signIn(t, u, admin)
+	listed := func(p page) []int {
+		var ns []int
+		for n := 1; n <= 52; n++ {
+			if strings.Contains(p.body, fmt.Sprintf(`data-release-link="%d">v%d</a>`, n, n)) {
+				ns = append(ns, n)
+			}
+		}
+		return ns
+	}
+	for _, tc := range []struct {
+		path              string
+		first, last       int
+		count             int
+		older, newest     string
+		noOlder, noNewest bool
+	}{
+		{path: "/apps/shop", first: 3, last: 52, count: 50, older: `href="/apps/shop?before=3#releases" data-release-page="older"`, noNewest: true},
+		{path: "/apps/shop?before=3", first: 1, last: 2, count: 2, newest: `href="/apps/shop#releases" data-release-page="newest"`, noOlder: true},
+		{path: "/apps/shop?before=v3", first: 1, last: 2, count: 2, noOlder: true},
+		{path: "/apps/shop?kind=config&before=52", first: 2, last: 50, count: 25, newest: `href="/apps/shop?kind=config#releases"`, noOlder: true},
+	} {
+		p := u.get(tc.path)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: %d", tc.path, p.status)
+			continue
+		}
+		ns := listed(p)
+		if len(ns) != tc.count || ns[0] != tc.first || ns[len(ns)-1] != tc.last {
+			t.Errorf("%s lists %v, want %d releases from v%d to v%d", tc.path, ns, tc.count, tc.first, tc.last)
+		}
+		for _, want := range []string{tc.older, tc.newest} {
+			if want != "" && !strings.Contains(p.body, want) {
+				t.Errorf("%s lacks the link %s", tc.path, want)
+			}
+		}
+		if tc.noOlder && strings.Contains(p.body, `data-release-page="older"`) {
+			t.Errorf("%s links to older releases: it lists the oldest", tc.path)
+		}
+		if tc.noNewest && strings.Contains(p.body, `data-release-page="newest"`) {
+			t.Errorf("%s links to the newest releases: it lists them", tc.path)
+		}
+	}
+	if p := u.get("/apps/shop?before=latest"); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "is not a release number") {
+		t.Errorf("before=latest: %d, want 422 saying it is not a release number\n%s", p.status, p.body)
+	}
+}

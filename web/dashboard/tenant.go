@@ -51,6 +51,9 @@ func (d *Dashboard) createApp(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/apps/"+url.PathEscape(app.Name))
 }
 
+// releasesPerPage is how many releases the app page lists at once.
+const releasesPerPage = 50
+
 // appPage shows one app: status, how to push, releases with rollback,
 // builds, charts, environment and routes.
 func (d *Dashboard) appPage(c echo.Context) error {
@@ -68,9 +71,25 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if kind != "" {
 		kinds = []string{kind}
 	}
-	releases, err := cl.ListReleases(ctx, name, kinds...)
+	// ?before= pages the list back, as bex releases --before does; the
+	// API refuses what is no release number, which the error page says.
+	page := apiclient.ReleasePage{Kinds: kinds, Limit: releasesPerPage}
+	if b := c.QueryParam("before"); b != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(b, "v"))
+		if err != nil || n < 1 {
+			return echo.NewHTTPError(http.StatusUnprocessableEntity, fmt.Sprintf("before %q is not a release number: give one such as 51", b))
+		}
+		page.Before = n
+	}
+	releases, err := cl.ListReleasesPage(ctx, name, page)
 	if err != nil {
 		return err
+	}
+	// A full page may have older releases: its last one is where the
+	// next page starts.
+	older := 0
+	if last := len(releases) - 1; last+1 == releasesPerPage && releases[last].Number > 1 {
+		older = releases[last].Number
 	}
 	builds, err := cl.ListBuilds(ctx, name)
 	if err != nil {
@@ -90,6 +109,7 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	data := map[string]any{
 		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
 		"ReleaseKind": kind, "ReleaseFilters": releaseFilters(kind),
+		"ReleasesBefore": page.Before, "OlderReleases": older,
 		"BuildChart": buildChart(builds, d.now()),
 		"Notice":     c.QueryParam("notice"),
 	}

@@ -156,15 +156,31 @@ func (s *Server) invitationsOf(c echo.Context, t store.Tenant) error {
 }
 
 func (s *Server) revokeInvitation(c echo.Context) error {
+	return s.revokeIn(c, principalOf(c).tenant, "invitation.revoke", "bex members list")
+}
+
+// adminRevokeInvitation revokes a pending invitation of the tenant the
+// path names, as its admins do.
+func (s *Server) adminRevokeInvitation(c echo.Context) error {
+	t, err := s.adminTenant(c)
+	if err != nil {
+		return err
+	}
+	return s.revokeIn(c, t, "tenant.invitation.revoke", "bex admin members list --tenant "+t.Name)
+}
+
+// revokeIn revokes t's pending invitation the path names and audits it
+// as action in t's log; list is the command that lists them.
+func (s *Server) revokeIn(c echo.Context, t store.Tenant, action, list string) error {
 	id := c.Param("id")
-	inv, err := s.store.RevokeInvitation(c.Request().Context(), principalOf(c).tenant.ID, id)
+	inv, err := s.store.RevokeInvitation(c.Request().Context(), t.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("no pending invitation %q: bex members list shows them", id)
+		return notFound("no pending invitation %q: %s shows them", id, list)
 	}
 	if err != nil {
 		return err
 	}
-	s.audit(c, "invitation.revoke", inv.Email, map[string]any{"invitationID": inv.ID, "role": inv.Role})
+	s.auditIn(c, t.ID, action, inv.Email, map[string]any{"invitationID": inv.ID, "role": inv.Role})
 	return c.NoContent(http.StatusNoContent)
 }
 

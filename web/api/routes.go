@@ -73,6 +73,10 @@ func (s *Server) routeTable() []route {
 			request: "InviteRequest", response: "Invitation", status: http.StatusCreated},
 		{method: http.MethodGet, path: "/admin/tenants/:tenant/invitations", handler: s.adminListInvitations, access: operator,
 			summary: "List a tenant's pending invitations, without their codes (operators)", response: "[]Invitation"},
+		{method: http.MethodDelete, path: "/admin/tenants/:tenant/invitations/:id", handler: s.adminRevokeInvitation, access: operator,
+			summary: "Revoke a tenant's pending invitation, as its admins do (DELETE /invitations/{id}): its code stops working; " +
+				"audited as tenant.invitation.revoke in the tenant's log (operators)",
+			status: http.StatusNoContent},
 		{method: http.MethodPatch, path: "/admin/tenants/:tenant/members/:email", handler: s.adminSetMemberRole, access: operator,
 			summary: "Give a tenant's member another role; demoting its last admin answers 409 and changes nothing; audited as tenant.member.role in the tenant's log (operators)",
 			request: "SetRoleRequest", response: "Member"},

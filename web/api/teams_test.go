@@ -611,6 +611,51 @@ func testAdminMemberChanges(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Errorf("cat joined %+v", joined)
 	}
 
+	// The operator revokes an invitation: its code no longer works. A
+	// tenant's admin cannot use the operator's route, and an ID that is
+	// no pending invitation of the tenant (another tenant's) is a 404.
+	a = call(t, e, http.MethodPost, "/admin/tenants/opsfix/members", e.OperatorToken, apiclient.InviteRequest{Email: "dan@opsfix.test", Role: "viewer"})
+	wantStatus(t, "the operator inviting dan", a, http.StatusCreated)
+	var dan apiclient.Invitation
+	a.decode(t, &dan)
+	other, otherToken := e.TenantToken(t, "opsfixother")
+	a = call(t, e, http.MethodPost, "/members", otherToken, apiclient.InviteRequest{Email: "eve@opsfixother.test", Role: "viewer"})
+	wantStatus(t, "opsfixother inviting eve", a, http.StatusCreated)
+	var eve apiclient.Invitation
+	a.decode(t, &eve)
+	for _, tc := range []struct {
+		name, path, token string
+		status            int
+		words             string
+	}{
+		{"a tenant's admin revoking", "/admin/tenants/opsfix/invitations/" + dan.ID, annToken, 403, "operator"},
+		{"another tenant's invitation", "/admin/tenants/opsfix/invitations/" + eve.ID, e.OperatorToken, 404,
+			`no pending invitation "` + eve.ID + `": bex admin members list --tenant opsfix shows them`},
+		{"an unknown tenant", "/admin/tenants/nope/invitations/" + dan.ID, e.OperatorToken, 404, `tenant "nope" not found`},
+	} {
+		if a := call(t, e, http.MethodDelete, tc.path, tc.token, nil); a.status != tc.status || !strings.Contains(a.err().Message, tc.words) {
+			t.Errorf("%s: %d %s; want %d saying %q", tc.name, a.status, a.body, tc.status, tc.words)
+		}
+	}
+	if n := pending(); n != 1 {
+		t.Errorf("pending invitations after the refused revocations: %d, want dan's", n)
+	}
+	wantStatus(t, "the operator revoking dan's invitation", call(t, e, http.MethodDelete, "/admin/tenants/opsfix/invitations/"+dan.ID, e.OperatorToken, nil), http.StatusNoContent)
+	if n := pending(); n != 0 {
+		t.Errorf("pending invitations after the revocation: %d, want none", n)
+	}
+	if a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: dan.Code}); a.status == http.StatusCreated {
+		t.Errorf("dan accepted a revoked invitation: %s", a.body)
+	}
+	if a := call(t, e, http.MethodPost, "/invitations/accept", "", apiclient.AcceptInvitationRequest{Code: eve.Code}); a.status != http.StatusCreated {
+		t.Errorf("eve's invitation to %s, which the refused revocation named: %d %s", other.Name, a.status, a.body)
+	}
+	if !slices.ContainsFunc(auditActions(t, e, tenant.ID), func(a store.AuditEntry) bool {
+		return a.Actor == "ops@bex.test" && a.Action == "tenant.invitation.revoke" && a.Target == "dan@opsfix.test"
+	}) {
+		t.Error("the tenant's audit log lacks the operator's revocation of dan's invitation")
+	}
+
 	// A role, then the old admin removed: their token no longer works.
 	a = call(t, e, http.MethodPatch, "/admin/tenants/opsfix/members/bob@opsfix.test", e.OperatorToken, apiclient.SetRoleRequest{Role: "developer"})
 	wantStatus(t, "the operator making bob a developer", a, http.StatusOK)
@@ -625,14 +670,15 @@ func testAdminMemberChanges(t *testing.T, cp *controlplane.ControlPlane) {
 	wantStatus(t, "ann's token after her removal", call(t, e, http.MethodGet, "/members", annToken, nil), http.StatusUnauthorized)
 	wantStatus(t, "cat listing members", call(t, e, http.MethodGet, "/members", joined.Token, nil), http.StatusOK)
 
-	// The tenant's audit log has the operator's three changes.
+	// The tenant's audit log has the operator's member changes.
 	var got []string
 	for _, entry := range auditActions(t, e, tenant.ID) {
 		if strings.HasPrefix(entry.Action, "tenant.member.") {
 			got = append(got, entry.Actor+" "+entry.Action+" "+entry.Target)
 		}
 	}
-	want := []string{"ops@bex.test tenant.member.invite cat@opsfix.test", "ops@bex.test tenant.member.role bob@opsfix.test", "ops@bex.test tenant.member.remove ann@opsfix.test"}
+	want := []string{"ops@bex.test tenant.member.invite cat@opsfix.test", "ops@bex.test tenant.member.invite dan@opsfix.test",
+		"ops@bex.test tenant.member.role bob@opsfix.test", "ops@bex.test tenant.member.remove ann@opsfix.test"}
 	if !slices.Equal(got, want) {
 		t.Errorf("the tenant's audit log: %q, want %q", got, want)
 	}

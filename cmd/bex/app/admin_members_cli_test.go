@@ -16,8 +16,8 @@ import (
 // TestAdminMembersCLI: against the real API and Postgres, the operator
 // recovers a tenant whose only admin is gone with bex admin members: it
 // lists the members, cannot demote or remove the last admin (exit 4,
-// nothing changed), invites a new admin whose code works, gives a member
-// another role and removes the old admin. No --tenant, an unknown tenant
+// nothing changed), invites a new admin whose code works, revokes another
+// invitation, gives a member another role and removes the old admin. No --tenant, an unknown tenant
 // and a tenant's token exit with their codes.
 func TestAdminMembersCLI(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
@@ -109,6 +109,21 @@ func TestAdminMembersCLI(t *testing.T) {
 	if _, err := anyone.AcceptInvitation(ctx, apiclient.AcceptInvitationRequest{Code: inv.Code}); err != nil {
 		t.Fatalf("cat accepting: %v", err)
 	}
+
+	// An invitation the operator revokes by its email: its code no longer
+	// works.
+	out, stderr, code = bexRun(t, operator, "admin", "members", "add", "dan@climem.test", "--role", "viewer", "--tenant", "climem", "-o", "json")
+	var dan apiclient.Invitation
+	if code != 0 || json.Unmarshal([]byte(out), &dan) != nil {
+		t.Fatalf("admin members add dan: exit %d, %s %s", code, out, stderr)
+	}
+	want := "Revoked the invitation of dan@climem.test to climem: its code no longer works.\n"
+	if out, stderr, code := bexRun(t, operator, "admin", "members", "remove", "dan@climem.test", "--tenant", "climem"); code != 0 || out != want {
+		t.Errorf("admin members remove dan: exit %d, %q %s; want %q", code, out, stderr, want)
+	}
+	if _, err := anyone.AcceptInvitation(ctx, apiclient.AcceptInvitationRequest{Code: dan.Code}); err == nil {
+		t.Error("dan accepted a revoked invitation")
+	}
 	for _, step := range []struct {
 		args []string
 		want string
@@ -130,11 +145,13 @@ func TestAdminMembersCLI(t *testing.T) {
 	}
 	var got []string
 	for _, entry := range entries {
-		if strings.HasPrefix(entry.Action, "tenant.member.") {
-			got = append(got, entry.Actor+" "+entry.Action)
+		if strings.HasPrefix(entry.Action, "tenant.member.") || strings.HasPrefix(entry.Action, "tenant.invitation.") {
+			got = append(got, entry.Actor+" "+entry.Action+" "+entry.Target)
 		}
 	}
-	if want := "ops@bex.test tenant.member.remove, ops@bex.test tenant.member.role, ops@bex.test tenant.member.invite"; strings.Join(got, ", ") != want {
+	if want := "ops@bex.test tenant.member.remove ann@climem.test, ops@bex.test tenant.member.role bob@climem.test, " +
+		"ops@bex.test tenant.invitation.revoke dan@climem.test, ops@bex.test tenant.member.invite dan@climem.test, " +
+		"ops@bex.test tenant.member.invite cat@climem.test"; strings.Join(got, ", ") != want {
 		t.Errorf("the tenant's audit log, newest first: %q, want %s", got, want)
 	}
 }

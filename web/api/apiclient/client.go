@@ -190,6 +190,12 @@ func (c *Client) TenantInvitations(ctx context.Context, tenant string) ([]Invita
 	return invs, c.call(ctx, http.MethodGet, "/admin/tenants/"+url.PathEscape(tenant)+"/invitations", nil, nil, &invs)
 }
 
+// RevokeTenantInvitation revokes a tenant's pending invitation by its ID
+// (operator tokens only).
+func (c *Client) RevokeTenantInvitation(ctx context.Context, tenant, id string) error {
+	return c.call(ctx, http.MethodDelete, "/admin/tenants/"+url.PathEscape(tenant)+"/invitations/"+seg(id), nil, nil, nil)
+}
+
 // SetTenantMemberRole gives a tenant's member another role (operator
 // tokens only).
 func (c *Client) SetTenantMemberRole(ctx context.Context, tenant, email, role string) (Member, error) {

@@ -22,7 +22,8 @@ const memberRows = `[...document.querySelectorAll('#members tbody tr')].map(tr =
 // the page with why, on the member's row, and change nothing; an invite
 // of a malformed email comes back under the email field with what was
 // typed; the operator invites a new admin and gets the code once, the
-// invitee joins with it, and the operator removes the old admin.
+// invitee joins with it; an invitation sent by mistake is revoked on its
+// row and its code no longer joins; the operator removes the old admin.
 func TestConsoleTenantMemberChanges(t *testing.T) {
 	e := apitest.Start(t, cptest.Start(t))
 	base := dashboardtest.Start(t, e).URL
@@ -92,6 +93,26 @@ func TestConsoleTenantMemberChanges(t *testing.T) {
 	}
 	if _, err := anyone.AcceptInvitation(t.Context(), apiclient.AcceptInvitationRequest{Code: code}); err != nil {
 		t.Fatalf("cat joining with the code: %v", err)
+	}
+
+	// An invitation sent by mistake, revoked on its row: its code no
+	// longer joins.
+	b.open(base + "/console/tenants/acme")
+	b.do("typing dan's email", chromedp.SetValue(chromedp.CSS(`#invite-form input[name=email]`), "dan@acme.test"),
+		chromedp.SetValue(chromedp.CSS(`#invite-form select[name=role]`), "viewer"))
+	if st := b.clickAndLoad("inviting dan@acme.test", "#invite"); st != http.StatusOK {
+		t.Fatalf("inviting dan@acme.test: status %d: %s", st, b.text("main"))
+	}
+	danCode := eval[string](b, `document.querySelector('#invite-code').value`)
+	if st := b.clickAndLoad("revoking dan's invitation", `button[data-revoke-invitation="dan@acme.test"]`); st != http.StatusOK ||
+		b.text("#notice") != "Invitation revoked: its code no longer works." {
+		t.Errorf("revoking dan's invitation: status %d, notice %q", st, b.text("#notice"))
+	}
+	if n := eval[int](b, `document.querySelectorAll('#invitation-list tr[data-invitation="dan@acme.test"]').length`); n != 0 {
+		t.Error("dan's revoked invitation is still listed")
+	}
+	if _, err := anyone.AcceptInvitation(t.Context(), apiclient.AcceptInvitationRequest{Code: danCode}); err == nil {
+		t.Error("dan joined with a revoked code")
 	}
 
 	// The old admin removed.

@@ -177,6 +177,7 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.POST("/console/tenants/:tenant/members", d.inviteToTenant, d.guard(operatorOnly))
 	e.POST("/console/tenants/:tenant/members/:email/role", d.setTenantMemberRole, d.guard(operatorOnly))
 	e.POST("/console/tenants/:tenant/members/:email/remove", d.removeTenantMember, d.guard(operatorOnly))
+	e.POST("/console/tenants/:tenant/invitations/:id/revoke", d.revokeTenantInvitation, d.guard(operatorOnly))
 	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
 	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
 	return e

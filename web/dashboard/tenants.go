@@ -275,6 +275,17 @@ func (d *Dashboard) removeTenantMember(c echo.Context) error {
 	return withNotice(c, "/console/tenants/"+url.PathEscape(name), fmt.Sprintf("Removed %s: their tokens, sessions and SSH keys no longer work.", email))
 }
 
+// revokeTenantInvitation revokes a tenant's pending invitation; one
+// already gone (accepted, revoked or expired meanwhile) is the API's 404,
+// which the error page says.
+func (d *Dashboard) revokeTenantInvitation(c echo.Context) error {
+	name := c.Param("tenant")
+	if err := d.client(c).RevokeTenantInvitation(c.Request().Context(), name, c.Param("id")); err != nil {
+		return err
+	}
+	return withNotice(c, "/console/tenants/"+url.PathEscape(name), "Invitation revoked: its code no longer works.")
+}
+
 // memberRefused renders the tenant's page with the API's refusal of a
 // change of the member, above the members and on their row, when err is
 // one a form shows; any other error, an unknown tenant's 404 among them,

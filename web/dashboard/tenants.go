@@ -3,7 +3,6 @@ package dashboard
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -166,9 +165,6 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	}
 	p := apiclient.QuotaPatch{}
 	refused := &quotaRefusal{typed: map[string]string{}, shown: map[string]string{}, errs: map[string]string{}}
-	// expect is what the form showed of each quota it changes, as the
-	// patch spells it.
-	expect := apiclient.QuotaPatch{}
 	var bad []string
 	for _, key := range apiclient.QuotaKeys() {
 		v := strings.TrimSpace(form.Get(key))
@@ -198,7 +194,10 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 				delete(p, key)
 				continue
 			}
-			expect[key] = was[key]
+			// What the form showed is what the quota must still be.
+			if err := p.Expect(key, shown); err != nil {
+				return err
+			}
 		}
 		refused.keep(key, v, shown, hasShown)
 	}
@@ -208,13 +207,6 @@ func (d *Dashboard) setTenantQuota(c echo.Context) error {
 	}
 	if len(p) == 0 {
 		return withNotice(c, "/console/tenants/"+url.PathEscape(name), "Nothing was changed: the form's quotas are those it showed.")
-	}
-	if len(expect) > 0 {
-		raw, err := json.Marshal(expect)
-		if err != nil {
-			return err
-		}
-		p[apiclient.QuotaExpectKey] = raw
 	}
 	_, err = d.client(c).PatchTenantQuota(c.Request().Context(), name, p)
 	if ae, ok := formRefusal(err); ok && ae.Status == http.StatusConflict && len(ae.Conflicts) > 0 {

@@ -77,11 +77,7 @@ func TestConsoleTenantMemberChanges(t *testing.T) {
 	}
 
 	// A new admin: the code is shown once, the invitee joins with it.
-	b.do("typing cat's email", chromedp.SetValue(chromedp.CSS(`#invite-form input[name=email]`), "cat@acme.test"),
-		chromedp.SetValue(chromedp.CSS(`#invite-form select[name=role]`), "admin"))
-	if st := b.clickAndLoad("inviting cat@acme.test", "#invite"); st != http.StatusOK {
-		t.Fatalf("inviting cat@acme.test: status %d: %s", st, b.text("main"))
-	}
+	invite(t, b, "cat@acme.test", "admin", "#invite")
 	code := eval[string](b, `document.querySelector('#invite-code').value`)
 	if !strings.HasPrefix(code, "bexinv_") || !strings.Contains(b.text(`#invitation-list tr[data-invitation="cat@acme.test"]`), "ops@bex.test") {
 		t.Fatalf("after the invitation: code %q, page %q", code, b.text("main"))
@@ -98,11 +94,7 @@ func TestConsoleTenantMemberChanges(t *testing.T) {
 	// An invitation sent by mistake, revoked on its row: its code no
 	// longer joins.
 	b.open(base + "/console/tenants/acme")
-	b.do("typing dan's email", chromedp.SetValue(chromedp.CSS(`#invite-form input[name=email]`), "dan@acme.test"),
-		chromedp.SetValue(chromedp.CSS(`#invite-form select[name=role]`), "viewer"))
-	if st := b.clickAndLoad("inviting dan@acme.test", "#invite"); st != http.StatusOK {
-		t.Fatalf("inviting dan@acme.test: status %d: %s", st, b.text("main"))
-	}
+	invite(t, b, "dan@acme.test", "viewer", "#invite")
 	danCode := eval[string](b, `document.querySelector('#invite-code').value`)
 	if st := b.clickAndLoad("revoking dan's invitation", `button[data-revoke-invitation="dan@acme.test"]`); st != http.StatusOK ||
 		b.text("#notice") != "Invitation revoked: its code no longer works." {
@@ -123,5 +115,16 @@ func TestConsoleTenantMemberChanges(t *testing.T) {
 	}
 	if got := eval[string](b, memberRows); got != "cat@acme.test admin" {
 		t.Errorf("acme's members after the recovery: %q", got)
+	}
+}
+
+// invite fills the page's invite form with email and role and sends it
+// with the button sel, wanting the page back with the invitation.
+func invite(t *testing.T, b *browser, email, role, sel string) {
+	t.Helper()
+	b.do("typing "+email, chromedp.SetValue(chromedp.CSS(`#invite-form input[name=email]`), email),
+		chromedp.SetValue(chromedp.CSS(`#invite-form select[name=role]`), role))
+	if st := b.clickAndLoad("inviting "+email, sel); st != http.StatusOK {
+		t.Fatalf("inviting %s: status %d: %s", email, st, b.text("main"))
 	}
 }

@@ -36,11 +36,7 @@ func TestTeamAndTokens(t *testing.T) {
 		t.Fatalf("signing in: status %d", st)
 	}
 	b.open(base + "/team")
-	b.do("filling in the invitation", chromedp.SetValue(chromedp.CSS(`#invite-form input[name=email]`), "ann@acme.test"),
-		chromedp.SetValue(chromedp.CSS(`#invite-form select[name=role]`), "developer"))
-	if st := b.clickAndLoad("inviting", "#invite-form button"); st != http.StatusOK {
-		t.Fatalf("inviting: status %d: %q", st, b.text("main"))
-	}
+	invite(t, b, "ann@acme.test", "developer", "#invite-form button")
 	link := eval[string](b, `document.querySelector("#join-link").value`)
 	if !strings.Contains(link, "/join?code=bexinv_") || !strings.Contains(b.text("#invitation-list"), "ann@acme.test") {
 		t.Fatalf("after inviting: link %q, page %q", link, b.text("main"))

@@ -21,8 +21,8 @@ import (
 var _ runtime.RunReaper = (*Driver)(nil)
 
 // Bounds of one SweepRuns call: it reads at most maxSweepPages pages of
-// sweepPageSize run Pods and deletes at most maxSweepDeletes of them;
-// what is left waits for the next call.
+// sweepPageSize run Pods, as many of build Pods, and deletes at most
+// maxSweepDeletes Pods in all; what is left waits for the next call.
 const (
 	sweepPageSize   = 500
 	maxSweepPages   = 10
@@ -33,28 +33,49 @@ const (
 // the run Pods that are kept no longer (the Pods of detached runs kept
 // Options.RunLogRetention past their command's end, those of other runs
 // a minute past it, and those past their active deadline and grace period
-// whose Run is gone), so that none waits for its app's next run. It lists
-// run Pods only (by their labels), in pages, and logs the Pods it deleted
-// once per call. Their Secrets go with them (the Pods own them). It
-// returns the first error and goes on past it.
+// whose Run is gone), so that none waits for its app's next run; and so
+// the build Pods (StartBuild) a minute past their end or past their
+// deadline, which a builder that stopped mid-build leaves until the app's
+// next build. It lists those Pods only (by their labels), in pages, and
+// logs the Pods it deleted once per call. Their Secrets go with them (the
+// Pods own them). It returns the first error and goes on past it.
 func (d *Driver) SweepRuns(ctx context.Context) error {
-	ofRuns, err := k8slabels.NewRequirement(LabelRunOf, selection.Exists, nil)
-	if err != nil {
-		return err
-	}
 	managed, err := k8slabels.NewRequirement(LabelManagedBy, selection.Equals, []string{managedBy})
 	if err != nil {
 		return err
 	}
-	sel := client.MatchingLabelsSelector{Selector: k8slabels.NewSelector().Add(*ofRuns, *managed)}
 	var deleted []string
 	var first error
 	now := time.Now()
+	for _, kind := range []struct{ label, what string }{{LabelRunOf, "one-off runs"}, {LabelBuildOf, "builds"}} {
+		of, err := k8slabels.NewRequirement(kind.label, selection.Exists, nil)
+		if err != nil {
+			return err
+		}
+		sel := client.MatchingLabelsSelector{Selector: k8slabels.NewSelector().Add(*of, *managed)}
+		var serr error
+		deleted, serr = d.sweep(ctx, sel, kind.what, now, deleted)
+		first = cmp.Or(first, serr)
+	}
+	if len(deleted) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("Deleted the Pods of ended one-off runs and builds", "count", len(deleted), "pods", deleted)
+	}
+	return first
+}
+
+// sweep deletes the Pods of sel past their keeping (pastKeeping), adding
+// them to deleted, within the bounds of one SweepRuns call; what names
+// them in errors.
+func (d *Driver) sweep(ctx context.Context, sel client.MatchingLabelsSelector, what string, now time.Time, deleted []string) ([]string, error) {
+	var first error
 	next := ""
 	for range maxSweepPages {
+		if len(deleted) == maxSweepDeletes {
+			break
+		}
 		var pods corev1.PodList
 		if err := d.c.List(ctx, &pods, sel, client.Limit(sweepPageSize), client.Continue(next)); err != nil {
-			first = fmt.Errorf("listing the pods of one-off runs: %w", err)
+			first = fmt.Errorf("listing the pods of %s: %w", what, err)
 			break
 		}
 		for i := range pods.Items {
@@ -74,14 +95,11 @@ func (d *Driver) SweepRuns(ctx context.Context) error {
 			}
 		}
 		next = pods.Continue
-		if next == "" || len(deleted) == maxSweepDeletes {
+		if next == "" {
 			break
 		}
 	}
-	if len(deleted) > 0 {
-		logr.FromContextOrDiscard(ctx).Info("Deleted the Pods of ended one-off runs", "count", len(deleted), "pods", deleted)
-	}
-	return first
+	return deleted, first
 }
 
 // EndRun implements runtime.RunReaper: the app's run Pods labelled

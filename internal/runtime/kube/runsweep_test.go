@@ -21,18 +21,23 @@ import (
 
 // runPod is a run Pod as the driver makes one, planted by a test: name
 // in ns, of app, with extra labels, its status set to phase with its
-// container terminated finished ago when finished is not zero.
+// container terminated finished ago when finished is not zero; with
+// build, a build Pod of app.
 type runPod struct {
 	ns, name, app string
 	labels        map[string]string
 	phase         corev1.PodPhase
 	finished      time.Duration
+	build         bool
 }
 
 func plantRunPod(t *testing.T, c client.Client, p runPod) {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{kube.LabelRunOf: p.app, kube.LabelRun: p.name, kube.LabelManagedBy: "bex", kube.LabelComponent: "run"}
+	if p.build {
+		labels = map[string]string{kube.LabelBuildOf: p.app, kube.LabelManagedBy: "bex", kube.LabelComponent: "build"}
+	}
 	if p.app == "" {
 		labels = map[string]string{}
 	}
@@ -119,7 +124,8 @@ func secretLeft(t *testing.T, c client.Client, ns, name string) bool {
 // detached run's Pod 10 minutes: SweepRuns deletes, in every namespace
 // and without a new run, the kept Pods whose command ended longer ago,
 // and keeps the younger ones, the runs that run and the Pods that are no
-// run's.
+// run's; and the build Pods that ended more than a minute ago, keeping a
+// younger one and one that builds.
 func testRunSweep(t *testing.T, c client.Client, d *kube.Driver) {
 	ctx := context.Background()
 	for _, ns := range []string{"sweep-a", "sweep-b"} {
@@ -139,6 +145,9 @@ func testRunSweep(t *testing.T, c client.Client, d *kube.Driver) {
 		{ns: "sweep-a", name: "not-a-run", phase: corev1.PodSucceeded, finished: time.Hour},
 		{ns: "sweep-b", name: "blog-run-5-old", app: "blog", labels: logged(5), phase: corev1.PodSucceeded, finished: time.Hour},
 		{ns: "sweep-b", name: "blog-run-6-young", app: "blog", labels: logged(6), phase: corev1.PodFailed, finished: time.Minute},
+		{ns: "sweep-b", name: "blog-build-old", app: "blog", build: true, phase: corev1.PodFailed, finished: 5 * time.Minute},
+		{ns: "sweep-b", name: "blog-build-young", app: "blog", build: true, phase: corev1.PodSucceeded, finished: 10 * time.Second},
+		{ns: "sweep-b", name: "blog-build-running", app: "blog", build: true, phase: corev1.PodRunning},
 	} {
 		plantRunPod(t, c, p)
 	}
@@ -146,15 +155,15 @@ func testRunSweep(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Fatal(err)
 	}
 	got := podsLeft(t, c, "sweep-a", "shop-run-1-old", "shop-run-2-stopped", "shop-run-3-young", "shop-run-4-running", "not-a-run")
-	for n, v := range podsLeft(t, c, "sweep-b", "blog-run-5-old", "blog-run-6-young") {
+	for n, v := range podsLeft(t, c, "sweep-b", "blog-run-5-old", "blog-run-6-young", "blog-build-old", "blog-build-young", "blog-build-running") {
 		got[n] = v
 	}
-	for _, n := range []string{"shop-run-1-old", "shop-run-2-stopped", "blog-run-5-old"} {
+	for _, n := range []string{"shop-run-1-old", "shop-run-2-stopped", "blog-run-5-old", "blog-build-old"} {
 		if _, ok := got[n]; ok {
-			t.Errorf("pod %s, kept past its 10 minutes, is left after a sweep", n)
+			t.Errorf("pod %s, kept past its time, is left after a sweep", n)
 		}
 	}
-	for _, n := range []string{"shop-run-3-young", "shop-run-4-running", "not-a-run", "blog-run-6-young"} {
+	for _, n := range []string{"shop-run-3-young", "shop-run-4-running", "not-a-run", "blog-run-6-young", "blog-build-young", "blog-build-running"} {
 		if _, ok := got[n]; !ok {
 			t.Errorf("pod %s was deleted by a sweep; want it kept", n)
 		}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -60,8 +59,8 @@ func releaseBeforeOf(c echo.Context) (int, error) {
 	if q == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(strings.TrimPrefix(q, "v"))
-	if err != nil || n < 1 {
+	n, ok := apiclient.ParseReleaseNumber(q)
+	if !ok {
 		return 0, invalid("before", "before %q is not a release number: give the last release of the page read, such as 51 or v51", q)
 	}
 	return n, nil
@@ -146,8 +145,8 @@ func (s *Server) getRelease(c echo.Context) error {
 		return err
 	}
 	ref := c.Param("release")
-	number, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(ref), "v"))
-	if err != nil || number < 1 {
+	number, ok := apiclient.ParseReleaseNumber(ref)
+	if !ok {
 		return notFound("release %q of app %q not found: give its number, such as 3", ref, app.Name)
 	}
 	ctx := c.Request().Context()

@@ -71,12 +71,12 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if kind != "" {
 		kinds = []string{kind}
 	}
-	// ?before= pages the list back, as bex releases --before does; the
-	// API refuses what is no release number, which the error page says.
+	// ?before= pages the list back, as bex releases --before does; what
+	// is no release number is refused on the error page.
 	page := apiclient.ReleasePage{Kinds: kinds, Limit: releasesPerPage}
 	if b := c.QueryParam("before"); b != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(b, "v"))
-		if err != nil || n < 1 {
+		n, ok := apiclient.ParseReleaseNumber(b)
+		if !ok {
 			return echo.NewHTTPError(http.StatusUnprocessableEntity, fmt.Sprintf("before %q is not a release number: give one such as 51", b))
 		}
 		page.Before = n
@@ -84,12 +84,6 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	releases, err := cl.ListReleasesPage(ctx, name, page)
 	if err != nil {
 		return err
-	}
-	// A full page may have older releases: its last one is where the
-	// next page starts.
-	older := 0
-	if last := len(releases) - 1; last+1 == releasesPerPage && releases[last].Number > 1 {
-		older = releases[last].Number
 	}
 	builds, err := cl.ListBuilds(ctx, name)
 	if err != nil {
@@ -109,7 +103,7 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	data := map[string]any{
 		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
 		"ReleaseKind": kind, "ReleaseFilters": releaseFilters(kind),
-		"ReleasesBefore": page.Before, "OlderReleases": older,
+		"ReleasesBefore": page.Before, "OlderReleases": apiclient.OlderReleases(releases, releasesPerPage),
 		"BuildChart": buildChart(builds, d.now()),
 		"Notice":     c.QueryParam("notice"),
 	}

@@ -29,8 +29,8 @@ func newAdminMembersRemoveCommand(st *state, tenant tenantFlag) *cobra.Command {
 			if apiclient.IsStatus(err, http.StatusNotFound) {
 				// No such member: revoke their pending invitation, if
 				// there is one; otherwise the 404 stands.
-				id, lerr := tenantInvitationOf(cmd, c, t, email)
-				switch {
+				invs, lerr := c.TenantInvitations(cmd.Context(), t)
+				switch id := invitationOf(invs, email); {
 				case lerr != nil:
 					err = lerr
 				case id != "":
@@ -51,19 +51,4 @@ func newAdminMembersRemoveCommand(st *state, tenant tenantFlag) *cobra.Command {
 			})
 		},
 	}
-}
-
-// tenantInvitationOf returns the ID of tenant's pending invitation of
-// email; "" when there is none.
-func tenantInvitationOf(cmd *cobra.Command, c *apiclient.Client, tenant, email string) (string, error) {
-	invs, err := c.TenantInvitations(cmd.Context(), tenant)
-	if err != nil {
-		return "", err
-	}
-	for _, inv := range invs {
-		if strings.EqualFold(inv.Email, email) {
-			return inv.ID, nil
-		}
-	}
-	return "", nil
 }

@@ -59,10 +59,19 @@ func revokeInvitationOf(cmd *cobra.Command, c *apiclient.Client, email string) e
 	if err != nil {
 		return explain(err)
 	}
-	for _, inv := range invs {
-		if strings.EqualFold(inv.Email, email) {
-			return explain(c.RevokeInvitation(cmd.Context(), inv.ID))
-		}
+	if id := invitationOf(invs, email); id != "" {
+		return explain(c.RevokeInvitation(cmd.Context(), id))
 	}
 	return fmt.Errorf("%s is neither a member nor invited: bex members list shows them", email)
+}
+
+// invitationOf returns the ID of the pending invitation of email among
+// invs; "" when there is none.
+func invitationOf(invs []apiclient.Invitation, email string) string {
+	for _, inv := range invs {
+		if strings.EqualFold(inv.Email, email) {
+			return inv.ID
+		}
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,8 +29,8 @@ func newReleasesCommand(st *state) *cobra.Command {
 				return usagef("--limit %d: give 1 to %d", limit, maxReleasePage)
 			}
 			if before != "" {
-				n, err := strconv.Atoi(strings.TrimPrefix(before, "v"))
-				if err != nil || n < 1 {
+				n, ok := apiclient.ParseReleaseNumber(before)
+				if !ok {
 					return usagef("--before %q: give a release number, such as v51 (the last one a page listed)", before)
 				}
 				page.Before = n
@@ -64,8 +63,8 @@ func newReleasesCommand(st *state) *cobra.Command {
 				if err := st.table([]string{"RELEASE", "KIND", "STATUS", "DESCRIPTION", "BY", "CREATED"}, rows); err != nil {
 					return err
 				}
-				if last := releases[len(releases)-1].Number; len(releases) == limit && last > 1 {
-					_, err := fmt.Fprintf(w, "Older releases: bex releases %s --before %s\n", args[0], releaseName(int64(last)))
+				if older := apiclient.OlderReleases(releases, limit); older > 0 {
+					_, err := fmt.Fprintf(w, "Older releases: bex releases %s --before %s\n", args[0], releaseName(int64(older)))
 					return err
 				}
 				return nil

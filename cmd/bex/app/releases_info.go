@@ -24,8 +24,8 @@ func newReleasesInfoCommand(st *state) *cobra.Command {
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref := args[len(args)-1]
-			number, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(ref), "v"))
-			if err != nil || number < 1 {
+			number, ok := apiclient.ParseReleaseNumber(ref)
+			if !ok {
 				return usagef("release %q: give a release as bex releases lists it, such as v2", ref)
 			}
 			name, c, err := st.namedAppClient(cmd.Context(), args[:len(args)-1])

@@ -3,10 +3,10 @@ package app
 import (
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"bex.co/bex/web/api/apiclient"
 )
 
 func newRollbackCommand(st *state) *cobra.Command {
@@ -17,8 +17,8 @@ func newRollbackCommand(st *state) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			to := 0
 			if len(args) == 2 {
-				n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(args[1]), "v"))
-				if err != nil || n < 1 {
+				n, ok := apiclient.ParseReleaseNumber(args[1])
+				if !ok {
 					return usagef("release %q: give a release as bex releases %s lists it, such as v2", args[1], args[0])
 				}
 				to = n

@@ -328,6 +328,23 @@ type ReleasePage struct {
 	Limit int
 }
 
+// ParseReleaseNumber reads a release as bex releases names it, "v3" or
+// "3" in any case; ok is false for anything else, 0 and below among it.
+func ParseReleaseNumber(s string) (n int, ok bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(s), "v"))
+	return n, err == nil && n >= 1
+}
+
+// OlderReleases returns where the page after rs starts, its last
+// release's number (ReleasePage.Before of the next page), when rs is a
+// full page of limit releases that has older ones; 0 when it has none.
+func OlderReleases(rs []Release, limit int) int {
+	if len(rs) == 0 || len(rs) != limit || rs[len(rs)-1].Number <= 1 {
+		return 0
+	}
+	return rs[len(rs)-1].Number
+}
+
 // ListReleasesPage lists the releases of app page says, newest first.
 func (c *Client) ListReleasesPage(ctx context.Context, app string, page ReleasePage) ([]Release, error) {
 	q := url.Values{}

@@ -1,10 +1,7 @@
 package build_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +21,7 @@ import (
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/builder/build"
 	"bex.co/bex/internal/registry"
+	"bex.co/bex/internal/testlayer"
 )
 
 // nodeApp is a Node app whose build runs no tool: no dependencies, no build
@@ -42,34 +40,14 @@ var runBaseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "
 // not reach the app. docker makes a Docker schema 2 image, else OCI.
 func makeRunImage(t *testing.T, arch, marker string, docker bool) v1.Image {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range []*tar.Header{
-		{Typeflag: tar.TypeDir, Name: "bin/", Mode: 0o755},
-		{Typeflag: tar.TypeReg, Name: "bin/sh", Mode: 0o755, Size: int64(len(marker))},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tw.Write([]byte(marker)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
 	manifest, config, layerType := types.OCIManifestSchema1, types.OCIConfigJSON, types.OCILayer
 	if docker {
 		manifest, config, layerType = types.DockerManifestSchema2, types.DockerConfigJSON, types.DockerLayer
 	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+	layer := testlayer.Layer(t, []testlayer.Entry{testlayer.Dir("bin"), testlayer.File("bin/sh", 0o755, []byte(marker))},
 		tarball.WithMediaType(layerType))
-	if err != nil {
-		t.Fatal(err)
-	}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, manifest), config)
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
+	img, err := mutate.ConfigFile(img, &v1.ConfigFile{
 		OS: "linux", Architecture: arch, RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{
 			Env: runBaseEnv, Entrypoint: []string{"/bin/sh"}, User: "1000",

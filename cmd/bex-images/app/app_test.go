@@ -23,11 +23,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
 
 	"bex.co/bex/cmd/bex-images/app"
 	"bex.co/bex/cmd/internal/command"
+	"bex.co/bex/internal/testlayer"
 )
 
 // TestPublish builds bex-edge (minimal base) and bex-build-agent (on a
@@ -286,28 +286,10 @@ func pushToolchainBase(t *testing.T, host string, archs ...string) toolchainBase
 	var img v1.Image
 	for _, arch := range archs {
 		script := gitScript(arch)
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for _, h := range []*tar.Header{
-			{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755},
-			{Name: "usr/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-			{Name: "usr/bin/git", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
-		} {
-			if err := tw.WriteHeader(h); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := io.WriteString(tw, script); err != nil {
-			t.Fatal(err)
-		}
-		if err := tw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		data := buf.Bytes()
-		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
+		layer := testlayer.Layer(t, []testlayer.Entry{
+			testlayer.Dir("usr"), testlayer.Dir("usr/bin"), testlayer.File("usr/bin/git", 0o755, []byte(script)),
+		})
+		var err error
 		if img, err = mutate.AppendLayers(empty.Image, layer); err != nil {
 			t.Fatal(err)
 		}

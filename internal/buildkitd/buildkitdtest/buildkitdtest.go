@@ -5,11 +5,9 @@
 package buildkitdtest
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	_ "embed"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +20,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"bex.co/bex/internal/buildkitd"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/testlayer"
 )
 
 // Daemon is a buildkitd started for one test.
@@ -151,38 +149,10 @@ func PushBase(t testing.TB, ref string, opts ...remote.Option) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	mt := time.Unix(1700000000, 0)
-	for _, e := range []struct {
-		name string
-		mode int64
-		body []byte
-	}{
-		{"bin/", 0o755, nil},
-		{"bin/tool", 0o755, tool},
-		{"srv/", 0o755, nil},
-		{"srv/old.txt", 0o644, []byte("from the base image\n")},
-	} {
-		hdr := &tar.Header{Name: e.name, Mode: e.mode, ModTime: mt, Typeflag: tar.TypeReg, Size: int64(len(e.body))}
-		if e.body == nil {
-			hdr.Typeflag = tar.TypeDir
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(e.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	layer := testlayer.Layer(t, []testlayer.Entry{
+		testlayer.Dir("bin"), testlayer.File("bin/tool", 0o755, tool),
+		testlayer.Dir("srv"), testlayer.File("srv/old.txt", 0o644, []byte("from the base image\n")),
+	})
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,6 @@
 package runtimetest
 
 import (
-	"archive/tar"
-	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +11,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"bex.co/bex/internal/testlayer"
 )
 
 // PushTestApp pushes the runtime tests' app, built static, as an image
@@ -36,20 +34,11 @@ func PushTestApp(t testing.TB, ref, dir string, auth authn.Authenticator, stackL
 		cfg = v1.Config{Cmd: []string{"/app/testapp"}, WorkingDir: "/app", Env: []string{"PATH=/usr/bin:/bin"},
 			Labels: stackLabels}
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"tmp/", "etc/", prefix} {
-		if d != "" {
-			tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-		}
+	entries := []testlayer.Entry{testlayer.Dir("tmp"), testlayer.Dir("etc")}
+	if prefix != "" {
+		entries = append(entries, testlayer.Dir(prefix))
 	}
-	tw.WriteHeader(&tar.Header{Name: prefix + "testapp", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))})
-	tw.Write(data)
-	tw.Close()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	layer := testlayer.Layer(t, append(entries, testlayer.File(prefix+"testapp", 0o755, data)))
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		t.Fatal(err)

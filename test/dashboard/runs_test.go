@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"k8s.io/utils/ptr"
 
 	"bex.co/bex/internal/controlplane/cptest"
@@ -167,4 +168,57 @@ func TestRunsOnAppPage(t *testing.T) {
 		}
 	}
 	b.screenshot("console-audit-run-end")
+}
+
+// TestRunConsoleOnAppPage: in Chromium, the app page's console runs a
+// command line attached: the line typed after it is its input, its output
+// (stderr apart) comes into the page as it comes, and its exit code ends
+// it; the run is then listed under Runs.
+func TestRunConsoleOnAppPage(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	base := dashboardtest.Start(t, e).URL
+	_, token := e.TenantToken(t, "acme")
+	api, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	e.SetCurrentRelease(t, "acme", "shop", 3)
+
+	b := newBrowser(t)
+	if st := b.signIn(base, token); st != http.StatusOK {
+		t.Fatalf("signing in: status %d", st)
+	}
+	if st := b.open(base + "/apps/shop"); st != http.StatusOK {
+		t.Fatalf("the app page: status %d", st)
+	}
+	const command = `echo "Name?"; read name; echo "Hello, $name, from v$RUN_RELEASE"; echo "no mail sent" >&2; exit 4`
+	b.do("running a command in the console",
+		chromedp.SetValue(chromedp.CSS(`#console-form input[name=command]`), command),
+		chromedp.Click(chromedp.CSS(`#console-form button[type=submit]`)))
+	b.waitFor("the command's first line", `[...document.querySelectorAll('#console-output span:not(.console-echo)')].some(s => s.textContent.includes('Name?'))`, time.Minute)
+	b.do("typing the command's input",
+		chromedp.SetValue(chromedp.CSS(`#console-input input[name=line]`), "Ann"),
+		chromedp.Click(chromedp.CSS(`#console-input button[type=submit]`)))
+	b.waitFor("the command's end", `document.querySelector('#console-output').getAttribute('data-console-state') === 'exited'`, time.Minute)
+	if code := eval[string](b, `document.querySelector('#console-output').getAttribute('data-exit-code')`); code != "4" {
+		t.Errorf("the console's exit code %q, want 4", code)
+	}
+	out := b.text("#console-output")
+	// stdout and stderr come apart: their order between each other is
+	// not kept.
+	for _, want := range []string{"$ " + command + "\n", "Name?\nAnn\n", "Hello, Ann, from v3\n", "no mail sent\n", "[run.1 on v3: exit 4]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the console shows\n%s\nwithout %q", out, want)
+		}
+	}
+	if got := b.text("#console-output .console-stderr"); got != "no mail sent\n" && got != "no mail sent" {
+		t.Errorf("the console's stderr %q, want no mail sent", got)
+	}
+	b.screenshot("app-console")
+	b.waitFor("the console's run under Runs", `(() => { const tr = document.querySelector('#run-list tr[data-run]');
+		return !!tr && tr.cells[1].innerText.includes('read name') && tr.cells[4].innerText.trim() === 'attached' && tr.cells[7].innerText.trim() === 'exit 4' })()`, time.Minute)
 }

@@ -146,6 +146,8 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.POST("/apps/:app/delete", d.deleteApp, d.guard(tenantOnly))
 	e.POST("/apps/:app/rollback", d.rollback, d.guard(tenantOnly))
 	e.POST("/apps/:app/restart", d.restart, d.guard(tenantOnly))
+	e.POST("/apps/:app/runs", d.startRun, d.guard(tenantOnly))
+	e.GET("/apps/:app/console", d.runConsole, d.guard(tenantOnly))
 	e.POST("/apps/:app/runs/:run/stop", d.stopRun, d.guard(tenantOnly))
 	e.POST("/apps/:app/scale", d.scale, d.guard(tenantOnly))
 	e.POST("/apps/:app/settings", d.settings, d.guard(tenantOnly))

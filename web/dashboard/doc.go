@@ -9,8 +9,11 @@
 // abort, and the audit log).
 //
 // The pages are rendered on the server with html/template and read without
-// JavaScript; a small script (static/app.js) refreshes the live parts and
-// streams logs with server-sent events. Every read and every change goes
+// JavaScript; a small script (static/app.js) refreshes the live parts,
+// streams logs with server-sent events and runs the app page's console
+// attached over a WebSocket that the dashboard relays to the API's run
+// protocol (runconsole.go; without the script the console's form runs the
+// command detached). Every read and every change goes
 // through the platform's JSON API (web/api) with the signed-in user's
 // token, so the API's rules are the only rules: a tenant sees only its own
 // apps, and the console needs an operator's token.

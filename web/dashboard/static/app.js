@@ -1,7 +1,8 @@
 // bex dashboard: live parts of the pages. Everything works without it;
 // with it, [data-refresh] sections reload in place, [data-stream] logs
-// follow server-sent events, [data-copy] buttons copy and [data-confirm]
-// forms ask first.
+// follow server-sent events, [data-copy] buttons copy, [data-confirm]
+// forms ask first and a [data-console] form runs its command attached,
+// over a WebSocket (web/dashboard/runconsole.go says its messages).
 "use strict";
 (function () {
   // reload swaps the elements with these ids for the ones of a fresh copy
@@ -50,6 +51,81 @@
     });
   }
 
+  // runConsole runs form's command attached: output to #console-output as
+  // it comes, #console-input's lines as its input. The output's
+  // data-console-state is running, then exited (data-exit-code set) or
+  // failed.
+  function runConsole(form) {
+    if (!window.WebSocket || !window.TextDecoder) { return; }
+    var session = document.getElementById("console-session");
+    var out = document.getElementById("console-output");
+    var input = document.getElementById("console-input");
+    var ws = null;
+    function append(text, cls) {
+      var atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+      var span = document.createElement("span");
+      if (cls) { span.className = cls; }
+      span.textContent = text;
+      out.appendChild(span);
+      if (atEnd) { out.scrollTop = out.scrollHeight; }
+    }
+    function end(state, text) {
+      out.setAttribute("data-console-state", state);
+      append(text, "console-end");
+      ws = null;
+      input.elements.line.disabled = true;
+    }
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      if (ws) { ws.close(); }
+      var u = new URL(form.getAttribute("data-console"), location.href);
+      u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+      u.searchParams.set("command", form.elements.command.value);
+      u.searchParams.set("csrf", form.elements.csrf.value);
+      out.textContent = "";
+      out.removeAttribute("data-exit-code");
+      out.setAttribute("data-console-state", "running");
+      session.hidden = false;
+      input.elements.line.disabled = false;
+      append("$ " + form.elements.command.value + "\n", "console-echo");
+      var decoders = { 1: new TextDecoder(), 2: new TextDecoder() };
+      var sock = new WebSocket(u.toString());
+      sock.binaryType = "arraybuffer";
+      ws = sock;
+      sock.onmessage = function (m) {
+        if (typeof m.data === "string") {
+          var msg = JSON.parse(m.data);
+          if (msg.error) { end("failed", "[" + msg.error + "]\n"); return; }
+          var x = msg.exit;
+          out.setAttribute("data-exit-code", String(x.exitCode));
+          end("exited", "[run." + x.run + " on v" + x.release + ": exit " + x.exitCode + (x.reason ? ", " + x.reason : "") + "]\n");
+          return;
+        }
+        var b = new Uint8Array(m.data);
+        var d = decoders[b[0]];
+        if (d) { append(d.decode(b.subarray(1), { stream: true }), b[0] === 2 ? "console-stderr" : ""); }
+      };
+      sock.onclose = function () {
+        if (ws === sock) { end("failed", "[the console's connection closed before the command ended]\n"); }
+      };
+      input.elements.line.focus();
+    });
+    input.addEventListener("submit", function (e) {
+      e.preventDefault();
+      if (!ws || ws.readyState !== WebSocket.OPEN) { return; }
+      var line = input.elements.line.value;
+      ws.send(new TextEncoder().encode(line + "\n"));
+      append(line + "\n", "console-echo");
+      input.elements.line.value = "";
+    });
+    document.getElementById("console-eof").addEventListener("click", function () {
+      if (ws && ws.readyState === WebSocket.OPEN) { ws.send("eof"); input.elements.line.disabled = true; }
+    });
+    document.getElementById("console-stop").addEventListener("click", function () {
+      if (ws) { var sock = ws; ws = null; sock.close(); end("failed", "[stopped from the page]\n"); }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-refresh][id]").forEach(refresh);
     document.querySelectorAll("[data-stream]").forEach(stream);
@@ -66,6 +142,7 @@
         if (!confirm(f.getAttribute("data-confirm"))) { e.preventDefault(); }
       });
     });
+    document.querySelectorAll("form[data-console]").forEach(runConsole);
     document.documentElement.setAttribute("data-live", "on");
   });
 })();

@@ -10,10 +10,12 @@
 // Deployments, Pods, Services and EndpointSlices everywhere, the nodes'
 // stats summaries) and, in each tenant namespace only, to TenantRoleName
 // (TenantRules: the objects the kube driver writes there). It prepares the
-// tenant namespaces of the management cluster's Apps itself (the kube
-// driver's PrepareNamespace: Pod Security labels, NetworkPolicies and that
-// RoleBinding), since the ServiceAccount may neither label namespaces nor
-// bind roles. It mints the ServiceAccount a token with the TokenRequest
+// tenant namespaces itself (the kube driver's PrepareNamespace: Pod
+// Security labels, NetworkPolicies and that RoleBinding), since the
+// ServiceAccount may neither label namespaces nor bind roles: on each
+// cluster, those of the tenants with an App placed there (status.cluster),
+// as soon as one is placed there; a cluster holds no namespace, role or
+// policy of a tenant whose apps all run elsewhere. It mints the ServiceAccount a token with the TokenRequest
 // API (Lifetime, renewed once a third of it is left) and writes a
 // kubeconfig of it, with the admin kubeconfig's server and CA, into one
 // Secret of the platform's namespace (Secret), under the key

@@ -29,14 +29,15 @@ import (
 // TestRuntimeCredentialsInAManager runs the controller in a manager, as
 // the controller manager does (its watches): a Cluster whose kubeconfig
 // Secret appears after it was looked at gets its key at once, though its
-// next look would be Resync (10 minutes) away; a tenant's first App has
-// its namespace prepared on the cluster; the key goes with the Cluster; a
+// next look would be Resync (10 minutes) away; a tenant's App placed on
+// the cluster has its namespace prepared there at once, and a tenant whose
+// App is placed nowhere has none until it is placed; the key goes with the Cluster; a
 // kubeconfig Secret without Cluster API's label brings nothing, until it
 // is labelled.
 func TestRuntimeCredentialsInAManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	mgmt, work, m, w := startFleet(ctx, t, "fleet", "bex", "globex")
+	mgmt, work, m, w := startFleet(ctx, t, "fleet", "bex", "globex", "initech")
 	secret := types.NamespacedName{Namespace: "bex", Name: "bex-runtime-kubeconfigs"}
 	mgr, err := ctrl.NewManager(mgmt.RESTConfig(), ctrl.Options{Scheme: controllers.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
@@ -106,19 +107,33 @@ func TestRuntimeCredentialsInAManager(t *testing.T) {
 	}
 	waitKey("w1")
 
-	if err := m.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "globex", Name: "web"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}); err != nil {
+	// initech's app is made first, and placed nowhere yet; globex's is
+	// placed on w1. Only globex's namespace is prepared on w1, until
+	// initech's app is placed there too.
+	initech := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "initech", Name: "api"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}
+	if err := m.Create(ctx, initech); err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Eventually(t, time.Minute, "globex prepared on w1", func(ctx context.Context) error {
-		var n corev1.Namespace
-		if err := w.Get(ctx, client.ObjectKey{Name: "globex"}, &n); err != nil {
-			return err
-		}
-		if n.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-			return errors.New("not restricted")
-		}
-		return nil
-	})
+	placeApp(ctx, t, m, "globex", "web", "w1")
+	prepared := func(tenant string) {
+		t.Helper()
+		platformtest.Eventually(t, time.Minute, tenant+" prepared on w1", func(ctx context.Context) error {
+			var n corev1.Namespace
+			if err := w.Get(ctx, client.ObjectKey{Name: tenant}, &n); err != nil {
+				return err
+			}
+			if n.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+				return errors.New("not restricted")
+			}
+			return nil
+		})
+	}
+	prepared("globex")
+	if err := w.Get(ctx, client.ObjectKey{Name: "initech"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("w1 has the namespace of initech, whose app is placed nowhere: %v", err)
+	}
+	setCluster(ctx, t, m, initech, "w1")
+	prepared("initech")
 
 	if err := m.Delete(ctx, w1); err != nil {
 		t.Fatal(err)

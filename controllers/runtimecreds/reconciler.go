@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,8 +89,8 @@ type adminDriver struct {
 
 // SetupWithManager registers the reconciler: Clusters (of FleetNamespace),
 // each Cluster again when its kubeconfig Secret comes or changes
-// (kubeconfigSource), and every Cluster again when an App is created (its
-// tenant namespace is prepared on each cluster).
+// (kubeconfigSource), and a Cluster again when an App is placed on it
+// (status.cluster set or changed: its tenant namespace is prepared there).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil || r.Reader == nil || r.Secret.Name == "" || r.Secret.Namespace == "" {
 		return errors.New("runtime credentials reconciler: Client, Reader and Secret are required")
@@ -111,24 +112,43 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&clusterv1.Cluster{}, builder.WithPredicates(inFleet)).
 		WatchesRawSource(kubeconfigs).
-		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
+		Watches(&platformv1alpha1.App{}, handler.EnqueueRequestsFromMapFunc(r.placedOn),
 			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return true },
-				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				CreateFunc: func(e event.CreateEvent) bool { return clusterOf(e.Object) != "" },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					c := clusterOf(e.ObjectNew)
+					return c != "" && c != clusterOf(e.ObjectOld)
+				},
 				DeleteFunc: func(event.DeleteEvent) bool { return false },
 			})).
 		Complete(r)
 }
 
-func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+// clusterOf is the name of the cluster an App is placed on, "" for none.
+func clusterOf(o client.Object) string {
+	if a, ok := o.(*platformv1alpha1.App); ok {
+		return a.Status.Cluster
+	}
+	return ""
+}
+
+// placedOn returns the Clusters named as the cluster o is placed on: one,
+// unless several fleet namespaces hold a Cluster of that name.
+func (r *Reconciler) placedOn(ctx context.Context, o client.Object) []reconcile.Request {
+	name := clusterOf(o)
+	if name == "" {
+		return nil
+	}
 	var list clusterv1.ClusterList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.FleetNamespace)); err != nil {
 		logf.FromContext(ctx).Error(err, "Listing clusters")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
+	var reqs []reconcile.Request
 	for _, c := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		if c.Name == name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
 	}
 	return reqs
 }
@@ -233,11 +253,17 @@ func (r *Reconciler) adminConfig(ctx context.Context, cl *clusterv1.Cluster) (*r
 }
 
 // prepareTenants prepares, on the cluster admin reaches, the namespace of
-// every tenant with an App in the management cluster.
+// every tenant with an App placed there (status.cluster): a tenant whose
+// apps run elsewhere has no namespace on it, until an App of it is placed
+// there (a move, or its first placement).
 func (r *Reconciler) prepareTenants(ctx context.Context, cluster types.NamespacedName, admin *rest.Config, kubeconfig []byte) error {
 	var apps platformv1alpha1.AppList
 	if err := r.Client.List(ctx, &apps); err != nil {
 		return fmt.Errorf("listing apps: %w", err)
+	}
+	apps.Items = slices.DeleteFunc(apps.Items, func(a platformv1alpha1.App) bool { return a.Status.Cluster != cluster.Name })
+	if len(apps.Items) == 0 {
+		return nil
 	}
 	drv, err := r.driver(cluster, admin, kubeconfig)
 	if err != nil {

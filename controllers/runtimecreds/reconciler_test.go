@@ -58,12 +58,33 @@ func startFleet(ctx context.Context, t *testing.T, namespaces ...string) (mgmt, 
 	return mgmt, work, m, w
 }
 
+// placeApp creates the App tenant/name placed on cluster.
+func placeApp(ctx context.Context, t *testing.T, m client.Client, tenant, name, cluster string) {
+	t.Helper()
+	app := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}
+	if err := m.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	setCluster(ctx, t, m, app, cluster)
+}
+
+// setCluster places app on cluster, as the App controller does.
+func setCluster(ctx context.Context, t *testing.T, m client.Client, app *platformv1alpha1.App, cluster string) {
+	t.Helper()
+	base := app.DeepCopy()
+	app.Status.Cluster = cluster
+	if err := m.Status().Patch(ctx, app, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRuntimeCredentials runs the reconciler on a management apiserver
 // whose Cluster w1 has, as Cluster API's <cluster>-kubeconfig, the admin
 // kubeconfig of a second apiserver. The Secret gets w1's key; with that
 // kubeconfig placed.KubeClusters connects to w1 (the edge's EndpointSlice
 // table syncs) and the kube driver deploys into the tenant namespace the
-// controller prepared, with nothing forbidden; the same token cannot read
+// controller prepared (of the tenant whose app is placed on w1, not of
+// one whose app is placed elsewhere), with nothing forbidden; the same token cannot read
 // a Secret of kube-system, make a ClusterRole, bind itself cluster-admin
 // in its tenant namespace or relabel it (each of which cluster-admin
 // could); a token near its end is renewed, one that is not is kept; a key
@@ -72,10 +93,11 @@ func startFleet(ctx context.Context, t *testing.T, namespaces ...string) (mgmt, 
 func TestRuntimeCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	_, work, m, w := startFleet(ctx, t, "fleet", "bex", "acme")
-	if err := m.Create(ctx, &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop"}, Spec: platformv1alpha1.AppSpec{Plan: platformv1alpha1.PlanStandard}}); err != nil {
-		t.Fatal(err)
-	}
+	_, work, m, w := startFleet(ctx, t, "fleet", "bex", "acme", "initech")
+	// acme's app is placed on w1, initech's on w2: only acme's namespace
+	// is prepared on w1.
+	placeApp(ctx, t, m, "acme", "shop", "w1")
+	placeApp(ctx, t, m, "initech", "api", "w2")
 	w1 := platformtest.CreateCluster(ctx, t, m, "fleet", "w1")
 	adminKubeconfig, err := os.ReadFile(work.KubeconfigPath())
 	if err != nil {
@@ -110,6 +132,9 @@ func TestRuntimeCredentials(t *testing.T) {
 	}
 
 	res := reconcile("w1")
+	if err := w.Get(ctx, client.ObjectKey{Name: "initech"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("w1 has the namespace of initech, whose only app is placed on w2: %v", err)
+	}
 	first := key()
 	if len(first) == 0 {
 		t.Fatal("no key fleet.w1 after a reconcile")

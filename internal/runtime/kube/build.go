@@ -36,6 +36,11 @@ const (
 	// BuildDir is the agent's work directory in the Pod: under /tmp, which
 	// a container may write even with a read-only root.
 	BuildDir = "/tmp/bex-build"
+	// BuildAgentIdle is the agent's --idle-timeout: it exits when no call
+	// of the builder's has been in flight for that long (the builder is
+	// gone), long before the Pod's deadline. A healthy build leaves its
+	// agent idle only for the builder's own work between two calls.
+	BuildAgentIdle = 2 * time.Minute
 )
 
 // BuildSpec is a build's Pod.
@@ -72,7 +77,8 @@ func (p *BuildPod) Delete(ctx context.Context) { p.r.cleanUp(ctx) }
 // once its agent is ready. The Pod runs as the app's Pods do (restricted
 // Pod Security, no service-account token, no service links), with the
 // build's resources, restartPolicy Never and spec.Timeout as its active
-// deadline; its token comes from a Secret of its own that the Pod owns.
+// deadline; its agent exits after BuildAgentIdle without a call, so a Pod
+// whose builder stopped ends long before that deadline; its token comes from a Secret of its own that the Pod owns.
 // It serves the builder only: nothing selects it but its own labels. A
 // Pod that will not start (its image cannot be pulled, it was refused) or
 // is not ready after Options.RunStartTimeout is deleted, with an error
@@ -130,7 +136,8 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 		WithName(buildComponent).
 		WithImage(spec.Image).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
-		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir).
+		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir,
+			"--idle-timeout", BuildAgentIdle.String()).
 		WithEnv(corev1ac.EnvVar().WithName(BuildTokenEnv).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(name).WithKey(BuildTokenEnv)))).
 		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(BuildAgentPort)).

@@ -57,6 +57,9 @@ type BuildSpec struct {
 	Disk string
 	// Timeout is the Pod's activeDeadlineSeconds, the build's time limit.
 	Timeout time.Duration
+	// IdleTimeout is the agent's --idle-timeout; zero or less:
+	// BuildAgentIdle.
+	IdleTimeout time.Duration
 }
 
 // BuildPod is a build's Pod whose agent answers.
@@ -77,7 +80,7 @@ func (p *BuildPod) Delete(ctx context.Context) { p.r.cleanUp(ctx) }
 // once its agent is ready. The Pod runs as the app's Pods do (restricted
 // Pod Security, no service-account token, no service links), with the
 // build's resources, restartPolicy Never and spec.Timeout as its active
-// deadline; its agent exits after BuildAgentIdle without a call, so a Pod
+// deadline; its agent exits after spec.IdleTimeout without a call, so a Pod
 // whose builder stopped ends long before that deadline; its token comes from a Secret of its own that the Pod owns.
 // It serves the builder only: nothing selects it but its own labels. A
 // Pod that will not start (its image cannot be pulled, it was refused) or
@@ -132,12 +135,16 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 	if err != nil {
 		return nil, err
 	}
+	idle := spec.IdleTimeout
+	if idle <= 0 {
+		idle = BuildAgentIdle
+	}
 	container := corev1ac.Container().
 		WithName(buildComponent).
 		WithImage(spec.Image).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir,
-			"--idle-timeout", BuildAgentIdle.String()).
+			"--idle-timeout", idle.String()).
 		WithEnv(corev1ac.EnvVar().WithName(BuildTokenEnv).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(name).WithKey(BuildTokenEnv)))).
 		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(BuildAgentPort)).

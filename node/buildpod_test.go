@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +16,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"bex.co/bex/builder/build"
+	"bex.co/bex/builder/buildagent"
 	"bex.co/bex/builder/buildpod"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/node"
+	"bex.co/bex/test/platformtest"
 )
 
 // buildAttack is a build command that tries what tenant code in a build
@@ -31,7 +35,8 @@ echo built > built.txt`
 // TestBuildPodOnTheNode builds an app whose build steps run in a Pod of
 // the tenant's, which bex-node runs: the steps cannot read the builder's
 // files nor find a service-account token, the image holds what they
-// built, and the Pod and its Secret are gone afterwards. The same build
+// built, and the Pod and its Secret are gone afterwards. A Pod whose
+// builder went mid-step ends at its agent's idle limit. The same build
 // with its steps on the builder's machine reads the file: the Pod is what
 // keeps it out. A builder image that cannot be pulled fails the build
 // saying so, and leaves nothing behind.
@@ -115,6 +120,44 @@ func TestBuildPodOnTheNode(t *testing.T) {
 			t.Errorf("built.txt in the image: %q, %v; want what the step wrote", b, err)
 		}
 		noneLeft(t)
+	})
+
+	// A git receiver that stops mid-build (a crash, a restart) cuts its
+	// step's call and calls no more: the agent kills the step and, once
+	// idle for its limit, exits, and the Pod ends long before its
+	// deadline of 5 minutes.
+	t.Run("builder gone", func(t *testing.T) {
+		remote, err := buildpod.Remote(buildpod.Options{Driver: d, Image: f.appImage, Timeout: 5 * time.Minute, IdleTimeout: 3 * time.Second,
+			Resources: runtime.Resources{CPU: "500m", Memory: "256Mi"}, Disk: "1Gi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := remote(context.Background(), tenant, "web")
+		if err != nil {
+			t.Fatalf("starting the build's agent: %v", err)
+		}
+		defer a.Close()
+		step, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := a.Run(step, buildagent.Command{Argv: []string{"/bin/sh", "-c", "sleep 600"}}, io.Discard); err == nil {
+			t.Fatal("a step of 10 minutes cut after 3 s succeeded")
+		}
+		platformtest.Eventually(t, time.Minute, "the build Pod of a gone builder ended", func(ctx context.Context) error {
+			pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"})
+			if err != nil || len(pods.Items) != 1 {
+				return fmt.Errorf("build pods: %v, %v; want one", len(pods.Items), err)
+			}
+			p := pods.Items[0]
+			for _, cs := range p.Status.ContainerStatuses {
+				if term := cs.State.Terminated; term != nil {
+					if term.ExitCode != 1 {
+						return fmt.Errorf("the agent exited with %d (%s), want 1: the builder is gone", term.ExitCode, term.Reason)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("the pod is %s", p.Status.Phase)
+		})
 	})
 
 	t.Run("steps on the builder's machine", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package buildagent
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -64,12 +65,22 @@ type Options struct {
 	Log     logr.Logger
 }
 
+// ErrBuilderGone is what WaitIdle returns: no call came from the builder
+// for the idle limit.
+var ErrBuilderGone = errors.New("the builder is gone")
+
 // Agent serves one build's calls.
 type Agent struct {
 	opts  Options
 	paths Paths
 	// mu lets one call at a time change or read the tree.
 	mu sync.Mutex
+
+	// calls guards inFlight, the builder's calls being served, and
+	// lastCall, when the last one ended (or the agent started).
+	calls    sync.Mutex
+	inFlight int
+	lastCall time.Time
 }
 
 // New makes the build's directories and returns the agent.
@@ -86,7 +97,7 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("making the build's directories: %w", err)
 		}
 	}
-	return &Agent{opts: opts, paths: p}, nil
+	return &Agent{opts: opts, paths: p, lastCall: time.Now()}, nil
 }
 
 // Handler serves the agent's calls.
@@ -106,8 +117,57 @@ func (a *Agent) auth(next http.Handler) http.Handler {
 			http.Error(w, "this build's token is required", http.StatusUnauthorized)
 			return
 		}
+		a.callBegins()
+		defer a.callEnds()
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (a *Agent) callBegins() {
+	a.calls.Lock()
+	a.inFlight++
+	a.calls.Unlock()
+}
+
+func (a *Agent) callEnds() {
+	a.calls.Lock()
+	a.inFlight--
+	a.lastCall = time.Now()
+	a.calls.Unlock()
+}
+
+// idleFor returns how long no call of the builder's has been in flight:
+// zero while one is.
+func (a *Agent) idleFor() time.Duration {
+	a.calls.Lock()
+	defer a.calls.Unlock()
+	if a.inFlight > 0 {
+		return 0
+	}
+	return time.Since(a.lastCall)
+}
+
+// WaitIdle returns an error wrapping ErrBuilderGone once no call with the
+// build's token has been in flight for limit (counted from the agent's
+// start before the first), or ctx's error when ctx ends first. /healthz
+// does not count: the kubelet's probe says nothing of the builder. A step
+// in flight counts however long it runs; its call ends, and its process
+// with it, when the builder's connection does.
+func (a *Agent) WaitIdle(ctx context.Context, limit time.Duration) error {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		idle := a.idleFor()
+		if idle >= limit {
+			return fmt.Errorf("no call from the builder for %s: %w", limit, ErrBuilderGone)
+		}
+		t.Reset(limit - idle)
+	}
 }
 
 func (a *Agent) putTree(w http.ResponseWriter, r *http.Request) {

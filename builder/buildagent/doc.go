@@ -11,6 +11,11 @@
 // the tree back once the steps are done. GET /healthz answers without a
 // token, for the Pod's readiness probe.
 //
+// The agent ends itself when its builder is gone (ServeOptions.IdleTimeout,
+// Agent.WaitIdle): a step whose call is cut is killed with its process
+// group, and once no call has been in flight for the idle limit the agent
+// exits saying so, long before the Pod's deadline.
+//
 // The builder (builder/build, Options.Remote) speaks to it with Client.
 // Whatever comes back is the tenant's: the builder extracts the tree through
 // an os.Root with limits (internal/treetar) and reads it as it reads a

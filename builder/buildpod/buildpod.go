@@ -25,6 +25,9 @@ type Options struct {
 	Disk      string
 	// Timeout is each Pod's deadline: the builder's build timeout.
 	Timeout time.Duration
+	// IdleTimeout ends a Pod whose builder made no call for that long
+	// (kube.BuildSpec.IdleTimeout); zero: kube.BuildAgentIdle.
+	IdleTimeout time.Duration
 }
 
 // Remote returns the build.RemoteFunc that starts a Pod per build.
@@ -38,6 +41,7 @@ func Remote(opts Options) (build.RemoteFunc, error) {
 	return func(ctx context.Context, tenant, app string) (build.RemoteAgent, error) {
 		p, err := opts.Driver.StartBuild(ctx, kube.BuildSpec{
 			Tenant: tenant, App: app, Image: opts.Image, Resources: opts.Resources, Disk: opts.Disk, Timeout: opts.Timeout,
+			IdleTimeout: opts.IdleTimeout,
 		})
 		if err != nil {
 			return nil, err

@@ -72,25 +72,30 @@ func TestReleasePage(t *testing.T) {
 		t.Errorf("the release list's kinds: %q", got)
 	}
 
-	// The filter above the list shows one kind, and all again.
+	// The filter above the list toggles kinds, several at once, and shows
+	// all again.
 	const on = `[...document.querySelectorAll('#release-filter a[aria-current]')].map(a => a.dataset.releaseFilter).join(', ')`
-	for _, tc := range []struct{ filter, url, want string }{
-		{"deploy", "/apps/shop?kind=deploy#releases", "v3 deploy, v1 deploy"},
-		{"config", "/apps/shop?kind=config#releases", "v2 config"},
-		{"rollback", "/apps/shop?kind=rollback#releases", ""},
-		{"all", "/apps/shop#releases", "v3 deploy, v2 config, v1 deploy"},
+	for _, tc := range []struct{ click, url, want, on, none string }{
+		{"deploy", "/apps/shop?kind=deploy#releases", "v3 deploy, v1 deploy", "deploy", ""},
+		{"config", "/apps/shop?kind=deploy,config#releases", "v3 deploy, v2 config, v1 deploy", "deploy, config", ""},
+		{"deploy", "/apps/shop?kind=config#releases", "v2 config", "config", ""},
+		{"rollback", "/apps/shop?kind=rollback,config#releases", "v2 config", "rollback, config", ""},
+		{"config", "/apps/shop?kind=rollback#releases", "", "rollback", "No rollback release."},
+		{"rollback", "/apps/shop#releases", "v3 deploy, v2 config, v1 deploy", "all", ""},
+		{"rollback", "/apps/shop?kind=rollback#releases", "", "rollback", "No rollback release."},
+		{"all", "/apps/shop#releases", "v3 deploy, v2 config, v1 deploy", "all", ""},
 	} {
-		if st := b.clickAndLoad("showing "+tc.filter, `#release-filter a[data-release-filter="`+tc.filter+`"]`); st != http.StatusOK || b.location() != base+tc.url {
-			t.Fatalf("showing %s: status %d at %s", tc.filter, st, b.location())
+		if st := b.clickAndLoad("toggling "+tc.click, `#release-filter a[data-release-filter="`+tc.click+`"]`); st != http.StatusOK || b.location() != base+tc.url {
+			t.Fatalf("toggling %s: status %d at %s, want %s", tc.click, st, b.location(), tc.url)
 		}
 		if got := eval[string](b, kinds); got != tc.want {
-			t.Errorf("the release list showing %s: %q, want %q", tc.filter, got, tc.want)
+			t.Errorf("the release list at %s: %q, want %q", tc.url, got, tc.want)
 		}
-		if got := eval[string](b, on); got != tc.filter {
-			t.Errorf("showing %s, the filter marks %q", tc.filter, got)
+		if got := eval[string](b, on); got != tc.on {
+			t.Errorf("at %s, the filter marks %q, want %q", tc.url, got, tc.on)
 		}
-		if got := b.text("#release-none"); tc.want == "" && got != "No "+tc.filter+" release." {
-			t.Errorf("showing %s, of which there is none: the list says %q", tc.filter, got)
+		if got := b.text("#release-none"); tc.none != "" && got != tc.none {
+			t.Errorf("at %s, of which there is none: the list says %q", tc.url, got)
 		}
 	}
 	if st := b.open(base + "/apps/shop?kind=restart"); st != http.StatusUnprocessableEntity || !strings.Contains(b.text("main"), "want one of deploy, rollback, config") {

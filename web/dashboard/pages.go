@@ -29,14 +29,15 @@ func parsePages() (map[string]*template.Template, error) {
 			}
 			return *p
 		},
-		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"lower":   strings.ToLower,
-		"state":   instanceBadge,
-		"run":     runStateOf,
-		"command": func(args []string) string { return strings.Join(args, " ") },
-		"details": auditDetails,
-		"can":     can,
-		"roles":   func() []string { return tenantRoles },
+		"utc":          func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"lower":        strings.ToLower,
+		"state":        instanceBadge,
+		"run":          runStateOf,
+		"command":      func(args []string) string { return strings.Join(args, " ") },
+		"details":      auditDetails,
+		"can":          can,
+		"roles":        func() []string { return tenantRoles },
+		"releasesHref": releasesHref,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -3,7 +3,10 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -89,19 +92,81 @@ func releaseEnv(r apiclient.ReleaseInfo) []envRow {
 }
 
 // releaseFilter is one link above an app's release list: every release
-// (Kind "") or those of one kind.
+// (Kind "") or a kind toggled in or out of the kinds the list shows.
 type releaseFilter struct {
 	Kind, Label string
-	// On is the filter the list shows.
+	// On: the list shows Kind (every release, for Kind "").
 	On bool
+	// Kinds is the link's ?kind=: the list's kinds with Kind toggled,
+	// separated by commas; "" for every release.
+	Kinds string
 }
 
-// releaseFilters are the release list's links, the one for kind on.
-func releaseFilters(kind string) []releaseFilter {
-	fs := []releaseFilter{{Label: "all"}, {Kind: apiclient.ReleaseKindDeploy, Label: "deploys"},
-		{Kind: apiclient.ReleaseKindRollback, Label: "rollbacks"}, {Kind: apiclient.ReleaseKindConfig, Label: "config changes"}}
-	for i := range fs {
-		fs[i].On = fs[i].Kind == kind
+// releaseFilterKinds are the kinds the release list filters by, in the
+// order of its links.
+var releaseFilterKinds = []struct{ kind, label string }{
+	{apiclient.ReleaseKindDeploy, "deploys"}, {apiclient.ReleaseKindRollback, "rollbacks"}, {apiclient.ReleaseKindConfig, "config changes"},
+}
+
+// releaseKinds reads ?kind=: kinds separated by commas, as the API and
+// bex releases --kind take them. It does not check them: the API refuses
+// an empty or unknown kind saying which ones there are.
+func releaseKinds(q string) []string {
+	if q == "" {
+		return nil
+	}
+	var kinds []string
+	for k := range strings.SplitSeq(q, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// inFilterOrder returns the known kinds of kinds in the order of the
+// release list's links, so that a set has one ?kind=.
+func inFilterOrder(kinds []string) []string {
+	var set []string
+	for _, f := range releaseFilterKinds {
+		if slices.Contains(kinds, f.kind) {
+			set = append(set, f.kind)
+		}
+	}
+	return set
+}
+
+// releasesHref links to app's release list of kinds (separated by commas;
+// "" for every kind) before release number before (0: the newest). The
+// commas stay as they are, as a user types them.
+func releasesHref(app, kinds string, before int) string {
+	q := url.Values{}
+	if before > 0 {
+		q.Set("before", strconv.Itoa(before))
+	}
+	h := "/apps/" + url.PathEscape(app)
+	if kinds != "" {
+		h += "?kind=" + strings.ReplaceAll(url.QueryEscape(kinds), "%2C", ",")
+		if before > 0 {
+			h += "&" + q.Encode()
+		}
+	} else if before > 0 {
+		h += "?" + q.Encode()
+	}
+	return h + "#releases"
+}
+
+// releaseFilters are the release list's links for the list of kinds: "all"
+// clears the set, each kind's link adds it to the set or removes it.
+func releaseFilters(kinds []string) []releaseFilter {
+	fs := []releaseFilter{{Label: "all", On: len(kinds) == 0}}
+	for _, f := range releaseFilterKinds {
+		on := slices.Contains(kinds, f.kind)
+		toggled := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == f.kind })
+		if !on {
+			toggled = append(toggled, f.kind)
+		}
+		fs = append(fs, releaseFilter{Kind: f.kind, Label: f.label, On: on, Kinds: strings.Join(inFilterOrder(toggled), ",")})
 	}
 	return fs
 }

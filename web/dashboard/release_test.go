@@ -204,8 +204,8 @@ func TestReleasePage(t *testing.T) {
 }
 
 // TestReleaseListPages: the app page lists the newest 50 releases and,
-// when there are older ones, links to the page before its last one, kind
-// filter kept; that page lists them and links back to the newest; a
+// when there are older ones, links to the page before its last one, kinds
+// filtered by kept; that page lists them and links back to the newest; a
 // before that is no release number is refused.
 func TestReleaseListPages(t *testing.T) {
 	e, srv := startDashboard(t)
@@ -251,6 +251,9 @@ func TestReleaseListPages(t *testing.T) {
 		{path: "/apps/shop?before=3", first: 1, last: 2, count: 2, newest: `href="/apps/shop#releases" data-release-page="newest"`, noOlder: true},
 		{path: "/apps/shop?before=v3", first: 1, last: 2, count: 2, noOlder: true},
 		{path: "/apps/shop?kind=config&before=52", first: 2, last: 50, count: 25, newest: `href="/apps/shop?kind=config#releases"`, noOlder: true},
+		// Several kinds: the pages keep the set, in the filter's order.
+		{path: "/apps/shop?kind=config,deploy", first: 3, last: 52, count: 50, older: `href="/apps/shop?kind=deploy,config&amp;before=3#releases" data-release-page="older"`, noNewest: true},
+		{path: "/apps/shop?kind=deploy,config&before=3", first: 1, last: 2, count: 2, newest: `href="/apps/shop?kind=deploy,config#releases" data-release-page="newest"`, noOlder: true},
 	} {
 		p := u.get(tc.path)
 		if p.status != http.StatusOK {
@@ -275,5 +278,102 @@ func TestReleaseListPages(t *testing.T) {
 	}
 	if p := u.get("/apps/shop?before=latest"); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "is not a release number") {
 		t.Errorf("before=latest: %d, want 422 saying it is not a release number\n%s", p.status, p.body)
+	}
+}
+
+// TestReleaseListFilters: the links above the release list toggle kinds,
+// several at once: each kind's link adds it to the kinds shown or removes
+// it, "all" clears them; the list shows the kinds of the set, says when
+// there is none of them, and an unknown kind among them is refused as the
+// API refuses it.
+func TestReleaseListFilters(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, admin := e.TenantToken(t, "dashrelfilters")
+	api, err := apiclient.New(e.URL, admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"shop", "quiet"} {
+		if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: app}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v1 a deploy, v2 a config change, v3 a rollback to v1.
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 1"},
+		{Kind: store.ReleaseKindConfig, Description: "Set N2"},
+		{Kind: store.ReleaseKindRollback, Description: "Rollback to v1", RollbackTo: 1},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.CreatedBy = tenant.ID, "shop", "r/dashrelfilters/shop@sha256:1", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := newUser(t, srv.URL)
+	signIn(t, u, admin)
+	link := func(filter, href string, on bool) string {
+		l := fmt.Sprintf(`<a href="%s" data-release-filter="%s"`, href, filter)
+		if on {
+			l += ` aria-current="true" class="on"`
+		}
+		return l + ">"
+	}
+	for _, tc := range []struct {
+		path   string
+		listed []int
+		links  []string
+	}{
+		{path: "/apps/shop", listed: []int{1, 2, 3}, links: []string{
+			link("all", "/apps/shop#releases", true),
+			link("deploy", "/apps/shop?kind=deploy#releases", false),
+			link("rollback", "/apps/shop?kind=rollback#releases", false),
+			link("config", "/apps/shop?kind=config#releases", false),
+		}},
+		{path: "/apps/shop?kind=deploy", listed: []int{1}, links: []string{
+			link("all", "/apps/shop#releases", false),
+			link("deploy", "/apps/shop#releases", true),
+			link("rollback", "/apps/shop?kind=deploy,rollback#releases", false),
+			link("config", "/apps/shop?kind=deploy,config#releases", false),
+		}},
+		{path: "/apps/shop?kind=config,deploy", listed: []int{1, 2}, links: []string{
+			link("all", "/apps/shop#releases", false),
+			link("deploy", "/apps/shop?kind=config#releases", true),
+			link("rollback", "/apps/shop?kind=deploy,rollback,config#releases", false),
+			link("config", "/apps/shop?kind=deploy#releases", true),
+		}},
+		{path: "/apps/shop?kind=rollback,config,rollback", listed: []int{2, 3}, links: []string{
+			link("deploy", "/apps/shop?kind=deploy,rollback,config#releases", false),
+			link("rollback", "/apps/shop?kind=config#releases", true),
+			link("config", "/apps/shop?kind=rollback#releases", true),
+		}},
+	} {
+		p := u.get(tc.path)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: %d", tc.path, p.status)
+			continue
+		}
+		var listed []int
+		for n := 1; n <= 3; n++ {
+			if strings.Contains(p.body, fmt.Sprintf(`data-release-link="%d">v%d</a>`, n, n)) {
+				listed = append(listed, n)
+			}
+		}
+		if fmt.Sprint(listed) != fmt.Sprint(tc.listed) {
+			t.Errorf("%s lists %v, want %v", tc.path, listed, tc.listed)
+		}
+		for _, want := range tc.links {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("%s lacks the filter link %s", tc.path, want)
+			}
+		}
+	}
+	if p := u.get("/apps/quiet?kind=deploy,rollback"); p.status != http.StatusOK || !strings.Contains(p.body, `<p id="release-none">No deploy or rollback release.</p>`) {
+		t.Errorf("an app without deploys nor rollbacks, showing them: %d, want it to say there is none:\n%s", p.status, p.body)
+	}
+	for _, q := range []string{"deploy,restart", "deploy,"} {
+		if p := u.get("/apps/shop?kind=" + q); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "deploy, rollback, config") {
+			t.Errorf("kind=%s: %d, want 422 naming the kinds there are:\n%s", q, p.status, p.body)
+		}
 	}
 }

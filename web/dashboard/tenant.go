@@ -64,13 +64,10 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// ?kind= narrows the release list; the API refuses a kind it does
-	// not know, which the error page says.
-	kind := c.QueryParam("kind")
-	var kinds []string
-	if kind != "" {
-		kinds = []string{kind}
-	}
+	// ?kind= narrows the release list to one kind or several, separated
+	// by commas; the API refuses a kind it does not know, which the error
+	// page says.
+	kinds := releaseKinds(c.QueryParam("kind"))
 	// ?before= pages the list back, as bex releases --before does; what
 	// is no release number is refused on the error page.
 	page := apiclient.ReleasePage{Kinds: kinds, Limit: releasesPerPage}
@@ -102,7 +99,8 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	}
 	data := map[string]any{
 		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
-		"ReleaseKind": kind, "ReleaseFilters": releaseFilters(kind),
+		"ReleaseKinds": strings.Join(inFilterOrder(kinds), ","), "ReleaseKindNames": strings.Join(inFilterOrder(kinds), " or "),
+		"ReleaseFilters": releaseFilters(kinds),
 		"ReleasesBefore": page.Before, "OlderReleases": apiclient.OlderReleases(releases, releasesPerPage),
 		"BuildChart": buildChart(builds, d.now()),
 		"Notice":     c.QueryParam("notice"),

@@ -36,6 +36,11 @@ const (
 	// BuildDir is the agent's work directory in the Pod: under /tmp, which
 	// a container may write even with a read-only root.
 	BuildDir = "/tmp/bex-build"
+	// BuildAgentIdle is the agent's --idle-timeout: it exits when no call
+	// of the builder's has been in flight for that long (the builder is
+	// gone), long before the Pod's deadline. A healthy build leaves its
+	// agent idle only for the builder's own work between two calls.
+	BuildAgentIdle = 2 * time.Minute
 )
 
 // BuildSpec is a build's Pod.
@@ -52,6 +57,9 @@ type BuildSpec struct {
 	Disk string
 	// Timeout is the Pod's activeDeadlineSeconds, the build's time limit.
 	Timeout time.Duration
+	// IdleTimeout is the agent's --idle-timeout; zero or less:
+	// BuildAgentIdle.
+	IdleTimeout time.Duration
 }
 
 // BuildPod is a build's Pod whose agent answers.
@@ -72,7 +80,8 @@ func (p *BuildPod) Delete(ctx context.Context) { p.r.cleanUp(ctx) }
 // once its agent is ready. The Pod runs as the app's Pods do (restricted
 // Pod Security, no service-account token, no service links), with the
 // build's resources, restartPolicy Never and spec.Timeout as its active
-// deadline; its token comes from a Secret of its own that the Pod owns.
+// deadline; its agent exits after spec.IdleTimeout without a call, so a Pod
+// whose builder stopped ends long before that deadline; its token comes from a Secret of its own that the Pod owns.
 // It serves the builder only: nothing selects it but its own labels. A
 // Pod that will not start (its image cannot be pulled, it was refused) or
 // is not ready after Options.RunStartTimeout is deleted, with an error
@@ -126,11 +135,16 @@ func (d *Driver) buildPod(ns, name string, spec BuildSpec) (*corev1.Pod, error) 
 	if err != nil {
 		return nil, err
 	}
+	idle := spec.IdleTimeout
+	if idle <= 0 {
+		idle = BuildAgentIdle
+	}
 	container := corev1ac.Container().
 		WithName(buildComponent).
 		WithImage(spec.Image).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
-		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir).
+		WithCommand("bex-build-agent", "--listen", ":"+strconv.Itoa(BuildAgentPort), "--dir", BuildDir,
+			"--idle-timeout", idle.String()).
 		WithEnv(corev1ac.EnvVar().WithName(BuildTokenEnv).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(name).WithKey(BuildTokenEnv)))).
 		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(BuildAgentPort)).

@@ -16,8 +16,8 @@ import (
 	"bex.co/bex/test/platformtest"
 )
 
-// testBuildPods, on an apiserver where no node runs Pods: a build Pod that
-// is never ready fails StartBuild saying so and leaves neither Pod nor
+// testBuildPods, on an apiserver where no node runs Pods: a build Pod runs
+// its agent with an idle limit; a build Pod that is never ready fails StartBuild saying so and leaves neither Pod nor
 // Secret; a build Pod a stopped git receiver left past its deadline is
 // deleted by the app's next build, and one still there by Remove.
 func testBuildPods(t *testing.T, c client.Client, d *kube.Driver) {
@@ -40,7 +40,24 @@ func testBuildPods(t *testing.T, c client.Client, d *kube.Driver) {
 		}
 		return len(pl.Items), len(sl.Items)
 	}
-	_, err := d.StartBuild(ctx, spec)
+	started := make(chan error, 1)
+	go func() {
+		_, err := d.StartBuild(ctx, spec)
+		started <- err
+	}()
+	// The Pod while it waits: its agent exits when its builder is gone.
+	platformtest.Eventually(t, 30*time.Second, "the build Pod made", func(context.Context) error {
+		var pl corev1.PodList
+		if err := c.List(ctx, &pl, client.InNamespace(tenant), sel); err != nil || len(pl.Items) != 1 {
+			return fmt.Errorf("%v build pods: %v", len(pl.Items), err)
+		}
+		cmd := strings.Join(pl.Items[0].Spec.Containers[0].Command, " ")
+		if !strings.Contains(cmd, " --idle-timeout 2m0s") {
+			t.Errorf("build pod runs %q; want --idle-timeout 2m0s", cmd)
+		}
+		return nil
+	})
+	err := <-started
 	if err == nil || !strings.Contains(err.Error(), "not ready after 2s") {
 		t.Fatalf("StartBuild with no node: %v; want not ready after 2s", err)
 	}

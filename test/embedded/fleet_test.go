@@ -28,10 +28,12 @@ import (
 // edge from a Pod on the worker, plans an upgrade over the cluster, writes
 // into it, restarts the platform on the same state directory and finds the
 // cluster serving again with what was written, the worker's node agent
-// running again and the app served from it, then deletes the cluster,
-// finds its files gone and the app served by the process runtime again,
-// with no request to it failed during the deletion: Cluster API drains the
-// worker only once the app moved (controllers/workerhook).
+// running again and the app served from it; then creates a second cluster
+// and deletes the first: the App controller moves the app onto the second,
+// served from a Pod on its worker; then deletes the second, and the app is
+// served by the process runtime again. The first cluster's files are gone,
+// and no request to the app failed during either deletion: Cluster API
+// drains a worker only once the app moved (controllers/workerhook).
 func TestMakeRunFleet(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex-node")
 	state := t.TempDir()
@@ -123,35 +125,63 @@ func TestMakeRunFleet(t *testing.T) {
 	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", body)
 	t.Logf("the app served from the cluster again %s after the restart began", time.Since(start).Round(time.Second))
 
+	// A second cluster: deleting the first moves the app onto it, as the
+	// App controller decides (a cluster being deleted takes no placement,
+	// and the process runtime stands by while a cluster of the fleet can
+	// run the app): started there, switched at the edge, then removed
+	// from the first, with no request failed.
 	start = time.Now()
-	requests := keepRequesting(ctx, t, env, "hello", body)
-	if _, err := op.DeleteLocalCluster(ctx, "e2e-1"); err != nil {
+	lc2 := platformtest.CreateLocalCluster(ctx, t, op, apiclient.CreateLocalClusterRequest{Name: "e2e-2", Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 1})
+	platformtest.WaitClusterHealthy(t, op, lc2.Name, version, 3)
+	workload2 := platformtest.WorkloadClient(t, mgmt, "e2e-2")
+	worker2 := platformtest.WaitWorker(t, workload2, time.Time{})
+	platformtest.WaitLocalStandby(t, mgmt, "e2e-2")
+	t.Logf("a second cluster and its worker %s ready %s after bex fleet create", worker2, time.Since(start).Round(time.Second))
+
+	// deleteCluster deletes the local cluster of lc, named name.
+	deleteCluster := func(lc apiclient.LocalCluster, name string) {
+		t.Helper()
+		start := time.Now()
+		requests := keepRequesting(ctx, t, env, "hello", body)
+		if _, err := op.DeleteLocalCluster(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 5*time.Minute, "cluster "+name+" gone", func(ctx context.Context) error {
+			fleet, err := op.ListFleet(ctx)
+			if err != nil {
+				return err
+			}
+			for _, c := range fleet {
+				if c.Name == lc.Name {
+					return fmt.Errorf("%s still listed with %d machines", c.Name, len(c.Machines))
+				}
+			}
+			if _, err := os.Stat(filepath.Join(state, "fleet", "default", name)); !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("its files remain: %v", err)
+			}
+			return nil
+		})
+		t.Logf("%s deleted in %s", name, time.Since(start).Round(time.Second))
+		sent, failed := requests()
+		t.Logf("%d requests to the app during the deletion of %s, %d failed", sent, name, len(failed))
+		if len(failed) > 0 {
+			t.Errorf("%d of %d requests to the app failed during the deletion of %s; the first: %v", len(failed), sent, name, failed[:min(len(failed), 5)])
+		}
+	}
+
+	deleteCluster(lc, "e2e-1")
+	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-2", body)
+	pods, err = workload2.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	platformtest.Eventually(t, 5*time.Minute, "the cluster gone", func(ctx context.Context) error {
-		fleet, err := op.ListFleet(ctx)
-		if err != nil {
-			return err
-		}
-		for _, c := range fleet {
-			if c.Name == lc.Name {
-				return fmt.Errorf("%s still listed with %d machines", c.Name, len(c.Machines))
-			}
-		}
-		if _, err := os.Stat(filepath.Join(state, "fleet", "default", "e2e-1")); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("its files remain: %v", err)
-		}
-		return nil
-	})
-	t.Logf("deleted in %s", time.Since(start).Round(time.Second))
-	// With no cluster left, the app runs on the process runtime again.
-	platformtest.ServedFrom(t, env, mgmt, "hello", "local", body)
-	t.Logf("the app served by the process runtime %s after the deletion began", time.Since(start).Round(time.Second))
-	sent, failed := requests()
-	t.Logf("%d requests to the app during the deletion, %d failed", sent, len(failed))
-	if len(failed) > 0 {
-		t.Errorf("%d of %d requests to the app failed during the cluster's deletion; the first: %v", len(failed), sent, failed[:min(len(failed), 5)])
+	if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != worker2 || pods.Items[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("the app's Pods on %s after the move: %+v, want one running on %s", "e2e-2", podsOf(pods.Items), worker2)
 	}
+
+	// With no cluster left, the app runs on the process runtime again.
+	deleteCluster(lc2, "e2e-2")
+	platformtest.ServedFrom(t, env, mgmt, "hello", "local", body)
 	p.Interrupt(t)
 }
 

@@ -5,11 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/store"
-	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
-	"bex.co/bex/web/dashboard/dashboardtest"
 )
 
 // TestReleasePage: in Chromium, a tenant sees each release's kind in the
@@ -18,17 +15,8 @@ import (
 // rolling back from it makes a release of kind rollback whose page links
 // back to it.
 func TestReleasePage(t *testing.T) {
-	e := apitest.Start(t, cptest.Start(t))
-	base := dashboardtest.Start(t, e).URL
-	tenant, token := e.TenantToken(t, "acme")
-	api, err := apiclient.New(e.URL, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
-		t.Fatal(err)
-	}
+	s := startShop(t, apitest.Options{})
+	e, base, tenant, token, ctx := s.e, s.base, s.tenant, s.token, t.Context()
 	var bld store.Build
 	// v1 a push, v2 a config change, v3 another push.
 	plain := func(v string) store.ConfigValue { return store.ConfigValue{Value: &v} }

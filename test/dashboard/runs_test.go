@@ -28,17 +28,8 @@ import (
 // end in the open page, without a reload; the operator's audit log then
 // shows that run's end, how it ended and who stopped it.
 func TestRunsOnAppPage(t *testing.T) {
-	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{RuntimeLogs: true})
-	base := dashboardtest.Start(t, e).URL
-	tenant, token := e.TenantToken(t, "acme")
-	api, err := apiclient.New(e.URL, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
-		t.Fatal(err)
-	}
+	s := startShop(t, apitest.Options{RuntimeLogs: true})
+	e, base, tenant, token, api, ctx := s.e, s.base, s.tenant, s.token, s.api, t.Context()
 	e.SetCurrentRelease(t, "acme", "shop", 3)
 	// Runs another server records and runs: run.1 runs on, older than the
 	// page's newest ten; run.2 to run.8 exited 0.
@@ -175,18 +166,9 @@ func TestRunsOnAppPage(t *testing.T) {
 // (stderr apart) comes into the page as it comes, and its exit code ends
 // it; the run is then listed under Runs.
 func TestRunConsoleOnAppPage(t *testing.T) {
-	e := apitest.Start(t, cptest.Start(t))
-	base := dashboardtest.Start(t, e).URL
-	_, token := e.TenantToken(t, "acme")
-	api, err := apiclient.New(e.URL, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
-		t.Fatal(err)
-	}
-	e.SetCurrentRelease(t, "acme", "shop", 3)
+	s := startShop(t, apitest.Options{})
+	s.e.SetCurrentRelease(t, "acme", "shop", 3)
+	base, token := s.base, s.token
 
 	b := newBrowser(t)
 	if st := b.signIn(base, token); st != http.StatusOK {
@@ -221,4 +203,31 @@ func TestRunConsoleOnAppPage(t *testing.T) {
 	b.screenshot("app-console")
 	b.waitFor("the console's run under Runs", `(() => { const tr = document.querySelector('#run-list tr[data-run]');
 		return !!tr && tr.cells[1].innerText.includes('read name') && tr.cells[4].innerText.trim() === 'attached' && tr.cells[7].innerText.trim() === 'exit 4' })()`, time.Minute)
+}
+
+// shop is what startShop made: the API's environment, the dashboard's
+// URL, the tenant acme, its token and an API client acting with it.
+type shop struct {
+	e      *apitest.Env
+	base   string
+	tenant store.Tenant
+	token  string
+	api    *apiclient.Client
+}
+
+// startShop starts the API (with opts) and the dashboard in process on a
+// real apiserver and Postgres, and makes acme's app shop through the API.
+func startShop(t *testing.T, opts apitest.Options) shop {
+	t.Helper()
+	e := apitest.StartWith(t, cptest.Start(t), opts)
+	s := shop{e: e, base: dashboardtest.Start(t, e).URL}
+	s.tenant, s.token = e.TenantToken(t, "acme")
+	var err error
+	if s.api, err = apiclient.New(e.URL, s.token, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.api.CreateApp(t.Context(), apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

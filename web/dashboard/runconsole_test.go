@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
@@ -98,17 +96,7 @@ func TestRunConsole(t *testing.T) {
 	}
 	conn.Close()
 
-	if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "shop", Image: "r/dashcon/shop@sha256:1", Kind: store.ReleaseKindDeploy, Description: "Deploy abc1234", CreatedBy: "git"}); err != nil {
-		t.Fatal(err)
-	}
-	app := &platformv1alpha1.App{}
-	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "dashcon", Name: "shop"}, app); err != nil {
-		t.Fatal(err)
-	}
-	app.Status.CurrentRelease = 1
-	if err := e.Kube.Status().Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	e.SetCurrentRelease(t, "dashcon", "shop", 1)
 	if p := u.get("/apps/shop"); !strings.Contains(p.body, `data-console="/apps/shop/console"`) {
 		t.Errorf("the page of an app with a release offers no console:\n%s", p.body)
 	}

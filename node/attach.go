@@ -33,6 +33,9 @@ const (
 	// client's first size before it lets a held process start on the
 	// terminal's default size.
 	firstSizeWait = 2 * time.Second
+	// idleTimeout closes a session whose streams carried nothing for
+	// that long (the kubelet's streaming idle timeout).
+	idleTimeout = 4 * time.Hour
 	// maxResizeMessage bounds one message of the resize stream, a JSON
 	// {"Width":W,"Height":H} and a newline.
 	maxResizeMessage = 256
@@ -298,7 +301,7 @@ func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
 		return // UpgradeResponse answered
 	}
 	defer conn.Close()
-	conn.SetIdleTimeout(4 * time.Hour)
+	conn.SetIdleTimeout(idleTimeout)
 	s, err := acceptStreams(conn, req, streams, replies)
 	if err != nil {
 		if s.errorStream != nil {

@@ -90,7 +90,11 @@ type Options struct {
 	// stays before it is deleted, the kubelet's --image-minimum-gc-age
 	// [2m]; ImageGCPeriod is how often unused images are looked for [1m].
 	ImageMinimumGCAge, ImageGCPeriod time.Duration
-	Log                              logr.Logger
+	// AttachWait is how long the process of a container made with stdin
+	// and stdinOnce waits for its first attach before it starts without
+	// one [1m].
+	AttachWait time.Duration
+	Log        logr.Logger
 }
 
 func (o *Options) complete() error {
@@ -128,6 +132,9 @@ func (o *Options) complete() error {
 	}
 	if o.ImageGCPeriod <= 0 {
 		o.ImageGCPeriod = time.Minute
+	}
+	if o.AttachWait <= 0 {
+		o.AttachWait = time.Minute
 	}
 	return nil
 }

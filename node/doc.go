@@ -27,8 +27,13 @@
 // nodes/proxy, or nodes/stats for /stats (a SubjectAccessReview), so that
 // `kubectl logs` and the kube runtime driver's logs and usage work.
 //
-// It serves no exec or attach: the kube driver's one-off runs take no
-// input there. What it does not run (more than one container, init
+// It serves the kubelet's attach endpoint (/attach/NS/POD/CONTAINER, the
+// remotecommand protocol over SPDY, to clients authorized to create
+// nodes/proxy) for containers made with stdin, on a terminal with tty:
+// `kubectl attach` and the kube driver's one-off runs with input. Unlike
+// the kubelet, it holds the process of a stdinOnce container until its
+// first attach (Options.AttachWait at most), so that none of its output
+// is lost. It serves no exec. What it does not run (more than one container, init
 // containers, volumes, exec or gRPC probes, startup probes, lifecycle
 // hooks but a preStop sleep, stop signals, host namespaces, privileged
 // containers, added capabilities, host ports) it

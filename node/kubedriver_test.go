@@ -71,10 +71,10 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 		},
 		Logs:    true,
 		Timeout: 3 * time.Minute,
-		// A container's log merges its streams, and bex-node serves no
-		// attach: a run's Pod reads no stdin.
+		// A container's log merges its streams (a run without input
+		// reads it); a run with input or a terminal attaches.
 		MergedOutput: true,
-		NoInput:      true,
+		Terminal:     true,
 	})
 	t.Run("RunPods", func(t *testing.T) { testRunPods(t, f, newDriver(t).(*kube.Driver)) })
 }

@@ -207,6 +207,16 @@ func runFiles(dir string) []string {
 	return out
 }
 
+// servedWorker returns the worker of the Pod a request names, or answers
+// 404 and returns nil when none runs it.
+func (a *Agent) servedWorker(w http.ResponseWriter, ns, name string) *podWorker {
+	wk := a.worker(ns, name)
+	if wk == nil {
+		http.Error(w, fmt.Sprintf("pod %s/%s is not running on node %s", ns, name, a.opts.NodeName), http.StatusNotFound)
+	}
+	return wk
+}
+
 // serveLogs serves /containerLogs/NS/POD/CONTAINER.
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	ns, name, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
@@ -215,9 +225,8 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	wk := a.worker(ns, name)
+	wk := a.servedWorker(w, ns, name)
 	if wk == nil {
-		http.Error(w, fmt.Sprintf("pod %s/%s is not running on node %s", ns, name, a.opts.NodeName), http.StatusNotFound)
 		return
 	}
 	pod := wk.pod()
@@ -383,15 +392,18 @@ func (l *limitWriter) Flush() {
 	}
 }
 
-// apiHandler is the agent's API: its health, the containers' logs and
-// the stats summary, for clients the apiserver authorizes (nodeSubresource).
+// apiHandler is the agent's API: its health, the containers' logs,
+// attach sessions and the stats summary, for clients the apiserver
+// authorizes (nodeSubresource, nodeVerb).
 func (a *Agent) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /stats/summary", a.serveSummary)
+	mux.HandleFunc("GET /attach/{ns}/{pod}/{container}", a.serveAttach)
+	mux.HandleFunc("POST /attach/{ns}/{pod}/{container}", a.serveAttach)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, fmt.Sprintf("bex-node does not serve %s (it serves /containerLogs, /stats/summary and /healthz)", r.URL.Path), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("bex-node does not serve %s (it serves /containerLogs, /attach, /stats/summary and /healthz)", r.URL.Path), http.StatusNotFound)
 	})
 	return a.authorize(mux)
 }
@@ -412,10 +424,10 @@ func (a *Agent) authorize(next http.Handler) http.Handler {
 		}
 		cert := r.TLS.PeerCertificates[0]
 		user, groups := cert.Subject.CommonName, cert.Subject.Organization
-		sub := nodeSubresource(r.URL.Path)
+		sub, verb := nodeSubresource(r.URL.Path), nodeVerb(r)
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: sub, Name: a.opts.NodeName},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes", Subresource: sub, Name: a.opts.NodeName},
 		}}
 		res, err := a.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), sar, metav1.CreateOptions{})
 		if err != nil {
@@ -424,11 +436,32 @@ func (a *Agent) authorize(next http.Handler) http.Handler {
 			return
 		}
 		if !res.Status.Allowed {
-			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=get, resource=nodes, subresource=%s)", user, sub), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", user, verb, sub), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// nodeVerb is the verb a client needs on the Node's subresource for r:
+// create for an attach, whatever its method (a WebSocket's is GET, and
+// the session writes to a process), else the method's, as the kubelet
+// maps them.
+func nodeVerb(r *http.Request) string {
+	if strings.HasPrefix(r.URL.Path, "/attach/") {
+		return "create"
+	}
+	switch r.Method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return "get"
 }
 
 // nodeSubresource is the Node subresource a client needs to get for path,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type podWorker struct {
 	// container is the Pod's container from its creation to its removal,
 	// for the stats summary.
 	container *sandbox.Container
+	// attach is the run of a container made with stdin in progress, for
+	// attach sessions.
+	attach *attachPoint
 
 	statusMu sync.Mutex // orders status writes
 
@@ -326,38 +330,111 @@ func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 // is true when the worker stopped it for the Pod's deletion or the agent's
 // end. exit is the process's exit code.
 func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, container *sandbox.Container) (exit int32, stopped bool) {
+	var now metav1.Time
+	running := func() {
+		now = metav1.Now()
+		w.setState(func(s *podState) {
+			s.phase = corev1.PodRunning
+			if s.startTime == nil {
+				s.startTime = &now
+			}
+			s.waiting, s.running = nil, &corev1.ContainerStateRunning{StartedAt: now}
+			if s.terminated != nil {
+				s.last, s.terminated = s.terminated, nil
+			}
+			s.ready = c.ReadinessProbe == nil
+		})
+		w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
+		w.pushStatus(ctx)
+	}
+	var point *attachPoint
+	if c.Stdin {
+		point = newAttachPoint(c)
+		w.setAttach(point)
+		defer w.setAttach(nil)
+	}
+	// What the process's output is copied with, waited for before its
+	// end is told to an attach session.
+	var outputs sync.WaitGroup
+	ended := func(code int32) {
+		if point != nil {
+			outputs.Wait()
+			point.end(code)
+		}
+	}
 	out, err := w.a.logs.open(pod, c.Name, w.snapshot().restarts)
-	var cmd *exec.Cmd
 	if err == nil {
 		defer out.Close()
+	}
+	held := err == nil && point != nil && c.StdinOnce
+	if held {
+		// The process waits for its one attach, so that none of its
+		// output is lost: the container is reported running meanwhile.
+		running()
+		if !w.holdForAttach(point) {
+			ended(137)
+			return 137, true
+		}
+		if sz := point.heldSize(); sz != nil && c.TTY {
+			err = container.SetTerminalSize(*sz)
+		}
+	}
+	var cmd *exec.Cmd
+	var stdin io.WriteCloser
+	if err == nil {
 		if cmd, err = container.Command(); err == nil {
-			cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
+			if !c.TTY {
+				cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
+				if point != nil {
+					cmd.Stdout = io.MultiWriter(cmd.Stdout, point.output(false))
+					cmd.Stderr = io.MultiWriter(cmd.Stderr, point.output(true))
+					stdin, err = cmd.StdinPipe()
+				}
+			}
 			cmd.WaitDelay = time.Second
-			err = cmd.Start()
+			if err == nil {
+				err = cmd.Start()
+			}
+		}
+	}
+	var console *sandbox.Console
+	if err == nil && c.TTY {
+		// The terminal's output, both streams, is the log's stdout.
+		if console, err = container.Console(); err == nil {
+			defer console.Close()
+			to := out.stream("stdout")
+			if point != nil {
+				to = io.MultiWriter(to, point.output(false))
+			}
+			outputs.Add(1)
+			go func() {
+				defer outputs.Done()
+				_, _ = io.Copy(to, console)
+			}()
+			if c.Stdin {
+				stdin = console
+			}
+		} else {
+			_ = container.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
 		}
 	}
 	if err != nil {
+		ended(128)
 		w.setState(func(s *podState) {
+			s.running = nil
 			s.waiting = &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}
 		})
 		w.a.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		w.pushStatus(ctx)
 		return 128, !w.wait(w.a.opts.RestartBackoff)
 	}
-	now := metav1.Now()
-	w.setState(func(s *podState) {
-		s.phase = corev1.PodRunning
-		if s.startTime == nil {
-			s.startTime = &now
-		}
-		s.waiting, s.running = nil, &corev1.ContainerStateRunning{StartedAt: now}
-		if s.terminated != nil {
-			s.last, s.terminated = s.terminated, nil
-		}
-		s.ready = c.ReadinessProbe == nil
-	})
-	w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
-	w.pushStatus(ctx)
+	if point != nil {
+		point.start(stdin, console)
+	}
+	if !held {
+		running()
+	}
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -436,6 +513,17 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	}
 	stopProbes()
 	exit, reason := exitOf(waitErr)
+	if console != nil {
+		// What the process wrote last comes before its end.
+		copied := make(chan struct{})
+		go func() { outputs.Wait(); close(copied) }()
+		select {
+		case <-copied:
+		case <-time.After(time.Second):
+			console.Close()
+		}
+	}
+	ended(exit)
 	if container.OOMKilled() {
 		reason = "OOMKilled"
 	}
@@ -449,6 +537,28 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		w.pushStatus(ctx)
 	}
 	return exit, stopped
+}
+
+// holdForAttach holds the run of a stdinOnce container until its first
+// attach, at most Options.AttachWait; false when the Pod is deleted or
+// vanishes meanwhile.
+func (w *podWorker) holdForAttach(p *attachPoint) bool {
+	t := time.NewTimer(w.a.opts.AttachWait)
+	defer t.Stop()
+	for {
+		if del, _ := w.deleting(); del {
+			return false
+		}
+		select {
+		case <-p.first:
+			return true
+		case <-t.C:
+			return true
+		case <-w.vanished:
+			return false
+		case <-w.changed:
+		}
+	}
 }
 
 // minStopGrace is the least time a container gets between SIGTERM and

@@ -153,6 +153,9 @@ func (w *podWorker) containerSpec(ctx context.Context, pod *corev1.Pod, c corev1
 		return sandbox.Spec{}, err
 	}
 	spec := sandbox.Spec{Tenant: tenantOf(pod), Hostname: hostname, Args: argv, Env: env, Limits: limits, Binds: binds}
+	if c.TTY {
+		spec.Terminal, spec.TerminalSize = true, sandbox.TerminalSize{Cols: defaultCols, Rows: defaultRows}
+	}
 	workDir := c.WorkingDir
 	if workDir == "" {
 		workDir = local(cfg.WorkingDir)

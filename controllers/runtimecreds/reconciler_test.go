@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,7 +88,8 @@ func setCluster(ctx context.Context, t *testing.T, m client.Client, app *platfor
 // one whose app is placed elsewhere), with nothing forbidden; the same token cannot read
 // a Secret of kube-system, make a ClusterRole, bind itself cluster-admin
 // in its tenant namespace or relabel it (each of which cluster-admin
-// could); a token near its end is renewed, one that is not is kept; a key
+// could), and it may attach to Pods (a run with input) in the tenant
+// namespace only; a token near its end is renewed, one that is not is kept; a key
 // past the Secret's size limit is refused and changes nothing; w1's key
 // goes with w1.
 func TestRuntimeCredentials(t *testing.T) {
@@ -184,6 +186,21 @@ func TestRuntimeCredentials(t *testing.T) {
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}},
 	}}); err != nil {
 		t.Errorf("creating a Deployment in the tenant namespace: %v", err)
+	}
+
+	// A one-off run with input attaches to its Pod: in tenant
+	// namespaces only.
+	attach := func(ns string) bool {
+		t.Helper()
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "pods", Subresource: "attach"}}}
+		if err := rc.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	if !attach("acme") || attach("kube-system") {
+		t.Errorf("the runtime token may create pods/attach in acme: %t, in kube-system: %t; want true, false", attach("acme"), attach("kube-system"))
 	}
 
 	// The attack: the same token, stolen.

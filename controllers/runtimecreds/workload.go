@@ -64,8 +64,9 @@ func ClusterRules() []rbacv1.PolicyRule {
 // deploys to (the chart's tenant-runtime role and the runtime role's
 // writes): a release's env Secret, Deployments, the web Service,
 // PodDisruptionBudgets, runs' Pods and Secrets (patch: a detached run is
-// stopped by lowering its deadline), pods' logs and events, and the
-// NetworkPolicy it checks.
+// stopped by lowering its deadline), pods' logs and events, attaching to
+// its runs' Pods (a run with input or a terminal), and the NetworkPolicy
+// it checks.
 func TenantRules() []rbacv1.PolicyRule {
 	rw := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	return []rbacv1.PolicyRule{
@@ -74,6 +75,7 @@ func TenantRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: rw},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/attach"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get"}},
 	}

@@ -2,13 +2,16 @@ package sandbox
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,3 +119,33 @@ func (t *Console) Resize(size TerminalSize) error {
 
 // Close closes the terminal: runc, and the process, see it hang up.
 func (t *Console) Close() error { return t.f.Close() }
+
+// SetTerminalSize sets the size the terminal of a container created with
+// Spec.Terminal has when its next Command starts; Console's Resize changes
+// it while the process runs.
+func (c *Container) SetTerminalSize(size TerminalSize) error {
+	if c.terminal == nil {
+		return errors.New("sandbox: the container has no terminal")
+	}
+	path := filepath.Join(c.dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var cfg specs.Spec
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("reading the container's config: %w", err)
+	}
+	if cfg.Process == nil {
+		return errors.New("sandbox: the container's config has no process")
+	}
+	cfg.Process.ConsoleSize = &specs.Box{Width: uint(size.Cols), Height: uint(size.Rows)}
+	if b, err = json.MarshalIndent(&cfg, "", "\t"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	*c.terminal = size
+	return nil
+}

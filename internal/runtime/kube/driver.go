@@ -203,6 +203,7 @@ func (o *Options) complete() {
 type Driver struct {
 	c    client.Client
 	cs   kubernetes.Interface
+	cfg  *rest.Config // for pods/attach's streams
 	opts Options
 
 	mu       sync.Mutex
@@ -237,7 +238,7 @@ func New(cfg *rest.Config, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
 	opts.complete()
-	return &Driver{c: c, cs: cs, opts: opts, locks: map[string]*sync.Mutex{}, prepared: map[string]time.Time{}}, nil
+	return &Driver{c: c, cs: cs, cfg: rest.CopyConfig(cfg), opts: opts, locks: map[string]*sync.Mutex{}, prepared: map[string]time.Time{}}, nil
 }
 
 // lock serialises the calls of this driver for one app.

@@ -70,8 +70,11 @@ func runSelector(app string) client.MatchingLabels {
 // activeDeadlineSeconds from ctx's deadline (Options.MaxRunDuration
 // without one). cmd.Attach is called before the Pod is made. The
 // container's output comes through the apiserver (pods/log, followed),
-// stdout and stderr merged into Streams.Stdout; the exit status is the
-// container's terminated state's. A container that cannot start (its
+// stdout and stderr merged into Streams.Stdout; but a cmd with Stdin or
+// Terminal has its container made with stdin, stdinOnce and tty
+// (Terminal) and attaches to it (pods/attach, attach): input, output
+// apart (one stream on a terminal) and the terminal's sizes. The exit
+// status is the container's terminated state's. A container that cannot start (its
 // image cannot be pulled, its Pod refused) or a Pod not started after
 // Options.RunStartTimeout (unschedulable) ends the run with an error
 // saying why. When ctx ends the Pod is deleted with Options.RunGracePeriod
@@ -84,10 +87,6 @@ func runSelector(app string) client.MatchingLabels {
 // platform stopped) are deleted by SweepRuns, the app's next run and
 // Remove; the Pod of a run whose Streams.RunID is set is labelled
 // LabelRunID with it, so that EndRun stops it once its Run is gone.
-//
-// The Pods take no input and have no terminal (the platform's node agent
-// serves no attach): a cmd with Stdin or Terminal is refused with an error
-// wrapping runtime.ErrNoInput.
 func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Command) (runtime.Exit, error) {
 	if err := rel.Validate(); err != nil {
 		return runtime.Exit{}, err
@@ -101,12 +100,9 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 	if cmd.Attach == nil {
 		return runtime.Exit{}, errors.New("the command has no streams to attach")
 	}
-	if cmd.Stdin || cmd.Terminal {
-		return runtime.Exit{}, fmt.Errorf("a pod of a workload cluster reads no stdin and has no terminal; run the command without input: %w", runtime.ErrNoInput)
-	}
 	ns := d.opts.Namespace(rel.Tenant)
 	name := runPodName(rel.App, cmd.Name)
-	pod, err := d.runPod(ctx, ns, name, rel, cmd.Args)
+	pod, err := d.runPod(ctx, ns, name, rel, cmd)
 	if err != nil {
 		return runtime.Exit{}, err
 	}
@@ -149,7 +145,11 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 		}
 		return runtime.Exit{}, err
 	}
-	r.copyOutput(ctx, stdout)
+	if interactive(cmd) {
+		r.attach(ctx, cmd, streams)
+	} else {
+		r.copyOutput(ctx, stdout)
+	}
 	if ctx.Err() != nil {
 		return r.stop(ctx), nil
 	}
@@ -172,14 +172,17 @@ func runPodName(app, name string) string {
 
 var invalidInName = regexp.MustCompile(`[^a-z0-9]+`)
 
-// runPod returns the Pod of a run of args in rel, named name, and checks
+// runPod returns the Pod of a run of cmd in rel, named name, and checks
 // what the release asks of it.
-func (d *Driver) runPod(ctx context.Context, ns, name string, rel runtime.Release, args []string) (*corev1.Pod, error) {
+func (d *Driver) runPod(ctx context.Context, ns, name string, rel runtime.Release, cmd runtime.Command) (*corev1.Pod, error) {
 	container, err := appContainer(rel, runContainer, name)
 	if err != nil {
 		return nil, err
 	}
-	container.WithCommand(args...)
+	container.WithCommand(cmd.Args...)
+	if interactive(cmd) {
+		container.WithStdin(true).WithStdinOnce(true).WithTTY(cmd.Terminal)
+	}
 	deadline := d.opts.MaxRunDuration
 	if t, ok := ctx.Deadline(); ok {
 		deadline = min(deadline, time.Until(t))

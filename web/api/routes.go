@@ -189,8 +189,8 @@ func (s *Server) routeTable() []route {
 				"(headers Bex-Run, Bex-Release) and the connection carries frames both ways: an 8-byte header (stream, 3 zero bytes, big-endian uint32 length, " +
 				"as Docker's attach) then up to 32 KiB; streams 0 stdin (client; empty closes it), 1 stdout, 2 stderr, 3 exit (last, a RunExit), 4 resize (client, a TerminalSize). " +
 				"Closing the connection kills the command; it is stopped after timeoutSeconds (default 1 h, at most 24 h). The run is recorded and audited as app.run. " +
-				"Stdin frames are read when the request has stdin or terminal. On a workload cluster a run takes no input and its stdout and stderr come merged on stdout. " +
-				"Without the upgrade 426; an app without a release 409; over the concurrentRuns quota 403 naming it; stdin or terminal for an app on a workload cluster 422 on stdin; " +
+				"Stdin frames are read when the request has stdin or terminal. On a workload cluster a run without stdin or terminal has its stdout and stderr merged on stdout. " +
+				"Without the upgrade 426; an app without a release 409; over the concurrentRuns quota 403 naming it; stdin or terminal on a runtime that takes no input 422 on stdin; " +
 				"a runtime that runs no one-off commands 501. With detach: true and no upgrade, a detached run: 202 with the Run once it runs, its output going to the app's log " +
 				"as run.N's lines and its end to its record; stdin or terminal with detach 422 on detach",
 			request: "RunRequest", status: http.StatusSwitchingProtocols, accepted: "Run"},

@@ -199,7 +199,7 @@ func runRefusal(app string, err error) error {
 			"app %s runs where one-off commands do not run: %v", app, err)}
 	}
 	if errors.Is(err, runtime.ErrNoInput) {
-		return invalid("stdin", "app %s runs on a workload cluster, where a one-off command reads no input and has no terminal "+
+		return invalid("stdin", "app %s runs where a one-off command reads no input and has no terminal "+
 			"(its output and exit status still come back): run it without -i and with --no-tty (stdin and terminal false)", app)
 	}
 	if err == nil {

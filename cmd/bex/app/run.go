@@ -29,8 +29,8 @@ func newRunCommand(st *state) *cobra.Command {
 			"runs and bex exits with its exit status. The command runs as it is, with no shell: use sh -c '...' for one.\n\n" +
 			"When stdin and stdout are a terminal the command runs on one, with stdin attached (bex run APP -- bash);\n" +
 			"otherwise stdin is closed, or forwarded with -i. Ending bex (Ctrl-C without a terminal) kills the command.\n" +
-			"An app on a workload cluster runs commands without a terminal or input (its output and status still come\n" +
-			"back): there -i is refused, and on a terminal bex says so and runs the command without one.\n\n" +
+			"A runtime that gives one-off commands no terminal or input (their output and status still come back)\n" +
+			"refuses -i, and on a terminal bex says so and runs the command without one.\n\n" +
 			"With --detach (-d) the command runs in the background and bex exits once it runs: its output goes to the\n" +
 			"app's logs as run.N's lines (bex logs APP -f), how it ended to bex runs APP; it takes no input (no -i).\n\n" +
 			"Examples:\n  bex run shop -- sh -c 'echo $DATABASE_URL'\n  bex run shop -- bash\n  bex run -i shop -- psql < dump.sql\n" +
@@ -70,7 +70,7 @@ func newRunCommand(st *state) *cobra.Command {
 			if req.Terminal && !interactive && takesNoInput(err) {
 				// A terminal bex chose, not one asked for: the output and
 				// exit status are worth having without it.
-				fmt.Fprintf(st.io.Err, "bex: %s runs on a workload cluster, where a one-off command has no terminal and reads no input: running it without\n", app)
+				fmt.Fprintf(st.io.Err, "bex: %s runs where a one-off command has no terminal and reads no input: running it without\n", app)
 				req.Terminal, req.Cols, req.Rows = false, 0, 0
 				streams.Stdin, streams.Resize = nil, nil
 				exit, err = c.Run(cmd.Context(), app, req, streams)

@@ -140,7 +140,7 @@ func TestRunCLI(t *testing.T) {
 		return nil
 	})
 
-	// An app on a workload cluster: -i is refused saying what to do, and
+	// A runtime that takes no input: -i is refused saying what to do, and
 	// the command runs without it.
 	e.Releaser.SetRunsTakeNoInput(true)
 	defer e.Releaser.SetRunsTakeNoInput(false)
@@ -163,7 +163,7 @@ func TestRunCLI(t *testing.T) {
 	var errOut bytes.Buffer
 	code = app.Run(t.Context(), app.IO{In: tty, Out: tty, Err: &errOut, ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }},
 		[]string{"run", "shop", "--", "echo", "on the terminal"})
-	if code != 0 || !strings.Contains(errOut.String(), "runs on a workload cluster, where a one-off command has no terminal and reads no input: running it without") {
+	if code != 0 || !strings.Contains(errOut.String(), "runs where a one-off command has no terminal and reads no input: running it without") {
 		t.Errorf("a run from a terminal on a runtime that takes no input: exit %d, stderr %q; want 0, saying it runs without a terminal", code, errOut.String())
 	}
 	platformtest.Eventually(t, 10*time.Second, "the output on the terminal", func(context.Context) error {

@@ -43,9 +43,9 @@ type RunRequest struct {
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// Stdin says the client sends the command's input (stdin frames;
 	// Terminal implies it). Without either the command's stdin is empty
-	// and stdin frames are dropped. An app on a workload cluster takes no
-	// input: a request with Stdin or Terminal answers 422 on field stdin,
-	// and nothing runs. Client.Run sets it when RunStreams.Stdin is set.
+	// and stdin frames are dropped. On a runtime that takes no input a
+	// request with Stdin or Terminal answers 422 on field stdin, and
+	// nothing runs. Client.Run sets it when RunStreams.Stdin is set.
 	Stdin bool `json:"stdin,omitempty"`
 	// Detach runs the command in the background, without the upgrade:
 	// the answer is 202 with the Run once it runs, its output goes to the

@@ -176,8 +176,7 @@ func (r *Releaser) Scale(ctx context.Context, tenant, app string, counts map[str
 }
 
 // SetRunsTakeNoInput makes Run refuse a command that asks for input or a
-// terminal, as the kube driver does (an app on a workload cluster), when
-// set.
+// terminal, as a runtime that takes neither does, when set.
 func (r *Releaser) SetRunsTakeNoInput(noInput bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -506,22 +506,11 @@ func TestTimeoutKillsTheBuild(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b2)))
 	platformtest.Eventually(t, 10*time.Second, "the build's background process to end with the build", func(context.Context) error {
-		if alive(pid) {
+		if platformtest.ProcessAlive(pid) {
 			return fmt.Errorf("process %d survived the timeout", pid)
 		}
 		return nil
 	})
-}
-
-// alive reports whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // signalWriter is a build log that closes seen once it has a line

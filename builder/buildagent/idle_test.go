@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,7 +156,7 @@ func TestAgentKillsTheStepOfAGoneCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the step's "+name+" killed", func(context.Context) error {
-			if alive(pid) {
+			if platformtest.ProcessAlive(pid) {
 				return fmt.Errorf("pid %d runs", pid)
 			}
 			return nil
@@ -178,20 +177,4 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 		c.cancel()
 	}
 	return len(p), nil
-}
-
-// alive reports whether pid runs: it exists and is not a zombie (a killed
-// child no one reaps yet).
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state …: comm may hold spaces, the state follows its ')'.
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

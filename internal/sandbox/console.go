@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -127,8 +126,7 @@ func (c *Container) SetTerminalSize(size TerminalSize) error {
 	if c.terminal == nil {
 		return errors.New("sandbox: the container has no terminal")
 	}
-	path := filepath.Join(c.dir, "config.json")
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(c.configPath())
 	if err != nil {
 		return err
 	}
@@ -140,10 +138,7 @@ func (c *Container) SetTerminalSize(size TerminalSize) error {
 		return errors.New("sandbox: the container's config has no process")
 	}
 	cfg.Process.ConsoleSize = &specs.Box{Width: uint(size.Cols), Height: uint(size.Rows)}
-	if b, err = json.MarshalIndent(&cfg, "", "\t"); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := c.writeConfig(&cfg); err != nil {
 		return err
 	}
 	*c.terminal = size

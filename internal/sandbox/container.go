@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // AppDir is where a release's files are in a container of the run base.
@@ -242,12 +244,7 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if workDir == "" {
 		workDir = "/"
 	}
-	cfg := c.config(spec, root, user, workDir, hostUID, mounts)
-	b, err := json.MarshalIndent(cfg, "", "\t")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, "config.json"), b, 0o600); err != nil {
+	if err := c.writeConfig(c.config(spec, root, user, workDir, hostUID, mounts)); err != nil {
 		return nil, err
 	}
 	if spec.Terminal {
@@ -255,6 +252,18 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 		c.terminal = &size
 	}
 	return c, nil
+}
+
+// configPath is the container's OCI runtime config in its bundle.
+func (c *Container) configPath() string { return filepath.Join(c.dir, "config.json") }
+
+// writeConfig writes cfg as the container's OCI runtime config.
+func (c *Container) writeConfig(cfg *specs.Spec) error {
+	b, err := json.MarshalIndent(cfg, "", "\t")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(c.configPath(), b, 0o600)
 }
 
 // bindMounts are the mounts of binds.

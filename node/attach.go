@@ -409,14 +409,8 @@ func (a *Agent) attachSession(conn httpstream.Connection, point *attachPoint, s 
 		}
 		t.Stop()
 	}
-	var stdout, stderr io.Writer
-	if s.stdout != nil {
-		stdout = s.stdout
-	}
-	if s.stderr != nil {
-		stderr = s.stderr
-	}
-	point.begin(stdout, stderr)
+	// A stream not asked for is a nil Stream, and so a nil io.Writer.
+	point.begin(s.stdout, s.stderr)
 
 	select {
 	case <-point.started:

@@ -151,10 +151,9 @@ func (d *Dashboard) runConsole(c echo.Context) error {
 		}
 	}
 	msg, _ := json.Marshal(end)
-	ws.write(websocket.TextMessage, msg)
-	ws.mu.Lock()
+	_ = ws.write(websocket.TextMessage, msg)
+	// WriteControl may be called beside the other writes.
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(5*time.Second))
-	ws.mu.Unlock()
 	return nil
 }
 

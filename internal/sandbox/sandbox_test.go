@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -385,4 +386,83 @@ func TestBindMountPointsStayWithTheirContainer(t *testing.T) {
 	if !strings.Contains(out, "tenant-acme") {
 		t.Fatalf("the container does not see its own bind's parent:\n%s", out)
 	}
+}
+
+// A container's address may have been sent to before the container had
+// it (the kernel sends the FINs of a gone instance's connections again for
+// minutes): the host's neighbour entry for it is then resolving, and the
+// first packets to the new container would wait for its next ARP request,
+// up to a second. The entry must name the container as soon as it is
+// made. Nor may the bridge's MAC change as containers come and go: that
+// would flush the host's entries and leave the containers' for their
+// gateway wrong.
+func TestAddressSentToBeforeResolvesAtOnce(t *testing.T) {
+	m := sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	bridgeMAC := func() string {
+		b, err := os.ReadFile("/sys/class/net/" + m.Bridge() + "/address")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	before := bridgeMAC()
+	start := func(addr netip.Addr) {
+		t.Helper()
+		ct, err := m.Create(sandbox.Spec{Tenant: "acme", Hostname: "web-0", AppDir: appDir(t), Args: []string{"/app/probe", "listen", ":5000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ct.Destroy() })
+		if ct.Addr() != addr {
+			t.Fatalf("the container got %s, want %s", ct.Addr(), addr)
+		}
+		if n := neighbour(t, m.Bridge(), addr.String()); !strings.Contains(n, "lladdr ") || strings.Contains(n, "INCOMPLETE") || strings.Contains(n, "FAILED") {
+			t.Errorf("once the container is made, the host's neighbour entry for %s is %q, want its MAC", addr, n)
+		}
+		cmd, err := ct.Command()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ct.Signal(syscall.SIGKILL); cmd.Wait() })
+		platformtest.Eventually(t, 30*time.Second, "the host to reach the container at "+addr.String(), func(context.Context) error {
+			resp, err := http.Get("http://" + net.JoinHostPort(addr.String(), "5000") + "/")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			return nil
+		})
+	}
+	// The first address a new Manager gives, then the next.
+	first := m.Gateway().Next()
+	start(first)
+	next := first.Next()
+	c, err := net.Dial("udp", net.JoinHostPort(next.String(), "9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("anyone?")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := neighbour(t, m.Bridge(), next.String()); !strings.Contains(n, "INCOMPLETE") {
+		t.Fatalf("after a packet to %s with no container there, the host's neighbour entry is %q, want INCOMPLETE", next, n)
+	}
+	start(next)
+	if after := bridgeMAC(); after != before {
+		t.Errorf("the bridge's MAC went from %s to %s as containers were made", before, after)
+	}
+}
+
+// neighbour is the host's neighbour entry for addr on dev, as ip shows it.
+func neighbour(t *testing.T, dev, addr string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "neigh", "show", addr, "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip neigh show %s dev %s: %v: %s", addr, dev, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -114,7 +114,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitPrevious(ctx, dataDir); err != nil {
+	if err := WaitStopped(ctx, dataDir); err != nil {
 		return nil, err
 	}
 	socketDir := ""
@@ -370,11 +370,11 @@ func prepareDataDir(dir string, cred *syscall.Credential) (string, error) {
 	return "", nil
 }
 
-// waitPrevious waits for a server that still runs on dataDir to exit, as
+// WaitStopped waits for a server that still runs on dataDir to exit, as
 // the one of a process that was killed does once it notices (on Linux it
 // gets a fast shutdown then): starting beside it would fail on its lock
-// file.
-func waitPrevious(ctx context.Context, dataDir string) error {
+// file, and removing dataDir would race with its last writes.
+func WaitStopped(ctx context.Context, dataDir string) error {
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/controllers/scheme"
+	"bex.co/bex/internal/pgserver"
 )
 
 // BuildBinaries builds the platform's commands into one directory (as make
@@ -66,6 +67,15 @@ func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args 
 			case <-time.After(time.Minute):
 				_ = p.cmd.Process.Kill()
 			}
+		}
+		// A platform killed (by the end of ctx, which most tests cancel
+		// before their cleanups run) leaves its private Postgres to a fast
+		// shutdown of its own: the state directory's removal must wait
+		// for it, or it races with the server's last writes.
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pgserver.WaitStopped(stopCtx, filepath.Join(state, "postgres")); err != nil {
+			t.Errorf("the platform's private Postgres: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("bex-embedded output:\n%s", p.Output())

@@ -7,9 +7,10 @@
 # go test starts packages in the order given (-p of them at once, 2 on two
 # cores), so the slowest start first: one of them started last would end
 # alone, with a core idle. Keep the list in step with the "slowest
-# packages" of a recent run. The run is bound by CPU (the cores were 98%
-# busy throughout on 2 cores, 2026-12-05): what shortens it is less work,
-# not more at once.
+# packages" of a recent run. Much of the suite waits on clusters and
+# rollouts: the cores were 56 to 62% busy on average in the clean-clone
+# runs of 2026-12-06 (42 to 44 min on 2 cores, against 51 min with
+# ./test/embedded started last).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -291,25 +291,24 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 			f.Close()
 			return nil, err
 		}
-		return &decompressedFile{Reader: zr, close: func() error { zr.Close(); return nil }, f: f}, nil
+		return &decompressedFile{ReadCloser: zr.IOReadCloser(), f: f}, nil
 	}
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &decompressedFile{Reader: gz, close: gz.Close, f: f}, nil
+	return &decompressedFile{ReadCloser: gz, f: f}, nil
 }
 
 // decompressedFile closes the file under a decompressing reader with it.
 type decompressedFile struct {
-	io.Reader
-	close func() error
-	f     *os.File
+	io.ReadCloser
+	f *os.File
 }
 
 func (d *decompressedFile) Close() error {
-	err := d.close()
+	err := d.ReadCloser.Close()
 	if ferr := d.f.Close(); err == nil {
 		err = ferr
 	}

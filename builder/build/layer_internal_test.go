@@ -153,7 +153,7 @@ func BenchmarkLayer(b *testing.B) {
 // whose bulk is BEX_BENCH_BINARY when set (a Go binary, say), else
 // layerTree's. It reports the layer's size.
 func BenchmarkLayerCompression(b *testing.B) {
-	root := layerTree(b)
+	var root *os.Root
 	if bin := os.Getenv("BEX_BENCH_BINARY"); bin != "" {
 		dir := b.TempDir()
 		data, err := os.ReadFile(bin)
@@ -167,6 +167,8 @@ func BenchmarkLayerCompression(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { root.Close() })
+	} else {
+		root = layerTree(b)
 	}
 	for _, mt := range []types.MediaType{types.OCILayer, types.OCILayerZStd} {
 		name := "gzip"

@@ -28,6 +28,7 @@ import (
 
 	"bex.co/bex/internal/kubeapply"
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/steptime"
 )
 
 var (
@@ -281,15 +282,20 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	if _, err := resources(rel.Resources); err != nil {
 		return err
 	}
+	stopNamespace := steptime.Start(ctx, "namespace")
+	var err error
 	if d.opts.PreparedNamespaces {
-		if err := d.waitNamespace(ctx, ns, log); err != nil {
-			return err
-		}
-	} else if err := d.prepareNamespace(ctx, ns, rel.Tenant); err != nil {
+		err = d.waitNamespace(ctx, ns, log)
+	} else {
+		err = d.prepareNamespace(ctx, ns, rel.Tenant)
+	}
+	stopNamespace()
+	if err != nil {
 		return err
 	}
 
 	// What runs now, to go back to if this release fails.
+	stopApply := steptime.Start(ctx, "apply")
 	var current appsv1.DeploymentList
 	if err := d.c.List(ctx, &current, client.InNamespace(ns), appSelector(rel.App)); err != nil {
 		return fmt.Errorf("listing deployments: %w", err)
@@ -325,12 +331,19 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	if err := d.applyServiceAndPDBs(ctx, ns, rel); err != nil {
 		return d.rollBack(ctx, ns, rel, previous, log, err)
 	}
+	stopApply()
 
-	if err := d.waitRollout(ctx, ns, rel, log); err != nil {
+	stopRollout := steptime.Start(ctx, "rollout")
+	err = d.waitRollout(ctx, ns, rel, log)
+	stopRollout()
+	if err != nil {
 		return d.rollBack(ctx, ns, rel, previous, log, err)
 	}
 
-	if err := d.pruneAfterRollout(ctx, ns, rel, previous, log); err != nil {
+	stopPrune := steptime.Start(ctx, "prune")
+	err = d.pruneAfterRollout(ctx, ns, rel, previous, log)
+	stopPrune()
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(log, "Release %d is live\n", rel.Number)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/runtimetest"
+	"bex.co/bex/internal/steptime"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -64,6 +66,7 @@ func TestKubeDriver(t *testing.T) {
 		})
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
+	t.Run("Timings", func(t *testing.T) { testTimings(t, c, newDriver(t)) })
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
 	// A client that may ask once a second: near a deadline its rate
 	// limiter refuses the next read before the deadline passes.
@@ -347,6 +350,38 @@ func deploy(d *kube.Driver, rel runtime.Release, log *platformtest.SyncBuffer) <
 	done := make(chan error, 1)
 	go func() { done <- d.Deploy(context.Background(), rel, log) }()
 	return done
+}
+
+// testTimings checks that a deploy times its steps in the push's
+// timeline, the rollout from the Deployment's write to its rolled-out
+// status.
+func testTimings(t *testing.T, c client.Client, d *kube.Driver) {
+	rel := shopRelease(1, "img:1")
+	rel.App = "clock"
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	ctx, tl := steptime.New(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Deploy(ctx, rel, io.Discard) }()
+	getDeployment(t, c, "clock-web", release("1"))
+	// The rollout step began before the Deployment could be read: it
+	// lasts at least as long as its status is held back.
+	const held = 300 * time.Millisecond
+	time.Sleep(held)
+	setStatus(t, c, "acme", "clock-web", rolledOut)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	steps := tl.Steps()
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.Name)
+	}
+	if got, want := strings.Join(names, ","), "namespace,apply,rollout,prune"; got != want {
+		t.Fatalf("steps %s (%s), want %s", got, steptime.Format(steps), want)
+	}
+	if rollout := steps[2].Seconds; rollout < held.Seconds() {
+		t.Errorf("rollout step %s, want at least the %s its status was held back", steptime.Seconds(rollout), held)
+	}
 }
 
 func getDeployment(t *testing.T, c client.Client, name string, match func(*appsv1.Deployment) error) *appsv1.Deployment {

@@ -122,7 +122,7 @@ func TestReleasePhase(t *testing.T) {
 		}
 		b, log := e.buildLog(t, tenantID)
 		// The release is listed, failed with the reason the push printed.
-		list, err := e.st.ListReleases(ctx, tenantID, e.name, 0)
+		list, err := e.st.ListReleases(ctx, tenantID, e.name, store.ReleaseFilter{})
 		if err != nil || len(list) != 2 {
 			t.Fatalf("after the failed release phase the releases are %+v, %v; want failed v2 and v1", list, err)
 		}

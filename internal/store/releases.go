@@ -105,6 +105,14 @@ func ReleaseKinds() []ReleaseKind {
 // Known reports whether k is one of ReleaseKinds.
 func (k ReleaseKind) Known() bool { return slices.Contains(ReleaseKinds(), k) }
 
+// ReleaseStatuses are the statuses of a release, in the order above.
+func ReleaseStatuses() []ReleaseStatus {
+	return []ReleaseStatus{ReleaseSucceeded, ReleaseFailed}
+}
+
+// Known reports whether st is one of ReleaseStatuses.
+func (st ReleaseStatus) Known() bool { return slices.Contains(ReleaseStatuses(), st) }
+
 // Runnable returns nil when the release can run again (be rolled back to),
 // a *FailedError when it never went out, and a *PrunedError when its
 // artifacts were pruned.
@@ -148,31 +156,52 @@ func (e *FailedError) Is(target error) bool { return target == ErrInvalid }
 // error wraps ErrInvalid and names the kinds when one is not one of
 // ReleaseKinds or is empty ("deploy,,config").
 func ParseReleaseKinds(list string) ([]ReleaseKind, error) {
+	return parseReleaseFilter(list, "kind", "kinds", ReleaseKinds())
+}
+
+// ParseReleaseStatuses reads a comma-separated list of release statuses,
+// such as "failed", as a filter for ListReleases, as ParseReleaseKinds
+// reads kinds. The error wraps ErrInvalid and names the statuses when one
+// is not one of ReleaseStatuses or is empty.
+func ParseReleaseStatuses(list string) ([]ReleaseStatus, error) {
+	return parseReleaseFilter(list, "status", "statuses", ReleaseStatuses())
+}
+
+// parseReleaseFilter reads list, values of known separated by commas, for
+// ParseReleaseKinds and ParseReleaseStatuses; what and whats name one
+// value and several in errors.
+func parseReleaseFilter[T ~string](list, what, whats string, known []T) ([]T, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
 	}
-	var kinds []ReleaseKind
+	var values []T
 	for name := range strings.SplitSeq(list, ",") {
-		k := ReleaseKind(strings.TrimSpace(name))
+		v := T(strings.TrimSpace(name))
 		switch {
-		case k == "":
-			return nil, fmt.Errorf("%w release kinds %q: an empty kind; give kinds separated by commas, from %s", ErrInvalid, list, kindList())
-		case !k.Known():
-			return nil, fmt.Errorf("%w release kind %q: want one of %s", ErrInvalid, k, kindList())
-		case !slices.Contains(kinds, k):
-			kinds = append(kinds, k)
+		case v == "":
+			return nil, fmt.Errorf("%w release %s %q: an empty %s; give %s separated by commas, from %s", ErrInvalid, whats, list, what, whats, nameList(known))
+		case !slices.Contains(known, v):
+			return nil, fmt.Errorf("%w release %s %q: want one of %s", ErrInvalid, what, v, nameList(known))
+		case !slices.Contains(values, v):
+			values = append(values, v)
 		}
 	}
-	return kinds, nil
+	return values, nil
 }
 
 // kindList is ReleaseKinds for an error message: "deploy, rollback, config".
-func kindList() string {
-	names := make([]string, 0, len(ReleaseKinds()))
-	for _, k := range ReleaseKinds() {
-		names = append(names, string(k))
+func kindList() string { return nameList(ReleaseKinds()) }
+
+// nameList is values for an error message, separated by commas.
+func nameList[T ~string](values []T) string { return strings.Join(stringsOf(values), ", ") }
+
+// stringsOf is values as strings, for a query's text[] parameter.
+func stringsOf[T ~string](values []T) []string {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = string(v)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // PrunedError says that a release cannot run again: its artifacts were
@@ -507,47 +536,61 @@ func (s *Store) CurrentRelease(ctx context.Context, tenantID, app string, curren
 	return s.GetRelease(ctx, tenantID, app, current)
 }
 
-// ListReleases returns the tenant's releases of app, failed ones too,
-// newest first, at most
-// limit of them (50 when limit is zero, at most 1000). With kinds it returns
-// only releases of those kinds, the limit counting only them. The error
-// wraps ErrInvalid when one of kinds is not one of ReleaseKinds.
-func (s *Store) ListReleases(ctx context.Context, tenantID, app string, limit int, kinds ...ReleaseKind) ([]Release, error) {
-	return s.ListReleasesBefore(ctx, tenantID, app, 0, limit, kinds...)
+// ReleaseFilter says which of an app's releases ListReleases returns. The
+// zero value is the newest 50, of every kind and status.
+type ReleaseFilter struct {
+	// Kinds, when any, keeps only the releases of these kinds (one of
+	// ReleaseKinds each).
+	Kinds []ReleaseKind
+	// Statuses, when any, keeps only the releases of these statuses (one
+	// of ReleaseStatuses each).
+	Statuses []ReleaseStatus
+	// Before, when not 0, keeps only the releases numbered below it: the
+	// page after one whose last release is Before. As release numbers
+	// only grow, a page does not move when releases are made meanwhile.
+	Before int
+	// Limit is how many releases at most, counting only those kept: 50
+	// when 0, at most 1000.
+	Limit int
 }
 
-// ListReleasesBefore is ListReleases of the releases numbered below before
-// (0: all of them): the page after one whose last release is before. As
-// release numbers only grow, a page does not move when releases are made
-// meanwhile. The error wraps ErrInvalid when before is negative.
-func (s *Store) ListReleasesBefore(ctx context.Context, tenantID, app string, before, limit int, kinds ...ReleaseKind) ([]Release, error) {
-	if before < 0 {
-		return nil, fmt.Errorf("%w release number %d: want a positive one, or 0 for none", ErrInvalid, before)
+// ListReleases returns the tenant's releases of app that f keeps, failed
+// ones too unless f says otherwise, newest first. The error wraps
+// ErrInvalid when f.Before is negative, or when one of f.Kinds is not one
+// of ReleaseKinds or one of f.Statuses not one of ReleaseStatuses.
+func (s *Store) ListReleases(ctx context.Context, tenantID, app string, f ReleaseFilter) ([]Release, error) {
+	if f.Before < 0 {
+		return nil, fmt.Errorf("%w release number %d: want a positive one, or 0 for none", ErrInvalid, f.Before)
 	}
-	for _, k := range kinds {
+	for _, k := range f.Kinds {
 		if !k.Known() {
 			return nil, fmt.Errorf("%w release kind %q: want one of %s", ErrInvalid, k, kindList())
+		}
+	}
+	for _, st := range f.Statuses {
+		if !st.Known() {
+			return nil, fmt.Errorf("%w release status %q: want one of %s", ErrInvalid, st, nameList(ReleaseStatuses()))
 		}
 	}
 	if !isUUID(tenantID) {
 		return nil, nil
 	}
 	where, args := "tenant_id = $1 AND app = $2", []any{tenantID, app}
-	if len(kinds) > 0 {
-		names := make([]string, len(kinds))
-		for i, k := range kinds {
-			names[i] = string(k)
-		}
-		args = append(args, names)
+	if len(f.Kinds) > 0 {
+		args = append(args, stringsOf(f.Kinds))
 		where += fmt.Sprintf(" AND kind = ANY($%d)", len(args))
 	}
-	if before > 0 {
-		args = append(args, before)
+	if len(f.Statuses) > 0 {
+		args = append(args, stringsOf(f.Statuses))
+		where += fmt.Sprintf(" AND status = ANY($%d)", len(args))
+	}
+	if f.Before > 0 {
+		args = append(args, f.Before)
 		where += fmt.Sprintf(" AND number < $%d", len(args))
 	}
 	rows, err := s.pool.Query(ctx,
 		"SELECT "+releaseColumns+" FROM releases WHERE "+where+" ORDER BY number DESC LIMIT "+
-			strconv.Itoa(clampLimit(limit, defaultReleaseLimit)),
+			strconv.Itoa(clampLimit(f.Limit, defaultReleaseLimit)),
 		args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing releases of %s: %w", app, err)

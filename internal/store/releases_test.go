@@ -71,7 +71,7 @@ func TestReleases(t *testing.T) {
 		t.Errorf("RollbackTarget(1): err = %v, want ErrNotFound", err)
 	}
 
-	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestReleases(t *testing.T) {
 	if _, err := s.GetRelease(ctx, other.ID, "web", 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("other tenant's GetRelease: err = %v, want ErrNotFound", err)
 	}
-	if list, err := s.ListReleases(ctx, other.ID, "web", 0); err != nil || len(list) != 0 {
+	if list, err := s.ListReleases(ctx, other.ID, "web", store.ReleaseFilter{}); err != nil || len(list) != 0 {
 		t.Errorf("other tenant's ListReleases = %v, %v", list, err)
 	}
 	if _, err := s.CreateRelease(ctx, store.NewRelease{
@@ -161,7 +161,7 @@ func TestReleaseKinds(t *testing.T) {
 		t.Errorf("CreateRollbackRelease(2) = kind %q, to v%d", v4.Kind, v4.RollbackTo)
 	}
 	want := "4 rollback 2, 3 rollback 1, 2 config 0, 1 deploy 0"
-	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,19 +262,19 @@ func TestListReleasesByKind(t *testing.T) {
 		{6, 1, []store.ReleaseKind{store.ReleaseKindConfig, store.ReleaseKindRollback}, "5 config"},
 		{100, 1, nil, "6 deploy"},
 	} {
-		list, err := s.ListReleasesBefore(ctx, acme.ID, "web", tc.before, tc.limit, tc.kinds...)
+		list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{Kinds: tc.kinds, Before: tc.before, Limit: tc.limit})
 		if err != nil || numbers(list) != tc.want {
-			t.Errorf("ListReleasesBefore(before %d, limit %d, kinds %v) = %s, %v, want %s", tc.before, tc.limit, tc.kinds, numbers(list), err, tc.want)
+			t.Errorf("ListReleases(before %d, limit %d, kinds %v) = %s, %v, want %s", tc.before, tc.limit, tc.kinds, numbers(list), err, tc.want)
 		}
 	}
-	if list, err := s.ListReleasesBefore(ctx, acme.ID, "web", -1, 0); !errors.Is(err, store.ErrInvalid) || list != nil {
-		t.Errorf("ListReleasesBefore(-1) = %s, %v, want ErrInvalid", numbers(list), err)
+	if list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{Before: -1}); !errors.Is(err, store.ErrInvalid) || list != nil {
+		t.Errorf("ListReleases(before -1) = %s, %v, want ErrInvalid", numbers(list), err)
 	}
-	if list, err := s.ListReleases(ctx, other.ID, "web", 0, store.ReleaseKindDeploy); err != nil || len(list) != 0 {
+	if list, err := s.ListReleases(ctx, other.ID, "web", store.ReleaseFilter{Kinds: []store.ReleaseKind{store.ReleaseKindDeploy}}); err != nil || len(list) != 0 {
 		t.Errorf("another tenant's ListReleases(deploy) = %s, %v, want none", numbers(list), err)
 	}
 	for _, k := range []store.ReleaseKind{"restart", "Deploy", ""} {
-		list, err := s.ListReleases(ctx, acme.ID, "web", 0, store.ReleaseKindDeploy, k)
+		list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{Kinds: []store.ReleaseKind{store.ReleaseKindDeploy, k}})
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "want one of deploy, rollback, config") || list != nil {
 			t.Errorf("ListReleases(deploy, %q) = %s, %v, want ErrInvalid naming the kinds", k, numbers(list), err)
 		}
@@ -307,6 +307,99 @@ func TestParseReleaseKinds(t *testing.T) {
 			t.Errorf("ParseReleaseKinds(%q) = %s, %v, want %s", tc.in, got, err, tc.want)
 		case tc.errPart != "" && (!errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.errPart) || kinds != nil):
 			t.Errorf("ParseReleaseKinds(%q) = %s, %v, want ErrInvalid saying %q", tc.in, got, err, tc.errPart)
+		}
+	}
+}
+
+// TestListReleasesByStatus: a status filter keeps the releases that went
+// out, or those whose rollout failed, newest first, the limit counting
+// only them; it combines with a kind filter and with before; an unknown
+// status is refused; another tenant sees none.
+func TestListReleasesByStatus(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStore(t)
+	acme := newTenant(t, s, "acme")
+	other := newTenant(t, s, "other")
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindDeploy, Failure: "web.0 exited during start-up"},
+		{Kind: store.ReleaseKindConfig},
+		{Kind: store.ReleaseKindConfig, Failure: "web.0 never became healthy"},
+		{Kind: store.ReleaseKindRollback, RollbackTo: 1},
+		{Kind: store.ReleaseKindDeploy, Failure: "the release phase exited with status 3"},
+		{Kind: store.ReleaseKindDeploy},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.Description, nr.CreatedBy = acme.ID, "web", "r/acme/web@sha256:01", "d", "dev"
+		if _, err := s.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	numbers := func(rs []store.Release) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%d %s %s", r.Number, r.Kind, r.Status))
+		}
+		return strings.Join(out, ", ")
+	}
+	succeeded, failed := store.ReleaseSucceeded, store.ReleaseFailed
+	for _, tc := range []struct {
+		f    store.ReleaseFilter
+		want string
+	}{
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}}, "6 deploy failed, 4 config failed, 2 deploy failed"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{succeeded}}, "7 deploy succeeded, 5 rollback succeeded, 3 config succeeded, 1 deploy succeeded"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed, succeeded}, Limit: 3}, "7 deploy succeeded, 6 deploy failed, 5 rollback succeeded"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}, Limit: 2}, "6 deploy failed, 4 config failed"},
+		// Pages: each after the last release of the one before.
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}, Before: 4}, "2 deploy failed"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{succeeded}, Before: 5, Limit: 1}, "3 config succeeded"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}, Before: 2}, ""},
+		// With kinds: both hold.
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}, Kinds: []store.ReleaseKind{store.ReleaseKindDeploy}}, "6 deploy failed, 2 deploy failed"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{succeeded}, Kinds: []store.ReleaseKind{store.ReleaseKindDeploy, store.ReleaseKindConfig}, Before: 7}, "3 config succeeded, 1 deploy succeeded"},
+		{store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}, Kinds: []store.ReleaseKind{store.ReleaseKindRollback}}, ""},
+	} {
+		list, err := s.ListReleases(ctx, acme.ID, "web", tc.f)
+		if err != nil || numbers(list) != tc.want {
+			t.Errorf("ListReleases(%+v) = %s, %v, want %s", tc.f, numbers(list), err, tc.want)
+		}
+	}
+	if list, err := s.ListReleases(ctx, other.ID, "web", store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed}}); err != nil || len(list) != 0 {
+		t.Errorf("another tenant's ListReleases(failed) = %s, %v, want none", numbers(list), err)
+	}
+	for _, st := range []store.ReleaseStatus{"pending", "superseded", "Failed", ""} {
+		list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{Statuses: []store.ReleaseStatus{failed, st}})
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "want one of succeeded, failed") || list != nil {
+			t.Errorf("ListReleases(failed, %q) = %s, %v, want ErrInvalid naming the statuses", st, numbers(list), err)
+		}
+	}
+}
+
+// TestParseReleaseStatuses: a comma-separated list of statuses reads as a
+// filter, blanks and repeats ignored; an unknown or empty status is
+// refused with the statuses named.
+func TestParseReleaseStatuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, want, errPart string
+	}{
+		{"", "", ""},
+		{" ", "", ""},
+		{"failed", "failed", ""},
+		{" succeeded , failed,succeeded", "succeeded failed", ""},
+		{"pending", "", `release status "pending": want one of succeeded, failed`},
+		{"failed,Succeeded", "", `release status "Succeeded": want one of succeeded, failed`},
+		{"failed,,succeeded", "", `an empty status; give statuses separated by commas, from succeeded, failed`},
+		{"failed,", "", "an empty status"},
+	} {
+		statuses, err := store.ParseReleaseStatuses(tc.in)
+		got := strings.Trim(fmt.Sprint(statuses), "[]")
+		switch {
+		case tc.errPart == "" && (err != nil || got != tc.want):
+			t.Errorf("ParseReleaseStatuses(%q) = %s, %v, want %s", tc.in, got, err, tc.want)
+		case tc.errPart != "" && (!errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.errPart) || statuses != nil):
+			t.Errorf("ParseReleaseStatuses(%q) = %s, %v, want ErrInvalid saying %q", tc.in, got, err, tc.errPart)
 		}
 	}
 }
@@ -392,7 +485,7 @@ func TestPruneReleases(t *testing.T) {
 		t.Errorf("PruneReleases again = %+v, %v, want nothing new", again, err)
 	}
 
-	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

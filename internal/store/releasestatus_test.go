@@ -89,7 +89,7 @@ func TestFailedReleases(t *testing.T) {
 	}
 
 	// The list has them, as they were recorded.
-	list, err := s.ListReleases(ctx, acme.ID, "web", 0)
+	list, err := s.ListReleases(ctx, acme.ID, "web", store.ReleaseFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,11 @@ func (s *Server) listReleases(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	kinds, err := releaseKindsOf(c)
+	kinds, err := releaseFilterOf(c, "kind", "kinds", store.ParseReleaseKinds)
+	if err != nil {
+		return err
+	}
+	statuses, err := releaseFilterOf(c, "status", "statuses", store.ParseReleaseStatuses)
 	if err != nil {
 		return err
 	}
@@ -34,7 +38,8 @@ func (s *Server) listReleases(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	p := principalOf(c)
-	releases, err := s.store.ListReleasesBefore(ctx, p.tenant.ID, app.Name, before, limit, kinds...)
+	releases, err := s.store.ListReleases(ctx, p.tenant.ID, app.Name,
+		store.ReleaseFilter{Kinds: kinds, Statuses: statuses, Before: before, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -66,24 +71,25 @@ func releaseBeforeOf(c echo.Context) (int, error) {
 	return n, nil
 }
 
-// releaseKindsOf reads the kind query parameter of a release list: kinds
-// separated by commas, such as kind=deploy,rollback; none lists every kind.
-// The parameter given twice is refused rather than half read.
-func releaseKindsOf(c echo.Context) ([]store.ReleaseKind, error) {
-	qs := c.QueryParams()["kind"]
+// releaseFilterOf reads the query parameter name of a release list with
+// parse: values separated by commas, such as kind=deploy,rollback or
+// status=failed; none lists every one. The parameter given twice is
+// refused rather than half read; whats names its values in that refusal.
+func releaseFilterOf[T any](c echo.Context, name, whats string, parse func(string) ([]T, error)) ([]T, error) {
+	qs := c.QueryParams()[name]
 	switch len(qs) {
 	case 0:
 		return nil, nil
 	case 1:
 	default:
-		return nil, invalid("kind", "kind given %d times: give the kinds once, separated by commas, such as kind=%s",
-			len(qs), strings.Join(qs, ","))
+		return nil, invalid(name, "%s given %d times: give the %s once, separated by commas, such as %s=%s",
+			name, len(qs), whats, name, strings.Join(qs, ","))
 	}
-	kinds, err := store.ParseReleaseKinds(qs[0])
+	values, err := parse(qs[0])
 	if err != nil {
-		return nil, invalidField("kind", err)
+		return nil, invalidField(name, err)
 	}
-	return kinds, nil
+	return values, nil
 }
 
 // releaseView is what the API shows of release r of an app whose current

@@ -196,6 +196,107 @@ func TestListReleasesByKind(t *testing.T) {
 	}
 }
 
+// TestListReleasesByStatus: status=… lists the releases that went out
+// (succeeded: current, superseded or pruned) or those that failed, newest
+// first, with kind and before as without it, through the API and its
+// client; an unknown status, an empty one or status given twice is a 422
+// on status that names the statuses.
+func TestListReleasesByStatus(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "relstatus")
+	createApp(t, e, token, "web")
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy},
+		{Kind: store.ReleaseKindDeploy, Failure: "web.0 exited during start-up"},
+		{Kind: store.ReleaseKindConfig},
+		{Kind: store.ReleaseKindConfig, Failure: "web.0 never became healthy"},
+		{Kind: store.ReleaseKindDeploy},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.Description, nr.CreatedBy = tenant.ID, "web", "r/relstatus/web@sha256:1", "d", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.SetCurrentRelease(t, tenant.Name, "web", 5)
+	numbers := func(rs []apiclient.Release) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("v%d %s %s", r.Number, r.Kind, r.Status))
+		}
+		return strings.Join(out, ", ")
+	}
+	for query, want := range map[string]string{
+		"?status=":                          "v5 deploy current, v4 config failed, v3 config superseded, v2 deploy failed, v1 deploy superseded",
+		"?status=failed":                    "v4 config failed, v2 deploy failed",
+		"?status=succeeded":                 "v5 deploy current, v3 config superseded, v1 deploy superseded",
+		"?status=succeeded,failed&limit=2":  "v5 deploy current, v4 config failed",
+		"?status=%20failed%20,failed":       "v4 config failed, v2 deploy failed",
+		"?status=failed&limit=1":            "v4 config failed",
+		"?status=failed&before=v4":          "v2 deploy failed",
+		"?status=succeeded&before=3":        "v1 deploy superseded",
+		"?status=failed&before=2":           "",
+		"?status=failed&kind=deploy":        "v2 deploy failed",
+		"?kind=config,deploy&status=failed": "v4 config failed, v2 deploy failed",
+		"?status=succeeded&kind=config":     "v3 config superseded",
+	} {
+		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
+		wantStatus(t, "listing releases "+query, a, http.StatusOK)
+		var rs []apiclient.Release
+		a.decode(t, &rs)
+		if numbers(rs) != want {
+			t.Errorf("releases%s = %s, want %s", query, numbers(rs), want)
+		}
+	}
+	for query, want := range map[string]string{
+		"?status=pending":                 `release status "pending": want one of succeeded, failed`,
+		"?status=superseded":              `release status "superseded": want one of succeeded, failed`,
+		"?status=failed,Succeeded":        `release status "Succeeded": want one of succeeded, failed`,
+		"?status=failed,":                 "an empty status; give statuses separated by commas, from succeeded, failed",
+		"?status=failed&status=succeeded": "status given 2 times: give the statuses once, separated by commas, such as status=failed,succeeded",
+		"?kind=deploy&status=failure":     `release status "failure": want one of succeeded, failed`,
+	} {
+		a := call(t, e, http.MethodGet, "/apps/web/releases"+query, token, nil)
+		if a.status != http.StatusUnprocessableEntity || a.err().Field != "status" || !strings.Contains(a.err().Message, want) {
+			t.Errorf("releases%s: %d %s, want 422 on status saying %q", query, a.status, a.body, want)
+		}
+	}
+
+	c, err := apiclient.New(e.URL, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.ListReleasesPage(ctx, "web", apiclient.ReleasePage{Statuses: []string{apiclient.ReleaseFailed}})
+	if want := "v4 config failed, v2 deploy failed"; err != nil || numbers(rs) != want {
+		t.Errorf("client ListReleasesPage(failed) = %s, %v, want %s", numbers(rs), err, want)
+	}
+	rs, err = c.ListReleasesPage(ctx, "web", apiclient.ReleasePage{Before: 5, Limit: 1, Kinds: []string{apiclient.ReleaseKindConfig},
+		Statuses: []string{apiclient.ReleaseSucceeded}})
+	if want := "v3 config superseded"; err != nil || numbers(rs) != want {
+		t.Errorf("client ListReleasesPage(before 5, limit 1, succeeded config) = %s, %v, want %s", numbers(rs), err, want)
+	}
+	if rs, err := c.ListReleasesPage(ctx, "web", apiclient.ReleasePage{Statuses: []string{"current"}}); err == nil || !strings.Contains(err.Error(), "want one of succeeded, failed") {
+		t.Errorf("client ListReleasesPage(current) = %s, %v, want the 422 naming the statuses", numbers(rs), err)
+	}
+
+	// The OpenAPI document describes the parameter.
+	a := call(t, e, http.MethodGet, "/openapi.json", "", nil)
+	wantStatus(t, "reading the OpenAPI document", a, http.StatusOK)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In, Description string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	a.decode(t, &doc)
+	described := false
+	for _, p := range doc.Paths["/api/v1/apps/{app}/releases"]["get"].Parameters {
+		described = described || p.Name == "status" && p.In == "query" && strings.Contains(p.Description, "succeeded") && strings.Contains(p.Description, "failed")
+	}
+	if !described {
+		t.Errorf("the OpenAPI document's GET /api/v1/apps/{app}/releases does not describe status: %+v", doc.Paths["/api/v1/apps/{app}/releases"])
+	}
+}
+
 // TestFailedReleaseFields: a release whose rollout failed is listed and
 // shown with status failed and its failure, the release that serves stays
 // current, and a rollback to it, named or by default, is refused or

@@ -164,9 +164,11 @@ func (s *Server) routeTable() []route {
 			response: "text", responseType: "text/plain", query: []param{followParam}},
 
 		{method: http.MethodGet, path: "/apps/:app/releases", handler: s.listReleases, access: tenantViewer,
-			summary: "List an app's releases, newest first; with kind, only those of the kinds given; with before, those older than a release", response: "[]Release",
+			summary: "List an app's releases, newest first; with kind, only those of the kinds given; with status, only those that went out or failed; with before, those older than a release", response: "[]Release",
 			query: []param{{"kind", "string", "Kinds of release to list, separated by commas: deploy, rollback, config (kind=deploy,rollback). " +
-				"The limit counts only those. An unknown kind, or kind given twice, is a 422 on kind."}, limitParam,
+				"The limit counts only those. An unknown kind, or kind given twice, is a 422 on kind."},
+				{"status", "string", "Statuses of release to list, separated by commas: succeeded (it went out: current, superseded or pruned now) or failed (its rollout failed) (status=failed). " +
+					"With kind, both hold; the limit counts only those. An unknown status, or status given twice, is a 422 on status."}, limitParam,
 				{"before", "string", "Only releases numbered below this one (3 or v3): the next page after a page whose last release it is."}}},
 		{method: http.MethodGet, path: "/apps/:app/releases/:release", handler: s.getRelease, access: tenantViewer,
 			summary: "Show one release in full (release is its number, 3 or v3): its build and commit, who made it and when, whether it serves, " +

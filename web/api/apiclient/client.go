@@ -320,6 +320,8 @@ func (c *Client) ListReleases(ctx context.Context, app string, kinds ...string) 
 type ReleasePage struct {
 	// Kinds are the kinds listed (the ReleaseKind constants); none: all.
 	Kinds []string
+	// Statuses are the statuses listed (ReleaseStatusFilters); none: all.
+	Statuses []string
 	// Before lists the releases numbered below it (0: the newest): the
 	// last release of the page read before.
 	Before int
@@ -327,6 +329,16 @@ type ReleasePage struct {
 	// 1000).
 	Limit int
 }
+
+// ReleaseSucceeded is the status a release list is filtered by
+// (ReleasePage.Statuses) for the releases that went out: those whose
+// Release.Status is current, superseded or pruned.
+const ReleaseSucceeded = "succeeded"
+
+// ReleaseStatusFilters are the statuses a release list is filtered by:
+// ReleaseSucceeded and ReleaseFailed. The server refuses any other (422
+// on status).
+func ReleaseStatusFilters() []string { return []string{ReleaseSucceeded, ReleaseFailed} }
 
 // ParseReleaseNumber reads a release as bex releases names it, "v3" or
 // "3" in any case; ok is false for anything else, 0 and below among it.
@@ -350,6 +362,9 @@ func (c *Client) ListReleasesPage(ctx context.Context, app string, page ReleaseP
 	q := url.Values{}
 	if len(page.Kinds) > 0 {
 		q.Set("kind", strings.Join(page.Kinds, ","))
+	}
+	if len(page.Statuses) > 0 {
+		q.Set("status", strings.Join(page.Statuses, ","))
 	}
 	if page.Before > 0 {
 		q.Set("before", strconv.Itoa(page.Before))

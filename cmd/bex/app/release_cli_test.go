@@ -91,6 +91,76 @@ func TestConfigReleaseAndRestartCLI(t *testing.T) {
 	}
 }
 
+// TestReleasesByStatusCLI: bex releases --status lists the releases that
+// went out or those that failed, with --kind and --before as without it,
+// in a table whose next-page command keeps the filters and in -o json as
+// the whole list has them; a status bex does not know is refused before
+// the API is asked.
+func TestReleasesByStatusCLI(t *testing.T) {
+	e := apitest.Start(t, cptest.Start(t))
+	ctx := t.Context()
+	tenant, token := e.TenantToken(t, "clirelstatus")
+	dir := t.TempDir()
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, err := bex(t, dir, env, "", "apps", "create", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 0000001"},
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 0000002", Failure: "web.0 exited during start-up: exit status 1"},
+		{Kind: store.ReleaseKindConfig, Description: "Set FOO"},
+		{Kind: store.ReleaseKindConfig, Description: "Set BAR", Failure: "web.0 never became healthy"},
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 0000005"},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.CreatedBy = tenant.ID, "shop", "r/clirelstatus/shop@sha256:1", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.SetCurrentRelease(t, tenant.Name, "shop", 5)
+	wantNumbers := func(want ...int) func(t *testing.T, out []byte) {
+		return func(t *testing.T, out []byte) {
+			var rs []apiclient.Release
+			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != len(want) {
+				t.Fatalf("releases -o json = %s, %v, want releases %v", out, err, want)
+			}
+			for i, r := range rs {
+				if r.Number != want[i] {
+					t.Errorf("releases -o json [%d] = v%d, want v%d", i, r.Number, want[i])
+				}
+			}
+		}
+	}
+	for _, tc := range []cliCase{
+		{name: "failed", args: []string{"releases", "shop", "--status", "failed"},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\nv4 +config +failed +Set BAR +git .*\nv2 +deploy +failed +Deploy 0000002 +git .*\n$`},
+		{name: "succeeded", args: []string{"releases", "shop", "--status", "succeeded"},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\n\*v5 +deploy +current .*\nv3 +config +superseded .*\nv1 +deploy +superseded .*\n$`},
+		{name: "both, repeated", args: []string{"releases", "shop", "--status", "failed", "--status", "succeeded", "-o", "json"}, json: wantNumbers(5, 4, 3, 2, 1)},
+		{name: "failed json", args: []string{"releases", "shop", "--status", "failed", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var rs []map[string]any
+			if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 2 {
+				t.Fatalf("releases --status failed -o json = %s, %v", out, err)
+			}
+			if rs[0]["number"] != 4.0 || rs[0]["kind"] != "config" || rs[0]["status"] != "failed" || rs[0]["failure"] != "web.0 never became healthy" || rs[0]["current"] != false {
+				t.Errorf("releases --status failed -o json, v4 = %v, want the release's fields as without --status", rs[0])
+			}
+		}},
+		{name: "with a kind", args: []string{"releases", "shop", "--status", "succeeded", "--kind", "config", "-o", "json"}, json: wantNumbers(3)},
+		{name: "a page", args: []string{"releases", "shop", "--status", "failed", "-n", "1"},
+			match: `^RELEASE  KIND +STATUS +DESCRIPTION +BY +CREATED\nv4 +config +failed .*\nOlder releases: bex releases shop --status failed --before v4\n$`},
+		{name: "a page of a kind", args: []string{"releases", "shop", "--kind", "deploy", "--status", "succeeded", "-n", "1"},
+			match: `\nOlder releases: bex releases shop --kind deploy --status succeeded --before v5\n$`},
+		{name: "the next page", args: []string{"releases", "shop", "--status", "failed", "--before", "v4", "-o", "json"}, json: wantNumbers(2)},
+		{name: "none of a status and a kind", args: []string{"releases", "shop", "--status", "failed", "--kind", "rollback"},
+			want: "No failed rollback releases of shop\n"},
+		{name: "a status bex does not know", args: []string{"releases", "shop", "--status", "superseded"},
+			wantErr: `--status "superseded": give succeeded or failed; comma-separated or repeated`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, dir, env) })
+	}
+}
+
 // TestScaleCLI: bex scale says what runs now, or that an app without a
 // release only stored the counts; it refuses, changing nothing, what is
 // not a count, a process the release does not run and a count over the

@@ -91,82 +91,128 @@ func releaseEnv(r apiclient.ReleaseInfo) []envRow {
 	return rows
 }
 
+// releaseSet is what an app page's release list is filtered by, as ?kind=
+// and ?status= carry it: kinds and statuses, each separated by commas in
+// the order of the list's links; "" for every one.
+type releaseSet struct{ Kinds, Statuses string }
+
 // releaseFilter is one link above an app's release list: every release
-// (Kind "") or a kind toggled in or out of the kinds the list shows.
+// (Value "") or a kind or a status toggled in or out of those the list
+// shows.
 type releaseFilter struct {
-	Kind, Label string
-	// On: the list shows Kind (every release, for Kind "").
+	Value, Label string
+	// On: the list shows Value (every one, for Value "").
 	On bool
-	// Kinds is the link's ?kind=: the list's kinds with Kind toggled,
-	// separated by commas; "" for every release.
-	Kinds string
+	// Set is what the link's list is filtered by: the list's with Value
+	// toggled.
+	Set releaseSet
 }
+
+// filterOption is one value the release list filters by, and its link's
+// label.
+type filterOption struct{ value, label string }
 
 // releaseFilterKinds are the kinds the release list filters by, in the
 // order of its links.
-var releaseFilterKinds = []struct{ kind, label string }{
-	{apiclient.ReleaseKindDeploy, "deploys"}, {apiclient.ReleaseKindRollback, "rollbacks"}, {apiclient.ReleaseKindConfig, "config changes"},
+func releaseFilterKinds() []filterOption {
+	return []filterOption{{apiclient.ReleaseKindDeploy, "deploys"}, {apiclient.ReleaseKindRollback, "rollbacks"}, {apiclient.ReleaseKindConfig, "config changes"}}
 }
 
-// releaseKinds reads ?kind=: kinds separated by commas, as the API and
-// bex releases --kind take them. It does not check them: the API refuses
-// an empty or unknown kind saying which ones there are.
-func releaseKinds(q string) []string {
+// releaseFilterStatuses are the statuses the release list filters by, in
+// the order of its links.
+func releaseFilterStatuses() []filterOption {
+	return []filterOption{{apiclient.ReleaseSucceeded, "succeeded"}, {apiclient.ReleaseFailed, "failed"}}
+}
+
+// releaseValues reads ?kind= or ?status=: values separated by commas, as
+// the API and bex releases --kind and --status take them. It does not
+// check them: the API refuses an empty or unknown one saying which ones
+// there are.
+func releaseValues(q string) []string {
 	if q == "" {
 		return nil
 	}
-	var kinds []string
-	for k := range strings.SplitSeq(q, ",") {
-		if k = strings.TrimSpace(k); !slices.Contains(kinds, k) {
-			kinds = append(kinds, k)
+	var values []string
+	for v := range strings.SplitSeq(q, ",") {
+		if v = strings.TrimSpace(v); !slices.Contains(values, v) {
+			values = append(values, v)
 		}
 	}
-	return kinds
+	return values
 }
 
-// inFilterOrder returns the known kinds of kinds in the order of the
-// release list's links, so that a set has one ?kind=.
-func inFilterOrder(kinds []string) []string {
+// inFilterOrder returns the values of options among values, separated by
+// commas in the order of the release list's links, so that a set has one
+// ?kind= or ?status=.
+func inFilterOrder(values []string, options []filterOption) string {
 	var set []string
-	for _, f := range releaseFilterKinds {
-		if slices.Contains(kinds, f.kind) {
-			set = append(set, f.kind)
+	for _, o := range options {
+		if slices.Contains(values, o.value) {
+			set = append(set, o.value)
 		}
 	}
-	return set
+	return strings.Join(set, ",")
 }
 
-// releasesHref links to app's release list of kinds (separated by commas;
-// "" for every kind) before release number before (0: the newest). The
-// commas stay as they are, as a user types them.
-func releasesHref(app, kinds string, before int) string {
-	q := url.Values{}
+// newReleaseSet is the release list's set of kinds and statuses.
+func newReleaseSet(kinds, statuses []string) releaseSet {
+	return releaseSet{Kinds: inFilterOrder(kinds, releaseFilterKinds()), Statuses: inFilterOrder(statuses, releaseFilterStatuses())}
+}
+
+// releaseNames names the releases of set for people: "failed deploy or
+// config"; "" for every release.
+func releaseNames(set releaseSet) string {
+	var words []string
+	for _, list := range []string{set.Statuses, set.Kinds} {
+		if list != "" {
+			words = append(words, strings.ReplaceAll(list, ",", " or "))
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// releasesHref links to app's release list of set before release number
+// before (0: the newest). The commas stay as they are, as a user types
+// them.
+func releasesHref(app string, set releaseSet, before int) string {
+	var q []string
+	if set.Kinds != "" {
+		q = append(q, "kind="+strings.ReplaceAll(url.QueryEscape(set.Kinds), "%2C", ","))
+	}
+	if set.Statuses != "" {
+		q = append(q, "status="+strings.ReplaceAll(url.QueryEscape(set.Statuses), "%2C", ","))
+	}
 	if before > 0 {
-		q.Set("before", strconv.Itoa(before))
+		q = append(q, "before="+strconv.Itoa(before))
 	}
 	h := "/apps/" + url.PathEscape(app)
-	if kinds != "" {
-		h += "?kind=" + strings.ReplaceAll(url.QueryEscape(kinds), "%2C", ",")
-		if before > 0 {
-			h += "&" + q.Encode()
-		}
-	} else if before > 0 {
-		h += "?" + q.Encode()
+	if len(q) > 0 {
+		h += "?" + strings.Join(q, "&")
 	}
 	return h + "#releases"
 }
 
-// releaseFilters are the release list's links for the list of kinds: "all"
-// clears the set, each kind's link adds it to the set or removes it.
-func releaseFilters(kinds []string) []releaseFilter {
-	fs := []releaseFilter{{Label: "all", On: len(kinds) == 0}}
-	for _, f := range releaseFilterKinds {
-		on := slices.Contains(kinds, f.kind)
-		toggled := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == f.kind })
-		if !on {
-			toggled = append(toggled, f.kind)
+// releaseFilters are the release list's links, by kind and by status:
+// each group's "all" clears its set, each value's link adds it to the
+// set or removes it; a link keeps the other group's set.
+func releaseFilters(kinds, statuses []string) (byKind, byStatus []releaseFilter) {
+	set := newReleaseSet(kinds, statuses)
+	byKind = toggleLinks(releaseFilterKinds(), kinds, func(ks string) releaseSet { return releaseSet{Kinds: ks, Statuses: set.Statuses} })
+	byStatus = toggleLinks(releaseFilterStatuses(), statuses, func(sts string) releaseSet { return releaseSet{Kinds: set.Kinds, Statuses: sts} })
+	return byKind, byStatus
+}
+
+// toggleLinks are the links of one group of options whose set is on:
+// "all", then each option toggled; with makes a link's set of the group's.
+func toggleLinks(options []filterOption, on []string, with func(string) releaseSet) []releaseFilter {
+	fs := []releaseFilter{{Label: "all", On: len(on) == 0, Set: with("")}}
+	for _, o := range options {
+		isOn := slices.Contains(on, o.value)
+		toggled := slices.DeleteFunc(slices.Clone(on), func(v string) bool { return v == o.value })
+		if !isOn {
+			toggled = append(toggled, o.value)
 		}
-		fs = append(fs, releaseFilter{Kind: f.kind, Label: f.label, On: on, Kinds: strings.Join(inFilterOrder(toggled), ",")})
+		fs = append(fs, releaseFilter{Value: o.value, Label: o.label, On: isOn, Set: with(inFilterOrder(toggled, options))})
 	}
 	return fs
 }

@@ -377,3 +377,101 @@ func TestReleaseListFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseListStatusFilters: the status links above the release list
+// toggle succeeded and failed as the kind links toggle kinds, each link
+// keeping the other group's set; the list shows the releases of both
+// sets, the pages keep them, the list says when there is none of them,
+// and an unknown status is refused as the API refuses it.
+func TestReleaseListStatusFilters(t *testing.T) {
+	e, srv := startDashboard(t)
+	ctx := t.Context()
+	tenant, admin := e.TenantToken(t, "dashrelstatus")
+	api, err := apiclient.New(e.URL, admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.CreateApp(ctx, apiclient.CreateAppRequest{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	// v1 a deploy, v2 a failed one, v3 a config change, v4 a failed one.
+	for _, nr := range []store.NewRelease{
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 1"},
+		{Kind: store.ReleaseKindDeploy, Description: "Deploy 2", Failure: "web.0 exited during start-up"},
+		{Kind: store.ReleaseKindConfig, Description: "Set N3"},
+		{Kind: store.ReleaseKindConfig, Description: "Set N4", Failure: "web.0 never became healthy"},
+	} {
+		nr.TenantID, nr.App, nr.Image, nr.CreatedBy = tenant.ID, "shop", "r/dashrelstatus/shop@sha256:1", "git"
+		if _, err := e.Store.CreateRelease(ctx, nr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := newUser(t, srv.URL)
+	signIn(t, u, admin)
+	link := func(attr, filter, href string, on bool) string {
+		l := fmt.Sprintf(`<a href="%s" data-release-%s="%s"`, href, attr, filter)
+		if on {
+			l += ` aria-current="true" class="on"`
+		}
+		return l + ">"
+	}
+	for _, tc := range []struct {
+		path   string
+		listed []int
+		links  []string
+	}{
+		{path: "/apps/shop", listed: []int{1, 2, 3, 4}, links: []string{
+			link("status-filter", "all", "/apps/shop#releases", true),
+			link("status-filter", "succeeded", "/apps/shop?status=succeeded#releases", false),
+			link("status-filter", "failed", "/apps/shop?status=failed#releases", false),
+		}},
+		{path: "/apps/shop?status=failed", listed: []int{2, 4}, links: []string{
+			link("status-filter", "all", "/apps/shop#releases", false),
+			link("status-filter", "succeeded", "/apps/shop?status=succeeded,failed#releases", false),
+			link("status-filter", "failed", "/apps/shop#releases", true),
+			link("filter", "all", "/apps/shop?status=failed#releases", true),
+			link("filter", "deploy", "/apps/shop?kind=deploy&amp;status=failed#releases", false),
+		}},
+		{path: "/apps/shop?status=failed,succeeded", listed: []int{1, 2, 3, 4}, links: []string{
+			link("status-filter", "succeeded", "/apps/shop?status=failed#releases", true),
+			link("status-filter", "failed", "/apps/shop?status=succeeded#releases", true),
+		}},
+		{path: "/apps/shop?kind=config&status=succeeded", listed: []int{3}, links: []string{
+			link("status-filter", "all", "/apps/shop?kind=config#releases", false),
+			link("status-filter", "failed", "/apps/shop?kind=config&amp;status=succeeded,failed#releases", false),
+			link("filter", "config", "/apps/shop?status=succeeded#releases", true),
+			link("filter", "deploy", "/apps/shop?kind=deploy,config&amp;status=succeeded#releases", false),
+		}},
+		{path: "/apps/shop?status=failed&before=4", listed: []int{2}, links: []string{
+			`<a href="/apps/shop?status=failed#releases" data-release-page="newest">`,
+		}},
+	} {
+		p := u.get(tc.path)
+		if p.status != http.StatusOK {
+			t.Errorf("%s: %d", tc.path, p.status)
+			continue
+		}
+		var listed []int
+		for n := 1; n <= 4; n++ {
+			if strings.Contains(p.body, fmt.Sprintf(`data-release-link="%d">v%d</a>`, n, n)) {
+				listed = append(listed, n)
+			}
+		}
+		if fmt.Sprint(listed) != fmt.Sprint(tc.listed) {
+			t.Errorf("%s lists %v, want %v", tc.path, listed, tc.listed)
+		}
+		for _, want := range tc.links {
+			if !strings.Contains(p.body, want) {
+				t.Errorf("%s lacks the link %s", tc.path, want)
+			}
+		}
+	}
+	if p := u.get("/apps/shop?status=failed&kind=rollback"); p.status != http.StatusOK || !strings.Contains(p.body, `<p id="release-none">No failed rollback release.</p>`) {
+		t.Errorf("failed rollbacks: %d, want the page to say there is none:\n%s", p.status, p.body)
+	}
+	for _, q := range []string{"pending", "failed,"} {
+		if p := u.get("/apps/shop?status=" + q); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "succeeded, failed") {
+			t.Errorf("status=%s: %d, want 422 naming the statuses there are:\n%s", q, p.status, p.body)
+		}
+	}
+}

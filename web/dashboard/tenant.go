@@ -64,13 +64,13 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// ?kind= narrows the release list to one kind or several, separated
-	// by commas; the API refuses a kind it does not know, which the error
-	// page says.
-	kinds := releaseKinds(c.QueryParam("kind"))
+	// ?kind= and ?status= narrow the release list to one kind or status
+	// or several, separated by commas; the API refuses one it does not
+	// know, which the error page says.
+	kinds, statuses := releaseValues(c.QueryParam("kind")), releaseValues(c.QueryParam("status"))
 	// ?before= pages the list back, as bex releases --before does; what
 	// is no release number is refused on the error page.
-	page := apiclient.ReleasePage{Kinds: kinds, Limit: releasesPerPage}
+	page := apiclient.ReleasePage{Kinds: kinds, Statuses: statuses, Limit: releasesPerPage}
 	if b := c.QueryParam("before"); b != "" {
 		n, ok := apiclient.ParseReleaseNumber(b)
 		if !ok {
@@ -97,10 +97,12 @@ func (d *Dashboard) appPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	set := newReleaseSet(kinds, statuses)
+	byKind, byStatus := releaseFilters(kinds, statuses)
 	data := map[string]any{
 		"Title": app.Name, "App": app, "Releases": releases, "Builds": builds, "Env": env, "Routes": routes,
-		"ReleaseKinds": strings.Join(inFilterOrder(kinds), ","), "ReleaseKindNames": strings.Join(inFilterOrder(kinds), " or "),
-		"ReleaseFilters": releaseFilters(kinds),
+		"ReleaseSet": set, "ReleaseNames": releaseNames(set),
+		"ReleaseFilters": byKind, "ReleaseStatusFilters": byStatus,
 		"ReleasesBefore": page.Before, "OlderReleases": apiclient.OlderReleases(releases, releasesPerPage),
 		"BuildChart": buildChart(builds, d.now()),
 		"Notice":     c.QueryParam("notice"),

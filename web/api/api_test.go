@@ -47,6 +47,7 @@ func TestAPI(t *testing.T) {
 		{"Routes", testRoutes},
 		{"Upgrades", testUpgrades},
 		{"Fleet", testFleet},
+		{"Cordon", testCordon},
 		{"Audit", testAudit},
 		{"Builds", testBuilds},
 		{"Rollback", testRollback},

@@ -4,8 +4,8 @@
 // instances that run, custom hostnames, SSH keys, members and invitations,
 // tokens) and for operators (creating tenants; planning,
 // starting, following, pausing, resuming and aborting fleet upgrades;
-// creating and deleting clusters of the local fleet where the platform
-// runs one), its
+// cordoning and uncordoning the fleet's clusters; creating and deleting
+// clusters of the local fleet where the platform runs one), its
 // authentication by bearer token, its error answers, its audit entries and
 // its OpenAPI document.
 //

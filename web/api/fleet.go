@@ -60,6 +60,7 @@ func fleetClusterView(cl *clusterv1.Cluster, kcps []controlplanev1.KubeadmContro
 		Management:     cl.Labels[plan.ManagementLabel] == "true",
 		Infrastructure: cl.Spec.InfrastructureRef.Kind,
 		Deleting:       !cl.DeletionTimestamp.IsZero(),
+		Cordoned:       isCordoned(cl),
 		Machines:       []apiclient.FleetMachine{},
 	}
 	ref := cl.Spec.ControlPlaneRef

@@ -92,6 +92,109 @@ func testFleet(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 }
 
+// testCordon: an operator cordons a cluster of any provider and
+// uncordons it, each twice: the Cluster's annotation is set and removed,
+// and nothing else of it changes; GET /fleet shows the cordon; the second
+// call changes nothing and is not audited; a missing cluster is a 404
+// that names it; a tenant's token and a viewer's are refused and change
+// nothing.
+func testCordon(t *testing.T, cp *controlplane.ControlPlane) {
+	e := apitest.Start(t, cp)
+	ctx := t.Context()
+	_, tenantToken := e.TenantToken(t, "cordontenant")
+	viewer := e.Member(t, tenantToken, "vic@cordon.test", "viewer")
+	const ns = "fleet-cordon"
+	e.CreateCluster(t, ns, "alpha", "v1.36.3", map[string]string{"region": "eu"})
+	e.CreateCluster(t, ns, "beta", "v1.36.3", nil)
+	alpha := &clusterv1.Cluster{}
+	get := func() {
+		t.Helper()
+		if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alpha"}, alpha); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	alpha.Annotations = map[string]string{"owner": "team-eu"}
+	if err := e.Kube.Update(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
+	const path = "/fleet/clusters/" + ns + "/alpha/cordon"
+	annotations := func() string {
+		t.Helper()
+		get()
+		return fmt.Sprint(alpha.Annotations)
+	}
+
+	for _, tc := range []struct{ who, token string }{{"a tenant", tenantToken}, {"a viewer", viewer}} {
+		for _, method := range []string{http.MethodPut, http.MethodDelete} {
+			if a := call(t, e, method, path, tc.token, nil); a.status != http.StatusForbidden {
+				t.Errorf("%s: %s %s: %d %s, want 403", tc.who, method, path, a.status, a.body)
+			}
+		}
+	}
+	if got := annotations(); got != "map[owner:team-eu]" {
+		t.Errorf("alpha's annotations after refused cordons: %s", got)
+	}
+	for _, method := range []string{http.MethodPut, http.MethodDelete} {
+		a := call(t, e, method, "/fleet/clusters/"+ns+"/nope/cordon", e.OperatorToken, nil)
+		if a.status != http.StatusNotFound || a.err().Message != "no cluster fleet-cordon/nope: bex fleet list shows the clusters" {
+			t.Errorf("%s of a missing cluster: %d %s, want 404 naming it", method, a.status, a.body)
+		}
+	}
+
+	change := func(method string, wantCordoned, wantChanged bool, wantAnnotations string) {
+		t.Helper()
+		a := call(t, e, method, path, e.OperatorToken, nil)
+		wantStatus(t, method+" "+path, a, http.StatusOK)
+		var cc apiclient.ClusterCordon
+		a.decode(t, &cc)
+		if cc.Name != ns+"/alpha" || cc.Cordoned != wantCordoned || cc.Changed != wantChanged || cc.Message == "" {
+			t.Errorf("%s %s = %+v, want cordoned %t, changed %t", method, path, cc, wantCordoned, wantChanged)
+		}
+		if got := annotations(); got != wantAnnotations {
+			t.Errorf("after %s %s, alpha's annotations = %s, want %s", method, path, got, wantAnnotations)
+		}
+		if alpha.Labels["region"] != "eu" || alpha.Spec.ControlPlaneRef.Name != "alpha" {
+			t.Errorf("after %s %s, alpha's labels %v and control plane %+v changed", method, path, alpha.Labels, alpha.Spec.ControlPlaneRef)
+		}
+	}
+	cordoned := func() string {
+		t.Helper()
+		a := call(t, e, http.MethodGet, "/fleet", e.OperatorToken, nil)
+		wantStatus(t, "listing the fleet", a, http.StatusOK)
+		var fleet []apiclient.FleetCluster
+		a.decode(t, &fleet)
+		var out []string
+		for _, c := range fleet {
+			if strings.HasPrefix(c.Name, ns+"/") {
+				out = append(out, fmt.Sprintf("%s:%t", c.Name, c.Cordoned))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	const cordonedAlpha = "map[owner:team-eu scheduling.bex.co/cordoned:true]"
+	change(http.MethodPut, true, true, cordonedAlpha)
+	change(http.MethodPut, true, false, cordonedAlpha)
+	if got, want := cordoned(), "fleet-cordon/alpha:true fleet-cordon/beta:false"; got != want {
+		t.Errorf("the fleet's cordons = %s, want %s", got, want)
+	}
+	change(http.MethodDelete, false, true, "map[owner:team-eu]")
+	change(http.MethodDelete, false, false, "map[owner:team-eu]")
+	if got, want := cordoned(), "fleet-cordon/alpha:false fleet-cordon/beta:false"; got != want {
+		t.Errorf("the fleet's cordons after the uncordon = %s, want %s", got, want)
+	}
+
+	var actions []string
+	for _, x := range auditActions(t, e, "") {
+		if strings.HasPrefix(x.Action, "fleet.") {
+			actions = append(actions, x.Action+":"+x.Target)
+		}
+	}
+	if got, want := strings.Join(actions, " "), "fleet.cordon:fleet-cordon/alpha fleet.uncordon:fleet-cordon/alpha"; got != want {
+		t.Errorf("audit = %s, want %s", got, want)
+	}
+}
+
 // testAudit: an operator reads the audit log filtered by tenant, action
 // and time; a tenant is refused; a bad filter is a 422 on its field.
 func testAudit(t *testing.T, cp *controlplane.ControlPlane) {

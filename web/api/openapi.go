@@ -62,6 +62,7 @@ var schemaTypes = map[string]reflect.Type{
 	"CreateLocalClusterRequest": reflect.TypeFor[apiclient.CreateLocalClusterRequest](),
 	"LocalCluster":              reflect.TypeFor[apiclient.LocalCluster](),
 	"LocalClusterDeletion":      reflect.TypeFor[apiclient.LocalClusterDeletion](),
+	"ClusterCordon":             reflect.TypeFor[apiclient.ClusterCordon](),
 	"AuditEntry":                reflect.TypeFor[apiclient.AuditEntry](),
 	"Quota":                     reflect.TypeFor[apiclient.Quota](),
 	"QuotaOverrides":            reflect.TypeFor[apiclient.QuotaOverrides](),

@@ -104,7 +104,7 @@ func (s *Server) routeTable() []route {
 				limitParam,
 			}},
 		{method: http.MethodGet, path: "/fleet", handler: s.listFleet, access: operator,
-			summary:  "The Cluster API clusters of the fleet: control-plane machines and versions, and whether MVP is wired (operators)",
+			summary:  "The Cluster API clusters of the fleet: control-plane machines and versions, whether MVP is wired, and whether each is cordoned (operators)",
 			response: "[]FleetCluster"},
 		{method: http.MethodPost, path: "/fleet/local-clusters", handler: s.createLocalCluster, access: operator,
 			summary: "Create a cluster of the local fleet, whose machines are processes on the platform's machine: its Cluster, KubeadmControlPlane, " +
@@ -114,6 +114,15 @@ func (s *Server) routeTable() []route {
 			summary: "Delete a cluster of the local fleet: Cluster API deletes its machines and the provider stops their processes; " +
 				"a cluster of another provider, or one a fleet upgrade is rolling, answers 409 (operators)",
 			response: "LocalClusterDeletion", status: http.StatusAccepted},
+		{method: http.MethodPut, path: "/fleet/clusters/:namespace/:name/cordon", handler: s.cordonCluster, access: operator,
+			summary: "Cordon a Cluster API cluster of the fleet, of any provider (the annotation scheduling.bex.co/cordoned=true, merge-patched alone): " +
+				"the scheduler places no app on it, and the App controller moves the apps it runs to other clusters. " +
+				"One cordoned already is left as it is (changed false); audited as fleet.cordon (operators)",
+			response: "ClusterCordon"},
+		{method: http.MethodDelete, path: "/fleet/clusters/:namespace/:name/cordon", handler: s.uncordonCluster, access: operator,
+			summary: "Uncordon a Cluster API cluster of the fleet (removes the annotation): the scheduler places apps on it again; " +
+				"the apps moved off it stay where they are. One not cordoned is left as it is (changed false); audited as fleet.uncordon (operators)",
+			response: "ClusterCordon"},
 
 		{method: http.MethodPost, path: "/upgrades/plan", handler: s.planUpgrade, access: operator,
 			summary: "Plan a fleet upgrade over the Cluster API clusters of the management cluster: stages, and the clusters skipped or refused with why; changes nothing (operators)",

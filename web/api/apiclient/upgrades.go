@@ -331,6 +331,10 @@ type FleetCluster struct {
 	Infrastructure string `json:"infrastructure,omitempty"`
 	// Deleting is true once the Cluster is being deleted.
 	Deleting bool `json:"deleting,omitempty"`
+	// Cordoned is true when the Cluster has the annotation
+	// scheduling.bex.co/cordoned=true (bex fleet cordon): the scheduler
+	// places no app on it, and moves those it runs.
+	Cordoned bool `json:"cordoned"`
 	// Machines are the control plane's machines, oldest first.
 	Machines []FleetMachine `json:"machines"`
 	// WorkerReplicas is how many worker machines its MachineDeployments

@@ -1,0 +1,39 @@
+package apiclient
+
+import (
+	"context"
+	"net/http"
+)
+
+// ClusterCordon answers a cordon or an uncordon of a cluster of the fleet.
+type ClusterCordon struct {
+	// Name is the Cluster's "namespace/name".
+	Name string `json:"name"`
+	// Cordoned is whether the cluster is cordoned now.
+	Cordoned bool `json:"cordoned"`
+	// Changed is false when the cluster was so already.
+	Changed bool `json:"changed"`
+	// Message says what happens now.
+	Message string `json:"message"`
+}
+
+// CordonCluster cordons the Cluster API cluster namespace/name: the
+// scheduler places no app on it, and the App controller moves the apps it
+// runs to other clusters. A cluster cordoned already is left as it is
+// (operator tokens only).
+func (c *Client) CordonCluster(ctx context.Context, namespace, name string) (ClusterCordon, error) {
+	var cc ClusterCordon
+	return cc, c.call(ctx, http.MethodPut, cordonPath(namespace, name), nil, nil, &cc)
+}
+
+// UncordonCluster lets the scheduler place apps on the Cluster API
+// cluster namespace/name again; the apps moved off it stay where they
+// are (operator tokens only).
+func (c *Client) UncordonCluster(ctx context.Context, namespace, name string) (ClusterCordon, error) {
+	var cc ClusterCordon
+	return cc, c.call(ctx, http.MethodDelete, cordonPath(namespace, name), nil, nil, &cc)
+}
+
+func cordonPath(namespace, name string) string {
+	return "/fleet/clusters/" + seg(namespace) + "/" + seg(name) + "/cordon"
+}

@@ -24,6 +24,8 @@ func newFleetCommand(st *state) *cobra.Command {
 		newFleetListCommand(st),
 		newFleetCreateCommand(st),
 		newFleetDeleteCommand(st),
+		newFleetCordonCommand(st),
+		newFleetUncordonCommand(st),
 	)
 	return cmd
 }

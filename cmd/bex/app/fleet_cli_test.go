@@ -15,13 +15,14 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
 )
 
-// TestFleetCLI runs bex fleet create, list and delete against the real
-// API; the test plays Cluster API's part: it writes the machines of a
+// TestFleetCLI runs bex fleet create, list, cordon, uncordon and delete
+// against the real API; the test plays Cluster API's part: it writes the machines of a
 // cluster being waited for, its worker's Node ready only once the API
 // answered with the control plane healthy, and holds a deleted one with a
 // finalizer.
@@ -135,9 +136,11 @@ func TestFleetCLI(t *testing.T) {
 		args    []string
 		before  func(t *testing.T)
 		wantErr string
-		want    string
-		match   string
-		json    func(t *testing.T, out []byte)
+		// exit is the exit code of a failure, checked when not zero.
+		exit  int
+		want  string
+		match string
+		json  func(t *testing.T, out []byte)
 	}{
 		{name: "list, empty", args: []string{"fleet", "list"}, want: "No clusters. In make run, create one with: bex fleet create NAME --version VERSION\n"},
 		{name: "a tenant", env: map[string]string{"BEX_API": e.URL, "BEX_TOKEN": tenantToken}, args: []string{"fleet", "list"}, wantErr: "not allowed: this needs an operator's token"},
@@ -179,6 +182,32 @@ func TestFleetCLI(t *testing.T) {
 			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES   WORKERS  MVP        STATE\n" +
 			"default/dev-1  LocalCluster    v1.36.3  0/3      -          -        not wired  rolling\n" +
 			"default/dev-2  LocalCluster    v1.37.2  3/3      3 v1.37.2  1/1      not wired  ready\n"},
+		{name: "cordon as a tenant", env: map[string]string{"BEX_API": e.URL, "BEX_TOKEN": tenantToken}, args: []string{"fleet", "cordon", "default/dev-2"},
+			wantErr: "not allowed: this needs an operator's token", exit: app.ExitAuth},
+		{name: "cordon", args: []string{"fleet", "cordon", "dev-2"},
+			match: `^Cluster default/dev-2 cordoned: the scheduler places no new app on it, and the App controller places the apps it runs on other clusters; .*` +
+				`bex fleet uncordon default/dev-2 takes placements again\.\n$`},
+		{name: "cordon again", args: []string{"fleet", "cordon", "default/dev-2"}, want: "Cluster default/dev-2 was cordoned already: nothing changed.\n"},
+		{name: "list with a cordoned cluster", args: []string{"fleet", "list"}, want: "" +
+			"NAME           INFRASTRUCTURE  VERSION  HEALTHY  MACHINES   WORKERS  MVP        STATE\n" +
+			"default/dev-1  LocalCluster    v1.36.3  0/3      -          -        not wired  rolling\n" +
+			"default/dev-2  LocalCluster    v1.37.2  3/3      3 v1.37.2  1/1      not wired  ready,cordoned\n"},
+		{name: "uncordon json", args: []string{"fleet", "uncordon", "dev-2", "-o", "json"}, json: func(t *testing.T, out []byte) {
+			var cc apiclient.ClusterCordon
+			if err := json.Unmarshal(out, &cc); err != nil || cc.Name != "default/dev-2" || cc.Cordoned || !cc.Changed || cc.Message == "" {
+				t.Errorf("uncordon = %s, %v", out, err)
+			}
+			cl := &clusterv1.Cluster{}
+			if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "dev-2"}, cl); err != nil || len(cl.Annotations) != 0 {
+				t.Errorf("dev-2's annotations after the uncordon: %v, %v", cl.Annotations, err)
+			}
+		}},
+		{name: "uncordon again", args: []string{"fleet", "uncordon", "default/dev-2"}, want: "Cluster default/dev-2 was not cordoned: nothing changed.\n"},
+		{name: "cordon a missing cluster", args: []string{"fleet", "cordon", "nope"},
+			wantErr: "no cluster named nope in the fleet: bex fleet list shows the clusters", exit: app.ExitNotFound},
+		{name: "uncordon a missing cluster of a namespace", args: []string{"fleet", "uncordon", "prod/dev-2"},
+			wantErr: "no cluster prod/dev-2: bex fleet list shows the clusters", exit: app.ExitNotFound},
+		{name: "cordon a bad name", args: []string{"fleet", "cordon", "prod/dev/2"}, wantErr: "give NAMESPACE/NAME as bex fleet list shows it", exit: app.ExitUsage},
 		{name: "delete", args: []string{"fleet", "delete", "default/dev-1"},
 			want: "Local cluster default/dev-1: deleting: Cluster API deletes its machines, then the local provider stops its processes and removes its files; bex fleet list shows it until it is gone.\n"},
 		{name: "delete a missing one", args: []string{"fleet", "delete", "dev-1"}, wantErr: "no cluster default/dev-1: bex fleet list shows the clusters"},
@@ -194,6 +223,15 @@ func TestFleetCLI(t *testing.T) {
 			})
 		}, args: []string{"fleet", "delete", "dev-2", "--wait"},
 			match: `^Local cluster default/dev-2: deleting: .*\.\n(default/dev-2: deleting, 4 machines left\n)?default/dev-2: gone\n$`},
+		// Clusters of another provider, in other namespaces.
+		{name: "cordon a cluster of another provider", before: func(t *testing.T) { e.CreateCluster(t, "prod", "edge-1", "v1.36.3", nil) },
+			args: []string{"fleet", "cordon", "edge-1"}, match: `^Cluster prod/edge-1 cordoned: `},
+		{name: "cordon a name two clusters have", before: func(t *testing.T) { e.CreateCluster(t, "staging", "edge-1", "v1.36.3", nil) },
+			args: []string{"fleet", "cordon", "edge-1"}, wantErr: "clusters named edge-1 are in namespaces prod, staging: give NAMESPACE/NAME", exit: app.ExitUsage},
+		{name: "list with a cordoned cluster of another provider", args: []string{"fleet", "list"}, want: "" +
+			"NAME            INFRASTRUCTURE  VERSION  HEALTHY  MACHINES  WORKERS  MVP        STATE\n" +
+			"prod/edge-1     -               v1.36.3  0/3      -         -        not wired  rolling,cordoned\n" +
+			"staging/edge-1  -               v1.36.3  0/3      -         -        not wired  rolling\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.before != nil {
@@ -203,6 +241,11 @@ func TestFleetCLI(t *testing.T) {
 				tc.env = op
 			}
 			out, err := bex(t, dir, tc.env, "", tc.args...)
+			if err != nil && tc.exit != 0 {
+				if code := app.ErrorOf(err).ExitCode(); code != tc.exit {
+					t.Errorf("bex %v: exit %d (%v), want %d", tc.args, code, err, tc.exit)
+				}
+			}
 			if !checkRun(t, tc.args, out, err, tc.wantErr, tc.want, tc.match) {
 				return
 			}

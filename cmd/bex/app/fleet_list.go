@@ -15,7 +15,7 @@ import (
 func newFleetListCommand(st *state) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List the fleet's clusters: infrastructure, version, healthy control-plane machines, ready workers, Mixed Version Proxy (operators)",
+		Short: "List the fleet's clusters: infrastructure, version, healthy control-plane machines, ready workers, Mixed Version Proxy, state and cordon (operators)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := st.needClient()
@@ -74,8 +74,21 @@ func machineVersions(ms []apiclient.FleetMachine) string {
 	return orDash(strings.Join(parts, ", "))
 }
 
-// clusterState is what a cluster is doing, in a word.
+// clusterState is what a cluster is doing, in a word, with ",cordoned"
+// when it is (as kubectl's "Ready,SchedulingDisabled").
 func clusterState(cl *apiclient.FleetCluster) string {
+	state := rolloutState(cl)
+	switch {
+	case cl.Cordoned && state == "-":
+		return "cordoned"
+	case cl.Cordoned:
+		return state + ",cordoned"
+	}
+	return state
+}
+
+// rolloutState is what a cluster's machines are doing, in a word.
+func rolloutState(cl *apiclient.FleetCluster) string {
 	switch {
 	case cl.Deleting:
 		return "deleting"

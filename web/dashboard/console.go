@@ -19,10 +19,13 @@ func (d *Dashboard) consolePage(c echo.Context) error {
 	return d.renderConsole(c, http.StatusOK, "")
 }
 
-// consoleCluster is a row of the console's fleet: a local cluster's row
-// has a delete form, which names it without its namespace.
+// consoleCluster is a row of the console's fleet: each has a cordon or
+// an uncordon form, which names it by namespace and name; a local
+// cluster's has a delete form, which names it without its namespace.
 type consoleCluster struct {
 	apiclient.FleetCluster
+	// Namespace and ShortName are the Cluster's namespace and name.
+	Namespace, ShortName string
 	// LocalName is the local cluster's name, empty for other clusters
 	// and for one being deleted.
 	LocalName string
@@ -45,8 +48,9 @@ func (d *Dashboard) renderConsole(c echo.Context, status int, formErr string) er
 	rows := make([]consoleCluster, len(fleet))
 	for i, fc := range fleet {
 		rows[i].FleetCluster = fc
-		if ns, name, ok := strings.Cut(fc.Name, "/"); ok && fc.Infrastructure == infrav1.LocalClusterKind && !fc.Deleting && ns == apiclient.LocalClusterNamespace {
-			rows[i].LocalName = name
+		rows[i].Namespace, rows[i].ShortName, _ = strings.Cut(fc.Name, "/")
+		if fc.Infrastructure == infrav1.LocalClusterKind && !fc.Deleting && rows[i].Namespace == apiclient.LocalClusterNamespace {
+			rows[i].LocalName = rows[i].ShortName
 		}
 	}
 	data["Fleet"] = rows
@@ -82,7 +86,7 @@ func (d *Dashboard) createLocalCluster(c echo.Context) error {
 		}
 	}
 	lc, err := d.client(c).CreateLocalCluster(c.Request().Context(), req)
-	return d.localClusterChanged(c, lc.Message, err)
+	return d.fleetChanged(c, lc.Message, err)
 }
 
 // deleteLocalCluster deletes a local cluster once its name was typed
@@ -94,15 +98,41 @@ func (d *Dashboard) deleteLocalCluster(c echo.Context) error {
 		return d.renderConsole(c, http.StatusUnprocessableEntity, fmt.Sprintf("Type the cluster's name, %s, to delete it.", name))
 	}
 	del, err := d.client(c).DeleteLocalCluster(c.Request().Context(), name)
-	return d.localClusterChanged(c, del.Message, err)
+	return d.fleetChanged(c, del.Message, err)
 }
 
-// localClusterChanged ends a local cluster's creation or deletion: back to
-// the console with notice, or with the API's refusal of a change the
-// operator can mend on the page (a 4xx but 401, the fleet not ready: 503,
-// no local fleet: 501) on the form. Any other error goes to the error
-// page.
-func (d *Dashboard) localClusterChanged(c echo.Context, notice string, err error) error {
+// changeCordon cordons or uncordons a cluster of the fleet; the API's
+// refusal (a cluster gone meanwhile) is shown on the console.
+func (d *Dashboard) changeCordon(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl := d.client(c)
+	ns, name := c.Param("namespace"), c.Param("name")
+	var cc apiclient.ClusterCordon
+	var err error
+	unchanged := ""
+	switch c.Param("action") {
+	case "cordon":
+		cc, err = cl.CordonCluster(ctx, ns, name)
+		unchanged = "was cordoned already"
+	case "uncordon":
+		cc, err = cl.UncordonCluster(ctx, ns, name)
+		unchanged = "was not cordoned"
+	default:
+		return &pageError{status: http.StatusNotFound, title: "Not found", message: "A cluster can be cordoned or uncordoned."}
+	}
+	notice := fmt.Sprintf("Cluster %s %s.", cc.Name, cc.Message)
+	if !cc.Changed {
+		notice = fmt.Sprintf("Cluster %s %s: nothing changed.", cc.Name, unchanged)
+	}
+	return d.fleetChanged(c, notice, err)
+}
+
+// fleetChanged ends a change of the fleet (a local cluster's creation or
+// deletion, a cordon): back to the console with notice, or with the API's
+// refusal of a change the operator can mend on the page (a 4xx but 401,
+// the fleet not ready: 503, no local fleet: 501) above the fleet. Any
+// other error goes to the error page.
+func (d *Dashboard) fleetChanged(c echo.Context, notice string, err error) error {
 	var ae *apiclient.Error
 	if asAPIError(err, &ae) && (ae.Status/100 == 4 && ae.Status != http.StatusUnauthorized ||
 		ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusNotImplemented) {

@@ -24,10 +24,11 @@ import (
 )
 
 // TestConsoleLocalClusters: on a platform with a local fleet the operator
-// creates a local cluster from the console and deletes it by typing its
-// name; the API's refusals (a bad name, the fleet still starting) come
-// back on the form with what was typed and change nothing; a tenant is
-// refused; a platform without a local fleet shows no form.
+// creates a local cluster from the console, cordons and uncordons it, and
+// deletes it by typing its name; the API's refusals (a bad name, the fleet
+// still starting, a cluster that does not exist) come back on the form
+// with what was typed and change nothing; a tenant is refused; a platform
+// without a local fleet shows no form.
 func TestConsoleLocalClusters(t *testing.T) {
 	cp := cptest.Start(t)
 	fleet := &apitest.LocalFleet{}
@@ -152,6 +153,50 @@ func TestConsoleLocalClusters(t *testing.T) {
 	}
 	if !strings.Contains(after.body, `<div class="workers">Workers, 1 wanted: </div>`) {
 		t.Errorf("dev-1's row does not say it wants a worker:\n%s", after.body)
+	}
+
+	// Cordon and uncordon: a tenant cannot, nor a form without the CSRF
+	// field; a cluster gone is the API's 404 on the console.
+	cordoned := func() string {
+		t.Helper()
+		cl := &clusterv1.Cluster{}
+		if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: apiclient.LocalClusterNamespace, Name: "dev-1"}, cl); err != nil {
+			t.Fatal(err)
+		}
+		return cl.Annotations["scheduling.bex.co/cordoned"]
+	}
+	if !strings.Contains(after.body, `action="/console/clusters/default/dev-1/cordon"`) || strings.Contains(after.body, `action="/console/clusters/default/dev-1/uncordon"`) {
+		t.Errorf("dev-1's row lacks its cordon form, or has an uncordon one:\n%s", after.body)
+	}
+	if p := tenant.post("/console/clusters/default/dev-1/cordon", url.Values{"csrf": {tenantCSRF}}); p.status != http.StatusForbidden {
+		t.Errorf("a tenant cordoning a cluster = %d, want 403", p.status)
+	}
+	if p := op.post("/console/clusters/default/dev-1/cordon", url.Values{}); p.status != http.StatusForbidden {
+		t.Errorf("cordoning without the CSRF field = %d, want 403", p.status)
+	}
+	if p := op.post("/console/clusters/default/nope/cordon", url.Values{"csrf": {csrf}}); p.status != http.StatusNotFound || formError(p) != "no cluster default/nope: bex fleet list shows the clusters" {
+		t.Errorf("cordoning a cluster that does not exist = %d %q, want 404 with the API's message", p.status, formError(p))
+	}
+	if got := cordoned(); got != "" {
+		t.Fatalf("dev-1 after refused cordons: annotation %q", got)
+	}
+	p = op.post("/console/clusters/default/dev-1/cordon", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console?notice=") {
+		t.Fatalf("cordoning dev-1 = %d to %q:\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	if got := cordoned(); got != "true" {
+		t.Errorf("dev-1 after its cordon: annotation %q, want true", got)
+	}
+	after = op.get(p.header.Get("Location"))
+	if notice := html.UnescapeString(between(after.body, `id="notice">`, "</p>")); !strings.HasPrefix(notice, "Cluster default/dev-1 cordoned: ") {
+		t.Errorf("the notice after cordoning = %q", notice)
+	}
+	if !strings.Contains(after.body, `<span class="badge cordoned"`) || !strings.Contains(after.body, `action="/console/clusters/default/dev-1/uncordon"`) {
+		t.Errorf("the console after the cordon lacks dev-1's badge or its uncordon form:\n%s", after.body)
+	}
+	p = op.post("/console/clusters/default/dev-1/uncordon", url.Values{"csrf": {csrf}})
+	if p.status != http.StatusSeeOther || cordoned() != "" {
+		t.Errorf("uncordoning dev-1 = %d, annotation %q after", p.status, cordoned())
 	}
 
 	// Deleting needs the name typed again; a tenant cannot.

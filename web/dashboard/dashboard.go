@@ -182,6 +182,7 @@ func (d *Dashboard) newEcho() *echo.Echo {
 	e.POST("/console/tenants/:tenant/invitations/:id/revoke", d.revokeTenantInvitation, d.guard(operatorOnly))
 	e.POST("/console/local-clusters", d.createLocalCluster, d.guard(operatorOnly))
 	e.POST("/console/local-clusters/:name/delete", d.deleteLocalCluster, d.guard(operatorOnly))
+	e.POST("/console/clusters/:namespace/:name/:action", d.changeCordon, d.guard(operatorOnly))
 	return e
 }
 

@@ -4,7 +4,8 @@
 // with their logs streamed live, runtime logs, environment, routes,
 // traffic), the Team page (members, roles, invitations), the Tokens page
 // and the Join page that accepts an invitation, and the operator console
-// (the fleet's control planes and MVP readiness, fleet upgrades with a live
+// (the fleet's control planes and MVP readiness, cordon and uncordon of
+// its clusters, fleet upgrades with a live
 // timeline of versions and probe outcomes per apiserver, pause, resume and
 // abort, and the audit log).
 //

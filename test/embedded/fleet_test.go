@@ -29,11 +29,12 @@ import (
 // into it, restarts the platform on the same state directory and finds the
 // cluster serving again with what was written, the worker's node agent
 // running again and the app served from it; then creates a second cluster
-// and deletes the first: the App controller moves the app onto the second,
-// served from a Pod on its worker; then deletes the second, and the app is
-// served by the process runtime again. The first cluster's files are gone,
-// and no request to the app failed during either deletion: Cluster API
-// drains a worker only once the app moved (controllers/workerhook).
+// and cordons the first (bex fleet cordon): the App controller moves the
+// app onto the second, served from a Pod on its worker, and it leaves the
+// first; deletes the first, then the second, and the app is served by the
+// process runtime again. The first cluster's files are gone, and no
+// request to the app failed during the move or either deletion: Cluster
+// API drains a worker only once the app moved (controllers/workerhook).
 func TestMakeRunFleet(t *testing.T) {
 	bin := platformtest.BuildBinaries(t, "bex-embedded", "bex-node")
 	state := t.TempDir()
@@ -125,11 +126,11 @@ func TestMakeRunFleet(t *testing.T) {
 	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", body)
 	t.Logf("the app served from the cluster again %s after the restart began", time.Since(start).Round(time.Second))
 
-	// A second cluster: deleting the first moves the app onto it, as the
-	// App controller decides (a cluster being deleted takes no placement,
-	// and the process runtime stands by while a cluster of the fleet can
-	// run the app): started there, switched at the edge, then removed
-	// from the first, with no request failed.
+	// A second cluster: cordoning the first moves the app onto it, as the
+	// App controller decides (a cordoned cluster takes no placement and
+	// gives up its apps, and the process runtime stands by while a cluster
+	// of the fleet can run the app): started there, switched at the edge,
+	// then removed from the first, with no request failed.
 	start = time.Now()
 	lc2 := platformtest.CreateLocalCluster(ctx, t, op, apiclient.CreateLocalClusterRequest{Name: "e2e-2", Version: version, ControlPlaneReplicas: 3, WorkerReplicas: 1})
 	platformtest.WaitClusterHealthy(t, op, lc2.Name, version, 3)
@@ -169,8 +170,28 @@ func TestMakeRunFleet(t *testing.T) {
 		}
 	}
 
-	deleteCluster(lc, "e2e-1")
+	start = time.Now()
+	requests := keepRequesting(ctx, t, env, "hello", body)
+	if _, err := op.CordonCluster(ctx, "default", "e2e-1"); err != nil {
+		t.Fatal(err)
+	}
 	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-2", body)
+	platformtest.Eventually(t, 2*time.Minute, "the app gone from e2e-1", func(ctx context.Context) error {
+		deps, err := workload.AppsV1().Deployments("dev").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(deps.Items) > 0 {
+			return fmt.Errorf("%d Deployments left, the first %s", len(deps.Items), deps.Items[0].Name)
+		}
+		return nil
+	})
+	t.Logf("the app moved off the cordoned e2e-1 in %s", time.Since(start).Round(time.Second))
+	sent, failed := requests()
+	t.Logf("%d requests to the app during the move off the cordoned e2e-1, %d failed", sent, len(failed))
+	if len(failed) > 0 {
+		t.Errorf("%d of %d requests to the app failed during the move off the cordoned e2e-1; the first: %v", len(failed), sent, failed[:min(len(failed), 5)])
+	}
 	pods, err = workload2.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +200,10 @@ func TestMakeRunFleet(t *testing.T) {
 		t.Fatalf("the app's Pods on %s after the move: %+v, want one running on %s", "e2e-2", podsOf(pods.Items), worker2)
 	}
 
-	// With no cluster left, the app runs on the process runtime again.
+	// The cordoned cluster goes with no app left on it; deleting the
+	// second, which runs the app, brings it back to the process runtime.
+	deleteCluster(lc, "e2e-1")
+	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-2", body)
 	deleteCluster(lc2, "e2e-2")
 	platformtest.ServedFrom(t, env, mgmt, "hello", "local", body)
 	p.Interrupt(t)
@@ -225,8 +249,14 @@ func pushNodeApp(t *testing.T, env map[string]string, name, body string) {
 		t.Fatal(err)
 	}
 	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
-	if out, err := platformtest.GitErr(dir, "push", remote.String(), "main"); err != nil || !strings.Contains(out, "Released v1") {
+	out, err := platformtest.GitErr(dir, "push", remote.String(), "main")
+	if err != nil || !strings.Contains(out, "Released v1") {
 		t.Fatalf("pushing %s: %v\n%s", name, err, out)
+	}
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "Timings:") {
+			t.Logf("the push of %s: %s", name, strings.TrimSpace(line))
+		}
 	}
 }
 

@@ -503,6 +503,78 @@ func TestAgent(t *testing.T) {
 		})
 	})
 
+	t.Run("ReadyAsSoonAsItsStartupProbePasses", func(t *testing.T) {
+		// An app that listens 2 s after its start, whose readiness probe
+		// comes every 5 minutes: its startup probe, every second, finds
+		// it listening, and the readiness probe then runs at once, as the
+		// kubelet runs it. Without the startup probe the first readiness
+		// probe fails and the next is 5 minutes away.
+		p := f.webPod(ns, "slow-1", pull)
+		ctr := &p.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LISTEN_DELAY", Value: "2s"})
+		ctr.ReadinessProbe.PeriodSeconds = 300
+		ctr.LivenessProbe = nil
+		ctr.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1, FailureThreshold: 30}
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the pod started and ready", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "slow-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || !ptr.Deref(cs[0].Started, false) || !cs[0].Ready || !podReady(p) || cs[0].RestartCount != 0 {
+				return fmt.Errorf("phase %s %s, container statuses %+v", p.Status.Phase, p.Status.Message, cs)
+			}
+			return nil
+		})
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "slow-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("RestartsAContainerThatFailsItsStartupProbe", func(t *testing.T) {
+		p := f.webPod(ns, "nostart-1", pull)
+		ctr := &p.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "FAIL_HEALTH", Value: "1"})
+		ctr.LivenessProbe = nil
+		ctr.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1, FailureThreshold: 2}
+		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Eventually(t, 60*time.Second, "the container restarted, never started nor ready", func(ctx context.Context) error {
+			p, err := f.getPod(ctx, ns, "nostart-1")
+			if err != nil {
+				return err
+			}
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || cs[0].RestartCount < 1 || cs[0].LastTerminationState.Terminated == nil {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			if ptr.Deref(cs[0].Started, false) || podReady(p) {
+				return fmt.Errorf("a container that fails its startup probe is started or ready: %+v", cs)
+			}
+			return nil
+		})
+		evs, err := events(ctx, f.admin, ns, "nostart-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range evs {
+			found = found || e.Reason == "Killing" && strings.Contains(e.Message, "startup probe")
+		}
+		if !found {
+			t.Errorf("no Killing event for the failed startup probe in %v", evs)
+		}
+		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "nostart-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("FailsAPodPastItsActiveDeadline", func(t *testing.T) {
 		p := f.webPod(ns, "deadline-1", pull)
 		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(2))

@@ -77,7 +77,7 @@ type podState struct {
 	waiting              *corev1.ContainerStateWaiting
 	running              *corev1.ContainerStateRunning
 	terminated, last     *corev1.ContainerStateTerminated
-	ready                bool
+	started, ready       bool
 	restarts             int32
 	imageID, containerID string
 }
@@ -342,7 +342,8 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			if s.terminated != nil {
 				s.last, s.terminated = s.terminated, nil
 			}
-			s.ready = c.ReadinessProbe == nil
+			s.started = c.StartupProbe == nil
+			s.ready = s.started && c.ReadinessProbe == nil
 		})
 		w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.Name)
 		w.pushStatus(ctx)
@@ -465,23 +466,49 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			deadlineTimer.Stop()
 		}
 	}()
-	if c.ReadinessProbe != nil {
-		go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", func(ok bool, _ string) {
-			changed := false
-			w.setState(func(s *podState) { changed, s.ready = s.ready != ok, ok })
-			if changed {
-				w.pushStatus(ctx)
-			}
-		})
+	// The readiness and liveness probes, as the kubelet runs them: from
+	// the container's start, or once its startup probe passed, and then
+	// the readiness probe at once.
+	probesFrom := time.Now()
+	probe := func() {
+		if c.ReadinessProbe != nil {
+			go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", probesFrom, func(ok bool, _ string) {
+				changed := false
+				w.setState(func(s *podState) { changed, s.ready = s.ready != ok, ok })
+				if changed {
+					w.pushStatus(ctx)
+				}
+			})
+		}
+		if c.LivenessProbe != nil {
+			go w.probe(probeCtx, pod, c, c.LivenessProbe, "Liveness", probesFrom, func(ok bool, msg string) {
+				if !ok {
+					select {
+					case unhealthy <- msg:
+					default:
+					}
+				}
+			})
+		}
 	}
-	if c.LivenessProbe != nil {
-		go w.probe(probeCtx, pod, c, c.LivenessProbe, "Liveness", func(ok bool, msg string) {
+	failedStart := make(chan string, 1)
+	if c.StartupProbe == nil {
+		probe()
+	} else {
+		startupCtx, stopStartup := context.WithCancel(probeCtx)
+		go w.probe(startupCtx, pod, c, c.StartupProbe, "Startup", probesFrom, func(ok bool, msg string) {
 			if !ok {
 				select {
-				case unhealthy <- msg:
+				case failedStart <- msg:
 				default:
 				}
+				return
 			}
+			stopStartup()
+			ready := c.ReadinessProbe == nil
+			w.setState(func(s *podState) { s.started, s.ready = true, ready })
+			w.pushStatus(ctx)
+			probe()
 		})
 	}
 
@@ -509,6 +536,11 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
 			waitErr = w.stop(c, container, exited, grace)
 			done = true
+		case msg := <-failedStart:
+			w.a.recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Container %s failed startup probe (%s), will be restarted", c.Name, msg)
+			grace := time.Duration(ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+			waitErr = w.stop(c, container, exited, grace)
+			done = true
 		}
 	}
 	stopProbes()
@@ -529,7 +561,7 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	}
 	finished := metav1.Now()
 	w.setState(func(s *podState) {
-		s.running, s.ready = nil, false
+		s.running, s.started, s.ready = nil, false, false
 		s.terminated = &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason,
 			StartedAt: now, FinishedAt: finished, ContainerID: s.containerID}
 	})
@@ -714,7 +746,7 @@ func (w *podWorker) fillStatus(p *corev1.Pod) {
 	c := p.Spec.Containers[0]
 	cs := corev1.ContainerStatus{
 		Name: c.Name, Image: c.Image, ImageID: st.imageID, ContainerID: st.containerID,
-		Ready: ready, RestartCount: st.restarts, Started: ptr.To(st.running != nil),
+		Ready: ready, RestartCount: st.restarts, Started: ptr.To(st.running != nil && st.started),
 	}
 	switch {
 	case st.running != nil:

@@ -14,10 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// probe runs p against the Pod's address every period until ctx ends and
+// probe runs p against the Pod's address every period until ctx ends,
+// the first time at once or once p's initial delay since from passed, and
 // calls result whenever the outcome crosses a threshold: ok after
 // successThreshold passes in a row, not ok after failureThreshold fails.
-func (w *podWorker) probe(ctx context.Context, pod *corev1.Pod, c corev1.Container, p *corev1.Probe, kind string, result func(ok bool, msg string)) {
+func (w *podWorker) probe(ctx context.Context, pod *corev1.Pod, c corev1.Container, p *corev1.Probe, kind string, from time.Time, result func(ok bool, msg string)) {
 	period := seconds(p.PeriodSeconds, 10)
 	timeout := seconds(p.TimeoutSeconds, 1)
 	successes, failures := int(p.SuccessThreshold), int(p.FailureThreshold)
@@ -30,7 +31,7 @@ func (w *podWorker) probe(ctx context.Context, pod *corev1.Pod, c corev1.Contain
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Duration(p.InitialDelaySeconds) * time.Second):
+	case <-time.After(time.Until(from.Add(time.Duration(p.InitialDelaySeconds) * time.Second))):
 	}
 	passed, failed := 0, 0
 	t := time.NewTicker(period)

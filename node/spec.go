@@ -34,10 +34,7 @@ func admit(pod *corev1.Pod) error {
 	}
 	no = append(no, admitVolumes(s)...)
 	for _, c := range s.Containers {
-		if c.StartupProbe != nil {
-			no = append(no, fmt.Sprintf("a startup probe in container %q", c.Name))
-		}
-		for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		for what, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 			if p != nil && p.HTTPGet == nil && p.TCPSocket == nil {
 				no = append(no, fmt.Sprintf("a %s probe of container %q that is not httpGet or tcpSocket", what, c.Name))
 			}

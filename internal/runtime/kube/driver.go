@@ -60,6 +60,11 @@ type Options struct {
 	// still serves. A negative DrainDelay means none (a cluster whose
 	// kubelets predate the sleep action, Kubernetes 1.30) [5s].
 	DrainDelay time.Duration
+	// StartTimeout is how long a web container may take to pass its
+	// first health check before its kubelet restarts it: the startup
+	// probe's failureThreshold at one probe a second [60s, the process
+	// runtime's].
+	StartTimeout time.Duration
 	// PollInterval is how often Deploy reads the rollout's progress [1s].
 	PollInterval time.Duration
 	// PrepareInterval is how long PrepareNamespace trusts its last
@@ -170,6 +175,9 @@ func (o *Options) complete() {
 	}
 	if o.DrainDelay == 0 {
 		o.DrainDelay = 5 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

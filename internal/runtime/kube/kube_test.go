@@ -462,6 +462,13 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		p.TimeoutSeconds != 2 || p.PeriodSeconds != 2 || p.SuccessThreshold != 1 || p.FailureThreshold != 4 {
 		t.Errorf("readiness probe %+v", p)
 	}
+	// Until the check first passes it runs every second, for the default
+	// StartTimeout of 60 s, so that a web pod is ready as soon as it
+	// listens rather than at the next readiness probe.
+	if s := ctr.StartupProbe; s == nil || s.HTTPGet == nil || s.HTTPGet.Path != "/healthz" || s.HTTPGet.Port.IntValue() != 8080 ||
+		s.TimeoutSeconds != 2 || s.PeriodSeconds != 1 || s.SuccessThreshold != 1 || s.FailureThreshold != 60 {
+		t.Errorf("startup probe %+v", s)
+	}
 	if cpu := ctr.Resources.Limits[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("250m")) != 0 {
 		t.Errorf("cpu limit %s", cpu.String())
 	}
@@ -478,7 +485,7 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Errorf("web terminationGracePeriodSeconds %v, want 35 (the preStop sleep's 5 and 30 to stop)", g)
 	}
 	wctr := worker.Spec.Template.Spec.Containers[0]
-	if wctr.ReadinessProbe != nil || len(wctr.Ports) != 0 || wctr.Lifecycle != nil {
+	if wctr.ReadinessProbe != nil || wctr.StartupProbe != nil || len(wctr.Ports) != 0 || wctr.Lifecycle != nil {
 		t.Errorf("the worker has a probe, ports or a lifecycle: %+v", wctr)
 	}
 	if g := worker.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 30 {

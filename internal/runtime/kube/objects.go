@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -175,6 +176,7 @@ func (d *Driver) deployment(ns string, rel runtime.Release, process string) (*ap
 		container.WithEnv(corev1ac.EnvVar().WithName("PORT").WithValue(strconv.Itoa(WebPort)))
 		container.WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(WebPort).WithProtocol(corev1.ProtocolTCP))
 		container.WithReadinessProbe(readinessProbe(rel.HealthCheck))
+		container.WithStartupProbe(startupProbe(rel.HealthCheck, d.opts.StartTimeout))
 		// A deleted web pod serves on until the edge no longer sends it
 		// requests; its grace period covers that, then its own stop.
 		if d.opts.DrainDelay > 0 {
@@ -295,6 +297,16 @@ func readinessProbe(h runtime.HealthCheck) *corev1ac.ProbeApplyConfiguration {
 		return probe.WithTCPSocket(corev1ac.TCPSocketAction().WithPort(port))
 	}
 	return probe.WithHTTPGet(corev1ac.HTTPGetAction().WithPath(h.Path).WithPort(port).WithScheme(corev1.URISchemeHTTP))
+}
+
+// startupProbe is the health check once a second until it first passes,
+// for at most start: the kubelet runs the readiness probe, whose period is
+// the health check's interval (10 s by default), only once it passed, and
+// at once then. Without it a web container that was not listening yet at
+// its first readiness probe waited a whole interval to be ready, and a
+// push as long to go live.
+func startupProbe(h runtime.HealthCheck, start time.Duration) *corev1ac.ProbeApplyConfiguration {
+	return readinessProbe(h).WithPeriodSeconds(1).WithSuccessThreshold(1).WithFailureThreshold(seconds(start))
 }
 
 // seconds rounds d up to whole seconds, at least 1.

@@ -1,6 +1,7 @@
 // Command testapp is the app the runtime tests deploy: it answers its
 // version on "/", 200 on /healthz, and obeys the env knobs of runtimetest
-// (VERSION, FAIL_HEALTH, CRASH); /sick makes its health check fail from
+// (VERSION, FAIL_HEALTH, CRASH) and LISTEN_DELAY (a duration to wait
+// before it listens, as an app that boots slowly); /sick makes its health check fail from
 // then on, /exit makes it exit with status 4, /log?msg= prints msg. With the argument "worker" it runs without
 // a port until SIGTERM.
 package main
@@ -65,6 +66,9 @@ func main() {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	if d, err := time.ParseDuration(os.Getenv("LISTEN_DELAY")); err == nil {
+		time.Sleep(d)
+	}
 	fmt.Println("listening on port", os.Getenv("PORT"), "version", version)
 	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
 		fmt.Fprintln(os.Stderr, err)

@@ -609,6 +609,7 @@ func (d *Driver) rollBack(ctx context.Context, ns string, rel runtime.Release, p
 func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release, log io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.RolloutTimeout)
 	defer cancel()
+	changes := d.deploymentChanges(ctx, ns, rel.App)
 	last := map[string]string{}
 	// notRolledOut is the error once the deadline passed, pending saying
 	// where a process stood.
@@ -658,8 +659,43 @@ func (d *Driver) waitRollout(ctx context.Context, ns string, rel runtime.Release
 			t.Stop()
 			return notRolledOut(pending)
 		case <-t.C:
+		case <-changes:
+			t.Stop()
 		}
 	}
+}
+
+// deploymentChanges watches the Deployments of app in ns until ctx ends:
+// the channel receives when one changed, its status included, so that a
+// rollout is seen done as soon as its Deployment says so rather than at
+// the next poll. Without a watch (refused, or ended) the channel never
+// receives and waitRollout polls alone.
+func (d *Driver) deploymentChanges(ctx context.Context, ns, app string) <-chan struct{} {
+	changes := make(chan struct{}, 1)
+	w, err := d.cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{
+		LabelSelector: LabelApp + "=" + app + "," + LabelManagedBy + "=" + managedBy,
+	})
+	if err != nil {
+		return changes
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				select {
+				case changes <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return changes
 }
 
 // throttledPastDeadline reports whether err is client-go's rate limiter

@@ -67,6 +67,13 @@ func TestKubeDriver(t *testing.T) {
 	})
 	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
 	t.Run("Timings", func(t *testing.T) { testTimings(t, c, newDriver(t)) })
+	t.Run("RolloutSeenByWatch", func(t *testing.T) {
+		d, err := kube.New(cfg, kube.Options{PollInterval: time.Hour, ProgressDeadline: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testRolloutSeenByWatch(t, c, d)
+	})
 	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
 	// A client that may ask once a second: near a deadline its rate
 	// limiter refuses the next read before the deadline passes.
@@ -381,6 +388,33 @@ func testTimings(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 	if rollout := steps[2].Seconds; rollout < held.Seconds() {
 		t.Errorf("rollout step %s, want at least the %s its status was held back", steptime.Seconds(rollout), held)
+	}
+}
+
+// testRolloutSeenByWatch checks that a deploy ends as soon as its
+// Deployment reports the rollout done, however far its next poll is (d
+// polls once an hour).
+func testRolloutSeenByWatch(t *testing.T, c client.Client, d *kube.Driver) {
+	rel := shopRelease(1, "img:1")
+	rel.App = "watched"
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	var log platformtest.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- d.Deploy(context.Background(), rel, &log) }()
+	platformtest.Eventually(t, 30*time.Second, "the deploy waiting for its rollout", func(context.Context) error {
+		if !strings.Contains(log.String(), "Waiting for web") {
+			return fmt.Errorf("log %q", log.String())
+		}
+		return nil
+	})
+	setStatus(t, c, "acme", "watched-web", rolledOut)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deploy did not end within 30 s of its Deployment's rolled-out status: it waits for its next poll, an hour away")
 	}
 }
 

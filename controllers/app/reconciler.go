@@ -36,9 +36,6 @@ const ControllerName = "app"
 // secretRefIndex indexes Apps by the Secrets their env refers to.
 const secretRefIndex = "spec.env.secretKeyRef.name"
 
-// finalizer holds an App until what runs for it is stopped.
-const finalizer = "platform.bex.co/runtime"
-
 // ResyncPeriod is how often a running App's runtime state is observed
 // again when its runtime does not tell of its changes (HealthWatcher), or
 // when the App does not serve.
@@ -322,7 +319,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !app.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, app)
 	}
-	if (r.Releases != nil || r.Placer != nil) && controllerutil.AddFinalizer(app, finalizer) {
+	if (r.Releases != nil || r.Placer != nil) && controllerutil.AddFinalizer(app, platformv1alpha1.AppFinalizer) {
 		if err := r.Client.Update(ctx, app); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -446,7 +443,7 @@ func (r *Reconciler) watched(s *scope) bool {
 }
 
 func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.App) error {
-	if !controllerutil.ContainsFinalizer(app, finalizer) {
+	if !controllerutil.ContainsFinalizer(app, platformv1alpha1.AppFinalizer) {
 		return nil
 	}
 	if r.Releases != nil {
@@ -459,7 +456,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *platformv1alpha1.
 			return err
 		}
 	}
-	controllerutil.RemoveFinalizer(app, finalizer)
+	controllerutil.RemoveFinalizer(app, platformv1alpha1.AppFinalizer)
 	if err := r.Client.Update(ctx, app); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}

@@ -57,6 +57,12 @@ const (
 	AppInvalidSpecReason = "InvalidSpec"
 )
 
+// AppFinalizer holds an App until what runs for it is stopped and its
+// Placement removed. The App controller adds it to an App that lacks it;
+// the platform's API sets it on the Apps it creates, which saves each new
+// App that write.
+const AppFinalizer = "platform.bex.co/runtime"
+
 // Stack names a builder. When App.spec.build.stack is empty the builder
 // detects it from the repository.
 // +kubebuilder:validation:Enum=go;node;python;static;procfile;dockerfile

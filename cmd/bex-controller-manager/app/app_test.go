@@ -70,8 +70,8 @@ func reconciled(t *testing.T, c client.Client, ns, name string) {
 			return fmt.Errorf("status observed generation %d, the App is at %d", app.Status.ObservedGeneration, app.Generation)
 		case len(app.Status.Conditions) == 0:
 			return errors.New("no conditions in its status")
-		case !controllerutil.ContainsFinalizer(&app, "platform.bex.co/runtime"):
-			return fmt.Errorf("finalizers %v, without platform.bex.co/runtime", app.Finalizers)
+		case !controllerutil.ContainsFinalizer(&app, platformv1alpha1.AppFinalizer):
+			return fmt.Errorf("finalizers %v, without %s", app.Finalizers, platformv1alpha1.AppFinalizer)
 		}
 		return nil
 	})

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/internal/controlplane"
@@ -346,6 +347,11 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 	if obj.Spec.Source.Branch != "main" || obj.Spec.Plan != platformv1alpha1.PlanStarter || obj.Labels[api.TenantLabel] != "appsacme" {
 		t.Errorf("App object = %+v, want the CRD's defaults and the tenant label", obj)
 	}
+	// The App controller's finalizer comes with the App: its first
+	// reconcile need not write the App to add it.
+	if !controllerutil.ContainsFinalizer(obj, platformv1alpha1.AppFinalizer) {
+		t.Errorf("App object's finalizers = %v, want %s", obj.Finalizers, platformv1alpha1.AppFinalizer)
+	}
 	a := call(t, e, http.MethodPost, "/apps", token, apiclient.CreateAppRequest{Name: "api", Branch: "production"})
 	wantStatus(t, "creating app api", a, http.StatusCreated)
 
@@ -436,8 +442,18 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 
 	a = call(t, e, http.MethodDelete, "/apps/api", token, nil)
 	wantStatus(t, "deleting app", a, http.StatusNoContent)
+	// The finalizer holds the App until the App controller has stopped
+	// what runs for it; none runs here, so the test takes it off.
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "appsacme", Name: "api"}, obj); err != nil || obj.DeletionTimestamp.IsZero() {
+		t.Fatalf("deleted App: %v, deletion requested %v; want it being deleted", err, obj.DeletionTimestamp)
+	}
+	base := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, platformv1alpha1.AppFinalizer)
+	if err := e.Kube.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		t.Fatalf("removing the finalizer as the App controller does: %v", err)
+	}
 	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "appsacme", Name: "api"}, obj); !apierrors.IsNotFound(err) {
-		t.Errorf("deleted App: err = %v, want NotFound", err)
+		t.Errorf("deleted App without its finalizer: err = %v, want NotFound", err)
 	}
 	a = call(t, e, http.MethodGet, "/apps/api", token, nil)
 	wantStatus(t, "getting a deleted app", a, http.StatusNotFound)

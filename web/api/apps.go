@@ -176,6 +176,9 @@ func (s *Server) createApp(c echo.Context) error {
 			Namespace: p.tenant.Name,
 			Name:      req.Name,
 			Labels:    map[string]string{TenantLabel: p.tenant.Name},
+			// Set here, the App controller need not add it: one write
+			// less per new App.
+			Finalizers: []string{platformv1alpha1.AppFinalizer},
 		},
 		Spec: platformv1alpha1.AppSpec{
 			Source: platformv1alpha1.AppSource{Branch: req.Branch},

@@ -347,6 +347,9 @@ func (cp *ControlPlane) EtcdClient() (caFile, certFile, keyFile string) {
 // presents the etcd client certificate.
 func (cp *ControlPlane) EtcdTLSConfig() *tls.Config { return cp.etcd.TLSConfig() }
 
+// EtcdPID returns etcd's process ID.
+func (cp *ControlPlane) EtcdPID() int { return cp.etcd.PID() }
+
 // DataDir returns the plane's data directory.
 func (cp *ControlPlane) DataDir() string { return cp.dataDir }
 

@@ -206,6 +206,9 @@ func (e *Etcd) TLSConfig() *tls.Config {
 // Running reports whether etcd's process is alive.
 func (e *Etcd) Running() bool { return e.proc != nil && !e.proc.Exited() }
 
+// PID returns etcd's process ID.
+func (e *Etcd) PID() int { return e.proc.PID() }
+
 // Stop stops etcd: SIGTERM, then SIGKILL after grace.
 func (e *Etcd) Stop(grace time.Duration) {
 	if e.proc != nil {

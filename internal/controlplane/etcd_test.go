@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,28 @@ func TestEtcdRequiresClientCertificate(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "through-etcd"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the apiserver cannot write to etcd: %v", err)
+	}
+}
+
+// TestProcessIDs: EtcdPID and an APIServer's PID name the etcd and
+// kube-apiserver processes themselves (not the unshare and sh that start
+// an apiserver), whose memory a bench reads from /proc.
+func TestProcessIDs(t *testing.T) {
+	cp := cptest.StartBare(t)
+	for _, tc := range []struct {
+		what string
+		pid  int
+		comm string
+	}{
+		{"EtcdPID", cp.EtcdPID(), "etcd"},
+		{"APIServers()[0].PID", cp.APIServers()[0].PID(), "kube-apiserver"},
+	} {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(tc.pid) + "/comm")
+		if err != nil {
+			t.Fatalf("%s = %d: %v", tc.what, tc.pid, err)
+		}
+		if got := strings.TrimSpace(string(b)); got != tc.comm {
+			t.Errorf("%s = %d, a process named %q, want %q", tc.what, tc.pid, got, tc.comm)
+		}
 	}
 }

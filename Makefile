@@ -98,7 +98,7 @@ bench-edge:
 	$(GO) run ./cmd/bex-kubebin --tools caddy,traefik
 	$(GO) run ./test/bench/edgebench --json out/edge-bench.json $(EDGEBENCH_FLAGS)
 
-## bench-apps: 10,000 apps over 1,000 tenants on a real control plane and Postgres: controllers' convergence, app list, edge table and latency, heap per app (docs/perf.md); builds the pinned kube-apiserver and etcd when missing; APPSBENCH_FLAGS=--apps 1000 is the quick mode
+## bench-apps: 10,000 apps over 1,000 tenants on a real control plane and Postgres: controllers' convergence, app list, edge table and latency, memory per app (docs/perf.md); builds the pinned kube-apiserver and etcd when missing; APPSBENCH_FLAGS=--apps 1000 is the quick mode
 bench-apps:
 	$(GO) run ./test/bench/appsbench $(APPSBENCH_FLAGS)
 

@@ -42,10 +42,14 @@ type options struct {
 	cpuProfile string
 	// kubeVersion is the pinned kube-apiserver's version.
 	kubeVersion string
+	// finalizer seeds each App with the App controller's finalizer, as
+	// the platform's API creates it; without, as kubectl would, and the
+	// controller adds it.
+	finalizer bool
 }
 
 func newCommand() *cobra.Command {
-	o := &options{apps: 10_000, tenants: 1_000, seeders: 16, listRequests: 200, concurrency: 4, duration: 5 * time.Second, rounds: 2, steady: 20 * time.Second, kubeVersion: kubebin.DefaultKubeVersion}
+	o := &options{apps: 10_000, tenants: 1_000, seeders: 16, listRequests: 200, concurrency: 4, duration: 5 * time.Second, rounds: 2, steady: 20 * time.Second, kubeVersion: kubebin.DefaultKubeVersion, finalizer: true}
 	cmd := &cobra.Command{
 		Use:           "appsbench",
 		Short:         "Measure the platform with many apps over many tenants",
@@ -71,6 +75,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&o.steady, "steady", o.steady, "how long the controllers' requests are counted once all converged")
 	f.StringVar(&o.kubeVersion, "kube-version", o.kubeVersion, "version of the pinned kube-apiserver (built when missing)")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the controllers' convergence to this file")
+	f.BoolVar(&o.finalizer, "finalizer", o.finalizer, "seed each App with the App controller's finalizer, as the platform's API creates it; --finalizer=false seeds them as kubectl would, and the controller adds it (one write more per App)")
 	return cmd
 }
 
@@ -103,10 +108,13 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer env.stop()
-	r := &report{apps: o.apps, tenants: o.tenants, loadBefore: bench.LoadAverage()}
-	fl := newFleet(o.apps, o.tenants)
+	r := &report{apps: o.apps, tenants: o.tenants, finalizer: o.finalizer, loadBefore: bench.LoadAverage()}
+	fl := newFleet(o.apps, o.tenants, o.finalizer)
 
 	r.platformReady = time.Since(started)
+	if r.planeBefore, err = env.samplePlane(ctx); err != nil {
+		return err
+	}
 	// The first tenant's apps alone: the list's baseline with a small fleet.
 	seedStart := time.Now()
 	if err := env.seed(ctx, fl, 0, fl.firstTenantApps(), o.seeders); err != nil {

@@ -39,6 +39,12 @@ type convergeResult struct {
 	// GC) before the manager and the edge's watch started and once
 	// everything converged.
 	heapBefore, heapAfter uint64
+	// planeAfter is the control plane's memory once everything
+	// converged.
+	planeAfter planeSample
+	// requests are the controllers' requests to the apiserver by verb from
+	// the manager's start until everything converged.
+	requests map[string]int
 	// steady are the controllers' requests to the apiserver, by verb, per
 	// second, once everything converged; reconciles the reconciles per
 	// second by controller, and queue the workqueue depths at the end.
@@ -172,8 +178,11 @@ func (e *env) converge(ctx context.Context, f *fleet, steady time.Duration, r *r
 	cr.edgeUpdates = int(edgeUpdates.Load())
 	fmt.Fprintf(os.Stderr, "converged: apps in %s, routes in %s; counting requests for %s\n", cr.apps.Round(time.Millisecond), cr.routes.Round(time.Millisecond), steady)
 	cr.heapAfter = liveHeap()
+	cr.requests = counter.take()
+	if cr.planeAfter, err = e.samplePlane(ctx); err != nil {
+		return err
+	}
 
-	counter.take()
 	before, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		return err

@@ -16,6 +16,8 @@ import (
 // report is everything the bench measured.
 type report struct {
 	apps, tenants        int
+	finalizer            bool
+	planeBefore          planeSample
 	platformReady        time.Duration
 	seeded               time.Duration
 	loadBefore           string
@@ -31,8 +33,8 @@ func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "appsbench %s: %d apps over %d tenants, one Route and one release each; load average %s before, %s after\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), r.apps, r.tenants, r.loadBefore, bench.LoadAverage())
-	fmt.Fprintf(out, "control plane and Postgres ready in %s; seeding took %s (%.0f apps/s)\n\n",
-		r.platformReady.Round(time.Second), r.seeded.Round(time.Second), float64(r.apps)/r.seeded.Seconds())
+	fmt.Fprintf(out, "control plane and Postgres ready in %s; seeding took %s (%.0f apps/s); Apps seeded %s\n\n",
+		r.platformReady.Round(time.Second), r.seeded.Round(time.Second), float64(r.apps)/r.seeded.Seconds(), finalizerWords(r.finalizer))
 
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	c := r.converge
@@ -41,6 +43,13 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(tw, "Route controller, cold start to all Ready\t%s\t\n", c.routes.Round(time.Millisecond))
 	perApp := float64(int64(c.heapAfter)-int64(c.heapBefore)) / float64(r.apps)
 	fmt.Fprintf(tw, "platform's heap per app (controllers and their cache, the edge's cache and table)\t%.1f KiB (%s for %d)\t\n", perApp/1024, mib(c.heapAfter-c.heapBefore), r.apps)
+	fmt.Fprintf(tw, "controllers' requests until converged\t%s (writes per App %.2f)\t\n", counts(c.requests),
+		float64(c.requests["PUT"]+c.requests["PATCH"]+c.requests["POST"])/float64(r.apps))
+	pb, pa := r.planeBefore, c.planeAfter
+	fmt.Fprintf(tw, "kube-apiserver RSS (its watch caches included), before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.apiserverRSS), mib(pa.apiserverRSS), kibPer(pb.apiserverRSS, pa.apiserverRSS, r.apps))
+	fmt.Fprintf(tw, "etcd RSS, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdRSS), mib(pa.etcdRSS), kibPer(pb.etcdRSS, pa.etcdRSS, r.apps))
+	fmt.Fprintf(tw, "etcd database, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdDB), mib(pa.etcdDB), kibPer(pb.etcdDB, pa.etcdDB, r.apps))
+	fmt.Fprintf(tw, "etcd database in use, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdDBInUse), mib(pa.etcdDBInUse), kibPer(pb.etcdDBInUse, pa.etcdDBInUse, r.apps))
 	fmt.Fprintf(tw, "app list of one tenant (%d apps), %d apps in the cluster: p50 / p99\t%s / %s\t\n",
 		r.listSmall.tenantApps, r.listSmall.clusterApps, ms(r.listSmall.took.quantile(0.5)), ms(r.listSmall.took.quantile(0.99)))
 	fmt.Fprintf(tw, "app list of one tenant (%d apps), %d apps in the cluster: p50 / p99\t%s / %s\t\n",
@@ -74,6 +83,31 @@ func (r *report) print(out io.Writer) {
 		rates(c.watchedReconciles), c.watchedReconciles[appctrl.ControllerName]/max(c.reconciles[appctrl.ControllerName], 0.001))
 	fmt.Fprintf(tw, "workqueue depth at the end\t%s\t\n", rates(c.queue))
 	tw.Flush()
+}
+
+// kibPer is the growth from before to after per app, in KiB; negative
+// when it shrank.
+func kibPer(before, after uint64, apps int) string {
+	return fmt.Sprintf("%.1f KiB", (float64(after)-float64(before))/1024/float64(apps))
+}
+
+func finalizerWords(finalizer bool) string {
+	if finalizer {
+		return "with the App controller's finalizer, as the API creates them"
+	}
+	return "without the App controller's finalizer (--finalizer=false), as kubectl would"
+}
+
+// counts writes a map of counts as "k v, ...", sorted by key.
+func counts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ratio(a, b time.Duration) float64 {

@@ -34,14 +34,17 @@ const (
 // apps, tenant 0 the first apps/tenants (rounded up).
 type fleet struct {
 	apps, tenants int
+	// finalizer: the Apps carry the App controller's finalizer from
+	// their creation, as the API makes them.
+	finalizer bool
 	// tenantIDs are the store's IDs of the tenants, once seeded.
 	mu        sync.Mutex
 	tenantIDs map[int]string
 	token     string // tenant 0's API token
 }
 
-func newFleet(apps, tenants int) *fleet {
-	return &fleet{apps: apps, tenants: tenants, tenantIDs: map[int]string{}}
+func newFleet(apps, tenants int, finalizer bool) *fleet {
+	return &fleet{apps: apps, tenants: tenants, finalizer: finalizer, tenantIDs: map[int]string{}}
 }
 
 // tenantOf is the tenant number of app i.
@@ -61,7 +64,8 @@ func (f *fleet) firstTenantApps() int {
 }
 
 // seed creates apps [from, to): each app's tenant (namespace, store row,
-// on first use), the App with a release in the store and status
+// on first use), the App (with the App controller's finalizer when
+// f.finalizer, as the API creates it) with a release in the store and status
 // currentRelease 1 (as the pipeline leaves it after a deploy), and a Route
 // for its hostname with plain HTTP, the hostname's TXT and A records in
 // DNS. It prints progress.
@@ -135,6 +139,9 @@ func (e *env) seedApp(ctx context.Context, f *fleet, i int) error {
 	f.mu.Unlock()
 	labels := map[string]string{api.TenantLabel: tenant}
 	app := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Labels: labels}}
+	if f.finalizer {
+		app.Finalizers = []string{platformv1alpha1.AppFinalizer}
+	}
 	if err := e.kube.Create(ctx, app); err != nil {
 		return fmt.Errorf("creating app: %w", err)
 	}

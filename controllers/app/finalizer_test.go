@@ -107,14 +107,7 @@ func TestFinalizerSetAtCreation(t *testing.T) {
 		{"by-kubectl", nil, true},
 	} {
 		a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-fin", Name: tc.name, Finalizers: tc.finalizers}}
-		if err := c.Create(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-		base := a.DeepCopy()
-		a.Status.CurrentRelease = 1
-		if err := c.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
+		createReleased(ctx, t, c, a)
 		got := waitReady(t, c, a, platformv1alpha1.AppHealthyReason, "")
 		if !controllerutil.ContainsFinalizer(got, platformv1alpha1.AppFinalizer) {
 			t.Errorf("App %s Ready with finalizers %v, want %s", tc.name, got.Finalizers, platformv1alpha1.AppFinalizer)

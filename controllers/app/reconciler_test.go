@@ -136,6 +136,20 @@ func waitReady(t *testing.T, c client.Client, a *platformv1alpha1.App, reason, s
 	return got
 }
 
+// createReleased creates a and writes its status.currentRelease 1, as the
+// release pipeline leaves an App after its first deploy.
+func createReleased(ctx context.Context, t *testing.T, c client.Client, a *platformv1alpha1.App) {
+	t.Helper()
+	if err := c.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	base := a.DeepCopy()
+	a.Status.CurrentRelease = 1
+	if err := c.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // driverReleases is a Releases over the real kube driver, with nothing
 // released: what the App controller prepares comes from the driver.
 type driverReleases struct{ *kube.Driver }
@@ -231,14 +245,7 @@ func TestResyncWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-quiet", Name: "web"}}
-	if err := c.Create(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	base := a.DeepCopy()
-	a.Status.CurrentRelease = 1
-	if err := c.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	createReleased(ctx, t, c, a)
 	waitReady(t, c, a, platformv1alpha1.AppHealthyReason, "")
 
 	before := patches.Load()

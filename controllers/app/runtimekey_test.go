@@ -94,14 +94,7 @@ func TestAppWaitsForItsRuntimeKey(t *testing.T) {
 	})
 
 	a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "web"}}
-	if err := c.Create(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	base := a.DeepCopy()
-	a.Status.CurrentRelease = 1
-	if err := c.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	createReleased(ctx, t, c, a)
 	waitReady(t, c, a, platformv1alpha1.AppUnhealthyReason, `has no key "fleet.w1"`)
 	// The reconciles of the App's own status writes are done: nothing
 	// brings it back but the Secret.

@@ -96,14 +96,7 @@ func TestWatchedAppsWaitForTheirRuntime(t *testing.T) {
 	var apps []*platformv1alpha1.App
 	for _, name := range []string{"a", "b", "c", "d"} {
 		a := &platformv1alpha1.App{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name}}
-		if err := c.Create(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-		base := a.DeepCopy()
-		a.Status.CurrentRelease = 1
-		if err := c.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
+		createReleased(ctx, t, c, a)
 		apps = append(apps, a)
 	}
 	for _, a := range apps {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,9 @@ type convergeResult struct {
 	// converged.
 	planeAfter planeSample
 	// requests are the controllers' requests to the apiserver by verb from
-	// the manager's start until everything converged.
-	requests map[string]int
+	// the manager's start until everything converged, writes their writes
+	// by verb and resource.
+	requests, writes map[string]int
 	// steady are the controllers' requests to the apiserver, by verb, per
 	// second, once everything converged; reconciles the reconciles per
 	// second by controller, and queue the workqueue depths at the end.
@@ -62,10 +64,16 @@ type convergeResult struct {
 	edgeUpdates int
 }
 
-// verbCounter counts a client's requests by method.
+// verbCounter counts a client's requests by method, and its writes by
+// method and resource.
 type verbCounter struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu     sync.Mutex
+	n      map[string]int
+	writes map[string]int
+}
+
+func newVerbCounter() *verbCounter {
+	return &verbCounter{n: map[string]int{}, writes: map[string]int{}}
 }
 
 func (c *verbCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -76,17 +84,44 @@ func (c *verbCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		c.mu.Lock()
 		c.n[verb]++
+		if verb != http.MethodGet && verb != "WATCH" {
+			c.writes[verb+" "+resourceOf(req.URL.Path)]++
+		}
 		c.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
 }
 
-func (c *verbCounter) take() map[string]int {
+// take returns the requests by method since the last take, and the
+// writes by method and resource.
+func (c *verbCounter) take() (requests, writes map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.n
-	c.n = map[string]int{}
-	return n
+	requests, writes = c.n, c.writes
+	c.n, c.writes = map[string]int{}, map[string]int{}
+	return requests, writes
+}
+
+// resourceOf names the resource of an apiserver path, with its
+// subresource: "apps/status" for
+// /apis/platform.bex.co/v1alpha1/namespaces/t/apps/web/status.
+func resourceOf(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) > 2 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) > 3 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return path
+	}
+	if len(seg) > 2 && seg[0] == "namespaces" {
+		seg = seg[2:]
+	}
+	if len(seg) > 2 {
+		return seg[0] + "/" + seg[2]
+	}
+	return seg[0]
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -124,7 +159,7 @@ func (e *env) converge(ctx context.Context, f *fleet, steady time.Duration, r *r
 		}
 	}()
 
-	counter := &verbCounter{n: map[string]int{}}
+	counter := newVerbCounter()
 	cfg := rest.CopyConfig(e.cfg)
 	cfg.Wrap(counter.wrap)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -178,7 +213,7 @@ func (e *env) converge(ctx context.Context, f *fleet, steady time.Duration, r *r
 	cr.edgeUpdates = int(edgeUpdates.Load())
 	fmt.Fprintf(os.Stderr, "converged: apps in %s, routes in %s; counting requests for %s\n", cr.apps.Round(time.Millisecond), cr.routes.Round(time.Millisecond), steady)
 	cr.heapAfter = liveHeap()
-	cr.requests = counter.take()
+	cr.requests, cr.writes = counter.take()
 	if cr.planeAfter, err = e.samplePlane(ctx); err != nil {
 		return err
 	}
@@ -195,7 +230,8 @@ func (e *env) converge(ctx context.Context, f *fleet, steady time.Duration, r *r
 	}
 	cr.window = time.Since(t0)
 	cr.steady = map[string]float64{}
-	for verb, n := range counter.take() {
+	steadyRequests, _ := counter.take()
+	for verb, n := range steadyRequests {
 		cr.steady[verb] = float64(n) / cr.window.Seconds()
 	}
 	after, err := ctrlmetrics.Registry.Gather()

@@ -43,11 +43,14 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(tw, "Route controller, cold start to all Ready\t%s\t\n", c.routes.Round(time.Millisecond))
 	perApp := float64(int64(c.heapAfter)-int64(c.heapBefore)) / float64(r.apps)
 	fmt.Fprintf(tw, "platform's heap per app (controllers and their cache, the edge's cache and table)\t%.1f KiB (%s for %d)\t\n", perApp/1024, mib(c.heapAfter-c.heapBefore), r.apps)
-	fmt.Fprintf(tw, "controllers' requests until converged\t%s (writes per App %.2f)\t\n", counts(c.requests),
-		float64(c.requests["PUT"]+c.requests["PATCH"]+c.requests["POST"])/float64(r.apps))
+	fmt.Fprintf(tw, "controllers' requests until converged\t%s\t\n", counts(c.requests))
+	fmt.Fprintf(tw, "controllers' writes until converged\t%s\t\n", counts(c.writes))
+	fmt.Fprintf(tw, "controllers' writes of Apps per App (the App and its status)\t%.2f\t\n", float64(appWrites(c.writes))/float64(r.apps))
 	pb, pa := r.planeBefore, c.planeAfter
 	fmt.Fprintf(tw, "kube-apiserver RSS (its watch caches included), before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.apiserverRSS), mib(pa.apiserverRSS), kibPer(pb.apiserverRSS, pa.apiserverRSS, r.apps))
+	fmt.Fprintf(tw, "kube-apiserver Go heap %s, before seeding / converged\t%s / %s, %s per app\t\n", pa.apiserverHeapKind, mib(pb.apiserverHeap), mib(pa.apiserverHeap), kibPer(pb.apiserverHeap, pa.apiserverHeap, r.apps))
 	fmt.Fprintf(tw, "etcd RSS, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdRSS), mib(pa.etcdRSS), kibPer(pb.etcdRSS, pa.etcdRSS, r.apps))
+	fmt.Fprintf(tw, "etcd Go heap %s, before seeding / converged\t%s / %s, %s per app\t\n", pa.etcdHeapKind, mib(pb.etcdHeap), mib(pa.etcdHeap), kibPer(pb.etcdHeap, pa.etcdHeap, r.apps))
 	fmt.Fprintf(tw, "etcd database, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdDB), mib(pa.etcdDB), kibPer(pb.etcdDB, pa.etcdDB, r.apps))
 	fmt.Fprintf(tw, "etcd database in use, before seeding / converged\t%s / %s, %s per app\t\n", mib(pb.etcdDBInUse), mib(pa.etcdDBInUse), kibPer(pb.etcdDBInUse, pa.etcdDBInUse, r.apps))
 	fmt.Fprintf(tw, "app list of one tenant (%d apps), %d apps in the cluster: p50 / p99\t%s / %s\t\n",
@@ -96,6 +99,17 @@ func finalizerWords(finalizer bool) string {
 		return "with the App controller's finalizer, as the API creates them"
 	}
 	return "without the App controller's finalizer (--finalizer=false), as kubectl would"
+}
+
+// appWrites sums the writes of Apps and their status.
+func appWrites(writes map[string]int) int {
+	n := 0
+	for k, v := range writes {
+		if _, res, _ := strings.Cut(k, " "); res == "apps" || res == "apps/status" {
+			n += v
+		}
+	}
+	return n
 }
 
 // counts writes a map of counts as "k v, ...", sorted by key.

@@ -443,15 +443,8 @@ func testApps(t *testing.T, cp *controlplane.ControlPlane) {
 	a = call(t, e, http.MethodDelete, "/apps/api", token, nil)
 	wantStatus(t, "deleting app", a, http.StatusNoContent)
 	// The finalizer holds the App until the App controller has stopped
-	// what runs for it; none runs here, so the test takes it off.
-	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "appsacme", Name: "api"}, obj); err != nil || obj.DeletionTimestamp.IsZero() {
-		t.Fatalf("deleted App: %v, deletion requested %v; want it being deleted", err, obj.DeletionTimestamp)
-	}
-	base := obj.DeepCopy()
-	controllerutil.RemoveFinalizer(obj, platformv1alpha1.AppFinalizer)
-	if err := e.Kube.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
-		t.Fatalf("removing the finalizer as the App controller does: %v", err)
-	}
+	// what runs for it.
+	e.FinishAppDeletion(t, "appsacme", "api")
 	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: "appsacme", Name: "api"}, obj); !apierrors.IsNotFound(err) {
 		t.Errorf("deleted App without its finalizer: err = %v, want NotFound", err)
 	}

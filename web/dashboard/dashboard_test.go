@@ -284,6 +284,7 @@ func TestDashboard(t *testing.T) {
 	if p := a.post("/apps/shop/delete", url.Values{"confirm": {"shop"}, "csrf": {csrf}}); p.status != http.StatusSeeOther {
 		t.Errorf("deleting = %d, want 303", p.status)
 	}
+	e.FinishAppDeletion(t, "ann", "shop")
 	// A revoked token ends its session: the next page says so and drops
 	// the cookie.
 	tok, err := e.Store.AuthenticateToken(ctx, bob)

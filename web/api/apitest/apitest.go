@@ -9,7 +9,9 @@
 // this machine, run by the process runtime without a sandbox), a
 // LogSource the test feeds, and a real process runtime whose apps the
 // API's instances show (a test deploys into it what bex ps should see); PlaceApp writes an App's placement as the App
-// controller would. Tests of the API, the CLI and the dashboard use it.
+// controller would, and FinishAppDeletion lets a deleted App go as it
+// does (no App controller runs: the finalizer the API sets holds a
+// deleted App until then). Tests of the API, the CLI and the dashboard use it.
 //
 // Packages that use it call pgtest.Main from TestMain.
 package apitest
@@ -34,6 +36,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "bex.co/bex/apis/fleet/v1alpha1"
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
@@ -533,6 +536,23 @@ func (e *Env) PlaceApp(t testing.TB, tenant, app, cluster string, placed bool, m
 	t.Helper()
 	if err := platformtest.PlaceApp(context.Background(), e.Kube, tenant, app, cluster, placed, message); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// FinishAppDeletion does what the App controller does once it stopped a
+// deleted App: it takes the controller's finalizer off, and the App goes.
+// The test fails when the tenant's app is not being deleted.
+func (e *Env) FinishAppDeletion(t testing.TB, tenant, app string) {
+	t.Helper()
+	ctx := context.Background()
+	obj := &platformv1alpha1.App{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: tenant, Name: app}, obj); err != nil || obj.DeletionTimestamp.IsZero() {
+		t.Fatalf("app %s/%s: %v, deletion requested %v; want it being deleted", tenant, app, err, obj.DeletionTimestamp)
+	}
+	base := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, platformv1alpha1.AppFinalizer)
+	if err := e.Kube.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		t.Fatalf("removing the finalizer of app %s/%s: %v", tenant, app, err)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -149,15 +151,70 @@ func FreePort(ip string) (int, error) {
 // FreePorts returns n distinct TCP ports free on ip ("" means every
 // address). Each port is held until all are picked: a port closed at once
 // is free again, and the kernel may hand it out for the next pick.
+//
+// They are picked at random below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, from 32768 by default) when that leaves
+// room: the kernel hands the ports of that range to every listener on
+// port 0 and every outgoing connection, so a port picked there and closed
+// could be another process's before the child binds it (a Cluster API
+// manager once exited with "bind: address already in use" while other
+// tests ran beside it).
 func FreePorts(ip string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port on %q: %w", ip, err)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
 		}
-		defer l.Close()
+	}()
+	ports := make([]int, 0, n)
+	low, high := belowEphemeral()
+	for range n {
+		l, err := listenBelow(ip, low, high)
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// Where FreePorts picks: from firstPickedPort to the port below the
+// ephemeral range, given at least minPickedPorts ports there.
+const (
+	firstPickedPort = 10000
+	minPickedPorts  = 4096
+	picksPerPort    = 64
+)
+
+// belowEphemeral returns the range of ports FreePorts picks from, or 0, 0
+// when the ephemeral range leaves too few below it (or cannot be read).
+func belowEphemeral() (low, high int) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first int
+	if _, err := fmt.Sscan(string(data), &first); err != nil || first-firstPickedPort < minPickedPorts {
+		return 0, 0
+	}
+	return firstPickedPort, first - 1
+}
+
+// listenBelow listens on ip at a random free port of [low, high], trying
+// picksPerPort of them, then on a port the kernel chooses.
+func listenBelow(ip string, low, high int) (net.Listener, error) {
+	if high > low {
+		for range picksPerPort {
+			port := low + rand.IntN(high-low+1)
+			if l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+				return l, nil
+			}
+		}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("finding a free port on %q: %w", ip, err)
+	}
+	return l, nil
 }

@@ -3,6 +3,8 @@ package childproc_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +72,31 @@ func TestFreePortsAreDistinct(t *testing.T) {
 	}
 	if len(ports) != n {
 		t.Fatalf("got %d ports, want %d", len(ports), n)
+	}
+}
+
+// TestFreePortsBelowTheEphemeralRange: the ports are not of the range the
+// kernel hands to listeners on port 0 and to outgoing connections, where
+// another process could take one before the child binds it.
+func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skipf("no ephemeral range to read: %v", err)
+	}
+	var first int
+	if _, err := fmt.Sscan(string(data), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first < 10000+4096 {
+		t.Skipf("the ephemeral range starts at %d, which leaves no room below it", first)
+	}
+	ports, err := childproc.FreePorts("127.0.0.1", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if p < 10000 || p >= first {
+			t.Errorf("port %d, want one of 10000 to %d", p, first-1)
+		}
 	}
 }

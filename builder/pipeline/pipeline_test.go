@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -408,6 +409,18 @@ func TestPipelineFollowsPlacement(t *testing.T) {
 	e.deploy(t, pl, e.commit(t, "v1", ""))
 	if st, err := pd.Status(t.Context(), e.tenant, e.name); err != nil || st.Cluster != "a" || st.Release != 1 {
 		t.Fatalf("after the first push: %+v %v, want v1 on a", st, err)
+	}
+	// The wait for the placement is a step of its own, before the unpack.
+	bs, err := e.st.ListBuilds(t.Context(), mustTenantID(t, e.st, e.tenant), e.name, 10)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("builds %v, %v; want one", bs, err)
+	}
+	var steps []string
+	for _, st := range bs[0].Timings {
+		steps = append(steps, st.Name)
+	}
+	if i, j := slices.Index(steps, "placement"), slices.Index(steps, "unpack"); i < 0 || j < i {
+		t.Errorf("steps %v, want placement, then unpack", steps)
 	}
 
 	e.place(t, "b", "moved from a/default to b/default: a is cordoned")

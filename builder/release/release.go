@@ -719,9 +719,7 @@ func (p *Releaser) Rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 // rollout is Rollout, with the release phase and the instances quota only
 // when fresh is set: without, the release runs again as it ran.
 func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, number int, image string, config map[string]store.ConfigValue, out io.Writer, fresh bool) error {
-	stopUnpack := steptime.Start(ctx, "unpack")
 	rel, img, err := p.prepare(ctx, app, number, image, false)
-	stopUnpack()
 	if err != nil {
 		return err
 	}
@@ -748,19 +746,25 @@ func (p *Releaser) rollout(ctx context.Context, app *platformv1alpha1.App, numbe
 func (p *Releaser) prepare(ctx context.Context, app *platformv1alpha1.App, number int, image string, again bool) (runtime.Release, build.ImageConfig, error) {
 	rel := runtime.Release{Tenant: app.Namespace, App: app.Name, Number: number, Image: image}
 	if p.opts.FollowPlacement {
+		stop := steptime.Start(ctx, "placement")
 		cluster, err := p.placement(ctx, app)
+		stop()
 		if err != nil {
 			return rel, build.ImageConfig{}, err
 		}
 		rel.Cluster = cluster
 	}
 	if ir, ok := p.opts.Runtime.(runtime.ImageRunner); ok && ir.RunsImage(rel) {
+		// The runtime pulls the image itself: only its config is read.
+		stop := steptime.Start(ctx, "image config")
 		img, err := build.Inspect(ctx, image, p.opts.Keychain)
+		stop()
 		if err != nil {
 			return rel, img, fmt.Errorf("reading %s: %w", image, err)
 		}
 		return p.withImage(rel, img), img, nil
 	}
+	defer steptime.Start(ctx, "unpack")()
 	dir := p.releaseDir(app, number)
 	if entries, err := os.ReadDir(dir); again && err == nil && len(entries) > 0 {
 		img, err := build.InspectUnpacked(ctx, image, dir, p.opts.Keychain)

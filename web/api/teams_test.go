@@ -98,7 +98,7 @@ func testRolesOfEveryRoute(t *testing.T, cp *controlplane.ControlPlane) {
 		t.Fatalf("the document has %d operations", len(ops))
 	}
 	fill := strings.NewReplacer("{app}", "web", "{build}", "1", "{release}", "1", "{hostname}", "www.rolesacme.test", "{id}", "00000000-0000-0000-0000-000000000000",
-		"{email}", "nobody@rolesacme.test", "{name}", "nothing", "{tenant}", "rolesacme", "{run}", "1")
+		"{email}", "nobody@rolesacme.test", "{name}", "nothing", "{namespace}", "default", "{tenant}", "rolesacme", "{run}", "1")
 	for _, o := range ops {
 		mutating := o.method != http.MethodGet
 		switch o.access {

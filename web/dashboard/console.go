@@ -109,22 +109,15 @@ func (d *Dashboard) changeCordon(c echo.Context) error {
 	ns, name := c.Param("namespace"), c.Param("name")
 	var cc apiclient.ClusterCordon
 	var err error
-	unchanged := ""
 	switch c.Param("action") {
 	case "cordon":
 		cc, err = cl.CordonCluster(ctx, ns, name)
-		unchanged = "was cordoned already"
 	case "uncordon":
 		cc, err = cl.UncordonCluster(ctx, ns, name)
-		unchanged = "was not cordoned"
 	default:
 		return &pageError{status: http.StatusNotFound, title: "Not found", message: "A cluster can be cordoned or uncordoned."}
 	}
-	notice := fmt.Sprintf("Cluster %s %s.", cc.Name, cc.Message)
-	if !cc.Changed {
-		notice = fmt.Sprintf("Cluster %s %s: nothing changed.", cc.Name, unchanged)
-	}
-	return d.fleetChanged(c, notice, err)
+	return d.fleetChanged(c, cc.Notice(), err)
 }
 
 // fleetChanged ends a change of the fleet (a local cluster's creation or

@@ -16,7 +16,7 @@ import (
 // newFleetCordonChangeCommand: they differ only in the call and the words.
 
 func newFleetCordonCommand(st *state) *cobra.Command {
-	return newFleetCordonChangeCommand(st, "cordon", "was cordoned already",
+	return newFleetCordonChangeCommand(st, "cordon",
 		"Stop placing apps on a cluster of the fleet and move those it runs to other clusters (operators)",
 		"cordon sets the annotation scheduling.bex.co/cordoned=true on a Cluster API cluster of the fleet, of any provider.\n"+
 			"The scheduler places no new app on it, and the App controller places the apps it runs on other clusters: each\n"+
@@ -27,7 +27,7 @@ func newFleetCordonCommand(st *state) *cobra.Command {
 }
 
 func newFleetUncordonCommand(st *state) *cobra.Command {
-	return newFleetCordonChangeCommand(st, "uncordon", "was not cordoned",
+	return newFleetCordonChangeCommand(st, "uncordon",
 		"Place apps on a cordoned cluster of the fleet again (operators)",
 		"uncordon removes the annotation scheduling.bex.co/cordoned from a Cluster API cluster of the fleet: the scheduler\n"+
 			"places apps on it again. The apps moved off it stay where they are. NAME is NAMESPACE/NAME as bex fleet list\n"+
@@ -35,7 +35,7 @@ func newFleetUncordonCommand(st *state) *cobra.Command {
 		(*apiclient.Client).UncordonCluster)
 }
 
-func newFleetCordonChangeCommand(st *state, verb, unchanged, short, long string,
+func newFleetCordonChangeCommand(st *state, verb, short, long string,
 	call func(*apiclient.Client, context.Context, string, string) (apiclient.ClusterCordon, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   verb + " NAME",
@@ -60,7 +60,10 @@ func newFleetCordonChangeCommand(st *state, verb, unchanged, short, long string,
 			if err != nil {
 				return explain(err)
 			}
-			return st.render(cc, func(w io.Writer) error { return renderClusterCordon(w, unchanged, cc) })
+			return st.render(cc, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, cc.Notice())
+				return err
+			})
 		},
 	}
 }
@@ -98,15 +101,4 @@ func fleetNamespaceOf(ctx context.Context, c *apiclient.Client, name string) (st
 	}
 	slices.Sort(found)
 	return "", usagef("clusters named %s are in namespaces %s: give NAMESPACE/NAME", name, strings.Join(found, ", "))
-}
-
-// renderClusterCordon says what the change did and what happens now, or
-// that the cluster was so already (unchanged says how).
-func renderClusterCordon(w io.Writer, unchanged string, cc apiclient.ClusterCordon) error {
-	if !cc.Changed {
-		_, err := fmt.Fprintf(w, "Cluster %s %s: nothing changed.\n", cc.Name, unchanged)
-		return err
-	}
-	_, err := fmt.Fprintf(w, "Cluster %s %s.\n", cc.Name, cc.Message)
-	return err
 }

@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 )
 
@@ -15,6 +16,19 @@ type ClusterCordon struct {
 	Changed bool `json:"changed"`
 	// Message says what happens now.
 	Message string `json:"message"`
+}
+
+// Notice says what the cordon or uncordon did, as bex and the console
+// show it: "Cluster NS/NAME " and the Message when it changed the
+// cluster, else that the cluster was so already.
+func (cc ClusterCordon) Notice() string {
+	switch {
+	case cc.Changed:
+		return fmt.Sprintf("Cluster %s %s.", cc.Name, cc.Message)
+	case cc.Cordoned:
+		return fmt.Sprintf("Cluster %s was cordoned already: nothing changed.", cc.Name)
+	}
+	return fmt.Sprintf("Cluster %s was not cordoned: nothing changed.", cc.Name)
 }
 
 // CordonCluster cordons the Cluster API cluster namespace/name: the

@@ -38,7 +38,7 @@ func newMembersRemoveCommand(st *state) *cobra.Command {
 				err = revokeInvitationOf(cmd, c, email)
 			}
 			if err != nil {
-				return err
+				return explain(err)
 			}
 			return st.render(out, func(w io.Writer) error {
 				msg := "Removed %s: their tokens, sessions and SSH keys no longer work.\n"
@@ -62,7 +62,7 @@ func revokeInvitationOf(cmd *cobra.Command, c *apiclient.Client, email string) e
 	if id := invitationOf(invs, email); id != "" {
 		return explain(c.RevokeInvitation(cmd.Context(), id))
 	}
-	return fmt.Errorf("%s is neither a member nor invited: bex members list shows them", email)
+	return notFoundf("%s is neither a member nor invited: bex members list shows them", email)
 }
 
 // invitationOf returns the ID of the pending invitation of email among

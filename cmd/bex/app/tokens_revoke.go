@@ -32,14 +32,14 @@ func newTokensRevokeCommand(st *state) *cobra.Command {
 			}
 			switch len(found) {
 			case 0:
-				return fmt.Errorf("no token %q: bex tokens list shows them", args[0])
+				return notFoundf("no token %q: bex tokens list shows them", args[0])
 			case 1:
 			default:
 				ids := make([]string, 0, len(found))
 				for _, t := range found {
 					ids = append(ids, t.ID+" ("+orDash(t.User)+")")
 				}
-				return fmt.Errorf("%d tokens are named %q: give the ID of one of %s", len(found), args[0], strings.Join(ids, ", "))
+				return usagef("%d tokens are named %q: give the ID of one of %s", len(found), args[0], strings.Join(ids, ", "))
 			}
 			t := found[0]
 			if err := c.RevokeToken(cmd.Context(), t.ID); err != nil {

@@ -122,4 +122,19 @@ func TestTeamsCLI(t *testing.T) {
 	} {
 		tc.run(t, dir, bob)
 	}
+
+	// A member removed: their token is refused at their next command.
+	carol := e.Member(t, machine, "carol@cliteam.test", "developer")
+	carolIO := app.IO{ConfigDir: t.TempDir(), Getenv: func(k string) string {
+		return map[string]string{"BEX_API": e.URL, "BEX_TOKEN": carol}[k]
+	}}
+	if _, stderr, code := bexRun(t, carolIO, "apps", "list"); code != 0 {
+		t.Fatalf("carol before her removal: exit %d, %s", code, stderr)
+	}
+	tc := cliCase{name: "remove a member", env: admin, args: []string{"members", "remove", "carol@cliteam.test"},
+		want: "Removed carol@cliteam.test: their tokens, sessions and SSH keys no longer work.\n"}
+	tc.run(t, dir, nil)
+	if stdout, stderr, code := bexRun(t, carolIO, "apps", "list"); code != app.ExitAuth || stdout != "" || !strings.Contains(stderr, "bex: the token was refused") {
+		t.Errorf("the removed member's token: exit %d, stdout %q, stderr %q; want %d, the token refused", code, stdout, stderr, app.ExitAuth)
+	}
 }

@@ -82,22 +82,7 @@ func TestCLI(t *testing.T) {
 
 	// What the API has to show: a failed build with its log, two releases,
 	// runtime log lines.
-	b1, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenant.ID, App: "web", Commit: "abc1234ffff"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Store.AppendBuildLog(ctx, b1.ID, "-----> Go app detected", "main.go:3: syntax error"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Store.FinishBuild(ctx, b1.ID, store.BuildResult{Status: store.BuildFailed, Error: "compilation failed"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{"Deploy abc1234", "Deploy def5678"} {
-		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenant.ID, App: "web", Image: "r/web@sha256:" + d[7:], Kind: store.ReleaseKindDeploy,
-			Description: d, CreatedBy: "git"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	buildAndReleases(t, e, tenant.ID, "web")
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	e.Logs.Add("cliacme", "web",
 		api.LogLine{Time: t0, Process: "web", Instance: "1", Text: "listening on :5000"},
@@ -275,6 +260,30 @@ func TestCLI(t *testing.T) {
 	}
 	if _, err := bex(t, dir, nil, "", "apps", "list"); err == nil || err.Error() != "the token was refused: check it or ask your operator for a new one, then run `bex login --api URL --token TOKEN`" {
 		t.Errorf("apps list with a revoked token: err = %v", err)
+	}
+}
+
+// buildAndReleases gives app of the tenant what the API has to show of
+// a push: build 1, failed ("compilation failed") with a two-line log, and
+// two deploy releases, v1 "Deploy abc1234" and v2 "Deploy def5678".
+func buildAndReleases(t *testing.T, e *apitest.Env, tenantID, app string) {
+	t.Helper()
+	ctx := t.Context()
+	b, err := e.Store.CreateBuild(ctx, store.NewBuild{TenantID: tenantID, App: app, Commit: "abc1234ffff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.AppendBuildLog(ctx, b.ID, "-----> Go app detected", "main.go:3: syntax error"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.FinishBuild(ctx, b.ID, store.BuildResult{Status: store.BuildFailed, Error: "compilation failed"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"Deploy abc1234", "Deploy def5678"} {
+		if _, err := e.Store.CreateRelease(ctx, store.NewRelease{TenantID: tenantID, App: app, Image: "r/" + app + "@sha256:" + d[7:], Kind: store.ReleaseKindDeploy,
+			Description: d, CreatedBy: "git"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

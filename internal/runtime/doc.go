@@ -8,5 +8,8 @@
 // runtime/runtimetest holds the suite every driver must pass. A driver
 // that reads its instances' CPU and memory implements UsageReader (the
 // process driver; the placed driver forwards it), which feeds the per-app
-// series of internal/appmetrics.
+// series of internal/appmetrics. One that reads every instance it runs at
+// once implements InstancesReader (the kube driver), which
+// runtime/runtimemetrics reads at each scrape for the runtime's
+// Prometheus metrics.
 package runtime

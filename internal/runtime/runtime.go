@@ -384,3 +384,18 @@ type Watcher interface {
 // ErrUsageNotSupported is wrapped by Usage when the driver that runs the
 // app cannot read its usage.
 var ErrUsageNotSupported = errors.New("this runtime does not read its instances' CPU and memory")
+
+// AppInstance is one instance and the app it is of.
+type AppInstance struct {
+	App AppName
+	Instance
+}
+
+// InstancesReader is implemented by a driver that reads every instance it
+// runs, of every app, at once (the kube driver: one list of the Pods it
+// made, a page at a time), so that a count of them costs the same for one
+// app as for 10,000. ReadInstances returns them with their state and
+// restarts, as Status reports them. Safe for concurrent use.
+type InstancesReader interface {
+	ReadInstances(ctx context.Context) ([]AppInstance, error)
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/runtimemetrics"
 )
 
 // DriverLabel is the driver label of the process driver's metrics.
@@ -21,28 +22,24 @@ var (
 )
 
 // Collector returns the driver's Prometheus metrics, for the caller to
-// register: bex_runtime_instances{driver,state}, the instances of every
-// app by state, read at each scrape, and bex_runtime_restarts_total{driver},
-// the restarts of crashed instances since the driver started. Neither has
-// a tenant's or an app's name as a label.
+// register (runtimemetrics' families, driver="process"):
+// bex_runtime_instances{driver,state}, the instances of every app by
+// state, read at each scrape, and bex_runtime_restarts_total{driver}, the
+// restarts in place of crashed instances since the driver started,
+// counted as each happens. Neither has a tenant's or an app's name as a
+// label.
 func (d *Driver) Collector() prometheus.Collector {
-	return &collector{
-		d: d,
-		instances: prometheus.NewDesc("bex_runtime_instances",
-			"Instances the runtime runs, by driver and state.", []string{"driver", "state"}, nil),
-		restarts: prometheus.NewDesc("bex_runtime_restarts_total",
-			"Restarts of instances that exited on their own, by driver.", []string{"driver"}, nil),
-	}
+	return &collector{d: d, descs: runtimemetrics.NewDescs(DriverLabel)}
 }
 
 type collector struct {
-	d                   *Driver
-	instances, restarts *prometheus.Desc
+	d     *Driver
+	descs runtimemetrics.Descs
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.instances
-	ch <- c.restarts
+	ch <- c.descs.Instances
+	ch <- c.descs.Restarts
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -52,10 +49,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counts[i.snapshot().State]++
 		}
 	}
-	for _, s := range []runtime.InstanceState{runtime.Starting, runtime.Running, runtime.Unhealthy, runtime.Crashed, runtime.Stopped} {
-		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(counts[s]), DriverLabel, string(s))
+	for _, s := range runtimemetrics.States() {
+		ch <- prometheus.MustNewConstMetric(c.descs.Instances, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
-	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(c.d.restarts.Load()), DriverLabel)
+	ch <- prometheus.MustNewConstMetric(c.descs.Restarts, prometheus.CounterValue, float64(c.d.restarts.Load()))
 }
 
 // allApps returns the apps the driver holds.

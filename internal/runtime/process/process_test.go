@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
@@ -114,6 +116,9 @@ func runDriverSuite(t *testing.T, terminal bool, newDriver func(t *testing.T) ru
 		Complete: complete,
 		Get: func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error) {
 			return runtimetest.EdgeGet(d.(*process.Driver), domain, tenant, app, path)
+		},
+		Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
+			return d.(*process.Driver).Collector(), process.DriverLabel
 		},
 		Logs:     true,
 		Terminal: terminal,
@@ -358,6 +363,71 @@ func TestCrashedInstanceRestartsWithBackoff(t *testing.T) {
 		_, err = get(p, "crashy", "/")
 		return err
 	})
+}
+
+// TestRestartsMetricCountsEachRestart: a worker that exits at each start
+// while a marker file exists is restarted again and again, shows as
+// Crashed in bex_runtime_instances between its restarts, and once it
+// runs, bex_runtime_restarts_total is the restarts Status counts, exactly:
+// each restart counted once, none missed.
+func TestRestartsMetricCountsEachRestart(t *testing.T) {
+	// A backoff long enough for a scrape to find the worker crashed.
+	d := newDriver(t, process.Options{BackoffMin: 300 * time.Millisecond, BackoffMax: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	metrics := d.Collector()
+	read := func() runtimetest.Metrics { return runtimetest.ReadMetrics(t, metrics, process.DriverLabel) }
+	if m := read(); m.Restarts != 0 || !m.HasRestarts {
+		t.Fatalf("a new driver: %+v, want 0 restarts", m)
+	}
+	marker := filepath.Join(t.TempDir(), "crash")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rel := webRelease(t, "restarts", 1, 1, "v1", map[string]string{"MARKER": marker})
+	rel.Processes["worker"] = runtime.Process{Replicas: 1, Command: `if [ -e "$MARKER" ]; then echo "crashing on purpose" >&2; exit 3; fi
+exec ./testapp worker`}
+	if err := d.Deploy(ctx, rel, nil); err != nil {
+		t.Fatalf("deploying: %v", err)
+	}
+	restarts := func() (worker runtime.Instance, total int) {
+		st, err := d.Status(ctx, tenant, "restarts")
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		for _, i := range st.Instances {
+			total += i.Restarts
+			if i.Process == "worker" {
+				worker = i
+			}
+		}
+		return worker, total
+	}
+	platformtest.Eventually(t, 30*time.Second, "the metrics to show the worker crashed, restarted 3 times", func(context.Context) error {
+		m := read()
+		if m.Instances[runtime.Crashed] != 1 || m.Restarts < 3 {
+			return fmt.Errorf("%+v", m)
+		}
+		return nil
+	})
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	var worker runtime.Instance
+	platformtest.Eventually(t, 30*time.Second, "the worker to run", func(context.Context) error {
+		if worker, _ = restarts(); worker.State != runtime.Running {
+			return fmt.Errorf("worker.0 is %s with %d restarts", worker.State, worker.Restarts)
+		}
+		return nil
+	})
+	_, total := restarts()
+	m := read()
+	if m.Restarts != float64(total) || total < 3 {
+		t.Errorf("bex_runtime_restarts_total %v, want the %d restarts Status counts", m.Restarts, total)
+	}
+	if m.Instances[runtime.Running] != 2 || m.Instances[runtime.Crashed] != 0 {
+		t.Errorf("bex_runtime_instances %v, want web.0 and worker.0 Running, none Crashed", m.Instances)
+	}
 }
 
 // TestCrashLoopShowsInStatus: a release that went live healthy and then

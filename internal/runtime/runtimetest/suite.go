@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/runtime"
 )
@@ -112,6 +114,11 @@ type Harness struct {
 	// container). Without it the suite asks the instance for /exit through
 	// Get; with neither, the Crash case is skipped.
 	Crash func(t *testing.T, d runtime.Driver, tenant, app string, inst runtime.Instance)
+	// Metrics, when set, returns the runtime's metrics of d
+	// (bex_runtime_instances, bex_runtime_restarts_total) and the driver
+	// label they carry; the Crash case then checks that the restart
+	// counter goes up by the restarts Status counts.
+	Metrics func(t *testing.T, d runtime.Driver) (c prometheus.Collector, driver string)
 	// Logs says the driver captures the app's output for Logs.
 	Logs bool
 	// Timeout bounds each wait of the suite [60s].
@@ -593,6 +600,17 @@ func (s *suite) crash(t *testing.T) {
 		}
 		return nil
 	})
+	var metrics prometheus.Collector
+	var driver string
+	var restartsBefore float64
+	if s.h.Metrics != nil {
+		metrics, driver = s.h.Metrics(t, d)
+		m := ReadMetrics(t, metrics, driver)
+		if !m.HasRestarts {
+			t.Fatalf("no bex_runtime_restarts_total{driver=%q}", driver)
+		}
+		restartsBefore = m.Restarts
+	}
 	crashedAt := time.Now().Truncate(time.Second)
 	crash(t, d, "suite", app, before)
 	var after runtime.Instance
@@ -615,6 +633,13 @@ func (s *suite) crash(t *testing.T) {
 	}
 	if after.Since.Before(crashedAt) {
 		t.Errorf("the restarted instance is up since %s, before it crashed (%s)", after.Since, crashedAt)
+	}
+	if metrics != nil {
+		// Nothing else of the driver crashes: the counter went up by
+		// this instance's restarts, neither fewer nor more.
+		if got := ReadMetrics(t, metrics, driver).Restarts - restartsBefore; got != float64(after.Restarts) {
+			t.Errorf("bex_runtime_restarts_total{driver=%q} went up by %v; Status counts %d restarts", driver, got, after.Restarts)
+		}
 	}
 	if err := d.Remove(ctx, "suite", app); err != nil {
 		t.Fatalf("Remove: %v", err)

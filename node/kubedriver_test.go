@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/internal/runtime/runtimemetrics"
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/node"
 	"bex.co/bex/test/platformtest"
@@ -68,6 +70,13 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 				}
 			}
 			return "", fmt.Errorf("no ready endpoint of %s/%s", tenant, app)
+		},
+		// The kubelet's restarts of a container that exited (the Crash
+		// case asks the app for /exit) are what the counter counts.
+		Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
+			return runtimemetrics.New(runtimemetrics.Options{
+				Driver: kube.DriverLabel, Sources: d.(*kube.Driver).MetricsSources,
+			}), kube.DriverLabel
 		},
 		Logs:    true,
 		Timeout: 3 * time.Minute,

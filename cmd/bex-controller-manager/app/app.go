@@ -184,6 +184,18 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The apps' instances and restarts, read by the leader alone.
+	leader := func() bool {
+		select {
+		case <-mgr.Elected():
+			return true
+		default:
+			return false
+		}
+	}
+	if err := ctrlmetrics.Registry.Register(rt.InstanceMetrics(leader, log.WithName("runtime-metrics"))); err != nil {
+		return fmt.Errorf("registering the runtime's metrics: %w", err)
+	}
 	if rt.Placed != nil {
 		// Apps a move could not remove from their old cluster: one sweeper
 		// per replica; a removal done twice is a no-op.

@@ -134,10 +134,22 @@ func TestLeaderElection(t *testing.T) {
 		!strings.Contains(body, `controller_runtime_reconcile_total{controller="app"`) {
 		t.Errorf("GET /metrics: %d %v, no reconcile count of the app controller", code, err)
 	}
+	// The leader reads the workload cluster's instances for the runtime's
+	// metrics; a replica that waits reports none, or each replica would
+	// count the same restarts.
+	const restarts = `bex_runtime_restarts_total{driver="kube"} 0`
+	if code, body, err := cmdtest.Get(ctx, "http://"+metrics+"/metrics", ""); err != nil || code != 200 ||
+		!strings.Contains(body, restarts) || !strings.Contains(body, `bex_runtime_instances{driver="kube",state="Running"} 0`) {
+		t.Errorf("GET /metrics of the leader: %d %v, without the runtime's metrics (%s)", code, err, restarts)
+	}
 
-	_, _, _ = start()
+	_, _, secondMetrics := start()
 	if h, err := holder(ctx, cs, "bex-system"); h != firstID {
 		t.Fatalf("Lease holder %q (%v) after the second manager started, want the first's %q", h, err, firstID)
+	}
+	if code, body, err := cmdtest.Get(ctx, "http://"+secondMetrics+"/metrics", ""); err != nil || code != 200 ||
+		strings.Contains(body, "bex_runtime_instances{") {
+		t.Errorf("GET /metrics of the replica that waits: %d %v; want it served, without bex_runtime_instances", code, err)
 	}
 	first.Stop(t)
 	var secondID string

@@ -43,8 +43,10 @@ import (
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/registry"
 	"bex.co/bex/internal/runtime"
+	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/placed"
 	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/runtime/runtimemetrics"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/secretfile"
 	"bex.co/bex/internal/store"
@@ -347,6 +349,13 @@ func (s *starter) placedRuntime(rt *process.Driver) (*placed.Driver, error) {
 		return nil, err
 	}
 	go pd.SweepLeftovers(s.ctx, placed.SweepInterval)
+	// The instances of the apps on the local fleet's clusters (the kube
+	// driver), beside the process driver's of the static cluster.
+	if err := s.metrics.Register(runtimemetrics.New(runtimemetrics.Options{
+		Driver: kube.DriverLabel, Sources: pd.InstancesReaders, Log: log,
+	})); err != nil {
+		return nil, fmt.Errorf("registering the runtime's metrics: %w", err)
+	}
 	for _, c := range pd.ServingClusters() {
 		go func() {
 			if _, err := clusters.Driver(s.ctx, c); err != nil {

@@ -31,6 +31,7 @@ import (
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/placed"
+	"bex.co/bex/internal/runtime/runtimemetrics"
 	"bex.co/bex/internal/store"
 )
 
@@ -334,6 +335,21 @@ func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient cl
 		return nil, err
 	}
 	return rt, nil
+}
+
+// InstanceMetrics returns the collector of the apps' instances and
+// restarts (bex_runtime_instances, bex_runtime_restarts_total,
+// driver="kube"), read at each scrape from every cluster apps run on: the
+// placed driver's kube clusters at hand, or the workload cluster. One
+// process registers it (the controller manager, which keeps the apps
+// running), with active saying whether it is the leader: every process
+// would read the same clusters.
+func (rt *Runtime) InstanceMetrics(active func() bool, log logr.Logger) prometheus.Collector {
+	sources := rt.Workload.MetricsSources
+	if rt.Placed != nil {
+		sources = rt.Placed.InstancesReaders
+	}
+	return runtimemetrics.New(runtimemetrics.Options{Driver: kube.DriverLabel, Sources: sources, Active: active, Log: log})
 }
 
 // placedRuntime is the driver that runs each app where it is placed, over

@@ -31,6 +31,10 @@ import (
 	"bex.co/bex/internal/steptime"
 )
 
+// DriverLabel is the driver label of the runtime's metrics of apps the
+// kube driver runs (runtimemetrics, from ReadInstances).
+const DriverLabel = "kube"
+
 var (
 	_ runtime.Driver      = (*Driver)(nil)
 	_ runtime.ImageRunner = (*Driver)(nil)

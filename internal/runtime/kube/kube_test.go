@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -60,6 +61,9 @@ func TestKubeDriver(t *testing.T) {
 			Crash: func(t *testing.T, _ runtime.Driver, tenant, _ string, inst runtime.Instance) {
 				crashPod(t, c, tenant, inst.ID)
 			},
+			Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
+				return kubeMetrics(d.(*kube.Driver)), kube.DriverLabel
+			},
 			// The simulated kubelet runs no container, so no log either:
 			// node's TestKubeDriverSuiteOnTheNode runs the Run case.
 			NoRun: true,
@@ -96,6 +100,7 @@ func TestKubeDriver(t *testing.T) {
 	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
 	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, c, newDriver(t)) })
+	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, newDriver(t)) })
 	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
 	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
 	t.Run("BuildPods", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -53,22 +54,13 @@ func (d *Driver) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runt
 			break
 		}
 	}
-	for cont := ""; ; {
-		var list corev1.PodList
-		if err := d.c.List(ctx, &list, append(sel, client.Continue(cont))...); err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
+	err := d.eachAppPod(ctx, func(k appInNamespace, pod corev1.Pod) {
+		if _, ok := wanted[k]; ok {
+			pods[k] = append(pods[k], pod)
 		}
-		for _, pod := range list.Items {
-			k := appInNamespace{pod.Namespace, pod.Labels[LabelApp]}
-			if _, ok := wanted[k]; ok {
-				pod.ManagedFields, pod.Annotations = nil, nil
-				pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
-				pods[k] = append(pods[k], pod)
-			}
-		}
-		if cont = list.Continue; cont == "" {
-			break
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[runtime.AppName]runtime.AppReading, len(wanted))
 	for k, a := range wanted {
@@ -89,4 +81,61 @@ func (d *Driver) ReadApps(ctx context.Context, apps []runtime.AppName) (map[runt
 		out[a] = r
 	}
 	return out, nil
+}
+
+var _ runtime.InstancesReader = (*Driver)(nil)
+
+// MetricsSources is d alone as runtimemetrics.Options.Sources: the
+// runtime's metrics of the apps of d's cluster.
+func (d *Driver) MetricsSources() map[string]runtime.InstancesReader {
+	return map[string]runtime.InstancesReader{"": d}
+}
+
+// ReadInstances implements runtime.InstancesReader: it lists the Pods the
+// driver made for apps in every namespace, a page at a time (the list
+// ReadApps makes), and makes of each app's what Status makes of them:
+// one instance per Pod, its ID the Pod's name, its restarts its
+// containers' restart counts. One-off runs' and builds' Pods are not
+// instances. The driver's identity needs list of Pods in every namespace.
+func (d *Driver) ReadInstances(ctx context.Context) ([]runtime.AppInstance, error) {
+	pods := map[appInNamespace][]corev1.Pod{}
+	tenants := map[appInNamespace]string{}
+	err := d.eachAppPod(ctx, func(k appInNamespace, pod corev1.Pod) {
+		if _, ok := tenants[k]; !ok {
+			tenants[k] = cmp.Or(pod.Labels[LabelTenant], pod.Namespace)
+		}
+		pods[k] = append(pods[k], pod)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.AppInstance
+	for k, ps := range pods {
+		name := runtime.AppName{Tenant: tenants[k], App: k.app}
+		for _, inst := range instancesFrom(ps) {
+			out = append(out, runtime.AppInstance{App: name, Instance: inst})
+		}
+	}
+	return out, nil
+}
+
+// eachAppPod lists the Pods the driver made for apps in every namespace,
+// a page at a time, and calls f with each, by its app, kept with only
+// what Status and Usage read of it.
+func (d *Driver) eachAppPod(ctx context.Context, f func(appInNamespace, corev1.Pod)) error {
+	sel := []client.ListOption{client.HasLabels{LabelApp}, client.MatchingLabels{LabelManagedBy: managedBy}, client.Limit(readAppsPage)}
+	for cont := ""; ; {
+		var list corev1.PodList
+		if err := d.c.List(ctx, &list, append(sel, client.Continue(cont))...); err != nil {
+			return fmt.Errorf("listing pods: %w", err)
+		}
+		for _, pod := range list.Items {
+			pod.ManagedFields, pod.Annotations = nil, nil
+			pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+			f(appInNamespace{pod.Namespace, pod.Labels[LabelApp]}, pod)
+		}
+		if cont = list.Continue; cont == "" {
+			return nil
+		}
+	}
 }

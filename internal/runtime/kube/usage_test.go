@@ -323,8 +323,10 @@ func (uc *usageCluster) runPod(t testing.TB, ctx context.Context, tenant, app st
 }
 
 // BenchmarkReadApps: a sampler's round of 500 apps, one Deployment and
-// one running Pod each on one node, read at once (ReadApps) and app by
-// app (Status and Usage), against a bare apiserver on this machine.
+// one running Pod each on one node, read at once (ReadApps), its
+// instances alone as a scrape of the runtime's metrics reads them
+// (ReadInstances), and app by app (Status and Usage), against a bare
+// apiserver on this machine.
 //
 //	go test -run '^$' -bench ReadApps -benchtime 5x ./internal/runtime/kube
 func BenchmarkReadApps(b *testing.B) {
@@ -345,6 +347,15 @@ func BenchmarkReadApps(b *testing.B) {
 		for b.Loop() {
 			if _, err := d.ReadApps(ctx, apps); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	// What a scrape of the runtime's metrics reads (runtimemetrics).
+	b.Run("ReadInstances", func(b *testing.B) {
+		for b.Loop() {
+			insts, err := d.ReadInstances(ctx)
+			if err != nil || len(insts) != n {
+				b.Fatalf("%d instances (%v), want %d", len(insts), err, n)
 			}
 		}
 	})

@@ -656,6 +656,21 @@ func (d *Driver) connected() map[string]runtime.Driver {
 	return map[string]runtime.Driver{}
 }
 
+// InstancesReaders returns the drivers of the clusters at hand that read
+// all their instances at once (runtime.InstancesReader: the kube
+// clusters'), by cluster name, for runtimemetrics.Options.Sources. A
+// driver that is not one (the process driver of make run's static
+// cluster, which counts its own) is left out. It connects no cluster.
+func (d *Driver) InstancesReaders() map[string]runtime.InstancesReader {
+	out := map[string]runtime.InstancesReader{}
+	for name, drv := range d.connected() {
+		if r, ok := drv.(runtime.InstancesReader); ok {
+			out[name] = r
+		}
+	}
+	return out
+}
+
 var _ runtime.RunReaper = (*Driver)(nil)
 
 // EndRun implements runtime.RunReaper on the cluster that serves the app

@@ -697,3 +697,23 @@ func TestFollowReadsAChangedLedgerOnly(t *testing.T) {
 		return c == "b"
 	})
 }
+
+// readsInstances is a cluster's driver that reads all its instances at
+// once (as the kube driver does).
+type readsInstances struct{ runtime.Driver }
+
+func (readsInstances) ReadInstances(context.Context) ([]runtime.AppInstance, error) {
+	return nil, nil
+}
+
+// TestInstancesReaders: the runtime's metrics read the clusters whose
+// driver reads its instances at once, by name, and leave out the process
+// driver, which counts its own.
+func TestInstancesReaders(t *testing.T) {
+	a, b := newProcessDriver(t), newProcessDriver(t)
+	d := newDriver(t, placed.Static{"a": {Driver: a, Apps: a}, "b": {Driver: readsInstances{b}, Apps: b}}, &ledger{})
+	got := d.InstancesReaders()
+	if _, ok := got["b"]; len(got) != 1 || !ok {
+		t.Errorf("InstancesReaders: %v, want cluster b alone", got)
+	}
+}

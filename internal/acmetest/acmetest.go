@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"bex.co/bex/internal/childproc"
 	"bex.co/bex/internal/kubebin"
 )
 
@@ -543,41 +544,25 @@ func (pr *process) kill() {
 
 // freePorts returns a port free for both TCP and UDP, as a DNS server
 // needs, and n more TCP ports, all on 127.0.0.1, distinct, and free a moment
-// ago.
+// ago. They come from childproc.FreePorts, below the kernel's ephemeral
+// range, where no other process's port-0 listener or outgoing connection
+// takes them before pebble binds them.
 func freePorts(n int) (dns int, tcp []int, err error) {
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
 	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ports, err := childproc.FreePorts("127.0.0.1", n+1)
 		if err != nil {
-			return 0, nil, fmt.Errorf("finding a free port: %w", err)
+			return 0, nil, err
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			ln.Close()
-			continue
+		for i, port := range ports {
+			pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue
+			}
+			pc.Close()
+			return port, append(ports[:i:i], ports[i+1:]...), nil
 		}
-		held = append(held, ln, pc)
-		dns = port
-		break
 	}
-	if dns == 0 {
-		return 0, nil, errors.New("finding a port free for both TCP and UDP: none in 20 tries")
-	}
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		held = append(held, ln)
-		tcp = append(tcp, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return dns, tcp, nil
+	return 0, nil, errors.New("finding a port free for both TCP and UDP: none in 20 tries")
 }
 
 // logBuffer collects the processes' output. Each process writes whole lines

@@ -121,8 +121,8 @@ type App struct {
 
 // AppSpec is the desired state of an App.
 type AppSpec struct {
-	// Source says which repository and branch of the platform git server the
-	// App is built from.
+	// Source says which branch of the App's repository in the platform git
+	// server is built and released.
 	// +kubebuilder:default={}
 	// +optional
 	Source AppSource `json:"source,omitempty"`
@@ -184,18 +184,11 @@ type AppSpec struct {
 // MaxMaintenancePage is the most bytes AppSpec.MaintenancePage may hold.
 const MaxMaintenancePage = 64 << 10
 
-// AppSource is the repository an App is built from.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.repository) || (has(self.repository) && self.repository == oldSelf.repository)",message="cannot change once set: create a new App to build another repository",fieldPath=".repository"
+// AppSource is what of the App's repository is built. The repository is
+// the App's own, named after it in the platform git server
+// (<git>/<tenant>/<app>.git), as a Heroku app has its own git remote: to
+// run one codebase as two apps (staging and production), push it to both.
 type AppSource struct {
-	// Repository is the name of the repository in the platform git server,
-	// in the App's namespace. Empty means the App's name. It cannot change
-	// once set.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=100
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$`
-	// +optional
-	Repository string `json:"repository,omitempty"`
-
 	// Branch is the branch whose pushes are built and released.
 	// +kubebuilder:default=main
 	// +kubebuilder:validation:MinLength=1

@@ -650,6 +650,29 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if i := st.Instances[0]; i.Process != "web" || i.Index != 0 || i.Release != 2 || i.State != runtime.Running || i.Restarts != 2 {
 		t.Errorf("instance %+v", i)
 	}
+
+	// Release 2 again with other resources, as a change of plan hands it
+	// over (bex scale --plan standard): the pod template gets them as its
+	// requests and limits, so that the Deployment rolls its pods.
+	standard := rel2
+	standard.Resources = runtime.Resources{CPU: "1", Memory: "2Gi"}
+	done = deploy(d, standard, &log)
+	web = getDeployment(t, c, "shop-web", func(dep *appsv1.Deployment) error {
+		res := dep.Spec.Template.Spec.Containers[0].Resources
+		for _, l := range []corev1.ResourceList{res.Requests, res.Limits} {
+			if cpu, mem := l[corev1.ResourceCPU], l[corev1.ResourceMemory]; cpu.Cmp(resource.MustParse("1")) != 0 || mem.Cmp(resource.MustParse("2Gi")) != 0 {
+				return fmt.Errorf("pod template resources %+v, want requests and limits of cpu 1, memory 2Gi", res)
+			}
+		}
+		return nil
+	})
+	if rel := web.Spec.Template.Labels[kube.LabelRelease]; rel != "2" || replicas(web) != 1 {
+		t.Errorf("release 2 on standard: template of release %q, %d replicas; want release 2, 1 replica", rel, replicas(web))
+	}
+	setStatus(t, c, "acme", "shop-web", rolledOut)
+	if err := <-done; err != nil {
+		t.Fatalf("Deploy of release 2 with new resources: %v\n%s", err, log.String())
+	}
 	t.Logf("deploy log:\n%s", log.String())
 
 	if err := d.Remove(ctx, "acme", "shop"); err != nil {

@@ -648,6 +648,30 @@ func TestNonFastForwardRefusedForcePushAccepted(t *testing.T) {
 	}
 }
 
+// TestPushUpToDate: pushing again what the server has is git's
+// "Everything up-to-date" and exit 0, as on Heroku, and builds nothing.
+// Over SSH the client has its connection open by then and sends a flush
+// alone, which the receiver once answered with "decoding update request:
+// capabilities delimiter not found" and git with "failed to push some
+// refs".
+func TestPushUpToDate(t *testing.T) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t)
+			dir := e.workTree()
+			e.mustGit(dir, "push", e.remote(transport, "web"), "main")
+			out, err := e.git(dir, "push", e.remote(transport, "web"), "main")
+			if err != nil {
+				t.Fatalf("pushing again what the server has: %v\n%s", err, out)
+			}
+			assertContains(t, out, "Everything up-to-date")
+			if n := len(e.deployer.pushes()); n != 1 {
+				t.Errorf("Deploy called %d times, want 1 (the first push)", n)
+			}
+		})
+	}
+}
+
 func TestOnlyDeployBranchBuilds(t *testing.T) {
 	e := newEnv(t)
 	dir := e.workTree()

@@ -1,6 +1,7 @@
 package gitserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,10 @@ func addReferences(r *repo, ar *packp.AdvRefs) error {
 	return nil
 }
 
+// flushPkt is a pkt-line flush: a request made of it alone asks for
+// nothing.
+const flushPkt = "0000"
+
 // receivePack serves the second half of a push: it reads the commands and the
 // pack from in, stores the objects, takes the repository lock, applies each
 // command (running the deploy for the deploy branch) and writes the outcome to
@@ -126,7 +131,24 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 	// The pkt-line decoder reads no further than the flush that ends the
 	// commands, so the pack that follows is read from in itself.
 	cmds := newLimitedReader(in, maxCommandBytes, "the push's reference updates", "")
-	if err := req.Decode(cmds); err != nil {
+	// A push with nothing to update (git's "Everything up-to-date" over
+	// SSH, whose connection is open by then) sends a flush alone, which
+	// go-git's decoder takes for a malformed first command: read it here.
+	// Four bytes exactly, so that nothing of a pack is read ahead.
+	first := make([]byte, 4)
+	if _, err := io.ReadFull(cmds, first); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // nothing sent: the client only wanted the advertisement
+		}
+		if tl := cmds.tooLarge(); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("reading update request: %w", err)
+	}
+	if string(first) == flushPkt {
+		return nil
+	}
+	if err := req.Decode(io.MultiReader(bytes.NewReader(first), cmds)); err != nil {
 		if errors.Is(err, packp.ErrEmpty) {
 			return nil // nothing to update: the client only wanted the advertisement
 		}

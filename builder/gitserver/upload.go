@@ -64,7 +64,7 @@ func (s *Server) uploadPack(ctx context.Context, r *repo, in io.Reader, out io.W
 		}
 		return fmt.Errorf("reading upload request: %w", err)
 	}
-	if string(first[:]) == "0000" {
+	if string(first[:]) == flushPkt {
 		return nil // the client only wanted the advertisement
 	}
 	in = io.MultiReader(bytes.NewReader(first[:]), in)

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
 	"bex.co/bex/cmd/internal/cmdtest"
@@ -161,6 +162,24 @@ func TestServesGit(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "acme", "hello.git")); err != nil {
 		t.Errorf("repository not in --root-dir: %v", err)
+	}
+	// The deploy branch is the App's at each push: once spec.source.branch
+	// names feature (as bex apps set --branch writes it), the same push
+	// builds (a new commit: the server has the first). An empty commit has
+	// nothing to detect, so the build fails, past the branch check.
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Source.Branch = "feature"
+	if err := kube.Update(ctx, app); err != nil {
+		t.Fatalf("setting the deploy branch: %v", err)
+	}
+	if out, err := git(t, work, home, key, "commit", "-q", "--allow-empty", "-m", "second"); err != nil {
+		t.Fatalf("git commit: %v\n%s", err, out)
+	}
+	out, err = git(t, work, home, key, "push", sshRemote, "feature")
+	if strings.Contains(out, "not the deploy branch") || !strings.Contains(out, "-----> Build ") {
+		t.Fatalf("git push of the new deploy branch did not build: %v\n%s", err, out)
 	}
 	out, err = git(t, home, home, key, "ls-remote", remote(token, "hello"))
 	if err != nil || !strings.Contains(out, "refs/heads/feature") {

@@ -6,9 +6,11 @@
 // cluster's workers have), behind an httptest server, with an operator's token, a
 // Releaser that records each rollback and config release as a release in
 // the store (it deploys nothing; its one-off runs are real processes of
-// this machine, run by the process runtime without a sandbox), a
-// LogSource the test feeds, and a real process runtime whose apps the
-// API's instances show (a test deploys into it what bex ps should see); PlaceApp writes an App's placement as the App
+// this machine, run by the process runtime without a sandbox, or in
+// tenant sandboxes with Options.Sandbox, where a run asked on a terminal
+// has one), a LogSource the test feeds, and a real process runtime whose
+// apps the API's instances show (a test deploys into it what bex ps
+// should see); PlaceApp writes an App's placement as the App
 // controller would, and FinishAppDeletion lets a deleted App go as it
 // does (no App controller runs: the finalizer the API sets holds a
 // deleted App until then). Tests of the API, the CLI and the dashboard use it.
@@ -49,6 +51,8 @@ import (
 	"bex.co/bex/internal/pgtest"
 	bexruntime "bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
+	"bex.co/bex/internal/sandbox"
+	"bex.co/bex/internal/sandbox/sandboxtest"
 	"bex.co/bex/internal/store"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api"
@@ -79,7 +83,8 @@ type Env struct {
 	// Options.RuntimeLogs.
 	Logs *Logs
 	// Runtime is the process driver the API reads instances from; it
-	// runs what a test deploys into it, as host processes.
+	// runs what a test deploys into it, as host processes (in sandboxes
+	// with Options.Sandbox).
 	Runtime *process.Driver
 	// Metrics keeps the apps' series the API answers; a test samples it
 	// (Sample) and feeds it requests (Observe) as the edge would.
@@ -213,6 +218,16 @@ type Options struct {
 	RunHeartbeat, RunLostAfter time.Duration
 	// RunReaper is the API's option of that name.
 	RunReaper bexruntime.RunReaper
+	// Sandbox runs Env.Runtime's instances and the Releaser's one-off
+	// commands in tenant sandboxes (internal/sandbox, a Manager of the
+	// test's own), as the platform runs them (make run): a run asked on a
+	// terminal has a pseudo-terminal of the size asked, which its resizes
+	// reach. Where the machine cannot run sandboxes the test is skipped
+	// (sandboxtest.Require; in CI it fails): such a test calls
+	// sandboxtest.Require before it starts anything. Without it they
+	// are processes of this machine, with no terminal (its output goes
+	// to stdout), which start faster.
+	Sandbox bool
 }
 
 // StartWith is Start with options.
@@ -253,8 +268,13 @@ func StartWith(t *testing.T, cp *controlplane.ControlPlane, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("creating cluster client: %v", err)
 	}
-	rt := process.New(process.Options{LogDir: t.TempDir(), BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second})
+	rtOpts := process.Options{LogDir: t.TempDir(), BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		DrainDelay: 100 * time.Millisecond, GracePeriod: 5 * time.Second}
+	if opts.Sandbox {
+		// Closed after the driver (cleanups run last first).
+		rtOpts.Sandbox = sandboxtest.New(t, sandbox.Options{StateDir: t.TempDir()})
+	}
+	rt := process.New(rtOpts)
 	t.Cleanup(func() { rt.Close() })
 	e := &Env{Store: st, Kube: kube, Releaser: &Releaser{Store: st, Kube: kube, Runner: rt, RunDir: t.TempDir()}, Logs: &Logs{}, Runtime: rt}
 	if e.Metrics, err = appmetrics.New(appmetrics.Options{Apps: appmetrics.KubeApps(kube), Runtime: rt}); err != nil {
@@ -368,8 +388,8 @@ type Rollback struct {
 // Releaser is an api.Releaser that records each rollback and config
 // release as a release in the store, as the runtime's would, and remembers
 // the calls. It deploys nothing: its restarts replace nothing
-// (releaser.go). Its one-off runs are real processes of this machine, run
-// by Runner in RunDir as the current release's directory.
+// (releaser.go). Its one-off runs are real, run by Runner (Env.Runtime)
+// in RunDir as the current release's directory.
 type Releaser struct {
 	Store *store.Store
 	// Kube reaches the Apps, whose status.currentRelease a config release

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +22,7 @@ import (
 
 	"bex.co/bex/cmd/bex/app"
 	"bex.co/bex/internal/controlplane/cptest"
+	"bex.co/bex/internal/sandbox/sandboxtest"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
 	"bex.co/bex/web/api/apitest"
@@ -172,6 +176,96 @@ func TestRunCLI(t *testing.T) {
 		}
 		return nil
 	})
+	if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
+		t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
+	}
+}
+
+// TestRunOnTerminalCLI runs the bex binary on a pseudo-terminal of 80×24,
+// its controlling terminal, as a shell runs it, on an API whose runs are
+// sandboxed: the command runs on a terminal (tty names it) of that size;
+// bex's terminal is raw, so a line typed is echoed once (by the command's
+// terminal) and Ctrl-C reaches the command as its terminal's interrupt
+// instead of interrupting bex; resizing bex's terminal (the kernel's
+// SIGWINCH) resizes the command's (stty size says 40 100); bex exits with
+// the command's status and gives its terminal back in the mode it found
+// it.
+func TestRunOnTerminalCLI(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := filepath.Join(t.TempDir(), "bex")
+	if out, err := exec.Command("go", "build", "-o", bin, "bex.co/bex/cmd/bex").CombinedOutput(); err != nil {
+		t.Fatalf("building bex: %v\n%s", err, out)
+	}
+	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{Sandbox: true})
+	_, token := e.TenantToken(t, "cliterminal")
+	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}
+	if _, stderr, code := bexRunWith(t, env, "", "apps", "create", "shop"); code != 0 {
+		t.Fatal(stderr)
+	}
+	e.SetCurrentRelease(t, "cliterminal", "shop", 2)
+
+	master, tty := openPTY(t)
+	var output platformtest.SyncBuffer
+	go func() { _, _ = io.Copy(&output, master) }()
+	before, err := term.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "run", "shop", "--", "sh", "-c", apitest.TerminalScript)
+	cmd.Env = []string{"BEX_API=" + e.URL, "BEX_TOKEN=" + token, "HOME=" + t.TempDir()}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	shows := func(what, typing, want string) {
+		t.Helper()
+		apitest.AwaitTerminal(t, what, &output, master, typing, want)
+	}
+	shows("the command to name its terminal", "", "\n")
+	if !regexp.MustCompile(`^/dev/pts/\d+\r`).MatchString(output.String()) {
+		t.Fatalf("tty printed %q, want a /dev/pts/N terminal", output.String())
+	}
+
+	// A line typed: echoed by the command's terminal alone.
+	if _, err := io.WriteString(master, "keystrokes\r"); err != nil {
+		t.Fatal(err)
+	}
+	shows("the line typed", "", "got 10 characters")
+	if n := strings.Count(output.String(), "keystrokes"); n != 1 {
+		t.Errorf("the terminal shows the line typed %d times, want once (bex's terminal raw, the command's echoing): %q", n, output.String())
+	}
+
+	// bex's terminal's size, then its new size.
+	shows("the terminal's first size", "size\r", "24 80")
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The resize and the keystrokes go their own ways: typed again until
+	// stty sees the new size.
+	shows("the resize to reach the command's terminal", "size\r", "40 100")
+	// Every line typed answered, so that no stty runs: sh (dash) may die
+	// of an interrupt that comes as it starts one, without its trap.
+	if _, err := io.WriteString(master, "done\r"); err != nil {
+		t.Fatal(err)
+	}
+	shows("the lines typed to be answered", "", "got 4 characters")
+
+	// Ctrl-C: the command's, not bex's.
+	if _, err := io.WriteString(master, "\x03"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("bex did not exit on Ctrl-C; the terminal shows %q", output.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 9 || !strings.Contains(output.String(), "caught INT") {
+		t.Errorf("bex after Ctrl-C: %v, the terminal shows %q; want exit status 9 after caught INT", err, output.String())
+	}
 	if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
 		t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
 	}

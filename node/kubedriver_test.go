@@ -74,9 +74,13 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 		// The kubelet's restarts of a container that exited (the Crash
 		// case asks the app for /exit) are what the counter counts.
 		Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
-			return runtimemetrics.New(runtimemetrics.Options{
+			c, err := runtimemetrics.New(runtimemetrics.Options{
 				Driver: kube.DriverLabel, Sources: d.(*kube.Driver).MetricsSources,
-			}), kube.DriverLabel
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, kube.DriverLabel
 		},
 		Logs:    true,
 		Timeout: 3 * time.Minute,

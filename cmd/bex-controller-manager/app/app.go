@@ -193,7 +193,11 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 			return false
 		}
 	}
-	if err := ctrlmetrics.Registry.Register(rt.InstanceMetrics(leader, log.WithName("runtime-metrics"))); err != nil {
+	instances, err := rt.InstanceMetrics(leader, log.WithName("runtime-metrics"))
+	if err != nil {
+		return err
+	}
+	if err := ctrlmetrics.Registry.Register(instances); err != nil {
 		return fmt.Errorf("registering the runtime's metrics: %w", err)
 	}
 	if rt.Placed != nil {

@@ -135,11 +135,12 @@ func TestLeaderElection(t *testing.T) {
 		t.Errorf("GET /metrics: %d %v, no reconcile count of the app controller", code, err)
 	}
 	// The leader reads the workload cluster's instances for the runtime's
-	// metrics; a replica that waits reports none, or each replica would
-	// count the same restarts.
+	// metrics, without a failed read; a replica that waits reports none, or
+	// each replica would count the same restarts.
 	const restarts = `bex_runtime_restarts_total{driver="kube"} 0`
 	if code, body, err := cmdtest.Get(ctx, "http://"+metrics+"/metrics", ""); err != nil || code != 200 ||
-		!strings.Contains(body, restarts) || !strings.Contains(body, `bex_runtime_instances{driver="kube",state="Running"} 0`) {
+		!strings.Contains(body, restarts) || !strings.Contains(body, `bex_runtime_instances{driver="kube",state="Running"} 0`) ||
+		!strings.Contains(body, `bex_runtime_read_errors_total{driver="kube"} 0`) {
 		t.Errorf("GET /metrics of the leader: %d %v, without the runtime's metrics (%s)", code, err, restarts)
 	}
 

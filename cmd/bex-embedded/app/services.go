@@ -351,9 +351,13 @@ func (s *starter) placedRuntime(rt *process.Driver) (*placed.Driver, error) {
 	go pd.SweepLeftovers(s.ctx, placed.SweepInterval)
 	// The instances of the apps on the local fleet's clusters (the kube
 	// driver), beside the process driver's of the static cluster.
-	if err := s.metrics.Register(runtimemetrics.New(runtimemetrics.Options{
+	instances, err := runtimemetrics.New(runtimemetrics.Options{
 		Driver: kube.DriverLabel, Sources: pd.InstancesReaders, Log: log,
-	})); err != nil {
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.metrics.Register(instances); err != nil {
 		return nil, fmt.Errorf("registering the runtime's metrics: %w", err)
 	}
 	for _, c := range pd.ServingClusters() {

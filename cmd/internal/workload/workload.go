@@ -344,12 +344,16 @@ func (o *Options) NewRuntime(ctx context.Context, st *store.Store, kubeClient cl
 // process registers it (the controller manager, which keeps the apps
 // running), with active saying whether it is the leader: every process
 // would read the same clusters.
-func (rt *Runtime) InstanceMetrics(active func() bool, log logr.Logger) prometheus.Collector {
+func (rt *Runtime) InstanceMetrics(active func() bool, log logr.Logger) (prometheus.Collector, error) {
 	sources := rt.Workload.MetricsSources
 	if rt.Placed != nil {
 		sources = rt.Placed.InstancesReaders
 	}
-	return runtimemetrics.New(runtimemetrics.Options{Driver: kube.DriverLabel, Sources: sources, Active: active, Log: log})
+	c, err := runtimemetrics.New(runtimemetrics.Options{Driver: kube.DriverLabel, Sources: sources, Active: active, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // placedRuntime is the driver that runs each app where it is placed, over

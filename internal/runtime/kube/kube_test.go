@@ -62,7 +62,7 @@ func TestKubeDriver(t *testing.T) {
 				crashPod(t, c, tenant, inst.ID)
 			},
 			Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
-				return kubeMetrics(d.(*kube.Driver)), kube.DriverLabel
+				return kubeMetrics(t, d.(*kube.Driver)), kube.DriverLabel
 			},
 			// The simulated kubelet runs no container, so no log either:
 			// node's TestKubeDriverSuiteOnTheNode runs the Run case.

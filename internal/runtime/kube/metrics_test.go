@@ -20,8 +20,12 @@ import (
 
 // kubeMetrics is the runtime's metrics of d alone, as the controller
 // manager registers them for the workload cluster.
-func kubeMetrics(d *kube.Driver) *runtimemetrics.Collector {
-	return runtimemetrics.New(runtimemetrics.Options{Driver: kube.DriverLabel, Sources: d.MetricsSources})
+func kubeMetrics(t *testing.T, d *kube.Driver) *runtimemetrics.Collector {
+	c, err := runtimemetrics.New(runtimemetrics.Options{Driver: kube.DriverLabel, Sources: d.MetricsSources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // testMetrics follows an app's Pods through crashes, a crash loop, a
@@ -36,7 +40,7 @@ func testMetrics(t *testing.T, c client.Client, d *kube.Driver) {
 	simulate(t, c, tenant)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	metrics := kubeMetrics(d)
+	metrics := kubeMetrics(t, d)
 	read := func() runtimetest.Metrics { return runtimetest.ReadMetrics(t, metrics, kube.DriverLabel) }
 	base := read()
 	if !base.HasRestarts {

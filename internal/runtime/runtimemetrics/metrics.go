@@ -3,6 +3,7 @@ package runtimemetrics
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -46,8 +47,11 @@ func NewDescs(driver string) Descs {
 	}
 }
 
-// DefaultReadTimeout bounds one source's read at a scrape.
-const DefaultReadTimeout = 10 * time.Second
+// DefaultReadTimeout bounds a scrape's reads: they run side by side, so a
+// scrape lasts about that at most whatever the number of sources, within
+// Prometheus's default scrape timeout (10 s) with room for the rest of the
+// registry.
+const DefaultReadTimeout = 5 * time.Second
 
 // Options configure a Collector. Zero fields take the defaults in brackets.
 type Options struct {
@@ -69,7 +73,9 @@ type Options struct {
 
 // Collector is a prometheus.Collector of the families, read from its
 // sources at each scrape: one ReadInstances per source, whatever the
-// number of apps.
+// number of apps, the sources side by side. Scrapes that come while a
+// read is under way share its outcome, so that a slow source holds no
+// scrape longer than ReadTimeout and no read is counted twice.
 //
 // bex_runtime_instances counts the instances read, by state.
 // bex_runtime_restarts_total adds up, for each instance (its app and ID),
@@ -81,17 +87,30 @@ type Options struct {
 // an old ID, and counts as one. So the counter never goes back and
 // counts no restart twice; it misses the restarts of an instance between
 // its last read and its deletion. bex_runtime_read_errors_total counts
-// the reads that failed: a source that failed is left out of that
-// scrape's instances.
+// the reads that failed or did not answer within ReadTimeout: a source
+// that failed is left out of that scrape's instances, and the scrape
+// shows the error.
 type Collector struct {
 	opts  Options
 	descs Descs
 	errs  *prometheus.Desc
 
-	mu       sync.Mutex // one scrape at a time
+	mu       sync.Mutex // guards what follows
 	seen     map[string]map[instanceKey]int
 	restarts int64
 	failed   int64
+	// reading is the read under way, if any, and joined the scrapes that
+	// waited for one instead of reading.
+	reading *scrapeRead
+	joined  int
+}
+
+// scrapeRead is one read of every source, and what it found once done is
+// closed.
+type scrapeRead struct {
+	done             chan struct{}
+	counts           map[runtime.InstanceState]int
+	restarts, failed int64
 }
 
 type instanceKey struct {
@@ -102,7 +121,10 @@ type instanceKey struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns a Collector; it reads nothing before its first scrape.
-func New(opts Options) *Collector {
+func New(opts Options) (*Collector, error) {
+	if opts.Driver == "" {
+		return nil, errors.New("runtime metrics: Options.Driver is required")
+	}
 	opts.ReadTimeout = cmp.Or(opts.ReadTimeout, DefaultReadTimeout)
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -113,7 +135,7 @@ func New(opts Options) *Collector {
 		errs: prometheus.NewDesc(ReadErrorsName,
 			"Reads of the runtime's instances that failed at a scrape, by driver.", nil, prometheus.Labels{"driver": opts.Driver}),
 		seen: map[string]map[instanceKey]int{},
-	}
+	}, nil
 }
 
 // Describe implements prometheus.Collector.
@@ -123,52 +145,80 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.errs
 }
 
-// Collect implements prometheus.Collector: it reads every source.
+// Collect implements prometheus.Collector: it reads every source, or
+// waits for the read under way.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.opts.Active != nil && !c.opts.Active() {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	counts := c.read()
+	r := c.read()
 	for _, s := range States() {
-		ch <- prometheus.MustNewConstMetric(c.descs.Instances, prometheus.GaugeValue, float64(counts[s]), string(s))
+		ch <- prometheus.MustNewConstMetric(c.descs.Instances, prometheus.GaugeValue, float64(r.counts[s]), string(s))
 	}
-	ch <- prometheus.MustNewConstMetric(c.descs.Restarts, prometheus.CounterValue, float64(c.restarts))
-	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(c.failed))
+	ch <- prometheus.MustNewConstMetric(c.descs.Restarts, prometheus.CounterValue, float64(r.restarts))
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(r.failed))
 }
 
-// read reads every source, adds the restarts read since the last read to
-// c.restarts, and returns the instances by state.
-func (c *Collector) read() map[runtime.InstanceState]int {
-	counts := map[runtime.InstanceState]int{}
+// sourceRead is what one source answered.
+type sourceRead struct {
+	name  string
+	insts []runtime.AppInstance
+	err   error
+}
+
+// read reads every source side by side, or joins the read under way, and
+// returns its outcome: the instances by state, and the counters once the
+// restarts read since the last read are added.
+func (c *Collector) read() *scrapeRead {
+	c.mu.Lock()
+	if r := c.reading; r != nil {
+		c.joined++
+		c.mu.Unlock()
+		<-r.done
+		return r
+	}
+	r := &scrapeRead{done: make(chan struct{}), counts: map[runtime.InstanceState]int{}}
+	c.reading = r
+	c.mu.Unlock()
+	defer close(r.done)
+
 	var sources map[string]runtime.InstancesReader
 	if c.opts.Sources != nil {
 		sources = c.opts.Sources()
 	}
+	reads := make([]sourceRead, 0, len(sources))
+	for name := range sources {
+		reads = append(reads, sourceRead{name: name})
+	}
+	slices.SortFunc(reads, func(a, b sourceRead) int { return cmp.Compare(a.name, b.name) })
+	var wg sync.WaitGroup
+	for i := range reads {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReadTimeout)
+			defer cancel()
+			reads[i].insts, reads[i].err = sources[reads[i].name].ReadInstances(ctx)
+		})
+	}
+	wg.Wait()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading = nil
 	for name := range c.seen {
 		if _, ok := sources[name]; !ok {
 			delete(c.seen, name)
 		}
 	}
-	names := make([]string, 0, len(sources))
-	for name := range sources {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReadTimeout)
-		insts, err := sources[name].ReadInstances(ctx)
-		cancel()
-		if err != nil {
+	for _, sr := range reads {
+		if sr.err != nil {
 			c.failed++
-			c.opts.Log.Error(err, "Reading the runtime's instances for its metrics", "cluster", name)
+			c.opts.Log.Error(sr.err, "Reading the runtime's instances for its metrics", "cluster", sr.name)
 			continue // its last read stays the one to count from
 		}
-		prev, known := c.seen[name]
-		next := make(map[instanceKey]int, len(insts))
-		for _, i := range insts {
-			counts[i.State]++
+		prev, known := c.seen[sr.name]
+		next := make(map[instanceKey]int, len(sr.insts))
+		for _, i := range sr.insts {
+			r.counts[i.State]++
 			k := instanceKey{i.App, i.ID}
 			next[k] = i.Restarts
 			if !known {
@@ -180,7 +230,8 @@ func (c *Collector) read() map[runtime.InstanceState]int {
 			}
 			c.restarts += int64(i.Restarts - last)
 		}
-		c.seen[name] = next
+		c.seen[sr.name] = next
 	}
-	return counts
+	r.restarts, r.failed = c.restarts, c.failed
+	return r
 }

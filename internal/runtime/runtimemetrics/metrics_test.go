@@ -3,7 +3,9 @@ package runtimemetrics_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -38,7 +40,10 @@ func TestCollectorCountsEachRestartOnce(t *testing.T) {
 	a := &reader{insts: []runtime.AppInstance{inst("shop", "shop-1", runtime.Running, 4), inst("blog", "blog-1", runtime.Crashed, 2)}}
 	b := &reader{insts: []runtime.AppInstance{inst("shop", "shop-1", runtime.Starting, 7)}}
 	sources := map[string]runtime.InstancesReader{"a": a, "b": b}
-	c := runtimemetrics.New(runtimemetrics.Options{Driver: "kube", Sources: func() map[string]runtime.InstancesReader { return sources }})
+	c, err := runtimemetrics.New(runtimemetrics.Options{Driver: "kube", Sources: func() map[string]runtime.InstancesReader { return sources }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, step := range []struct {
 		name     string
 		change   func()
@@ -82,12 +87,65 @@ func TestCollectorCountsEachRestartOnce(t *testing.T) {
 	}
 }
 
+// waiting answers once every reader of its group entered ReadInstances,
+// or fails when its context ends first: read one after the other, no
+// group of two is ever answered.
+type waiting struct {
+	entered *sync.WaitGroup
+	insts   []runtime.AppInstance
+}
+
+func (w *waiting) ReadInstances(ctx context.Context) ([]runtime.AppInstance, error) {
+	w.entered.Done()
+	all := make(chan struct{})
+	go func() { w.entered.Wait(); close(all) }()
+	select {
+	case <-all:
+		return w.insts, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestCollectorReadsSourcesSideBySide: a scrape reads its clusters side by
+// side, so that a slow one holds the scrape no longer than ReadTimeout
+// whatever their number; read one after the other, each of these two
+// would wait for the other until its timeout, and both would fail.
+func TestCollectorReadsSourcesSideBySide(t *testing.T) {
+	var entered sync.WaitGroup
+	entered.Add(2)
+	sources := map[string]runtime.InstancesReader{
+		"a": &waiting{entered: &entered, insts: []runtime.AppInstance{inst("shop", "shop-1", runtime.Running, 0)}},
+		"b": &waiting{entered: &entered, insts: []runtime.AppInstance{inst("blog", "blog-1", runtime.Running, 0)}},
+	}
+	c, err := runtimemetrics.New(runtimemetrics.Options{Driver: "kube", ReadTimeout: 2 * time.Second,
+		Sources: func() map[string]runtime.InstancesReader { return sources }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := runtimetest.ReadMetrics(t, c, "kube")
+	if m.ReadErrors != 0 || m.Instances[runtime.Running] != 2 {
+		t.Errorf("%v read errors and %v Running, want 0 and both clusters' 2", m.ReadErrors, m.Instances[runtime.Running])
+	}
+}
+
+// TestNewRequiresADriver: the driver label is what tells two drivers'
+// series apart; a Collector without one is refused.
+func TestNewRequiresADriver(t *testing.T) {
+	if _, err := runtimemetrics.New(runtimemetrics.Options{}); err == nil {
+		t.Error("New without a driver: no error")
+	}
+}
+
 // TestTwoDriversInOneRegistry: make run serves the process driver's
 // families and the kube clusters' in one registry, told apart by their
 // driver label.
 func TestTwoDriversInOneRegistry(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	kube := runtimemetrics.New(runtimemetrics.Options{Driver: "kube"})
+	kube, err := runtimemetrics.New(runtimemetrics.Options{Driver: "kube"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := reg.Register(kube); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 // The kinds of a failed command, as Error.Kind says them. Each has its
 // exit code (Error.ExitCode).
 const (
-	// KindUsage: bex refused the command line before calling the API: a
-	// flag or argument it does not know or cannot read, one missing (exit
-	// 2).
+	// KindUsage: bex refused the command line: a flag or argument it does
+	// not know or cannot read, one missing (before calling the API), or a
+	// name that several objects have where one is meant (exit 2).
 	KindUsage = "usage"
 	// KindInvalid: the API refused the input, 400, 422 or another 4xx not
 	// below; Field names the input at fault when it can (exit 2).

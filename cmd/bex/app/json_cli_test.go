@@ -211,6 +211,13 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		{cmd: "bex tokens list", args: []string{"tokens", "list"}, fields: token1},
 		{cmd: "bex tokens revoke", args: []string{"tokens", "revoke", "ci"}, fields: token1, check: wantField("name", "ci")},
 		{cmd: "bex tokens revoke", name: "unknown", args: []string{"tokens", "revoke", "ci"}, err: &app.Error{Kind: app.KindNotFound}},
+		{cmd: "bex tokens revoke", name: "a name two tokens have", args: []string{"tokens", "revoke", "twin"}, err: &app.Error{Kind: app.KindUsage}, before: func(t *testing.T) {
+			for range 2 {
+				if _, stderr, code := bexRun(t, admin, "tokens", "create", "twin"); code != 0 {
+					t.Fatalf("creating a token named twin: exit %d: %s", code, stderr)
+				}
+			}
+		}},
 
 		{cmd: "bex admin tenant create", as: &operator, args: []string{"admin", "tenant", "create", "clijson2"}, fields: []string{"tenant.name", "tenant.createdAt", "token"}},
 		{cmd: "bex admin tenant create", name: "a tenant's token", args: []string{"admin", "tenant", "create", "x"}, err: &app.Error{Kind: app.KindForbidden, Status: 403}},

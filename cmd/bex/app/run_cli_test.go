@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"bex.co/bex/cmd/bex/app"
+	"bex.co/bex/cmd/internal/cmdtest"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/sandbox/sandboxtest"
 	"bex.co/bex/test/platformtest"
@@ -192,10 +192,7 @@ func TestRunCLI(t *testing.T) {
 // it.
 func TestRunOnTerminalCLI(t *testing.T) {
 	sandboxtest.Require(t)
-	bin := filepath.Join(t.TempDir(), "bex")
-	if out, err := exec.Command("go", "build", "-o", bin, "bex.co/bex/cmd/bex").CombinedOutput(); err != nil {
-		t.Fatalf("building bex: %v\n%s", err, out)
-	}
+	bin := cmdtest.Build(t, "bex")
 	e := apitest.StartWith(t, cptest.Start(t), apitest.Options{Sandbox: true})
 	_, token := e.TenantToken(t, "cliterminal")
 	env := map[string]string{"BEX_API": e.URL, "BEX_TOKEN": token}

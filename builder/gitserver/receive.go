@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/format/pktline"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
@@ -39,6 +41,9 @@ const (
 	reasonUnpacker       = "unpacker error"
 	reasonInternal       = "internal error"
 	reasonRefused        = "push rejected"
+	// reasonShallow is git's own wording for a push from a shallow clone
+	// that would leave the repository without part of its history.
+	reasonShallow = "shallow update not allowed"
 )
 
 // The receiver's steps of a push, in the push's steptime.Timeline ahead of
@@ -121,6 +126,87 @@ func addReferences(r *repo, ar *packp.AdvRefs) error {
 // nothing.
 const flushPkt = "0000"
 
+// readPktHeader reads the four hex digits that start a pkt-line from r,
+// and no more, so that nothing past them (a pack) is read ahead. It
+// returns them as read and the length of the line's payload, -1 for a
+// flush-pkt; io.EOF when r ends before its first byte.
+func readPktHeader(r io.Reader) ([4]byte, int, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return hdr, 0, err
+	}
+	if string(hdr[:]) == flushPkt {
+		return hdr, -1, nil
+	}
+	n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+	if err != nil || n < 4 || n > pktline.MaxPayloadSize+4 {
+		return hdr, 0, fmt.Errorf("invalid pkt-line length %q", hdr[:])
+	}
+	return hdr, int(n) - 4, nil
+}
+
+// readShallow reads the "shallow <oid>" lines that start the update
+// request of a shallow clone: git's send-pack sends the boundary commits
+// of its history (commits whose parents it does not have) ahead of the
+// commands, each line with a newline, which go-git's decoder refuses.
+// It returns them, and the request from its first command on; a nil
+// reader when the request has no command: it ended before any line, or
+// flushed after the shallow lines, a push with nothing to update. r's own
+// limit bounds their count.
+func readShallow(r io.Reader) ([]plumbing.Hash, io.Reader, error) {
+	var shallow []plumbing.Hash
+	for {
+		hdr, n, err := readPktHeader(r)
+		switch {
+		case errors.Is(err, io.EOF) && len(shallow) == 0:
+			return nil, nil, nil // nothing sent: the client only wanted the advertisement
+		case errors.Is(err, io.EOF):
+			return nil, nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, nil, err
+		case n < 0:
+			return shallow, nil, nil
+		}
+		line := make([]byte, 4+n)
+		copy(line, hdr[:])
+		if _, err := io.ReadFull(r, line[4:]); errors.Is(err, io.EOF) {
+			return nil, nil, io.ErrUnexpectedEOF
+		} else if err != nil {
+			return nil, nil, err
+		}
+		payload, ok := bytes.CutPrefix(line[4:], []byte("shallow "))
+		if !ok {
+			return shallow, io.MultiReader(bytes.NewReader(line), r), nil
+		}
+		oid := string(bytes.TrimSuffix(payload, []byte("\n")))
+		if !plumbing.IsHash(oid) {
+			return nil, nil, fmt.Errorf("invalid shallow line %q: want \"shallow\" and a commit's 40 hex digits", line[4:])
+		}
+		shallow = append(shallow, plumbing.NewHash(oid))
+	}
+}
+
+// shallowCut returns the first of a shallow clone's boundary commits that
+// the repository holds without all of its parents: the push brought it,
+// and applying the push would leave the app's history cut below it. A
+// boundary commit the repository lacks is not in what was pushed; one it
+// holds with its parents is history it had already (a CI job's depth-1
+// clone of history pushed before).
+func shallowCut(r *repo, shallow []plumbing.Hash) (plumbing.Hash, bool) {
+	for _, h := range shallow {
+		c, err := object.GetCommit(r.sto, h)
+		if err != nil {
+			continue
+		}
+		for _, p := range c.ParentHashes {
+			if _, err := r.sto.EncodedObject(plumbing.CommitObject, p); err != nil {
+				return h, true
+			}
+		}
+	}
+	return plumbing.ZeroHash, false
+}
+
 // receivePack serves the second half of a push: it reads the commands and the
 // pack from in, stores the objects, takes the repository lock, applies each
 // command (running the deploy for the deploy branch) and writes the outcome to
@@ -128,30 +214,26 @@ const flushPkt = "0000"
 func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.Writer, flush func()) error {
 	stopReceive := steptime.Start(ctx, stepReceive)
 	req := packp.NewReferenceUpdateRequest()
-	// The pkt-line decoder reads no further than the flush that ends the
-	// commands, so the pack that follows is read from in itself.
+	// The commands are read through cmds, and no further than the flush
+	// that ends them, so the pack that follows is read from in itself.
 	cmds := newLimitedReader(in, maxCommandBytes, "the push's reference updates", "")
 	// A push with nothing to update (git's "Everything up-to-date" over
-	// SSH, whose connection is open by then) sends a flush alone, which
-	// go-git's decoder takes for a malformed first command: read it here.
-	// Four bytes exactly, so that nothing of a pack is read ahead.
-	first := make([]byte, 4)
-	if _, err := io.ReadFull(cmds, first); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // nothing sent: the client only wanted the advertisement
-		}
+	// SSH, whose connection is open by then) sends a flush alone, or its
+	// shallow lines and a flush, which go-git's decoder takes for a
+	// malformed request: rest is nil then.
+	shallow, rest, err := readShallow(cmds)
+	if err != nil {
 		if tl := cmds.tooLarge(); tl != nil {
 			return tl
 		}
 		return fmt.Errorf("reading update request: %w", err)
 	}
-	if string(first) == flushPkt {
+	if rest == nil {
 		return nil
 	}
-	if err := req.Decode(io.MultiReader(bytes.NewReader(first), cmds)); err != nil {
-		if errors.Is(err, packp.ErrEmpty) {
-			return nil // nothing to update: the client only wanted the advertisement
-		}
+	// rest starts with a whole pkt-line, so the decoder's first scan
+	// cannot come back empty (its packp.ErrEmpty).
+	if err := req.Decode(rest); err != nil {
 		if tl := cmds.tooLarge(); tl != nil {
 			return tl
 		}
@@ -201,9 +283,18 @@ func (s *Server) receivePack(ctx context.Context, r *repo, in io.Reader, out io.
 	// are visible only to a fresh one.
 	stopRefs := steptime.Start(ctx, stepRefs)
 	r.reopen()
+	cut, isCut := shallowCut(r, shallow)
 	stopRefs()
+	if isCut {
+		log.Info("Push refused", "reason", reasonShallow, "boundary", cut.String())
+		sw.Printf("This push comes from a shallow clone and the app's repository does not have the history below %s: "+
+			"run `git fetch --unshallow` and push again.", cut.String()[:7])
+	}
 	for _, cmd := range req.Commands {
-		status := s.apply(ctx, r, cmd, sw)
+		status := reasonShallow
+		if !isCut || cmd.New == plumbing.ZeroHash {
+			status = s.apply(ctx, r, cmd, sw)
+		}
 		rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: cmd.Name, Status: status})
 		log.Info("Reference update", "ref", cmd.Name.String(), "new", cmd.New.String(), "status", status)
 	}

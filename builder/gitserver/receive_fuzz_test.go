@@ -329,6 +329,7 @@ func demux(resp []byte, limit int) (report, progress []byte, err error) {
 var knownStatuses = map[string]bool{
 	"ok": true, reasonBuildFailed: true, reasonNonFastForward: true, reasonStale: true,
 	reasonDeleteDeploy: true, reasonRefName: true, reasonBadRefName: true, reasonMissingObjects: true, reasonUnpacker: true,
+	reasonShallow: true,
 }
 
 // FuzzReceivePack sends arbitrary bodies to git-receive-pack. Whatever the
@@ -355,6 +356,9 @@ func FuzzReceivePack(f *testing.F) {
 		return buf.Bytes()
 	}
 	caps := "report-status side-band-64k agent=git/2.43"
+	shallow := func(line string, rest []byte) []byte {
+		return append(fmt.Appendf(nil, "%04x%s", 4+len(line), line), rest...)
+	}
 	for _, seed := range [][]byte{
 		nil,
 		[]byte("0000"),
@@ -373,6 +377,11 @@ func FuzzReceivePack(f *testing.F) {
 		cmd(zero, fr.main, "refs/tags/v2", "report-status"),
 		cmd(zero, fr.main, "refs/heads/x", ""),
 		append(cmd(zero, strings.Repeat("1", 40), "refs/heads/main", caps), "PACK\x00\x00\x00\x02\x00\x00\x00\x00"...),
+		shallow("shallow "+fr.main+"\n", []byte("0000")),
+		shallow("shallow "+fr.main+"\n", cmd(fr.main, zero, "refs/heads/gone", caps)),
+		shallow("shallow "+fr.main, cmd(zero, fr.main, "refs/tags/v2", caps)),
+		shallow("shallow "+strings.Repeat("1", 40)+"\n", cmd(zero, strings.Repeat("1", 40), "refs/heads/main", caps)),
+		shallow("shallow "+strings.Repeat("g", 40)+"\n", []byte("0000")),
 		append(cmd(zero, strings.Repeat("1", 40), "refs/heads/main", caps), bytes.Repeat([]byte("x"), fuzzMaxPush+1)...),
 	} {
 		f.Add(seed)
@@ -396,8 +405,18 @@ func FuzzReceivePack(f *testing.F) {
 			}
 		}
 
+		// The request as the receiver reads it: a shallow clone's
+		// boundary lines, then what go-git decodes; a request without
+		// commands does nothing.
 		req := packp.NewReferenceUpdateRequest()
-		if err := req.Decode(bytes.NewReader(body)); err != nil {
+		_, rest, err := readShallow(bytes.NewReader(body))
+		if err == nil && rest == nil {
+			err = errors.New("no command")
+		}
+		if err == nil {
+			err = req.Decode(rest)
+		}
+		if err != nil {
 			// The body does not decode: nothing was done.
 			if d := diffSnapshots(q.before, after); len(d) > 0 || len(pushes) > 0 {
 				t.Fatalf("a request that does not decode (%v) changed the repository %v, built %d", err, d, len(pushes))

@@ -57,15 +57,12 @@ func (s *Server) advertiseUploadPack(w io.Writer, r *repo, prefix [][]byte) erro
 // receiver never acknowledges a have, so the client ends with "done" and gets
 // a complete pack of what it wants (correct, if not minimal).
 func (s *Server) uploadPack(ctx context.Context, r *repo, in io.Reader, out io.Writer, stateless bool) error {
-	var first [4]byte
-	if _, err := io.ReadFull(in, first[:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return fmt.Errorf("reading upload request: %w", err)
-	}
-	if string(first[:]) == flushPkt {
+	first, n, err := readPktHeader(in)
+	if errors.Is(err, io.EOF) || n < 0 {
 		return nil // the client only wanted the advertisement
+	}
+	if err != nil {
+		return fmt.Errorf("reading upload request: %w", err)
 	}
 	in = io.MultiReader(bytes.NewReader(first[:]), in)
 	req := packp.NewUploadRequest()

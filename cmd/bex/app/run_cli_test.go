@@ -157,13 +157,7 @@ func TestRunCLI(t *testing.T) {
 
 	// On a terminal bex asks for one; the runtime refuses it, and bex
 	// runs the command without, saying so, its output on the terminal.
-	master, tty := openPTY(t)
-	var output platformtest.SyncBuffer
-	go func() { _, _ = io.Copy(&output, master) }()
-	before, err := term.GetState(int(tty.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tty, output, checkMode := bexTerminal(t)
 	var errOut bytes.Buffer
 	code = app.Run(t.Context(), app.IO{In: tty, Out: tty, Err: &errOut, ConfigDir: t.TempDir(), Getenv: func(k string) string { return env[k] }},
 		[]string{"run", "shop", "--", "echo", "on the terminal"})
@@ -176,9 +170,7 @@ func TestRunCLI(t *testing.T) {
 		}
 		return nil
 	})
-	if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
-		t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
-	}
+	checkMode(t)
 }
 
 // TestRunOnTerminalCLI runs the bex binary on a pseudo-terminal of 80×24,
@@ -201,13 +193,7 @@ func TestRunOnTerminalCLI(t *testing.T) {
 	}
 	e.SetCurrentRelease(t, "cliterminal", "shop", 2)
 
-	master, tty := openPTY(t)
-	var output platformtest.SyncBuffer
-	go func() { _, _ = io.Copy(&output, master) }()
-	before, err := term.GetState(int(tty.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	master, tty, output, checkMode := bexTerminal(t)
 	cmd := exec.CommandContext(t.Context(), bin, "run", "shop", "--", "sh", "-c", apitest.TerminalScript)
 	cmd.Env = []string{"BEX_API=" + e.URL, "BEX_TOKEN=" + token, "HOME=" + t.TempDir()}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
@@ -219,7 +205,7 @@ func TestRunOnTerminalCLI(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	shows := func(what, typing, want string) {
 		t.Helper()
-		apitest.AwaitTerminal(t, what, &output, master, typing, want)
+		apitest.AwaitTerminal(t, what, output, master, typing, want)
 	}
 	shows("the command to name its terminal", "", "\n")
 	if !regexp.MustCompile(`^/dev/pts/\d+\r`).MatchString(output.String()) {
@@ -254,6 +240,7 @@ func TestRunOnTerminalCLI(t *testing.T) {
 	if _, err := io.WriteString(master, "\x03"); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	select {
 	case err = <-exited:
 	case <-time.After(time.Minute):
@@ -263,8 +250,26 @@ func TestRunOnTerminalCLI(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 9 || !strings.Contains(output.String(), "caught INT") {
 		t.Errorf("bex after Ctrl-C: %v, the terminal shows %q; want exit status 9 after caught INT", err, output.String())
 	}
-	if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
-		t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
+	checkMode(t)
+}
+
+// bexTerminal opens a pseudo-terminal for bex (openPTY) and copies what
+// it shows into output; checkMode fails the test when the terminal is no
+// longer in the mode it had here, as bex must give it back.
+func bexTerminal(t *testing.T) (master, tty *os.File, output *platformtest.SyncBuffer, checkMode func(*testing.T)) {
+	t.Helper()
+	master, tty = openPTY(t)
+	output = &platformtest.SyncBuffer{}
+	go func() { _, _ = io.Copy(output, master) }()
+	before, err := term.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return master, tty, output, func(t *testing.T) {
+		t.Helper()
+		if after, err := term.GetState(int(tty.Fd())); err != nil || *after != *before {
+			t.Errorf("bex left the terminal in another mode than it found it (%v)", err)
+		}
 	}
 }
 

@@ -96,7 +96,8 @@ func TestPlanChangeLimitsRunningInstances(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if len(failures) > 0 || served == 0 {
-			t.Errorf("%s: %d requests were answered and %d failed: %q", what, served, len(failures), failures)
+			t.Errorf("%s: %d requests were answered and %d failed; the first: %q", what, served, len(failures), failures[:min(len(failures), 3)])
+			return
 		}
 		t.Logf("%s: %d requests answered during the change, none failed", what, served)
 	}

@@ -10,7 +10,12 @@
 # packages" of a recent run. Much of the suite waits on clusters and
 # rollouts: the cores were 56 to 62% busy on average in the clean-clone
 # runs of 2026-12-06 (42 to 44 min on 2 cores, against 51 min with
-# ./test/embedded started last).
+# ./test/embedded started last); 51% in a run with nothing else on the
+# machine (39 min, 2026-12-06 11:00), where process accounting (acct's
+# sa) gave 43% of the CPU used to the kube-apiservers the tests start
+# (357 of them, 2.8 CPU seconds each), 13% to linking test binaries and
+# 8% to etcd. A run beside other work is slower by up to a third (54 min
+# with an engineer's tests beside it).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -88,7 +88,6 @@ func InDir(rel runtime.Release, dir string) runtime.Release {
 func EdgeGet(apps edge.Apps, domain, tenant, app, path string) (string, error) {
 	tr := edge.DefaultTransport()
 	tr.DisableKeepAlives = true
-	defer tr.CloseIdleConnections()
 	p, err := edge.New(&edge.DefaultHosts{Domain: domain, Apps: apps}, edge.Options{Transport: tr})
 	if err != nil {
 		return "", err

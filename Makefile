@@ -88,9 +88,9 @@ verify:
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench-push: push-to-live figures on the embedded platform (docs/perf.md)
+## bench-push: push-to-live figures on the embedded platform (docs/perf.md); PUSHBENCH_FLAGS=--fleet adds the same pushes onto a local workload cluster
 bench-push:
-	$(GO) run ./test/bench/pushbench --pushes 6
+	$(GO) run ./test/bench/pushbench --pushes 6 $(PUSHBENCH_FLAGS)
 
 ## bench-edge: the edge against the app directly and against Caddy, nginx, HAProxy and Traefik, on loopback (docs/perf.md); installs nginx and HAProxy (as root) and builds Caddy and Traefik first when missing
 bench-edge:

@@ -48,16 +48,16 @@ var _ api.LocalFleet = (*localFleet)(nil)
 var errFleetStarting = errors.New("Cluster API's managers are starting in the background (the first start builds them: " +
 	"about 20 minutes on 2 cores, with progress in make run's output); try again once make run prints \"local fleet ready\"")
 
-// newLocalFleet makes the fleet's Host; nothing runs yet.
-func newLocalFleet(state string, out io.Writer) (*localFleet, error) {
+// newLocalFleet makes the fleet's Host; nothing runs yet. nodeBin is
+// Options.NodeBinary.
+func newLocalFleet(state, nodeBin string, out io.Writer) (*localFleet, error) {
 	log := prefixed(out, "fleet: ")
 	bin, err := kubebin.NewBuilder(kubebin.Options{Progress: log})
 	if err != nil {
 		return nil, err
 	}
 	// Worker machines run bex-node, built beside bex-embedded (make build).
-	nodeBin := ""
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := os.Executable(); nodeBin == "" && err == nil {
 		if p := filepath.Join(filepath.Dir(exe), "bex-node"); statOK(p) {
 			nodeBin = p
 		}

@@ -105,6 +105,11 @@ type Options struct {
 	// no Cluster API managers, no local provider, and bex fleet create
 	// answers that there is none.
 	NoLocalFleet bool
+	// NodeBinary is bex-node, which the local fleet's worker machines run
+	// (its directory, make build's bin/, is the platform's binary
+	// directory they see); empty means the one beside this executable,
+	// and without one the fleet runs control-plane machines only.
+	NodeBinary string
 }
 
 // NewOptions returns Options with their defaults.

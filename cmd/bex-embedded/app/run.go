@@ -78,7 +78,7 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 	cfg := cp.RESTConfig()
 	var fleet *localFleet
 	if !o.NoLocalFleet {
-		if fleet, err = newLocalFleet(o.StateDir, out); err != nil {
+		if fleet, err = newLocalFleet(o.StateDir, o.NodeBinary, out); err != nil {
 			return err
 		}
 		// After the controller manager stops: its processes stop, their

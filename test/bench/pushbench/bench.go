@@ -43,6 +43,10 @@ type options struct {
 	// cpuProfile, when set, is where the process's CPU profile over the
 	// warm pushes is written (the platform runs in this process).
 	cpuProfile string
+	// fleet, after the local runtime's pushes, creates a local cluster
+	// with a worker and times the same pushes of a second app placed on
+	// it.
+	fleet bool
 }
 
 func newCommand() *cobra.Command {
@@ -61,6 +65,7 @@ func newCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.noSandbox, "unsafe-no-sandbox", false, "run the platform with --unsafe-no-sandbox: builds and apps as plain processes, the figures without the sandbox")
 	cmd.Flags().StringVar(&o.stack, "stack", o.stack, "the app pushed: go (a hello-world server), node (a server with one dependency from the npm registry) or python (a server with one requirement, a wheel the bench makes and pip installs from a local directory)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the platform (this process) over the warm pushes to this file, for go tool pprof")
+	cmd.Flags().BoolVar(&o.fleet, "fleet", false, "then create a local cluster (three control-plane machines and a worker, the newest pinned version) and time the same pushes of a second app, which the scheduler places on it: push-to-live onto a workload cluster beside the local runtime's, from one run")
 	cmd.Flags().BoolVar(&o.pushEarly, "push-early", false, "make the first push as soon as the platform is ready, before the builder's Go warm-up has finished (the push waits for it)")
 	return cmd
 }
@@ -116,44 +121,92 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		warm = time.Since(started)
 	}
 
-	if err := createApp(ctx, env["BEX_API"], env["BEX_TOKEN"], "bench"); err != nil {
-		return err
-	}
-	repo, err := os.MkdirTemp("", "bex-pushbench-repo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(repo)
-	remote, _ := url.Parse(env["BEX_GIT"] + "/dev/bench.git")
-	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
-	host := "bench-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
 	apps, err := appClient(env)
 	if err != nil {
 		return err
 	}
-	if _, err := git(repo, "init", "-q", "-b", "main"); err != nil {
+	if err := createApp(ctx, env["BEX_API"], env["BEX_TOKEN"], "bench"); err != nil {
 		return err
+	}
+	local, err := o.timePushes(ctx, env, apps, "bench", o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	var onFleet []sample
+	var cluster string
+	if o.fleet {
+		if cluster, err = o.createCluster(ctx, env); err != nil {
+			return err
+		}
+		if err := createApp(ctx, env["BEX_API"], env["BEX_TOKEN"], "bench-fleet"); err != nil {
+			return err
+		}
+		if err := waitPlaced(ctx, env, "bench-fleet", cluster); err != nil {
+			return err
+		}
+		if onFleet, err = o.timePushes(ctx, env, apps, "bench-fleet", ""); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "platform ready %.1fs after start", ready.Seconds())
+	switch {
+	case warm > 0:
+		fmt.Fprintf(out, "; Go standard library warmed %.1fs after start, before the first push", warm.Seconds())
+	case o.stack == "go":
+		fmt.Fprintf(out, "; first push made at once (--push-early): it waited for the Go warm-up")
+	}
+	fmt.Fprintln(out)
+	if !o.fleet {
+		report(out, local)
+		return nil
+	}
+	fmt.Fprintf(out, "\napp bench on the local runtime (sandboxed processes on this machine):\n")
+	report(out, local)
+	fmt.Fprintf(out, "\napp bench-fleet on the workload cluster %s (a Pod on its worker, run by bex-node; its first push is the first onto the cluster, with a warm builder cache):\n", cluster)
+	report(out, onFleet)
+	l, f := warmMedian(local), warmMedian(onFleet)
+	fmt.Fprintf(out, "\nwarm push-to-live, workload cluster against local runtime: %.2fs against %.2fs (%.2f×); platform overhead %.2fs against %.2fs (%.2f×)\n",
+		f.total.Seconds(), l.total.Seconds(), f.total.Seconds()/l.total.Seconds(),
+		f.overhead.Seconds(), l.overhead.Seconds(), f.overhead.Seconds()/l.overhead.Seconds())
+	return nil
+}
+
+// timePushes pushes the app name o.pushes times, each a new commit of
+// o.stack's app answering "<name> <i>", and times each from git push to
+// the first 200 of the new body through the edge. With profile set, the
+// process's CPU profile over the warm pushes is written there.
+func (o *options) timePushes(ctx context.Context, env map[string]string, apps *http.Client, name, profile string) ([]sample, error) {
+	repo, err := os.MkdirTemp("", "bex-pushbench-repo-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(repo)
+	remote, _ := url.Parse(env["BEX_GIT"] + "/dev/" + name + ".git")
+	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
+	host := name + "-dev." + strings.Split(env["BEX_DOMAIN"], ":")[0]
+	if _, err := git(repo, "init", "-q", "-b", "main"); err != nil {
+		return nil, err
 	}
 
 	var samples []sample
 	for i := 1; i <= o.pushes; i++ {
-		if i == 2 && o.cpuProfile != "" {
-			stopProfile, err := bench.StartCPUProfile(o.cpuProfile)
+		if i == 2 && profile != "" {
+			stopProfile, err := bench.StartCPUProfile(profile)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			defer stopProfile()
-			fmt.Fprintf(os.Stderr, "CPU profile of the warm pushes: %s\n", o.cpuProfile)
+			fmt.Fprintf(os.Stderr, "CPU profile of the warm pushes: %s\n", profile)
 		}
-		body := fmt.Sprintf("bench %d", i)
+		body := fmt.Sprintf("%s %d", name, i)
 		if err := writeApp(repo, o.stack, body); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := git(repo, "add", "."); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := git(repo, "commit", "-q", "-m", body); err != nil {
-			return err
+			return nil, err
 		}
 		// The clock stops at the first 200 of the new release, which may
 		// come before git push returns (the old release drains after it).
@@ -168,31 +221,43 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 			pushed <- pushResult{out, err}
 		}()
 		if err := waitBody(ctx, apps, host, body); err != nil {
-			return err
+			return nil, err
 		}
 		total := time.Since(start)
 		res := <-pushed
 		if res.err != nil {
-			return fmt.Errorf("push %d: %w\n%s", i, res.err, res.out)
+			return nil, fmt.Errorf("push %d of %s: %w\n%s", i, name, res.err, res.out)
 		}
-		pushOut := res.out
-		s := sample{total: total, appBuild: appBuildTime(pushOut), steps: timings(pushOut)}
+		s := sample{total: total, appBuild: appBuildTime(res.out), steps: timings(res.out)}
 		if s.appBuild == 0 {
-			return fmt.Errorf("push %d: the build output has no %q line:\n%s", i, build.AppBuildPrefix, pushOut)
+			return nil, fmt.Errorf("push %d of %s: the build output has no %q line:\n%s", i, name, build.AppBuildPrefix, res.out)
 		}
 		samples = append(samples, s)
-		fmt.Fprintf(os.Stderr, "push %d/%d: %s\n", i, o.pushes, s.total.Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "push %d/%d of %s: %s\n", i, o.pushes, name, s.total.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "platform ready %.1fs after start", ready.Seconds())
-	switch {
-	case warm > 0:
-		fmt.Fprintf(out, "; Go standard library warmed %.1fs after start, before the first push", warm.Seconds())
-	case o.stack == "go":
-		fmt.Fprintf(out, "; first push made at once (--push-early): it waited for the Go warm-up")
+	return samples, nil
+}
+
+// medians are the warm pushes' medians, each figure's apart.
+type medians struct{ total, appBuild, overhead, untimed time.Duration }
+
+// warmMedian is the medians of every push but the first.
+func warmMedian(samples []sample) medians {
+	warm := samples[1:]
+	med := func(f func(sample) time.Duration) time.Duration {
+		v := make([]time.Duration, len(warm))
+		for i, s := range warm {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
 	}
-	fmt.Fprintln(out)
-	report(out, samples)
-	return nil
+	return medians{
+		total:    med(func(s sample) time.Duration { return s.total }),
+		appBuild: med(func(s sample) time.Duration { return s.appBuild }),
+		overhead: med(func(s sample) time.Duration { return s.total - s.appBuild }),
+		untimed:  med(sample.untimed),
+	}
 }
 
 // waitLog waits until the platform's log has a line with s.
@@ -224,18 +289,8 @@ func report(out io.Writer, samples []sample) {
 	}
 	tw.Flush()
 	warm := samples[1:]
-	med := func(f func(sample) time.Duration) time.Duration {
-		v := make([]time.Duration, len(warm))
-		for i, s := range warm {
-			v[i] = f(s)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	total := med(func(s sample) time.Duration { return s.total })
-	app := med(func(s sample) time.Duration { return s.appBuild })
-	over := med(func(s sample) time.Duration { return s.total - s.appBuild })
-	untimed := med(sample.untimed)
+	m := warmMedian(samples)
+	total, app, over, untimed := m.total, m.appBuild, m.overhead, m.untimed
 	fmt.Fprintf(out, "\nwarm pushes (median of %d): push-to-live %.2fs = app build %.2fs + platform overhead %.2fs (overhead/app build = %.2f)\n",
 		len(warm), total.Seconds(), app.Seconds(), over.Seconds(), over.Seconds()/app.Seconds())
 	fmt.Fprintf(out, "of the overhead, untimed (median): %.2fs: git's own work before the request that sends the pack (git push, the reference advertisement, packing), "+
@@ -326,6 +381,12 @@ func (o *options) startPlatform(ctx context.Context) (map[string]string, func(),
 	opts.StateDir = o.stateDir
 	opts.DatabaseURL = o.databaseURL
 	opts.UnsafeNoSandbox = o.noSandbox
+	if o.fleet {
+		var err error
+		if opts.NodeBinary, err = buildNode(ctx, filepath.Join(o.stateDir, "bin")); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := opts.Complete(); err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"io"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -43,44 +42,16 @@ func TestRunsOnTerminal(t *testing.T) {
 		}
 		done <- ended{exit, err}
 	}()
-	shows := func(what, typing, want string) {
-		t.Helper()
-		apitest.AwaitTerminal(t, what, &stdout, typed, typing, want)
-	}
-	shows("the command to name its terminal", "", "\n")
-	if !regexp.MustCompile(`^/dev/pts/\d+\r\n`).MatchString(stdout.String()) {
-		t.Fatalf("tty printed %q, want a /dev/pts/N terminal", stdout.String())
-	}
-
+	apitest.TerminalDialogue(t, &stdout, typed, func(cols, rows uint16) {
+		select {
+		case sizes <- apiclient.TerminalSize{Cols: cols, Rows: rows}:
+		case <-t.Context().Done():
+			t.Fatal("the resize was not sent")
+		}
+	})
 	// A line typed: the terminal echoes it, and Enter (\r) ends it.
-	if _, err := io.WriteString(typed, "keystrokes\r"); err != nil {
-		t.Fatal(err)
-	}
-	shows("the line typed", "", "got 10 characters\r\n")
 	if !strings.Contains(stdout.String(), "keystrokes\r\ngot 10 characters\r\n") {
 		t.Errorf("the terminal shows %q, want the line typed echoed before the answer", stdout.String())
-	}
-
-	// The size asked, then a resize frame's.
-	shows("the terminal's first size", "size\r", "24 80\r\n")
-	select {
-	case sizes <- apiclient.TerminalSize{Cols: 100, Rows: 40}:
-	case <-t.Context().Done():
-		t.Fatal("the resize was not sent")
-	}
-	// The resize and the keystrokes go their own ways: typed again until
-	// stty sees the new size.
-	shows("the resize to reach the terminal", "size\r", "40 100\r\n")
-	// Every line typed answered, so that no stty runs: sh (dash) may die
-	// of an interrupt that comes as it starts one, without its trap.
-	if _, err := io.WriteString(typed, "done\r"); err != nil {
-		t.Fatal(err)
-	}
-	shows("the lines typed to be answered", "", "got 4 characters")
-
-	// Ctrl-C: the terminal's interrupt, not a byte read.
-	if _, err := io.WriteString(typed, "\x03"); err != nil {
-		t.Fatal(err)
 	}
 	var end ended
 	select {

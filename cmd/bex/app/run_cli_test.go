@@ -203,42 +203,15 @@ func TestRunOnTerminalCLI(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	shows := func(what, typing, want string) {
-		t.Helper()
-		apitest.AwaitTerminal(t, what, output, master, typing, want)
-	}
-	shows("the command to name its terminal", "", "\n")
-	if !regexp.MustCompile(`^/dev/pts/\d+\r`).MatchString(output.String()) {
-		t.Fatalf("tty printed %q, want a /dev/pts/N terminal", output.String())
-	}
-
+	apitest.TerminalDialogue(t, output, master, func(cols, rows uint16) {
+		// bex's terminal's new size: the kernel sends bex SIGWINCH.
+		if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	// A line typed: echoed by the command's terminal alone.
-	if _, err := io.WriteString(master, "keystrokes\r"); err != nil {
-		t.Fatal(err)
-	}
-	shows("the line typed", "", "got 10 characters")
 	if n := strings.Count(output.String(), "keystrokes"); n != 1 {
 		t.Errorf("the terminal shows the line typed %d times, want once (bex's terminal raw, the command's echoing): %q", n, output.String())
-	}
-
-	// bex's terminal's size, then its new size.
-	shows("the terminal's first size", "size\r", "24 80")
-	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
-		t.Fatal(err)
-	}
-	// The resize and the keystrokes go their own ways: typed again until
-	// stty sees the new size.
-	shows("the resize to reach the command's terminal", "size\r", "40 100")
-	// Every line typed answered, so that no stty runs: sh (dash) may die
-	// of an interrupt that comes as it starts one, without its trap.
-	if _, err := io.WriteString(master, "done\r"); err != nil {
-		t.Fatal(err)
-	}
-	shows("the lines typed to be answered", "", "got 4 characters")
-
-	// Ctrl-C: the command's, not bex's.
-	if _, err := io.WriteString(master, "\x03"); err != nil {
-		t.Fatal(err)
 	}
 	var err error
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,4 +40,38 @@ func AwaitTerminal(t testing.TB, what string, screen fmt.Stringer, keys io.Write
 		}
 		return nil
 	})
+}
+
+// TerminalDialogue drives a run of TerminalScript on a terminal of 80
+// columns by 24 rows: it waits for the command to name its terminal (a
+// /dev/pts/N), types a line and waits for its answer, asks the size (24
+// 80), calls resize to make the terminal 100 by 40 and asks again until
+// stty says 40 100, types a last line and waits for its answer (so that
+// no stty runs when the interrupt comes: sh (dash) may die of one that
+// comes as it starts a command, without its trap), then types Ctrl-C.
+// screen is what the terminal has shown, keys where typing goes. The
+// caller waits for the run's end and checks the rest of what screen
+// shows: the line typed is "keystrokes".
+func TerminalDialogue(t testing.TB, screen fmt.Stringer, keys io.Writer, resize func(cols, rows uint16)) {
+	t.Helper()
+	typeKeys := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(keys, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	AwaitTerminal(t, "the command to name its terminal", screen, keys, "", "\n")
+	if !regexp.MustCompile(`^/dev/pts/\d+\r`).MatchString(screen.String()) {
+		t.Fatalf("tty printed %q, want a /dev/pts/N terminal", screen.String())
+	}
+	typeKeys("keystrokes\r")
+	AwaitTerminal(t, "the line typed", screen, keys, "", "got 10 characters")
+	AwaitTerminal(t, "the terminal's first size", screen, keys, "size\r", "24 80")
+	resize(100, 40)
+	// The resize and the keystrokes go their own ways: typed again until
+	// stty sees the new size.
+	AwaitTerminal(t, "the resize to reach the terminal", screen, keys, "size\r", "40 100")
+	typeKeys("done\r")
+	AwaitTerminal(t, "the lines typed to be answered", screen, keys, "", "got 4 characters")
+	typeKeys("\x03")
 }

@@ -5,16 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,184 +31,34 @@ import (
 	"k8s.io/utils/ptr"
 
 	"bex.co/bex/builder/build"
-	"bex.co/bex/internal/childproc"
-	"bex.co/bex/internal/controlplane"
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/pki"
 	"bex.co/bex/internal/registry"
-	"bex.co/bex/internal/runtime/runtimetest"
-	"bex.co/bex/internal/sandbox"
-	"bex.co/bex/internal/sandbox/sandboxtest"
 	"bex.co/bex/node"
+	"bex.co/bex/node/nodetest"
 	"bex.co/bex/test/platformtest"
 )
 
 const (
-	nodeName      = "worker-1"
-	registryToken = "s3cret"
-	kubeletClient = "kube-apiserver-kubelet-client"
+	nodeName      = nodetest.NodeName
+	registryToken = nodetest.RegistryToken
+	kubeletClient = nodetest.KubeletClient
 )
 
-// fixture is a real apiserver with the Node authorizer and NodeRestriction,
-// a registry that wants its token, and an agent that talks to the
-// apiserver as its node and runs containers with runc.
-type fixture struct {
-	cp       *controlplane.ControlPlane
-	admin    kubernetes.Interface
-	ca       *pki.KeyPair
-	port     int
-	image    string // the test app, by tag, in the registry
-	appImage string // the same as a Go stack image
-	registry string // host:port
-	state    string
-	bin      string // the platform's binary directory: bex-static
-}
+// fixture is nodetest's: a real apiserver with the Node authorizer and
+// NodeRestriction, a controller manager and a scheduler, a registry that
+// wants its token, and an agent that talks to the apiserver as its node
+// and runs containers with runc; with the helpers of node's own tests.
+type fixture struct{ *nodetest.Fixture }
 
 // start starts the fixture; configure, when given, changes the agent's
 // options.
 func start(t *testing.T, configure ...func(f *fixture, o *node.Options)) *fixture {
 	t.Helper()
-	sandboxtest.Require(t)
-	dir := t.TempDir()
-	ca, err := pki.NewCA(pki.Spec{CommonName: "bex-node-test-ca", NotAfter: time.Now().Add(24 * time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The apiserver's client of the agent, and how it checks the agent.
-	client, err := ca.Issue(pki.Spec{CommonName: kubeletClient, NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := pki.Files{CertFile: filepath.Join(dir, "kubelet-client.crt"), KeyFile: filepath.Join(dir, "kubelet-client.key")}
-	if err := files.Write(client); err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cp := cptest.StartBare(t, controlplane.APIServerSpec{ExtraArgs: []string{
-		"--authorization-mode=Node", // after the plane's RBAC
-		"--enable-admission-plugins=NodeRestriction",
-		"--kubelet-client-certificate=" + files.CertFile,
-		"--kubelet-client-key=" + files.KeyFile,
-		"--kubelet-certificate-authority=" + caFile,
-		"--kubelet-preferred-address-types=InternalIP",
-	}})
-	ctx := context.Background()
-	// What makes a Deployment's Pods and binds them to the node.
-	if err := cp.StartControllers(ctx); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := kubernetes.NewForConfig(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What kubeadm binds for the apiserver's kubelet client.
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:apiserver-kubelet-client"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: kubeletClient}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	reg, err := registry.New(filepath.Join(dir, "registry"), registryToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
-	f := &fixture{cp: cp, admin: admin, ca: ca, registry: strings.TrimPrefix(srv.URL, "http://"), state: filepath.Join(dir, "node")}
-	f.image = f.registry + "/tenant-a/testapp:1"
-	runtimetest.PushTestApp(t, f.image, dir, registry.Auth(registryToken), nil)
-	f.appImage = f.registry + "/suite/testapp:1"
-	runtimetest.PushTestApp(t, f.appImage, dir, registry.Auth(registryToken), map[string]string{build.LabelStack: "go"})
-
-	ports, err := childproc.FreePorts("127.0.0.1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.port = ports[0]
-	// The platform's binary directory, as make build's bin/ (bex-static,
-	// bex-build-agent): containers on
-	// the run base see it read-only, as bex-node's --platform-bin-dir
-	// has it.
-	f.bin = platformtest.BuildBinaries(t, "bex-static", "bex-build-agent")
-	if err := os.Chmod(f.bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.Issue(pki.Spec{CommonName: nodeName, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeCfg, err := cp.UserConfig("system:node:"+nodeName, "system:nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeClient, err := kubernetes.NewForConfig(nodeCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := node.Options{
-		Client: nodeClient, NodeName: nodeName, Address: netip.MustParseAddr("127.0.0.1"), Port: f.port,
-		ServingCert: serving.TLSCertificate(), ClientCAs: ca.Pool(),
-		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox"), ReadOnlyPaths: []string{f.bin}}),
-		StateDir:       f.state,
-		PlatformBinDir: f.bin,
-		KubeletVersion: "v1.37.2",
-		RestartBackoff: 500 * time.Millisecond,
-		LeaseDuration:  8 * time.Second,
-		StatusInterval: 5 * time.Second,
-		Log:            testr.New(t),
-	}
-	for _, c := range configure {
-		c(f, &opts)
-	}
-	a, err := node.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
+	return &fixture{nodetest.Start(t, func(nf *nodetest.Fixture, o *node.Options) {
+		for _, c := range configure {
+			c(&fixture{nf}, o)
 		}
-	})
-	return f
-}
-
-// pullSecret is a dockerconfigjson Secret with the registry's token.
-func (f *fixture) pullSecret(t *testing.T, ns string) string {
-	t.Helper()
-	auth := base64.StdEncoding.EncodeToString([]byte(registry.Username + ":" + registryToken))
-	b, _ := json.Marshal(map[string]any{"auths": map[string]any{f.registry: map[string]string{"auth": auth}}})
-	_, err := f.admin.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "registry"}, Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: b},
-	}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	return "registry"
-}
-
-func (f *fixture) namespace(t *testing.T, ns string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := f.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	// No controller manager makes it here; the ServiceAccount admission
-	// wants it.
-	if _, err := f.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	})}
 }
 
 // webPod is a Pod of the test app bound to the node, as the kube driver
@@ -229,7 +73,7 @@ func (f *fixture) webPod(ns, name string, pullSecret string) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To(int64(5)),
 			Containers: []corev1.Container{{
 				Name:    "web",
-				Image:   f.image,
+				Image:   f.Image,
 				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}},
 				Env:     []corev1.EnvVar{{Name: "PORT", Value: "8080"}},
 				Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
@@ -253,7 +97,7 @@ func (f *fixture) webPod(ns, name string, pullSecret string) *corev1.Pod {
 func (f *fixture) staticSite(t *testing.T, tenant, app, index string) string {
 	t.Helper()
 	repo, commit := gitRepo(t, map[string]string{"index.html": index})
-	b, err := build.New(build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.registry, RegistryAuth: registry.Auth(registryToken)})
+	b, err := build.New(build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.Registry, RegistryAuth: registry.Auth(registryToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +113,7 @@ func (f *fixture) staticSite(t *testing.T, tenant, app, index string) string {
 }
 
 func (f *fixture) getPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	return f.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	return f.Admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 // waitDeadlineExceeded waits until the Pod has failed with
@@ -292,7 +136,7 @@ func (f *fixture) waitDeadlineExceeded(t *testing.T, ns, name string) {
 // endpoint returns the endpoint of address ip in the EndpointSlices of
 // the Service svc.
 func (f *fixture) endpoint(ctx context.Context, ns, svc, ip string) (discoveryv1.Endpoint, error) {
-	list, err := f.admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	list, err := f.Admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
 	if err != nil {
 		return discoveryv1.Endpoint{}, err
 	}
@@ -315,21 +159,6 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func get(ctx context.Context, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
 func events(ctx context.Context, c kubernetes.Interface, ns, pod string) ([]corev1.Event, error) {
 	l, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod).String()})
 	if err != nil {
@@ -342,9 +171,9 @@ func TestAgent(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
 	const ns = "tenant-a"
-	f.namespace(t, ns)
-	pull := f.pullSecret(t, ns)
-	if _, err := f.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	f.Namespace(t, ns)
+	pull := f.PullSecret(t, ns)
+	if _, err := f.Admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "env"}, StringData: map[string]string{"VERSION": "from-secret"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -352,7 +181,7 @@ func TestAgent(t *testing.T) {
 
 	t.Run("RegistersTheNode", func(t *testing.T) {
 		platformtest.Eventually(t, 30*time.Second, "the Node is Ready with its address, port and lease", func(ctx context.Context) error {
-			n, err := f.admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			n, err := f.Admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -364,13 +193,13 @@ func TestAgent(t *testing.T) {
 				return fmt.Errorf("conditions %v", n.Status.Conditions)
 			}
 			if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != "127.0.0.1" ||
-				n.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(f.port) || n.Status.NodeInfo.KubeletVersion != "v1.37.2" {
+				n.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(f.Port) || n.Status.NodeInfo.KubeletVersion != "v1.37.2" {
 				return fmt.Errorf("status %+v", n.Status)
 			}
 			if n.Status.Allocatable.Pods().Value() != 110 {
 				return fmt.Errorf("allocatable %v", n.Status.Allocatable)
 			}
-			l, err := f.admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{})
+			l, err := f.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -382,7 +211,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("RunsAPodAndServesItsLogs", func(t *testing.T) {
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "web-1", pull), metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "web-1", pull), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var ip string
@@ -398,17 +227,17 @@ func TestAgent(t *testing.T) {
 			return nil
 		})
 		// The Secret's VERSION wins over the image's.
-		code, body, err := get(ctx, "http://"+ip+":8080/")
+		code, body, err := nodetest.Get(ctx, "http://"+ip+":8080/")
 		if err != nil || code != 200 || strings.TrimSpace(body) != "from-secret" {
 			t.Fatalf("GET /: %d %q %v, want 200 from-secret", code, body, err)
 		}
-		if _, _, err := get(ctx, "http://"+ip+":8080/log?msg=hello-from-web-1"); err != nil {
+		if _, _, err := nodetest.Get(ctx, "http://"+ip+":8080/log?msg=hello-from-web-1"); err != nil {
 			t.Fatal(err)
 		}
 		// kubectl logs: through the apiserver, which reaches the agent
 		// with its kubelet client certificate and checks the agent's.
 		platformtest.Eventually(t, 20*time.Second, "the pod's log through the apiserver", func(ctx context.Context) error {
-			b, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{TailLines: ptr.To(int64(5))}).DoRaw(ctx)
+			b, err := f.Admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{TailLines: ptr.To(int64(5))}).DoRaw(ctx)
 			if err != nil {
 				return err
 			}
@@ -426,12 +255,12 @@ func TestAgent(t *testing.T) {
 		}
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		rc, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Follow: true, TailLines: ptr.To(int64(0))}).Stream(fctx)
+		rc, err := f.Admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Follow: true, TailLines: ptr.To(int64(0))}).Stream(fctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		if _, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/log?msg=followed-line-42"); err != nil {
+		if _, _, err := nodetest.Get(ctx, "http://"+p.Status.PodIP+":8080/log?msg=followed-line-42"); err != nil {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(rc)
@@ -449,7 +278,7 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/sick"); err != nil {
+		if _, _, err := nodetest.Get(ctx, "http://"+p.Status.PodIP+":8080/sick"); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the container restarted and is ready again", func(ctx context.Context) error {
@@ -463,11 +292,11 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
-		b, err := f.admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
+		b, err := f.Admin.CoreV1().Pods(ns).GetLogs("web-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
 		if err != nil || !strings.Contains(string(b), "hello-from-web-1") {
 			t.Fatalf("previous log: %q %v, want the first run's line", b, err)
 		}
-		evs, err := events(ctx, f.admin, ns, "web-1")
+		evs, err := events(ctx, f.Admin, ns, "web-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +312,7 @@ func TestAgent(t *testing.T) {
 	t.Run("RestartsACrashingContainerWithBackoff", func(t *testing.T) {
 		p := f.webPod(ns, "crash-1", pull)
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "CRASH", Value: "1"})
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the container crashed twice and waits in CrashLoopBackOff", func(ctx context.Context) error {
@@ -516,7 +345,7 @@ func TestAgent(t *testing.T) {
 		ctr.LivenessProbe = nil
 		ctr.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
 			PeriodSeconds: 1, FailureThreshold: 30}
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the pod started and ready", func(ctx context.Context) error {
@@ -530,7 +359,7 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "slow-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "slow-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -542,7 +371,7 @@ func TestAgent(t *testing.T) {
 		ctr.LivenessProbe = nil
 		ctr.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
 			PeriodSeconds: 1, FailureThreshold: 2}
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the container restarted, never started nor ready", func(ctx context.Context) error {
@@ -559,7 +388,7 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
-		evs, err := events(ctx, f.admin, ns, "nostart-1")
+		evs, err := events(ctx, f.Admin, ns, "nostart-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -570,7 +399,7 @@ func TestAgent(t *testing.T) {
 		if !found {
 			t.Errorf("no Killing event for the failed startup probe in %v", evs)
 		}
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "nostart-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "nostart-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -578,7 +407,7 @@ func TestAgent(t *testing.T) {
 	t.Run("FailsAPodPastItsActiveDeadline", func(t *testing.T) {
 		p := f.webPod(ns, "deadline-1", pull)
 		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(2))
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		f.waitDeadlineExceeded(t, ns, "deadline-1")
@@ -589,7 +418,7 @@ func TestAgent(t *testing.T) {
 	t.Run("FailsAPodWhoseActiveDeadlineIsLowered", func(t *testing.T) {
 		p := f.webPod(ns, "lowered-1", pull)
 		p.Spec.ActiveDeadlineSeconds = ptr.To(int64(3600))
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the pod is ready", func(ctx context.Context) error {
@@ -602,16 +431,16 @@ func TestAgent(t *testing.T) {
 			}
 			return nil
 		})
-		if _, err := f.admin.CoreV1().Pods(ns).Patch(ctx, "lowered-1", types.MergePatchType, []byte(`{"spec":{"activeDeadlineSeconds":1}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Patch(ctx, "lowered-1", types.MergePatchType, []byte(`{"spec":{"activeDeadlineSeconds":1}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		f.waitDeadlineExceeded(t, ns, "lowered-1")
 		// The Pod stays, and so does its log, to the app's last line.
-		b, err := f.admin.CoreV1().Pods(ns).GetLogs("lowered-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+		b, err := f.Admin.CoreV1().Pods(ns).GetLogs("lowered-1", &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil || !strings.Contains(string(b), "shutting down") {
 			t.Errorf("the stopped pod's log: %q, %v; want the app's SIGTERM line", b, err)
 		}
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "lowered-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "lowered-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -628,18 +457,18 @@ func TestAgent(t *testing.T) {
 			},
 		}
 		d.Spec.Template.Spec.NodeName = "" // kube-scheduler binds them
-		if _, err := f.admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 90*time.Second, "the Deployment's two Pods run on the node and serve", func(ctx context.Context) error {
-			d, err := f.admin.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			d, err := f.Admin.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			if d.Status.AvailableReplicas != 2 {
 				return fmt.Errorf("%d of 2 replicas available", d.Status.AvailableReplicas)
 			}
-			pods, err := f.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			pods, err := f.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil {
 				return err
 			}
@@ -647,7 +476,7 @@ func TestAgent(t *testing.T) {
 				if p.Spec.NodeName != nodeName {
 					return fmt.Errorf("pod %s is on node %q", p.Name, p.Spec.NodeName)
 				}
-				if code, _, err := get(ctx, "http://"+p.Status.PodIP+":8080/"); err != nil || code != 200 {
+				if code, _, err := nodetest.Get(ctx, "http://"+p.Status.PodIP+":8080/"); err != nil || code != 200 {
 					return fmt.Errorf("pod %s at %s: %d %v", p.Name, p.Status.PodIP, code, err)
 				}
 			}
@@ -655,11 +484,11 @@ func TestAgent(t *testing.T) {
 		})
 		// Scaled to zero, the ReplicaSet deletes the Pods and the node
 		// stops them.
-		if _, err := f.admin.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := f.Admin.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the Pods are gone", func(ctx context.Context) error {
-			pods, err := f.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			pods, err := f.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil {
 				return err
 			}
@@ -676,14 +505,14 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		ip := p.Status.PodIP
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the pod is gone and its address answers no more", func(ctx context.Context) error {
 			if _, err := f.getPod(ctx, ns, "web-1"); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("pod still there: %v", err)
 			}
-			if _, _, err := get(ctx, "http://"+ip+":8080/"); err == nil {
+			if _, _, err := nodetest.Get(ctx, "http://"+ip+":8080/"); err == nil {
 				return fmt.Errorf("%s still answers", ip)
 			}
 			return nil
@@ -697,7 +526,7 @@ func TestAgent(t *testing.T) {
 	t.Run("KeepsServingADeletedPodThroughItsPreStopSleep", func(t *testing.T) {
 		const sleep = 6
 		labels := map[string]string{"app": "drain"}
-		if _, err := f.admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		if _, err := f.Admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drain"},
 			Spec: corev1.ServiceSpec{Selector: labels,
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
@@ -708,7 +537,7 @@ func TestAgent(t *testing.T) {
 		p.Labels = labels
 		p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(sleep + 10))
 		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: sleep}}}
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var ip string
@@ -734,7 +563,7 @@ func TestAgent(t *testing.T) {
 		// container's end.
 		logCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		rc, err := f.admin.CoreV1().Pods(ns).GetLogs("drain-1", &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(logCtx)
+		rc, err := f.Admin.CoreV1().Pods(ns).GetLogs("drain-1", &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(logCtx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -749,7 +578,7 @@ func TestAgent(t *testing.T) {
 		})
 
 		deleted := time.Now()
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "drain-1", metav1.DeleteOptions{}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "drain-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the endpoint is terminating and no longer ready", func(ctx context.Context) error {
@@ -770,7 +599,7 @@ func TestAgent(t *testing.T) {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for half := deleted.Add(sleep * time.Second / 2); time.Now().Before(half); <-tick.C {
-			code, body, err := get(ctx, "http://"+ip+":8080/")
+			code, body, err := nodetest.Get(ctx, "http://"+ip+":8080/")
 			if err != nil || code != 200 || strings.TrimSpace(body) != "from-secret" {
 				t.Fatalf("GET / of a deleted pod %s into its preStop sleep: %d %q %v, want 200 from-secret",
 					time.Since(deleted).Round(time.Millisecond), code, body, err)
@@ -816,7 +645,7 @@ func TestAgent(t *testing.T) {
 				}},
 			},
 		}
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the site is served on its Pod IP", func(ctx context.Context) error {
@@ -827,13 +656,13 @@ func TestAgent(t *testing.T) {
 			if !podReady(p) || p.Status.PodIP == "" {
 				return fmt.Errorf("phase %s, ip %q, containers %+v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
 			}
-			code, body, err := get(ctx, "http://"+p.Status.PodIP+":8080/")
+			code, body, err := nodetest.Get(ctx, "http://"+p.Status.PodIP+":8080/")
 			if err != nil || code != 200 || body != "<h1>static on the node</h1>\n" {
 				return fmt.Errorf("GET /: %d %q %v", code, body, err)
 			}
 			return nil
 		})
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "site-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "site-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -847,18 +676,18 @@ head -c 2097152 /dev/zero > /data/big 2>/dev/null || echo "full at $(($(wc -c < 
 exit 1`
 		p := f.webPod(ns, "scratch-1", pull)
 		// On the run base, which has a shell.
-		p.Spec.Containers[0].Image = f.appImage
+		p.Spec.Containers[0].Image = f.AppImage
 		p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", script}
 		p.Spec.Containers[0].ReadinessProbe, p.Spec.Containers[0].LivenessProbe = nil, nil
 		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Mi"))}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}}
-		created, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		created, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		volume := filepath.Join(f.state, "volumes", string(created.UID), "scratch")
+		volume := filepath.Join(f.StateDir, "volumes", string(created.UID), "scratch")
 		platformtest.Eventually(t, 60*time.Second, "the restarted container finds what the first wrote", func(ctx context.Context) error {
-			b, err := f.admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+			b, err := f.Admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{}).DoRaw(ctx)
 			if err != nil {
 				return err
 			}
@@ -867,14 +696,14 @@ exit 1`
 			}
 			return nil
 		})
-		b, err := f.admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
+		b, err := f.Admin.CoreV1().Pods(ns).GetLogs("scratch-1", &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
 		if err != nil || !strings.Contains(string(b), "full at ") {
 			t.Errorf("the first run's log: %q, %v; want the write past the volume's 1 MiB refused", b, err)
 		}
 		if _, err := os.Stat(volume); err != nil {
 			t.Errorf("the volume on the node: %v", err)
 		}
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "scratch-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "scratch-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the volume goes with the pod", func(context.Context) error {
@@ -889,7 +718,7 @@ exit 1`
 		p := f.webPod(ns, "hostpath-1", pull)
 		p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the pod failed as Unsupported with a Warning event", func(ctx context.Context) error {
@@ -900,7 +729,7 @@ exit 1`
 			if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "Unsupported" || !strings.Contains(p.Status.Message, `volume "root"`) {
 				return fmt.Errorf("status %s %s %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
 			}
-			evs, err := events(ctx, f.admin, ns, "hostpath-1")
+			evs, err := events(ctx, f.Admin, ns, "hostpath-1")
 			if err != nil {
 				return err
 			}
@@ -911,13 +740,13 @@ exit 1`
 			}
 			return fmt.Errorf("no Unsupported event in %v", evs)
 		})
-		if _, err := os.Stat(filepath.Join(f.state, "pods")); err != nil {
+		if _, err := os.Stat(filepath.Join(f.StateDir, "pods")); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("WantsRegistryCredentials", func(t *testing.T) {
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "nocreds-1", ""), metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, "nocreds-1", ""), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the container waits in ErrImagePull saying why", func(ctx context.Context) error {
@@ -939,25 +768,25 @@ exit 1`
 	// a certificate but no grant for nodes/proxy gets 403.
 	t.Run("LogsOnlyForAuthorizedClients", func(t *testing.T) {
 		platformtest.Eventually(t, 30*time.Second, "the agent's API listens", func(ctx context.Context) error {
-			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.port))
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.Port))
 			if err != nil {
 				return err
 			}
 			return c.Close()
 		})
-		url := fmt.Sprintf("https://127.0.0.1:%d/containerLogs/%s/crash-1/web", f.port, ns)
-		noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool()}}}
+		url := fmt.Sprintf("https://127.0.0.1:%d/containerLogs/%s/crash-1/web", f.Port, ns)
+		noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.CA.Pool()}}}
 		if resp, err := noCert.Get(url); err == nil {
 			resp.Body.Close()
 			t.Fatalf("a client without a certificate got %s", resp.Status)
 		}
-		tenant, err := f.ca.Issue(pki.Spec{CommonName: "tenant-a-user", NotAfter: time.Now().Add(time.Hour),
+		tenant, err := f.CA.Issue(pki.Spec{CommonName: "tenant-a-user", NotAfter: time.Now().Add(time.Hour),
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: f.ca.Pool(), Certificates: []tls.Certificate{tenant.TLSCertificate()}}}}
+			RootCAs: f.CA.Pool(), Certificates: []tls.Certificate{tenant.TLSCertificate()}}}}
 		resp, err := c.Get(url)
 		if err != nil {
 			t.Fatal(err)
@@ -979,15 +808,15 @@ func TestAgentRefusesPodsPastItsCapacity(t *testing.T) {
 	})
 	ctx := context.Background()
 	const ns = "tenant-a"
-	f.namespace(t, ns)
-	pull := f.pullSecret(t, ns)
-	if _, err := f.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	f.Namespace(t, ns)
+	pull := f.PullSecret(t, ns)
+	if _, err := f.Admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "env"}, StringData: map[string]string{"VERSION": "one"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"first", "second"} {
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, name, pull), metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, f.webPod(ns, name, pull), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 60*time.Second, "the agent took "+name, func(ctx context.Context) error {

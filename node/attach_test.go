@@ -37,18 +37,18 @@ func TestAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns = "tenant-a"
-	f.namespace(t, ns)
-	pull := f.pullSecret(t, ns)
+	f.Namespace(t, ns)
+	pull := f.PullSecret(t, ns)
 	run := func(t *testing.T, name string, configure func(c *corev1.Container), args ...string) {
 		t.Helper()
 		p := f.webPod(ns, name, pull)
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		c := &p.Spec.Containers[0]
-		c.Image = f.appImage // the run base, which has a shell
+		c.Image = f.AppImage // the run base, which has a shell
 		c.EnvFrom, c.Env, c.Ports, c.ReadinessProbe, c.LivenessProbe = nil, nil, nil, nil, nil
 		c.Command = args
 		configure(c)
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 90*time.Second, "the container runs", func(ctx context.Context) error {
@@ -68,14 +68,14 @@ func TestAttach(t *testing.T) {
 	// client and SPDY to the node.
 	attachWith := func(webSocket bool, name string, opts *corev1.PodAttachOptions, streams remotecommand.StreamOptions) error {
 		opts.Container = "web"
-		req := f.admin.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("attach").
+		req := f.Admin.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("attach").
 			VersionedParams(opts, scheme.ParameterCodec)
 		var ex remotecommand.Executor
 		var err error
 		if webSocket {
-			ex, err = remotecommand.NewWebSocketExecutor(f.cp.RESTConfig(), http.MethodGet, req.URL().String())
+			ex, err = remotecommand.NewWebSocketExecutor(f.CP.RESTConfig(), http.MethodGet, req.URL().String())
 		} else {
-			ex, err = remotecommand.NewSPDYExecutor(f.cp.RESTConfig(), http.MethodPost, req.URL())
+			ex, err = remotecommand.NewSPDYExecutor(f.CP.RESTConfig(), http.MethodPost, req.URL())
 		}
 		if err != nil {
 			return err
@@ -160,28 +160,28 @@ func TestAttach(t *testing.T) {
 	t.Run("OnlyForAuthorizedClients", func(t *testing.T) {
 		run(t, "cat-2", func(c *corev1.Container) { c.Stdin = true }, "/bin/sh", "-c", "echo up; exec cat")
 		const user = "log-reader"
-		if _, err := f.admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		if _, err := f.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: user},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		if _, err := f.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: user},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
 			Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		cert, err := f.ca.Issue(pki.Spec{CommonName: user, NotAfter: time.Now().Add(time.Hour),
+		cert, err := f.CA.Issue(pki.Spec{CommonName: user, NotAfter: time.Now().Add(time.Hour),
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: f.ca.Pool(), Certificates: []tls.Certificate{cert.TLSCertificate()}}}}
+			RootCAs: f.CA.Pool(), Certificates: []tls.Certificate{cert.TLSCertificate()}}}}
 		do := func(method, path string) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("https://127.0.0.1:%d%s", f.port, path), nil)
+			req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("https://127.0.0.1:%d%s", f.Port, path), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,11 +43,11 @@ echo built > built.txt`
 func TestBuildPodOnTheNode(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	f := start(t, func(f *fixture, o *node.Options) {
-		o.Keychain = build.Keychain(f.registry, registry.Auth(registryToken))
+		o.Keychain = build.Keychain(f.Registry, registry.Auth(registryToken))
 	})
 	const tenant = "acme"
-	f.namespace(t, tenant)
-	d, err := kube.New(f.cp.RESTConfig(), kube.Options{PollInterval: 200 * time.Millisecond, RunStartTimeout: time.Minute})
+	f.Namespace(t, tenant)
+	d, err := kube.New(f.CP.RESTConfig(), kube.Options{PollInterval: 200 * time.Millisecond, RunStartTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 	}
 	repo, commit := gitRepo(t, map[string]string{"Procfile": "web: cat built.txt\n"})
 	builder := func(t *testing.T, image string) *build.Builder {
-		opts := build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.registry, RegistryAuth: registry.Auth(registryToken)}
+		opts := build.Options{WorkRoot: t.TempDir(), CacheDir: t.TempDir(), Registry: f.Registry, RegistryAuth: registry.Auth(registryToken)}
 		if image != "" {
 			remote, err := buildpod.Remote(buildpod.Options{Driver: d, Image: image, Timeout: 5 * time.Minute,
 				Resources: runtime.Resources{CPU: "500m", Memory: "256Mi"}, Disk: "1Gi"})
@@ -85,11 +85,11 @@ func TestBuildPodOnTheNode(t *testing.T) {
 		t.Helper()
 		ctx := context.Background()
 		sel := metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"}
-		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, sel)
+		pods, err := f.Admin.CoreV1().Pods(tenant).List(ctx, sel)
 		if err != nil || len(pods.Items) != 0 {
 			t.Errorf("build pods left: %v %v", len(pods.Items), err)
 		}
-		secrets, err := f.admin.CoreV1().Secrets(tenant).List(ctx, sel)
+		secrets, err := f.Admin.CoreV1().Secrets(tenant).List(ctx, sel)
 		if err != nil || len(secrets.Items) != 0 {
 			t.Errorf("build secrets left: %v %v", len(secrets.Items), err)
 		}
@@ -99,7 +99,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 		var log strings.Builder
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		res, err := builder(t, f.appImage).Build(ctx, req, &log)
+		res, err := builder(t, f.AppImage).Build(ctx, req, &log)
 		t.Logf("build log:\n%s", log.String())
 		if err != nil {
 			t.Fatalf("Build: %v", err)
@@ -113,7 +113,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 			t.Errorf("a build step read the builder's file")
 		}
 		dir := filepath.Join(t.TempDir(), "release")
-		if _, err := build.Unpack(ctx, res.Image, dir, build.Keychain(f.registry, registry.Auth(registryToken))); err != nil {
+		if _, err := build.Unpack(ctx, res.Image, dir, build.Keychain(f.Registry, registry.Auth(registryToken))); err != nil {
 			t.Fatal(err)
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "built.txt")); err != nil || string(b) != "built\n" {
@@ -127,7 +127,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 	// idle for its limit, exits, and the Pod ends long before its
 	// deadline of 5 minutes.
 	t.Run("builder gone", func(t *testing.T) {
-		remote, err := buildpod.Remote(buildpod.Options{Driver: d, Image: f.appImage, Timeout: 5 * time.Minute, IdleTimeout: 3 * time.Second,
+		remote, err := buildpod.Remote(buildpod.Options{Driver: d, Image: f.AppImage, Timeout: 5 * time.Minute, IdleTimeout: 3 * time.Second,
 			Resources: runtime.Resources{CPU: "500m", Memory: "256Mi"}, Disk: "1Gi"})
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 			t.Fatal("a step of 10 minutes cut after 3 s succeeded")
 		}
 		platformtest.Eventually(t, time.Minute, "the build Pod of a gone builder ended", func(ctx context.Context) error {
-			pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"})
+			pods, err := f.Admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"})
 			if err != nil || len(pods.Items) != 1 {
 				return fmt.Errorf("build pods: %v, %v; want one", len(pods.Items), err)
 			}
@@ -174,7 +174,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 		var log strings.Builder
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		_, err := builder(t, f.registry+"/nowhere/builder:1").Build(ctx, req, &log)
+		_, err := builder(t, f.Registry+"/nowhere/builder:1").Build(ctx, req, &log)
 		if err == nil || !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "ErrImagePull") {
 			t.Errorf("Build: %v; want the pod's start failure (ErrImagePull)", err)
 		}
@@ -186,7 +186,7 @@ func TestBuildPodOnTheNode(t *testing.T) {
 // non-root, the build's resources, disk and deadline.
 func checkBuildPod(t *testing.T, f *fixture, tenant string) {
 	t.Helper()
-	pods, err := f.admin.CoreV1().Pods(tenant).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"})
+	pods, err := f.Admin.CoreV1().Pods(tenant).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelBuildOf + "=web"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("build pods: %v, %v; want one", len(pods.Items), err)
 	}

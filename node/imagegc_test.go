@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"bex.co/bex/node"
+	"bex.co/bex/node/nodetest"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -30,14 +31,14 @@ func TestImageGC(t *testing.T) {
 	})
 	ctx := context.Background()
 	const ns = "tenant-a"
-	f.namespace(t, ns)
-	pull := f.pullSecret(t, ns)
-	if _, err := f.admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	f.Namespace(t, ns)
+	pull := f.PullSecret(t, ns)
+	if _, err := f.Admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "env"}, StringData: map[string]string{"VERSION": "gc"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	images := filepath.Join(f.state, "images")
+	images := filepath.Join(f.StateDir, "images")
 	unpacked := func(t *testing.T) []string {
 		t.Helper()
 		entries, err := os.ReadDir(images)
@@ -53,7 +54,7 @@ func TestImageGC(t *testing.T) {
 	// runs creates the Pod and waits until it serves.
 	runs := func(t *testing.T, p *corev1.Pod) {
 		t.Helper()
-		if _, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 90*time.Second, p.Name+" is Ready and serves", func(ctx context.Context) error {
@@ -64,7 +65,7 @@ func TestImageGC(t *testing.T) {
 			if !podReady(got) || got.Status.PodIP == "" {
 				return fmt.Errorf("phase %s, containers %+v", got.Status.Phase, got.Status.ContainerStatuses)
 			}
-			code, body, err := get(ctx, "http://"+got.Status.PodIP+":8080/")
+			code, body, err := nodetest.Get(ctx, "http://"+got.Status.PodIP+":8080/")
 			if err != nil || code != 200 || strings.TrimSpace(body) != "gc" {
 				return fmt.Errorf("GET /: %d %q %v", code, body, err)
 			}
@@ -82,7 +83,7 @@ func TestImageGC(t *testing.T) {
 	// B: the same app as a stack image, a release's image as the kube
 	// driver runs it.
 	b1 := f.webPod(ns, "b-1", pull)
-	b1.Spec.Containers[0].Image = f.appImage
+	b1.Spec.Containers[0].Image = f.AppImage
 	runs(t, b1)
 	var b string
 	for _, n := range unpacked(t) {
@@ -94,7 +95,7 @@ func TestImageGC(t *testing.T) {
 		t.Fatalf("unpacked images after B: %v, want A's and B's", unpacked(t))
 	}
 
-	if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "a-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+	if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "a-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	platformtest.Eventually(t, 60*time.Second, "A's unpacked image is deleted, B's stays", func(ctx context.Context) error {

@@ -27,6 +27,7 @@ import (
 	"bex.co/bex/internal/runtime/runtimemetrics"
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/node"
+	"bex.co/bex/node/nodetest"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -40,10 +41,10 @@ import (
 func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	f := start(t, func(f *fixture, o *node.Options) {
-		o.Keychain = build.Keychain(f.registry, registry.Auth(registryToken))
+		o.Keychain = build.Keychain(f.Registry, registry.Auth(registryToken))
 	})
 	newDriver := func(t *testing.T) runtime.Driver {
-		d, err := kube.New(f.cp.RESTConfig(), kube.Options{PollInterval: 200 * time.Millisecond, ProgressDeadline: 15 * time.Second, GracePeriod: 5 * time.Second})
+		d, err := kube.New(f.CP.RESTConfig(), kube.Options{PollInterval: 200 * time.Millisecond, ProgressDeadline: 15 * time.Second, GracePeriod: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,20 +52,20 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 	}
 	runtimetest.RunDriverSuite(t, newDriver, runtimetest.Harness{
 		Complete: func(t *testing.T, rel runtime.Release) runtime.Release {
-			rel.Image = f.appImage
+			rel.Image = f.AppImage
 			return runtimetest.WithWorkerCommands(rel)
 		},
 		Get: func(t *testing.T, _ runtime.Driver, tenant, app, path string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			slices, err := f.admin.DiscoveryV1().EndpointSlices(tenant).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + app})
+			slices, err := f.Admin.DiscoveryV1().EndpointSlices(tenant).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + app})
 			if err != nil {
 				return "", err
 			}
 			for _, s := range slices.Items {
 				for _, e := range s.Endpoints {
 					if e.Conditions.Ready != nil && *e.Conditions.Ready && len(e.Addresses) > 0 {
-						_, body, err := get(ctx, "http://"+net.JoinHostPort(e.Addresses[0], strconv.Itoa(kube.WebPort))+path)
+						_, body, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(e.Addresses[0], strconv.Itoa(kube.WebPort))+path)
 						return body, err
 					}
 				}
@@ -105,7 +106,7 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 	const tenant, app = "suite", "migrate"
 	release := func(n int) runtime.Release {
 		return runtimetest.WithWorkerCommands(runtime.Release{
-			Tenant: tenant, App: app, Number: n, Image: f.appImage,
+			Tenant: tenant, App: app, Number: n, Image: f.AppImage,
 			Env:         map[string]string{runtimetest.EnvVersion: "v" + strconv.Itoa(n)},
 			Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}},
 			HealthCheck: runtime.HealthCheck{Path: runtimetest.HealthPath, Interval: 200 * time.Millisecond},
@@ -123,11 +124,11 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 	noneLeft := func(t *testing.T) {
 		t.Helper()
 		sel := metav1.ListOptions{LabelSelector: kube.LabelRunOf + "=" + app}
-		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, sel)
+		pods, err := f.Admin.CoreV1().Pods(tenant).List(ctx, sel)
 		if err != nil || len(pods.Items) != 0 {
 			t.Errorf("run pods left: %v %v", pods, err)
 		}
-		secrets, err := f.admin.CoreV1().Secrets(tenant).List(ctx, sel)
+		secrets, err := f.Admin.CoreV1().Secrets(tenant).List(ctx, sel)
 		if err != nil || len(secrets.Items) != 0 {
 			t.Errorf("run secrets left: %v %v", secrets, err)
 		}
@@ -142,7 +143,7 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 		if st, err := d.Status(ctx, tenant, app); err != nil || st.Release != 1 || !st.Ready || len(st.Instances) != 1 {
 			t.Errorf("after v2's release phase the app is %+v, %v; want v1 ready as it was", st, err)
 		}
-		if _, err := f.admin.CoreV1().Secrets(tenant).Get(ctx, kube.EnvSecretName(app, 2), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := f.Admin.CoreV1().Secrets(tenant).Get(ctx, kube.EnvSecretName(app, 2), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("v2's env Secret after its release phase only: %v, want none", err)
 		}
 		noneLeft(t)
@@ -169,7 +170,7 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 		if st, err := d.Status(ctx, tenant, app); err != nil || len(st.Instances) != 1 || st.Instances[0].Process != runtime.WebProcess {
 			t.Errorf("while a run runs the app has %+v, %v; want its web instance only", st.Instances, err)
 		}
-		slices, err := f.admin.DiscoveryV1().EndpointSlices(tenant).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + app})
+		slices, err := f.Admin.DiscoveryV1().EndpointSlices(tenant).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + app})
 		endpoints := 0
 		for _, s := range slices.Items {
 			endpoints += len(s.Endpoints)
@@ -232,18 +233,18 @@ func testRunPods(t *testing.T, f *fixture, d *kube.Driver) {
 			}
 			return nil
 		})
-		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelRunInstance + "=run.9"})
+		pods, err := f.Admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelRunInstance + "=run.9"})
 		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.Reason != "DeadlineExceeded" {
 			t.Fatalf("the stopped run's pod: %+v, %v; want it kept, failed with DeadlineExceeded", pods, err)
 		}
-		if err := f.admin.CoreV1().Pods(tenant).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(tenant).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("an image that cannot be pulled", func(t *testing.T) {
 		rel := release(1)
-		rel.Image = f.registry + "/suite/nothing:1"
+		rel.Image = f.Registry + "/suite/nothing:1"
 		var out platformtest.SyncBuffer
 		_, err := d.Run(ctx, rel, command(&out, "true"))
 		if err == nil || !strings.Contains(err.Error(), "ErrImagePull") {

@@ -35,12 +35,12 @@ import (
 func TestMoveBetweenClustersOnTheNodes(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	a := start(t, func(f *fixture, o *node.Options) {
-		o.Keychain = build.Keychain(f.registry, registry.Auth(registryToken))
+		o.Keychain = build.Keychain(f.Registry, registry.Auth(registryToken))
 	})
 	// Both nodes pull from a's registry, as every node of a fleet pulls
 	// from the platform's one registry.
 	b := start(t, func(_ *fixture, o *node.Options) {
-		o.Keychain = build.Keychain(a.registry, registry.Auth(registryToken))
+		o.Keychain = build.Keychain(a.Registry, registry.Auth(registryToken))
 	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
@@ -58,7 +58,7 @@ func TestMoveBetweenClustersOnTheNodes(t *testing.T) {
 		DrainDelay: 2 * time.Second}
 	clusters := placed.Static{}
 	for name, f := range map[string]*fixture{"a": a, "b": b} {
-		c, _, err := placed.KubeCluster(ctx, f.cp.RESTConfig(), opts, testr.New(t))
+		c, _, err := placed.KubeCluster(ctx, f.CP.RESTConfig(), opts, testr.New(t))
 		if err != nil {
 			t.Fatalf("cluster %s: %v", name, err)
 		}
@@ -71,7 +71,7 @@ func TestMoveBetweenClustersOnTheNodes(t *testing.T) {
 	}
 	release := func(cluster string) runtime.Release {
 		return runtimetest.WithWorkerCommands(runtime.Release{
-			Tenant: tenant, App: app, Number: 1, Cluster: cluster, Image: a.appImage,
+			Tenant: tenant, App: app, Number: 1, Cluster: cluster, Image: a.AppImage,
 			Env:         map[string]string{runtimetest.EnvVersion: "v1"},
 			Processes:   map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}},
 			HealthCheck: runtime.HealthCheck{Path: runtimetest.HealthPath, Interval: 200 * time.Millisecond, Timeout: 2 * time.Second},
@@ -126,10 +126,10 @@ func TestMoveBetweenClustersOnTheNodes(t *testing.T) {
 	if c, _ := d.Serving(tenant, app); c != "b" {
 		t.Errorf("the edge routes to %q, want b", c)
 	}
-	if _, err := a.admin.AppsV1().Deployments(tenant).Get(ctx, kube.ObjectName(app, runtime.WebProcess), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := a.Admin.AppsV1().Deployments(tenant).Get(ctx, kube.ObjectName(app, runtime.WebProcess), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster a's web Deployment after the move: %v, want it gone", err)
 	}
-	pods, err := b.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{})
+	pods, err := b.Admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,23 +48,23 @@ func TestStatsSummary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns = "tenant-a"
-	f.namespace(t, ns)
-	pull := f.pullSecret(t, ns)
+	f.Namespace(t, ns)
+	pull := f.PullSecret(t, ns)
 
 	p := f.webPod(ns, "burn-1", pull)
 	c := &p.Spec.Containers[0]
-	c.Image = f.appImage // the run base, which has a shell
+	c.Image = f.AppImage // the run base, which has a shell
 	c.EnvFrom, c.ReadinessProbe, c.LivenessProbe = nil, nil, nil
 	c.Command = []string{"/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero > /data/fill && echo filled && while :; do :; done", fillMiB<<20)}
 	c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
 	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}}}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}}
-	created, err := f.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	created, err := f.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	platformtest.Eventually(t, 90*time.Second, "the pod filled its volume", func(ctx context.Context) error {
-		b, err := f.admin.CoreV1().Pods(ns).GetLogs("burn-1", &corev1.PodLogOptions{}).DoRaw(ctx)
+		b, err := f.Admin.CoreV1().Pods(ns).GetLogs("burn-1", &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			return err
 		}
@@ -77,15 +77,15 @@ func TestStatsSummary(t *testing.T) {
 	// What the apiserver's node proxy sends: the apiserver proxies to
 	// no loopback address, so the test asks the agent itself, as the
 	// apiserver's kubelet client (system:kubelet-api-admin).
-	kc, err := f.ca.Issue(pki.Spec{CommonName: kubeletClient, NotAfter: time.Now().Add(time.Hour),
+	kc, err := f.CA.Issue(pki.Spec{CommonName: kubeletClient, NotAfter: time.Now().Add(time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	apiserver := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: f.ca.Pool(), Certificates: []tls.Certificate{kc.TLSCertificate()}}}}
+		RootCAs: f.CA.Pool(), Certificates: []tls.Certificate{kc.TLSCertificate()}}}}
 	summary := func(ctx context.Context) (*statsv1alpha1.Summary, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/stats/summary", f.port), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/stats/summary", f.Port), nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -163,14 +163,14 @@ func TestStatsSummary(t *testing.T) {
 	})
 
 	t.Run("OnlyForAuthorizedClients", func(t *testing.T) {
-		user, err := f.ca.Issue(pki.Spec{CommonName: "tenant-a-user", NotAfter: time.Now().Add(time.Hour),
+		user, err := f.CA.Issue(pki.Spec{CommonName: "tenant-a-user", NotAfter: time.Now().Add(time.Hour),
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: f.ca.Pool(), Certificates: []tls.Certificate{user.TLSCertificate()}}}}
-		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/stats/summary", f.port))
+			RootCAs: f.CA.Pool(), Certificates: []tls.Certificate{user.TLSCertificate()}}}}
+		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/stats/summary", f.Port))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestStatsSummary(t *testing.T) {
 	})
 
 	t.Run("ADeletedPodLeaves", func(t *testing.T) {
-		if err := f.admin.CoreV1().Pods(ns).Delete(ctx, "burn-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		if err := f.Admin.CoreV1().Pods(ns).Delete(ctx, "burn-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the deleted pod left the summary", func(ctx context.Context) error {
@@ -211,8 +211,8 @@ func TestKubeUsage(t *testing.T) {
 	// node at 127.0.0.1 directly, with the cluster's admin certificate, as
 	// on a local fleet, where one CA signs every certificate.
 	f := start(t, func(f *fixture, o *node.Options) {
-		o.Keychain = build.Keychain(f.registry, registry.Auth(registryToken))
-		clusterCA, err := os.ReadFile(f.cp.CAFile())
+		o.Keychain = build.Keychain(f.Registry, registry.Auth(registryToken))
+		clusterCA, err := os.ReadFile(f.CP.CAFile())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,13 +220,13 @@ func TestKubeUsage(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := f.cp.RESTConfig()
+	cfg := f.CP.RESTConfig()
 	clusterCA, err := os.ReadFile(cfg.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// It trusts the node's serving certificate, of the fixture's CA.
-	cfg.CAFile, cfg.CAData = "", append(clusterCA, f.ca.CertPEM()...)
+	cfg.CAFile, cfg.CAData = "", append(clusterCA, f.CA.CertPEM()...)
 	d, err := kube.New(cfg, kube.Options{PollInterval: 200 * time.Millisecond, ProgressDeadline: 2 * time.Minute, GracePeriod: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestKubeUsage(t *testing.T) {
 	const app = "burner"
 	commands := map[string]string{"alpha": "while :; do :; done", "beta": "exec sleep 3600"}
 	for _, tenant := range []string{"alpha", "beta"} {
-		rel := runtime.Release{Tenant: tenant, App: app, Number: 1, Image: f.appImage,
+		rel := runtime.Release{Tenant: tenant, App: app, Number: 1, Image: f.AppImage,
 			Processes: map[string]runtime.Process{"worker": {Command: commands[tenant], Replicas: 1}}}
 		if err := d.Deploy(ctx, rel, nil); err != nil {
 			t.Fatalf("deploying %s/%s: %v", tenant, app, err)
@@ -255,7 +255,7 @@ func TestKubeUsage(t *testing.T) {
 			}
 			names = append(names, i.ID)
 		}
-		pods, err := f.admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{})
+		pods, err := f.Admin.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -138,6 +138,7 @@ type Container struct {
 	// on, which runc relays to the container's own (runc.go).
 	terminal            *TerminalSize
 	console, consoleTTY *os.File
+	seq                 uint64
 
 	destroyOnce sync.Once
 }
@@ -176,6 +177,7 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 		m:      m,
 		id:     fmt.Sprintf("%s-%d", m.bridge, seq),
 		limits: spec.Limits.withDefaults(),
+		seq:    seq,
 	}
 	c.dir = filepath.Join(m.dir, "instances", c.id)
 	c.cgroup = "/bex-sandbox/" + c.id
@@ -250,6 +252,9 @@ func (m *Manager) Create(spec Spec) (_ *Container, err error) {
 	if spec.Terminal {
 		size := spec.TerminalSize
 		c.terminal = &size
+	}
+	if err := c.writeRecord(seq); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

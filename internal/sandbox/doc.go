@@ -24,6 +24,13 @@
 // cgroup limits bound memory, CPU and pids; no capabilities, no_new_privs
 // and a seccomp filter bound what its processes may ask of the kernel.
 //
+// A Container's process runs either as the caller's child (Command: the
+// process runtime's instances, builds) or under a shim of its own that
+// outlives the caller (Start: bex-node's Pods). A Manager of an Owner
+// keeps its slot for the next Manager of that Owner: Release leaves the
+// containers running, and the next Manager finds them (Kept) and their
+// processes (Resume).
+//
 // The process runtime (internal/runtime/process) starts its instances
 // through a Manager and hands the edge the containers' addresses.
 package sandbox

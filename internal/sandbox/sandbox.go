@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Defaults of Options.
@@ -50,6 +49,15 @@ type Options struct {
 	// through the host's default route). Connections to the host itself and
 	// to other containers stay closed either way [off].
 	Outbound bool
+	// Owner, when set, is the path of a directory that keeps the slot for
+	// one holder across Managers, as a node agent's state directory keeps
+	// its containers across the agent's restarts: a Manager of the same
+	// Owner claims the slot again and finds the containers an earlier one
+	// left (Kept), and Managers of other owners leave the slot alone while
+	// it holds containers and the Owner directory is there. Release gives
+	// such a slot up with its containers running; Close removes them
+	// [none: every claim of a slot starts it empty].
+	Owner string
 }
 
 // Manager runs containers in its slot. It is safe for concurrent use.
@@ -68,6 +76,9 @@ type Manager struct {
 	tenants *tenantMap
 	etc     string // the run base's /etc, written once
 	closed  bool
+	// kept are the containers an earlier Manager of the same Owner left,
+	// until Kept hands them out.
+	kept []*Container
 }
 
 // New checks that this machine can run sandboxes, claims a free slot,
@@ -106,20 +117,42 @@ func New(opts Options) (*Manager, error) {
 	}
 	slots := min(MaxSlots, 1<<(24-pool.Bits()))
 	m := &Manager{opts: opts, used: map[netip.Addr]bool{}}
-	for slot := range slots {
-		f, err := os.OpenFile(filepath.Join(opts.RunDir, fmt.Sprintf("slot-%d.lock", slot)), os.O_CREATE|os.O_RDWR, 0o600)
+	keep := false
+	if opts.Owner != "" {
+		// The slot an earlier Manager of the owner held, first.
+		for slot := range slots {
+			if m.ownerOf(slot) != opts.Owner {
+				continue
+			}
+			f, err := m.tryLock(slot)
+			if err != nil {
+				return nil, err
+			}
+			if f == nil {
+				return nil, fmt.Errorf("sandbox slot %d of %s is held by another process (lock %s)", slot, opts.Owner, m.lockPath(slot))
+			}
+			m.slot, m.lock, keep = slot, f, true
+			break
+		}
+	}
+	for slot := 0; m.lock == nil && slot < slots; slot++ {
+		if o := m.ownerOf(slot); o != "" && o != opts.Owner && m.holdsContainers(slot) && exists(o) {
+			continue // kept for its owner
+		}
+		f, err := m.tryLock(slot)
 		if err != nil {
 			return nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			continue
+		if f != nil {
+			m.slot, m.lock = slot, f
 		}
-		m.slot, m.lock = slot, f
-		break
 	}
 	if m.lock == nil {
 		return nil, fmt.Errorf("no free sandbox slot: %d platforms already run on this machine (locks in %s)", slots, opts.RunDir)
+	}
+	if err := m.setOwner(); err != nil {
+		m.lock.Close()
+		return nil, err
 	}
 	a := pool.Addr().As4()
 	a[2] += byte(m.slot)
@@ -133,7 +166,12 @@ func New(opts Options) (*Manager, error) {
 		m.lock.Close()
 		return nil, err
 	}
-	if err := m.setup(); err != nil {
+	if keep {
+		err = m.resume()
+	} else {
+		err = m.setup()
+	}
+	if err != nil {
 		m.teardown()
 		m.lock.Close()
 		return nil, err
@@ -210,6 +248,22 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	err := m.teardown()
+	if m.opts.Owner != "" {
+		os.Remove(m.ownerPath(m.slot))
+	}
 	m.lock.Close()
 	return err
+}
+
+// Release gives the slot up and leaves everything of it as it is: its
+// containers run on, for the next Manager of the same Owner to find
+// (Kept). Close after Release does nothing.
+func (m *Manager) Release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.lock.Close()
 }

@@ -157,6 +157,10 @@ type Agent struct {
 	// removed) until they are gone, so that a late event does not run
 	// them again.
 	done map[types.UID]bool
+	// kept are the containers an earlier agent left running, by Pod UID,
+	// until the Pod's worker adopts them or, once every Pod was seen,
+	// they are removed.
+	kept map[types.UID]*kept
 	wg   sync.WaitGroup
 }
 
@@ -165,44 +169,56 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"images", "pods", "volumes"} {
+	for _, d := range []string{"images", "pods", "volumes", "containers"} {
 		if err := os.MkdirAll(filepath.Join(opts.StateDir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}
-	// The volumes of Pods an agent before this one ran: its Pods run anew.
-	volumes := &volumeStore{dir: filepath.Join(opts.StateDir, "volumes")}
-	if err := volumes.sweep(); err != nil {
-		return nil, fmt.Errorf("removing the volumes of earlier pods: %w", err)
-	}
-	// The images an agent before this one unpacked: this one's store
-	// knows none of them.
-	swept, err := sweepImages(filepath.Join(opts.StateDir, "images"))
-	if err != nil {
-		return nil, fmt.Errorf("removing the images of an earlier agent: %w", err)
-	}
-	if swept > 0 {
-		opts.Log.Info("Removed the images of an earlier agent", "images", swept)
-	}
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
-	return &Agent{
+	a := &Agent{
 		opts:     opts,
 		images:   newImageStore(filepath.Join(opts.StateDir, "images"), opts.Keychain),
 		events:   b,
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bex-node", Host: opts.NodeName}),
 		nodeInfo: nodeInfo(opts.KubeletVersion, opts.Sandbox),
 		logs:     &logStore{dir: filepath.Join(opts.StateDir, "pods")},
-		volumes:  volumes,
+		volumes:  &volumeStore{dir: filepath.Join(opts.StateDir, "volumes")},
 		probes:   newProbeClient(),
 		workers:  map[types.UID]*podWorker{},
 		done:     map[types.UID]bool{},
-	}, nil
+	}
+	// The containers an earlier agent left running: those still of a
+	// Pod bound here are adopted once the Pods are seen (Run).
+	var err error
+	if a.kept, err = a.loadKept(); err != nil {
+		return nil, fmt.Errorf("reading the containers an earlier agent left: %w", err)
+	}
+	keepVolumes, keepImages := map[string]bool{}, map[string]bool{}
+	for uid, k := range a.kept {
+		keepVolumes[string(uid)], keepImages[k.ImageDir] = true, true
+	}
+	// The volumes of the other Pods an earlier agent ran: they run anew.
+	if err := a.volumes.sweep(keepVolumes); err != nil {
+		return nil, fmt.Errorf("removing the volumes of earlier pods: %w", err)
+	}
+	// The other images an earlier agent unpacked: this one's store
+	// knows none of them.
+	swept, err := sweepImages(filepath.Join(opts.StateDir, "images"), keepImages)
+	if err != nil {
+		return nil, fmt.Errorf("removing the images of an earlier agent: %w", err)
+	}
+	if swept > 0 {
+		opts.Log.Info("Removed the images of an earlier agent", "images", swept)
+	}
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
+	return a, nil
 }
 
 // Run registers the Node, serves the agent's API and runs the Node's Pods
-// until ctx ends; then it stops every container it started (they do not
-// outlive the agent) and returns.
+// until ctx ends; then it returns and leaves their containers running
+// (but those with stdin or a terminal, which it stops), as a kubelet
+// does: the next agent of the same StateDir and sandbox Owner adopts
+// them. Only a Pod's deletion stops its container.
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.opts.Log.WithValues("node", a.opts.NodeName)
 	if err := a.register(ctx); err != nil {
@@ -241,7 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.opts.NodeName).String()
 		}))
 	pods := factory.Core().V1().Pods().Informer()
-	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.sync(ctx, obj) },
 		UpdateFunc: func(_, obj any) { a.sync(ctx, obj) },
 		DeleteFunc: func(obj any) {
@@ -252,10 +268,27 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.gone(p)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		// Once every Pod bound here was seen, what no worker adopted is
+		// not a Pod's any more.
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			return
+		}
+		bound := map[types.UID]bool{}
+		for _, obj := range pods.GetStore().List() {
+			if p, ok := obj.(*corev1.Pod); ok {
+				bound[p.UID] = true
+			}
+		}
+		a.sweepKept(func(uid types.UID) bool { return bound[uid] })
+	}()
 
 	select {
 	case <-ctx.Done():
@@ -266,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	srv.Shutdown(shutdown)
 	cancel()
-	a.stopAll()
+	a.wg.Wait() // the workers end with ctx
 	loops.Wait()
 	a.events.Shutdown()
 	log.Info("Stopped")
@@ -294,6 +327,8 @@ func (a *Agent) sync(ctx context.Context, obj any) {
 		return
 	}
 	w := newPodWorker(a, pod)
+	w.stopping = ctx.Done()
+	w.kept = a.takeKept(pod.UID)
 	if used, capacity := int64(len(a.workers)), a.opts.Capacity.Pods().Value(); used >= capacity {
 		// What the kubelet's admission says of a Pod bound by name past
 		// the node's pods (the scheduler would not have bound it).
@@ -348,16 +383,6 @@ func (a *Agent) worker(namespace, name string) *podWorker {
 		}
 	}
 	return nil
-}
-
-// stopAll stops every container and waits for the workers.
-func (a *Agent) stopAll() {
-	a.mu.Lock()
-	for _, w := range a.workers {
-		w.vanish()
-	}
-	a.mu.Unlock()
-	a.wg.Wait()
 }
 
 // machineCapacity is this machine's CPUs and memory, the size of the file

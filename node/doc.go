@@ -20,6 +20,14 @@
 // terminating, then SIGTERM, then SIGKILL) before it removes the Pod for
 // good, as the kubelet does.
 //
+// An Agent that stops leaves its containers running, as a kubelet does
+// (sandbox.Process: a shim per container that outlives the agent); the
+// next Agent of the same StateDir and sandbox Owner adopts those whose Pod
+// is still bound to the node with the same UID and container spec (their
+// process, status, log, volumes, image and probes go on), counts a
+// restart of those that exited meanwhile, and stops and removes the rest
+// (adopt.go). Reset removes what the agents of a StateDir left.
+//
 // It serves the kubelet's log endpoint (/containerLogs/NS/POD/CONTAINER)
 // and the Summary API's CPU and memory of running Pods (/stats/summary,
 // read from the containers' cgroups) over TLS to clients whose

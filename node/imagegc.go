@@ -72,20 +72,27 @@ func (s *imageStore) collect(log logr.Logger, minAge time.Duration) {
 	}
 }
 
-// sweepImages removes the images an earlier agent unpacked under dir: a
-// new store knows none of them and unpacks its images anew.
-func sweepImages(dir string) (int, error) {
+// sweepImages removes the images an earlier agent unpacked under dir but
+// those of the containers this one adopts (keep): a new store knows none
+// of the others and unpacks its images anew.
+func sweepImages(dir string, keep map[string]bool) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}
 	var errs []error
+	n := 0
 	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+		p := filepath.Join(dir, e.Name())
+		if keep[p] {
+			continue
+		}
+		n++
+		if err := os.RemoveAll(p); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return len(entries), errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
 
 // collectImages runs an image garbage collection pass every ImageGCPeriod

@@ -134,7 +134,25 @@ func (s *imageStore) get(ctx context.Context, tenant, refStr string, pullSecrets
 	return img, nil
 }
 
-// release ends a use of img that get began.
+// adopt takes over an image an earlier agent unpacked for a container
+// this one adopts: it is in use until release, as if get returned it.
+func (s *imageStore) adopt(tenant, ref, dir string, cfg build.ImageConfig) *image {
+	key := tenant + "\x00" + ref
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if img, ok := s.images[key]; ok {
+		img.users++
+		return img
+	}
+	img := &image{dir: dir, config: cfg, tenant: tenant, ref: ref, users: 1}
+	s.images[key] = img
+	if s.locks[key] == nil {
+		s.locks[key] = &sync.Mutex{}
+	}
+	return img
+}
+
+// release ends a use of img that get or adopt began.
 func (s *imageStore) release(img *image) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

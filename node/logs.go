@@ -45,16 +45,25 @@ func (s *logStore) podDir(namespace, name string, uid types.UID) string {
 	return filepath.Join(s.dir, namespace+"_"+name+"_"+string(uid))
 }
 
-// open creates the log file of one run of a container.
-func (s *logStore) open(pod *corev1.Pod, container string, restarts int32) (*logFile, error) {
+// open creates the log file of one run of a container, or opens it to
+// go on with it (cont), for a container an earlier agent ran.
+func (s *logStore) open(pod *corev1.Pod, container string, restarts int32, cont bool) (*logFile, error) {
 	dir := filepath.Join(s.podDir(pod.Namespace, pod.Name, pod.UID), container)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, strconv.Itoa(int(restarts))+".log")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if cont {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	var size int64
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
 	}
 	s.mu.Lock()
 	if s.live == nil {
@@ -62,7 +71,7 @@ func (s *logStore) open(pod *corev1.Pod, container string, restarts int32) (*log
 	}
 	s.live[path] = true
 	s.mu.Unlock()
-	return &logFile{store: s, path: path, f: f}, nil
+	return &logFile{store: s, path: path, f: f, size: size}, nil
 }
 
 func (s *logStore) isLive(path string) bool {

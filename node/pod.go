@@ -37,8 +37,13 @@ type podWorker struct {
 	uid types.UID
 
 	changed  chan struct{} // a newer Pod arrived
-	vanished chan struct{} // the Pod is gone, or the agent stops
+	vanished chan struct{} // the Pod is gone
 	once     sync.Once
+	// stopping is closed when the agent stops: the worker ends and
+	// leaves a container that can be adopted running.
+	stopping <-chan struct{}
+	// kept is the container an earlier agent left for the Pod, to adopt.
+	kept *kept
 
 	mu     sync.Mutex
 	latest *corev1.Pod
@@ -119,6 +124,21 @@ func (w *podWorker) isVanished() bool {
 	}
 }
 
+// isStopping reports whether the agent stops.
+func (w *podWorker) isStopping() bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// adoptable reports whether a container of c outlives the agent, for the
+// next one to adopt: not one with stdin or a terminal, whose input and
+// terminal are the agent's.
+func adoptable(c corev1.Container) bool { return !c.Stdin && !c.TTY }
+
 // deleting reports whether the Pod is being deleted, and its grace period.
 func (w *podWorker) deleting() (bool, time.Duration) {
 	p := w.pod()
@@ -155,13 +175,16 @@ func (w *podWorker) wait(d time.Duration) bool {
 			return true
 		case <-w.vanished:
 			return false
+		case <-w.stopping:
+			return false
 		case <-w.changed:
 		}
 	}
 }
 
 // run runs the Pod until it is deleted (then it stops the container and
-// removes the Pod) or vanishes (then it stops the container).
+// removes the Pod) or vanishes (then it stops the container), or until
+// the agent stops (then it leaves an adoptable container as it is).
 func (w *podWorker) run(ctx context.Context) {
 	pod := w.pod()
 	log := w.a.opts.Log.WithValues("pod", klog.KObj(pod))
@@ -176,11 +199,28 @@ func (w *podWorker) run(ctx context.Context) {
 		})
 		w.a.recorder.Event(pod, corev1.EventTypeWarning, r.reason, r.message)
 		w.pushStatus(ctx)
+		if w.kept != nil {
+			w.a.dropKept(log, w.kept)
+		}
 		return
 	}
 	c := pod.Spec.Containers[0]
 	var container *sandbox.Container
+	var resumed *sandbox.Process // adopted, running
+	var ended *int32             // adopted, ended meanwhile: its exit
+	if w.kept != nil {
+		container, resumed, ended = w.adopt(ctx, pod, c, w.kept)
+		if container != nil {
+			w.setContainer(container)
+		}
+	}
 	defer func() {
+		if container != nil && w.isStopping() && !w.isVanished() && adoptable(c) {
+			// The agent stops: the container, its volumes and its record
+			// stay for the next agent.
+			return
+		}
+		w.a.removeKept(pod.UID)
 		if container != nil {
 			w.setContainer(nil)
 			if err := container.Destroy(); err != nil {
@@ -198,7 +238,9 @@ func (w *podWorker) run(ctx context.Context) {
 
 	backoff := w.a.opts.RestartBackoff
 	for {
-		if del, _ := w.deleting(); del || w.isVanished() {
+		// An adopted process of a Pod deleted meanwhile is stopped with
+		// its grace period, as runOnce stops it.
+		if del, _ := w.deleting(); (del && resumed == nil) || w.isVanished() {
 			return
 		}
 		if w.pastDeadline() {
@@ -219,7 +261,14 @@ func (w *podWorker) run(ctx context.Context) {
 			w.setContainer(container)
 		}
 		started := time.Now()
-		exit, stopped := w.runOnce(ctx, pod, c, container)
+		var exit int32
+		var stopped bool
+		if ended != nil {
+			exit, ended = *ended, nil
+		} else {
+			exit, stopped = w.runOnce(ctx, pod, c, container, resumed)
+			resumed = nil
+		}
 		if stopped {
 			return
 		}
@@ -326,12 +375,19 @@ func (w *podWorker) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	return container, nil
 }
 
-// runOnce starts the container's process and waits for it to end; stopped
-// is true when the worker stopped it for the Pod's deletion or the agent's
-// end. exit is the process's exit code.
-func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, container *sandbox.Container) (exit int32, stopped bool) {
+// runOnce starts the container's process, or goes on with resumed, the
+// one an earlier agent started, and waits for it to end; stopped is true
+// when the worker stopped it for the Pod's deletion or left it at the
+// agent's end. exit is the process's exit code.
+func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Container, container *sandbox.Container, resumed *sandbox.Process) (exit int32, stopped bool) {
 	var now metav1.Time
 	running := func() {
+		if resumed != nil {
+			// Adopted: its status goes on from the earlier agent's.
+			now = w.snapshot().running.StartedAt
+			w.pushStatus(ctx)
+			return
+		}
 		now = metav1.Now()
 		w.setState(func(s *podState) {
 			s.phase = corev1.PodRunning
@@ -363,7 +419,7 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 			point.end(code)
 		}
 	}
-	out, err := w.a.logs.open(pod, c.Name, w.snapshot().restarts)
+	out, err := w.a.logs.open(pod, c.Name, w.snapshot().restarts, resumed != nil)
 	if err == nil {
 		defer out.Close()
 	}
@@ -381,8 +437,30 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		}
 	}
 	var cmd *exec.Cmd
+	var proc *sandbox.Process
 	var stdin io.WriteCloser
-	if err == nil {
+	if err == nil && adoptable(c) {
+		// A process that outlives the agent; its output is copied from
+		// its pipes until it ends, or until the agent stops.
+		proc = resumed
+		if proc == nil {
+			proc, err = container.Start()
+		}
+		if err == nil {
+			defer proc.Close()
+			for _, stream := range []struct {
+				name string
+				from io.Reader
+			}{{"stdout", proc.Stdout()}, {"stderr", proc.Stderr()}} {
+				to := out.stream(stream.name)
+				outputs.Add(1)
+				go func() {
+					defer outputs.Done()
+					_, _ = io.Copy(to, stream.from)
+				}()
+			}
+		}
+	} else if err == nil {
 		if cmd, err = container.Command(); err == nil {
 			if !c.TTY {
 				cmd.Stdout, cmd.Stderr = out.stream("stdout"), out.stream("stderr")
@@ -438,7 +516,21 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	}
 
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	if proc != nil {
+		go func() {
+			code := exitCode(proc.Wait())
+			// All it wrote is in the log before its end is told.
+			outputs.Wait()
+			if code == 0 {
+				exited <- nil
+				return
+			}
+			exited <- procExit(code)
+		}()
+		w.writeKept(pod, c, container)
+	} else {
+		go func() { exited <- cmd.Wait() }()
+	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	unhealthy := make(chan string, 1)
@@ -461,6 +553,13 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		}
 	}
 	setDeadline()
+	if del, _ := w.deleting(); del {
+		// Deleted before an adopted process was seen again.
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
+	}
 	defer func() {
 		if deadlineTimer != nil {
 			deadlineTimer.Stop()
@@ -470,6 +569,9 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	// the container's start, or once its startup probe passed, and then
 	// the readiness probe at once.
 	probesFrom := time.Now()
+	if resumed != nil {
+		probesFrom = now.Time
+	}
 	probe := func() {
 		if c.ReadinessProbe != nil {
 			go w.probe(probeCtx, pod, c, c.ReadinessProbe, "Readiness", probesFrom, func(ok bool, _ string) {
@@ -477,6 +579,9 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 				w.setState(func(s *podState) { changed, s.ready = s.ready != ok, ok })
 				if changed {
 					w.pushStatus(ctx)
+					if proc != nil {
+						w.writeKept(pod, c, container)
+					}
 				}
 			})
 		}
@@ -520,6 +625,18 @@ func (w *podWorker) runOnce(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		case <-w.vanished:
 			waitErr, stopped = w.stop(c, container, exited, 0), true
 			done = true
+		case <-w.stopping:
+			if proc == nil {
+				waitErr, stopped = w.stop(c, container, exited, 0), true
+				done = true
+				break
+			}
+			// The agent stops: the process runs on, for the next agent
+			// to adopt; what it wrote so far is in the log.
+			stopProbes()
+			proc.Close()
+			outputs.Wait()
+			return 0, true
 		case <-w.changed:
 			if del, grace := w.deleting(); del {
 				waitErr, stopped = w.stop(c, container, exited, grace), true
@@ -587,6 +704,8 @@ func (w *podWorker) holdForAttach(p *attachPoint) bool {
 		case <-t.C:
 			return true
 		case <-w.vanished:
+			return false
+		case <-w.stopping:
 			return false
 		case <-w.changed:
 		}
@@ -656,10 +775,19 @@ func preStopSleep(c corev1.Container) time.Duration {
 	return 0
 }
 
+// procExit is the end of a sandbox.Process that did not exit 0.
+type procExit int32
+
+func (e procExit) Error() string { return fmt.Sprintf("exit status %d", int32(e)) }
+
 // exitOf reads a process's end as the kubelet reports it.
 func exitOf(err error) (int32, string) {
 	if err == nil {
 		return 0, "Completed"
+	}
+	var es procExit
+	if errors.As(err, &es) {
+		return int32(es), "Error"
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

@@ -113,9 +113,10 @@ func (s *volumeStore) remove(uid string) error {
 	return s.removeDir(filepath.Join(s.dir, uid))
 }
 
-// sweep removes the volumes of every Pod: at the agent's start, whose Pods
-// all run anew.
-func (s *volumeStore) sweep() error {
+// sweep removes the volumes of every Pod but those of keep (their
+// containers are adopted): at the agent's start, whose other Pods run
+// anew.
+func (s *volumeStore) sweep(keep map[string]bool) error {
 	entries, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -125,7 +126,9 @@ func (s *volumeStore) sweep() error {
 	}
 	var errs []error
 	for _, e := range entries {
-		errs = append(errs, s.removeDir(filepath.Join(s.dir, e.Name())))
+		if !keep[e.Name()] {
+			errs = append(errs, s.removeDir(filepath.Join(s.dir, e.Name())))
+		}
 	}
 	return errors.Join(errs...)
 }

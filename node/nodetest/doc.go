@@ -13,7 +13,8 @@
 // Keychain), the images pushed (Image, AppImage) and the agent's state
 // directory; StopAgent, StartAgent and RestartAgent stop the agent and
 // start a new one on the same state directory, port and certificates, as
-// a restart of bex-node on its machine does.
+// a restart of bex-node on its machine does (its containers run on and
+// the new agent adopts them; node.Reset removes them at the end).
 //
 // It is for the tests of node and of what runs on a cluster's nodes (the
 // kube runtime driver's); it needs root, runc and the pinned kube

@@ -180,7 +180,7 @@ func Start(t testing.TB, configure ...func(f *Fixture, o *node.Options)) *Fixtur
 	opts := node.Options{
 		Client: nodeClient, NodeName: NodeName, Address: netip.MustParseAddr("127.0.0.1"), Port: f.Port,
 		ServingCert: serving.TLSCertificate(), ClientCAs: ca.Pool(),
-		Sandbox:        sandboxtest.New(t, sandbox.Options{StateDir: filepath.Join(dir, "sandbox"), ReadOnlyPaths: []string{f.BinDir}}),
+		Sandbox:        sandboxtest.New(t, f.SandboxOptions()),
 		StateDir:       f.StateDir,
 		PlatformBinDir: f.BinDir,
 		KubeletVersion: KubeletVersion,
@@ -192,6 +192,13 @@ func Start(t testing.TB, configure ...func(f *Fixture, o *node.Options)) *Fixtur
 	for _, c := range configure {
 		c(f, &opts)
 	}
+	// The agent's containers outlive it: the node's are removed once the
+	// last agent stopped, before the sandbox closes.
+	t.Cleanup(func() {
+		if err := node.Reset(f.Options().Sandbox, f.StateDir); err != nil {
+			t.Errorf("resetting the node: %v", err)
+		}
+	})
 	// Registered after the sandbox's: the agent stops before its sandbox
 	// closes.
 	t.Cleanup(func() {
@@ -201,6 +208,15 @@ func Start(t testing.TB, configure ...func(f *Fixture, o *node.Options)) *Fixtur
 	})
 	f.StartAgent(t, opts)
 	return f
+}
+
+// SandboxOptions are those of the agent's sandbox Manager: its slot is
+// the state directory's (Owner), so that a Manager made anew with them,
+// once the last one is released, finds the containers the agents left
+// running, as a bex-node process that starts again does.
+func (f *Fixture) SandboxOptions() sandbox.Options {
+	return sandbox.Options{StateDir: filepath.Join(filepath.Dir(f.StateDir), "sandbox"),
+		ReadOnlyPaths: []string{f.BinDir}, Owner: f.StateDir}
 }
 
 // Options returns the options the running agent (or the last one) was
@@ -252,16 +268,25 @@ func (f *Fixture) stopAgent() error {
 	return <-r.done
 }
 
-// RestartAgent stops the running agent and starts a new one with the
-// same options (the same state directory, port, certificates and
-// sandbox), changed by configure when given.
+// RestartAgent restarts the agent as bex-node restarts on its machine:
+// it stops the running agent, gives its sandbox slot up with the
+// containers running (sandbox.Manager.Release), calls configure when
+// given (while no agent runs), and starts a new agent with the same
+// options (the same state directory, port and certificates) and a
+// sandbox Manager of its own on the same slot (SandboxOptions), which
+// adopts the containers.
 func (f *Fixture) RestartAgent(t testing.TB, configure ...func(o *node.Options)) {
 	t.Helper()
 	f.StopAgent(t)
 	opts := f.Options()
+	opts.Sandbox.Release()
 	for _, c := range configure {
 		c(&opts)
 	}
+	opts.Sandbox = sandboxtest.New(t, f.SandboxOptions())
+	// Registered after the new sandbox's: the agent stops before it
+	// closes.
+	t.Cleanup(func() { f.StopAgent(t) })
 	f.StartAgent(t, opts)
 }
 

@@ -164,11 +164,18 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 		}
 		readOnly = []string{o.PlatformBinDir}
 	}
-	sb, err := sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: o.StateDir, ReadOnlyPaths: readOnly, Outbound: o.SandboxOutbound})
+	stateDir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return err
+	}
+	// The slot is the state directory's: the containers outlive the
+	// agent, for the next one to adopt ("bex-node reset" removes them).
+	sb, err := sandbox.New(sandbox.Options{Subnet: o.SandboxSubnet, StateDir: stateDir, Owner: stateDir,
+		ReadOnlyPaths: readOnly, Outbound: o.SandboxOutbound})
 	if err != nil {
 		return fmt.Errorf("bex-node runs containers in sandboxes: %w", err)
 	}
-	defer sb.Close()
+	defer sb.Release()
 	capacity := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(o.MaxPods), resource.DecimalSI)}
 	for _, q := range []struct {
 		v    string
@@ -180,7 +187,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	a, err := node.New(node.Options{
 		Client: client, NodeName: o.NodeName, Address: netip.MustParseAddr(o.Address), Port: o.Port,
-		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: o.StateDir, PlatformBinDir: o.PlatformBinDir, Keychain: kc,
+		ServingCert: cert, ClientCAs: cas, Sandbox: sb, StateDir: stateDir, PlatformBinDir: o.PlatformBinDir, Keychain: kc,
 		Capacity: capacity, KubeletVersion: o.KubeletVersion, ProviderID: o.ProviderID, Labels: o.Labels, Taints: taints,
 		ImageMinimumGCAge: o.ImageMinimumGCAge, Log: log,
 	})
@@ -190,8 +197,12 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	return a.Run(ctx)
 }
 
-// Main parses args and runs bex-node until ctx ends.
+// Main parses args and runs bex-node until ctx ends, or runs its reset
+// subcommand.
 func Main(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "reset" {
+		return mainReset(args[1:], out)
+	}
 	o := NewOptions()
 	fs := command.NewFlagSet("bex-node", out)
 	o.AddFlags(fs)

@@ -56,3 +56,12 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestResetValidate(t *testing.T) {
+	if err := (&ResetOptions{StateDir: "/var/lib/bex-node"}).Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := (&ResetOptions{}).Validate(); err == nil || !strings.Contains(err.Error(), "--state-dir is required") {
+		t.Fatalf("Validate without a state directory: %v", err)
+	}
+}

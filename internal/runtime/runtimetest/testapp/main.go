@@ -2,7 +2,8 @@
 // version on "/", 200 on /healthz, and obeys the env knobs of runtimetest
 // (VERSION, FAIL_HEALTH, CRASH) and LISTEN_DELAY (a duration to wait
 // before it listens, as an app that boots slowly); /sick makes its health check fail from
-// then on, /exit makes it exit with status 4, /log?msg= prints msg. With the argument "worker" it runs without
+// then on, /exit makes it exit with status 4, /log?msg= prints msg, /started
+// answers when the process started (which tells one process from the next). With the argument "worker" it runs without
 // a port until SIGTERM.
 package main
 
@@ -18,6 +19,7 @@ import (
 )
 
 func main() {
+	started := time.Now().UnixNano()
 	version := os.Getenv("VERSION")
 	if os.Getenv("CRASH") == "1" {
 		fmt.Fprintln(os.Stderr, "crashing on purpose, version", version)
@@ -46,6 +48,9 @@ func main() {
 	mux.HandleFunc("/log", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Println(r.URL.Query().Get("msg"))
 		fmt.Fprintln(w, "logged")
+	})
+	mux.HandleFunc("/started", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, started)
 	})
 	mux.HandleFunc("/sick", func(w http.ResponseWriter, r *http.Request) {
 		sick.Store(true)

@@ -223,6 +223,7 @@ func (h *Host) DeleteCluster(ns, name string) error {
 	if c != nil {
 		c.stopProcesses()
 	}
+	resetNodes(h.opts.NodeBinary, filepath.Join(h.opts.Dir, ns, name, "machines", "*"), h.opts.Log)
 	if err := os.RemoveAll(filepath.Join(h.opts.Dir, ns, name)); err != nil {
 		return fmt.Errorf("removing cluster %s/%s's files: %w", ns, name, err)
 	}
@@ -244,6 +245,14 @@ func (h *Host) Close() {
 		go func() { defer wg.Done(); c.stopProcesses() }()
 	}
 	wg.Wait()
+}
+
+// ResetNodes removes the containers the node agents of every worker
+// machine left running (bex-node reset), which outlive the agents' stop
+// as a kubelet's do; Close first. Tests call it at their end, as a
+// machine that is gone would not leave them.
+func (h *Host) ResetNodes() {
+	resetNodes(h.opts.NodeBinary, filepath.Join(h.opts.Dir, "*", "*", "machines", "*"), h.opts.Log)
 }
 
 func (c *Cluster) start(ctx context.Context) error {

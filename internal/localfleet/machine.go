@@ -522,8 +522,8 @@ func (m *Machine) halt(grace time.Duration) {
 // its connections drain (Options.DrainTimeout), its mirror Pods are
 // deleted, its kube-controller-manager and kube-scheduler and then its
 // kube-apiserver are stopped (SIGTERM, Options.StopGrace, SIGKILL), its
-// identity lease is removed, and its files and address are released. A worker's node agent is stopped (its containers with it)
-// and its files and address released.
+// identity lease is removed, and its files and address are released. A worker's node agent is stopped,
+// its containers removed (bex-node reset) and its files and address released.
 // Deleting a machine that does not run only releases them.
 func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 	if w := c.Worker(name); w != nil {
@@ -554,6 +554,7 @@ func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 		m.gone(ctx)
 		fmt.Fprintf(c.host.opts.Log, "machine %s: deleted\n", name)
 	}
+	resetNodes(c.host.opts.NodeBinary, filepath.Join(c.dir, "machines", name), c.host.opts.Log)
 	if err := os.RemoveAll(filepath.Join(c.dir, "machines", name)); err != nil {
 		return err
 	}

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -316,7 +318,8 @@ func (w *Worker) halt(grace time.Duration) {
 }
 
 // deleteWorker stops the worker's node agent (SIGTERM, Options.StopGrace,
-// SIGKILL; its containers go with it) and forgets it. Cluster API's Machine
+// SIGKILL; its containers run on until DeleteMachine resets the node) and
+// forgets it. Cluster API's Machine
 // controller has drained its Node before and deletes it after.
 func (c *Cluster) deleteWorker(w *Worker) {
 	w.halt(c.host.opts.StopGrace)
@@ -324,6 +327,22 @@ func (c *Cluster) deleteWorker(w *Worker) {
 	delete(c.workers, w.spec.Name)
 	c.mu.Unlock()
 	fmt.Fprintf(c.host.opts.Log, "worker %s: deleted\n", w.spec.Name)
+}
+
+// resetNodes runs "bex-node reset" for every machine directory that
+// machines (a glob) names whose node agent left a state directory: the
+// containers of a node agent outlive its stop, as a kubelet's do, and
+// deleting the machine ends them, as deleting a real one does.
+func resetNodes(nodeBinary, machines string, log io.Writer) {
+	if nodeBinary == "" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(machines, "root", filepath.FromSlash(workerStateDir)))
+	for _, d := range dirs {
+		if out, err := exec.Command(nodeBinary, "reset", "--state-dir="+d).CombinedOutput(); err != nil {
+			fmt.Fprintf(log, "removing the containers of %s: bex-node reset: %v: %s\n", d, err, out)
+		}
+	}
 }
 
 // checkRole says whether the kubeadm configuration is a worker's join

@@ -151,7 +151,7 @@ func Start(t *testing.T, opts Options) *Fleet {
 	mctx, mcancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done; host.Close() })
+	t.Cleanup(func() { mcancel(); <-done; host.Close(); host.ResetNodes() })
 	c, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -252,7 +252,16 @@ func (h *Host) Close() {
 // as a kubelet's do; Close first. Tests call it at their end, as a
 // machine that is gone would not leave them.
 func (h *Host) ResetNodes() {
-	resetNodes(h.opts.NodeBinary, filepath.Join(h.opts.Dir, "*", "*", "machines", "*"), h.opts.Log)
+	ResetNodes(h.opts.Dir, h.opts.NodeBinary, h.opts.Log)
+}
+
+// ResetNodes removes, with nodeBinary's bex-node reset, the containers
+// the node agents of every worker machine of the fleet in dir (a Host's
+// Options.Dir; make run's <state>/fleet) left running, once the Host
+// that ran them stopped: what a test or a bench whose platform ran that
+// fleet does at its end. Failures go to log.
+func ResetNodes(dir, nodeBinary string, log io.Writer) {
+	resetNodes(nodeBinary, filepath.Join(dir, "*", "*", "machines", "*"), log)
 }
 
 func (c *Cluster) start(ctx context.Context) error {

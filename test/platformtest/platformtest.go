@@ -2,6 +2,7 @@ package platformtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/controllers/scheme"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/pgserver"
 )
 
@@ -76,6 +78,13 @@ func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args 
 		defer cancel()
 		if err := pgserver.WaitStopped(stopCtx, filepath.Join(state, "postgres")); err != nil {
 			t.Errorf("the platform's private Postgres: %v", err)
+		}
+		// The containers of its local fleet's workers outlive the node
+		// agents, as a kubelet's do: the test's end is their machines'.
+		var reset bytes.Buffer
+		localfleet.ResetNodes(filepath.Join(state, "fleet"), filepath.Join(binDir, "bex-node"), &reset)
+		if reset.Len() > 0 {
+			t.Errorf("removing the containers of the platform's workers: %s", reset.String())
 		}
 		if t.Failed() {
 			t.Logf("bex-embedded output:\n%s", p.Output())

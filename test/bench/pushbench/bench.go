@@ -25,6 +25,7 @@ import (
 
 	"bex.co/bex/builder/build"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/wheeltest"
 	"bex.co/bex/test/bench"
 )
@@ -400,7 +401,16 @@ func (o *options) startPlatform(ctx context.Context) (map[string]string, func(),
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- opts.Run(runCtx, logFile) }()
-	stop := func() { cancel(); <-done; logFile.Close() }
+	stop := func() {
+		cancel()
+		<-done
+		logFile.Close()
+		// The containers of the fleet's worker outlive its node agent, as
+		// a kubelet's do: the bench's end is its machine's.
+		if opts.NodeBinary != "" {
+			localfleet.ResetNodes(filepath.Join(o.stateDir, "fleet"), opts.NodeBinary, os.Stderr)
+		}
+	}
 	fmt.Fprintf(os.Stderr, "starting the platform in %s (log: %s)\n", o.stateDir, logFile.Name())
 	for {
 		if data, err := os.ReadFile(filepath.Join(o.stateDir, "env")); err == nil {

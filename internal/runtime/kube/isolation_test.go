@@ -18,6 +18,7 @@ import (
 
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
+	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -28,13 +29,13 @@ const (
 	secret3 = "postgres://vault:tr0ub4dor@db/vault"
 )
 
-func vaultRelease(number int, dbURL string) runtime.Release {
-	rel := shopRelease(number, fmt.Sprintf("img:%d", number))
+func vaultRelease(number int, image, dbURL string) runtime.Release {
+	rel := shopRelease(number, image)
 	rel.App = "vault"
 	rel.Env = map[string]string{"DATABASE_URL": dbURL, "PORT": "9999", "HOME": "/app"}
 	rel.Processes = map[string]runtime.Process{
-		runtime.WebProcess: {Command: "./server --web", Replicas: 1},
-		"worker":           {Command: "./server --worker", Replicas: 1},
+		runtime.WebProcess: {Command: "./testapp", Replicas: 1},
+		"worker":           {Command: "./testapp worker", Replicas: 1},
 	}
 	return rel
 }
@@ -43,14 +44,14 @@ func vaultRelease(number int, dbURL string) runtime.Release {
 // never as values in the pod spec; the release before it keeps its Secret
 // until the new one has rolled out; a failed release's Secret goes with it;
 // Remove deletes them all.
-func testEnvSecrets(t *testing.T, c client.Client, d *kube.Driver) {
+func testEnvSecrets(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
+	c := k.c
 	var log platformtest.SyncBuffer
-	done := deploy(d, vaultRelease(1, secret1), &log)
+	remove(t, d, "acme", "vault")
+	done := deploy(d, vaultRelease(1, k.image1, secret1), &log)
 	web1 := getDeployment(t, c, "vault-web", release("1"))
 	getDeployment(t, c, "vault-worker", release("1"))
-	setStatus(t, c, "acme", "vault-web", rolledOut)
-	setStatus(t, c, "acme", "vault-worker", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy: %v\n%s", err, log.String())
 	}
@@ -72,9 +73,12 @@ func testEnvSecrets(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 	wantSecret(t, c, "vault-env-1", secret1)
 
-	// Release 2, mid-rollout: the pods of release 1 still read their own
-	// Secret, unchanged.
-	done = deploy(d, vaultRelease(2, secret2), &log)
+	// Release 2, mid-rollout (its app listens 5 s after it starts, the
+	// variable set by its command, not its environment): the pods of
+	// release 1 still read their own Secret, unchanged.
+	rel2 := vaultRelease(2, k.image2, secret2)
+	rel2.Processes[runtime.WebProcess] = runtime.Process{Command: "LISTEN_DELAY=5s ./testapp", Replicas: 1}
+	done = deploy(d, rel2, &log)
 	web2 := getDeployment(t, c, "vault-web", release("2"))
 	noSecretIn(t, web2, secret2)
 	if got := web2.Spec.Template.Spec.Containers[0].EnvFrom[0].SecretRef.Name; got != "vault-env-2" {
@@ -82,19 +86,19 @@ func testEnvSecrets(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 	wantSecret(t, c, "vault-env-2", secret2)
 	wantSecret(t, c, web1.Spec.Template.Spec.Containers[0].EnvFrom[0].SecretRef.Name, secret1)
-	setStatus(t, c, "acme", "vault-web", rolledOut)
-	setStatus(t, c, "acme", "vault-worker", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy of release 2: %v\n%s", err, log.String())
 	}
 	gone(t, c, "vault-env-1")
 	wantSecret(t, c, "vault-env-2", secret2)
 
-	// Release 3 fails: its Secret goes, release 2's stays.
-	done = deploy(d, vaultRelease(3, secret3), &log)
+	// Release 3 fails (its app fails its health check, the variable set
+	// by its command): its Secret goes, release 2's stays.
+	rel3 := vaultRelease(3, k.image1, secret3)
+	rel3.Processes[runtime.WebProcess] = runtime.Process{Command: runtimetest.EnvFailHealth + "=1 ./testapp", Replicas: 1}
+	done = deploy(d, rel3, &log)
 	getDeployment(t, c, "vault-web", release("3"))
 	wantSecret(t, c, "vault-env-3", secret3)
-	setStatus(t, c, "acme", "vault-web", rolloutFailed)
 	if err := <-done; err == nil {
 		t.Fatal("Deploy succeeded although the rollout failed")
 	}
@@ -162,8 +166,9 @@ func gone(t *testing.T, c client.Client, name string) {
 // Security's restricted profile, which the driver's pods pass and a
 // privileged pod does not, and has a NetworkPolicy that denies everything
 // but the edge's connections to the web port and DNS.
-func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
+func testTenantNamespace(t *testing.T, k *cluster, newDriver func(*testing.T, kube.Options) *kube.Driver) {
 	ctx := context.Background()
+	c := k.c
 	edge := map[string]string{"app.kubernetes.io/component": "edge"}
 	gitReceiver := map[string]string{"app.kubernetes.io/component": "git-receiver"}
 	opts := kube.Options{Network: kube.TenantNetwork{IngressNamespace: "bex-system", IngressPodLabels: edge, EgressCIDRs: []string{"203.0.113.0/24"},
@@ -172,13 +177,12 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 	d := newDriver(t, opts)
 
 	var log platformtest.SyncBuffer
-	rel := shopRelease(1, "img:1")
+	rel := shopRelease(1, k.image1)
 	rel.App = "guard"
+	remove(t, d, "acme", "guard")
 	done := deploy(d, rel, &log)
 	web := getDeployment(t, c, "guard-web", release("1"))
 	getDeployment(t, c, "guard-worker", release("1"))
-	setStatus(t, c, "acme", "guard-web", rolledOut)
-	setStatus(t, c, "acme", "guard-worker", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy: %v\n%s", err, log.String())
 	}
@@ -313,11 +317,11 @@ func testTenantNamespace(t *testing.T, c client.Client, newDriver func(*testing.
 // (the controller manager's) made it ready, with the tenant role bound
 // there: a tenant's first push may come before its first App's namespace
 // is prepared.
-func testPreparedNamespaces(t *testing.T, c client.Client, newDriver func(*testing.T, kube.Options) *kube.Driver) {
+func testPreparedNamespaces(t *testing.T, k *cluster, newDriver func(*testing.T, kube.Options) *kube.Driver) {
 	ctx := context.Background()
-	simulate(t, c, "initech")
+	c := k.c
 	checking := newDriver(t, kube.Options{PreparedNamespaces: true, NamespaceWait: time.Second})
-	rel := shopRelease(1, "img:1")
+	rel := shopRelease(1, k.image1)
 	rel.Tenant = "initech"
 	err := checking.Deploy(ctx, rel, nil)
 	if err == nil || !strings.Contains(err.Error(), "namespace initech is not ready for apps (it does not exist)") {

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
+	"maps"
+	"net"
+	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,25 +24,36 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/internal/runtime/runtimetest"
 	"bex.co/bex/internal/steptime"
+	"bex.co/bex/node"
+	"bex.co/bex/node/nodetest"
 	"bex.co/bex/test/platformtest"
 )
 
 func TestKubeDriver(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	cp := cptest.StartBare(t)
-	cfg := cp.RESTConfig()
-	c := newClient(t, cfg)
+	// One cluster for every subtest: a real apiserver, controller manager
+	// and scheduler, and bex-node running the Pods as runc containers.
+	f := nodetest.Start(t, func(f *nodetest.Fixture, o *node.Options) {
+		// The driver's Pods name no pull secret: the node pulls with its
+		// own credentials, as a worker machine's bex-node does.
+		o.Keychain = f.Keychain()
+		// More than this machine has, so that the Pods of every subtest
+		// fit at once; each container is still held to its limits.
+		o.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("32Gi")}
+	})
+	cfg := f.CP.RESTConfig()
+	k := &cluster{Fixture: f, c: newClient(t, cfg),
+		image1: f.PushAppImage(t, "acme/shop:1"), image2: f.PushAppImage(t, "acme/shop:2")}
+	c := k.c
 	newDriverWith := func(t *testing.T, opts kube.Options) *kube.Driver {
-		opts.PollInterval, opts.ProgressDeadline = 50*time.Millisecond, 30*time.Second
+		opts.PollInterval, opts.ProgressDeadline = 50*time.Millisecond, 20*time.Second
 		d, err := kube.New(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -51,34 +62,19 @@ func TestKubeDriver(t *testing.T) {
 	}
 	newDriver := func(t *testing.T) *kube.Driver { return newDriverWith(t, kube.Options{}) }
 
-	t.Run("Suite", func(t *testing.T) {
-		simulate(t, c, "suite")
-		runtimetest.RunDriverSuite(t, func(t *testing.T) runtime.Driver { return newDriver(t) }, runtimetest.Harness{
-			Complete: func(t *testing.T, rel runtime.Release) runtime.Release {
-				rel.Image = fmt.Sprintf("registry.bex.test/%s/%s:%d", rel.Tenant, rel.App, rel.Number)
-				return runtimetest.WithWorkerCommands(rel)
-			},
-			Crash: func(t *testing.T, _ runtime.Driver, tenant, _ string, inst runtime.Instance) {
-				crashPod(t, c, tenant, inst.ID)
-			},
-			Metrics: func(t *testing.T, d runtime.Driver) (prometheus.Collector, string) {
-				return kubeMetrics(t, d.(*kube.Driver)), kube.DriverLabel
-			},
-			// The simulated kubelet runs no container, so no log either:
-			// node's TestKubeDriverSuiteOnTheNode runs the Run case.
-			NoRun: true,
-		})
-	})
-	t.Run("Objects", func(t *testing.T) { testObjects(t, c, newDriver(t)) })
-	t.Run("Timings", func(t *testing.T) { testTimings(t, c, newDriver(t)) })
+	// The drivers' suite (runtimetest.RunDriverSuite) runs on a cluster
+	// like this one in node's TestKubeDriverSuiteOnTheNode, with every
+	// case: not again here.
+	t.Run("Objects", func(t *testing.T) { testObjects(t, k, newDriver(t)) })
+	t.Run("Timings", func(t *testing.T) { testTimings(t, k, newDriver(t)) })
 	t.Run("RolloutSeenByWatch", func(t *testing.T) {
 		d, err := kube.New(cfg, kube.Options{PollInterval: time.Hour, ProgressDeadline: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		testRolloutSeenByWatch(t, c, d)
+		testRolloutSeenByWatch(t, k, d)
 	})
-	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, c, newDriver(t)) })
+	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, k, newDriver(t)) })
 	// A client that may ask once a second: near a deadline its rate
 	// limiter refuses the next read before the deadline passes.
 	throttled := func(t *testing.T, opts kube.Options) *kube.Driver {
@@ -92,27 +88,26 @@ func TestKubeDriver(t *testing.T) {
 		return d
 	}
 	t.Run("RolloutDeadlineWhileThrottled", func(t *testing.T) {
-		testRolloutDeadlineWhileThrottled(t, throttled(t, kube.Options{RolloutTimeout: 3 * time.Second}))
+		testRolloutDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RolloutTimeout: 3 * time.Second}))
 	})
 	t.Run("RunStartDeadlineWhileThrottled", func(t *testing.T) {
-		testRunStartDeadlineWhileThrottled(t, c, throttled(t, kube.Options{RunStartTimeout: 3 * time.Second}))
+		testRunStartDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RunStartTimeout: 3 * time.Second}))
 	})
-	t.Run("Logs", func(t *testing.T) { testLogs(t, c, newDriver(t)) })
-	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, c, newDriver(t)) })
-	t.Run("Watch", func(t *testing.T) { testWatch(t, c, newDriver(t)) })
-	t.Run("Metrics", func(t *testing.T) { testMetrics(t, c, newDriver(t)) })
-	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, c, newDriverWith) })
-	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, c, newDriverWith) })
-	t.Run("BuildPods", func(t *testing.T) {
-		testBuildPods(t, c, newDriverWith(t, kube.Options{RunStartTimeout: 2 * time.Second}))
-	})
+	t.Run("Logs", func(t *testing.T) { testLogs(t, k, newDriver(t)) })
+	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, k, newDriver(t)) })
+	t.Run("Watch", func(t *testing.T) { testWatch(t, k, newDriver(t)) })
+	t.Run("Metrics", func(t *testing.T) { testMetrics(t, k, newDriver(t)) })
+	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, k, newDriverWith) })
+	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, k, newDriverWith) })
+	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, k, newDriverWith) })
 	t.Run("RunSweep", func(t *testing.T) {
-		testRunSweep(t, c, newDriverWith(t, kube.Options{RunLogRetention: 10 * time.Minute}))
+		const retention = 30 * time.Second
+		testRunSweep(t, k, newDriverWith(t, kube.Options{RunLogRetention: retention}), retention)
 	})
-	t.Run("EndRun", func(t *testing.T) { testEndRun(t, c, newDriver(t)) })
+	t.Run("EndRun", func(t *testing.T) { testEndRun(t, k, newDriver(t)) })
 	t.Run("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
-		rel := shopRelease(1, "img:1")
+		rel := shopRelease(1, k.image1)
 		rel.App = "badres"
 		rel.Resources.CPU = "lots"
 		err := d.Deploy(context.Background(), rel, nil)
@@ -124,6 +119,15 @@ func TestKubeDriver(t *testing.T) {
 			t.Errorf("objects written for a refused release: %v %v", deps.Items, err)
 		}
 	})
+}
+
+// cluster is what TestKubeDriver's subtests share: the node's cluster, a
+// client of its admin, and two images of the test app, as a Go stack's
+// (run on the run base, which has the shell the driver's commands need).
+type cluster struct {
+	*nodetest.Fixture
+	c              client.Client
+	image1, image2 string
 }
 
 func newClient(t testing.TB, cfg *rest.Config) client.Client {
@@ -138,209 +142,9 @@ func newClient(t testing.TB, cfg *rest.Config) client.Client {
 	return c
 }
 
-// simulate plays the deployment controller, the replica sets and the
-// kubelet for a namespace: every Deployment whose status lags its generation
-// gets a finished rollout and ready pods of its template, except when its
-// pods would fail their readiness probe (the test app's FAIL_HEALTH=1),
-// which gets ProgressDeadlineExceeded and keeps its old pods. Pods of
-// deleted Deployments go.
-func simulate(t *testing.T, c client.Client, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			var deps appsv1.DeploymentList
-			if err := c.List(ctx, &deps, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			live := map[string]bool{}
-			for i := range deps.Items {
-				dep := &deps.Items[i]
-				live[dep.Spec.Selector.MatchLabels[kube.LabelProcess]+"/"+dep.Spec.Selector.MatchLabels[kube.LabelApp]] = true
-				if dep.Status.ObservedGeneration == dep.Generation {
-					continue
-				}
-				if failsHealth(ctx, c, dep) {
-					rolloutFailed(dep)
-				} else {
-					if err := runPods(ctx, c, dep); err != nil {
-						continue
-					}
-					rolledOut(dep)
-				}
-				_ = c.Status().Update(ctx, dep)
-			}
-			var pods corev1.PodList
-			if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			for i := range pods.Items {
-				if !live[pods.Items[i].Labels[kube.LabelProcess]+"/"+pods.Items[i].Labels[kube.LabelApp]] {
-					_ = c.Delete(ctx, &pods.Items[i])
-				}
-			}
-		}
-	})
-}
-
-// crashPod plays the kubelet restarting the pod's crashed container: its
-// restart count goes up, its last termination is an exit, and its
-// container runs again from now.
-func crashPod(t *testing.T, c client.Client, ns, name string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var pod corev1.Pod
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		for i := range pod.Status.ContainerStatuses {
-			cs := &pod.Status.ContainerStatuses[i]
-			cs.RestartCount++
-			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 4, Reason: "Error", FinishedAt: now}}
-			cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-		}
-		return c.Status().Update(context.Background(), &pod)
-	})
-	if err != nil {
-		t.Fatalf("crashing pod %s/%s: %v", ns, name, err)
-	}
-}
-
-// runPods makes the pods of dep ready ones of its template, named after
-// the template as a ReplicaSet's are: a new template (a release, a
-// restart) replaces every pod, another replica count adds the pods
-// missing or deletes the last ones and keeps the others.
-func runPods(ctx context.Context, c client.Client, dep *appsv1.Deployment) error {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: "default"}}
-	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(dep.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
-		return err
-	}
-	h := fnv.New32a()
-	fmt.Fprint(h, dep.Spec.Template.Labels[kube.LabelRelease], "/", dep.Spec.Template.Annotations[kube.AnnotationRestart])
-	prefix := fmt.Sprintf("%s-%s-%x-", dep.Name, dep.Spec.Template.Labels[kube.LabelRelease], h.Sum32())
-	have := map[string]bool{}
-	for i := range pods.Items {
-		name := pods.Items[i].Name
-		idx, err := strconv.Atoi(strings.TrimPrefix(name, prefix))
-		if strings.HasPrefix(name, prefix) && err == nil && idx < int(replicas(dep)) {
-			have[name] = true
-			continue
-		}
-		if err := c.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	for i := range replicas(dep) {
-		if have[fmt.Sprintf("%s%d", prefix, i)] {
-			continue
-		}
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: dep.Namespace, Name: fmt.Sprintf("%s%d", prefix, i), Labels: dep.Spec.Template.Labels},
-			Spec:       dep.Spec.Template.Spec,
-		}
-		if err := c.Create(ctx, pod); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		pod.Status = corev1.PodStatus{
-			Phase:      corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-		}
-		for _, ctr := range pod.Spec.Containers {
-			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
-				Name: ctr.Name, Image: ctr.Image, Ready: true,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-			})
-		}
-		if err := c.Status().Update(ctx, pod); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// failsHealth reads the test app's FAIL_HEALTH where the kubelet would:
-// in the containers' env and the Secrets of their envFrom.
-func failsHealth(ctx context.Context, c client.Client, dep *appsv1.Deployment) bool {
-	for _, ctr := range dep.Spec.Template.Spec.Containers {
-		for _, e := range ctr.Env {
-			if e.Name == runtimetest.EnvFailHealth && e.Value == "1" {
-				return true
-			}
-		}
-		for _, from := range ctr.EnvFrom {
-			if from.SecretRef == nil {
-				continue
-			}
-			var sec corev1.Secret
-			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: from.SecretRef.Name}, &sec); err == nil && string(sec.Data[runtimetest.EnvFailHealth]) == "1" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func replicas(dep *appsv1.Deployment) int32 {
-	if dep.Spec.Replicas == nil {
-		return 1
-	}
-	return *dep.Spec.Replicas
-}
-
-func rolledOut(dep *appsv1.Deployment) {
-	n := replicas(dep)
-	now := metav1.Now()
-	dep.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability.", LastUpdateTime: now, LastTransitionTime: now},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", Message: fmt.Sprintf("ReplicaSet %q has successfully progressed.", dep.Name+"-abc"), LastUpdateTime: now, LastTransitionTime: now},
-		},
-	}
-}
-
-func rolloutFailed(dep *appsv1.Deployment) {
-	n := replicas(dep)
-	now := metav1.Now()
-	dep.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: dep.Generation, Replicas: n + 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n, UnavailableReplicas: 1,
-		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability.", LastUpdateTime: now, LastTransitionTime: now},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: fmt.Sprintf("ReplicaSet %q has timed out progressing.", dep.Name+"-def"), LastUpdateTime: now, LastTransitionTime: now},
-		},
-	}
-}
-
-// setStatus rewrites a Deployment's status with f, as its controller would.
-func setStatus(t *testing.T, c client.Client, ns, name string, f func(*appsv1.Deployment)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var dep appsv1.Deployment
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
-			return err
-		}
-		f(&dep)
-		return c.Status().Update(context.Background(), &dep)
-	})
-	if err != nil {
-		t.Fatalf("writing status of %s: %v", name, err)
-	}
-}
-
+// shopRelease is release number of the test app as image runs it: a web
+// process of two instances and a worker, with its health check, its
+// environment and its resources.
 func shopRelease(number int, image string) runtime.Release {
 	return runtime.Release{
 		Tenant: "acme", App: "shop", Number: number, Image: image,
@@ -349,8 +153,8 @@ func shopRelease(number int, image string) runtime.Release {
 		// machine sees it: host paths, which a container must not get.
 		ImageEnv: map[string]string{"PATH": "/var/lib/bex/releases/acme/shop/v1/bin:/usr/bin", "VIRTUAL_ENV": "/var/lib/bex/releases/acme/shop/v1/.venv"},
 		Processes: map[string]runtime.Process{
-			runtime.WebProcess: {Command: "./server --web", Replicas: 2},
-			"worker":           {Command: "./server --worker", Replicas: 1},
+			runtime.WebProcess: {Command: "./testapp", Replicas: 2},
+			"worker":           {Command: "./testapp worker", Replicas: 1},
 		},
 		HealthCheck: runtime.HealthCheck{Path: "/healthz", Timeout: 2 * time.Second, Interval: 1500 * time.Millisecond, FailureThreshold: 4},
 		Resources:   runtime.Resources{CPU: "250m", Memory: "256Mi"},
@@ -364,23 +168,90 @@ func deploy(d *kube.Driver, rel runtime.Release, log *platformtest.SyncBuffer) <
 	return done
 }
 
+func replicas(dep *appsv1.Deployment) int32 {
+	if dep.Spec.Replicas == nil {
+		return 1
+	}
+	return *dep.Spec.Replicas
+}
+
+// remove removes an app at the end of a subtest, so that its Pods leave
+// the node to the next.
+func remove(t *testing.T, d *kube.Driver, tenant, app string) {
+	t.Cleanup(func() {
+		if err := d.Remove(context.Background(), tenant, app); err != nil {
+			t.Errorf("removing %s/%s: %v", tenant, app, err)
+		}
+	})
+}
+
+// podIP returns the address of a running Pod.
+func podIP(t *testing.T, c client.Client, ns, name string) string {
+	t.Helper()
+	var pod corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.PodIP == "" {
+		t.Fatalf("pod %s/%s has no address: %+v", ns, name, pod.Status)
+	}
+	return pod.Status.PodIP
+}
+
+// crash asks the test app of a web Pod for /exit, as an app that crashes,
+// and waits until the node restarted its container in place and the Pod
+// is ready again.
+func crash(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	var pod corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	before := restarts(&pod)
+	// The app exits before it answers.
+	_, _, _ = nodetest.Get(context.Background(), "http://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(kube.WebPort))+"/exit")
+	platformtest.Eventually(t, time.Minute, "pod "+name+" restarted and ready", func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+			return err
+		}
+		if n := restarts(&pod); n != before+1 || !ready(&pod) {
+			return fmt.Errorf("%d restarts (%d before), ready %v: %+v", n, before, ready(&pod), pod.Status.ContainerStatuses)
+		}
+		return nil
+	})
+}
+
+func restarts(pod *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range pod.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+func ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // testTimings checks that a deploy times its steps in the push's
 // timeline, the rollout from the Deployment's write to its rolled-out
 // status.
-func testTimings(t *testing.T, c client.Client, d *kube.Driver) {
-	rel := shopRelease(1, "img:1")
+func testTimings(t *testing.T, k *cluster, d *kube.Driver) {
+	// The app listens, and so is ready, held seconds after it starts: the
+	// rollout lasts at least that.
+	const held = 2 * time.Second
+	rel := shopRelease(1, k.image1)
 	rel.App = "clock"
-	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	rel.Env["LISTEN_DELAY"] = held.String()
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
+	remove(t, d, rel.Tenant, rel.App)
 	ctx, tl := steptime.New(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Deploy(ctx, rel, io.Discard) }()
-	getDeployment(t, c, "clock-web", release("1"))
-	// The rollout step began before the Deployment could be read: it
-	// lasts at least as long as its status is held back.
-	const held = 300 * time.Millisecond
-	time.Sleep(held)
-	setStatus(t, c, "acme", "clock-web", rolledOut)
-	if err := <-done; err != nil {
+	if err := d.Deploy(ctx, rel, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	steps := tl.Steps()
@@ -392,17 +263,18 @@ func testTimings(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Fatalf("steps %s (%s), want %s", got, steptime.Format(steps), want)
 	}
 	if rollout := steps[2].Seconds; rollout < held.Seconds() {
-		t.Errorf("rollout step %s, want at least the %s its status was held back", steptime.Seconds(rollout), held)
+		t.Errorf("rollout step %s, want at least the %s its app took to listen", steptime.Seconds(rollout), held)
 	}
 }
 
 // testRolloutSeenByWatch checks that a deploy ends as soon as its
 // Deployment reports the rollout done, however far its next poll is (d
 // polls once an hour).
-func testRolloutSeenByWatch(t *testing.T, c client.Client, d *kube.Driver) {
-	rel := shopRelease(1, "img:1")
+func testRolloutSeenByWatch(t *testing.T, k *cluster, d *kube.Driver) {
+	rel := shopRelease(1, k.image1)
 	rel.App = "watched"
-	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
+	remove(t, d, rel.Tenant, rel.App)
 	var log platformtest.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- d.Deploy(context.Background(), rel, &log) }()
@@ -412,7 +284,18 @@ func testRolloutSeenByWatch(t *testing.T, c client.Client, d *kube.Driver) {
 		}
 		return nil
 	})
-	setStatus(t, c, "acme", "watched-web", rolledOut)
+	// The deployment controller says the rollout is done once the node
+	// has the Pod ready.
+	platformtest.Eventually(t, time.Minute, "the Deployment rolled out", func(ctx context.Context) error {
+		var dep appsv1.Deployment
+		if err := k.c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "watched-web"}, &dep); err != nil {
+			return err
+		}
+		if st := dep.Status; st.ObservedGeneration < dep.Generation || st.UpdatedReplicas != 1 || st.AvailableReplicas != 1 || st.Replicas != 1 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
 	select {
 	case err := <-done:
 		if err != nil {
@@ -444,13 +327,17 @@ func release(n string) func(*appsv1.Deployment) error {
 	}
 }
 
-func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
+func testObjects(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
+	c := k.c
 	var log platformtest.SyncBuffer
-	done := deploy(d, shopRelease(1, "registry.bex.test/acme/shop@sha256:1111"), &log)
+	// Its web instances listen, and so are ready, 5 s after they start:
+	// long enough to see the rollout in progress.
+	rel1 := shopRelease(1, k.image1)
+	rel1.Env["LISTEN_DELAY"] = "5s"
+	done := deploy(d, rel1, &log)
 
 	web := getDeployment(t, c, "shop-web", release("1"))
-	defaultServiceAccount(t, c, "acme")
 	worker := getDeployment(t, c, "shop-worker", release("1"))
 
 	wantLabels := map[string]string{
@@ -473,7 +360,7 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Errorf("strategy %+v", web.Spec.Strategy)
 	}
 	ctr := web.Spec.Template.Spec.Containers[0]
-	if ctr.Name != "web" || ctr.Image != "registry.bex.test/acme/shop@sha256:1111" || strings.Join(ctr.Command, " ") != "/bin/sh -c ./server --web" {
+	if ctr.Name != "web" || ctr.Image != k.image1 || strings.Join(ctr.Command, " ") != "/bin/sh -c ./testapp" {
 		t.Errorf("container %s image %s command %q", ctr.Name, ctr.Image, ctr.Command)
 	}
 	var env []string
@@ -490,8 +377,8 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-env-1"}, &envSecret); err != nil {
 		t.Fatal(err)
 	}
-	if len(envSecret.Data) != 2 || string(envSecret.Data["A_VAR"]) != "a" || string(envSecret.Data["B_VAR"]) != "b" {
-		t.Errorf("secret data %q, want A_VAR and B_VAR (PORT is the driver's)", envSecret.Data)
+	if len(envSecret.Data) != 3 || string(envSecret.Data["A_VAR"]) != "a" || string(envSecret.Data["B_VAR"]) != "b" || string(envSecret.Data["LISTEN_DELAY"]) != "5s" {
+		t.Errorf("secret data %q, want A_VAR, B_VAR and LISTEN_DELAY (PORT is the driver's)", envSecret.Data)
 	}
 	if len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != 8080 || ctr.Ports[0].Name != "http" {
 		t.Errorf("ports %+v", ctr.Ports)
@@ -583,21 +470,20 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Fatalf("Deploy returned before the rollout: %v", err)
 	default:
 	}
-	setStatus(t, c, "acme", "shop-web", func(dep *appsv1.Deployment) {
-		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 0}
-	})
+	// A Deployment's first rollout makes all its Pods at once: they are
+	// there, not yet available, while the app starts. (A release's
+	// rollout surges one Pod at a time: "1 of 2 new instances started";
+	// the suite's Scale and Restart cases see those.)
 	platformtest.Eventually(t, 30*time.Second, "Status reads a rollout in progress", func(context.Context) error {
 		st, err := d.Status(ctx, "acme", "shop")
 		if err != nil {
 			return err
 		}
-		if st.Ready || !strings.Contains(st.Message, "web: 1 of 2 new instances started") {
+		if st.Ready || !strings.Contains(st.Message, "web: 0 of 2 new instances available") {
 			return fmt.Errorf("%+v", st)
 		}
 		return nil
 	})
-	setStatus(t, c, "acme", "shop-web", rolledOut)
-	setStatus(t, c, "acme", "shop-worker", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy: %v\n%s", err, log.String())
 	}
@@ -607,33 +493,13 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 
 	// Release 2: a new image, one web replica, no worker.
-	rel2 := shopRelease(2, "registry.bex.test/acme/shop@sha256:2222")
-	rel2.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./server --web", Replicas: 1}}
+	rel2 := shopRelease(2, k.image2)
+	rel2.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
 	done = deploy(d, rel2, &log)
 	web = getDeployment(t, c, "shop-web", release("2"))
-	if img := web.Spec.Template.Spec.Containers[0].Image; img != "registry.bex.test/acme/shop@sha256:2222" || replicas(web) != 1 || web.Labels[kube.LabelRelease] != "2" {
+	if img := web.Spec.Template.Spec.Containers[0].Image; img != k.image2 || replicas(web) != 1 || web.Labels[kube.LabelRelease] != "2" {
 		t.Errorf("release 2: image %s, replicas %d, labels %v", img, replicas(web), web.Labels)
 	}
-	// An instance of release 2, to read back (no kubelet runs pods here).
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "shop-web-2-x", Labels: web.Spec.Template.Labels},
-		Spec:       web.Spec.Template.Spec,
-	}
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}},
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "web", Ready: true, RestartCount: 2, Image: "x",
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-		}},
-	}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	setStatus(t, c, "acme", "shop-web", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy of release 2: %v\n%s", err, log.String())
 	}
@@ -643,9 +509,21 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "shop-web"}, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the web PDB outlived the second replica: %v", err)
 	}
+	// Release 1's instances keep serving through their preStop sleep
+	// (DrainDelay) before they stop: then release 2's instance is alone.
+	platformtest.Eventually(t, time.Minute, "Status of release 2, its one instance alone", func(context.Context) error {
+		st, err = d.Status(ctx, "acme", "shop")
+		if err != nil || !st.Ready || st.Release != 2 || len(st.Instances) != 1 {
+			return fmt.Errorf("%+v, %v", st, err)
+		}
+		return nil
+	})
+	// Its app crashes twice; the node restarts it in place each time.
+	crash(t, c, "acme", st.Instances[0].ID)
+	crash(t, c, "acme", st.Instances[0].ID)
 	st, err = d.Status(ctx, "acme", "shop")
-	if err != nil || !st.Ready || st.Release != 2 || len(st.Instances) != 1 {
-		t.Fatalf("Status of release 2: %+v, %v", st, err)
+	if err != nil || len(st.Instances) != 1 {
+		t.Fatalf("Status of release 2 after two crashes: %+v, %v", st, err)
 	}
 	if i := st.Instances[0]; i.Process != "web" || i.Index != 0 || i.Release != 2 || i.State != runtime.Running || i.Restarts != 2 {
 		t.Errorf("instance %+v", i)
@@ -669,7 +547,6 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 	if rel := web.Spec.Template.Labels[kube.LabelRelease]; rel != "2" || replicas(web) != 1 {
 		t.Errorf("release 2 on standard: template of release %q, %d replicas; want release 2, 1 replica", rel, replicas(web))
 	}
-	setStatus(t, c, "acme", "shop-web", rolledOut)
 	if err := <-done; err != nil {
 		t.Fatalf("Deploy of release 2 with new resources: %v\n%s", err, log.String())
 	}
@@ -693,13 +570,13 @@ func testObjects(t *testing.T, c client.Client, d *kube.Driver) {
 }
 
 // testRolloutDeadlineWhileThrottled: a release whose Deployment never
-// rolls out (no kubelet here) fails with the deadline and where it stood,
-// also when the client's rate limiter refuses the last read because its
-// turn would come after the deadline.
-func testRolloutDeadlineWhileThrottled(t *testing.T, d *kube.Driver) {
-	rel := shopRelease(1, "img:1")
+// rolls out (its image cannot be pulled) fails with the deadline and
+// where it stood, also when the client's rate limiter refuses the last
+// read because its turn would come after the deadline.
+func testRolloutDeadlineWhileThrottled(t *testing.T, k *cluster, d *kube.Driver) {
+	rel := shopRelease(1, k.Registry+"/acme/nothing:1")
 	rel.App = "slow"
-	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
 	var log platformtest.SyncBuffer
 	err := <-deploy(d, rel, &log)
 	if err == nil || !strings.Contains(err.Error(), "not rolled out before the deadline (web: ") || strings.Contains(err.Error(), "rate limiter") {
@@ -707,19 +584,20 @@ func testRolloutDeadlineWhileThrottled(t *testing.T, d *kube.Driver) {
 	}
 }
 
-// testRunStartDeadlineWhileThrottled: a run whose Pod never starts (no
-// scheduler here) fails with the start deadline, also when the client's
-// rate limiter refuses the last read because its turn would come after
-// the deadline.
-func testRunStartDeadlineWhileThrottled(t *testing.T, c client.Client, d *kube.Driver) {
+// testRunStartDeadlineWhileThrottled: a run whose Pod never starts (it
+// asks for more CPU than the node has: the scheduler cannot place it)
+// fails with the start deadline, also when the client's rate limiter
+// refuses the last read because its turn would come after the deadline.
+func testRunStartDeadlineWhileThrottled(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
 	const ns = "throttledrun"
 	if err := d.PrepareNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	defaultServiceAccount(t, c, ns)
-	rel := shopRelease(1, "img:1")
+	defaultServiceAccount(t, k.c, ns)
+	rel := shopRelease(1, k.image1)
 	rel.Tenant = ns
+	rel.Resources.CPU = "64"
 	_, err := d.Run(ctx, rel, runtime.Command{Args: []string{"./migrate"}, Name: "release", Attach: func(int) (runtime.Streams, error) {
 		return runtime.Streams{}, nil
 	}})
@@ -728,58 +606,70 @@ func testRunStartDeadlineWhileThrottled(t *testing.T, c client.Client, d *kube.D
 	}
 }
 
-func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
+// testFailedRollout: a release whose app fails its health check is not
+// deployed: once the deployment controller gives up on it (its progress
+// deadline), the error says why, with the probe's failure the node
+// reported, and the previous release is back; a failed first release
+// leaves nothing behind.
+func testFailedRollout(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
+	c := k.c
 	var log platformtest.SyncBuffer
-	rel1 := shopRelease(1, "img:1")
+	rel1 := shopRelease(1, k.image1)
 	rel1.App = "cart"
-	rel1.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
-	done := deploy(d, rel1, &log)
-	getDeployment(t, c, "cart-web", release("1"))
-	setStatus(t, c, "acme", "cart-web", rolledOut)
-	if err := <-done; err != nil {
+	rel1.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
+	remove(t, d, "acme", "cart")
+	if err := d.Deploy(ctx, rel1, &log); err != nil {
 		t.Fatal(err)
 	}
 
 	rel2 := rel1
-	rel2.Number, rel2.Image = 2, "img:2"
-	rel2.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 2}}
-	done = deploy(d, rel2, &log)
-	web := getDeployment(t, c, "cart-web", release("2"))
+	rel2.Number, rel2.Image = 2, k.image2
+	rel2.Env = maps.Clone(rel1.Env)
+	rel2.Env[runtimetest.EnvFailHealth] = "1"
+	rel2.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 2}}
+	done := deploy(d, rel2, &log)
+	getDeployment(t, c, "cart-web", release("2"))
 	platformtest.Eventually(t, 30*time.Second, "release 2 has a PDB", func(context.Context) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "cart-web"}, &policyv1.PodDisruptionBudget{})
 	})
-	// A pod of release 2 whose readiness probe fails, as the kubelet reports it.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "cart-web-2-a", Labels: web.Spec.Template.Labels}, Spec: web.Spec.Template.Spec}
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Namespace: "acme", Name: "cart-web-2-a.unhealthy"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "acme", Name: "cart-web-2-a"},
-		Reason:         "Unhealthy", Type: corev1.EventTypeWarning,
-		Message:       "Readiness probe failed: HTTP probe failed with statuscode: 500",
-		LastTimestamp: metav1.Now(),
-	}
-	if err := c.Create(ctx, ev); err != nil {
-		t.Fatal(err)
-	}
-	setStatus(t, c, "acme", "cart-web", rolloutFailed)
 	err := <-done
 	if err == nil {
 		t.Fatal("Deploy succeeded although the rollout failed")
 	}
-	for _, want := range []string{"release 2 not deployed", "web did not become ready in time", "ProgressDeadlineExceeded", "Readiness probe failed: HTTP probe failed with statuscode: 500"} {
-		if want == "ProgressDeadlineExceeded" {
-			want = "has timed out progressing"
-		}
+	// The error names the new ReplicaSet and why one of its Pods is not
+	// ready: what the node reports of it then (its probe's failure, or a
+	// container the node cannot create yet: the Node authorizer lets it
+	// read the Pod's Secret a moment after the Pod is bound).
+	rs := regexp.MustCompile(`ReplicaSet \\?"(cart-web-[a-z0-9]+)\\?"`).FindStringSubmatch(err.Error())
+	if rs == nil {
+		t.Fatalf("Deploy error %q names no ReplicaSet of cart-web", err)
+	}
+	for _, want := range []string{"release 2 not deployed", "web did not become ready in time", "has timed out progressing", "; pod " + rs[1] + "-"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Deploy error %q lacks %q", err, want)
 		}
 	}
+	// Until the check first passes the startup probe runs it, not the
+	// readiness probe: a check that never passes fails the startup probe,
+	// an Unhealthy event of the node on the new Pods. (bex-node records a
+	// probe's first failure and the one that reaches its threshold, not
+	// each as the kubelet does: its words are the first failure's, which
+	// may come before the app listens.)
+	var events corev1.EventList
+	if err := c.List(ctx, &events, client.InNamespace("acme")); err != nil {
+		t.Fatal(err)
+	}
+	probed := false
+	for _, e := range events.Items {
+		probed = probed || e.Reason == "Unhealthy" && strings.HasPrefix(e.InvolvedObject.Name, rs[1]+"-") && strings.HasPrefix(e.Message, "Startup probe failed: ")
+	}
+	if !probed {
+		t.Errorf("no Unhealthy event of a failed startup probe on a Pod of %s", rs[1])
+	}
 	// The previous release is back.
-	web = getDeployment(t, c, "cart-web", release("1"))
-	if img := web.Spec.Template.Spec.Containers[0].Image; img != "img:1" || web.Labels[kube.LabelRelease] != "1" || replicas(web) != 1 {
+	web := getDeployment(t, c, "cart-web", release("1"))
+	if img := web.Spec.Template.Spec.Containers[0].Image; img != k.image1 || web.Labels[kube.LabelRelease] != "1" || replicas(web) != 1 {
 		t.Errorf("after the failed rollout: image %s, labels %v, replicas %d", img, web.Labels, replicas(web))
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: "cart-web"}, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
@@ -790,13 +680,11 @@ func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
 	}
 
 	// A failed first release leaves nothing behind.
-	rel := shopRelease(1, "img:1")
+	rel := shopRelease(1, k.image1)
 	rel.App = "fresh"
-	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Replicas: 1}}
-	done = deploy(d, rel, &log)
-	getDeployment(t, c, "fresh-web", release("1"))
-	setStatus(t, c, "acme", "fresh-web", rolloutFailed)
-	if err := <-done; err == nil {
+	rel.Env[runtimetest.EnvFailHealth] = "1"
+	rel.Processes = map[string]runtime.Process{runtime.WebProcess: {Command: "./testapp", Replicas: 1}}
+	if err := d.Deploy(ctx, rel, &log); err == nil {
 		t.Fatal("Deploy succeeded although the rollout failed")
 	}
 	platformtest.Eventually(t, 30*time.Second, "nothing of the failed first release", func(context.Context) error {
@@ -810,7 +698,8 @@ func testFailedRollout(t *testing.T, c client.Client, d *kube.Driver) {
 	})
 }
 
-// defaultServiceAccount creates what the service account controller would.
+// defaultServiceAccount creates what the service account controller
+// would, unless it has already.
 func defaultServiceAccount(t *testing.T, c client.Client, ns string) {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}

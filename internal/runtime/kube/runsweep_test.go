@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,63 +19,6 @@ import (
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/test/platformtest"
 )
-
-// runPod is a run Pod as the driver makes one, planted by a test: name
-// in ns, of app, with extra labels, its status set to phase with its
-// container terminated finished ago when finished is not zero; with
-// build, a build Pod of app.
-type runPod struct {
-	ns, name, app string
-	labels        map[string]string
-	phase         corev1.PodPhase
-	finished      time.Duration
-	build         bool
-}
-
-func plantRunPod(t *testing.T, c client.Client, p runPod) {
-	t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{kube.LabelRunOf: p.app, kube.LabelRun: p.name, kube.LabelManagedBy: "bex", kube.LabelComponent: "run"}
-	if p.build {
-		labels = map[string]string{kube.LabelBuildOf: p.app, kube.LabelManagedBy: "bex", kube.LabelComponent: "build"}
-	}
-	if p.app == "" {
-		labels = map[string]string{}
-	}
-	for k, v := range p.labels {
-		labels[k] = v
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, Labels: labels},
-		Spec:       restrictedPodSpec("run", "registry.bex.test/acme/shop:1", 3600),
-	}
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatalf("planting pod %s/%s: %v", p.ns, p.name, err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, Labels: labels}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatalf("planting secret %s/%s: %v", p.ns, p.name, err)
-	}
-	if p.phase == "" {
-		return
-	}
-	pod.Status.Phase = p.phase
-	started := metav1.NewTime(time.Now().Add(-p.finished - time.Second))
-	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
-	if p.finished != 0 {
-		code := int32(0)
-		if p.phase == corev1.PodFailed {
-			code = 143
-		}
-		state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: code, StartedAt: started, FinishedAt: metav1.NewTime(time.Now().Add(-p.finished))}}
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "run", Image: pod.Spec.Containers[0].Image, State: state}}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatalf("setting the status of pod %s/%s: %v", p.ns, p.name, err)
-	}
-}
 
 // restrictedPodSpec is the spec of a Pod the restricted profile admits,
 // of one container name running image, with activeDeadlineSeconds
@@ -92,8 +36,16 @@ func restrictedPodSpec(name, image string, deadline int64) corev1.PodSpec {
 	}
 }
 
-// podsLeft returns which of names are still Pods in ns, and what
-// activeDeadlineSeconds each has.
+// unplaceable asks, for the Pod's container, more CPU than the node
+// has: the scheduler leaves the Pod pending, and no node stops it at its
+// deadline.
+func unplaceable(spec corev1.PodSpec) corev1.PodSpec {
+	spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+	return spec
+}
+
+// podsLeft returns which of names are still Pods in ns, not being
+// deleted, and what activeDeadlineSeconds each has.
 func podsLeft(t *testing.T, c client.Client, ns string, names ...string) map[string]int64 {
 	t.Helper()
 	left := map[string]int64{}
@@ -104,7 +56,7 @@ func podsLeft(t *testing.T, c client.Client, ns string, names ...string) map[str
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			t.Fatal(err)
-		default:
+		case pod.DeletionTimestamp == nil:
 			left[n] = ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0)
 		}
 	}
@@ -120,80 +72,256 @@ func secretLeft(t *testing.T, c client.Client, ns, name string) bool {
 	return err == nil
 }
 
-// testRunSweep, on an apiserver where no node runs Pods and d keeps a
-// detached run's Pod 10 minutes: SweepRuns deletes, in every namespace
-// and without a new run, the kept Pods whose command ended longer ago,
-// and keeps the younger ones, the runs that run and the Pods that are no
-// run's; and the build Pods that ended more than a minute ago, keeping a
-// younger one and one that builds.
-func testRunSweep(t *testing.T, c client.Client, d *kube.Driver) {
-	ctx := context.Background()
+// runPodOf returns the name of the Pod of run.<index> of the app in ns,
+// once there is one.
+func runPodOf(t *testing.T, c client.Client, ns, app string, index int) string {
+	t.Helper()
+	var name string
+	platformtest.Eventually(t, time.Minute, fmt.Sprintf("the pod of run.%d of %s", index, app), func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kube.LabelRunOf: app, kube.LabelRunInstance: fmt.Sprintf("run.%d", index)}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		name = pods.Items[0].Name
+		return nil
+	})
+	return name
+}
+
+// detached runs args as run.<index> of rel, its output to the app's log,
+// in the background until ctx ends; the channel gets Run's error.
+func detached(ctx context.Context, d *kube.Driver, rel runtime.Release, index int, runID string, args ...string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Run(ctx, rel, runtime.Command{Args: args, Name: fmt.Sprintf("run.%d", index), Attach: func(int) (runtime.Streams, error) {
+			return runtime.Streams{Log: &runtime.LogAs{Process: "run", Index: index}, RunID: runID}, nil
+		}})
+		done <- err
+	}()
+	return done
+}
+
+// ended waits until the Pod has ended (Succeeded or Failed, its
+// container terminated) and returns when.
+func ended(t *testing.T, c client.Client, ns, name string) time.Time {
+	t.Helper()
+	var at time.Time
+	platformtest.Eventually(t, time.Minute, "pod "+name+" ended", func(ctx context.Context) error {
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+			return err
+		}
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			return fmt.Errorf("phase %s", pod.Status.Phase)
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if term := cs.State.Terminated; term != nil {
+				at = term.FinishedAt.Time
+				return nil
+			}
+		}
+		return fmt.Errorf("no container terminated: %+v", pod.Status.ContainerStatuses)
+	})
+	return at
+}
+
+// testRunSweep, with d keeping a detached run's Pod retention after its
+// command ended: SweepRuns deletes, in every namespace and without a new
+// run, the kept Pods whose command ended longer ago, and keeps the
+// younger ones, the runs that run and the Pods that are no run's; and
+// the build Pods past their deadline that no node stopped, keeping one
+// that ended and one that builds. The runs and builds run on the node.
+func testRunSweep(t *testing.T, k *cluster, d *kube.Driver, retention time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := k.c
 	for _, ns := range []string{"sweep-a", "sweep-b"} {
 		if err := d.PrepareNamespace(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
 		defaultServiceAccount(t, c, ns)
 	}
-	logged := func(n int) map[string]string {
-		return map[string]string{kube.LabelRunInstance: fmt.Sprintf("run.%d", n)}
+	rel := func(ns, app string) runtime.Release {
+		r := shopRelease(1, k.image1)
+		r.Tenant, r.App = ns, app
+		return r
 	}
-	for _, p := range []runPod{
-		{ns: "sweep-a", name: "shop-run-1-old", app: "shop", labels: logged(1), phase: corev1.PodSucceeded, finished: 20 * time.Minute},
-		{ns: "sweep-a", name: "shop-run-2-stopped", app: "shop", labels: logged(2), phase: corev1.PodFailed, finished: 11 * time.Minute},
-		{ns: "sweep-a", name: "shop-run-3-young", app: "shop", labels: logged(3), phase: corev1.PodSucceeded, finished: 5 * time.Minute},
-		{ns: "sweep-a", name: "shop-run-4-running", app: "shop", labels: logged(4), phase: corev1.PodRunning},
-		{ns: "sweep-a", name: "not-a-run", phase: corev1.PodSucceeded, finished: time.Hour},
-		{ns: "sweep-b", name: "blog-run-5-old", app: "blog", labels: logged(5), phase: corev1.PodSucceeded, finished: time.Hour},
-		{ns: "sweep-b", name: "blog-run-6-young", app: "blog", labels: logged(6), phase: corev1.PodFailed, finished: time.Minute},
-		{ns: "sweep-b", name: "blog-build-old", app: "blog", build: true, phase: corev1.PodFailed, finished: 5 * time.Minute},
-		{ns: "sweep-b", name: "blog-build-young", app: "blog", build: true, phase: corev1.PodSucceeded, finished: 10 * time.Second},
-		{ns: "sweep-b", name: "blog-build-running", app: "blog", build: true, phase: corev1.PodRunning},
-	} {
-		plantRunPod(t, c, p)
+	// Runs whose command ended before the retention: one on its own, one
+	// stopped.
+	stopCtx, stop := context.WithCancelCause(ctx)
+	var old []<-chan error
+	old = append(old, detached(ctx, d, rel("sweep-a", "shop"), 1, "", "true"))
+	old = append(old, detached(stopCtx, d, rel("sweep-a", "shop"), 2, "", "sleep", "600"))
+	old = append(old, detached(ctx, d, rel("sweep-b", "blog"), 5, "", "true"))
+	run1, run2, run5 := runPodOf(t, c, "sweep-a", "shop", 1), runPodOf(t, c, "sweep-a", "shop", 2), runPodOf(t, c, "sweep-b", "blog", 5)
+	platformtest.Eventually(t, time.Minute, "run.2 running", func(ctx context.Context) error {
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "sweep-a", Name: run2}, &pod); err != nil {
+			return err
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", pod.Status.Phase)
+		}
+		return nil
+	})
+	stop(errors.New("stopped by the user"))
+	for _, done := range old {
+		if err := <-done; err != nil {
+			t.Fatalf("an old run: %v", err)
+		}
 	}
+	last := ended(t, c, "sweep-a", run1)
+	for _, p := range []struct{ ns, name string }{{"sweep-a", run2}, {"sweep-b", run5}} {
+		if at := ended(t, c, p.ns, p.name); at.After(last) {
+			last = at
+		}
+	}
+	// A Pod that is no run's, ended.
+	notARun := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "sweep-a", Name: "not-a-run"}, Spec: restrictedPodSpec("c", k.image1, 3600)}
+	notARun.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "true"}
+	notARun.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := c.Create(ctx, notARun); err != nil {
+		t.Fatal(err)
+	}
+	ended(t, c, "sweep-a", "not-a-run")
+	// Past the retention of the old ones (the node's clock is this one).
+	time.Sleep(time.Until(last.Add(retention + time.Second)))
+
+	// Builds of blog: one whose agent ended (idle 3 s), one that
+	// builds.
+	spec := kube.BuildSpec{Tenant: "sweep-b", App: "blog", Image: k.image1, Timeout: time.Minute}
+	idle := spec
+	idle.IdleTimeout = 3 * time.Second
+	if _, err := d.StartBuild(ctx, idle); err != nil {
+		t.Fatal(err)
+	}
+	builds := func() []string {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace("sweep-b"), client.MatchingLabels{kube.LabelBuildOf: "blog"}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		return names
+	}
+	ended(t, c, "sweep-b", builds()[0])
+	if _, err := d.StartBuild(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	kept := builds()
+
+	// Younger runs, of other apps: a run of shop or blog would delete
+	// their old ones itself.
+	if err := <-detached(ctx, d, rel("sweep-a", "cart"), 3, "", "true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-detached(ctx, d, rel("sweep-b", "news"), 6, "", "sh", "-c", "exit 1"); err != nil {
+		t.Fatal(err)
+	}
+	running := detached(ctx, d, rel("sweep-a", "cart"), 4, "", "sleep", "600")
+	run3, run4, run6 := runPodOf(t, c, "sweep-a", "cart", 3), runPodOf(t, c, "sweep-a", "cart", 4), runPodOf(t, c, "sweep-b", "news", 6)
+	ended(t, c, "sweep-a", run3)
+	ended(t, c, "sweep-b", run6)
+
+	// Then a build Pod past its deadline that no node stopped (after the
+	// other builds: their StartBuild would delete it).
+	plant := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "sweep-b", Name: "blog-build-old", Labels: map[string]string{
+			kube.LabelBuildOf: "blog", kube.LabelManagedBy: "bex", kube.LabelComponent: "build"}},
+		Spec: unplaceable(restrictedPodSpec("build", k.image1, 1)),
+	}
+	if err := c.Create(ctx, plant); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-running
+		for _, app := range []struct{ ns, app string }{{"sweep-a", "shop"}, {"sweep-a", "cart"}, {"sweep-b", "blog"}, {"sweep-b", "news"}} {
+			_ = d.Remove(context.Background(), app.ns, app.app)
+		}
+		_ = c.Delete(context.Background(), notARun)
+	})
+	// Past its deadline of 1 s (and its grace period of none).
+	time.Sleep(2 * time.Second)
+
 	if err := d.SweepRuns(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := podsLeft(t, c, "sweep-a", "shop-run-1-old", "shop-run-2-stopped", "shop-run-3-young", "shop-run-4-running", "not-a-run")
-	for n, v := range podsLeft(t, c, "sweep-b", "blog-run-5-old", "blog-run-6-young", "blog-build-old", "blog-build-young", "blog-build-running") {
+	got := podsLeft(t, c, "sweep-a", run1, run2, run3, run4, "not-a-run")
+	for n, v := range podsLeft(t, c, "sweep-b", append([]string{run5, run6, "blog-build-old"}, kept...)...) {
 		got[n] = v
 	}
-	for _, n := range []string{"shop-run-1-old", "shop-run-2-stopped", "blog-run-5-old", "blog-build-old"} {
+	for _, n := range []string{run1, run2, run5, "blog-build-old"} {
 		if _, ok := got[n]; ok {
 			t.Errorf("pod %s, kept past its time, is left after a sweep", n)
 		}
 	}
-	for _, n := range []string{"shop-run-3-young", "shop-run-4-running", "not-a-run", "blog-run-6-young", "blog-build-young", "blog-build-running"} {
+	for _, n := range append([]string{run3, run4, "not-a-run", run6}, kept...) {
 		if _, ok := got[n]; !ok {
 			t.Errorf("pod %s was deleted by a sweep; want it kept", n)
 		}
 	}
 }
 
-// testEndRun, on an apiserver where no node runs Pods: EndRun deletes
-// the Pod of an attached run marked with the run's ID, with its Secret;
-// lowers a detached run's Pod's activeDeadlineSeconds to 1, keeping the
-// Pod for its lines, and deletes its Secret; leaves other runs alone;
-// and a sweep deletes a Pod past its lowered deadline that no kubelet
-// stopped. A Run whose streams carry a run ID labels its Pod so, and
-// EndRun finds it while the Run waits for it to start.
-func testEndRun(t *testing.T, c client.Client, d *kube.Driver) {
-	ctx := context.Background()
+// testEndRun: EndRun deletes the Pod of an attached run marked with the
+// run's ID, with its Secret; lowers a detached run's Pod's
+// activeDeadlineSeconds to 1, keeping the Pod for its lines, which the
+// node stops at that deadline, and deletes its Secret; leaves other runs
+// alone. A Run whose streams carry a run ID labels its Pod so, and
+// EndRun finds it while the Run waits for it to start (the scheduler
+// cannot place it).
+func testEndRun(t *testing.T, k *cluster, d *kube.Driver) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := k.c
 	const ns = "endrun"
 	if err := d.PrepareNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	defaultServiceAccount(t, c, ns)
-	id := func(s string) map[string]string { return map[string]string{kube.LabelRunID: s} }
-	detached := id("id-2")
-	detached[kube.LabelRunInstance] = "run.2"
-	for _, p := range []runPod{
-		{ns: ns, name: "shop-run-1", app: "shop", labels: id("id-1"), phase: corev1.PodRunning},
-		{ns: ns, name: "shop-run-2", app: "shop", labels: detached, phase: corev1.PodRunning},
-		{ns: ns, name: "shop-run-3", app: "shop", labels: id("id-3"), phase: corev1.PodRunning},
-	} {
-		plantRunPod(t, c, p)
+	rel := shopRelease(1, k.image1)
+	rel.Tenant = ns
+	attached := func(index int, runID string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Run(ctx, rel, runtime.Command{Args: []string{"sleep", "600"}, Name: fmt.Sprintf("run.%d", index), Attach: func(int) (runtime.Streams, error) {
+				return runtime.Streams{Stdout: &platformtest.SyncBuffer{}, RunID: runID}, nil
+			}})
+			done <- err
+		}()
+		return done
 	}
+	runs := []<-chan error{attached(1, "id-1"), detached(ctx, d, rel, 2, "id-2", "sleep", "600"), attached(3, "id-3")}
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range runs {
+			<-done
+		}
+		_ = d.Remove(context.Background(), ns, "shop")
+	})
+	names := map[string]string{} // run ID → pod
+	platformtest.Eventually(t, time.Minute, "the three runs running", func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{kube.LabelRunOf: "shop"}); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod %s %s", p.Name, p.Status.Phase)
+			}
+			names[p.Labels[kube.LabelRunID]] = p.Name
+		}
+		if len(pods.Items) != 3 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		return nil
+	})
+	deadline3 := podsLeft(t, c, ns, names["id-3"])[names["id-3"]]
 	for _, runID := range []string{"id-1", "id-2", "id-1", "id-unknown"} {
 		if err := d.EndRun(ctx, ns, "shop", runID); err != nil {
 			t.Fatalf("EndRun %s: %v", runID, err)
@@ -202,39 +330,41 @@ func testEndRun(t *testing.T, c client.Client, d *kube.Driver) {
 	if err := d.EndRun(ctx, ns, "shop", "not a label value"); err == nil {
 		t.Error("EndRun with an ID no pod can be labelled with: no error")
 	}
-	left := podsLeft(t, c, ns, "shop-run-1", "shop-run-2", "shop-run-3")
-	if _, ok := left["shop-run-1"]; ok {
+	left := podsLeft(t, c, ns, names["id-1"], names["id-2"], names["id-3"])
+	if _, ok := left[names["id-1"]]; ok {
 		t.Error("the attached lost run's pod is left after EndRun")
 	}
-	if left["shop-run-2"] != 1 {
-		t.Errorf("the detached lost run's pod after EndRun: deadline %d (0: gone); want kept with 1", left["shop-run-2"])
+	if left[names["id-2"]] != 1 {
+		t.Errorf("the detached lost run's pod after EndRun: deadline %d (0: gone); want kept with 1", left[names["id-2"]])
 	}
-	if left["shop-run-3"] != 3600 {
-		t.Errorf("another run's pod after EndRun: deadline %d (0: gone); want 3600", left["shop-run-3"])
+	if left[names["id-3"]] != deadline3 {
+		t.Errorf("another run's pod after EndRun: deadline %d (0: gone); want %d", left[names["id-3"]], deadline3)
 	}
-	for name, want := range map[string]bool{"shop-run-1": false, "shop-run-2": false, "shop-run-3": true} {
-		if got := secretLeft(t, c, ns, name); got != want {
-			t.Errorf("secret %s left: %v, want %v", name, got, want)
+	for id, want := range map[string]bool{"id-1": false, "id-2": false, "id-3": true} {
+		if got := secretLeft(t, c, ns, names[id]); got != want {
+			t.Errorf("secret of %s left: %v, want %v", id, got, want)
 		}
 	}
-	// No kubelet stops it at its deadline: the sweep deletes it past it.
-	platformtest.Eventually(t, 30*time.Second, "the sweep to delete the pod past its lowered deadline", func(context.Context) error {
-		if err := d.SweepRuns(ctx); err != nil {
+	// The node stops the detached run at its lowered deadline; its Pod
+	// stays, with its lines.
+	platformtest.Eventually(t, time.Minute, "the detached run's pod stopped at its deadline, kept", func(ctx context.Context) error {
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names["id-2"]}, &pod); err != nil {
 			return err
 		}
-		if _, ok := podsLeft(t, c, ns, "shop-run-2")["shop-run-2"]; ok {
-			return errors.New("still there")
+		if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != "DeadlineExceeded" || pod.DeletionTimestamp != nil {
+			return fmt.Errorf("phase %s, reason %s, deleted %v", pod.Status.Phase, pod.Status.Reason, pod.DeletionTimestamp)
 		}
 		return nil
 	})
 
 	// A Run's Pod, labelled with the ID its caller gave, ended by EndRun
 	// while the Run waits for it to start.
-	rel := shopRelease(1, "registry.bex.test/endrun/shop:1")
-	rel.Tenant = ns
+	waiting := rel
+	waiting.Resources.CPU = "64"
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Run(ctx, rel, runtime.Command{Args: []string{"sleep", "600"}, Name: "run.4", Attach: func(int) (runtime.Streams, error) {
+		_, err := d.Run(ctx, waiting, runtime.Command{Args: []string{"sleep", "600"}, Name: "run.4", Attach: func(int) (runtime.Streams, error) {
 			return runtime.Streams{RunID: "id-4"}, nil
 		}})
 		done <- err

@@ -10,9 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
 	"bex.co/bex/test/platformtest"
 )
@@ -21,9 +20,9 @@ import (
 // out, of its Deployment becoming unavailable and of its removal, by the
 // app's tenant and name; a Deployment the driver did not make tells
 // nothing; Watches is true only while the watch runs and has listed.
-func testWatch(t *testing.T, c client.Client, d *kube.Driver) {
+func testWatch(t *testing.T, k *cluster, d *kube.Driver) {
 	const tenant = "watchers"
-	simulate(t, c, tenant)
+	c := k.c
 	if d.Watches(tenant, "seen") {
 		t.Fatal("a driver nobody watches says it sees its apps' changes")
 	}
@@ -48,8 +47,9 @@ func testWatch(t *testing.T, c client.Client, d *kube.Driver) {
 		return nil
 	})
 
-	rel := shopRelease(1, "img:1")
+	rel := shopRelease(1, k.image1)
 	rel.Tenant, rel.App = tenant, "seen"
+	remove(t, d, tenant, "seen")
 	if err := d.Deploy(ctx, rel, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -57,20 +57,18 @@ func testWatch(t *testing.T, c client.Client, d *kube.Driver) {
 		t.Fatal("a rollout told nothing")
 	}
 
-	// Its web Deployment stops being available, as when its pods crash.
-	before := count(tenant + "/seen")
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var dep appsv1.Deployment
-		if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "seen-web"}, &dep); err != nil {
-			return err
-		}
-		dep.Status.Conditions = append(dep.Status.Conditions, appsv1.DeploymentCondition{
-			Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable", Message: "Deployment does not have minimum availability.",
-		})
-		return c.Status().Update(ctx, &dep)
-	})
+	// A web instance crashes: its Deployment has an instance fewer
+	// available until the node has restarted it.
+	st, err := d.Status(ctx, tenant, "seen")
 	if err != nil {
 		t.Fatal(err)
+	}
+	before := count(tenant + "/seen")
+	for _, i := range st.Instances {
+		if i.Process == runtime.WebProcess {
+			crash(t, c, tenant, i.ID)
+			break
+		}
 	}
 	platformtest.Eventually(t, 30*time.Second, "the change of status told", func(context.Context) error {
 		if count(tenant+"/seen") == before {
@@ -90,6 +88,7 @@ func testWatch(t *testing.T, c client.Client, d *kube.Driver) {
 	if err := c.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), foreign) })
 
 	before = count(tenant + "/seen")
 	if err := d.Remove(ctx, tenant, "seen"); err != nil {

@@ -43,9 +43,6 @@ func (s *suite) run(t *testing.T) {
 	if !ok {
 		t.Skip("the driver runs no one-off commands")
 	}
-	if s.h.NoRun {
-		t.Skip("one-off commands cannot run on this harness")
-	}
 	const app = "run"
 	rel := s.release(t, app, 4, "v4", nil)
 	ctx := s.ctx(t)

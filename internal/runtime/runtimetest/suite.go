@@ -117,11 +117,6 @@ type Harness struct {
 	// platform's routing and returns the body; the suite then checks what
 	// is served, not only what Status says.
 	Get func(t *testing.T, d runtime.Driver, tenant, app, path string) (string, error)
-	// Crash, when set, makes the app's instance inst exit on its own, as
-	// a crash does (the kube driver's simulated kubelet restarts the
-	// container). Without it the suite asks the instance for /exit through
-	// Get; with neither, the Crash case is skipped.
-	Crash func(t *testing.T, d runtime.Driver, tenant, app string, inst runtime.Instance)
 	// Metrics, when set, returns the runtime's metrics of d
 	// (bex_runtime_instances, bex_runtime_restarts_total) and the driver
 	// label they carry; the Crash case then checks that the restart
@@ -141,9 +136,6 @@ type Harness struct {
 	// MergedOutput says a one-off command's stdout and stderr both arrive
 	// in Streams.Stdout, as a container's log merges them.
 	MergedOutput bool
-	// NoRun says the driver's one-off commands cannot run here (a
-	// simulated kubelet runs no container): the Run case is skipped.
-	NoRun bool
 }
 
 // RunDriverSuite checks what runtime.Driver promises, on drivers made by
@@ -578,14 +570,8 @@ func (s *suite) scale(t *testing.T) {
 // again its Since is no earlier than the crash (the uptime starts again);
 // a fresh instance has no restarts and a Since.
 func (s *suite) crash(t *testing.T) {
-	crash := s.h.Crash
-	if crash == nil && s.h.Get != nil {
-		crash = func(t *testing.T, d runtime.Driver, tenant, app string, _ runtime.Instance) {
-			_, _ = s.h.Get(t, d, tenant, app, "/exit") // the connection drops as it exits
-		}
-	}
-	if crash == nil {
-		t.Skip("the harness can make no instance crash")
+	if s.h.Get == nil {
+		t.Skip("the harness can make no instance crash: it has no Get to ask the app for /exit")
 	}
 	d := s.newDriver(t)
 	ctx := s.ctx(t)
@@ -620,7 +606,7 @@ func (s *suite) crash(t *testing.T) {
 		restartsBefore = m.Restarts
 	}
 	crashedAt := time.Now().Truncate(time.Second)
-	crash(t, d, "suite", app, before)
+	_, _ = s.h.Get(t, d, "suite", app, "/exit") // the connection drops as it exits
 	var after runtime.Instance
 	s.eventually(t, "the crashed instance runs again, its restart counted", func() error {
 		st, err := d.Status(ctx, "suite", app)

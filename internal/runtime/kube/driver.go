@@ -720,11 +720,17 @@ type rolloutState struct {
 	progress string
 }
 
-func rollout(dep *appsv1.Deployment) rolloutState {
-	want := int32(1)
+// replicasOf is how many instances dep wants: its replicas, 1 when unset
+// (the Deployment default).
+func replicasOf(dep *appsv1.Deployment) int32 {
 	if dep.Spec.Replicas != nil {
-		want = *dep.Spec.Replicas
+		return *dep.Spec.Replicas
 	}
+	return 1
+}
+
+func rollout(dep *appsv1.Deployment) rolloutState {
+	want := replicasOf(dep)
 	st := dep.Status
 	if dep.Generation > st.ObservedGeneration {
 		return rolloutState{progress: "waiting for the new spec to be observed"}
@@ -868,11 +874,14 @@ func (d *Driver) Status(ctx context.Context, tenant, app string) (runtime.Status
 	return st, nil
 }
 
-// statusFrom computes Release, Ready and Message from the Deployments.
+// statusFrom computes Release, Ready and Message from the Deployments. A
+// ready app's Message is the process driver's ("release 4: 2 of 2
+// instances running"), so that bex ps reads the same on every runtime.
 func statusFrom(deps []appsv1.Deployment) runtime.Status {
 	sort.Slice(deps, func(i, j int) bool { return deps[i].Name < deps[j].Name })
 	var st runtime.Status
-	var notReady, ready []string
+	var notReady []string
+	var running, want int32
 	for i := range deps {
 		dep := &deps[i]
 		process := dep.Labels[LabelProcess]
@@ -889,13 +898,14 @@ func statusFrom(deps []appsv1.Deployment) runtime.Status {
 			if msg := unavailable(dep); msg != "" {
 				notReady = append(notReady, process+": "+msg)
 			} else {
-				ready = append(ready, process+": "+r.progress)
+				running += dep.Status.AvailableReplicas
+				want += replicasOf(dep)
 			}
 		}
 	}
 	st.Ready = len(notReady) == 0
 	if st.Ready {
-		st.Message = fmt.Sprintf("release %d: %s", st.Release, strings.Join(ready, ", "))
+		st.Message = fmt.Sprintf("release %d: %d of %d instances running", st.Release, running, want)
 	} else {
 		st.Message = fmt.Sprintf("release %d: %s", st.Release, strings.Join(notReady, "; "))
 	}

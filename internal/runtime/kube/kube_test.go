@@ -488,7 +488,7 @@ func testObjects(t *testing.T, k *cluster, d *kube.Driver) {
 		t.Fatalf("Deploy: %v\n%s", err, log.String())
 	}
 	st, err = d.Status(ctx, "acme", "shop")
-	if err != nil || !st.Ready || st.Release != 1 || st.Message != "release 1: web: 2 of 2 instances available, worker: 1 of 1 instances available" {
+	if err != nil || !st.Ready || st.Release != 1 || st.Message != "release 1: 3 of 3 instances running" {
 		t.Errorf("Status after the rollout: %+v, %v", st, err)
 	}
 

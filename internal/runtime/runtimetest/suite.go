@@ -268,6 +268,10 @@ func (s *suite) waitStatus(t *testing.T, d runtime.Driver, app string, want, ins
 		if n != instances {
 			return fmt.Errorf("%d instances, want %d", n, instances)
 		}
+		// bex ps reads the same on every runtime.
+		if msg := fmt.Sprintf("release %d: %d of %d instances running", want, n, n); st.Message != msg {
+			return fmt.Errorf("message %q, want %q", st.Message, msg)
+		}
 		return nil
 	})
 	return st

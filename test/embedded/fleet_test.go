@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,14 +24,16 @@ import (
 // through the API of make run's platform, waits until Cluster API reports
 // its three control-plane machines healthy and the worker's Node ready,
 // pushes an app and finds it placed on the cluster and served through the
-// edge from a Pod on the worker, plans an upgrade over the cluster, writes
+// edge from a Pod on the worker, runs a tenant's operations on it (bex env
+// set, logs, rollback, a push: tenantOps), plans an upgrade over the cluster, writes
 // into it, restarts the platform on the same state directory and finds the
 // cluster serving again with what was written, the worker's node agent
 // running again and the app served from it; then creates a second cluster
 // and cordons the first (bex fleet cordon): the App controller moves the
 // app onto the second, served from a Pod on its worker, and it leaves the
 // first; deletes the first, then the second, and the app is served by the
-// process runtime again. The first cluster's files are gone, and no
+// process runtime again, where the same operations show the tenant what
+// they showed on the fleet. The first cluster's files are gone, and no
 // request to the app failed during the move or either deletion: Cluster
 // API drains a worker only once the app moved (controllers/workerhook).
 func TestMakeRunFleet(t *testing.T) {
@@ -69,10 +70,9 @@ func TestMakeRunFleet(t *testing.T) {
 	// watch: once it has it, local stands by.
 	platformtest.WaitLocalStandby(t, mgmt, "e2e-1")
 	start = time.Now()
-	const body = "hello from the fleet"
-	pushNodeApp(t, env, "hello", body)
+	hello := pushNodeApp(t, env, "hello", "hello from the fleet")
 	t.Logf("an app pushed and released in %s", time.Since(start).Round(time.Second))
-	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", body)
+	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-1", hello.body)
 	pods, err := workload.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +80,24 @@ func TestMakeRunFleet(t *testing.T) {
 	if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != worker || pods.Items[0].Status.Phase != corev1.PodRunning {
 		t.Fatalf("the app's Pods on %s: %+v, want one running on %s", "e2e-1", podsOf(pods.Items), worker)
 	}
+
+	// The tenant's day-to-day operations on the app where it runs on the
+	// fleet: an env change, logs, a rollback, a push; compared at the end
+	// with the same on the process runtime.
+	start = time.Now()
+	onFleet := tenantOps(t, hello, "e2e-1", "the fleet", "hello again from the fleet")
+	t.Logf("bex env set, logs, rollback and a push on %s in %s", "e2e-1", time.Since(start).Round(time.Second))
+	platformtest.Eventually(t, time.Minute, "the app's Pods on e2e-1 all of v4", func(ctx context.Context) error {
+		pods, err := workload.CoreV1().Pods("dev").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 || pods.Items[0].Labels["bex.co/release"] != "4" || pods.Items[0].Spec.NodeName != worker {
+			return fmt.Errorf("%v", podsOf(pods.Items))
+		}
+		return nil
+	})
+	body := hello.body
 
 	// bex upgrade plans over it as over any cluster of the fleet.
 	next := "v" + versions[len(versions)-1]
@@ -206,6 +224,14 @@ func TestMakeRunFleet(t *testing.T) {
 	platformtest.ServedFrom(t, env, mgmt, "hello", "e2e-2", body)
 	deleteCluster(lc2, "e2e-2")
 	platformtest.ServedFrom(t, env, mgmt, "hello", "local", body)
+
+	// The same operations on the process runtime: what the tenant sees is
+	// the same.
+	start = time.Now()
+	onLocal := tenantOps(t, hello, "local", "local", "hello again from local")
+	t.Logf("bex env set, logs, rollback and a push on %s in %s", "local", time.Since(start).Round(time.Second))
+	t.Logf("what the tenant saw on the fleet: %+v", onFleet)
+	sameView(t, onFleet, onLocal)
 	p.Interrupt(t)
 }
 
@@ -225,39 +251,6 @@ func keepRequesting(ctx context.Context, t *testing.T, env map[string]string, na
 		}
 		return nil
 	})
-}
-
-// pushNodeApp creates the dev tenant's app name and pushes a Node app that
-// answers body, until it is released.
-func pushNodeApp(t *testing.T, env map[string]string, name, body string) {
-	t.Helper()
-	dev, err := apiclient.New(env["BEX_API"], env["BEX_TOKEN"], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := dev.CreateApp(t.Context(), apiclient.CreateAppRequest{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	platformtest.Git(t, dir, "init", "-q", "-b", "main")
-	platformtest.WriteNodeApp(t, dir, body, "")
-	platformtest.Git(t, dir, "add", ".")
-	platformtest.Git(t, dir, "commit", "-q", "-m", name)
-	remote, err := url.Parse(app.GitRemote)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.User = url.UserPassword("bex", env["BEX_TOKEN"])
-	out, err := platformtest.GitErr(dir, "push", remote.String(), "main")
-	if err != nil || !strings.Contains(out, "Released v1") {
-		t.Fatalf("pushing %s: %v\n%s", name, err, out)
-	}
-	for line := range strings.Lines(out) {
-		if strings.Contains(line, "Timings:") {
-			t.Logf("the push of %s: %s", name, strings.TrimSpace(line))
-		}
-	}
 }
 
 // podsOf describes pods for a failure message.

@@ -47,7 +47,13 @@ func AppClient(t testing.TB, env map[string]string) *http.Client {
 
 // GetApp asks c for https://host/ and returns the status and body.
 func GetApp(ctx context.Context, c *http.Client, host string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+	return GetAppPath(ctx, c, host, "/")
+}
+
+// GetAppPath asks c for https://host + path and returns the status and
+// body.
+func GetAppPath(ctx context.Context, c *http.Client, host, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+path, nil)
 	if err != nil {
 		return 0, "", err
 	}

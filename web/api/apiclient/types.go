@@ -396,9 +396,12 @@ type LogLine struct {
 	Time time.Time `json:"time"`
 	// Process is the process type: web, worker.
 	Process string `json:"process"`
-	// Instance tells the copies of a process apart: "1", a pod name.
+	// Instance tells the copies of a process apart: the index bex ps
+	// names it by ("0" for web.0), on every runtime.
 	Instance string `json:"instance,omitempty"`
-	// Stream is stdout or stderr.
+	// Stream is stdout or stderr, or bex for the platform's own lines
+	// about the instance (the process runtime's); on a cluster every line
+	// of the app is stdout.
 	Stream string `json:"stream,omitempty"`
 	Text   string `json:"text"`
 }

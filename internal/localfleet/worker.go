@@ -68,7 +68,8 @@ type workerState struct {
 }
 
 // Node agent files under a worker's root, where a kubeadm worker keeps its
-// kubelet's.
+// kubelet's. test/platformtest's resetNodes finds workerStateDir by the
+// same path.
 const (
 	workerKubeconfig = "etc/kubernetes/kubelet.conf"
 	workerCAFile     = "etc/kubernetes/pki/ca.crt"

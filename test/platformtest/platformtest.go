@@ -2,7 +2,6 @@ package platformtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/controllers/scheme"
-	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/pgserver"
 )
 
@@ -79,18 +77,28 @@ func Start(ctx context.Context, t testing.TB, binDir, state, dbURL string, args 
 		if err := pgserver.WaitStopped(stopCtx, filepath.Join(state, "postgres")); err != nil {
 			t.Errorf("the platform's private Postgres: %v", err)
 		}
-		// The containers of its local fleet's workers outlive the node
-		// agents, as a kubelet's do: the test's end is their machines'.
-		var reset bytes.Buffer
-		localfleet.ResetNodes(filepath.Join(state, "fleet"), filepath.Join(binDir, "bex-node"), &reset)
-		if reset.Len() > 0 {
-			t.Errorf("removing the containers of the platform's workers: %s", reset.String())
-		}
+		resetNodes(t, binDir, state)
 		if t.Failed() {
 			t.Logf("bex-embedded output:\n%s", p.Output())
 		}
 	})
 	return p
+}
+
+// resetNodes removes the containers the node agents of the platform's
+// local fleet left running, which outlive the agents as a kubelet's do:
+// the test's end is their machines'. It runs bex-node reset on each
+// worker's state directory, as localfleet.ResetNodes does (which this
+// package cannot import: the packages localfleet imports import this one
+// in their tests).
+func resetNodes(t testing.TB, binDir, state string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(state, "fleet", "*", "*", "machines", "*", "root", "var", "lib", "bex-node"))
+	for _, d := range dirs {
+		if out, err := exec.Command(filepath.Join(binDir, "bex-node"), "reset", "--state-dir="+d).CombinedOutput(); err != nil {
+			t.Errorf("removing the containers of the worker of %s: bex-node reset: %v: %s", d, err, out)
+		}
+	}
 }
 
 // Output returns what the platform printed so far.

@@ -15,7 +15,12 @@
 # sa) gave 43% of the CPU used to the kube-apiservers the tests start
 # (357 of them, 2.8 CPU seconds each), 13% to linking test binaries and
 # 8% to etcd. A run beside other work is slower by up to a third (54 min
-# with an engineer's tests beside it).
+# with an engineer's tests beside it). Since the kube driver's tests run
+# on a real node (internal/runtime/kube 257 s, 71 s before) the cores were
+# 78 to 91% busy and the suite took 61.5 min alone on the machine
+# (2026-12-06 14:51): the CPU, not the waits, bounds it now. Next: run
+# TestKubeDriver's subtests in parallel on its node (1 min of CPU in 4.6
+# min), keep ./test/continuity and ./controllers/fleetupgrade apart.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

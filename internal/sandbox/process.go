@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"bex.co/bex/internal/procstat"
 )
 
 // Process is a run of a container's process that outlives what started
@@ -216,18 +218,9 @@ func (p *Process) Close() {
 // startTime is the start time of process pid in clock ticks since boot,
 // which tells it from a later process of the same pid.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Fields(pid)
 	if err != nil {
 		return 0, err
 	}
-	// "PID (COMM) STATE ...": the start time is the 22nd field.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("reading /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b)[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("reading /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return strconv.ParseUint(f[procstat.StartTime], 10, 64)
 }

@@ -1,12 +1,12 @@
 package process
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"strconv"
 	"syscall"
 	"time"
+
+	"bex.co/bex/internal/procstat"
 )
 
 // groupKillWait bounds how long a stop waits for a killed group to be gone.
@@ -38,20 +38,11 @@ func groupAlive(pgid int) bool {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		f, err := procstat.Fields(pid)
+		if err != nil || f[procstat.State] == "Z" {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(data[i+1:])
-		if len(f) < 3 || string(f[0]) == "Z" {
-			continue
-		}
-		if g, _ := strconv.Atoi(string(f[2])); g == pgid {
+		if g, _ := strconv.Atoi(f[procstat.PGRP]); g == pgid {
 			return true
 		}
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bex.co/bex/internal/procstat"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/runtimemetrics"
 )
@@ -120,20 +120,16 @@ const clockTicks = 100
 
 // procUsage reads the CPU time and resident memory of process pid.
 func procUsage(pid int) (float64, int64, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procstat.Fields(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	// The command name, in parentheses, may hold spaces: fields start
-	// after its closing parenthesis, at field 3 (state).
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 22 {
 		return 0, 0, fmt.Errorf("reading /proc/%d/stat: %d fields", pid, len(f))
 	}
 	var ticks int64
-	for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		v, err := strconv.ParseInt(f[k], 10, 64)
+	for _, k := range []int{procstat.UTime, procstat.STime, procstat.CUTime, procstat.CSTime} {
+		v, err := procstat.Int(f, k)
 		if err != nil {
 			return 0, 0, fmt.Errorf("reading /proc/%d/stat: %w", pid, err)
 		}

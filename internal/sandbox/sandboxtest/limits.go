@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"bex.co/bex/internal/procstat"
 )
 
 // CgroupLimits is what a container's cgroup holds its processes to, as
@@ -60,17 +62,11 @@ func withDescendants(pid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		f, err := procstat.Fields(p)
 		if err != nil {
 			continue
 		}
-		// "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b)[i+1:])
-		if i < 0 || len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
+		if ppid, err := strconv.Atoi(f[procstat.PPID]); err == nil {
 			children[ppid] = append(children[ppid], p)
 		}
 	}

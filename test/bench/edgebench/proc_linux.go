@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"bex.co/bex/internal/procstat"
 )
 
 // childProcAttr has the kernel end a server process when the bench dies
@@ -22,23 +24,12 @@ const clockTick = 10 * time.Millisecond
 // cpuTime returns the user and system CPU time process pid has used, and
 // false when it cannot be read.
 func cpuTime(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procstat.Fields(pid)
 	if err != nil {
 		return 0, false
 	}
-	// The command name, field 2, is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	u, err1 := procstat.Int(f, procstat.UTime)
+	st, err2 := procstat.Int(f, procstat.STime)
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}

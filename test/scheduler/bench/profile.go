@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/procstat"
 )
 
 // kubeProfileSeconds is how long the kube-apiserver's CPU profile runs: the
@@ -95,23 +96,12 @@ func kubeProfile(ctx context.Context, kube *controlplane.APIServer, path string)
 // cpuTime is the user and system CPU time process pid has used, from
 // /proc/PID/stat; zero when it cannot be read.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Fields(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name, field 2, may hold spaces: count from its end.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// After the name: state is field 3, utime 14 and stime 15.
-	if len(f) < 13 {
-		return 0
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	utime, err1 := procstat.Int(f, procstat.UTime)
+	stime, err2 := procstat.Int(f, procstat.STime)
 	if err1 != nil || err2 != nil {
 		return 0
 	}

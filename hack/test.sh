@@ -25,7 +25,12 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-GOTEST_FLAGS=${GOTEST_FLAGS:--count=1 -timeout 60m}
+# -vet=off: make verify runs go vet with every analyzer (CI runs it just
+# before make test), so go test's own pass over each package, a subset of
+# them, is spent twice. -ldflags=-w: test binaries without DWARF, a fifth
+# less CPU per link (6.2 to 4.4 s user for controllers/app's, 2026-12-06);
+# a failing test's stack still names files and lines.
+GOTEST_FLAGS=${GOTEST_FLAGS:--count=1 -timeout 60m -vet=off -ldflags=-w}
 
 first=(
 	./test/continuity

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func (r *report) endPackage(e event, p *pkgState) {
 		if test == "" || p.ended[test] == "pass" || p.ended[test] == "skip" {
 			continue
 		}
-		fmt.Fprint(r.out, p.output[test].String())
+		fmt.Fprint(r.out, withRecap(p.output[test].String()))
 	}
 	// go test's own line ("FAIL\tpkg\t1.2s", "FAIL\tpkg [build failed]")
 	// is the package's last output; a binary that could not run may lack
@@ -257,3 +258,62 @@ func (r *report) progress() {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Bounds of withRecap: an output of more than recapAfter lines gets a
+// recap of its last recapLines lines of the tests' own.
+const (
+	recapAfter = 60
+	recapLines = 30
+)
+
+// ownLine is a line a test wrote (t.Log, t.Error, t.Fatal): its file and
+// line first.
+var ownLine = regexp.MustCompile(`^\s+[\w.-]+_test\.go:\d+: `)
+
+// withRecap is a failed test's output with, when it is long (a platform's
+// log dumped at its end), the lines the tests wrote again just before its
+// "--- FAIL" line, so that what failed is found next to where it is
+// reported, not a thousand lines above.
+func withRecap(out string) string {
+	lines := strings.SplitAfter(out, "\n")
+	if len(lines) <= recapAfter {
+		return out
+	}
+	end := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "--- FAIL: ") {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return out
+	}
+	var own []string
+	for _, l := range lines[:end] {
+		if ownLine.MatchString(l) {
+			own = append(own, l)
+		}
+	}
+	if len(own) == 0 {
+		return out
+	}
+	if len(own) > recapLines {
+		own = own[len(own)-recapLines:]
+	}
+	var b strings.Builder
+	for _, l := range lines[:end] {
+		b.WriteString(l)
+	}
+	fmt.Fprintf(&b, "    (the test's own last %d lines again, from the %d lines above:)\n", len(own), end)
+	for _, l := range own {
+		b.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	for _, l := range lines[end:] {
+		b.WriteString(l)
+	}
+	return b.String()
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,32 @@ func TestParseCPU(t *testing.T) {
 	}
 	if got := (cpuTimes{}).busyUntil(cpuTimes{}); got != "not measured" {
 		t.Errorf("no ticks between two reads: %q", got)
+	}
+}
+
+// TestRecap: a failed test's long output (a platform's log dumped at its
+// end) gets the lines the test wrote again just before its "--- FAIL"
+// line; a short one is left as it is.
+func TestRecap(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("=== RUN   TestLong\n")
+	b.WriteString("    long_test.go:12: a cluster ready in 1m2s\n")
+	b.WriteString("    long_test.go:40: 3 of 500 requests failed\n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "        I1206 16:20:35 controller.go:%d] \"Shutdown signal received\"\n", i)
+	}
+	b.WriteString("--- FAIL: TestLong (494.68s)\n")
+	got := withRecap(b.String())
+	fail := strings.Index(got, "--- FAIL: TestLong")
+	recap := strings.LastIndex(got, "    long_test.go:40: 3 of 500 requests failed\n")
+	if recap < 0 || fail < 0 || recap > fail || strings.Count(got, "long_test.go:40:") != 2 || fail-recap > 200 {
+		t.Errorf("the recap of a long output:\n%s", got)
+	}
+	if !strings.HasPrefix(got, b.String()[:strings.Index(b.String(), "--- FAIL")]) {
+		t.Error("the output before the recap changed")
+	}
+	short := "=== RUN   TestShort\n    short_test.go:9: want 1, got 2\n--- FAIL: TestShort (0.10s)\n"
+	if got := withRecap(short); got != short {
+		t.Errorf("a short output changed:\n%s", got)
 	}
 }

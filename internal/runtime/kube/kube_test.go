@@ -65,16 +65,38 @@ func TestKubeDriver(t *testing.T) {
 	// The drivers' suite (runtimetest.RunDriverSuite) runs on a cluster
 	// like this one in node's TestKubeDriverSuiteOnTheNode, with every
 	// case: not again here.
-	t.Run("Objects", func(t *testing.T) { testObjects(t, k, newDriver(t)) })
-	t.Run("Timings", func(t *testing.T) { testTimings(t, k, newDriver(t)) })
-	t.Run("RolloutSeenByWatch", func(t *testing.T) {
+	//
+	// First, one at a time, the subtests that see beyond their own app:
+	// the tenant namespace's labels and policies, which the others' Pods
+	// run under; the metrics, which count every Pod of the cluster; the
+	// sweep, which deletes ended run Pods in every namespace. Then the
+	// others side by side, each with its own app: they mostly wait for
+	// the node (a minute of CPU in four of waiting, one after another).
+	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, k, newDriverWith) })
+	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, k, newDriverWith) })
+	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, k, newDriverWith) })
+	t.Run("Metrics", func(t *testing.T) { testMetrics(t, k, newDriver(t)) })
+	t.Run("RunSweep", func(t *testing.T) {
+		const retention = 30 * time.Second
+		testRunSweep(t, k, newDriverWith(t, kube.Options{RunLogRetention: retention}), retention)
+	})
+
+	parallel := func(name string, test func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t)
+		})
+	}
+	parallel("Objects", func(t *testing.T) { testObjects(t, k, newDriver(t)) })
+	parallel("Timings", func(t *testing.T) { testTimings(t, k, newDriver(t)) })
+	parallel("RolloutSeenByWatch", func(t *testing.T) {
 		d, err := kube.New(cfg, kube.Options{PollInterval: time.Hour, ProgressDeadline: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		testRolloutSeenByWatch(t, k, d)
 	})
-	t.Run("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, k, newDriver(t)) })
+	parallel("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, k, newDriver(t)) })
 	// A client that may ask once a second: near a deadline its rate
 	// limiter refuses the next read before the deadline passes.
 	throttled := func(t *testing.T, opts kube.Options) *kube.Driver {
@@ -87,25 +109,17 @@ func TestKubeDriver(t *testing.T) {
 		}
 		return d
 	}
-	t.Run("RolloutDeadlineWhileThrottled", func(t *testing.T) {
+	parallel("RolloutDeadlineWhileThrottled", func(t *testing.T) {
 		testRolloutDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RolloutTimeout: 3 * time.Second}))
 	})
-	t.Run("RunStartDeadlineWhileThrottled", func(t *testing.T) {
+	parallel("RunStartDeadlineWhileThrottled", func(t *testing.T) {
 		testRunStartDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RunStartTimeout: 3 * time.Second}))
 	})
-	t.Run("Logs", func(t *testing.T) { testLogs(t, k, newDriver(t)) })
-	t.Run("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, k, newDriver(t)) })
-	t.Run("Watch", func(t *testing.T) { testWatch(t, k, newDriver(t)) })
-	t.Run("Metrics", func(t *testing.T) { testMetrics(t, k, newDriver(t)) })
-	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, k, newDriverWith) })
-	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, k, newDriverWith) })
-	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, k, newDriverWith) })
-	t.Run("RunSweep", func(t *testing.T) {
-		const retention = 30 * time.Second
-		testRunSweep(t, k, newDriverWith(t, kube.Options{RunLogRetention: retention}), retention)
-	})
-	t.Run("EndRun", func(t *testing.T) { testEndRun(t, k, newDriver(t)) })
-	t.Run("InvalidResources", func(t *testing.T) {
+	parallel("Logs", func(t *testing.T) { testLogs(t, k, newDriver(t)) })
+	parallel("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, k, newDriver(t)) })
+	parallel("Watch", func(t *testing.T) { testWatch(t, k, newDriver(t)) })
+	parallel("EndRun", func(t *testing.T) { testEndRun(t, k, newDriver(t)) })
+	parallel("InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, k.image1)
 		rel.App = "badres"

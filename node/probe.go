@@ -48,9 +48,10 @@ func (w *podWorker) probe(ctx context.Context, pod *corev1.Pod, c corev1.Contain
 			}
 		} else {
 			passed, failed = 0, failed+1
-			if failed == 1 || failed == failures {
-				w.a.recorder.Eventf(pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %v", kind, err)
-			}
+			// Each failure, as the kubelet records them: the recorder's
+			// correlator counts the same words in one Event (its count
+			// and last timestamp), and holds back a Pod's flood.
+			w.a.recorder.Eventf(pod, corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %v", kind, err)
 			if failed == failures {
 				result(false, err.Error())
 			}

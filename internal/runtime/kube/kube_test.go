@@ -666,20 +666,21 @@ func testFailedRollout(t *testing.T, k *cluster, d *kube.Driver) {
 	}
 	// Until the check first passes the startup probe runs it, not the
 	// readiness probe: a check that never passes fails the startup probe,
-	// an Unhealthy event of the node on the new Pods. (bex-node records a
-	// probe's first failure and the one that reaches its threshold, not
-	// each as the kubelet does: its words are the first failure's, which
-	// may come before the app listens.)
+	// Unhealthy events of the node on the new Pods, each failure counted
+	// as the kubelet counts them (one Event per Pod and words, its count
+	// going up), so that the error says the latest.
 	var events corev1.EventList
 	if err := c.List(ctx, &events, client.InNamespace("acme")); err != nil {
 		t.Fatal(err)
 	}
-	probed := false
+	var counted int32
 	for _, e := range events.Items {
-		probed = probed || e.Reason == "Unhealthy" && strings.HasPrefix(e.InvolvedObject.Name, rs[1]+"-") && strings.HasPrefix(e.Message, "Startup probe failed: ")
+		if e.Reason == "Unhealthy" && strings.HasPrefix(e.InvolvedObject.Name, rs[1]+"-") && strings.HasPrefix(e.Message, "Startup probe failed: ") {
+			counted = max(counted, e.Count)
+		}
 	}
-	if !probed {
-		t.Errorf("no Unhealthy event of a failed startup probe on a Pod of %s", rs[1])
+	if counted < 3 {
+		t.Errorf("the Unhealthy events of a failed startup probe on the Pods of %s count %d failures at most, want each of the failures in the 20 s progress deadline", rs[1], counted)
 	}
 	// The previous release is back.
 	web := getDeployment(t, c, "cart-web", release("1"))

@@ -100,7 +100,8 @@ func (e *env) setEnv(t *testing.T, env map[string]string, secrets map[string]str
 // processes while every request is answered, and records no release; a
 // process the release does not have is refused, changing nothing; a
 // config release whose instances crash leaves the previous one serving
-// and records nothing.
+// and records nothing; a rollback gives the App the variables of the
+// release it goes back to, which the next release then keeps.
 func TestConfigReleaseAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -205,6 +206,38 @@ func TestConfigReleaseAndRestart(t *testing.T) {
 	e.setEnv(t, map[string]string{"FOO": "1"}, nil)
 	if n, err := e.a.ReleaseConfig(ctx, e.tenant, e.name, "Unset CRASH", "user:test"); err != nil || n != 4 {
 		t.Errorf("the config release after failed v3: v%d, %v; want v4", n, err)
+	}
+
+	// A rollback gives the App the variables of the release it goes back
+	// to, as a Heroku rollback restores config vars: back to v1, none;
+	// the next config release keeps none rather than bringing FOO back.
+	if n, err := e.a.Rollback(ctx, e.tenant, e.name, 1, "user:test"); err != nil || n != 5 {
+		t.Fatalf("rolling back to v1: v%d, %v; want v5", n, err)
+	}
+	if env := e.app(t).Spec.Env; len(env) != 0 {
+		t.Errorf("after the rollback to v1 the App's env is %+v, want v1's: none", env)
+	}
+	if n, err := e.a.ReleaseConfig(ctx, e.tenant, e.name, "Release the env again", "user:test"); err != nil || n != 6 {
+		t.Fatalf("a config release after the rollback to v1: v%d, %v; want v6", n, err)
+	}
+	if now, err := e.get(); err != nil || now.Foo != "" || now.Key != "" {
+		t.Errorf("a config release after the rollback to v1 answers %+v, %v; want no FOO and no API_KEY, as v1", now, err)
+	}
+	// Back to v2: FOO by value and API_KEY by its reference, whose Secret
+	// still holds the value.
+	if n, err := e.a.Rollback(ctx, e.tenant, e.name, 2, "user:test"); err != nil || n != 7 {
+		t.Fatalf("rolling back to v2: v%d, %v; want v7", n, err)
+	}
+	env := e.app(t).Spec.Env
+	if len(env) != 2 || env[0].Name != "API_KEY" || env[0].SecretKeyRef == nil || env[0].SecretKeyRef.Key != "API_KEY" ||
+		env[1].Name != "FOO" || env[1].Value == nil || *env[1].Value != "1" {
+		t.Errorf("after the rollback to v2 the App's env is %+v, want API_KEY by reference and FOO=1", env)
+	}
+	if n, err := e.a.ReleaseConfig(ctx, e.tenant, e.name, "Release the env again", "user:test"); err != nil || n != 8 {
+		t.Fatalf("a config release after the rollback to v2: v%d, %v; want v8", n, err)
+	}
+	if now, err := e.get(); err != nil || now.Foo != "1" || now.Key != secret {
+		t.Errorf("a config release after the rollback to v2 answers %+v, %v; want FOO 1 and the secret, as v2", now, err)
 	}
 }
 

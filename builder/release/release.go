@@ -22,12 +22,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	platformv1alpha1 "bex.co/bex/apis/platform/v1alpha1"
@@ -239,11 +242,68 @@ func (p *Releaser) Rollback(ctx context.Context, tenantName, appName string, to 
 		return 0, fmt.Errorf("recording the rollback: %w", err)
 	}
 	p.CountRelease(rel)
+	env := app.Spec.Env
 	if err := p.SetCurrent(ctx, app, rel.Number, p.opts.URL(tenantName, appName)); err != nil {
 		return 0, err
 	}
 	p.Prune(ctx, tenant.ID, app, io.Discard)
+	if err := p.restoreEnv(ctx, app, env, target.Config); err != nil {
+		return rel.Number, fmt.Errorf("v%d runs v%d's image and variables, but the app's environment still holds the variables rolled back from, which the next push would bring back: %w; set them with bex env", rel.Number, to, err)
+	}
 	return rel.Number, nil
+}
+
+// restoreEnv gives the App the variables of config, those of the release
+// a rollback went back to, as a Heroku rollback restores config vars: the
+// next push or config release then keeps them instead of bringing back
+// the values rolled back from. before is spec.env as the rollback read
+// it: an App whose env changed since (an env set that waits for the lock
+// to release it) keeps that newer change.
+func (p *Releaser) restoreEnv(ctx context.Context, app *platformv1alpha1.App, before []platformv1alpha1.EnvVar, config map[string]store.ConfigValue) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var cur platformv1alpha1.App
+		if err := p.opts.Kube.Get(ctx, client.ObjectKeyFromObject(app), &cur); err != nil {
+			return err
+		}
+		env := EnvOf(cur.Spec.Env, config)
+		if !equality.Semantic.DeepEqual(cur.Spec.Env, before) || equality.Semantic.DeepEqual(cur.Spec.Env, env) {
+			return nil
+		}
+		cur.Spec.Env = env
+		return p.opts.Kube.Update(ctx, &cur)
+	})
+}
+
+// EnvOf is the spec.env that holds the variables of config, a release's:
+// the variables of env that config has keep their place, the others go,
+// and config's variables that env lacks come after, by name.
+func EnvOf(env []platformv1alpha1.EnvVar, config map[string]store.ConfigValue) []platformv1alpha1.EnvVar {
+	var out []platformv1alpha1.EnvVar
+	seen := map[string]bool{}
+	add := func(name string) {
+		v, ok := config[name]
+		if !ok || seen[name] {
+			return
+		}
+		seen[name] = true
+		e := platformv1alpha1.EnvVar{Name: name}
+		switch {
+		case v.Value != nil:
+			e.Value = ptr.To(*v.Value)
+		case v.SecretKeyRef != nil:
+			e.SecretKeyRef = &platformv1alpha1.SecretKeySelector{Name: v.SecretKeyRef.Name, Key: v.SecretKeyRef.Key}
+		default:
+			return
+		}
+		out = append(out, e)
+	}
+	for _, e := range env {
+		add(e.Name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(config)) {
+		add(name)
+	}
+	return out
 }
 
 // ReleaseConfig rolls the image of the app's current release out again as

@@ -264,6 +264,11 @@ func tenantOps(t *testing.T, a *nodeApp, cluster, round, next string) tenantView
 	default:
 		v.AfterPush = after
 	}
+	// The rollback gave the App the variables of the release it went back
+	// to: the push keeps them.
+	if v.AfterPush != "the value rolled back to" {
+		t.Errorf("after a rollback to v%d and a push on %s, %s answers %q on /env, want %q as v%d had", n, cluster, a.name, v.AfterPush, before, n)
+	}
 
 	rs, err := a.dev.ListReleases(ctx, a.name)
 	if err != nil {

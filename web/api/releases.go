@@ -270,9 +270,11 @@ func (s *Server) rollback(c echo.Context) error {
 	}
 	awaitRollout(c)
 	n, err := s.deployer.Rollback(ctx, p.tenant.Name, app.Name, to, p.actor())
+	if n > 0 {
+		s.audit(c, "app.rollback", app.Name, map[string]any{"to": to, "from": current, "release": n})
+	}
 	if err != nil {
 		return fmt.Errorf("rolling %s back to v%d: %w", app.Name, to, err)
 	}
-	s.audit(c, "app.rollback", app.Name, map[string]any{"to": to, "from": current, "release": n})
 	return c.JSON(http.StatusCreated, apiclient.Rollback{Release: n, RolledBackTo: to})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bex.co/bex/internal/edge"
+	"bex.co/bex/internal/procstat"
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/process"
 	"bex.co/bex/internal/runtime/runtimetest"
@@ -587,19 +588,15 @@ func groupMembers(t *testing.T, leaders []int) []int {
 }
 
 func procStat(pid int) (state string, pgid int, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Fields(pid)
 	if err != nil {
 		return "", 0, false
 	}
-	s := string(data)
-	// pid (comm) state ppid pgrp ...
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
+	g, err := procstat.Int(f, procstat.PGRP)
+	if err != nil {
 		return "", 0, false
 	}
-	pgid, _ = strconv.Atoi(f[2])
-	return f[0], pgid, true
+	return f[procstat.State], int(g), true
 }
 
 func TestRemoveAndCloseLeaveNoProcess(t *testing.T) {

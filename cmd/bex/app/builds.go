@@ -80,7 +80,7 @@ func newBuildsLogCommand(st *state) *cobra.Command {
 			if st.output != outputJSON {
 				return explain(c.BuildLog(cmd.Context(), args[0], number, follow, st.io.Out))
 			}
-			lines := &jsonLines{enc: json.NewEncoder(st.io.Out)}
+			lines := &jsonLines{enc: jsonEncoder(st.io.Out)}
 			if err := c.BuildLog(cmd.Context(), args[0], number, follow, lines); err != nil {
 				return explain(err)
 			}

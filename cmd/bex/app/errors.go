@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -147,7 +146,7 @@ func writeError(w io.Writer, err error, asJSON bool) {
 		fmt.Fprintf(w, "bex: %v\n", err)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(struct {
+	_ = jsonEncoder(w).Encode(struct {
 		Error *Error `json:"error"`
 	}{ErrorOf(err)})
 }

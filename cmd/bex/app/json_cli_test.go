@@ -145,7 +145,14 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		}},
 		{cmd: "bex builds log", name: "missing build", args: []string{"builds", "log", "shop", "7"}, err: &app.Error{Kind: app.KindNotFound, Status: 404}},
 
-		{cmd: "bex env set", args: []string{"env", "set", "shop", "GREETING=hello"}, fields: []string{"name", "value"}, check: wantField("0.name", "GREETING")},
+		{cmd: "bex env set", args: []string{"env", "set", "shop", "GREETING=<b>hello</b> & bye"}, fields: []string{"name", "value"}, check: func(t *testing.T, out []byte) {
+			wantField("0.name", "GREETING")(t, out)
+			// As typed: JSON needs no escape of <, > or & (Go's default
+			// writes \u003c for HTML).
+			if !bytes.Contains(out, []byte(`"<b>hello</b> & bye"`)) {
+				t.Errorf("the value printed escaped:\n%s", out)
+			}
+		}},
 		{cmd: "bex env set", name: "secret, stored", args: []string{"env", "set", "shop", "API_KEY=hunter2", "--secret", "--no-release"}, fields: []string{"name"},
 			check: func(t *testing.T, out []byte) {
 				if bytes.Contains(out, []byte("hunter2")) || !bytes.Contains(out, []byte(`"secret": true`)) {

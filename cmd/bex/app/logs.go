@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -24,7 +23,7 @@ func newLogsCommand(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(st.io.Out)
+			enc := jsonEncoder(st.io.Out)
 			err = c.Logs(cmd.Context(), args[0], tail, follow, func(l apiclient.LogLine) error {
 				if st.output == outputJSON {
 					return enc.Encode(l) // one object per line, as it comes

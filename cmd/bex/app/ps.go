@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -75,7 +74,7 @@ func (st *state) watchInstances(ctx context.Context, c *apiclient.Client, name s
 		if key := instancesKey(is); key != last {
 			last = key
 			if st.output == outputJSON {
-				if err := json.NewEncoder(st.io.Out).Encode(is); err != nil {
+				if err := jsonEncoder(st.io.Out).Encode(is); err != nil {
 					return err
 				}
 			} else {

@@ -260,9 +260,18 @@ type explained struct {
 func (e *explained) Error() string { return e.msg }
 func (e *explained) Unwrap() error { return e.err }
 
+// jsonEncoder writes JSON values to w as bex prints them: <, > and & as
+// they are, not escaped for HTML as encoding/json's default does (a
+// value of "a<b" prints "a<b", not "a\u003cb").
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
 // printJSON writes v as indented JSON.
 func (st *state) printJSON(v any) error {
-	enc := json.NewEncoder(st.io.Out)
+	enc := jsonEncoder(st.io.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

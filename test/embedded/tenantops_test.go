@@ -148,6 +148,9 @@ type tenantView struct {
 	// brought as it was printed.
 	LogLine     string
 	LogFollowed string
+	// SystemLine is the same of the platform's line (stream bex) about
+	// the instance: it started, it is healthy.
+	SystemLine string
 	// Refusal is the status and message of a rollback to a release the
 	// app never had.
 	Refusal string
@@ -218,6 +221,7 @@ func tenantOps(t *testing.T, a *nodeApp, cluster, round, next string) tenantView
 		t.Errorf("bex logs of %s on %s has no line %q", a.name, cluster, want)
 	}
 	v.LogLine = a.logView(t, line, n+1)
+	v.SystemLine = a.logView(t, a.systemLine(t, cluster, n+1), n+1)
 	followed, ok := a.followLine(t, "/env?followed-"+url.QueryEscape(round))
 	if !ok {
 		t.Errorf("bex logs -f of %s on %s brought no line of a request made while it followed", a.name, cluster)
@@ -369,6 +373,40 @@ func (a *nodeApp) logLine(t *testing.T, text string) (apiclient.LogLine, bool) {
 		time.Sleep(time.Second)
 	}
 	return found, false
+}
+
+// systemLine waits until bex logs (its last 100 lines) has a line of the
+// platform's (stream bex) about an instance of release that bex ps names,
+// and returns the newest; it fails t (going on) if none comes.
+func (a *nodeApp) systemLine(t *testing.T, cluster string, release int) apiclient.LogLine {
+	t.Helper()
+	var found apiclient.LogLine
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		is, err := a.dev.Instances(t.Context(), a.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, i := range is.Instances {
+			if i.Release == release {
+				names = append(names, i.Name)
+			}
+		}
+		err = a.dev.Logs(t.Context(), a.name, 100, false, func(l apiclient.LogLine) error {
+			if l.Stream == "bex" && slices.Contains(names, l.Process+"."+l.Instance) {
+				found = l
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("bex logs %s: %v", a.name, err)
+		}
+		if found.Text != "" {
+			return found
+		}
+	}
+	t.Errorf("bex logs of %s on %s has no line of the platform's about an instance of v%d", a.name, cluster, release)
+	return found
 }
 
 // followLine follows the app's log (bex logs -f with the last line only)

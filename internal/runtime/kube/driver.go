@@ -329,19 +329,31 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 		deployments[p] = dep
 	}
 
+	// The lines of the Pods this release replaces outlive them.
+	var keeper *lineKeeper
+	if before, err := d.pods(ctx, ns, rel.App); err == nil {
+		keeper = d.keepLines(ctx, ns, rel.App, before, d.opts.RolloutTimeout+d.opts.GracePeriod+max(d.opts.DrainDelay, 0)+10*time.Second)
+	}
+	drop := func(err error) error {
+		if keeper != nil {
+			keeper.drop()
+		}
+		return err
+	}
+
 	// The release's own Secret: the pods of the release before it keep
 	// theirs until this one has rolled out.
 	if err := d.c.Apply(ctx, envSecret(ns, rel), applyOpts...); err != nil {
-		return d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying secret %s: %w", EnvSecretName(rel.App, rel.Number), err))
+		return drop(d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying secret %s: %w", EnvSecretName(rel.App, rel.Number), err)))
 	}
 	for _, p := range rel.ProcessNames() {
 		fmt.Fprintf(log, "Applying deployment %s/%s: release %d, %d × %s\n", ns, ObjectName(rel.App, p), rel.Number, rel.Processes[p].Replicas, rel.Image)
 		if err := d.c.Apply(ctx, deployments[p], applyOpts...); err != nil {
-			return d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying deployment %s: %w", ObjectName(rel.App, p), err))
+			return drop(d.rollBack(ctx, ns, rel, previous, log, fmt.Errorf("applying deployment %s: %w", ObjectName(rel.App, p), err)))
 		}
 	}
 	if err := d.applyServiceAndPDBs(ctx, ns, rel); err != nil {
-		return d.rollBack(ctx, ns, rel, previous, log, err)
+		return drop(d.rollBack(ctx, ns, rel, previous, log, err))
 	}
 	stopApply()
 
@@ -349,12 +361,15 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 	err = d.waitRollout(ctx, ns, rel, log)
 	stopRollout()
 	if err != nil {
-		return d.rollBack(ctx, ns, rel, previous, log, err)
+		return drop(d.rollBack(ctx, ns, rel, previous, log, err))
 	}
 
 	stopPrune := steptime.Start(ctx, "prune")
 	err = d.pruneAfterRollout(ctx, ns, rel, previous, log)
 	stopPrune()
+	if keeper != nil {
+		keeper.keep(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -851,6 +866,9 @@ func (d *Driver) Remove(ctx context.Context, tenant, app string) error {
 		if err := d.deleteIgnoringNotFound(ctx, o); err != nil {
 			return err
 		}
+	}
+	if err := d.deleteKeptLines(ctx, ns, app); err != nil {
+		return err
 	}
 	return d.deleteEnvSecrets(ctx, ns, app, func(string) bool { return true })
 }

@@ -43,6 +43,10 @@ func (d *Driver) Logs(ctx context.Context, tenant, app string, tail int, follow 
 		for _, p := range pods {
 			lines = append(lines, d.podTail(ctx, ns, p, tail)...)
 		}
+		for _, l := range d.systemLines(ctx, ns, pods) {
+			lines = append(lines, l.line)
+		}
+		lines = append(lines, d.keptLogLinesOf(ctx, ns, app, pods)...)
 		sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time.Before(lines[j].Time) })
 		if tail >= 0 && len(lines) > tail {
 			lines = lines[len(lines)-tail:]
@@ -79,6 +83,8 @@ type podRef struct {
 	// instance's: its lines start with the command it runs and end with
 	// how it ended, as the process driver's do.
 	run *corev1.Pod
+	// pod is an instance's Pod as listed, nil for a run's.
+	pod *corev1.Pod
 }
 
 func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
@@ -89,7 +95,7 @@ func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
 	insts := instancesFrom(list.Items) // sorts list.Items the same way
 	refs := make([]podRef, len(list.Items))
 	for i := range list.Items {
-		refs[i] = podRef{name: list.Items[i].Name, container: list.Items[i].Labels[LabelProcess], inst: insts[i]}
+		refs[i] = podRef{name: list.Items[i].Name, container: list.Items[i].Labels[LabelProcess], inst: insts[i], pod: &list.Items[i]}
 	}
 	runs, err := d.loggedRuns(ctx, ns, app)
 	if err != nil {
@@ -291,8 +297,51 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 			}
 		})
 	}
+	// The kept lines of replaced Pods first: they are older.
+	kept := d.keptLogLinesOf(ctx, ns, app, pods)
+	if tail >= 0 && len(kept) > tail {
+		kept = kept[len(kept)-tail:]
+	}
+	for _, l := range kept {
+		select {
+		case out <- l:
+		case <-ctx.Done():
+			for _, rc := range opened {
+				if rc != nil {
+					rc.Close()
+				}
+			}
+			return
+		}
+	}
 	for i, p := range pods {
 		start(p, tail, opened[i])
+	}
+	// The platform's lines: the last tail of those there now, then each
+	// new one as a poll finds it.
+	sent := map[string]bool{}
+	system := func(pods []podRef, tail int) bool {
+		var fresh []runtime.LogLine
+		for _, l := range d.systemLines(ctx, ns, pods) {
+			if !sent[l.key] {
+				sent[l.key] = true
+				fresh = append(fresh, l.line)
+			}
+		}
+		if tail >= 0 && len(fresh) > tail {
+			fresh = fresh[len(fresh)-tail:]
+		}
+		for _, l := range fresh {
+			select {
+			case out <- l:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
+	if !system(pods, tail) {
+		return
 	}
 	poll := max(2*d.opts.PollInterval, time.Second)
 	t := time.NewTicker(poll)
@@ -311,7 +360,66 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 			// A pod seen for the first time starts from its beginning.
 			start(p, -1, nil)
 		}
+		if !system(pods, -1) {
+			return
+		}
 	}
+}
+
+// keyedLine is a line of the platform's about an instance, and what
+// tells it from another (an Event and its count, a Pod's readiness since a
+// time).
+type keyedLine struct {
+	key  string
+	line runtime.LogLine
+}
+
+// systemLines are the platform's lines (stream bex) about the app's
+// instances, as the process runtime writes its own (started, healthy,
+// unhealthy, stopping), from what the cluster says of their Pods, oldest
+// first: the Events of each (the scheduler's and the node's: assigned,
+// started, a probe failed, stopping, back-off; one line per Event at its
+// last time, with how many times when more than once), and when each
+// became ready ("Healthy"). Events the cluster no longer keeps (an hour by
+// default) are not there; what cannot be read is left out.
+func (d *Driver) systemLines(ctx context.Context, ns string, pods []podRef) []keyedLine {
+	byUID := map[string]podRef{}
+	var lines []keyedLine
+	for _, p := range pods {
+		if p.pod == nil {
+			continue
+		}
+		byUID[string(p.pod.UID)] = p
+		for _, c := range p.pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+				at := c.LastTransitionTime.Time
+				lines = append(lines, keyedLine{key: fmt.Sprintf("ready/%s/%d", p.pod.UID, at.UnixNano()),
+					line: p.systemLine(at, "Healthy: ready to serve")})
+			}
+		}
+	}
+	if len(byUID) > 0 {
+		var events corev1.EventList
+		if err := d.c.List(ctx, &events, client.InNamespace(ns), client.MatchingFields{"involvedObject.kind": "Pod"}); err == nil {
+			for i := range events.Items {
+				e := &events.Items[i]
+				p, ok := byUID[string(e.InvolvedObject.UID)]
+				if !ok {
+					continue
+				}
+				text := e.Message
+				if e.Reason == "Unhealthy" {
+					text = "Unhealthy: " + text
+				}
+				if e.Count > 1 {
+					text += fmt.Sprintf(" (%d times)", e.Count)
+				}
+				lines = append(lines, keyedLine{key: fmt.Sprintf("event/%s/%d", e.UID, e.Count), line: p.systemLine(eventTime(e), text)})
+			}
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].line.Time.Before(lines[j].line.Time) })
+	return lines
 }
 
 // readLines parses "<RFC3339Nano time> <text>" lines until r ends or emit

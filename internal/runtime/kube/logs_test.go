@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/internal/runtime"
 	"bex.co/bex/internal/runtime/kube"
@@ -21,7 +24,8 @@ import (
 // testLogs: Logs reads the app's lines through the apiserver's pods/log,
 // which the apiserver proxies to the node's log endpoint (bex-node's, as
 // a kubelet's): the last lines of all its instances in the order they
-// were written, and, followed, a line written after.
+// were written, with the platform's about each from its Pod's Events and
+// readiness, and, followed, a line written after.
 func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
 	rel := shopRelease(1, k.image1)
@@ -75,6 +79,32 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 		t.Errorf("tail 2: %q, want %q", strings.Join(got, "|"), want)
 	}
 
+	// The whole log has the platform's lines about each instance (stream
+	// bex), as the process runtime writes its own: the node's Events of
+	// its Pod (its container started) and its readiness, before the
+	// app's own lines.
+	ch, err = d.Logs(ctx, "acme", "logged", -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	first := map[string]int{} // line → its first place
+	for l := range ch {
+		line := fmt.Sprintf("%s.%d %s %s", l.Process, l.Instance, l.Stream, l.Text)
+		if _, ok := first[line]; !ok {
+			first[line] = len(got)
+		}
+		got = append(got, line)
+	}
+	for index := range 2 {
+		started, startedOK := first[fmt.Sprintf("web.%d bex Started container web", index)]
+		healthy, healthyOK := first[fmt.Sprintf("web.%d bex Healthy: ready to serve", index)]
+		said, saidOK := first[fmt.Sprintf("web.%d stdout hello from %c", index, 'a'+index)]
+		if !startedOK || !healthyOK || !saidOK || started > said || healthy > said {
+			t.Errorf("the whole log of web.%d: %q; want its bex lines Started and Healthy before the app's line", index, got)
+		}
+	}
+
 	fctx, cancel := context.WithCancel(ctx)
 	follow, err := d.Logs(fctx, "acme", "logged", 0, true)
 	if err != nil {
@@ -103,5 +133,67 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	}
 	cancel()
 	for range follow {
+	}
+
+	// Release 2 replaces both Pods: their lines, up to their last, are
+	// kept (a Secret of the app's) and read with the new Pods', as the
+	// process runtime keeps an app's lines across releases.
+	rel2 := rel
+	rel2.Number, rel2.Image = 2, k.image2
+	if err := d.Deploy(ctx, rel2, nil); err != nil {
+		t.Fatal(err)
+	}
+	var oldest string // the first of the app's lines
+	platformtest.Eventually(t, time.Minute, "the replaced Pods gone, their lines in the log", func(ctx context.Context) error {
+		var left corev1.PodList
+		if err := k.c.List(ctx, &left, client.InNamespace("acme"), client.MatchingLabels{kube.LabelApp: "logged", kube.LabelRelease: "1"}); err != nil {
+			return err
+		}
+		if len(left.Items) > 0 {
+			return fmt.Errorf("%d Pods of release 1 left", len(left.Items))
+		}
+		ch, err := d.Logs(ctx, "acme", "logged", -1, false)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for l := range ch {
+			if l.Stream == runtime.Stdout {
+				got = append(got, fmt.Sprintf("%s.%d %s", l.Process, l.Instance, l.Text))
+			}
+		}
+		if len(got) > 0 {
+			oldest = got[0]
+		}
+		for _, want := range []string{"web.0 hello from a", "web.1 hello from b", "web.0 third", "web.1 followed"} {
+			if !slices.Contains(got, want) {
+				return fmt.Errorf("no %q among %q", want, got)
+			}
+		}
+		return nil
+	})
+	var kept corev1.Secret
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: kube.KeptLogName("logged")}, &kept); err != nil || kept.Labels[kube.LabelKeptLogOf] != "logged" {
+		t.Errorf("the kept-log Secret: %v, labels %v", err, kept.Labels)
+	}
+	// A follower gets them too, before the live Pods' lines.
+	fctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	follow, err = d.Logs(fctx, "acme", "logged", 100, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-follow; fmt.Sprintf("%s.%d %s", l.Process, l.Instance, l.Text) != oldest {
+		t.Errorf("the first line followed: %+v, want release 1's first, %q", l, oldest)
+	}
+	cancel()
+	for range follow {
+	}
+	// Remove takes them with the app.
+	if err := d.Remove(ctx, "acme", "logged"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: "acme", Name: kube.KeptLogName("logged")}, &kept); !apierrors.IsNotFound(err) {
+		t.Errorf("the kept-log Secret after Remove: %v, want it gone", err)
 	}
 }

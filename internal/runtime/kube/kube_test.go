@@ -68,35 +68,37 @@ func TestKubeDriver(t *testing.T) {
 	//
 	// First, one at a time, the subtests that see beyond their own app:
 	// the tenant namespace's labels and policies, which the others' Pods
-	// run under; the metrics, which count every Pod of the cluster; the
-	// sweep, which deletes ended run Pods in every namespace. Then the
-	// others side by side, each with its own app: they mostly wait for
-	// the node (a minute of CPU in four of waiting, one after another).
-	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, k, newDriverWith) })
-	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, k, newDriverWith) })
-	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, k, newDriverWith) })
-	t.Run("Metrics", func(t *testing.T) { testMetrics(t, k, newDriver(t)) })
-	t.Run("RunSweep", func(t *testing.T) {
-		const retention = 30 * time.Second
-		testRunSweep(t, k, newDriverWith(t, kube.Options{RunLogRetention: retention}), retention)
-	})
-
-	parallel := func(name string, test func(t *testing.T)) {
+	// run under; then the metrics, which count every app's Pod of the
+	// cluster, beside the sweep, which deletes ended run Pods in every
+	// namespace (run Pods are no app's instances). Then the others side
+	// by side, each with its own app: they mostly wait for the node (a
+	// minute of CPU in four of waiting, one after another).
+	parallel := func(t *testing.T, name string, test func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			test(t)
 		})
 	}
-	parallel("Objects", func(t *testing.T) { testObjects(t, k, newDriver(t)) })
-	parallel("Timings", func(t *testing.T) { testTimings(t, k, newDriver(t)) })
-	parallel("RolloutSeenByWatch", func(t *testing.T) {
+	t.Run("TenantNamespace", func(t *testing.T) { testTenantNamespace(t, k, newDriverWith) })
+	t.Run("PreparedNamespaces", func(t *testing.T) { testPreparedNamespaces(t, k, newDriverWith) })
+	t.Run("BuildPods", func(t *testing.T) { testBuildPods(t, k, newDriverWith) })
+	t.Run("ClusterWide", func(t *testing.T) {
+		parallel(t, "Metrics", func(t *testing.T) { testMetrics(t, k, newDriver(t)) })
+		parallel(t, "RunSweep", func(t *testing.T) {
+			const retention = 30 * time.Second
+			testRunSweep(t, k, newDriverWith(t, kube.Options{RunLogRetention: retention}), retention)
+		})
+	})
+	parallel(t, "Objects", func(t *testing.T) { testObjects(t, k, newDriver(t)) })
+	parallel(t, "Timings", func(t *testing.T) { testTimings(t, k, newDriver(t)) })
+	parallel(t, "RolloutSeenByWatch", func(t *testing.T) {
 		d, err := kube.New(cfg, kube.Options{PollInterval: time.Hour, ProgressDeadline: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		testRolloutSeenByWatch(t, k, d)
 	})
-	parallel("FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, k, newDriver(t)) })
+	parallel(t, "FailedRolloutRestoresPrevious", func(t *testing.T) { testFailedRollout(t, k, newDriver(t)) })
 	// A client that may ask once a second: near a deadline its rate
 	// limiter refuses the next read before the deadline passes.
 	throttled := func(t *testing.T, opts kube.Options) *kube.Driver {
@@ -109,17 +111,17 @@ func TestKubeDriver(t *testing.T) {
 		}
 		return d
 	}
-	parallel("RolloutDeadlineWhileThrottled", func(t *testing.T) {
+	parallel(t, "RolloutDeadlineWhileThrottled", func(t *testing.T) {
 		testRolloutDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RolloutTimeout: 3 * time.Second}))
 	})
-	parallel("RunStartDeadlineWhileThrottled", func(t *testing.T) {
+	parallel(t, "RunStartDeadlineWhileThrottled", func(t *testing.T) {
 		testRunStartDeadlineWhileThrottled(t, k, throttled(t, kube.Options{RunStartTimeout: 3 * time.Second}))
 	})
-	parallel("Logs", func(t *testing.T) { testLogs(t, k, newDriver(t)) })
-	parallel("EnvSecrets", func(t *testing.T) { testEnvSecrets(t, k, newDriver(t)) })
-	parallel("Watch", func(t *testing.T) { testWatch(t, k, newDriver(t)) })
-	parallel("EndRun", func(t *testing.T) { testEndRun(t, k, newDriver(t)) })
-	parallel("InvalidResources", func(t *testing.T) {
+	parallel(t, "Logs", func(t *testing.T) { testLogs(t, k, newDriver(t)) })
+	parallel(t, "EnvSecrets", func(t *testing.T) { testEnvSecrets(t, k, newDriver(t)) })
+	parallel(t, "Watch", func(t *testing.T) { testWatch(t, k, newDriver(t)) })
+	parallel(t, "EndRun", func(t *testing.T) { testEndRun(t, k, newDriver(t)) })
+	parallel(t, "InvalidResources", func(t *testing.T) {
 		d := newDriver(t)
 		rel := shopRelease(1, k.image1)
 		rel.App = "badres"

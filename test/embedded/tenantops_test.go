@@ -382,17 +382,8 @@ func (a *nodeApp) systemLine(t *testing.T, cluster string, release int) apiclien
 	t.Helper()
 	var found apiclient.LogLine
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		is, err := a.dev.Instances(t.Context(), a.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, i := range is.Instances {
-			if i.Release == release {
-				names = append(names, i.Name)
-			}
-		}
-		err = a.dev.Logs(t.Context(), a.name, 100, false, func(l apiclient.LogLine) error {
+		names := a.instances(t, release)
+		err := a.dev.Logs(t.Context(), a.name, 100, false, func(l apiclient.LogLine) error {
 			if l.Stream == "bex" && slices.Contains(names, l.Process+"."+l.Instance) {
 				found = l
 			}
@@ -463,14 +454,9 @@ func (a *nodeApp) followLine(t *testing.T, path string) (apiclient.LogLine, bool
 	}
 }
 
-// logView checks l, a line the app printed while release ran, against
-// bex ps (its process and instance are an instance's there) and returns
-// its shape: the fields filled, its process, stream and instance.
-func (a *nodeApp) logView(t *testing.T, l apiclient.LogLine, release int) string {
+// instances are the names bex ps gives the instances of release.
+func (a *nodeApp) instances(t *testing.T, release int) []string {
 	t.Helper()
-	if l.Text == "" {
-		return ""
-	}
 	is, err := a.dev.Instances(t.Context(), a.name)
 	if err != nil {
 		t.Fatal(err)
@@ -481,6 +467,18 @@ func (a *nodeApp) logView(t *testing.T, l apiclient.LogLine, release int) string
 			names = append(names, i.Name)
 		}
 	}
+	return names
+}
+
+// logView checks l, a line the app printed while release ran, against
+// bex ps (its process and instance are an instance's there) and returns
+// its shape: the fields filled, its process, stream and instance.
+func (a *nodeApp) logView(t *testing.T, l apiclient.LogLine, release int) string {
+	t.Helper()
+	if l.Text == "" {
+		return ""
+	}
+	names := a.instances(t, release)
 	if !slices.Contains(names, l.Process+"."+l.Instance) {
 		t.Errorf("bex logs of %s: %q from %s.%s, not an instance of v%d in bex ps (%v)", a.name, l.Text, l.Process, l.Instance, release, names)
 	}

@@ -297,22 +297,29 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 			}
 		})
 	}
-	// The kept lines of replaced Pods first: they are older.
-	kept := d.keptLogLinesOf(ctx, ns, app, pods)
-	if tail >= 0 && len(kept) > tail {
-		kept = kept[len(kept)-tail:]
-	}
-	for _, l := range kept {
-		select {
-		case out <- l:
-		case <-ctx.Done():
-			for _, rc := range opened {
-				if rc != nil {
-					rc.Close()
-				}
-			}
-			return
+	// sendLast sends the last tail of lines (all when tail is negative),
+	// false once ctx ended.
+	sendLast := func(lines []runtime.LogLine, tail int) bool {
+		if tail >= 0 && len(lines) > tail {
+			lines = lines[len(lines)-tail:]
 		}
+		for _, l := range lines {
+			select {
+			case out <- l:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
+	// The kept lines of replaced Pods first: they are older.
+	if !sendLast(d.keptLogLinesOf(ctx, ns, app, pods), tail) {
+		for _, rc := range opened {
+			if rc != nil {
+				rc.Close()
+			}
+		}
+		return
 	}
 	for i, p := range pods {
 		start(p, tail, opened[i])
@@ -328,17 +335,7 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 				fresh = append(fresh, l.line)
 			}
 		}
-		if tail >= 0 && len(fresh) > tail {
-			fresh = fresh[len(fresh)-tail:]
-		}
-		for _, l := range fresh {
-			select {
-			case out <- l:
-			case <-ctx.Done():
-				return false
-			}
-		}
-		return true
+		return sendLast(fresh, tail)
 	}
 	if !system(pods, tail) {
 		return

@@ -4,7 +4,8 @@ SHELL := /usr/bin/env bash
 GO ?= go
 # Kubernetes versions make test needs (the MVP tests pair the two).
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
-GOTEST_FLAGS ?= -count=1 -timeout 60m
+# go test's flags for make test; empty: hack/test.sh's (and why there).
+GOTEST_FLAGS ?=
 
 .PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps bench-placement fmt vet clean
 

@@ -24,11 +24,17 @@ const LabelKeptLogOf = "bex.co/kept-log-of"
 
 // Bounds of the lines kept of an app's replaced Pods: the newest
 // keptLogLines lines, at most keptLogBytes of text in all (a Secret holds
-// 1 MiB), as the process runtime keeps an app's last 1,000 lines across
-// its releases.
+// 1 MiB, and the JSON around each line adds to it), as the process
+// runtime keeps an app's last 1,000 lines across its releases.
 const (
 	keptLogLines = 1000
 	keptLogBytes = 512 << 10
+	// keptLineBytes bounds a kept line: the rest is cut, as the process
+	// runtime splits its lines at 16 KiB.
+	keptLineBytes = 16 << 10
+	// keptSecretBytes bounds the Secret's data, under the 1 MiB an
+	// object may have in etcd.
+	keptSecretBytes = 900 << 10
 )
 
 // KeptLogName is the name of the Secret that keeps the lines of the app's
@@ -87,11 +93,24 @@ func (d *Driver) keepLines(ctx context.Context, ns, app string, pods []podRef, p
 				return
 			}
 			defer rc.Close()
+			// The newest lines only, as the Secret will hold them: a Pod
+			// that writes much for the rollout's length holds at most
+			// twice the bounds here.
 			var lines []keptLine
+			size := 0
 			readLines(rc, p, func(l runtime.LogLine) bool {
-				lines = append(lines, keptLine{Pod: p.name, Process: l.Process, Instance: l.Instance, Time: l.Time, Text: l.Text})
+				text := l.Text
+				if len(text) > keptLineBytes {
+					text = text[:keptLineBytes]
+				}
+				lines = append(lines, keptLine{Pod: p.name, Process: l.Process, Instance: l.Instance, Time: l.Time, Text: text})
+				size += len(text)
+				if len(lines) == 2*keptLogLines || size > 2*keptLogBytes {
+					lines, size = newest(lines)
+				}
 				return true
 			})
+			lines, _ = newest(lines)
 			k.mu.Lock()
 			defer k.mu.Unlock()
 			k.lines = append(k.lines, lines...)
@@ -169,6 +188,20 @@ func (d *Driver) keptLines(ctx context.Context, ns, app string) ([]keptLine, err
 	return lines, nil
 }
 
+// newest is the newest of lines (oldest first) within keptLogLines and
+// keptLogBytes of text, in a slice of its own, and their size.
+func newest(lines []keptLine) ([]keptLine, int) {
+	if len(lines) > keptLogLines {
+		lines = lines[len(lines)-keptLogLines:]
+	}
+	size, i := 0, len(lines)
+	for i > 0 && size+len(lines[i-1].Text) <= keptLogBytes {
+		size += len(lines[i-1].Text)
+		i--
+	}
+	return slices.Clone(lines[i:]), size
+}
+
 // addKeptLines adds lines to the kept-log Secret of app, keeping the
 // newest within keptLogLines and keptLogBytes.
 func (d *Driver) addKeptLines(ctx context.Context, ns, app string, lines []keptLine) error {
@@ -179,17 +212,14 @@ func (d *Driver) addKeptLines(ctx context.Context, ns, app string, lines []keptL
 	}
 	all := append(old, lines...)
 	slices.SortStableFunc(all, func(a, b keptLine) int { return a.Time.Compare(b.Time) })
-	if len(all) > keptLogLines {
-		all = all[len(all)-keptLogLines:]
-	}
-	size := 0
-	for i := len(all) - 1; i >= 0; i-- {
-		if size += len(all[i].Text) + len(all[i].Pod) + 64; size > keptLogBytes {
-			all = all[i+1:]
-			break
-		}
-	}
+	all, _ = newest(all)
 	data, err := json.Marshal(all)
+	// Text that JSON escapes (control characters) may outgrow a Secret:
+	// the oldest quarter goes until it fits.
+	for err == nil && len(data) > keptSecretBytes {
+		all = all[(len(all)+3)/4:]
+		data, err = json.Marshal(all)
+	}
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,8 @@
 # TestKubeDriver's subtests side by side on its node (78 s, 233 s before)
 # the clean-clone run took 44 min 50 s (2026-12-06 17:43, 59% busy;
 # test/continuity 806 s, controllers/fleetupgrade 570 s, where they took
-# 1,032 and 828 s beside the kube tests one after another). Next, if it
+# 1,032 and 828 s beside the kube tests one after another); 42 min 55 s
+# with -vet=off -ldflags=-w (18:31, 55% busy). Next, if it
 # grows again: keep ./test/continuity and ./controllers/fleetupgrade
 # apart, a shared control plane per package where tests need no own.
 set -euo pipefail

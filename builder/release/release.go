@@ -265,7 +265,7 @@ func (p *Releaser) restoreEnv(ctx context.Context, app *platformv1alpha1.App, be
 		if err := p.opts.Kube.Get(ctx, client.ObjectKeyFromObject(app), &cur); err != nil {
 			return err
 		}
-		env := EnvOf(cur.Spec.Env, config)
+		env := envOf(cur.Spec.Env, config)
 		if !equality.Semantic.DeepEqual(cur.Spec.Env, before) || equality.Semantic.DeepEqual(cur.Spec.Env, env) {
 			return nil
 		}
@@ -274,10 +274,10 @@ func (p *Releaser) restoreEnv(ctx context.Context, app *platformv1alpha1.App, be
 	})
 }
 
-// EnvOf is the spec.env that holds the variables of config, a release's:
+// envOf is the spec.env that holds the variables of config, a release's:
 // the variables of env that config has keep their place, the others go,
 // and config's variables that env lacks come after, by name.
-func EnvOf(env []platformv1alpha1.EnvVar, config map[string]store.ConfigValue) []platformv1alpha1.EnvVar {
+func envOf(env []platformv1alpha1.EnvVar, config map[string]store.ConfigValue) []platformv1alpha1.EnvVar {
 	var out []platformv1alpha1.EnvVar
 	seen := map[string]bool{}
 	add := func(name string) {

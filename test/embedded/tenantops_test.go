@@ -355,11 +355,32 @@ func (a *nodeApp) running(t *testing.T, cluster string, release int) string {
 // that ends with text.
 func (a *nodeApp) logLine(t *testing.T, text string) (apiclient.LogLine, bool) {
 	t.Helper()
+	return a.lastLine(t, func(l apiclient.LogLine) bool { return strings.HasSuffix(l.Text, text) })
+}
+
+// systemLine waits until bex logs (its last 100 lines) has a line of the
+// platform's (stream bex) about an instance of release that bex ps names,
+// and returns the newest; it fails t (going on) if none comes.
+func (a *nodeApp) systemLine(t *testing.T, cluster string, release int) apiclient.LogLine {
+	t.Helper()
+	names := a.instances(t, release)
+	found, ok := a.lastLine(t, func(l apiclient.LogLine) bool {
+		return l.Stream == "bex" && slices.Contains(names, l.Process+"."+l.Instance)
+	})
+	if !ok {
+		t.Errorf("bex logs of %s on %s has no line of the platform's about an instance of v%d (%v)", a.name, cluster, release, names)
+	}
+	return found
+}
+
+// lastLine waits a minute at most until bex logs (its last 100 lines) has
+// a line match takes, and returns the newest such.
+func (a *nodeApp) lastLine(t *testing.T, match func(apiclient.LogLine) bool) (apiclient.LogLine, bool) {
+	t.Helper()
 	var found apiclient.LogLine
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		err := a.dev.Logs(t.Context(), a.name, 100, false, func(l apiclient.LogLine) error {
-			if strings.HasSuffix(l.Text, text) {
+			if match(l) {
 				found = l
 			}
 			return nil
@@ -370,34 +391,8 @@ func (a *nodeApp) logLine(t *testing.T, text string) (apiclient.LogLine, bool) {
 		if found.Text != "" {
 			return found, true
 		}
-		time.Sleep(time.Second)
 	}
 	return found, false
-}
-
-// systemLine waits until bex logs (its last 100 lines) has a line of the
-// platform's (stream bex) about an instance of release that bex ps names,
-// and returns the newest; it fails t (going on) if none comes.
-func (a *nodeApp) systemLine(t *testing.T, cluster string, release int) apiclient.LogLine {
-	t.Helper()
-	var found apiclient.LogLine
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		names := a.instances(t, release)
-		err := a.dev.Logs(t.Context(), a.name, 100, false, func(l apiclient.LogLine) error {
-			if l.Stream == "bex" && slices.Contains(names, l.Process+"."+l.Instance) {
-				found = l
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("bex logs %s: %v", a.name, err)
-		}
-		if found.Text != "" {
-			return found
-		}
-	}
-	t.Errorf("bex logs of %s on %s has no line of the platform's about an instance of v%d", a.name, cluster, release)
-	return found
 }
 
 // followLine follows the app's log (bex logs -f with the last line only)

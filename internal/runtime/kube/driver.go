@@ -331,7 +331,7 @@ func (d *Driver) Deploy(ctx context.Context, rel runtime.Release, log io.Writer)
 
 	// The lines of the Pods this release replaces outlive them.
 	var keeper *lineKeeper
-	if before, err := d.pods(ctx, ns, rel.App); err == nil {
+	if before, err := d.instancePods(ctx, ns, rel.App); err == nil {
 		keeper = d.keepLines(ctx, ns, rel.App, before, d.opts.RolloutTimeout+d.opts.GracePeriod+max(d.opts.DrainDelay, 0)+10*time.Second)
 	}
 	drop := func(err error) error {

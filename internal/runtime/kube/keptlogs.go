@@ -74,15 +74,12 @@ type lineKeeper struct {
 }
 
 // keepLines starts following the logs of pods, the app's instance Pods
-// before a deploy, for at most patience: beyond it, a Pod that still runs
+// before a deploy (instancePods), for at most patience: beyond it, a Pod that still runs
 // (one the deploy did not replace) is not one whose lines need keeping.
 func (d *Driver) keepLines(ctx context.Context, ns, app string, pods []podRef, patience time.Duration) *lineKeeper {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	k := &lineKeeper{d: d, ns: ns, app: app, cancel: cancel, ended: map[string]bool{}, cancels: map[string]context.CancelFunc{}}
 	for _, p := range pods {
-		if p.pod == nil {
-			continue
-		}
 		ctx, cancel := context.WithCancel(ctx)
 		k.cancels[p.name] = cancel
 		k.wg.Go(func() {

@@ -87,7 +87,21 @@ type podRef struct {
 	pod *corev1.Pod
 }
 
+// pods are the app's instance Pods and its logged runs' (loggedRuns).
 func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
+	refs, err := d.instancePods(ctx, ns, app)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := d.loggedRuns(ctx, ns, app)
+	if err != nil {
+		return nil, err
+	}
+	return append(refs, runs...), nil
+}
+
+// instancePods are the app's instance Pods, each with the instance it is.
+func (d *Driver) instancePods(ctx context.Context, ns, app string) ([]podRef, error) {
 	var list corev1.PodList
 	if err := d.c.List(ctx, &list, client.InNamespace(ns), appSelector(app)); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
@@ -97,11 +111,7 @@ func (d *Driver) pods(ctx context.Context, ns, app string) ([]podRef, error) {
 	for i := range list.Items {
 		refs[i] = podRef{name: list.Items[i].Name, container: list.Items[i].Labels[LabelProcess], inst: insts[i], pod: &list.Items[i]}
 	}
-	runs, err := d.loggedRuns(ctx, ns, app)
-	if err != nil {
-		return nil, err
-	}
-	return append(refs, runs...), nil
+	return refs, nil
 }
 
 // loggedRuns are the Pods of the app's runs whose output goes to its log

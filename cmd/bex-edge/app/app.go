@@ -232,7 +232,7 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	}
 	var apps edge.Apps = slices
 	if o.FollowPlacement {
-		if apps, err = o.followPlacement(ctx, routesCfg, slices, st, log.WithName("runtime")); err != nil {
+		if apps, err = o.PlacedApps(ctx, routesCfg, slices, st, log.WithName("runtime")); err != nil {
 			return err
 		}
 	}
@@ -315,11 +315,15 @@ func (o *Options) Run(ctx context.Context, log logr.Logger) error {
 	return srv.Serve(ctx, httpL, httpsL)
 }
 
-// followPlacement is the routing table over the clusters that serve apps:
-// the Cluster API clusters of the management cluster mgmt reaches, each
-// connected when an app runs there, and WorkloadCluster's slices. Where
-// each app runs is read from st every placed.DefaultFollowInterval.
-func (o *Options) followPlacement(ctx context.Context, mgmt *rest.Config, slices *edge.EndpointSliceApps, st *store.Store, log logr.Logger) (edge.Apps, error) {
+// PlacedApps is the edge's routing table with FollowPlacement, as Run
+// builds it: over the clusters that serve apps, the Cluster API clusters
+// of the management cluster mgmt reaches (of FleetNamespace, with
+// RuntimeKubeconfigs' kubeconfigs when set), each connected when an app
+// runs there, and WorkloadCluster's slices (--kubeconfig's
+// EndpointSlices; unused, and may be nil, without WorkloadCluster).
+// Where each app runs is read from st every placed.DefaultFollowInterval
+// until ctx ends (placed.Driver.Follow).
+func (o *Options) PlacedApps(ctx context.Context, mgmt *rest.Config, slices *edge.EndpointSliceApps, st *store.Store, log logr.Logger) (*placed.Driver, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err

@@ -157,6 +157,9 @@ type logRequest struct {
 	follow, previous, timestamps bool
 	tailLines, limitBytes        int64 // -1: all
 	since                        time.Time
+	// stream is the one stream asked for, as the log file names it
+	// (stdout, stderr); empty for both.
+	stream string
 }
 
 func parseLogRequest(q map[string][]string) (logRequest, error) {
@@ -190,6 +193,18 @@ func parseLogRequest(q map[string][]string) (logRequest, error) {
 			return r, fmt.Errorf("sinceTime must be an RFC 3339 time, not %q", v)
 		}
 		r.since = t
+	}
+	// The kubelet's stream (PodLogsQuerySplitStreams), and its rule that
+	// a stream of its own is not asked with tailLines.
+	switch v := get("stream"); v {
+	case "", corev1.LogStreamAll:
+	case corev1.LogStreamStdout, corev1.LogStreamStderr:
+		if r.tailLines >= 0 {
+			return r, fmt.Errorf("tailLines cannot be asked with stream %s: ask for %s without tailLines, or for stream %s", v, v, corev1.LogStreamAll)
+		}
+		r.stream = strings.ToLower(v)
+	default:
+		return r, fmt.Errorf("stream must be %s, %s or %s, not %q", corev1.LogStreamAll, corev1.LogStreamStdout, corev1.LogStreamStderr, v)
 	}
 	return r, nil
 }
@@ -341,8 +356,8 @@ func (a *Agent) copyLog(ctx context.Context, w io.Writer, path string, req logRe
 
 // formatLine turns a CRI log line into what the client gets: the text,
 // with its time first when asked, a newline at the end unless the line was
-// cut; ok is false for a line before req.since, an unfinished one (no
-// newline yet) or one not in the format.
+// cut; ok is false for a line before req.since, of a stream not asked
+// for, an unfinished one (no newline yet) or one not in the format.
 func formatLine(l []byte, req logRequest) ([]byte, bool) {
 	l, whole := bytes.CutSuffix(l, []byte("\n"))
 	if !whole {
@@ -356,7 +371,7 @@ func formatLine(l []byte, req logRequest) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if !req.since.IsZero() && ts.Before(req.since) {
+	if !req.since.IsZero() && ts.Before(req.since) || req.stream != "" && string(parts[1]) != req.stream {
 		return nil, false
 	}
 	var text []byte

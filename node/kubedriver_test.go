@@ -85,10 +85,9 @@ func TestKubeDriverSuiteOnTheNode(t *testing.T) {
 		},
 		Logs:    true,
 		Timeout: 3 * time.Minute,
-		// A container's log merges its streams (a run without input
-		// reads it); a run with input or a terminal attaches.
-		MergedOutput: true,
-		Terminal:     true,
+		// A container's log has its streams apart (the cluster's
+		// PodLogsQuerySplitStreams), as has a run's output read from it.
+		Terminal: true,
 	})
 	t.Run("RunPods", func(t *testing.T) { testRunPods(t, f, newDriver(t).(*kube.Driver)) })
 }

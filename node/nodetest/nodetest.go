@@ -114,7 +114,10 @@ func Start(t testing.TB, configure ...func(f *Fixture, o *node.Options)) *Fixtur
 	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cp := cptest.StartBare(t, controlplane.APIServerSpec{ExtraArgs: []string{
+	// PodLogsQuerySplitStreams: the apiserver passes a log request's
+	// stream on to the node, which serves it, as bex fleet create's
+	// clusters do.
+	cp := cptest.StartBare(t, controlplane.APIServerSpec{FeatureGates: map[string]bool{"PodLogsQuerySplitStreams": true}, ExtraArgs: []string{
 		"--authorization-mode=Node", // after the plane's RBAC
 		"--enable-admission-plugins=NodeRestriction",
 		"--kubelet-client-certificate=" + files.CertFile,

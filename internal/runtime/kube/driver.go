@@ -227,6 +227,7 @@ type Driver struct {
 	watches []*deploymentWatch // watch.go
 
 	summaries summaryCache // usage.go
+	streams   streamGate   // streams.go
 }
 
 // RunsImage implements runtime.ImageRunner: the cluster pulls every

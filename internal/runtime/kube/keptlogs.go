@@ -48,7 +48,10 @@ type keptLine struct {
 	Process  string    `json:"process"`
 	Instance int       `json:"instance"`
 	Time     time.Time `json:"time"`
-	Text     string    `json:"text"`
+	// Stream is stderr for a line of it where the cluster serves the
+	// streams apart; empty for stdout.
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text"`
 }
 
 // keptLogData is the key of the kept-log Secret's data that holds its
@@ -84,23 +87,26 @@ func (d *Driver) keepLines(ctx context.Context, ns, app string, pods []podRef, p
 		k.cancels[p.name] = cancel
 		k.wg.Go(func() {
 			defer cancel()
-			tail := int64(keptLogLines)
-			rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true, TailLines: &tail}).Stream(ctx)
+			log, err := d.openLog(ctx, ns, p, keptLogLines, nil)
 			if err != nil {
 				return
 			}
-			defer rc.Close()
+			defer log.Close()
 			// The newest lines only, as the Secret will hold them: a Pod
 			// that writes much for the rollout's length holds at most
 			// twice the bounds here.
 			var lines []keptLine
 			size := 0
-			readLines(rc, p, func(l runtime.LogLine) bool {
+			log.read(p, func(l runtime.LogLine) bool {
 				text := l.Text
 				if len(text) > keptLineBytes {
 					text = text[:keptLineBytes]
 				}
-				lines = append(lines, keptLine{Pod: p.name, Process: l.Process, Instance: l.Instance, Time: l.Time, Text: text})
+				stream := ""
+				if l.Stream == runtime.Stderr {
+					stream = runtime.Stderr
+				}
+				lines = append(lines, keptLine{Pod: p.name, Process: l.Process, Instance: l.Instance, Time: l.Time, Stream: stream, Text: text})
 				size += len(text)
 				if len(lines) == 2*keptLogLines || size > 2*keptLogBytes {
 					lines, size = newest(lines)
@@ -249,7 +255,11 @@ func (d *Driver) keptLogLinesOf(ctx context.Context, ns, app string, live []podR
 	out := make([]runtime.LogLine, 0, len(kept))
 	for _, l := range kept {
 		if !exists[l.Pod] {
-			out = append(out, runtime.LogLine{Time: l.Time, Process: l.Process, Instance: l.Instance, Stream: runtime.Stdout, Text: l.Text})
+			stream := runtime.Stdout
+			if l.Stream == runtime.Stderr {
+				stream = runtime.Stderr
+			}
+			out = append(out, runtime.LogLine{Time: l.Time, Process: l.Process, Instance: l.Instance, Stream: stream, Text: l.Text})
 		}
 	}
 	return out

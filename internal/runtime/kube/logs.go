@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,7 +14,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"bex.co/bex/internal/runtime"
@@ -66,9 +66,9 @@ func (d *Driver) Logs(ctx context.Context, tenant, app string, tail int, follow 
 	// The first streams are open before Logs returns, so that a line the
 	// app writes after that is in them: a kubelet's tailLines counts
 	// from when it serves the request.
-	opened := make([]io.ReadCloser, len(pods))
+	opened := make([]*podLog, len(pods))
 	for i, p := range pods {
-		opened[i], _ = d.followStream(ctx, ns, p, tail, time.Time{})
+		opened[i], _ = d.openLog(ctx, ns, p, tail, nil)
 	}
 	go d.follow(ctx, ns, app, tail, pods, opened, out)
 	return out, nil
@@ -172,18 +172,10 @@ func (p podRef) systemLine(at time.Time, text string) runtime.LogLine {
 }
 
 func (d *Driver) podTail(ctx context.Context, ns string, p podRef, tail int) []runtime.LogLine {
-	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true}
-	if tail >= 0 {
-		n := int64(tail)
-		opts.TailLines = &n
-	}
-	rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
+	lines, err := d.tailOf(ctx, ns, p, tail)
 	if err != nil {
 		return nil
 	}
-	defer rc.Close()
-	var lines []runtime.LogLine
-	readLines(rc, p, func(l runtime.LogLine) bool { lines = append(lines, l); return true })
 	if p.run == nil {
 		return lines
 	}
@@ -212,30 +204,15 @@ func (d *Driver) fresh(ctx context.Context, ns string, p podRef) podRef {
 	return p
 }
 
-// followStream opens the followed log of p: its last tail lines (all when
-// negative), or the lines after from when set.
-func (d *Driver) followStream(ctx context.Context, ns string, p podRef, tail int, from time.Time) (io.ReadCloser, error) {
-	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
-	switch {
-	case !from.IsZero():
-		t := metav1.NewTime(from.Add(time.Nanosecond))
-		opts.SinceTime = &t
-	case tail >= 0:
-		n := int64(tail)
-		opts.TailLines = &n
-	}
-	return d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
-}
-
 // follow streams every pod of the app until ctx ends; opened holds the
 // streams of pods already open (nil where opening failed).
-func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []podRef, opened []io.ReadCloser, out chan<- runtime.LogLine) {
+func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []podRef, opened []*podLog, out chan<- runtime.LogLine) {
 	var wg sync.WaitGroup
 	defer close(out)
 	defer wg.Wait()
 	var mu sync.Mutex
 	streaming := map[string]bool{}
-	since := map[string]time.Time{}
+	since := map[string]streamTimes{}
 	// began and ended hold the logged runs whose first and last lines
 	// (runStart, runEnd) were sent.
 	began, ended := map[string]bool{}, map[string]bool{}
@@ -253,17 +230,17 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 		seen[name] = true
 		return true
 	}
-	start := func(p podRef, tail int, rc io.ReadCloser) {
+	start := func(p podRef, tail int, l *podLog) {
 		mu.Lock()
 		if streaming[p.name] {
 			mu.Unlock()
-			if rc != nil {
-				rc.Close()
+			if l != nil {
+				l.Close()
 			}
 			return
 		}
 		streaming[p.name] = true
-		from := since[p.name]
+		from := maps.Clone(since[p.name])
 		mu.Unlock()
 		wg.Go(func() {
 			defer func() {
@@ -271,13 +248,13 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 				streaming[p.name] = false
 				mu.Unlock()
 			}()
-			if rc == nil {
+			if l == nil {
 				var err error
-				if rc, err = d.followStream(ctx, ns, p, tail, from); err != nil {
+				if l, err = d.openLog(ctx, ns, p, tail, from); err != nil {
 					return
 				}
 			}
-			defer rc.Close()
+			defer l.Close()
 			send := func(l runtime.LogLine) bool {
 				select {
 				case out <- l:
@@ -291,15 +268,20 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 					return
 				}
 			}
-			readLines(rc, p, func(l runtime.LogLine) bool {
+			l.read(p, func(line runtime.LogLine) bool {
 				mu.Lock()
-				since[p.name] = l.Time
+				if since[p.name] == nil {
+					since[p.name] = streamTimes{}
+				}
+				if line.Time.After(since[p.name][line.Stream]) {
+					since[p.name][line.Stream] = line.Time
+				}
 				mu.Unlock()
-				return send(l)
+				return send(line)
 			})
 			if p.run != nil && ctx.Err() == nil && !has(ended, p.name) {
 				mu.Lock()
-				last := since[p.name]
+				last := since[p.name].last()
 				mu.Unlock()
 				if l, ok := runEnd(d.fresh(ctx, ns, p), last); ok && once(ended, p.name) {
 					send(l)
@@ -324,9 +306,9 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 	}
 	// The kept lines of replaced Pods first: they are older.
 	if !sendLast(d.keptLogLinesOf(ctx, ns, app, pods), tail) {
-		for _, rc := range opened {
-			if rc != nil {
-				rc.Close()
+		for _, l := range opened {
+			if l != nil {
+				l.Close()
 			}
 		}
 		return
@@ -429,9 +411,9 @@ func (d *Driver) systemLines(ctx context.Context, ns string, pods []podRef) []ke
 	return lines
 }
 
-// readLines parses "<RFC3339Nano time> <text>" lines until r ends or emit
-// returns false.
-func readLines(r io.Reader, p podRef, emit func(runtime.LogLine) bool) {
+// readLines parses "<RFC3339Nano time> <text>" lines of stream until r
+// ends or emit returns false.
+func readLines(r io.Reader, p podRef, stream string, emit func(runtime.LogLine) bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -441,7 +423,7 @@ func readLines(r io.Reader, p podRef, emit func(runtime.LogLine) bool) {
 		if err != nil {
 			t, text = time.Now(), line
 		}
-		if !emit(runtime.LogLine{Time: t, Process: p.inst.Process, Instance: p.inst.Index, Stream: runtime.Stdout, Text: text}) {
+		if !emit(runtime.LogLine{Time: t, Process: p.inst.Process, Instance: p.inst.Index, Stream: stream, Text: text}) {
 			return
 		}
 	}

@@ -24,8 +24,9 @@ import (
 // testLogs: Logs reads the app's lines through the apiserver's pods/log,
 // which the apiserver proxies to the node's log endpoint (bex-node's, as
 // a kubelet's): the last lines of all its instances in the order they
-// were written, with the platform's about each from its Pod's Events and
-// readiness, and, followed, a line written after.
+// were written, stdout and stderr apart (the cluster serves them apart:
+// PodLogsQuerySplitStreams), with the platform's about each from its
+// Pod's Events and readiness, and, followed, a line written after.
 func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	ctx := context.Background()
 	rel := shopRelease(1, k.image1)
@@ -43,13 +44,14 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	for _, i := range st.Instances {
 		pods[i.Index] = i.ID
 	}
-	// say has the app of web.<index> print text, and waits until its
-	// container's log has it: the next line is written after it.
-	say := func(index int, text string) {
+	// say has the app of web.<index> print text on stream, and waits
+	// until its container's log has it: the next line is written after
+	// it.
+	say := func(index int, stream, text string) {
 		t.Helper()
 		pod := pods[index]
 		ip := podIP(t, k.c, "acme", pod)
-		if _, _, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(ip, strconv.Itoa(kube.WebPort))+"/log?msg="+url.QueryEscape(text)); err != nil {
+		if _, _, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(ip, strconv.Itoa(kube.WebPort))+"/log?stream="+stream+"&msg="+url.QueryEscape(text)); err != nil {
 			t.Fatal(err)
 		}
 		platformtest.Eventually(t, 30*time.Second, "the line in the log of "+pod, func(ctx context.Context) error {
@@ -63,9 +65,9 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 			return nil
 		})
 	}
-	say(0, "hello from a")
-	say(1, "hello from b")
-	say(0, "third")
+	say(0, runtime.Stdout, "hello from a")
+	say(1, runtime.Stderr, "hello from b")
+	say(0, runtime.Stdout, "third")
 
 	ch, err := d.Logs(ctx, "acme", "logged", 2, false)
 	if err != nil {
@@ -73,9 +75,9 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	}
 	var got []string
 	for l := range ch {
-		got = append(got, fmt.Sprintf("%s.%d %s", l.Process, l.Instance, l.Text))
+		got = append(got, fmt.Sprintf("%s.%d %s %s", l.Process, l.Instance, l.Stream, l.Text))
 	}
-	if want := "web.1 hello from b|web.0 third"; strings.Join(got, "|") != want {
+	if want := "web.1 stderr hello from b|web.0 stdout third"; strings.Join(got, "|") != want {
 		t.Errorf("tail 2: %q, want %q", strings.Join(got, "|"), want)
 	}
 
@@ -96,10 +98,10 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 		}
 		got = append(got, line)
 	}
-	for index := range 2 {
+	for index, stream := range []string{runtime.Stdout, runtime.Stderr} {
 		started, startedOK := first[fmt.Sprintf("web.%d bex Started container web", index)]
 		healthy, healthyOK := first[fmt.Sprintf("web.%d bex Healthy: ready to serve", index)]
-		said, saidOK := first[fmt.Sprintf("web.%d stdout hello from %c", index, 'a'+index)]
+		said, saidOK := first[fmt.Sprintf("web.%d %s hello from %c", index, stream, 'a'+index)]
 		if !startedOK || !healthyOK || !saidOK || started > said || healthy > said {
 			t.Errorf("the whole log of web.%d: %q; want its bex lines Started and Healthy before the app's line", index, got)
 		}
@@ -123,8 +125,11 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 				t.Fatal("follow channel closed early")
 			}
 			found = l.Text == "followed" && l.Process == "web" && l.Instance == 1
+			if found && l.Stream != runtime.Stderr {
+				t.Errorf("the line followed: %+v, want it on stderr", l)
+			}
 		case <-tick.C:
-			if _, _, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(ip, strconv.Itoa(kube.WebPort))+"/log?msg=followed"); err != nil {
+			if _, _, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(ip, strconv.Itoa(kube.WebPort))+"/log?stream=stderr&msg=followed"); err != nil {
 				t.Fatal(err)
 			}
 		case <-deadline:
@@ -158,14 +163,14 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 		}
 		var got []string
 		for l := range ch {
-			if l.Stream == runtime.Stdout {
-				got = append(got, fmt.Sprintf("%s.%d %s", l.Process, l.Instance, l.Text))
+			if l.Stream != runtime.System {
+				got = append(got, fmt.Sprintf("%s.%d %s %s", l.Process, l.Instance, l.Stream, l.Text))
 			}
 		}
 		if len(got) > 0 {
 			oldest = got[0]
 		}
-		for _, want := range []string{"web.0 hello from a", "web.1 hello from b", "web.0 third", "web.1 followed"} {
+		for _, want := range []string{"web.0 stdout hello from a", "web.1 stderr hello from b", "web.0 stdout third", "web.1 stderr followed"} {
 			if !slices.Contains(got, want) {
 				return fmt.Errorf("no %q among %q", want, got)
 			}
@@ -183,7 +188,7 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := <-follow; fmt.Sprintf("%s.%d %s", l.Process, l.Instance, l.Text) != oldest {
+	if l := <-follow; fmt.Sprintf("%s.%d %s %s", l.Process, l.Instance, l.Stream, l.Text) != oldest {
 		t.Errorf("the first line followed: %+v, want release 1's first, %q", l, oldest)
 	}
 	cancel()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,7 +121,7 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 	if err != nil {
 		return runtime.Exit{}, err
 	}
-	stdout := streams.Stdout
+	stdout, stderr := streams.Stdout, streams.Stderr
 	if stdout == nil {
 		stdout = io.Discard
 	}
@@ -148,7 +149,7 @@ func (d *Driver) Run(ctx context.Context, rel runtime.Release, cmd runtime.Comma
 	if interactive(cmd) {
 		r.attach(ctx, cmd, streams)
 	} else {
-		r.copyOutput(ctx, stdout)
+		r.copyOutput(ctx, stdout, stderr)
 	}
 	if ctx.Err() != nil {
 		return r.stop(ctx), nil
@@ -441,31 +442,74 @@ func (d *Driver) sleep(ctx context.Context) error {
 	}
 }
 
-// copyOutput copies the container's log to out until the container has
-// ended or ctx ends. A stream that ends while the container still runs
-// (the apiserver's connection dropped) is opened again and what came
-// before is skipped. A log that cannot be read is said in out, once.
-func (r *oneOff) copyOutput(ctx context.Context, out io.Writer) {
+// copyOutput copies the container's log until the container has ended
+// or ctx ends: its stdout to stdout and its stderr to stderr where the
+// cluster serves them apart (streams.go) and stderr is not nil, else both
+// to stdout, as the log merges them.
+func (r *oneOff) copyOutput(ctx context.Context, stdout, stderr io.Writer) {
+	if stderr != nil && r.d.splitStreams() {
+		rc, err := r.openOutput(ctx, corev1.LogStreamStderr)
+		if err == nil {
+			var wg sync.WaitGroup
+			wg.Go(func() { r.copyStream(ctx, stderr, corev1.LogStreamStderr, rc) })
+			r.copyStream(ctx, stdout, corev1.LogStreamStdout, nil)
+			wg.Wait()
+			return
+		}
+		r.d.refusedStream(err)
+	}
+	r.copyStream(ctx, stdout, corev1.LogStreamAll, nil)
+}
+
+func (r *oneOff) openOutput(ctx context.Context, stream string) (io.ReadCloser, error) {
+	opts := &corev1.PodLogOptions{Container: runContainer, Follow: true}
+	if stream != corev1.LogStreamAll {
+		opts.Stream = &stream
+	}
+	return r.d.cs.CoreV1().Pods(r.ns).GetLogs(r.name, opts).Stream(ctx)
+}
+
+// copyStream copies one stream of the container's log to out (rc, when
+// not nil, opened already) until the container has ended or ctx ends. A
+// stream that ends while the container still runs (the apiserver's
+// connection dropped) is opened again and what came before is skipped. A
+// log that cannot be read is said in out, once.
+func (r *oneOff) copyStream(ctx context.Context, out io.Writer, stream string, rc io.ReadCloser) {
 	var copied int64
 	said := false
 	for ctx.Err() == nil {
-		rc, err := r.d.cs.CoreV1().Pods(r.ns).GetLogs(r.name, &corev1.PodLogOptions{Container: runContainer, Follow: true}).Stream(ctx)
+		var err error
+		if rc == nil {
+			rc, err = r.openOutput(ctx, stream)
+		}
 		switch {
 		case err == nil:
 			copied = copySkipping(out, rc, copied)
 			rc.Close()
+			rc = nil
 		case !said && ctx.Err() == nil:
 			fmt.Fprintf(out, "bex: reading the output of pod %s/%s: %v\n", r.ns, r.name, err)
 			said = true
 		}
-		pod, err := r.get(ctx)
-		if pod == nil && err == nil || r.seen != nil {
+		if r.ended(ctx) {
 			return
 		}
 		if r.d.sleep(ctx) != nil {
 			return
 		}
 	}
+}
+
+// ended reports whether the run's container has ended, or its Pod is
+// gone; false when it cannot tell. Unlike get, it changes nothing of r:
+// the copies of both streams ask it at once.
+func (r *oneOff) ended(ctx context.Context) bool {
+	var pod corev1.Pod
+	err := r.d.c.Get(ctx, r.key(), &pod)
+	if apierrors.IsNotFound(err) || err == nil && pod.UID != r.uid {
+		return true
+	}
+	return err == nil && terminated(&pod) != nil
 }
 
 // copySkipping copies from r to w after its first skip bytes, w's errors

@@ -53,13 +53,8 @@ func (s *suite) run(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantOut, wantErr := "out\n", "err\n"
-		if s.h.MergedOutput && (o.stdout.String() == "err\nout\n" || o.stdout.String() == "out\nerr\n") {
-			// The two pipes are read apart: either may come first.
-			wantOut, wantErr = o.stdout.String(), ""
-		}
-		if exit.Code != 7 || exit.Reason != "" || o.stdout.String() != wantOut || o.stderr.String() != wantErr {
-			t.Errorf("exit %+v, stdout %q, stderr %q; want 7, out, err (merged: %v)", exit, o.stdout.String(), o.stderr.String(), s.h.MergedOutput)
+		if exit.Code != 7 || exit.Reason != "" || o.stdout.String() != "out\n" || o.stderr.String() != "err\n" {
+			t.Errorf("exit %+v, stdout %q, stderr %q; want 7, out, err", exit, o.stdout.String(), o.stderr.String())
 		}
 		if o.release != 4 {
 			t.Errorf("Attach was called with release %d, want 4", o.release)
@@ -162,8 +157,8 @@ func (s *suite) run(t *testing.T) {
 
 // runToLog: a command whose Attach asks for the app's log
 // (Streams.Log), as a detached run's does, has its output there as the
-// lines of the instance named, stdout and stderr apart (both stdout with
-// Harness.MergedOutput), between a line of the platform's saying it runs
+// lines of the instance named, stdout and stderr apart, between a line of
+// the platform's saying it runs
 // and one saying how it ended; the app's instances keep running.
 func (s *suite) runToLog(t *testing.T, d runtime.Driver, r runtime.Runner) {
 	ctx := s.ctx(t)
@@ -190,12 +185,8 @@ func (s *suite) runToLog(t *testing.T, d runtime.Driver, r runtime.Runner) {
 				got = append(got, l.Stream+": "+l.Text)
 			}
 		}
-		errStream := runtime.Stderr
-		if s.h.MergedOutput {
-			errStream = runtime.Stdout
-		}
 		if len(got) != 5 || got[0] != runtime.System+": Running sh -c echo out; echo err >&2; printf last; exit 3" ||
-			!slices.Contains(got, runtime.Stdout+": out") || !slices.Contains(got, errStream+": err") || !slices.Contains(got, runtime.Stdout+": last") ||
+			!slices.Contains(got, runtime.Stdout+": out") || !slices.Contains(got, runtime.Stderr+": err") || !slices.Contains(got, runtime.Stdout+": last") ||
 			got[4] != runtime.System+": Process exited with status 3" {
 			return fmt.Errorf("the lines of run.8: %q", got)
 		}

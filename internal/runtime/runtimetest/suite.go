@@ -133,9 +133,6 @@ type Harness struct {
 	// no terminal: it refuses a Command with Stdin or Terminal
 	// (runtime.ErrNoInput).
 	NoInput bool
-	// MergedOutput says a one-off command's stdout and stderr both arrive
-	// in Streams.Stdout, as a container's log merges them.
-	MergedOutput bool
 }
 
 // RunDriverSuite checks what runtime.Driver promises, on drivers made by
@@ -404,6 +401,24 @@ func (s *suite) logs(t *testing.T) {
 	if s.h.Get == nil {
 		return
 	}
+	// What the app prints on stderr is a line of that stream.
+	if _, err := s.h.Get(t, d, "suite", app, "/log?stream=stderr&msg=said-on-stderr"); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "the stderr line in the logs", func() error {
+		ch, err := d.Logs(ctx, "suite", app, -1, false)
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for l := range ch {
+			seen = append(seen, l.Stream+": "+l.Text)
+		}
+		if !slices.Contains(seen, runtime.Stderr+": said-on-stderr") {
+			return fmt.Errorf("not among %q", seen)
+		}
+		return nil
+	})
 	fctx, cancel := context.WithCancel(ctx)
 	follow, err := d.Logs(fctx, "suite", app, 0, true)
 	if err != nil {

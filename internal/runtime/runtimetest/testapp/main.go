@@ -46,7 +46,11 @@ func main() {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/log", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Println(r.URL.Query().Get("msg"))
+		out := os.Stdout
+		if r.URL.Query().Get("stream") == "stderr" {
+			out = os.Stderr
+		}
+		fmt.Fprintln(out, r.URL.Query().Get("msg"))
 		fmt.Fprintln(w, "logged")
 	})
 	mux.HandleFunc("/started", func(w http.ResponseWriter, r *http.Request) {

@@ -36,11 +36,12 @@ type nodeApp struct {
 
 // nodeServer is the app's server.js: it answers %q on every path but /env,
 // where it answers its GREETING variable ("unset" without one), and prints
-// a line for each request with the variable's value, and one when it
-// listens.
+// a line for each request with the variable's value, one on stderr for
+// each request of /env, and one when it listens.
 const nodeServer = `const body = %q;
 require("http").createServer((req, res) => {
   console.log("served", req.url, "GREETING=" + (process.env.GREETING || ""));
+  if (req.url.startsWith("/env")) console.error("asked", req.url);
   res.end(req.url.startsWith("/env") ? (process.env.GREETING || "unset") : body);
 }).listen(process.env.PORT);
 console.log("listening on", process.env.PORT);
@@ -148,6 +149,8 @@ type tenantView struct {
 	// brought as it was printed.
 	LogLine     string
 	LogFollowed string
+	// ErrLine is the same of the line the app printed on stderr.
+	ErrLine string
 	// SystemLine is the same of the platform's line (stream bex) about
 	// the instance: it started, it is healthy.
 	SystemLine string
@@ -221,6 +224,11 @@ func tenantOps(t *testing.T, a *nodeApp, cluster, round, next string) tenantView
 		t.Errorf("bex logs of %s on %s has no line %q", a.name, cluster, want)
 	}
 	v.LogLine = a.logView(t, line, n+1)
+	errLine, ok := a.lastLine(t, func(l apiclient.LogLine) bool { return l.Text == "asked "+path })
+	if !ok || errLine.Stream != "stderr" {
+		t.Errorf("bex logs of %s on %s: the line printed on stderr %+v (found %t), want it on stream stderr", a.name, cluster, errLine, ok)
+	}
+	v.ErrLine = a.logView(t, errLine, n+1)
 	v.SystemLine = a.logView(t, a.systemLine(t, cluster, n+1), n+1)
 	followed, ok := a.followLine(t, "/env?followed-"+url.QueryEscape(round))
 	if !ok {

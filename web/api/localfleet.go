@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -171,6 +172,11 @@ func (s *Server) createLocalCluster(c echo.Context) error {
 	})
 }
 
+// splitStreamsGate is the feature gate under which an apiserver serves a
+// container's stdout and stderr apart (PodLogOptions.stream), alpha and
+// off by default since Kubernetes 1.32.
+const splitStreamsGate = "PodLogsQuerySplitStreams"
+
 // localClusterObjects returns the objects of a new local cluster in a free
 // address block; a name any of them has already is a 409.
 func (s *Server) localClusterObjects(ctx context.Context, name, version string, replicas, workers int32) ([]client.Object, error) {
@@ -194,6 +200,10 @@ func (s *Server) localClusterObjects(ctx context.Context, name, version string, 
 	}
 	objs := localinfra.ClusterObjects(localinfra.ClusterOptions{
 		Namespace: LocalClusterNamespace, Name: name, Version: version, ControlPlaneReplicas: replicas, WorkerReplicas: workers, Block: block,
+		// The apiservers pass a log request's stream on to the nodes
+		// (bex-node serves it), so that an app's stderr is told from
+		// its stdout, as on the local runtime (docs/fleet.md).
+		APIServerExtraArgs: []bootstrapv1.Arg{{Name: "feature-gates", Value: ptr.To(splitStreamsGate + "=true")}},
 	})
 	// The Cluster (created last) first: a name taken by a cluster is the
 	// likelier, and says more.

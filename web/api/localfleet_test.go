@@ -148,6 +148,9 @@ func TestLocalFleet(t *testing.T) {
 		kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Kind != "LocalMachineTemplate" {
 		t.Errorf("dev-1's KubeadmControlPlane: version %s, replicas %v, maxSurge %v, template %+v", kcp.Spec.Version, kcp.Spec.Replicas, ms, kcp.Spec.MachineTemplate.Spec.InfrastructureRef)
 	}
+	if args := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs; len(args) != 1 || args[0].Name != "feature-gates" || ptr.Deref(args[0].Value, "") != "PodLogsQuerySplitStreams=true" {
+		t.Errorf("dev-1's apiserver extraArgs: %+v, want the gate that splits a log's streams", args)
+	}
 	lc := &infrav1.LocalCluster{}
 	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-1"}, lc); err != nil {
 		t.Fatal(err)

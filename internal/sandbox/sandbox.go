@@ -183,15 +183,23 @@ func New(opts Options) (*Manager, error) {
 // (iproute2), nft (nftables), user namespaces. New calls it; callers may
 // call it first to explain themselves.
 func Check(runc string) error {
+	// Debian installs nft and runc for root, in directories on root's PATH
+	// but not on other users'.
+	return check(runc, os.Geteuid(), []string{"/usr/sbin", "/sbin"})
+}
+
+// check is Check for the effective user euid, whose PATH may lack
+// rootDirs, the directories on root's PATH.
+func check(runc string, euid int, rootDirs []string) error {
 	if runc == "" {
 		runc = "runc"
 	}
 	var missing []error
-	if os.Geteuid() != 0 {
+	if euid != 0 {
 		missing = append(missing, errors.New("it runs as root (it creates network namespaces, a bridge, firewall rules and cgroups)"))
 	}
 	for _, tool := range []struct{ bin, pkg string }{{runc, "runc"}, {"ip", "iproute2"}, {"nft", "nftables"}} {
-		if _, err := exec.LookPath(tool.bin); err != nil {
+		if !installed(tool.bin, euid, rootDirs) {
 			missing = append(missing, fmt.Errorf("%s is installed (apt-get install %s)", tool.bin, tool.pkg))
 		}
 	}
@@ -209,6 +217,24 @@ func Check(runc string) error {
 		msg += " " + e.Error()
 	}
 	return errors.New(msg)
+}
+
+// installed reports whether bin is on PATH or, for a user other than root,
+// in one of rootDirs: the sandbox runs as root, with root's PATH, so a
+// program there is not missing, only out of this user's sight.
+func installed(bin string, euid int, rootDirs []string) bool {
+	if _, err := exec.LookPath(bin); err == nil {
+		return true
+	}
+	if euid == 0 || strings.ContainsRune(bin, '/') {
+		return false
+	}
+	for _, dir := range rootDirs {
+		if fi, err := os.Stat(filepath.Join(dir, bin)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Slot is the slot the Manager holds; Bridge, Subnet and Gateway its network.

@@ -26,6 +26,7 @@ import (
 	"bex.co/bex/builder/build"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
 	"bex.co/bex/internal/localfleet"
+	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/wheeltest"
 	"bex.co/bex/test/bench"
 )
@@ -48,10 +49,13 @@ type options struct {
 	// with a worker and times the same pushes of a second app placed on
 	// it.
 	fleet bool
+	// sandboxCheck says what this machine lacks to run runc sandboxes
+	// (sandbox.Check).
+	sandboxCheck func(runc string) error
 }
 
 func newCommand() *cobra.Command {
-	o := &options{pushes: 5, stack: "go"}
+	o := &options{pushes: 5, stack: "go", sandboxCheck: sandbox.Check}
 	cmd := &cobra.Command{
 		Use:           "pushbench",
 		Short:         "Measure push-to-live on the embedded platform",
@@ -82,12 +86,28 @@ type step struct {
 	seconds float64
 }
 
-func (o *options) run(ctx context.Context, out io.Writer) error {
+// validate refuses, before anything starts, what cannot run to its end.
+func (o *options) validate() error {
 	if o.pushes < 2 {
 		return errors.New("--pushes must be at least 2: the first push is cold")
 	}
 	if o.stack != "go" && o.stack != "node" && o.stack != "python" {
 		return fmt.Errorf("--stack %q: want go, node or python", o.stack)
+	}
+	// Without it the platform would start, Cluster API's managers and the
+	// cluster's machines be built and started, and the worker never
+	// become healthy.
+	if o.fleet {
+		if err := o.sandboxCheck(""); err != nil {
+			return fmt.Errorf("--fleet: the cluster's worker runs bex-node, whose containers are runc sandboxes with --unsafe-no-sandbox or without: %w", err)
+		}
+	}
+	return nil
+}
+
+func (o *options) run(ctx context.Context, out io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
 	}
 	if o.stateDir == "" {
 		dir, err := os.MkdirTemp("", "bex-pushbench-")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# apt-ensure.sh WHAT COMMAND=PACKAGE...: makes sure each COMMAND is on PATH.
-# As root with apt-get it installs the packages of those missing; otherwise
-# it says what to install (for WHAT, and the hint in $APT_ENSURE_HINT) and
-# fails.
+# apt-ensure.sh WHAT COMMAND=PACKAGE...: makes sure each COMMAND is on PATH,
+# or in /usr/sbin or /sbin, where Debian installs programs for root (nginx,
+# nft), off other users' PATH. As root with apt-get it installs the packages
+# of those missing; otherwise it says what to install (for WHAT, and the
+# hint in $APT_ENSURE_HINT) and fails.
 set -euo pipefail
 
 what=$1
@@ -13,6 +14,9 @@ for pair in "$@"; do
 	pkg=${pair#*=}
 	for alt in ${cmd//|/ }; do
 		command -v "$alt" >/dev/null && continue 2
+		for dir in /usr/sbin /sbin; do
+			[ -x "$dir/$alt" ] && continue 3
+		done
 	done
 	missing+=("$pkg")
 done

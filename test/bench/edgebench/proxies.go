@@ -56,8 +56,8 @@ const (
 func proxyTable() []proxy {
 	return []proxy{
 		{key: proxyCaddy, name: "Caddy", find: pinnedTool(kubebin.Caddy, func(o *options) string { return o.caddy }), command: caddyCommand},
-		{key: proxyNginx, name: "nginx", find: onPath("nginx", "nginx"), command: nginxCommand},
-		{key: proxyHAProxy, name: "HAProxy", find: onPath("haproxy", "haproxy"), command: haproxyCommand},
+		{key: proxyNginx, name: "nginx", find: onPath("nginx", "nginx", "/usr/sbin"), command: nginxCommand},
+		{key: proxyHAProxy, name: "HAProxy", find: onPath("haproxy", "haproxy", "/usr/sbin"), command: haproxyCommand},
 		{key: proxyTraefik, name: "Traefik", find: pinnedTool(kubebin.Traefik, func(*options) string { return "" }), command: traefikCommand},
 	}
 }
@@ -101,14 +101,20 @@ func pinnedTool(name string, override func(*options) string) func(context.Contex
 	}
 }
 
-// onPath finds a command a Debian package installs.
-func onPath(command, pkg string) func(context.Context, *options, *kubebin.Builder) (string, error) {
+// onPath finds a command a Debian package installs, on PATH or in one of
+// dirs: Debian installs nginx and HAProxy in /usr/sbin, which is on root's
+// PATH but not on other users'.
+func onPath(command, pkg string, dirs ...string) func(context.Context, *options, *kubebin.Builder) (string, error) {
 	return func(context.Context, *options, *kubebin.Builder) (string, error) {
-		bin, err := exec.LookPath(command)
-		if err != nil {
-			return "", fmt.Errorf("%s is not installed: install it (Debian: apt-get install %s; make bench-edge does as root) or leave it out with --proxies", command, pkg)
+		if bin, err := exec.LookPath(command); err == nil {
+			return bin, nil
 		}
-		return bin, nil
+		for _, dir := range dirs {
+			if bin, err := exec.LookPath(filepath.Join(dir, command)); err == nil {
+				return bin, nil
+			}
+		}
+		return "", fmt.Errorf("%s is not installed: install it (Debian: apt-get install %s; make bench-edge does as root) or leave it out with --proxies", command, pkg)
 	}
 }
 

@@ -397,11 +397,22 @@ func appBuildTime(out string) time.Duration {
 	return d
 }
 
-func (o *options) startPlatform(ctx context.Context) (map[string]string, func(), error) {
+// platformOptions are the embedded platform's options for the run: make
+// run's, but for the local fleet, which only --fleet uses. Where Cluster
+// API's managers are not built yet (a fresh machine, or a user's first
+// run) the fleet would build them in the background, about 20 minutes of
+// both cores, while the pushes are timed.
+func (o *options) platformOptions() *embedded.Options {
 	opts := embedded.NewOptions()
 	opts.StateDir = o.stateDir
 	opts.DatabaseURL = o.databaseURL
 	opts.UnsafeNoSandbox = o.noSandbox
+	opts.NoLocalFleet = !o.fleet
+	return opts
+}
+
+func (o *options) startPlatform(ctx context.Context) (map[string]string, func(), error) {
+	opts := o.platformOptions()
 	if o.fleet {
 		var err error
 		if opts.NodeBinary, err = buildNode(ctx, filepath.Join(o.stateDir, "bin")); err != nil {

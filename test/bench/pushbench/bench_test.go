@@ -23,3 +23,15 @@ func TestFleetNeedsSandboxes(t *testing.T) {
 		t.Errorf("--unsafe-no-sandbox without --fleet, no sandboxes: %v, want it run", err)
 	}
 }
+
+// TestLocalFleetOnlyWithFleet: the platform runs its local fleet only for
+// --fleet; without it the fleet would build Cluster API's managers in the
+// background of the timed pushes on a machine that lacks them.
+func TestLocalFleetOnlyWithFleet(t *testing.T) {
+	for _, fleet := range []bool{false, true} {
+		o := &options{pushes: 6, stack: "go", fleet: fleet, stateDir: t.TempDir()}
+		if got := o.platformOptions().NoLocalFleet; got != !fleet {
+			t.Errorf("--fleet %v: NoLocalFleet %v, want %v", fleet, got, !fleet)
+		}
+	}
+}

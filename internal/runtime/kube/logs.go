@@ -21,9 +21,9 @@ import (
 
 // Logs implements runtime.Driver by reading the containers' logs through
 // the apiserver (pods/log). Without follow, the last tail lines of every pod
-// are merged by time. With follow, each pod's stream is sent as it comes,
-// and pods that appear later (a new release, a restart) are picked up at the
-// next poll.
+// are merged by time. With follow, the same last tail lines of the app
+// first, then each pod's lines as they come; pods that appear later (a new
+// release, a restart) are picked up at the next poll.
 func (d *Driver) Logs(ctx context.Context, tenant, app string, tail int, follow bool) (<-chan runtime.LogLine, error) {
 	ns := d.opts.Namespace(tenant)
 	var deps appsv1.DeploymentList
@@ -304,8 +304,43 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 		}
 		return true
 	}
-	// The kept lines of replaced Pods first: they are older.
-	if !sendLast(d.keptLogLinesOf(ctx, ns, app, pods), tail) {
+	// The last tail of what there is now, in the order it was written:
+	// the kept lines of replaced Pods, each Pod's last lines (a run's
+	// after its start) and the platform's lines; then each Pod's new
+	// lines as they come, and the platform's as a poll finds them.
+	initial := d.keptLogLinesOf(ctx, ns, app, pods)
+	for i, p := range pods {
+		l := opened[i]
+		if l == nil {
+			continue
+		}
+		lines := l.first
+		l.first = nil
+		if p.run != nil {
+			if s, ok := runStart(p); ok {
+				if len(lines) > 0 && lines[0].Time.Before(s.Time) {
+					s.Time = lines[0].Time
+				}
+				began[p.name] = true
+				initial = append(initial, s)
+			}
+		}
+		initial = append(initial, lines...)
+		times := streamTimes{}
+		for _, line := range lines {
+			if line.Time.After(times[line.Stream]) {
+				times[line.Stream] = line.Time
+			}
+		}
+		since[p.name] = times
+	}
+	sent := map[string]bool{}
+	for _, l := range d.systemLines(ctx, ns, pods) {
+		sent[l.key] = true
+		initial = append(initial, l.line)
+	}
+	sort.SliceStable(initial, func(i, j int) bool { return initial[i].Time.Before(initial[j].Time) })
+	if !sendLast(initial, tail) {
 		for _, l := range opened {
 			if l != nil {
 				l.Close()
@@ -316,10 +351,8 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 	for i, p := range pods {
 		start(p, tail, opened[i])
 	}
-	// The platform's lines: the last tail of those there now, then each
-	// new one as a poll finds it.
-	sent := map[string]bool{}
-	system := func(pods []podRef, tail int) bool {
+	// The platform's new lines, as a poll finds them.
+	system := func(pods []podRef) bool {
 		var fresh []runtime.LogLine
 		for _, l := range d.systemLines(ctx, ns, pods) {
 			if !sent[l.key] {
@@ -327,10 +360,7 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 				fresh = append(fresh, l.line)
 			}
 		}
-		return sendLast(fresh, tail)
-	}
-	if !system(pods, tail) {
-		return
+		return sendLast(fresh, -1)
 	}
 	poll := max(2*d.opts.PollInterval, time.Second)
 	t := time.NewTicker(poll)
@@ -349,7 +379,7 @@ func (d *Driver) follow(ctx context.Context, ns, app string, tail int, pods []po
 			// A pod seen for the first time starts from its beginning.
 			start(p, -1, nil)
 		}
-		if !system(pods, -1) {
+		if !system(pods) {
 			return
 		}
 	}

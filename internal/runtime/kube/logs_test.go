@@ -107,11 +107,14 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 		}
 	}
 
+	// Followed with a tail of 2: the same two lines as the tail of 2
+	// first, of the whole app, then only new lines.
 	fctx, cancel := context.WithCancel(ctx)
-	follow, err := d.Logs(fctx, "acme", "logged", 0, true)
+	follow, err := d.Logs(fctx, "acme", "logged", 2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var firstFollowed []string
 	// The follower may connect after the line is written; write until it
 	// shows.
 	ip := podIP(t, k.c, "acme", pods[1])
@@ -128,6 +131,10 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 			if found && l.Stream != runtime.Stderr {
 				t.Errorf("the line followed: %+v, want it on stderr", l)
 			}
+			if !found && (len(firstFollowed) < 2 || l.Stream != runtime.System) {
+				// The platform's lines may come at a poll: new Events.
+				firstFollowed = append(firstFollowed, fmt.Sprintf("%s.%d %s %s", l.Process, l.Instance, l.Stream, l.Text))
+			}
 		case <-tick.C:
 			if _, _, err := nodetest.Get(ctx, "http://"+net.JoinHostPort(ip, strconv.Itoa(kube.WebPort))+"/log?stream=stderr&msg=followed"); err != nil {
 				t.Fatal(err)
@@ -138,6 +145,9 @@ func testLogs(t *testing.T, k *cluster, d *kube.Driver) {
 	}
 	cancel()
 	for range follow {
+	}
+	if want := "web.1 stderr hello from b|web.0 stdout third"; strings.Join(firstFollowed, "|") != want {
+		t.Errorf("followed with a tail of 2, before the new line: %q, want %q", strings.Join(firstFollowed, "|"), want)
 	}
 
 	// Release 2 replaces both Pods: their lines, up to their last, are

@@ -138,32 +138,10 @@ func (s streamTimes) last() time.Time {
 
 // openLog opens p's followed log: its last tail lines (all when negative)
 // when from is empty, else the lines of each stream after from's time of
-// it. Where the cluster serves stdout and stderr apart, the tail is read
-// first (tailOf) and each stream followed from its last line; else the
-// merged log is followed, every line stdout.
+// it. The tail is read first (tailOf), as the log's first lines, and the
+// streams are followed from its last line: apart where the cluster serves
+// stdout and stderr apart, else the merged log, every line stdout.
 func (d *Driver) openLog(ctx context.Context, ns string, p podRef, tail int, from streamTimes) (*podLog, error) {
-	if d.splitStreams() {
-		l, err := d.openSplit(ctx, ns, p, tail, from)
-		if err == nil || !d.refusedStream(err) {
-			return l, err
-		}
-	}
-	after := from.last()
-	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
-	switch {
-	case !after.IsZero():
-		opts.SinceTime = new(metav1.NewTime(after))
-	case tail >= 0:
-		opts.TailLines = new(int64(tail))
-	}
-	rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &podLog{srcs: []logSource{{rc: rc, stream: runtime.Stdout, after: after}}}, nil
-}
-
-func (d *Driver) openSplit(ctx context.Context, ns string, p podRef, tail int, from streamTimes) (*podLog, error) {
 	l := &podLog{}
 	after := streamTimes{}
 	for _, stream := range []string{runtime.Stdout, runtime.Stderr} {
@@ -175,7 +153,7 @@ func (d *Driver) openSplit(ctx context.Context, ns string, p podRef, tail int, f
 		}
 	}
 	if len(from) == 0 && tail >= 0 {
-		// The last line, sent or not, is where both streams start.
+		// The last line, sent or not, is where the streams start.
 		lines, err := d.tailOf(ctx, ns, p, max(tail, 1))
 		if err != nil {
 			return nil, err
@@ -185,24 +163,45 @@ func (d *Driver) openSplit(ctx context.Context, ns string, p podRef, tail int, f
 			l.first = lines[n-min(tail, n):]
 		}
 	}
-	for _, stream := range []string{runtime.Stdout, runtime.Stderr} {
-		opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true, Stream: new(corev1.LogStreamStdout)}
-		if stream == runtime.Stderr {
-			opts.Stream = new(corev1.LogStreamStderr)
+	if d.splitStreams() {
+		err := l.follow(ctx, d, ns, p, corev1.LogStreamStdout, runtime.Stdout, after[runtime.Stdout])
+		if err == nil {
+			err = l.follow(ctx, d, ns, p, corev1.LogStreamStderr, runtime.Stderr, after[runtime.Stderr])
 		}
-		if !after[stream].IsZero() {
-			// Seconds only: the lines of that second come again, and
-			// are dropped (after).
-			opts.SinceTime = new(metav1.NewTime(after[stream]))
+		if err == nil {
+			return l, nil
 		}
-		rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
-		if err != nil {
-			l.Close()
+		l.Close()
+		l.srcs = nil
+		if !d.refusedStream(err) {
 			return nil, err
 		}
-		l.srcs = append(l.srcs, logSource{rc: rc, stream: stream, after: after[stream]})
+	}
+	if err := l.follow(ctx, d, ns, p, corev1.LogStreamAll, runtime.Stdout, after.last()); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// follow adds the followed stream of p's log that the cluster calls
+// stream (All: the merged log), whose lines are of the driver's stream
+// as, from after on (from its start when zero).
+func (l *podLog) follow(ctx context.Context, d *Driver, ns string, p podRef, stream, as string, after time.Time) error {
+	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
+	if stream != corev1.LogStreamAll {
+		opts.Stream = &stream
+	}
+	if !after.IsZero() {
+		// Seconds only: the lines of that second come again, and are
+		// dropped (after).
+		opts.SinceTime = new(metav1.NewTime(after))
+	}
+	rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	l.srcs = append(l.srcs, logSource{rc: rc, stream: as, after: after})
+	return nil
 }
 
 // read sends the log's lines to emit, its first ones, then each stream's

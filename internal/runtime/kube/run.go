@@ -322,8 +322,21 @@ func (r *oneOff) create(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// get reads the run's Pod; nil when it is gone (or replaced).
+// get reads the run's Pod (fetch) and keeps its container's end in seen.
 func (r *oneOff) get(ctx context.Context) (*corev1.Pod, error) {
+	pod, err := r.fetch(ctx)
+	if pod != nil {
+		if t := terminated(pod); t != nil {
+			r.seen = t
+		}
+	}
+	return pod, err
+}
+
+// fetch reads the run's Pod; nil when it is gone (or replaced). Unlike
+// get, it changes nothing of r: the copies of both output streams call it
+// at once.
+func (r *oneOff) fetch(ctx context.Context) (*corev1.Pod, error) {
 	var pod corev1.Pod
 	err := r.d.c.Get(ctx, r.key(), &pod)
 	if apierrors.IsNotFound(err) || err == nil && pod.UID != r.uid {
@@ -336,9 +349,6 @@ func (r *oneOff) get(ctx context.Context) (*corev1.Pod, error) {
 			<-ctx.Done()
 		}
 		return nil, fmt.Errorf("reading pod %s/%s: %w", r.ns, r.name, err)
-	}
-	if t := terminated(&pod); t != nil {
-		r.seen = t
 	}
 	return &pod, nil
 }
@@ -462,11 +472,7 @@ func (r *oneOff) copyOutput(ctx context.Context, stdout, stderr io.Writer) {
 }
 
 func (r *oneOff) openOutput(ctx context.Context, stream string) (io.ReadCloser, error) {
-	opts := &corev1.PodLogOptions{Container: runContainer, Follow: true}
-	if stream != corev1.LogStreamAll {
-		opts.Stream = &stream
-	}
-	return r.d.cs.CoreV1().Pods(r.ns).GetLogs(r.name, opts).Stream(ctx)
+	return r.d.followLog(ctx, r.ns, r.name, runContainer, stream, false, time.Time{})
 }
 
 // copyStream copies one stream of the container's log to out (rc, when
@@ -501,15 +507,10 @@ func (r *oneOff) copyStream(ctx context.Context, out io.Writer, stream string, r
 }
 
 // ended reports whether the run's container has ended, or its Pod is
-// gone; false when it cannot tell. Unlike get, it changes nothing of r:
-// the copies of both streams ask it at once.
+// gone; false when it cannot tell.
 func (r *oneOff) ended(ctx context.Context) bool {
-	var pod corev1.Pod
-	err := r.d.c.Get(ctx, r.key(), &pod)
-	if apierrors.IsNotFound(err) || err == nil && pod.UID != r.uid {
-		return true
-	}
-	return err == nil && terminated(&pod) != nil
+	pod, err := r.fetch(ctx)
+	return err == nil && (pod == nil || terminated(pod) != nil)
 }
 
 // copySkipping copies from r to w after its first skip bytes, w's errors

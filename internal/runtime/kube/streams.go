@@ -163,10 +163,22 @@ func (d *Driver) openLog(ctx context.Context, ns string, p podRef, tail int, fro
 			l.first = lines[n-min(tail, n):]
 		}
 	}
+	// follow adds the stream the cluster calls stream (All: the merged
+	// log), whose lines are of the driver's stream as, from after on
+	// (sinceTime has seconds only: the lines of that second come again,
+	// and read drops them).
+	follow := func(stream, as string, after time.Time) error {
+		rc, err := d.followLog(ctx, ns, p.name, p.container, stream, true, after)
+		if err != nil {
+			return err
+		}
+		l.srcs = append(l.srcs, logSource{rc: rc, stream: as, after: after})
+		return nil
+	}
 	if d.splitStreams() {
-		err := l.follow(ctx, d, ns, p, corev1.LogStreamStdout, runtime.Stdout, after[runtime.Stdout])
+		err := follow(corev1.LogStreamStdout, runtime.Stdout, after[runtime.Stdout])
 		if err == nil {
-			err = l.follow(ctx, d, ns, p, corev1.LogStreamStderr, runtime.Stderr, after[runtime.Stderr])
+			err = follow(corev1.LogStreamStderr, runtime.Stderr, after[runtime.Stderr])
 		}
 		if err == nil {
 			return l, nil
@@ -177,31 +189,24 @@ func (d *Driver) openLog(ctx context.Context, ns string, p podRef, tail int, fro
 			return nil, err
 		}
 	}
-	if err := l.follow(ctx, d, ns, p, corev1.LogStreamAll, runtime.Stdout, after.last()); err != nil {
+	if err := follow(corev1.LogStreamAll, runtime.Stdout, after.last()); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// follow adds the followed stream of p's log that the cluster calls
-// stream (All: the merged log), whose lines are of the driver's stream
-// as, from after on (from its start when zero).
-func (l *podLog) follow(ctx context.Context, d *Driver, ns string, p podRef, stream, as string, after time.Time) error {
-	opts := &corev1.PodLogOptions{Container: p.container, Timestamps: true, Follow: true}
+// followLog opens the followed log of a pod's container: one stream of it
+// (All: both, merged), with or without each line's time, from its start
+// or from since (in seconds).
+func (d *Driver) followLog(ctx context.Context, ns, pod, container, stream string, timestamps bool, since time.Time) (io.ReadCloser, error) {
+	opts := &corev1.PodLogOptions{Container: container, Timestamps: timestamps, Follow: true}
 	if stream != corev1.LogStreamAll {
 		opts.Stream = &stream
 	}
-	if !after.IsZero() {
-		// Seconds only: the lines of that second come again, and are
-		// dropped (after).
-		opts.SinceTime = new(metav1.NewTime(after))
+	if !since.IsZero() {
+		opts.SinceTime = new(metav1.NewTime(since))
 	}
-	rc, err := d.cs.CoreV1().Pods(ns).GetLogs(p.name, opts).Stream(ctx)
-	if err != nil {
-		return err
-	}
-	l.srcs = append(l.srcs, logSource{rc: rc, stream: as, after: after})
-	return nil
+	return d.cs.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
 }
 
 // read sends the log's lines to emit, its first ones, then each stream's

@@ -230,7 +230,7 @@ func installed(bin string, euid int, rootDirs []string) bool {
 		return false
 	}
 	for _, dir := range rootDirs {
-		if fi, err := os.Stat(filepath.Join(dir, bin)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if _, err := exec.LookPath(filepath.Join(dir, bin)); err == nil {
 			return true
 		}
 	}

@@ -177,17 +177,28 @@ type measurement struct {
 // measure opens concurrency connections to t, sends requests on each one
 // after another for warmup, then records every latency for duration.
 // Requests that started before the window or ended after it are not counted.
-// The CPU time of the processes in pids (by role) is read at the window's
-// start and end.
+// A connection that cannot be opened counts as an error and is tried again
+// by its worker, as one that breaks is: one refused handshake does not end
+// a run of many scenarios. The CPU time of the processes in pids (by role)
+// is read at the window's start and end.
 func measure(ctx context.Context, t target, concurrency int, warmup, duration time.Duration, pids map[string]int) (measurement, error) {
 	conns := make([]*conn, concurrency)
+	var dialErrors int
+	var firstDialError error
 	for i := range conns {
 		c, err := dial(ctx, t)
 		if err != nil {
-			for _, c := range conns[:i] {
-				c.close()
+			if ctx.Err() != nil {
+				for _, c := range conns[:i] {
+					if c != nil {
+						c.close()
+					}
+				}
+				return measurement{}, ctx.Err()
 			}
-			return measurement{}, fmt.Errorf("connecting: %w", err)
+			dialErrors++
+			firstDialError = cmpOr(firstDialError, fmt.Errorf("connecting: %w", err))
+			continue
 		}
 		conns[i] = c
 	}
@@ -265,7 +276,10 @@ func measure(ctx context.Context, t target, concurrency int, warmup, duration ti
 	}
 
 	var all []time.Duration
-	m := measurement{}
+	m := measurement{Errors: dialErrors}
+	if firstDialError != nil {
+		m.FirstError = firstDialError.Error()
+	}
 	for _, w := range workers {
 		all = append(all, w.lat...)
 		m.Errors += w.errors

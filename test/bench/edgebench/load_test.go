@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -70,6 +74,56 @@ func TestMeasureCountsRequests(t *testing.T) {
 	}
 	if m.Requests == 0 || m.Errors != 0 || m.P50 <= 0 || m.P99 < m.P50 || m.Max < m.P99 {
 		t.Fatalf("measurement %+v", m)
+	}
+}
+
+// resetFirst resets the first connection it accepts, as a proxy that
+// drops a handshake does, and hands on the others.
+type resetFirst struct {
+	net.Listener
+	once sync.Once
+}
+
+func (l *resetFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		reset := false
+		l.once.Do(func() { reset = true })
+		if !reset {
+			return c, nil
+		}
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+}
+
+// TestMeasureOutlivesRefusedHandshake checks that a TLS handshake the
+// server resets while a scenario opens its connections is counted as an
+// error of that scenario, and the connection opened again, instead of
+// ending the whole run.
+func TestMeasureOutlivesRefusedHandshake(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(smallBody))
+	}))
+	srv.Listener = &resetFirst{Listener: srv.Listener}
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	tg := target{addr: strings.TrimPrefix(srv.URL, "https://"), host: "example.com", path: "/", size: len(smallBody),
+		tls: &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}}}
+	m, err := measure(context.Background(), tg, 2, 50*time.Millisecond, 200*time.Millisecond, nil)
+	if err != nil {
+		t.Fatalf("measure: %v", err)
+	}
+	if m.Errors != 1 || !strings.Contains(m.FirstError, "connecting") {
+		t.Errorf("errors %d, first %q; want the one reset handshake", m.Errors, m.FirstError)
+	}
+	if m.Requests == 0 {
+		t.Errorf("no request measured after the reset: %+v", m)
 	}
 }
 

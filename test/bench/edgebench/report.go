@@ -90,7 +90,12 @@ type ratio struct {
 	Body  string        `json:"body"`
 	Value float64       `json:"value,omitempty"`
 	Added time.Duration `json:"addedNs,omitempty"`
-	kind  int
+	// ByRound is a throughput or CPU ratio within each round, where the
+	// two scenarios ran minutes apart at most: on a machine whose speed
+	// drifts during a run, their spread says how far the medians' ratio
+	// can be trusted.
+	ByRound []float64 `json:"byRound,omitempty"`
+	kind    int
 }
 
 const (
@@ -109,10 +114,12 @@ type report struct {
 func newReport(o *options, m machine, proxies []string, scenarios []scenario, res [][]measurement) *report {
 	r := &report{Machine: m, proxies: proxies}
 	by := map[string]summary{}
+	rounds := map[string][]measurement{}
 	for i, sc := range scenarios {
 		s := summarize(res[i])
 		r.Scenarios = append(r.Scenarios, scenarioResult{Name: sc.name, Rounds: res[i], Median: s})
 		by[sc.name] = s
+		rounds[sc.name] = res[i]
 	}
 	bodies := []string{""}
 	if o.large {
@@ -126,26 +133,35 @@ func newReport(o *options, m machine, proxies []string, scenarios []scenario, re
 		r.bodies = append(r.bodies, label)
 		get := func(name string) summary { return by[name+suffix] }
 		d := get(direct)
-		tp := func(name string, a, b summary) {
-			r.Ratios = append(r.Ratios, ratio{Name: name, Body: label, Value: div(a.RPS, b.RPS), kind: throughput})
-		}
-		cpu := func(name string, a, b summary) {
-			r.Ratios = append(r.Ratios, ratio{Name: name, Body: label, Value: div(a.CPU[roleProxy], b.CPU[roleProxy]), kind: throughput})
+		// add compares scenario a with b: their throughput, or with cpu
+		// their proxies' CPU per request.
+		add := func(name, a, b string, cpu bool) {
+			of := func(m measurement) float64 { return m.RPS }
+			x := ratio{Name: name, Body: label, Value: div(get(a).RPS, get(b).RPS), kind: throughput}
+			if cpu {
+				of = func(m measurement) float64 { return m.CPU[roleProxy] }
+				x.Value = div(get(a).CPU[roleProxy], get(b).CPU[roleProxy])
+			}
+			ra, rb := rounds[a+suffix], rounds[b+suffix]
+			for i := range min(len(ra), len(rb)) {
+				x.ByRound = append(x.ByRound, div(of(ra[i]), of(rb[i])))
+			}
+			r.Ratios = append(r.Ratios, x)
 		}
 		proxied := []string{edgePlain, edgeTLS}
 		for _, p := range proxies {
 			proxied = append(proxied, p+" plain", p+" TLS")
 		}
 		for _, n := range proxied {
-			tp(n+" / direct", get(n), d)
+			add(n+" / direct", n, direct, false)
 		}
 		for _, p := range proxies {
-			tp("edge / "+p+", plain", get(edgePlain), get(p+" plain"))
-			tp("edge / "+p+", TLS", get(edgeTLS), get(p+" TLS"))
+			add("edge / "+p+", plain", edgePlain, p+" plain", false)
+			add("edge / "+p+", TLS", edgeTLS, p+" TLS", false)
 		}
 		for _, p := range proxies {
-			cpu("edge / "+p+" CPU per request, plain", get(edgePlain), get(p+" plain"))
-			cpu("edge / "+p+" CPU per request, TLS", get(edgeTLS), get(p+" TLS"))
+			add("edge / "+p+" CPU per request, plain", edgePlain, p+" plain", true)
+			add("edge / "+p+" CPU per request, TLS", edgeTLS, p+" TLS", true)
 		}
 		for _, n := range proxied {
 			r.Ratios = append(r.Ratios, ratio{Name: n + " p50 added", Body: label, Added: get(n).P50 - d.P50, kind: addedLatency})
@@ -155,6 +171,14 @@ func newReport(o *options, m machine, proxies []string, scenarios []scenario, re
 		}
 	}
 	return r
+}
+
+// spread formats the range of per-round ratios, empty with fewer than two.
+func spread(v []float64) string {
+	if len(v) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f to %.2f)", slices.Min(v), slices.Max(v))
 }
 
 func div(a, b float64) float64 {
@@ -246,14 +270,15 @@ func (r *report) write(w io.Writer) {
 		for b := range r.bodies {
 			x := r.Ratios[b*perBody+i]
 			if x.kind == throughput {
-				cells = append(cells, fmt.Sprintf("%.2f", x.Value))
+				cells = append(cells, fmt.Sprintf("%.2f%s", x.Value, spread(x.ByRound)))
 			} else {
 				cells = append(cells, signedDur(x.Added))
 			}
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
-	fmt.Fprintln(w, "\nThroughput ratios above 1.00 mean the first named served more requests per second; CPU ratios")
+	fmt.Fprintln(w, "\nIn brackets: the lowest and highest ratio within one round, where the two ran at most minutes apart.")
+	fmt.Fprintln(w, "Throughput ratios above 1.00 mean the first named served more requests per second; CPU ratios")
 	fmt.Fprintln(w, "below 1.00 mean the edge spent less CPU per request than the other proxy (a proxy's CPU includes")
 	fmt.Fprintln(w, "its worker processes). CPU per request is read from /proc over the measured window and depends")
 	fmt.Fprintln(w, "less on other work on the machine than req/s.")

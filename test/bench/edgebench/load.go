@@ -58,6 +58,10 @@ func dial(ctx context.Context, t target) (*conn, error) {
 	return &conn{c: c, br: bufio.NewReaderSize(c, 32<<10)}, nil
 }
 
+// openTimeout bounds the opening of a scenario's connections: a proxy
+// that takes none in that time is not serving.
+const openTimeout = 15 * time.Second
+
 // errUnexpected is an answer that is not a 200 with the expected body.
 var errUnexpected = errors.New("unexpected answer")
 
@@ -179,28 +183,31 @@ type measurement struct {
 // Requests that started before the window or ended after it are not counted.
 // A connection that cannot be opened counts as an error and is tried again
 // by its worker, as one that breaks is: one refused handshake does not end
-// a run of many scenarios. The CPU time of the processes in pids (by role)
-// is read at the window's start and end.
+// a run of many scenarios. When none opens within openTimeout the proxy is
+// not serving, and measure fails. The CPU time of the processes in pids
+// (by role) is read at the window's start and end.
 func measure(ctx context.Context, t target, concurrency int, warmup, duration time.Duration, pids map[string]int) (measurement, error) {
 	conns := make([]*conn, concurrency)
 	var dialErrors int
 	var firstDialError error
+	opening, cancel := context.WithTimeout(ctx, openTimeout)
 	for i := range conns {
-		c, err := dial(ctx, t)
+		c, err := dial(opening, t)
 		if err != nil {
-			if ctx.Err() != nil {
-				for _, c := range conns[:i] {
-					if c != nil {
-						c.close()
-					}
-				}
-				return measurement{}, ctx.Err()
-			}
 			dialErrors++
 			firstDialError = cmpOr(firstDialError, fmt.Errorf("connecting: %w", err))
 			continue
 		}
 		conns[i] = c
+	}
+	cancel()
+	if err := ctx.Err(); err != nil || dialErrors == concurrency {
+		for _, c := range conns {
+			if c != nil {
+				c.close()
+			}
+		}
+		return measurement{}, cmpOr(err, firstDialError)
 	}
 	req := t.request()
 	from := time.Now().Add(warmup)

@@ -77,21 +77,24 @@ func TestMeasureCountsRequests(t *testing.T) {
 	}
 }
 
-// resetFirst resets the first connection it accepts, as a proxy that
+// resetting resets the first n connections it accepts, as a proxy that
 // drops a handshake does, and hands on the others.
-type resetFirst struct {
+type resetting struct {
 	net.Listener
-	once sync.Once
+	mu sync.Mutex
+	n  int
 }
 
-func (l *resetFirst) Accept() (net.Conn, error) {
+func (l *resetting) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		reset := false
-		l.once.Do(func() { reset = true })
+		l.mu.Lock()
+		reset := l.n > 0
+		l.n--
+		l.mu.Unlock()
 		if !reset {
 			return c, nil
 		}
@@ -100,22 +103,27 @@ func (l *resetFirst) Accept() (net.Conn, error) {
 	}
 }
 
+// resettingTLS starts a TLS server of smallBody that resets its first n
+// connections, and returns the target that reaches it.
+func resettingTLS(t *testing.T, n int) target {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(smallBody))
+	}))
+	srv.Listener = &resetting{Listener: srv.Listener, n: n}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	return target{addr: strings.TrimPrefix(srv.URL, "https://"), host: "example.com", path: "/", size: len(smallBody),
+		tls: &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}}}
+}
+
 // TestMeasureOutlivesRefusedHandshake checks that a TLS handshake the
 // server resets while a scenario opens its connections is counted as an
 // error of that scenario, and the connection opened again, instead of
 // ending the whole run.
 func TestMeasureOutlivesRefusedHandshake(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte(smallBody))
-	}))
-	srv.Listener = &resetFirst{Listener: srv.Listener}
-	srv.StartTLS()
-	defer srv.Close()
-	roots := x509.NewCertPool()
-	roots.AddCert(srv.Certificate())
-	tg := target{addr: strings.TrimPrefix(srv.URL, "https://"), host: "example.com", path: "/", size: len(smallBody),
-		tls: &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}}}
-	m, err := measure(context.Background(), tg, 2, 50*time.Millisecond, 200*time.Millisecond, nil)
+	m, err := measure(context.Background(), resettingTLS(t, 1), 2, 50*time.Millisecond, 200*time.Millisecond, nil)
 	if err != nil {
 		t.Fatalf("measure: %v", err)
 	}
@@ -124,6 +132,11 @@ func TestMeasureOutlivesRefusedHandshake(t *testing.T) {
 	}
 	if m.Requests == 0 {
 		t.Errorf("no request measured after the reset: %+v", m)
+	}
+	// A proxy that takes none of a scenario's connections is not serving:
+	// the run stops there, saying why.
+	if _, err := measure(context.Background(), resettingTLS(t, 2), 2, 50*time.Millisecond, 200*time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "connecting") {
+		t.Errorf("every handshake reset: %v, want the connecting error", err)
 	}
 }
 

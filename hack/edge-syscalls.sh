@@ -31,12 +31,15 @@ fi
 
 "$work/edgebench" --proxies "$proxy" --rounds 1 --duration 16s --warmup 3s > "$work/bench.log" 2>&1 &
 bench=$!
-events=context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep
+calls=(read write epoll_pwait futex nanosleep)
+events=context-switches$(printf ',syscalls:sys_enter_%s' "${calls[@]}")
 
 # tally PIDS FILE counts events of the processes PIDS (comma-separated).
 tally() { perf stat -x, -e "$events" -p "$1" -o "$2" -- sleep 6 > /dev/null 2>&1; }
 # count FILE EVENT prints the count of EVENT in FILE.
 count() { awk -F, -v e="$2" '$3 == e { print $1 }' "$1"; }
+# per N prints N per request of the scenario being read.
+per() { awk -v n="$1" -v r="$requests" 'BEGIN { printf "%.2f", n / r }'; }
 
 printf '%-14s | %-44s | %-11s | %-11s\n' scenario "proxy: read write epoll futex nanosleep cs" "app: r w" "load: r w"
 for sc in "edge plain" "edge TLS" "$name plain" "$name TLS"; do
@@ -58,9 +61,8 @@ for sc in "edge plain" "edge TLS" "$name plain" "$name TLS"; do
 	tally $bench "$work/load" &
 	wait $w1 $w2 $!
 	requests=$(count "$work/app" syscalls:sys_enter_write)
-	per() { awk -v n="$1" -v r="$requests" 'BEGIN { printf "%.2f", n / r }'; }
 	p=()
-	for e in read write epoll_pwait futex nanosleep; do p+=("$(per "$(count "$work/proxy" syscalls:sys_enter_$e)")"); done
+	for e in "${calls[@]}"; do p+=("$(per "$(count "$work/proxy" "syscalls:sys_enter_$e")")"); done
 	p+=("$(per "$(count "$work/proxy" context-switches)")")
 	printf '%-14s | %-44s | %-11s | %-11s\n' "$sc" "${p[*]}" \
 		"$(per "$(count "$work/app" syscalls:sys_enter_read)") $(per "$requests")" \

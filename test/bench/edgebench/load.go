@@ -187,27 +187,33 @@ type measurement struct {
 // not serving, and measure fails. The CPU time of the processes in pids
 // (by role) is read at the window's start and end.
 func measure(ctx context.Context, t target, concurrency int, warmup, duration time.Duration, pids map[string]int) (measurement, error) {
+	type worker struct {
+		lat    []time.Duration
+		errors int
+		first  error
+	}
+	workers := make([]worker, concurrency)
 	conns := make([]*conn, concurrency)
-	var dialErrors int
-	var firstDialError error
+	opened := 0
 	opening, cancel := context.WithTimeout(ctx, openTimeout)
 	for i := range conns {
 		c, err := dial(opening, t)
 		if err != nil {
-			dialErrors++
-			firstDialError = cmpOr(firstDialError, fmt.Errorf("connecting: %w", err))
+			workers[i].errors++
+			workers[i].first = fmt.Errorf("connecting: %w", err)
 			continue
 		}
 		conns[i] = c
+		opened++
 	}
 	cancel()
-	if err := ctx.Err(); err != nil || dialErrors == concurrency {
+	if err := ctx.Err(); err != nil || opened == 0 {
 		for _, c := range conns {
 			if c != nil {
 				c.close()
 			}
 		}
-		return measurement{}, cmpOr(err, firstDialError)
+		return measurement{}, cmpOr(err, workers[0].first)
 	}
 	req := t.request()
 	from := time.Now().Add(warmup)
@@ -224,12 +230,6 @@ func measure(ctx context.Context, t target, concurrency int, warmup, duration ti
 		cpu <- b
 	}()
 
-	type worker struct {
-		lat    []time.Duration
-		errors int
-		first  error
-	}
-	workers := make([]worker, concurrency)
 	var wg sync.WaitGroup
 	for i := range concurrency {
 		wg.Go(func() {
@@ -283,10 +283,7 @@ func measure(ctx context.Context, t target, concurrency int, warmup, duration ti
 	}
 
 	var all []time.Duration
-	m := measurement{Errors: dialErrors}
-	if firstDialError != nil {
-		m.FirstError = firstDialError.Error()
-	}
+	m := measurement{}
 	for _, w := range workers {
 		all = append(all, w.lat...)
 		m.Errors += w.errors

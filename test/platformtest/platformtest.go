@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,18 +21,75 @@ import (
 	"bex.co/bex/internal/pgserver"
 )
 
-// BuildBinaries builds the platform's commands into one directory (as make
-// build does into bin/) and returns it.
+// BinDirEnv names a directory where BuildBinaries keeps the commands it
+// built for every test process of one run (make test sets it to a new
+// directory): each command is then built once for the whole suite, not
+// once per test that runs it. Unset, each call builds its own.
+const BinDirEnv = "BEX_TEST_BIN"
+
+// BuildBinaries builds the platform's commands into a directory of the
+// test's own (as make build does into bin/) and returns it. The binaries
+// carry no DWARF (-ldflags=-w, a fifth less CPU to link); a panic's stack
+// still names files and lines. With BinDirEnv set, a command another test
+// or test process of the run built is linked into the test's directory
+// (copied across file systems) instead of built again.
 func BuildBinaries(t testing.TB, cmds ...string) string {
 	t.Helper()
 	dir := t.TempDir()
+	shared := os.Getenv(BinDirEnv)
 	for _, c := range cmds {
-		out, err := exec.Command("go", "build", "-o", dir+"/", "bex.co/bex/cmd/"+c).CombinedOutput()
-		if err != nil {
-			t.Fatalf("building %s: %v\n%s", c, err, out)
+		if shared == "" {
+			if err := build(dir, c); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := buildShared(shared, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := linkOrCopy(filepath.Join(shared, c), filepath.Join(dir, c)); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+func build(dir, cmd string) error {
+	out, err := exec.Command("go", "build", "-ldflags=-w", "-o", dir+"/", "bex.co/bex/cmd/"+cmd).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building %s: %v\n%s", cmd, err, out)
+	}
+	return nil
+}
+
+// buildShared builds cmd into dir unless it is there, under a lock on
+// <dir>/<cmd>.lock that test processes of the run share; the binary is
+// built beside and renamed into place, so no one runs half of it.
+func buildShared(dir, cmd string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, cmd+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
+	if _, err := os.Stat(filepath.Join(dir, cmd)); err == nil {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(dir, cmd+".building-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := build(tmp, cmd); err != nil {
+		return err
+	}
+	return os.Rename(filepath.Join(tmp, cmd), filepath.Join(dir, cmd))
 }
 
 // Platform is a running bex-embedded.
@@ -215,4 +273,26 @@ func (p *Platform) Kill() error {
 	err := <-p.done
 	p.done <- err
 	return nil
+}
+
+// linkOrCopy makes dst the file src: a hard link, or a copy where the two
+// are on different file systems.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	return out.Close()
 }

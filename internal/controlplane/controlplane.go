@@ -94,7 +94,8 @@ type APIServerSpec struct {
 	FeatureGates map[string]bool
 	// RuntimeConfig is passed as --runtime-config when set.
 	RuntimeConfig string
-	// ExtraArgs are appended to the command line.
+	// ExtraArgs are appended to the command line; a flag they give
+	// replaces the plane's default for it.
 	ExtraArgs []string
 }
 
@@ -330,6 +331,43 @@ func (cp *ControlPlane) startLoadBalancer() error {
 // Options.LoadBalancer was not set. Its backends are the apiservers' Addr.
 func (cp *ControlPlane) LoadBalancer() *tcplb.LB { return cp.lb }
 
+// Etcd returns the plane's etcd.
+func (cp *ControlPlane) Etcd() *Etcd { return cp.etcd }
+
+// Authorities are a plane's certificate authorities and service-account
+// key pair, as PEM: what Cluster API takes from a cluster's <cluster>-ca,
+// -proxy and -sa Secrets in place of generating them ("Using Custom
+// Certificates" in its book), so that machines it makes for the plane
+// trust and are trusted by what the plane issued.
+type Authorities struct {
+	CACert, CAKey                     []byte
+	FrontProxyCACert, FrontProxyCAKey []byte
+	// ServiceAccountPub and ServiceAccountKey sign and check
+	// service-account tokens.
+	ServiceAccountPub, ServiceAccountKey []byte
+}
+
+// Authorities reads the plane's authorities from its DataDir.
+func (cp *ControlPlane) Authorities() (Authorities, error) {
+	var a Authorities
+	p := cp.pki
+	for _, f := range []struct {
+		path string
+		into *[]byte
+	}{
+		{p.ca.CertFile, &a.CACert}, {p.ca.KeyFile, &a.CAKey},
+		{p.frontProxyCA.CertFile, &a.FrontProxyCACert}, {p.frontProxyCA.KeyFile, &a.FrontProxyCAKey},
+		{p.saPubFile, &a.ServiceAccountPub}, {p.saKeyFile, &a.ServiceAccountKey},
+	} {
+		data, err := os.ReadFile(f.path)
+		if err != nil {
+			return Authorities{}, fmt.Errorf("reading the plane's authorities: %w", err)
+		}
+		*f.into = data
+	}
+	return a, nil
+}
+
 // EtcdURL returns etcd's client URL. etcd serves it over TLS and answers
 // only clients that present a certificate of etcd's own CA: those of
 // EtcdClient.
@@ -563,7 +601,34 @@ func (cp *ControlPlane) apiserverArgs(s *APIServer, serving *keyPair) []string {
 	if s.Spec.RuntimeConfig != "" {
 		args = append(args, "--runtime-config="+s.Spec.RuntimeConfig)
 	}
+	// A flag ExtraArgs gives replaces the default, as kubeadm's extraArgs
+	// do: list flags such as --authorization-mode refuse a second value.
+	given := map[string]bool{}
+	for _, a := range s.Spec.ExtraArgs {
+		given[flagName(a)] = true
+	}
+	args = slices.DeleteFunc(args, func(a string) bool { return given[flagName(a)] })
 	return append(args, s.Spec.ExtraArgs...)
+}
+
+// flagName returns the name of a --name=value argument.
+func flagName(arg string) string {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return name
+}
+
+// WiredPeers returns the running apiservers that run the Mixed Version
+// Proxy, as the peers a server that joins the plane from elsewhere (a
+// machine of a local fleet that took the plane over) waits on before it
+// joins the load balancer (mvp.WaitListedByPeers).
+func (cp *ControlPlane) WiredPeers() []mvp.Server {
+	var out []mvp.Server
+	for _, s := range cp.APIServers() {
+		if s.Running() && mvpWired(s.Spec) {
+			out = append(out, mvp.Server{Name: s.Name, Config: s.RESTConfig()})
+		}
+	}
+	return out
 }
 
 // APIServers returns the apiservers started so far, running or not.

@@ -39,6 +39,10 @@
 // cannot read or write the cluster's state. Certificates missing from a
 // DataDir (one from before etcd asked for them) are issued on start.
 //
+// A plane's etcd, load balancer and authorities (Authorities) are what a
+// local fleet's cluster takes over when Cluster API is to manage the plane
+// itself (internal/localfleet's RegisterPlane).
+//
 // A ControlPlane writes an admin kubeconfig, hands out rest.Configs for the
 // whole plane and for each apiserver, replaces and kills apiservers one at a
 // time (what a maxSurge-0 rollout does), and tears everything down without

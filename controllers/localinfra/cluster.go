@@ -77,11 +77,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if isPaused(cluster, lc.ObjectMeta) {
 		return ctrl.Result{}, nil
 	}
-	block, err := localfleet.ParseBlock(lc.Spec.AddressBlock)
+	spec, err := hostSpec(lc)
 	if err != nil {
 		return ctrl.Result{}, r.setReady(ctx, lc, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
 	}
-	c, err := r.Host.EnsureCluster(ctx, localfleet.ClusterSpec{Namespace: lc.Namespace, Name: lc.Name, Block: block})
+	c, err := r.Host.EnsureCluster(ctx, spec)
 	if err != nil {
 		r.setReady(ctx, lc, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
 		return ctrl.Result{}, err
@@ -91,7 +91,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !lc.Spec.ControlPlaneEndpoint.IsValid() {
 		patch := client.MergeFrom(lc.DeepCopy())
-		lc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: c.EndpointHost(), Port: localfleet.APIServerPort}
+		lc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: c.EndpointHost(), Port: int32(c.Port())}
 		if err := r.Client.Patch(ctx, lc, patch); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -105,6 +105,15 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// hostSpec returns what the Host runs of lc.
+func hostSpec(lc *infrav1.LocalCluster) (localfleet.ClusterSpec, error) {
+	block, err := localfleet.ParseBlock(lc.Spec.AddressBlock)
+	if err != nil {
+		return localfleet.ClusterSpec{}, err
+	}
+	return localfleet.ClusterSpec{Namespace: lc.Namespace, Name: lc.Name, Block: block, Plane: lc.Spec.Plane}, nil
 }
 
 // etcd Secrets Cluster API reads for a cluster with external etcd, named

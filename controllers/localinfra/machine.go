@@ -258,11 +258,11 @@ func (r *MachineReconciler) cluster(ctx context.Context, cluster *clusterv1.Clus
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, lc); err != nil {
 		return nil, err
 	}
-	block, err := localfleet.ParseBlock(lc.Spec.AddressBlock)
+	spec, err := hostSpec(lc)
 	if err != nil {
 		return nil, err
 	}
-	return r.Host.EnsureCluster(ctx, localfleet.ClusterSpec{Namespace: lc.Namespace, Name: lc.Name, Block: block})
+	return r.Host.EnsureCluster(ctx, spec)
 }
 
 // bootstrapData reads the Machine's bootstrap data Secret.

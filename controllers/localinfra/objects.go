@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
+	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/localfleet"
 )
 
@@ -45,6 +46,15 @@ type ClusterOptions struct {
 	APIServerExtraArgs []bootstrapv1.Arg
 	// Labels are the Cluster's (a FleetUpgrade selects clusters by them).
 	Labels map[string]string
+	// Plane, when set, makes the cluster take over that running control
+	// plane (the LocalCluster's spec.plane): PlaneEtcdURL is the plane's
+	// etcd's client URL, the KubeadmControlPlane's external etcd, and
+	// PlaneAuthorities its authorities, written as the <cluster>-ca,
+	// -proxy and -sa Secrets that Cluster API takes in place of generating
+	// them, so that what the plane issued stays valid on the machines.
+	Plane            string
+	PlaneEtcdURL     string
+	PlaneAuthorities *controlplane.Authorities
 }
 
 // Kubeadm's paths of the external etcd's files, which the kubeadm
@@ -56,7 +66,8 @@ const (
 )
 
 // ClusterObjects returns the objects of a local cluster, in the order to
-// create them: the LocalCluster, the LocalMachineTemplate, the
+// create them: for a cluster that takes over a plane its authorities'
+// Secrets, the LocalCluster, the LocalMachineTemplate, the
 // KubeadmControlPlane (maxSurge 0, external etcd, every default set
 // explicitly so that it means the same with or without Cluster API's
 // webhooks, CoreDNS and kube-proxy not managed), with workers their
@@ -66,9 +77,12 @@ func ClusterObjects(o ClusterOptions) []client.Object {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: o.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: o.Name}}
 	}
-	lc := &infrav1.LocalCluster{ObjectMeta: meta(o.Name), Spec: infrav1.LocalClusterSpec{AddressBlock: o.Block.String()}}
+	lc := &infrav1.LocalCluster{ObjectMeta: meta(o.Name), Spec: infrav1.LocalClusterSpec{AddressBlock: o.Block.String(), Plane: o.Plane}}
 	tmpl := &infrav1.LocalMachineTemplate{ObjectMeta: meta(o.Name + "-control-plane")}
 	etcd := "https://" + netip.AddrPortFrom(localfleet.EtcdAddr(o.Block), localfleet.EtcdClientPort).String()
+	if o.Plane != "" {
+		etcd = o.PlaneEtcdURL
+	}
 	kcpMeta := meta(o.Name + "-control-plane")
 	kcpMeta.Annotations = map[string]string{
 		controlplanev1.SkipCoreDNSAnnotation:   "",
@@ -118,7 +132,17 @@ func ClusterObjects(o ClusterOptions) []client.Object {
 			},
 		},
 	}
-	objs := []client.Object{lc, tmpl, kcp}
+	var objs []client.Object
+	if a := o.PlaneAuthorities; o.Plane != "" && a != nil {
+		for _, s := range []struct {
+			purpose  string
+			crt, key []byte
+		}{{"ca", a.CACert, a.CAKey}, {"proxy", a.FrontProxyCACert, a.FrontProxyCAKey}, {"sa", a.ServiceAccountPub, a.ServiceAccountKey}} {
+			objs = append(objs, &corev1.Secret{ObjectMeta: meta(o.Name + "-" + s.purpose), Type: clusterv1.ClusterSecretType,
+				Data: map[string][]byte{corev1.TLSCertKey: s.crt, corev1.TLSPrivateKeyKey: s.key}})
+		}
+	}
+	objs = append(objs, lc, tmpl, kcp)
 	if o.WorkerReplicas > 0 {
 		objs = append(objs, workerObjects(o, meta)...)
 	}

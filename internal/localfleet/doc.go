@@ -25,6 +25,11 @@
 // docs/fleet.md lists where this differs from a kubeadm node, and what
 // CAPH does on Hetzner instead.
 //
+// A cluster may instead take over a running control plane registered with
+// the Host (RegisterPlane: the platform's own, internal/controlplane's):
+// its machines then join that plane's load balancer, on its port, and use
+// its etcd, so that Cluster API manages the plane it runs on.
+//
 // The Cluster API side (the LocalCluster and LocalMachine objects) is
 // controllers/localinfra's; this package knows nothing of it.
 package localfleet

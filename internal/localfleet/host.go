@@ -10,11 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"bex.co/bex/internal/controlplane"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/mvp"
 	"bex.co/bex/internal/tcplb"
 )
 
@@ -75,6 +77,57 @@ type Host struct {
 
 	mu       sync.Mutex
 	clusters map[string]*Cluster
+	planes   map[string]*Plane
+}
+
+// Plane is a running control plane that a cluster of the Host takes over
+// (ClusterSpec.Plane) in place of an etcd and a load balancer of its own:
+// the platform's own, which Cluster API then manages with machines of this
+// Host (docs/fleet.md, "The management plane"). The Host neither starts
+// nor stops its etcd and load balancer.
+type Plane struct {
+	// Etcd is the plane's etcd, the cluster's external etcd.
+	Etcd *controlplane.Etcd
+	// LoadBalancer is the plane's endpoint. The cluster's machines join it
+	// and listen on its port, each on its own address of the cluster's
+	// block.
+	LoadBalancer *tcplb.LB
+	// Peers returns the plane's running kube-apiservers that are not
+	// machines of the Host (the one the plane was started with, until it
+	// leaves): a machine joins the load balancer only once they too list
+	// what it serves, and a gone machine's identity lease may be removed
+	// through them. Nil means none.
+	Peers func() []mvp.Server
+}
+
+// PlaneAPIServerArgs returns the flags a plane's own kube-apiserver needs
+// beside the machines that join it, which kubeadm starts with them: a
+// joining machine reads kubeadm-config with a bootstrap token, and
+// registers its Node with its node credentials (the Node authorizer and
+// NodeRestriction), through the load balancer, and so possibly through
+// that server.
+func PlaneAPIServerArgs() []string {
+	return []string{
+		"--enable-bootstrap-token-auth=true",
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+	}
+}
+
+// RegisterPlane makes the running control plane p known as name, for a
+// cluster whose ClusterSpec.Plane names it. A plane registered again
+// replaces the earlier one for clusters started afterwards.
+func (h *Host) RegisterPlane(name string, p Plane) error {
+	if name == "" || p.Etcd == nil || p.LoadBalancer == nil {
+		return errors.New("localfleet: a plane needs a name, its etcd and its load balancer")
+	}
+	if _, _, err := net.SplitHostPort(p.LoadBalancer.Addr()); err != nil {
+		return fmt.Errorf("localfleet: plane %s's load balancer address: %w", name, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.planes[name] = &p
+	return nil
 }
 
 // NewHost returns a Host; it starts nothing.
@@ -97,7 +150,7 @@ func NewHost(opts Options) (*Host, error) {
 	if opts.StopGrace == 0 {
 		opts.StopGrace = 30 * time.Second
 	}
-	return &Host{opts: opts, clusters: map[string]*Cluster{}}, nil
+	return &Host{opts: opts, clusters: map[string]*Cluster{}, planes: map[string]*Plane{}}, nil
 }
 
 // ClusterSpec names a cluster and where it listens.
@@ -106,6 +159,10 @@ type ClusterSpec struct {
 	// Block is the cluster's loopback /24: the load balancer at .1, etcd
 	// at .2, machines from .11.
 	Block netip.Prefix
+	// Plane, when set, names a registered Plane (RegisterPlane) whose
+	// etcd and load balancer the cluster takes over: the block then holds
+	// its machines only, which listen on the plane's load balancer port.
+	Plane string
 }
 
 // ParseBlock reads a LocalCluster's addressBlock, a /24 in 127.0.0.0/8.
@@ -168,6 +225,10 @@ type Cluster struct {
 
 	etcd *controlplane.Etcd
 	lb   *tcplb.LB
+	// plane is the Plane the cluster took over, nil when the etcd and the
+	// load balancer are its own.
+	plane *Plane
+	port  int // every machine's kube-apiserver's, the endpoint's
 
 	mu       sync.Mutex
 	state    clusterState
@@ -188,8 +249,8 @@ func (h *Host) EnsureCluster(ctx context.Context, spec ClusterSpec) (*Cluster, e
 	defer h.mu.Unlock()
 	k := key(spec.Namespace, spec.Name)
 	if c, ok := h.clusters[k]; ok {
-		if c.spec.Block != spec.Block {
-			return nil, fmt.Errorf("cluster %s runs in %s, not %s", k, c.spec.Block, spec.Block)
+		if c.spec.Block != spec.Block || c.spec.Plane != spec.Plane {
+			return nil, fmt.Errorf("cluster %s runs in %s%s, not %s%s", k, c.spec.Block, planeWords(c.spec.Plane), spec.Block, planeWords(spec.Plane))
 		}
 		if c.etcd.Running() {
 			return c, nil
@@ -197,13 +258,28 @@ func (h *Host) EnsureCluster(ctx context.Context, spec ClusterSpec) (*Cluster, e
 		c.stopProcesses()
 		delete(h.clusters, k)
 	}
-	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), machines: map[string]*Machine{}, workers: map[string]*Worker{}}
+	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), port: APIServerPort,
+		machines: map[string]*Machine{}, workers: map[string]*Worker{}}
+	if spec.Plane != "" {
+		p, ok := h.planes[spec.Plane]
+		if !ok {
+			return nil, fmt.Errorf("cluster %s takes over control plane %q, which does not run on this host (only the platform's own, registered when it starts, can be taken over)", k, spec.Plane)
+		}
+		c.plane = p
+	}
 	if err := c.start(ctx); err != nil {
 		c.stopProcesses()
 		return nil, fmt.Errorf("starting cluster %s: %w", k, err)
 	}
 	h.clusters[k] = c
 	return c, nil
+}
+
+func planeWords(plane string) string {
+	if plane == "" {
+		return ""
+	}
+	return " on control plane " + plane
 }
 
 // Cluster returns the running cluster, or nil.
@@ -273,6 +349,13 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.loadState(); err != nil {
 		return err
 	}
+	if c.plane != nil {
+		c.etcd, c.lb = c.plane.Etcd, c.plane.LoadBalancer
+		_, port, _ := net.SplitHostPort(c.lb.Addr())
+		c.port, _ = strconv.Atoi(port)
+		fmt.Fprintf(c.host.opts.Log, "cluster %s: takes over control plane %s: etcd on %s, load balancer on %s\n", key(c.spec.Namespace, c.spec.Name), c.spec.Plane, c.etcd.URL(), c.lb.Addr())
+		return nil
+	}
 	etcdBin, err := c.host.opts.Binaries.Etcd(ctx)
 	if err != nil {
 		return err
@@ -332,11 +415,22 @@ func (c *Cluster) saveState() error {
 // Endpoint returns the control-plane endpoint, the load balancer's
 // host:port.
 func (c *Cluster) Endpoint() string {
+	if c.plane != nil {
+		return c.lb.Addr()
+	}
 	return netip.AddrPortFrom(blockAddr(c.spec.Block, 1), APIServerPort).String()
 }
 
 // EndpointHost returns the control-plane endpoint's host.
-func (c *Cluster) EndpointHost() string { return blockAddr(c.spec.Block, 1).String() }
+func (c *Cluster) EndpointHost() string {
+	host, _, _ := net.SplitHostPort(c.Endpoint())
+	return host
+}
+
+// Port returns the port of the endpoint and of every machine's
+// kube-apiserver: APIServerPort, or the load balancer's of the plane the
+// cluster took over.
+func (c *Cluster) Port() int { return c.port }
 
 // Etcd returns the cluster's etcd.
 func (c *Cluster) Etcd() *controlplane.Etcd { return c.etcd }
@@ -385,6 +479,11 @@ func (c *Cluster) Machine(name string) *Machine {
 	return c.machines[name]
 }
 
+// Machines returns the cluster's running control-plane machines.
+func (c *Cluster) Machines() []*Machine {
+	return c.machinesExcept("")
+}
+
 // machinesExcept returns the cluster's machines other than name.
 func (c *Cluster) machinesExcept(name string) []*Machine {
 	c.mu.Lock()
@@ -406,6 +505,16 @@ func (c *Cluster) stopProcesses() {
 	c.workers, c.machines = map[string]*Worker{}, map[string]*Machine{}
 	c.mu.Unlock()
 	haltAll(workers)
+	if c.plane != nil {
+		// The plane's load balancer and etcd live on without the
+		// machines.
+		for _, m := range machines {
+			c.lb.Remove(m.Addr())
+			c.lb.CloseConns(m.Addr())
+		}
+		haltAll(machines)
+		return
+	}
 	if c.lb != nil {
 		c.lb.Close()
 	}

@@ -89,7 +89,7 @@ type machineState struct {
 func (m *Machine) IP() netip.Addr { return m.ip }
 
 // Addr returns the kube-apiserver's host:port, its name in the load balancer.
-func (m *Machine) Addr() string { return netip.AddrPortFrom(m.ip, APIServerPort).String() }
+func (m *Machine) Addr() string { return netip.AddrPortFrom(m.ip, uint16(m.c.port)).String() }
 
 // Name returns the machine's hostname.
 func (m *Machine) Name() string { return m.spec.Name }
@@ -267,7 +267,7 @@ func (m *Machine) prepare(ctx context.Context) error {
 	if err := m.pki.issue(kc.Cluster, m.spec.Name, m.ip.AsSlice(), m.c.EndpointHost()); err != nil {
 		return err
 	}
-	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), APIServerPort)
+	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), m.c.port)
 	m.st.ComponentArgs = componentArgs(kc.Cluster, m.root(), m.ip.String())
 	if err := m.writeKubeconfigs(); err != nil {
 		return err
@@ -391,6 +391,7 @@ func (m *Machine) joinLoadBalancer(ctx context.Context) error {
 				peers = append(peers, mvp.Server{Name: p.Name(), Config: p.AdminConfig()})
 			}
 		}
+		peers = append(peers, m.c.planePeers()...)
 		wait, err := mvp.WaitListedByPeers(ctx, mvp.Server{Name: m.spec.Name, Config: m.AdminConfig()}, peers,
 			mvp.PeerSyncOptions{Timeout: m.c.host.opts.PeerSyncTimeout})
 		if err != nil {
@@ -618,7 +619,29 @@ func (m *Machine) gone(ctx context.Context) {
 		}
 		errs = append(errs, fmt.Errorf("through %s: %w", p.Name(), err))
 	}
+	for _, p := range m.c.planePeers() {
+		cs, err := kubernetes.NewForConfig(p.Config)
+		if err == nil {
+			var removed []string
+			if removed, err = mvp.RemoveIdentityLease(ctx, cs, m.spec.Name); err == nil {
+				if len(removed) > 0 {
+					fmt.Fprintf(m.c.host.opts.Log, "machine %s: its identity lease removed through %s\n", m.spec.Name, p.Name)
+				}
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("through %s: %w", p.Name, err))
+	}
 	if len(errs) > 0 {
 		fmt.Fprintf(m.c.host.opts.Log, "machine %s: removing its identity lease: %v\n", m.spec.Name, errors.Join(errs...))
 	}
+}
+
+// planePeers returns the running kube-apiservers of the plane the cluster
+// took over that are not its machines; none for a cluster of its own.
+func (c *Cluster) planePeers() []mvp.Server {
+	if c.plane == nil || c.plane.Peers == nil {
+		return nil
+	}
+	return c.plane.Peers()
 }

@@ -57,18 +57,33 @@ const (
 const ProviderIDPrefix = "bex-local:///"
 
 // LocalClusterSpec is where a cluster's processes listen.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.plane) == has(oldSelf.plane)",message="plane cannot be added or removed"
 type LocalClusterSpec struct {
 	// AddressBlock is the loopback /24 the cluster's processes listen in,
 	// such as 127.77.3.0/24: the control-plane load balancer at .1 (port
 	// 6443), etcd at .2 (2379, peers 2380), the machines from .11 on (port
-	// 6443). It must not be shared with another cluster.
+	// 6443; with Plane, the plane's load balancer's port). It must not be
+	// shared with another cluster.
 	// +kubebuilder:validation:Pattern=`^127\.([0-9]{1,3})\.([0-9]{1,3})\.0/24$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="addressBlock cannot be changed"
 	AddressBlock string `json:"addressBlock"`
 
+	// Plane, when set, names a running control plane that the cluster
+	// takes over instead of starting an etcd and a load balancer of its
+	// own: "management", the platform's own, which make run registers with
+	// the provider. The machines then join that plane's load balancer
+	// (listening on its port, each on its own address of AddressBlock) and
+	// use its etcd, so that Cluster API manages the plane it runs on
+	// (docs/fleet.md, "The management plane"). It cannot be changed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="plane cannot be changed"
+	Plane string `json:"plane,omitempty"`
+
 	// ControlPlaneEndpoint is the cluster's API endpoint, the load
-	// balancer. The controller sets it from AddressBlock; Cluster API copies
-	// it to the Cluster.
+	// balancer. The controller sets it from AddressBlock (or from the
+	// plane's load balancer); Cluster API copies it to the Cluster.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 }

@@ -118,7 +118,7 @@ func Start(t testing.TB, configure ...func(f *Fixture, o *node.Options)) *Fixtur
 	// stream on to the node, which serves it, as bex fleet create's
 	// clusters do.
 	cp := cptest.StartBare(t, controlplane.APIServerSpec{FeatureGates: map[string]bool{"PodLogsQuerySplitStreams": true}, ExtraArgs: []string{
-		"--authorization-mode=Node", // after the plane's RBAC
+		"--authorization-mode=Node,RBAC", // in place of the plane's RBAC, as kubeadm's
 		"--enable-admission-plugins=NodeRestriction",
 		"--kubelet-client-certificate=" + files.CertFile,
 		"--kubelet-client-key=" + files.KeyFile,

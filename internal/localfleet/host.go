@@ -228,7 +228,7 @@ type Cluster struct {
 	// plane is the Plane the cluster took over, nil when the etcd and the
 	// load balancer are its own.
 	plane *Plane
-	port  int // every machine's kube-apiserver's, the endpoint's
+	port  int // the plane's load balancer's; zero: APIServerPort (Port)
 
 	mu       sync.Mutex
 	state    clusterState
@@ -258,8 +258,7 @@ func (h *Host) EnsureCluster(ctx context.Context, spec ClusterSpec) (*Cluster, e
 		c.stopProcesses()
 		delete(h.clusters, k)
 	}
-	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), port: APIServerPort,
-		machines: map[string]*Machine{}, workers: map[string]*Worker{}}
+	c := &Cluster{host: h, spec: spec, dir: filepath.Join(h.opts.Dir, spec.Namespace, spec.Name), machines: map[string]*Machine{}, workers: map[string]*Worker{}}
 	if spec.Plane != "" {
 		p, ok := h.planes[spec.Plane]
 		if !ok {
@@ -430,7 +429,12 @@ func (c *Cluster) EndpointHost() string {
 // Port returns the port of the endpoint and of every machine's
 // kube-apiserver: APIServerPort, or the load balancer's of the plane the
 // cluster took over.
-func (c *Cluster) Port() int { return c.port }
+func (c *Cluster) Port() int {
+	if c.port == 0 {
+		return APIServerPort
+	}
+	return c.port
+}
 
 // Etcd returns the cluster's etcd.
 func (c *Cluster) Etcd() *controlplane.Etcd { return c.etcd }

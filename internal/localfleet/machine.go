@@ -89,7 +89,7 @@ type machineState struct {
 func (m *Machine) IP() netip.Addr { return m.ip }
 
 // Addr returns the kube-apiserver's host:port, its name in the load balancer.
-func (m *Machine) Addr() string { return netip.AddrPortFrom(m.ip, uint16(m.c.port)).String() }
+func (m *Machine) Addr() string { return netip.AddrPortFrom(m.ip, uint16(m.c.Port())).String() }
 
 // Name returns the machine's hostname.
 func (m *Machine) Name() string { return m.spec.Name }
@@ -267,7 +267,7 @@ func (m *Machine) prepare(ctx context.Context) error {
 	if err := m.pki.issue(kc.Cluster, m.spec.Name, m.ip.AsSlice(), m.c.EndpointHost()); err != nil {
 		return err
 	}
-	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), m.c.port)
+	m.st.Args = apiServerArgs(kc.Cluster, m.root(), m.ip.String(), m.c.Port())
 	m.st.ComponentArgs = componentArgs(kc.Cluster, m.root(), m.ip.String())
 	if err := m.writeKubeconfigs(); err != nil {
 		return err

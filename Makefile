@@ -6,6 +6,8 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 # go test's flags for make test; empty: hack/test.sh's (and why there).
 GOTEST_FLAGS ?=
+# More flags for make run's bex-embedded, such as --managed-control-plane.
+RUN_FLAGS ?=
 
 .PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps bench-placement fmt vet clean
 
@@ -14,7 +16,7 @@ all: build
 ## run: the whole platform, embedded, on this machine (foreground; Ctrl-C stops it)
 run: build
 	bash hack/ensure-sandbox-tools.sh
-	bin/bex-embedded --state-dir .bex
+	bin/bex-embedded --state-dir .bex $(RUN_FLAGS)
 
 ## build: every binary into bin/
 build:

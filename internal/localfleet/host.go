@@ -100,6 +100,33 @@ type Plane struct {
 	Peers func() []mvp.Server
 }
 
+// MachineVersions returns the Kubernetes versions (such as "1.37.2") the
+// control-plane machines of cluster ns/name last ran, as their files under
+// dir (a Host's Options.Dir) keep them; none when it has no machine. A
+// plane that a cluster took over starts again no older than them: a
+// kube-apiserver must not serve what a newer one wrote.
+func MachineVersions(dir, ns, name string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, ns, name, "machines", "*", "machine.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var st machineState
+		if err := json.Unmarshal(data, &st); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		if st.Version != "" {
+			out = append(out, st.Version)
+		}
+	}
+	return out, nil
+}
+
 // PlaneAPIServerArgs returns the flags a plane's own kube-apiserver needs
 // beside the machines that join it, which kubeadm starts with them: a
 // joining machine reads kubeadm-config with a bootstrap token, and

@@ -265,6 +265,14 @@ func (s *Server) deleteLocalCluster(c echo.Context) error {
 		return &httpError{status: http.StatusConflict, message: fmt.Sprintf("cluster %s is not a local cluster (its infrastructure is %s): "+
 			"bex deletes only clusters of its local fleet; delete this one with its provider's tools (kubectl delete cluster)", full, cmp.Or(ref.Kind, "none"))}
 	}
+	lc := &infrav1.LocalCluster{}
+	if err := s.kube.Get(ctx, types.NamespacedName{Namespace: LocalClusterNamespace, Name: cl.Spec.InfrastructureRef.Name}, lc); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading cluster %s's LocalCluster: %w", full, err)
+	}
+	if lc.Spec.Plane != "" {
+		return &httpError{status: http.StatusConflict, message: fmt.Sprintf("cluster %s serves the platform's own control plane (its LocalCluster took plane %q over): "+
+			"deleting it would stop the platform; upgrade it with bex upgrade, or stop make run", full, lc.Spec.Plane)}
+	}
 	if !cl.DeletionTimestamp.IsZero() {
 		return c.JSON(http.StatusAccepted, apiclient.LocalClusterDeletion{Name: full, Message: "being deleted already: bex fleet list shows it until its machines are gone"})
 	}

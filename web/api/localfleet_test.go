@@ -20,6 +20,7 @@ import (
 
 	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
 	infrav1 "bex.co/bex/apis/infrastructure/v1alpha1"
+	"bex.co/bex/controllers/localinfra"
 	"bex.co/bex/internal/controlplane/cptest"
 	"bex.co/bex/web/api"
 	"bex.co/bex/web/api/apiclient"
@@ -254,6 +255,21 @@ func TestLocalFleet(t *testing.T) {
 	e.CreateCluster(t, ns, "hetzner-1", "v1.36.3", nil)
 	if a := call(t, e, http.MethodDelete, "/fleet/local-clusters/hetzner-1", op, nil); a.status != http.StatusConflict || !strings.Contains(a.err().Message, "is not a local cluster") {
 		t.Errorf("deleting a cluster of another provider: %d %s, want 409", a.status, a.body)
+	}
+	// The local cluster that took the platform's own plane over serves
+	// the platform: deleting it would stop it.
+	for _, o := range localinfra.ClusterObjects(localinfra.ClusterOptions{Namespace: ns, Name: "management", Version: "v1.36.3", ControlPlaneReplicas: 3,
+		Block: netip.MustParsePrefix("127.77.250.0/24"), Plane: "management", PlaneEtcdURL: "https://127.0.0.1:2379"}) {
+		if err := e.Kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := call(t, e, http.MethodDelete, "/fleet/local-clusters/management", op, nil); a.status != http.StatusConflict ||
+		!strings.Contains(a.err().Message, "serves the platform's own control plane") {
+		t.Errorf("deleting the cluster that serves the platform's plane: %d %s, want 409", a.status, a.body)
+	}
+	if got := objects("management"); len(got) != 4 {
+		t.Errorf("a refused deletion of the plane's cluster left %v", got)
 	}
 	fu := &fleetv1.FleetUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "local-to-137"}, Spec: fleetv1.FleetUpgradeSpec{TargetVersion: "v1.37.2"}}
 	if err := e.Kube.Create(ctx, fu); err != nil {

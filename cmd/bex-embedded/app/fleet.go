@@ -38,6 +38,10 @@ type localFleet struct {
 	notReady error
 	managers *capi.Managers
 
+	// afterStart, when set, runs once the managers run (the takeover of
+	// the platform's plane); its error goes to out.
+	afterStart func(context.Context) error
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -87,6 +91,13 @@ func (f *localFleet) start(ctx context.Context, kubeconfig string) {
 		defer close(f.done)
 		began := time.Now()
 		ms, err := capi.Start(ctx, capi.Options{Kubeconfig: kubeconfig, Dir: f.dir, Log: prefixed(f.out, "capi: ")})
+		if err == nil && f.afterStart != nil {
+			defer func() {
+				if err := f.afterStart(ctx); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(f.out, "bex: %v\n", err)
+				}
+			}()
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if err != nil {

@@ -105,6 +105,14 @@ type Options struct {
 	// no Cluster API managers, no local provider, and bex fleet create
 	// answers that there is none.
 	NoLocalFleet bool
+	// ManagedPlane has Cluster API manage the platform's own control
+	// plane: it starts with one kube-apiserver behind a load balancer,
+	// and once the local fleet's managers run, the cluster "management"
+	// (a LocalCluster that takes the plane over, three machines made by
+	// the real KubeadmControlPlane) serves it and that first
+	// kube-apiserver stops; bex upgrade then rolls the platform's own
+	// plane (docs/fleet.md, "The management plane").
+	ManagedPlane bool
 	// NodeBinary is bex-node, which the local fleet's worker machines run
 	// (its directory, make build's bin/, is the platform's binary
 	// directory they see); empty means the one beside this executable,
@@ -142,6 +150,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Quotas.AddFlags(fs)
 	fs.StringVar(&o.DNSResolver, "dns-resolver", o.DNSResolver, "host:port of the DNS server that custom domains' ownership TXT records and addresses are looked up at (default: the system resolver)")
 	fs.BoolVar(&o.NoLocalFleet, "no-local-fleet", o.NoLocalFleet, "run no local Cluster API fleet (Cluster API's managers, built on the first start, and clusters whose machines are processes here)")
+	fs.BoolVar(&o.ManagedPlane, "managed-control-plane", o.ManagedPlane, "have Cluster API manage the platform's own control plane: three machines of the local fleet take it over once its managers run, and bex upgrade rolls it")
 	fs.StringArrayVar(&o.ReservedHostnames, "reserved-hostname", o.ReservedHostnames, "a name no Route may claim (*.NAME: NAME and everything under it); repeatable; the apps' domain is always reserved")
 }
 
@@ -194,6 +203,12 @@ func (o *Options) Validate() error {
 	}
 	if o.APIServers < 0 || o.APIServers > 5 {
 		errs = append(errs, fmt.Errorf("--apiservers %d: want 1 to 5", o.APIServers))
+	}
+	if o.ManagedPlane && o.NoLocalFleet {
+		errs = append(errs, errors.New("--managed-control-plane needs the local fleet, whose machines serve the plane: drop --no-local-fleet"))
+	}
+	if o.ManagedPlane && o.APIServers > 1 {
+		errs = append(errs, fmt.Errorf("--managed-control-plane starts the plane with one kube-apiserver and Cluster API gives it three: drop --apiservers %d", o.APIServers))
 	}
 	// The kernel takes no quota under 1 ms per 100 ms period.
 	if o.buildCPUMilli < 10 {

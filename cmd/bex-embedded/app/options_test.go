@@ -50,3 +50,35 @@ func TestBuildLimitFlags(t *testing.T) {
 		})
 	}
 }
+
+// --managed-control-plane is refused with what would leave the plane
+// without the machines that serve it, saying what to drop.
+func TestManagedControlPlaneFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{args: []string{"--managed-control-plane"}},
+		{args: []string{"--managed-control-plane", "--no-local-fleet"}, err: "drop --no-local-fleet"},
+		{args: []string{"--managed-control-plane", "--apiservers=3"}, err: "drop --apiservers 3"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("bex-embedded", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case c.err == "" && err != nil:
+				t.Fatal(err)
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+				t.Fatalf("error %v, want one with %q", err, c.err)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubeapply"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/pgserver"
 	"bex.co/bex/internal/sandbox"
 	"bex.co/bex/internal/store"
@@ -84,6 +85,22 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		// After the controller manager stops: its processes stop, their
 		// files stay for the next run.
 		stops.push(fleet.host.Close)
+		if o.ManagedPlane {
+			if err := fleet.host.RegisterPlane(planeName, localfleet.Plane{Etcd: cp.Etcd(), LoadBalancer: cp.LoadBalancer(), Peers: cp.WiredPeers}); err != nil {
+				return err
+			}
+			version := cp.APIServer(firstAPIServer).Version
+			fleet.afterStart = func(ctx context.Context) error {
+				kube, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+				if err != nil {
+					return err
+				}
+				if err := takeOverPlane(ctx, kube, cp, version, o.NoMVP, out); err != nil {
+					return fmt.Errorf("Cluster API did not take the control plane over (the platform runs on its first kube-apiserver; the next make run tries again): %w", err)
+				}
+				return nil
+			}
+		}
 	}
 
 	dbURL, st, err := o.openStore(ctx, out, &stops)
@@ -150,10 +167,20 @@ func (o *Options) startControlPlane(ctx context.Context, out io.Writer, stops *c
 	for i := range specs {
 		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}
 	}
+	if o.ManagedPlane {
+		// One kube-apiserver, as kubeadm's nodes have it, behind the load
+		// balancer the machines of the cluster that takes the plane over
+		// join; at the newest version they ran.
+		version, err := o.planeVersion()
+		if err != nil {
+			return nil, err
+		}
+		specs[0].Version, specs[0].ExtraArgs = version, localfleet.PlaneAPIServerArgs()
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		DataDir:       filepath.Join(o.StateDir, "controlplane"),
 		APIServers:    specs,
-		LoadBalancer:  len(specs) > 1,
+		LoadBalancer:  len(specs) > 1 || o.ManagedPlane,
 		APIServerPort: o.APIServerPort,
 		Log:           prefixed(out, "controlplane: "),
 		Fsync:         true,

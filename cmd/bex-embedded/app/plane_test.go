@@ -1,0 +1,35 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The plane's first kube-apiserver starts no older than the newest version
+// the machines that took the plane over ran, whatever --kube-version says:
+// a kube-apiserver must not serve what a newer one wrote.
+func TestPlaneVersion(t *testing.T) {
+	o := NewOptions()
+	o.StateDir = t.TempDir()
+	o.KubeVersion = "1.36.3"
+	if v, err := o.planeVersion(); err != nil || v != "1.36.3" {
+		t.Fatalf("with no machine: %q, %v; want --kube-version's 1.36.3", v, err)
+	}
+	for name, version := range map[string]string{"management-control-plane-a": "1.37.2", "management-control-plane-b": "1.36.3"} {
+		dir := filepath.Join(o.StateDir, "fleet", "default", "management", "machines", name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "machine.json"), []byte(`{"version": "`+version+`"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := o.planeVersion(); err != nil || v != "1.37.2" {
+		t.Errorf("machines of 1.37.2 and 1.36.3: %q, %v; want 1.37.2", v, err)
+	}
+	o.KubeVersion = "1.38.0"
+	if v, err := o.planeVersion(); err != nil || v != "1.38.0" {
+		t.Errorf("--kube-version newer than the machines: %q, %v; want 1.38.0", v, err)
+	}
+}

@@ -65,6 +65,18 @@ const (
 	etcdClientKey  = "/etc/kubernetes/pki/apiserver-etcd-client.key"
 )
 
+// Blocks returns the address blocks the LocalClusters hold, for
+// localfleet.FreeBlock to leave out.
+func Blocks(lcs []infrav1.LocalCluster) []netip.Prefix {
+	var used []netip.Prefix
+	for _, lc := range lcs {
+		if p, err := netip.ParsePrefix(lc.Spec.AddressBlock); err == nil {
+			used = append(used, p)
+		}
+	}
+	return used
+}
+
 // ClusterObjects returns the objects of a local cluster, in the order to
 // create them: for a cluster that takes over a plane its authorities'
 // Secrets, the LocalCluster, the LocalMachineTemplate, the

@@ -188,13 +188,7 @@ func (s *Server) localClusterObjects(ctx context.Context, name, version string, 
 		}
 		return nil, fmt.Errorf("listing local clusters: %w", err)
 	}
-	var used []netip.Prefix
-	for _, lc := range lcs.Items {
-		if p, err := netip.ParsePrefix(lc.Spec.AddressBlock); err == nil {
-			used = append(used, p)
-		}
-	}
-	block, err := localfleet.FreeBlock(used)
+	block, err := localfleet.FreeBlock(localinfra.Blocks(lcs.Items))
 	if err != nil {
 		return nil, &httpError{status: http.StatusConflict, message: fmt.Sprintf("no address block for another local cluster: %v; delete one first", err)}
 	}

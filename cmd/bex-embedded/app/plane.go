@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"time"
@@ -66,13 +65,7 @@ func planeObjects(ctx context.Context, kube client.Client, cp *controlplane.Cont
 	if err := kube.List(ctx, &lcs); err != nil {
 		return nil, fmt.Errorf("listing local clusters: %w", err)
 	}
-	var used []netip.Prefix
-	for _, lc := range lcs.Items {
-		if p, err := netip.ParsePrefix(lc.Spec.AddressBlock); err == nil {
-			used = append(used, p)
-		}
-	}
-	block, err := localfleet.FreeBlock(used)
+	block, err := localfleet.FreeBlock(localinfra.Blocks(lcs.Items))
 	if err != nil {
 		return nil, err
 	}

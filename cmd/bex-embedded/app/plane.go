@@ -113,12 +113,20 @@ func takeOverPlane(ctx context.Context, kube client.Client, cp *controlplane.Con
 	case err != nil:
 		return fmt.Errorf("reading cluster %s/%s: %w", api.LocalClusterNamespace, planeName, err)
 	}
-	// Its machines serve once they are in the plane's load balancer.
+	// Its machines serve once they are in the plane's load balancer;
+	// each minute says how far they are.
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
+	said := time.Now()
 	for {
-		if n := machinesServing(cp); n >= planeReplicas {
+		n := machinesServing(cp)
+		if n >= planeReplicas {
 			break
+		}
+		if time.Since(said) >= time.Minute {
+			said = time.Now()
+			fmt.Fprintf(out, "bex: waiting for Cluster API's machines to serve the control plane: %d of %d serve (%s); bex fleet list shows them\n",
+				n, planeReplicas, time.Since(began).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():

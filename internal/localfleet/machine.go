@@ -600,26 +600,18 @@ func (c *Cluster) KillMachine(ctx context.Context, name string) error {
 // forget it at once, and answer 404 for what only it served instead of 503
 // while its lease stays (docs/upgrades.md, the 503 trap). It tries each
 // peer that runs and is not itself stopping (a cluster being deleted stops
-// them all), and says so only when none could remove it.
+// them all), then the plane's own kube-apiservers of a cluster that took
+// one over, and says so only when none could remove it.
 func (m *Machine) gone(ctx context.Context) {
-	var errs []error
+	var survivors []mvp.Server
 	for _, p := range m.c.machinesExcept(m.spec.Name) {
-		if p.isStopping() || !p.Running() {
-			continue
+		if !p.isStopping() && p.Running() {
+			survivors = append(survivors, mvp.Server{Name: p.Name(), Config: p.AdminConfig()})
 		}
-		cs, err := kubernetes.NewForConfig(p.AdminConfig())
-		if err == nil {
-			var removed []string
-			if removed, err = mvp.RemoveIdentityLease(ctx, cs, m.spec.Name); err == nil {
-				if len(removed) > 0 {
-					fmt.Fprintf(m.c.host.opts.Log, "machine %s: its identity lease removed through %s\n", m.spec.Name, p.Name())
-				}
-				return
-			}
-		}
-		errs = append(errs, fmt.Errorf("through %s: %w", p.Name(), err))
 	}
-	for _, p := range m.c.planePeers() {
+	survivors = append(survivors, m.c.planePeers()...)
+	var errs []error
+	for _, p := range survivors {
 		cs, err := kubernetes.NewForConfig(p.Config)
 		if err == nil {
 			var removed []string

@@ -45,13 +45,17 @@ func (o *Options) planeVersion() (string, error) {
 		return "", fmt.Errorf("reading the versions of the plane's machines: %w", err)
 	}
 	newest := o.KubeVersion
+	newestV, err := version.ParseGeneric(newest)
+	if err != nil {
+		return "", fmt.Errorf("--kube-version %q: %w", newest, err)
+	}
 	for _, v := range ran {
 		a, err := version.ParseGeneric(v)
 		if err != nil {
 			return "", fmt.Errorf("a machine of the plane ran version %q: %w", v, err)
 		}
-		if a.GreaterThan(version.MustParseGeneric(newest)) {
-			newest = v
+		if a.GreaterThan(newestV) {
+			newest, newestV = v, a
 		}
 	}
 	return newest, nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +60,26 @@ func (o *Options) planeVersion() (string, error) {
 		}
 	}
 	return newest, nil
+}
+
+// checkPlaneUnmanaged refuses to start the plane without
+// Options.ManagedPlane once Cluster API's machines served it: they hold
+// its state (a kube-apiserver of --kube-version could be older than what
+// they wrote), and nothing else would start them.
+func (o *Options) checkPlaneUnmanaged() error {
+	if o.ManagedPlane {
+		return nil
+	}
+	ran, err := localfleet.MachineVersions(filepath.Join(o.StateDir, "fleet"), api.LocalClusterNamespace, planeName)
+	if err != nil {
+		return fmt.Errorf("reading the versions of the plane's machines: %w", err)
+	}
+	if len(ran) > 0 {
+		slices.Sort(ran)
+		return fmt.Errorf("the control plane of %s is managed by Cluster API (cluster %s/%s, machines of %s): start with --managed-control-plane, as make run does, or remove %s to start over",
+			o.StateDir, api.LocalClusterNamespace, planeName, strings.Join(slices.Compact(ran), ", "), o.StateDir)
+	}
+	return nil
 }
 
 // planeObjects returns the objects of the cluster that takes the plane

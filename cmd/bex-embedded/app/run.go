@@ -163,6 +163,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 // when there are several), installs the platform's and Cluster API's CRDs,
 // and registers the scheduler API.
 func (o *Options) startControlPlane(ctx context.Context, out io.Writer, stops *closers) (*controlplane.ControlPlane, error) {
+	if err := o.checkPlaneUnmanaged(); err != nil {
+		return nil, err
+	}
 	specs := make([]controlplane.APIServerSpec, max(o.APIServers, 1))
 	for i := range specs {
 		specs[i] = controlplane.APIServerSpec{Name: fmt.Sprintf("kube-apiserver-%d", i+1), Version: o.KubeVersion, NoMVP: o.NoMVP}

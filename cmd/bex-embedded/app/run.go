@@ -286,7 +286,13 @@ func (s *starter) startControllers(cfg *rest.Config, svc *services) (chan error,
 func (o *Options) printReady(out io.Writer, cp *controlplane.ControlPlane, dbURL string, svc *services, envFile string) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(out, "bex: ready")
-	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", o.KubeVersion, cp.Endpoint())
+	// The version the plane started at: with a managed plane, the newest
+	// its machines ran, which may be past --kube-version.
+	kubeVersion := o.KubeVersion
+	if servers := cp.APIServers(); len(servers) > 0 {
+		kubeVersion = servers[0].Version
+	}
+	fmt.Fprintf(tw, "  kube-apiserver v%s\t%s\n", kubeVersion, cp.Endpoint())
 	if o.APIServers > 1 {
 		fmt.Fprintf(tw, "  \t(a load balancer in front of %d apiservers)\n", o.APIServers)
 	}

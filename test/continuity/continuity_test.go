@@ -19,9 +19,12 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
-	"bex.co/bex/internal/childproc"
+	"bex.co/bex/controllers/fleetupgrade"
+	"bex.co/bex/controllers/localinfra/localinfratest"
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/pgtest"
 	"bex.co/bex/test/platformtest"
 	"bex.co/bex/web/api/apiclient"
@@ -37,6 +40,12 @@ const (
 	// verification before the suite aborts it: more than two of the
 	// controller's 30-second retries.
 	heldFor = 75 * time.Second
+	// refusedFor is how long the tenant works on while preflight refuses
+	// the FleetUpgrade before the suite aborts it.
+	refusedFor = 20 * time.Second
+	// managementCluster is the cluster that takes the platform's plane
+	// over (bex-embedded's --managed-control-plane).
+	managementCluster = "management"
 )
 
 type scenario struct {
@@ -233,29 +242,35 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// startPlatform runs the embedded platform in this process on three
-// apiservers at fromVersion behind a load balancer.
-func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[string]string) {
+// platform is a scenario's embedded platform: its control plane, the
+// local fleet's Host whose machines serve it, and its environment.
+type platform struct {
+	cp   *controlplane.ControlPlane
+	host *localfleet.Host
+	env  map[string]string
+}
+
+// firstAPIServer is the plane's own kube-apiserver, which serves it until
+// the machines of the cluster managementCluster take it over.
+const firstAPIServer = "kube-apiserver-1"
+
+// startPlatform runs the embedded platform in this process as make run
+// RUN_FLAGS=--managed-control-plane does: its control plane starts on one
+// kube-apiserver at fromVersion behind a load balancer, and three machines
+// of the local fleet, made by the real KubeadmControlPlane, take it over.
+// It returns once they have.
+func startPlatform(t *testing.T, sc scenario) platform {
 	t.Helper()
 	o := embedded.NewOptions()
 	o.StateDir = t.TempDir()
 	o.KubeVersion = fromVersion
 	o.DatabaseURL = pgtest.NewDatabase(t)
-	o.APIServers = 3
-	// The suite plays KubeadmControlPlane itself (kcp_test.go): Cluster
-	// API's own managers would act on its objects too.
-	o.NoLocalFleet = true
-	// One port for every apiserver, each on its own address, as on
-	// machines: the FleetUpgrade controller reaches each machine's
-	// apiserver at its address and the Cluster's port.
-	port, err := childproc.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.APIServerPort = port
+	o.ManagedPlane = true
 	o.NoMVP = sc.noMVP
 	cps := make(chan *controlplane.ControlPlane, 1)
 	o.ControlPlaneStarted = func(cp *controlplane.ControlPlane) { cps <- cp }
+	hosts := make(chan *localfleet.Host, 1)
+	o.LocalFleetStarted = func(h *localfleet.Host) { hosts <- h }
 	if err := o.Complete(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,37 +295,65 @@ func startPlatform(t *testing.T, sc scenario) (*controlplane.ControlPlane, map[s
 		logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)
-			t.Logf("platform log (last lines):\n%s", lastLines(string(data), 60))
+			t.Logf("platform log (last lines):\n%s", lastLines(string(data), 80))
 		}
 	})
-	var cp *controlplane.ControlPlane
+	var p platform
 	select {
-	case cp = <-cps:
+	case p.cp = <-cps:
 	case err := <-done:
 		t.Fatalf("the platform stopped before its control plane served: %v", err)
 	case <-time.After(5 * time.Minute):
 		t.Fatal("no control plane within 5 minutes")
 	}
+	select {
+	case p.host = <-hosts:
+	case err := <-done:
+		t.Fatalf("the platform stopped before its local fleet started: %v", err)
+	case <-time.After(5 * time.Minute):
+		t.Fatal("no local fleet within 5 minutes")
+	}
 	envPath := filepath.Join(o.StateDir, "env")
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	began := time.Now()
+	for p.env == nil {
 		if data, err := os.ReadFile(envPath); err == nil {
-			return cp, platformtest.ParseEnv(string(data))
+			p.env = platformtest.ParseEnv(string(data))
+			break
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("the platform stopped before it was ready: %v", err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
+		if time.Since(began) > 5*time.Minute {
 			t.Fatal("the platform was not ready within 5 minutes")
 		}
 	}
+	// The takeover: the machines serve the plane (they are the load
+	// balancer's backends) and its first kube-apiserver stopped.
+	ready := time.Now()
+	for {
+		first := p.cp.APIServer(firstAPIServer)
+		if first != nil && !first.Running() && len(p.cp.LoadBalancer().Backends()) == 3 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the platform stopped before Cluster API took its plane over: %v", err)
+		case <-time.After(time.Second):
+		}
+		if time.Since(ready) > 8*time.Minute {
+			t.Fatalf("Cluster API did not take the plane over within 8 minutes (%d backends in its load balancer)", len(p.cp.LoadBalancer().Backends()))
+		}
+	}
+	t.Logf("Cluster API took the plane over %s after the platform was ready", time.Since(ready).Round(time.Second))
+	return p
 }
 
 func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	started := time.Now()
-	cp, env := startPlatform(t, sc)
+	p := startPlatform(t, sc)
+	env := p.env
 	ctx := t.Context()
 	api, remote := createSite(t, env)
 	u := &tenant{t: t, env: env, bin: bin, api: api, apps: platformtest.AppClient(t, env), home: t.TempDir(),
@@ -321,8 +364,14 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 
 	kube := platformtest.Client(t, env["BEX_KUBECONFIG"])
 	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion, MVPWired: !sc.noMVP}
+	// The plane's machines: which KubeadmControlPlane marked, when the gate
+	// released each, when each apiserver joined and left the load balancer.
+	mw := localinfratest.WatchMachines(kube, apiclient.LocalClusterNamespace, managementCluster,
+		localinfratest.WatchOptions{Interval: 250 * time.Millisecond, ControlPlane: true, Hook: fleetupgrade.GateHook, Host: p.host})
+	defer mw.Close()
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
 	// Two candidates elect a leader through the load balancer the whole
 	// time, as two controller-manager replicas do.
 	cfg, err := clientcmd.BuildConfigFromFlags("", env["BEX_KUBECONFIG"])
@@ -338,16 +387,6 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	wg.Go(func() { u.apiLoop(loadCtx) })
 	wg.Go(func() { u.cliLoop(loadCtx) })
 
-	// The management plane as Cluster API sees it, and KubeadmControlPlane
-	// played on the real apiservers.
-	mc := &managementCluster{cp: cp, kube: kube}
-	if err := mc.create(ctx, env["BEX_KUBECONFIG"]); err != nil {
-		t.Fatal(err)
-	}
-	driverCtx, stopDriver := context.WithCancel(ctx)
-	defer stopDriver()
-	go mc.run(driverCtx, t.Logf)
-
 	time.Sleep(warmUp)
 	u.phase.Store(during)
 	op, err := apiclient.New(env["BEX_API"], env["BEX_OPERATOR_TOKEN"], nil)
@@ -357,25 +396,28 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	rep.Plan = planStages(t, op, "v"+toVersion)
 	const upgrade = "management-to-1-37"
 	rep.RolloutStart = time.Now()
+	// As the operator would: bex upgrade start management-to-1-37 --to
+	// v1.37.2 (no --wire-mvp: an unwired plane is refused).
 	if _, err := op.CreateUpgrade(ctx, apiclient.CreateUpgradeRequest{Name: upgrade, TargetVersion: "v" + toVersion}); err != nil {
 		t.Fatalf("starting the FleetUpgrade: %v", err)
 	}
 	handedOver := ""
 	var up apiclient.Upgrade
-	var pausedAt time.Time
-	for deadline := time.Now().Add(8 * time.Minute); ; {
+	var pausedAt, refusedAt time.Time
+	for deadline := time.Now().Add(10 * time.Minute); ; {
 		up, err = op.GetUpgrade(ctx, upgrade, true)
 		if err != nil {
 			t.Fatalf("reading the FleetUpgrade: %v", err)
 		}
-		_, replaced := mc.result()
-		if replaced >= 1 && handedOver == "" {
-			// A controller manager replica goes away mid-rollout.
-			handedOver = ld.handOver()
-		}
 		var lv *apiclient.UpgradeVerification
+		var refused *apiclient.UpgradeCondition
 		if len(up.Clusters) > 0 {
 			lv = up.Clusters[0].LastVerification
+			refused = preflightRefusal(up.Clusters[0].Conditions)
+		}
+		if (replacedSoFar(mw) >= 1 || refused != nil) && handedOver == "" {
+			// A controller manager replica goes away mid-rollout.
+			handedOver = ld.handOver()
 		}
 		if up.Phase == "Succeeded" {
 			rep.Rollout = "completed"
@@ -385,12 +427,26 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 			rep.Rollout = up.Phase + ": " + conditionMessage(up)
 			break
 		}
+		if refused != nil {
+			// An unwired plane is refused before any machine goes; the
+			// tenant works on while the refusal stands, then the operator
+			// aborts.
+			if refusedAt.IsZero() {
+				refusedAt = time.Now()
+			}
+			if time.Since(refusedAt) > refusedFor {
+				rep.Rollout = "refused by preflight (" + refused.Reason + "): " + refused.Message
+				if _, err := op.AbortUpgrade(ctx, upgrade); err != nil {
+					t.Errorf("aborting: %v", err)
+				}
+				break
+			}
+		}
 		if up.Phase == "Paused" && lv != nil && !lv.Passed {
 			if pausedAt.IsZero() {
 				pausedAt = time.Now()
 			}
-			// The wired plane goes on once its verifier passes; a plane
-			// that stays refused is held, and then aborted.
+			// A plane whose verifier stays red is held, then aborted.
 			if time.Since(pausedAt) > heldFor {
 				rep.Rollout = "paused by the verifier: " + lv.Message
 				if _, err := op.AbortUpgrade(ctx, upgrade); err != nil {
@@ -402,15 +458,12 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 			pausedAt = time.Time{}
 		}
 		if time.Now().After(deadline) {
-			rep.Rollout = "timed out in phase " + up.Phase
+			rep.Rollout = fmt.Sprintf("timed out in phase %s: %s", up.Phase, conditionMessage(up))
 			break
 		}
 		time.Sleep(time.Second)
 	}
 	rep.RolloutEnd = time.Now()
-	stopDriver()
-	events, replaced := mc.result()
-	rep.StepsDone = replaced
 	rep.LeaderHandedOverBy = handedOver
 	rep.Gates = gatesOf(up)
 	rep.Verified = verifiedOf(up)
@@ -418,6 +471,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	time.Sleep(coolDown)
 	stopLoad()
 	wg.Wait()
+	mw.Close()
 
 	// What the platform did with the pushes.
 	var releases []apiclient.Release
@@ -446,8 +500,32 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 		}
 	}
 	rep.LeaderTerms, rep.LeaderOverlaps = ld.report()
-	rep.fill(u, events, time.Since(started))
+	rep.StepsDone = replacedSoFar(mw)
+	rep.fill(u, machinesSeen(mw), time.Since(started))
 	return rep
+}
+
+// replacedSoFar counts the machines made during the watch whose apiserver
+// joined the load balancer: the replacements KubeadmControlPlane made.
+func replacedSoFar(w *localinfratest.MachineWatch) int {
+	n := 0
+	for _, ml := range w.Snapshot() {
+		if !ml.Existing && !ml.JoinedLB.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+// preflightRefusal returns a cluster's PreflightPassed condition when it
+// says the Mixed Version Proxy is not wired.
+func preflightRefusal(conds []apiclient.UpgradeCondition) *apiclient.UpgradeCondition {
+	for i, c := range conds {
+		if c.Type == fleetv1.FleetUpgradePreflightPassedCondition && c.Status == "False" && c.Reason == fleetv1.FleetUpgradeMVPNotWiredReason {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 // planStages plans an upgrade of the fleet to version through the API, as

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"bex.co/bex/internal/upgrade/rollout"
 	"bex.co/bex/test/platformtest"
 )
 
@@ -60,8 +59,10 @@ type scenarioReport struct {
 	ReleasesFromPushes int     `json:"releasesFromPushes"`
 	BuildsStuck        []int   `json:"buildsStuck"`
 	Seconds            float64 `json:"seconds"`
+	// Machines are the plane's control-plane Machines, in the order
+	// KubeadmControlPlane marked them for deletion, then the others.
+	Machines []machineTimes `json:"machines"`
 
-	events  []rollout.Event
 	samples []sample
 }
 
@@ -89,12 +90,12 @@ type gateReport struct {
 	Rounds  []string  `json:"rounds"`
 }
 
-func (r *scenarioReport) fill(u *tenant, events []rollout.Event, took time.Duration) {
+func (r *scenarioReport) fill(u *tenant, machines []machineTimes, took time.Duration) {
 	u.mu.Lock()
 	samples := slices.Clone(u.samples)
 	u.mu.Unlock()
 	sort.Slice(samples, func(i, j int) bool { return samples[i].At.Before(samples[j].At) })
-	r.samples, r.events, r.Seconds = samples, events, took.Seconds()
+	r.samples, r.Machines, r.Seconds = samples, machines, took.Seconds()
 	r.Requests, r.Failures, r.PushLatency = map[string]int{}, map[string]map[string]int{}, map[phase][2]float64{}
 	lat := map[phase][]float64{}
 	for _, s := range samples {
@@ -168,32 +169,39 @@ func (r *scenarioReport) check(t *testing.T) {
 	if r.LeaderHandedOverBy == "" || len(r.LeaderTerms) < 2 {
 		t.Errorf("leader election: %d terms, handed over by %q; want a hand-over mid-rollout", len(r.LeaderTerms), r.LeaderHandedOverBy)
 	}
+	old := 0
+	for _, m := range r.Machines {
+		if m.Created.IsZero() && m.Version == r.From {
+			old++
+		}
+	}
+	if old != 3 {
+		t.Errorf("%d machines at %s served the plane at the start, want 3", old, r.From)
+	}
+	r.checkTenant(t)
 	if !r.MVPWired {
-		// The verifier must have held the rollout after the first
-		// apiserver was replaced; what tenants saw is reported.
-		if r.StepsDone != 1 || !strings.HasPrefix(r.Rollout, "paused by the verifier") {
-			t.Errorf("MVP not wired: the rollout %s after %d replaced apiservers, want it paused by the verifier after the first", r.Rollout, r.StepsDone)
+		// Preflight refuses the plane before any machine goes.
+		if r.StepsDone != 0 || !strings.HasPrefix(r.Rollout, "refused by preflight (MVPNotWired)") {
+			t.Errorf("MVP not wired: the rollout %s after %d replaced apiservers, want it refused by preflight before any", r.Rollout, r.StepsDone)
+		}
+		for _, m := range r.Machines {
+			if !m.Marked.IsZero() {
+				t.Errorf("MVP not wired: KubeadmControlPlane marked machine %s for deletion at %s; want none marked", m.Name, m.Marked.Format(time.TimeOnly))
+			}
 		}
 		return
 	}
 	if r.Rollout != "completed" || r.StepsDone != 3 {
 		t.Errorf("the rollout %s after %d replaced apiservers, want completed in 3", r.Rollout, r.StepsDone)
 	}
-	if r.PushesSucceeded != r.PushesAttempted || r.PushesServed != r.PushesSucceeded {
-		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
-	}
-	if n := r.failed(); n != 0 {
-		var first []string
-		for _, s := range r.FailedSamples[:min(3, len(r.FailedSamples))] {
-			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
+	for _, m := range r.Machines {
+		if m.Created.IsZero() && (m.Marked.IsZero() || m.Gone.IsZero()) {
+			t.Errorf("machine %s of the plane's start: marked %v, gone %v; want it replaced", m.Name, m.Marked, m.Gone)
 		}
-		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
-	}
-	if r.ReleasesFromPushes != r.PushesSucceeded {
-		t.Errorf("%d builds released, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
-	}
-	if len(r.BuildsStuck) > 0 {
-		t.Errorf("builds still running after the load stopped: %v", r.BuildsStuck)
+		if !m.Marked.IsZero() && (m.Released.IsZero() || m.Gone.Before(m.Released)) {
+			t.Errorf("machine %s: marked %s, gate released %s, gone %s; want it gone only after the gate released it",
+				m.Name, m.Marked.Format(time.TimeOnly), m.Released.Format(time.TimeOnly), m.Gone.Format(time.TimeOnly))
+		}
 	}
 	for _, g := range r.Gates {
 		if !g.Passed {
@@ -214,6 +222,28 @@ func (r *scenarioReport) check(t *testing.T) {
 		if short {
 			t.Errorf("the passed round after machine %s probed %v: want 3 apiservers with at least %d probes each (the App CRD and the scheduling API)", v.Machine, v.ByAPIServer, minPlatformProbes)
 		}
+	}
+}
+
+// checkTenant asserts what the tenant must see in every scenario: every
+// push released and served, no call failed, no build left running.
+func (r *scenarioReport) checkTenant(t *testing.T) {
+	t.Helper()
+	if r.PushesSucceeded != r.PushesAttempted || r.PushesServed != r.PushesSucceeded {
+		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
+	}
+	if n := r.failed(); n != 0 {
+		var first []string
+		for _, s := range r.FailedSamples[:min(3, len(r.FailedSamples))] {
+			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
+		}
+		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
+	}
+	if r.ReleasesFromPushes != r.PushesSucceeded {
+		t.Errorf("%d builds released, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
+	}
+	if len(r.BuildsStuck) > 0 {
+		t.Errorf("builds still running after the load stopped: %v", r.BuildsStuck)
 	}
 }
 
@@ -258,6 +288,8 @@ func writeReports(t *testing.T, reports []*scenarioReport, workload *workloadRep
 	}
 	for _, r := range reports {
 		fmt.Fprintf(&md, "\n### %s\n\n", r.Name)
+		md.WriteString(machinesTable(r.Machines, r.RolloutStart))
+		md.WriteString("\n")
 		for _, g := range r.Gates {
 			fmt.Fprintf(&md, "- machine %d (%s): verified %t", g.Step, g.New, g.Passed)
 			if len(g.Rounds) > 0 {
@@ -267,7 +299,11 @@ func writeReports(t *testing.T, reports []*scenarioReport, workload *workloadRep
 		}
 		fmt.Fprintf(&md, "- FleetUpgrade plan: %s\n", strings.Join(r.Plan, ", "))
 		fmt.Fprintf(&md, "- leader election through the load balancer: %d term(s), %d overlap(s); %s stepped down mid-rollout\n", len(r.LeaderTerms), len(r.LeaderOverlaps), r.LeaderHandedOverBy)
-		if r.failed() == 0 {
+		switch {
+		case r.failed() != 0:
+		case r.StepsDone == 0:
+			md.WriteString("- no tenant action failed: no machine of the plane went\n")
+		default:
 			md.WriteString("- no tenant action failed: the platform's own requests (Apps, Routes, the scheduling API) are CRDs and an aggregated API, which every apiserver serves itself; what a client of the skew resources would have got is in the verifier's rounds above\n")
 		}
 		if len(r.FailedSamples) > 0 {
@@ -347,35 +383,34 @@ func timelineSVG(r *scenarioReport) string {
 	if !t1.After(t0) {
 		t1 = t0.Add(time.Second)
 	}
-	const width, left, rowH = 960.0, 170.0, 26.0
+	// The left column holds a Machine's name (KubeadmControlPlane's
+	// "<cluster>-control-plane-xxxxx").
+	const width, left, rowH = 1060.0, 240.0, 26.0
 	x := func(t time.Time) float64 { return left + (width-left-10)*float64(t.Sub(t0))/float64(t1.Sub(t0)) }
-	// Each apiserver's life, from the rollout's events.
+	// Each machine's apiserver's life, from the watch: in the load
+	// balancer from its join (the start's machines from the first sample)
+	// until it left.
 	type life struct {
-		version    string
-		from, to   time.Time
-		rowOrdinal int
+		version  string
+		from, to time.Time
 	}
 	lives := map[string]*life{}
 	var order []string
-	for _, e := range r.events {
-		for _, s := range e.Servers {
-			l, ok := lives[s.Name]
-			if !ok {
-				l = &life{version: s.Version, from: e.Time, rowOrdinal: len(order)}
-				if len(order) < 3 && e.Phase == rollout.PhaseStarted {
-					l.from = t0
-				}
-				lives[s.Name] = l
-				order = append(order, s.Name)
-			}
-			l.to = e.Time
+	for _, m := range r.Machines {
+		if m.JoinedLB.IsZero() {
+			continue
 		}
-	}
-	for _, l := range lives {
-		if l.to.Equal(r.RolloutEnd) || l.to.After(r.RolloutEnd.Add(-time.Second)) {
+		l := &life{version: m.Version, from: m.JoinedLB, to: m.LeftLB}
+		if m.Created.IsZero() || l.from.Before(t0) {
+			l.from = t0
+		}
+		if l.to.IsZero() || l.to.After(t1) {
 			l.to = t1
 		}
+		lives[m.Name] = l
+		order = append(order, m.Name)
 	}
+	slices.SortStableFunc(order, func(a, b string) int { return lives[a].from.Compare(lives[b].from) })
 	rows := len(order) + 1
 	height := 30 + rowH*float64(rows) + 30
 	var b strings.Builder
@@ -643,11 +678,8 @@ func (r *workloadReport) markdown() string {
 		row(rd, rel(rd.From), fmt.Sprintf("%.0f", rd.To.Sub(rd.From).Seconds()))
 	}
 	row(r.total(), "", "")
-	b.WriteString("\nThe control-plane Machines in the order KubeadmControlPlane marked them (seconds from the FleetUpgrade's creation):\n\n")
-	b.WriteString("| machine | version | marked | gate released | gone | replaced by |\n| --- | --- | ---: | ---: | ---: | --- |\n")
-	for _, m := range r.Machines {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", m.Name, m.Version, rel(m.Marked), rel(m.Released), rel(m.Gone), m.ReplacedBy)
-	}
+	b.WriteString("\n")
+	b.WriteString(machinesTable(r.Machines, r.RolloutStart))
 	for _, g := range r.Gates {
 		fmt.Fprintf(&b, "- step %d (%s): verified %t in %.0f s\n", g.Step, g.New, g.Passed, g.Seconds)
 	}
@@ -656,6 +688,39 @@ func (r *workloadReport) markdown() string {
 		for _, s := range r.FailedSamples {
 			fmt.Fprintf(&b, "- %s (%s) %s: %s %s\n", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, strings.ReplaceAll(s.Detail, "\n", " "))
 		}
+	}
+	return b.String()
+}
+
+// machinesTable is the report's table of a cluster's control-plane
+// Machines, in the order KubeadmControlPlane marked them, with times in
+// seconds from start (the FleetUpgrade's creation).
+func machinesTable(machines []machineTimes, start time.Time) string {
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", t.Sub(start).Seconds())
+	}
+	// The load balancer's columns when the watch saw it (it had the Host).
+	lb := slices.ContainsFunc(machines, func(m machineTimes) bool { return !m.JoinedLB.IsZero() })
+	var b strings.Builder
+	b.WriteString("The control-plane Machines in the order KubeadmControlPlane marked them (seconds from the FleetUpgrade's creation; a dash: not seen):\n\n")
+	if lb {
+		b.WriteString("| machine | version | in the load balancer | marked | gate released | out of the load balancer | gone | replaced by |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	} else {
+		b.WriteString("| machine | version | marked | gate released | gone | replaced by |\n| --- | --- | ---: | ---: | ---: | --- |\n")
+	}
+	for _, m := range machines {
+		if !lb {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", m.Name, m.Version, rel(m.Marked), rel(m.Released), rel(m.Gone), m.ReplacedBy)
+			continue
+		}
+		joined := rel(m.JoinedLB)
+		if m.Created.IsZero() {
+			joined = "at the start"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", m.Name, m.Version, joined, rel(m.Marked), rel(m.Released), rel(m.LeftLB), rel(m.Gone), m.ReplacedBy)
 	}
 	return b.String()
 }

@@ -354,6 +354,11 @@ type machineTimes struct {
 	Marked   time.Time `json:"marked"`
 	Released time.Time `json:"released"`
 	Gone     time.Time `json:"gone"`
+	// JoinedLB and LeftLB are when its apiserver was seen joining and
+	// leaving the cluster's load balancer (zero: not seen; the watch needs
+	// the Host that runs the machines).
+	JoinedLB time.Time `json:"joinedLB"`
+	LeftLB   time.Time `json:"leftLB"`
 	// ReplacedBy is the first Machine created after it was marked
 	// (maxSurge 0: its replacement).
 	ReplacedBy string `json:"replacedBy,omitempty"`
@@ -366,7 +371,8 @@ type machineTimes struct {
 func machinesSeen(w *localinfratest.MachineWatch) []machineTimes {
 	var out []machineTimes
 	for _, ml := range w.Snapshot() {
-		mt := machineTimes{Name: ml.Name, Version: strings.TrimPrefix(ml.Version, "v"), Marked: ml.Marked, Released: ml.Released, Gone: ml.Gone}
+		mt := machineTimes{Name: ml.Name, Version: strings.TrimPrefix(ml.Version, "v"), Marked: ml.Marked, Released: ml.Released, Gone: ml.Gone,
+			JoinedLB: ml.JoinedLB, LeftLB: ml.LeftLB}
 		if !ml.Existing {
 			mt.Created = ml.Created
 		}

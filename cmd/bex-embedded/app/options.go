@@ -17,6 +17,7 @@ import (
 	"bex.co/bex/internal/domains"
 	"bex.co/bex/internal/edge"
 	"bex.co/bex/internal/kubebin"
+	"bex.co/bex/internal/localfleet"
 	"bex.co/bex/internal/loopfs"
 	"bex.co/bex/internal/quota"
 	"bex.co/bex/internal/sandbox"
@@ -50,6 +51,10 @@ type Options struct {
 	// it serves, before the platform starts on it: a test that rolls the
 	// apiservers keeps it.
 	ControlPlaneStarted func(*controlplane.ControlPlane)
+	// LocalFleetStarted, when set, is called with the local fleet's Host
+	// once it is made, before Cluster API's managers start: a test that
+	// watches machines join and leave their load balancers keeps it.
+	LocalFleetStarted func(*localfleet.Host)
 	// UnsafeNoSandbox runs tenant apps as plain processes of this
 	// machine's user, for a single-user machine that cannot run sandboxes;
 	// every start warns. Without it the platform refuses to start where

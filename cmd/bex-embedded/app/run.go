@@ -85,6 +85,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) (err error) {
 		// After the controller manager stops: its processes stop, their
 		// files stay for the next run.
 		stops.push(fleet.host.Close)
+		if o.LocalFleetStarted != nil {
+			o.LocalFleetStarted(fleet.host)
+		}
 		if o.ManagedPlane {
 			if err := fleet.host.RegisterPlane(planeName, localfleet.Plane{Etcd: cp.Etcd(), LoadBalancer: cp.LoadBalancer(), Peers: cp.WiredPeers}); err != nil {
 				return err

@@ -6,7 +6,11 @@ GO ?= go
 TEST_KUBE_VERSIONS ?= 1.36.3,1.37.2
 # go test's flags for make test; empty: hack/test.sh's (and why there).
 GOTEST_FLAGS ?=
-# More flags for make run's bex-embedded, such as --managed-control-plane.
+# make run has Cluster API manage the platform's own control plane
+# (--managed-control-plane); MANAGED_PLANE=0 runs it on its own
+# kube-apiserver, as --no-local-fleet needs.
+MANAGED_PLANE ?= 1
+# More flags for make run's bex-embedded (bin/bex-embedded --help).
 RUN_FLAGS ?=
 
 .PHONY: all run test fuzz test-upgrade test-continuity build images kubebin generate generate-install-crds verify bench-push bench-edge bench-apps bench-placement fmt vet clean
@@ -16,7 +20,7 @@ all: build
 ## run: the whole platform, embedded, on this machine (foreground; Ctrl-C stops it)
 run: build
 	bash hack/ensure-sandbox-tools.sh
-	bin/bex-embedded --state-dir .bex $(RUN_FLAGS)
+	bin/bex-embedded --state-dir .bex $(if $(filter 1,$(MANAGED_PLANE)),--managed-control-plane) $(RUN_FLAGS)
 
 ## build: every binary into bin/
 build:

@@ -255,7 +255,7 @@ type platform struct {
 const firstAPIServer = "kube-apiserver-1"
 
 // startPlatform runs the embedded platform in this process as make run
-// RUN_FLAGS=--managed-control-plane does: its control plane starts on one
+// does (--managed-control-plane): its control plane starts on one
 // kube-apiserver at fromVersion behind a load balancer, and three machines
 // of the local fleet, made by the real KubeadmControlPlane, take it over.
 // It returns once they have.

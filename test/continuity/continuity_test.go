@@ -19,7 +19,6 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	fleetv1 "bex.co/bex/apis/fleet/v1alpha1"
 	embedded "bex.co/bex/cmd/bex-embedded/app"
 	"bex.co/bex/controllers/fleetupgrade"
 	"bex.co/bex/controllers/localinfra/localinfratest"
@@ -40,17 +39,18 @@ const (
 	// verification before the suite aborts it: more than two of the
 	// controller's 30-second retries.
 	heldFor = 75 * time.Second
-	// refusedFor is how long the tenant works on while preflight refuses
-	// the FleetUpgrade before the suite aborts it.
-	refusedFor = 20 * time.Second
 	// managementCluster is the cluster that takes the platform's plane
 	// over (bex-embedded's --managed-control-plane).
 	managementCluster = "management"
 )
 
+// scenario is a management-plane scenario. There is one, "wired": the
+// plane as make run makes it, MVP wired. An unwired plane is refused by
+// preflight before any of its machines goes (the FleetUpgrade
+// controller's TestPreflightWiresRealControlPlane), so tenants would see
+// nothing move.
 type scenario struct {
-	name  string
-	noMVP bool
+	name string
 }
 
 // TestContinuity runs each scenario on its own platform and writes the
@@ -63,7 +63,7 @@ func TestContinuity(t *testing.T) {
 	var reports []*scenarioReport
 	var workload *workloadReport
 	defer func() { writeReports(t, reports, workload) }()
-	for _, sc := range []scenario{{name: "wired"}, {name: "not-wired", noMVP: true}} {
+	for _, sc := range []scenario{{name: "wired"}} {
 		t.Run(sc.name, func(t *testing.T) {
 			r := runScenario(t, bin, sc)
 			reports = append(reports, r)
@@ -266,7 +266,6 @@ func startPlatform(t *testing.T, sc scenario) platform {
 	o.KubeVersion = fromVersion
 	o.DatabaseURL = pgtest.NewDatabase(t)
 	o.ManagedPlane = true
-	o.NoMVP = sc.noMVP
 	cps := make(chan *controlplane.ControlPlane, 1)
 	o.ControlPlaneStarted = func(cp *controlplane.ControlPlane) { cps <- cp }
 	hosts := make(chan *localfleet.Host, 1)
@@ -363,7 +362,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
 
 	kube := platformtest.Client(t, env["BEX_KUBECONFIG"])
-	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion, MVPWired: !sc.noMVP}
+	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion, MVPWired: true}
 	// The plane's machines: which KubeadmControlPlane marked, when the gate
 	// released each, when each apiserver joined and left the load balancer.
 	mw := localinfratest.WatchMachines(kube, apiclient.LocalClusterNamespace, managementCluster,
@@ -397,25 +396,23 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	const upgrade = "management-to-1-37"
 	rep.RolloutStart = time.Now()
 	// As the operator would: bex upgrade start management-to-1-37 --to
-	// v1.37.2 (no --wire-mvp: an unwired plane is refused).
+	// v1.37.2.
 	if _, err := op.CreateUpgrade(ctx, apiclient.CreateUpgradeRequest{Name: upgrade, TargetVersion: "v" + toVersion}); err != nil {
 		t.Fatalf("starting the FleetUpgrade: %v", err)
 	}
 	handedOver := ""
 	var up apiclient.Upgrade
-	var pausedAt, refusedAt time.Time
+	var pausedAt time.Time
 	for deadline := time.Now().Add(10 * time.Minute); ; {
 		up, err = op.GetUpgrade(ctx, upgrade, true)
 		if err != nil {
 			t.Fatalf("reading the FleetUpgrade: %v", err)
 		}
 		var lv *apiclient.UpgradeVerification
-		var refused *apiclient.UpgradeCondition
 		if len(up.Clusters) > 0 {
 			lv = up.Clusters[0].LastVerification
-			refused = preflightRefusal(up.Clusters[0].Conditions)
 		}
-		if (replacedSoFar(mw) >= 1 || refused != nil) && handedOver == "" {
+		if replacedSoFar(mw) >= 1 && handedOver == "" {
 			// A controller manager replica goes away mid-rollout.
 			handedOver = ld.handOver()
 		}
@@ -426,21 +423,6 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 		if up.Phase == "Failed" || up.Phase == "Aborted" {
 			rep.Rollout = up.Phase + ": " + conditionMessage(up)
 			break
-		}
-		if refused != nil {
-			// An unwired plane is refused before any machine goes; the
-			// tenant works on while the refusal stands, then the operator
-			// aborts.
-			if refusedAt.IsZero() {
-				refusedAt = time.Now()
-			}
-			if time.Since(refusedAt) > refusedFor {
-				rep.Rollout = "refused by preflight (" + refused.Reason + "): " + refused.Message
-				if _, err := op.AbortUpgrade(ctx, upgrade); err != nil {
-					t.Errorf("aborting: %v", err)
-				}
-				break
-			}
 		}
 		if up.Phase == "Paused" && lv != nil && !lv.Passed {
 			if pausedAt.IsZero() {
@@ -515,17 +497,6 @@ func replacedSoFar(w *localinfratest.MachineWatch) int {
 		}
 	}
 	return n
-}
-
-// preflightRefusal returns a cluster's PreflightPassed condition when it
-// says the Mixed Version Proxy is not wired.
-func preflightRefusal(conds []apiclient.UpgradeCondition) *apiclient.UpgradeCondition {
-	for i, c := range conds {
-		if c.Type == fleetv1.FleetUpgradePreflightPassedCondition && c.Status == "False" && c.Reason == fleetv1.FleetUpgradeMVPNotWiredReason {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 // planStages plans an upgrade of the fleet to version through the API, as

@@ -25,16 +25,7 @@ func TestBuildLimitFlags(t *testing.T) {
 		{args: []string{"--build-cache-disk=4G1"}, err: `--build-cache-disk "4G1"`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("bex-embedded", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Complete()
-			if err == nil {
-				err = o.Validate()
-			}
+			o, err := parseOptions(t, c.args)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want one with %q", err, c.err)
@@ -63,16 +54,7 @@ func TestManagedControlPlaneFlags(t *testing.T) {
 		{args: []string{"--managed-control-plane", "--apiservers=3"}, err: "drop --apiservers 3"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("bex-embedded", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
+			_, err := parseOptions(t, c.args)
 			switch {
 			case c.err == "" && err != nil:
 				t.Fatal(err)
@@ -81,4 +63,20 @@ func TestManagedControlPlaneFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseOptions parses args as bex-embedded's flags and returns the
+// options with Complete's error, or else Validate's.
+func parseOptions(t *testing.T, args []string) (*Options, error) {
+	t.Helper()
+	o := NewOptions()
+	fs := pflag.NewFlagSet("bex-embedded", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete(); err != nil {
+		return o, err
+	}
+	return o, o.Validate()
 }

@@ -41,9 +41,9 @@ const (
 // Cluster API took it over in an earlier run (a kube-apiserver must not
 // serve what a newer one wrote).
 func (o *Options) planeVersion() (string, error) {
-	ran, err := localfleet.MachineVersions(filepath.Join(o.StateDir, "fleet"), api.LocalClusterNamespace, planeName)
+	ran, err := o.planeMachineVersions()
 	if err != nil {
-		return "", fmt.Errorf("reading the versions of the plane's machines: %w", err)
+		return "", err
 	}
 	newest := o.KubeVersion
 	newestV, err := version.ParseGeneric(newest)
@@ -62,6 +62,17 @@ func (o *Options) planeVersion() (string, error) {
 	return newest, nil
 }
 
+// planeMachineVersions returns the versions the plane's machines last ran
+// (none when Cluster API never took it over), from their files in the
+// state directory.
+func (o *Options) planeMachineVersions() ([]string, error) {
+	ran, err := localfleet.MachineVersions(filepath.Join(o.StateDir, "fleet"), api.LocalClusterNamespace, planeName)
+	if err != nil {
+		return nil, fmt.Errorf("reading the versions of the plane's machines: %w", err)
+	}
+	return ran, nil
+}
+
 // checkPlaneUnmanaged refuses to start the plane without
 // Options.ManagedPlane once Cluster API's machines served it: they hold
 // its state (a kube-apiserver of --kube-version could be older than what
@@ -70,9 +81,9 @@ func (o *Options) checkPlaneUnmanaged() error {
 	if o.ManagedPlane {
 		return nil
 	}
-	ran, err := localfleet.MachineVersions(filepath.Join(o.StateDir, "fleet"), api.LocalClusterNamespace, planeName)
+	ran, err := o.planeMachineVersions()
 	if err != nil {
-		return fmt.Errorf("reading the versions of the plane's machines: %w", err)
+		return err
 	}
 	if len(ran) > 0 {
 		slices.Sort(ran)

@@ -169,27 +169,25 @@ func (r *scenarioReport) check(t *testing.T) {
 	if r.LeaderHandedOverBy == "" || len(r.LeaderTerms) < 2 {
 		t.Errorf("leader election: %d terms, handed over by %q; want a hand-over mid-rollout", len(r.LeaderTerms), r.LeaderHandedOverBy)
 	}
-	old := 0
-	for _, m := range r.Machines {
-		if m.Created.IsZero() && m.Version == r.From {
-			old++
-		}
-	}
-	if old != 3 {
-		t.Errorf("%d machines at %s served the plane at the start, want 3", old, r.From)
-	}
-	r.checkTenant(t)
 	if r.Rollout != "completed" || r.StepsDone != 3 {
 		t.Errorf("the rollout %s after %d replaced apiservers, want completed in 3", r.Rollout, r.StepsDone)
 	}
-	for _, m := range r.Machines {
-		if m.Created.IsZero() && (m.Marked.IsZero() || m.Gone.IsZero()) {
-			t.Errorf("machine %s of the plane's start: marked %v, gone %v; want it replaced", m.Name, m.Marked, m.Gone)
+	checkReplaced(t, r.Machines, r.From)
+	if r.PushesSucceeded != r.PushesAttempted || r.PushesServed != r.PushesSucceeded {
+		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
+	}
+	if n := r.failed(); n != 0 {
+		var first []string
+		for _, s := range r.FailedSamples[:min(3, len(r.FailedSamples))] {
+			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
 		}
-		if !m.Marked.IsZero() && (m.Released.IsZero() || m.Gone.Before(m.Released)) {
-			t.Errorf("machine %s: marked %s, gate released %s, gone %s; want it gone only after the gate released it",
-				m.Name, m.Marked.Format(time.TimeOnly), m.Released.Format(time.TimeOnly), m.Gone.Format(time.TimeOnly))
-		}
+		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
+	}
+	if r.ReleasesFromPushes != r.PushesSucceeded {
+		t.Errorf("%d builds released, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
+	}
+	if len(r.BuildsStuck) > 0 {
+		t.Errorf("builds still running after the load stopped: %v", r.BuildsStuck)
 	}
 	for _, g := range r.Gates {
 		if !g.Passed {
@@ -213,25 +211,26 @@ func (r *scenarioReport) check(t *testing.T) {
 	}
 }
 
-// checkTenant asserts what the tenant must see in every scenario: every
-// push released and served, no call failed, no build left running.
-func (r *scenarioReport) checkTenant(t *testing.T) {
+// checkReplaced asserts a rollout's Machines under the gate: three of
+// version from at the start, each marked and gone, and none gone before
+// the gate released it.
+func checkReplaced(t *testing.T, machines []machineTimes, from string) {
 	t.Helper()
-	if r.PushesSucceeded != r.PushesAttempted || r.PushesServed != r.PushesSucceeded {
-		t.Errorf("pushes: %d attempted, %d succeeded, %d served what was pushed; want all", r.PushesAttempted, r.PushesSucceeded, r.PushesServed)
-	}
-	if n := r.failed(); n != 0 {
-		var first []string
-		for _, s := range r.FailedSamples[:min(3, len(r.FailedSamples))] {
-			first = append(first, fmt.Sprintf("%s (%s) %s: %s %s", s.At.Format("15:04:05.000"), s.Phase, s.Kind, s.Status, s.Detail))
+	old := 0
+	for _, m := range machines {
+		if m.Created.IsZero() && m.Version == from {
+			old++
+			if m.Marked.IsZero() || m.Gone.IsZero() {
+				t.Errorf("machine %s of the cluster's start: marked %v, gone %v; want it replaced", m.Name, m.Marked, m.Gone)
+			}
 		}
-		t.Errorf("%d tenant actions failed: %v; first:\n%s", n, r.Failures, strings.Join(first, "\n"))
+		if !m.Marked.IsZero() && (m.Released.IsZero() || m.Gone.Before(m.Released)) {
+			t.Errorf("machine %s: marked %s, gate released %s, gone %s; want it gone only after the gate released it",
+				m.Name, m.Marked.Format(time.TimeOnly), m.Released.Format(time.TimeOnly), m.Gone.Format(time.TimeOnly))
+		}
 	}
-	if r.ReleasesFromPushes != r.PushesSucceeded {
-		t.Errorf("%d builds released, %d pushes succeeded: want them equal", r.ReleasesFromPushes, r.PushesSucceeded)
-	}
-	if len(r.BuildsStuck) > 0 {
-		t.Errorf("builds still running after the load stopped: %v", r.BuildsStuck)
+	if old != 3 {
+		t.Errorf("%d machines at %s at the start, want 3", old, from)
 	}
 }
 
@@ -594,22 +593,7 @@ func (r *workloadReport) check(t *testing.T) {
 	if r.Rollout != "completed" {
 		t.Errorf("the rollout %s, want completed", r.Rollout)
 	}
-	old := 0
-	for _, m := range r.Machines {
-		if m.Created.IsZero() && m.Version == r.From {
-			old++
-			if m.Marked.IsZero() || m.Gone.IsZero() {
-				t.Errorf("machine %s of the cluster's start: marked %v, gone %v; want it replaced", m.Name, m.Marked, m.Gone)
-			}
-		}
-		if !m.Marked.IsZero() && (m.Released.IsZero() || m.Gone.Before(m.Released)) {
-			t.Errorf("machine %s: marked %s, gate released %s, gone %s; want it gone only after the gate released it",
-				m.Name, m.Marked.Format(time.TimeOnly), m.Released.Format(time.TimeOnly), m.Gone.Format(time.TimeOnly))
-		}
-	}
-	if old != 3 {
-		t.Errorf("%d machines at %s at the start, want 3", old, r.From)
-	}
+	checkReplaced(t, r.Machines, r.From)
 	for _, g := range r.Gates {
 		if !g.Passed {
 			t.Errorf("the gate after step %d (%s) did not pass: %v", g.Step, g.New, g.Rounds)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,45 +53,8 @@ func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
 	kcpKey := client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}
 
 	// Watch the Machines all along: how many exist at once, and which go.
-	var mu sync.Mutex
-	maxMachines, seen := 0, map[string]string{} // machine → version
-	var deleted []string
-	stopWatch := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			var list clusterv1.MachineList
-			if err := f.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err == nil {
-				mu.Lock()
-				maxMachines = max(maxMachines, len(list.Items))
-				present := map[string]bool{}
-				for _, m := range list.Items {
-					present[m.Name] = true
-					seen[m.Name] = m.Spec.Version
-				}
-				for m := range seen {
-					if !present[m] && !slices.Contains(deleted, m) {
-						deleted = append(deleted, m)
-					}
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-stopWatch:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() {
-		select {
-		case <-stopWatch:
-		default:
-			close(stopWatch)
-		}
-		<-watchDone
-	}()
+	w := localinfratest.WatchMachines(f.Client, ns, name, localinfratest.WatchOptions{})
+	defer w.Close()
 
 	start := time.Now()
 	waitAvailable := func(version string) {
@@ -140,9 +102,7 @@ func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
 		return nil
 	})
 	checkComponents(t, workload, from)
-	mu.Lock()
-	before := len(seen)
-	mu.Unlock()
+	before := len(w.Snapshot())
 
 	// The version bump: KCP replaces the machines one at a time.
 	start = time.Now()
@@ -158,20 +118,22 @@ func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
 	waitAvailable(to)
 	t.Logf("rolled to %s in %s", to, time.Since(start).Round(time.Second))
 	checkComponents(t, workload, to)
-	close(stopWatch)
-	<-watchDone
-	mu.Lock()
-	defer mu.Unlock()
-	if maxMachines > 3 {
+	w.Close()
+	if maxMachines := w.MaxAtOnce(); maxMachines > 3 {
 		t.Errorf("%d Machines existed at once: maxSurge 0 allows three", maxMachines)
+	}
+	gone := w.Snapshot()
+	gone = slices.DeleteFunc(gone, func(ml localinfratest.MachineLife) bool { return ml.Gone.IsZero() })
+	slices.SortFunc(gone, func(a, b localinfratest.MachineLife) int { return a.Gone.Compare(b.Gone) })
+	var deleted []string
+	for _, ml := range gone {
+		deleted = append(deleted, ml.Name)
+		if ml.Version != from {
+			t.Errorf("a %s machine %s was deleted", ml.Version, ml.Name)
+		}
 	}
 	if len(deleted) != before {
 		t.Errorf("machines deleted %v, want the %d of %s", deleted, before, from)
-	}
-	for _, m := range deleted {
-		if seen[m] != from {
-			t.Errorf("a %s machine %s was deleted", seen[m], m)
-		}
 	}
 	t.Logf("KCP deleted, in order: %v", deleted)
 

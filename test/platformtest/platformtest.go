@@ -229,14 +229,15 @@ func ParseEnv(s string) map[string]string {
 	return out
 }
 
-// Client returns a controller-runtime client for a kubeconfig.
-func Client(t testing.TB, kubeconfig string) client.Client {
+// Client returns a controller-runtime client for a kubeconfig, one that
+// watches too.
+func Client(t testing.TB, kubeconfig string) client.WithWatch {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

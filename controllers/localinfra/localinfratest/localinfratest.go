@@ -73,7 +73,7 @@ const PlaneName = "management"
 // Fleet is a running management side.
 type Fleet struct {
 	// Client reads and writes the management cluster directly.
-	Client client.Client
+	Client client.WithWatch
 	Mgmt   *controlplane.ControlPlane
 	Host   *localfleet.Host
 	// Dir holds the managers' files (capi/) and the clusters' (fleet/).
@@ -173,7 +173,7 @@ func Start(t *testing.T, opts Options) *Fleet {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(mctx) }()
 	t.Cleanup(func() { mcancel(); <-done; host.Close(); host.ResetNodes() })
-	c, err := client.New(mgmt.RESTConfig(), client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(mgmt.RESTConfig(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +18,9 @@ import (
 
 // WatchOptions configure WatchMachines.
 type WatchOptions struct {
-	// Interval is the time between two polls; 100 ms when zero.
+	// Interval is the time between two looks at the Host's load
+	// balancer (the Machines and the Cluster are watched); 100 ms when
+	// zero.
 	Interval time.Duration
 	// ControlPlane: only the cluster's control-plane Machines.
 	ControlPlane bool
@@ -30,14 +34,15 @@ type WatchOptions struct {
 }
 
 // MachineLife is what a MachineWatch saw of one Machine. The times are
-// those of the first poll that saw each change, within one interval of it,
-// where the Machine's own timestamps have whole seconds.
+// those of the watch event that brought each change (of the look at the
+// load balancer, within one interval of it), where the Machine's own
+// timestamps have whole seconds.
 type MachineLife struct {
 	Name    string
 	Version string // spec.version, "v1.37.2"
 	// Infra is its LocalMachine's name.
 	Infra string
-	// Existing: the Machine was there at the watch's first poll; Created is
+	// Existing: the Machine was there at the watch's first list; Created is
 	// then its creationTimestamp, otherwise when the watch first saw it.
 	Existing bool
 	Created  time.Time
@@ -53,54 +58,145 @@ type MachineLife struct {
 	addr string
 }
 
-// MachineWatch polls the Machines of one Cluster API cluster, and whether
-// the Cluster is paused, until closed, and keeps what it saw.
+// MachineWatch watches the Machines of one Cluster API cluster, and
+// whether the Cluster is paused, until closed, and keeps what it saw. It
+// lists and then watches each kind (listing again when a watch ends), so
+// that it costs the apiserver what an informer does, not a request per
+// interval.
 type MachineWatch struct {
-	c        client.Client
+	c        client.WithWatch
 	ns, name string
 	opts     WatchOptions
 
-	mu     sync.Mutex
-	lives  map[string]*MachineLife
-	paused bool
-	polled bool
+	mu       sync.Mutex
+	lives    map[string]*MachineLife
+	machines map[string]*clusterv1.Machine // as last listed or watched
+	paused   bool
+	listed   bool
 
 	stop, done chan struct{}
 	once       sync.Once
 }
 
 // WatchMachines starts watching the Machines of cluster ns/name.
-func WatchMachines(c client.Client, ns, name string, opts WatchOptions) *MachineWatch {
+func WatchMachines(c client.WithWatch, ns, name string, opts WatchOptions) *MachineWatch {
 	if opts.Interval == 0 {
 		opts.Interval = 100 * time.Millisecond
 	}
 	w := &MachineWatch{c: c, ns: ns, name: name, opts: opts, lives: map[string]*MachineLife{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.watchMachines(ctx) }()
+	go func() { defer wg.Done(); w.watchCluster(ctx) }()
 	go func() {
 		defer close(w.done)
+		tick := time.NewTicker(opts.Interval)
+		defer tick.Stop()
 		for {
-			w.poll()
 			select {
 			case <-w.stop:
+				cancel()
+				wg.Wait()
 				return
-			case <-time.After(w.opts.Interval):
+			case <-tick.C:
+				w.observe()
 			}
 		}
 	}()
 	return w
 }
 
-func (w *MachineWatch) poll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// listWatch lists with list and then watches from the list's resource
+// version, calling seen with the whole list and event with each event,
+// until ctx ends; it lists again when a watch ends, and retries a failed
+// list or watch after a second.
+func (w *MachineWatch) listWatch(ctx context.Context, list client.ObjectList, opts []client.ListOption, seen func(), event func(watch.Event)) {
+	for ctx.Err() == nil {
+		if err := w.c.List(ctx, list, opts...); err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		seen()
+		wopts := append(slices.Clone(opts), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+		wi, err := w.c.Watch(ctx, list, wopts...)
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				break
+			}
+			event(ev)
+		}
+		wi.Stop()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (w *MachineWatch) watchMachines(ctx context.Context) {
 	opts := []client.ListOption{client.InNamespace(w.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: w.name}}
 	if w.opts.ControlPlane {
 		opts = append(opts, client.HasLabels{clusterv1.MachineControlPlaneLabel})
 	}
-	var list clusterv1.MachineList
-	if err := w.c.List(ctx, &list, opts...); err != nil {
-		return
+	list := &clusterv1.MachineList{}
+	w.listWatch(ctx, list, opts, func() {
+		w.mu.Lock()
+		w.machines = map[string]*clusterv1.Machine{}
+		for i := range list.Items {
+			w.machines[list.Items[i].Name] = &list.Items[i]
+		}
+		w.mu.Unlock()
+		w.observe()
+	}, func(ev watch.Event) {
+		m, ok := ev.Object.(*clusterv1.Machine)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			w.machines[m.Name] = m
+		case watch.Deleted:
+			delete(w.machines, m.Name)
+		}
+		w.mu.Unlock()
+		w.observe()
+	})
+}
+
+func (w *MachineWatch) watchCluster(ctx context.Context) {
+	opts := []client.ListOption{client.InNamespace(w.ns), client.MatchingFields{"metadata.name": w.name}}
+	list := &clusterv1.ClusterList{}
+	pausedIn := func(c *clusterv1.Cluster) {
+		if ptr.Deref(c.Spec.Paused, false) {
+			w.mu.Lock()
+			w.paused = true
+			w.mu.Unlock()
+		}
 	}
+	w.listWatch(ctx, list, opts, func() {
+		for i := range list.Items {
+			pausedIn(&list.Items[i])
+		}
+	}, func(ev watch.Event) {
+		if c, ok := ev.Object.(*clusterv1.Cluster); ok && ev.Type != watch.Deleted {
+			pausedIn(c)
+		}
+	})
+}
+
+// observe notes what changed since it last ran: in the Machines as last
+// listed or watched, and in the cluster's load balancer.
+func (w *MachineWatch) observe() {
 	now := time.Now()
 	var cluster *localfleet.Cluster
 	var backends []string
@@ -110,12 +206,14 @@ func (w *MachineWatch) poll() {
 		}
 	}
 	w.mu.Lock()
-	present := map[string]bool{}
-	for _, m := range list.Items {
-		present[m.Name] = true
+	defer w.mu.Unlock()
+	if w.machines == nil {
+		return // not listed yet
+	}
+	for _, m := range w.machines {
 		ml := w.lives[m.Name]
 		if ml == nil {
-			ml = &MachineLife{Name: m.Name, Version: m.Spec.Version, Infra: m.Spec.InfrastructureRef.Name, Existing: !w.polled, Created: now}
+			ml = &MachineLife{Name: m.Name, Version: m.Spec.Version, Infra: m.Spec.InfrastructureRef.Name, Existing: !w.listed, Created: now}
 			if ml.Existing {
 				ml.Created = m.CreationTimestamp.Time
 			}
@@ -135,7 +233,7 @@ func (w *MachineWatch) poll() {
 		}
 	}
 	for n, ml := range w.lives {
-		if !present[n] && ml.Gone.IsZero() {
+		if w.machines[n] == nil && ml.Gone.IsZero() {
 			ml.Gone = now
 		}
 		if cluster == nil {
@@ -153,15 +251,7 @@ func (w *MachineWatch) poll() {
 			ml.LeftLB = now
 		}
 	}
-	w.polled = true
-	w.mu.Unlock()
-
-	c := &clusterv1.Cluster{}
-	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.name}, c); err == nil && ptr.Deref(c.Spec.Paused, false) {
-		w.mu.Lock()
-		w.paused = true
-		w.mu.Unlock()
-	}
+	w.listed = true
 }
 
 // Close stops the watch and waits for it; it is safe to call more than
@@ -209,7 +299,35 @@ func (w *MachineWatch) Marked(version string) []string {
 	return out
 }
 
-// Paused reports whether a poll saw the Cluster paused.
+// MaxAtOnce returns the most Machines that existed at once, as seen: one
+// that went and one that came at the same instant count once.
+func (w *MachineWatch) MaxAtOnce() int {
+	type change struct {
+		at    time.Time
+		delta int
+	}
+	var changes []change
+	for _, ml := range w.Snapshot() {
+		changes = append(changes, change{ml.Created, 1})
+		if !ml.Gone.IsZero() {
+			changes = append(changes, change{ml.Gone, -1})
+		}
+	}
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta) // goings first
+	})
+	n, most := 0, 0
+	for _, c := range changes {
+		n += c.delta
+		most = max(most, n)
+	}
+	return most
+}
+
+// Paused reports whether the watch saw the Cluster paused.
 func (w *MachineWatch) Paused() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -47,7 +47,7 @@ const (
 // scenario is a management-plane scenario. There is one, "wired": the
 // plane as make run makes it, MVP wired. An unwired plane is refused by
 // preflight before any of its machines goes (the FleetUpgrade
-// controller's TestPreflightWiresRealControlPlane), so tenants would see
+// controller's TestWiringThenManagementClusterLast), so tenants would see
 // nothing move.
 type scenario struct {
 	name string

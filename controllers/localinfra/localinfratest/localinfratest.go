@@ -59,16 +59,7 @@ type Options struct {
 	// Host configures the provider's processes; Dir, Binaries and Log are
 	// filled in.
 	Host localfleet.Options
-	// Plane makes the management cluster a plane that a local cluster may
-	// take over (ClusterOptions.Plane PlaneName, PlaneOptions): a load
-	// balancer in front of its one kube-apiserver ("bootstrap", with
-	// localfleet.PlaneAPIServerArgs), registered with the Host. The
-	// managers and the provider reach it through the load balancer.
-	Plane bool
 }
-
-// PlaneName is the name Start registers the management plane under.
-const PlaneName = "management"
 
 // Fleet is a running management side.
 type Fleet struct {
@@ -102,13 +93,7 @@ func Scheme() *runtime.Scheme {
 func Start(t *testing.T, opts Options) *Fleet {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
-	var mgmt *controlplane.ControlPlane
-	if opts.Plane {
-		mgmt = cptest.StartWith(t, controlplane.Options{LoadBalancer: true, APIServers: []controlplane.APIServerSpec{
-			{Name: "bootstrap", Version: opts.Version, ExtraArgs: localfleet.PlaneAPIServerArgs()}}})
-	} else {
-		mgmt = cptest.StartBare(t, controlplane.APIServerSpec{Version: opts.Version})
-	}
+	mgmt := cptest.StartBare(t, controlplane.APIServerSpec{Version: opts.Version})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := kubeapply.InstallCRDs(ctx, mgmt.RESTConfig(), deploy.CRDs()); err != nil {
@@ -142,12 +127,6 @@ func Start(t *testing.T, opts Options) *Fleet {
 	host, err := localfleet.NewHost(hostOpts)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if opts.Plane {
-		err := host.RegisterPlane(PlaneName, localfleet.Plane{Etcd: mgmt.Etcd(), LoadBalancer: mgmt.LoadBalancer(), Peers: mgmt.WiredPeers})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	scheme := Scheme()
 	lists := &platformtest.SecretLists{}

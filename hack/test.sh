@@ -37,10 +37,15 @@ GO=${GO:-go}
 # a failing test's stack still names files and lines.
 GOTEST_FLAGS=${GOTEST_FLAGS:--count=1 -timeout 60m -vet=off -ldflags=-w}
 
+# ./controllers/fleetupgrade runs two fleets at once (t.Parallel): started
+# beside ./test/continuity, three rollouts of real clusters shared two
+# cores and each took twice its time alone (continuity's wired scenario
+# 741 s against 271 s in the clean-clone run of 2026-12-07 11:29), so it
+# starts once ./test/embedded, whose tests run one at a time, is done.
 first=(
 	./test/continuity
-	./controllers/fleetupgrade
 	./test/embedded
+	./controllers/fleetupgrade
 	./cmd/bex-images/app
 	./controllers/localinfra
 	./test/dashboard

@@ -259,8 +259,6 @@ func byName(w *localinfratest.MachineWatch) map[string]*localinfratest.MachineLi
 // began, and every new machine of the management cluster was probed by
 // ManagementVerifier, none by Verifier.
 func TestWiringThenManagementClusterLast(t *testing.T) {
-	// The longest of the package: first of the tests run in parallel,
-	// so that it starts at once.
 	t.Parallel() // each on a management cluster and local clusters of its own
 	versions := kubebin.KubeVersions()
 	from, to := "v"+versions[len(versions)-2], "v"+versions[len(versions)-1]

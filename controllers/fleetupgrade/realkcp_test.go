@@ -268,8 +268,7 @@ func TestWiringThenManagementClusterLast(t *testing.T) {
 	f, st := startFleetOn(t, localfleet.Options{NodeBinary: filepath.Join(bin, "bex-node")}, to, work,
 		func(r *fleetupgrade.Reconciler) { r.ManagementVerifier = mgmt })
 	const ns = "default"
-	labels := map[string]string{"fleet": "both"}
-	w := localinfra.ClusterOptions{Namespace: ns, Name: "work", Version: from, ControlPlaneReplicas: 3, WorkerReplicas: 1, Labels: labels}
+	w := localinfra.ClusterOptions{Namespace: ns, Name: "work", Version: from, ControlPlaneReplicas: 3, WorkerReplicas: 1, Labels: map[string]string{"fleet": "both"}}
 	m := localinfra.ClusterOptions{Namespace: ns, Name: "management", Version: from, ControlPlaneReplicas: 3,
 		Labels: map[string]string{"fleet": "both", plan.ManagementLabel: "true"}}
 	m.APIServerExtraArgs = localinfratest.WireMVPArgs(m)
@@ -331,6 +330,7 @@ func TestWiringThenManagementClusterLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = waitSucceeded(t, f.Client, fu, 30*time.Minute)
+	f.WaitControlPlane(t, ns, w.Name, to, 3, 5*time.Minute)
 	ww.Close()
 	wm.Close()
 	checkWorkersFollowed(t, f, st, fu, ns, w.Name, from, to)

@@ -22,11 +22,6 @@ import (
 	"bex.co/bex/test/platformtest"
 )
 
-// TestKubeadmControlPlaneRollsLocalMachines makes a three-machine cluster
-// with the real KubeadmControlPlane and the local provider, then has KCP
-// roll it to the next Kubernetes version with maxSurge 0: each machine is
-// a real kube-apiserver, kube-controller-manager and kube-scheduler,
-// replaced one at a time, never more than three.
 // noSecretLists fails t when the provider's manager listed or watched
 // Secrets with their data: its cache must hold none (the clusters' keys,
 // the tenants' values), it reads the Secrets it needs uncached.
@@ -36,6 +31,11 @@ func noSecretLists(t *testing.T, f *localinfratest.Fleet) {
 	}
 }
 
+// TestKubeadmControlPlaneRollsLocalMachines makes a three-machine cluster
+// with the real KubeadmControlPlane and the local provider, then has KCP
+// roll it to the next Kubernetes version with maxSurge 0: each machine is
+// a real kube-apiserver, kube-controller-manager and kube-scheduler,
+// replaced one at a time, never more than three.
 func TestKubeadmControlPlaneRollsLocalMachines(t *testing.T) {
 	t.Parallel() // on a management cluster and a local cluster of its own
 	// The two newest pinned versions: the ones make test builds.

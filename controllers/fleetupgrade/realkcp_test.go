@@ -319,16 +319,7 @@ func TestWiringThenManagementClusterLast(t *testing.T) {
 	}
 	initial := byName(ww)
 
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &fleetv1.FleetUpgrade{}
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), cur); err != nil {
-			return err
-		}
-		cur.Spec.WireMVP = true
-		return f.Client.Update(ctx, cur)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, f.Client, fu, func(spec *fleetv1.FleetUpgradeSpec) { spec.WireMVP = true })
 	got = waitSucceeded(t, f.Client, fu, 30*time.Minute)
 	f.WaitControlPlane(t, ns, w.Name, to, 3, 5*time.Minute)
 	ww.Close()
@@ -622,18 +613,7 @@ func TestAbortLeavesRealClusterPaused(t *testing.T) {
 		return nil
 	})
 
-	// The controller writes the status all along: read and write again on
-	// a conflict, as the API's abort does.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &fleetv1.FleetUpgrade{}
-		if err := f.Client.Get(ctx, client.ObjectKeyFromObject(fu), cur); err != nil {
-			return err
-		}
-		cur.Spec.Abort = true
-		return f.Client.Update(ctx, cur)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, f.Client, fu, func(spec *fleetv1.FleetUpgradeSpec) { spec.Abort = true })
 	abortedAt := time.Now()
 	got := &fleetv1.FleetUpgrade{}
 	platformtest.Eventually(t, 3*time.Minute, "the FleetUpgrade Aborted and observed", func(ctx context.Context) error {
@@ -1027,6 +1007,24 @@ func waitEvent(t *testing.T, c client.Client, timeout time.Duration, upgrade, re
 		}
 		return fmt.Errorf("none among %d events", len(evs.Items))
 	})
+}
+
+// updateSpec changes the FleetUpgrade's spec with change. The controller
+// writes the status all along: it reads and writes again on a conflict,
+// as the API's abort does.
+func updateSpec(t *testing.T, c client.Client, fu *fleetv1.FleetUpgrade, change func(*fleetv1.FleetUpgradeSpec)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &fleetv1.FleetUpgrade{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fu), cur); err != nil {
+			return err
+		}
+		change(&cur.Spec)
+		return c.Update(ctx, cur)
+	}); err != nil {
+		t.Fatalf("updating FleetUpgrade %s: %v", fu.Name, err)
+	}
 }
 
 // setPaused sets the FleetUpgrade's spec.paused, as the console's Pause

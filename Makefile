@@ -20,6 +20,7 @@ all: build
 ## run: the whole platform, embedded, on this machine (foreground; Ctrl-C stops it)
 run: build
 	bash hack/ensure-sandbox-tools.sh
+	bash hack/ensure-host-limits.sh
 	bin/bex-embedded --state-dir .bex $(if $(filter 1,$(MANAGED_PLANE)),--managed-control-plane) $(RUN_FLAGS)
 
 ## build: every binary into bin/
@@ -51,6 +52,7 @@ kubebin:
 test: kubebin
 	bash hack/ensure-test-tools.sh
 	bash hack/ensure-sandbox-tools.sh
+	bash hack/ensure-host-limits.sh
 	BEX_TEST_CONTINUITY=1 GO=$(GO) GOTEST_FLAGS="$(GOTEST_FLAGS)" bash hack/test.sh
 	@if ls out/screenshots/*.png >/dev/null 2>&1; then echo "browser screenshots:"; ls -1 out/screenshots/*.png; fi
 
@@ -62,6 +64,7 @@ fuzz:
 ## test-upgrade: the mixed-version suite: real upgrades under a tenant's load, gated by the verifier (out/upgrade-report.md)
 test-upgrade:
 	$(GO) run ./cmd/bex-kubebin --versions 1.35.4,1.36.3,1.37.2
+	bash hack/ensure-host-limits.sh
 	BEX_TEST_UPGRADE=1 $(GO) test -count=1 -timeout 40m ./test/upgrade/ -run . -v
 
 ## test-faults: only the fault suite (part of make test): Postgres killed and held down, bex-embedded killed mid-build, a crash-looping app (test/faults)
@@ -75,6 +78,7 @@ test-continuity:
 	$(GO) run ./cmd/bex-kubebin --versions 1.36.3,1.37.2 --tools capi-manager,capi-kubeadm-bootstrap-manager,capi-kubeadm-control-plane-manager
 	bash hack/ensure-test-tools.sh
 	bash hack/ensure-sandbox-tools.sh
+	bash hack/ensure-host-limits.sh
 	BEX_TEST_CONTINUITY=1 $(GO) test -count=1 -timeout 45m ./test/continuity/ -run . -v
 
 ## generate: deepcopy code and CRDs from apis/, the scheduling API's generated code, the Cluster API CRDs

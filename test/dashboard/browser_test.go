@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,16 +72,31 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// networkChanged is the error Chromium gives a load it cancels because the
+// machine's addresses changed. Other tests on the machine change them all
+// the time: tenant sandboxes' veth pairs come and go, and local fleets add
+// loopback addresses for their machines.
+const networkChanged = "net::ERR_NETWORK_CHANGED"
+
 // open loads url and returns the HTTP status of the document it ends on.
+// A load Chromium cancelled with ERR_NETWORK_CHANGED is loaded again, as
+// a user would reload it: it says nothing about the page, and opening a
+// URL changes nothing on the server.
 func (b *browser) open(url string) int {
 	b.t.Helper()
-	ctx, cancel := b.timeout()
-	defer cancel()
-	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
-	if err != nil {
-		b.t.Fatalf("opening %s: %v", url, err)
+	for try := 1; ; try++ {
+		ctx, cancel := b.timeout()
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+		cancel()
+		if err != nil && strings.Contains(err.Error(), networkChanged) && try < 5 {
+			b.t.Logf("opening %s: %v; loading it again", url, err)
+			continue
+		}
+		if err != nil {
+			b.t.Fatalf("opening %s: %v", url, err)
+		}
+		return status(resp)
 	}
-	return status(resp)
 }
 
 // clickAndLoad clicks sel, which loads another page (a link, a form's

@@ -362,7 +362,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	platformtest.Git(t, repo, "init", "-q", "-b", "main")
 
 	kube := platformtest.Client(t, env["BEX_KUBECONFIG"])
-	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion, MVPWired: true}
+	rep := &scenarioReport{Name: sc.name, From: fromVersion, To: toVersion}
 	// The plane's machines: which KubeadmControlPlane marked, when the gate
 	// released each, when each apiserver joined and left the load balancer.
 	mw := localinfratest.WatchMachines(kube, apiclient.LocalClusterNamespace, managementCluster,
@@ -392,6 +392,7 @@ func runScenario(t *testing.T, bin string, sc scenario) *scenarioReport {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep.MVPWired = mvpWired(t, op, apiclient.LocalClusterNamespace+"/"+managementCluster)
 	rep.Plan = planStages(t, op, "v"+toVersion)
 	const upgrade = "management-to-1-37"
 	rep.RolloutStart = time.Now()
@@ -613,4 +614,22 @@ func getAll(env map[string]string, path string, out any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// mvpWired is what the operator's API (bex fleet list) says of the
+// cluster's Mixed Version Proxy before the rollout: its
+// KubeadmControlPlane's apiserver flags, as the preflight reads them.
+func mvpWired(t *testing.T, op *apiclient.Client, cluster string) bool {
+	t.Helper()
+	cls, err := op.ListFleet(t.Context())
+	if err != nil {
+		t.Fatalf("listing the fleet: %v", err)
+	}
+	for _, c := range cls {
+		if c.Name == cluster {
+			return c.MVP.Wired
+		}
+	}
+	t.Fatalf("the fleet's list has no cluster %s", cluster)
+	return false
 }

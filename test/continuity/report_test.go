@@ -160,6 +160,9 @@ func (r *scenarioReport) check(t *testing.T) {
 	if r.PushesAttempted < 5 {
 		t.Errorf("only %d pushes were attempted", r.PushesAttempted)
 	}
+	if !r.MVPWired {
+		t.Errorf("the operator's API says the management cluster's KubeadmControlPlane does not run the Mixed Version Proxy; make run wires it")
+	}
 	if len(r.LeaderTerms) == 0 || len(r.LeaderOverlaps) > 0 {
 		t.Errorf("leader election: %d terms, overlaps %v; want a leader and never two", len(r.LeaderTerms), r.LeaderOverlaps)
 	}

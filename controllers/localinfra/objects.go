@@ -44,6 +44,10 @@ type ClusterOptions struct {
 	// APIServerExtraArgs are the KubeadmControlPlane's
 	// clusterConfiguration.apiServer.extraArgs.
 	APIServerExtraArgs []bootstrapv1.Arg
+	// Files are the KubeadmControlPlane's kubeadmConfigSpec.files, which
+	// every control-plane machine writes before its components start
+	// (an audit policy that APIServerExtraArgs name, say).
+	Files []bootstrapv1.File
 	// Labels are the Cluster's (a FleetUpgrade selects clusters by them).
 	Labels map[string]string
 	// Plane, when set, makes the cluster take over that running control
@@ -115,6 +119,7 @@ func ClusterObjects(o ClusterOptions) []client.Object {
 			},
 			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
 				Format: bootstrapv1.CloudConfig,
+				Files:  o.Files,
 				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
 					Etcd: bootstrapv1.Etcd{External: bootstrapv1.ExternalEtcd{
 						Endpoints: []string{etcd},

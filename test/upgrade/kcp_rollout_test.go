@@ -94,10 +94,39 @@ func TestRealKubeadmControlPlaneRollout(t *testing.T) {
 	}})
 	sc.f = f
 	// A failed scenario keeps the cluster's logs (etcd's and every
-	// machine's kube-apiserver's, the deleted ones' too).
+	// machine's kube-apiserver's, the deleted ones' too), lists the
+	// tenant's requests the machines left refused, from their audit logs,
+	// and keeps those logs. A run that passed checks that the machines did
+	// audit the tenant.
 	t.Cleanup(func() {
-		if t.Failed() {
-			keepLogs(t, filepath.Join(f.Dir, "fleet", ns, name, "logs"), filepath.Join(outDir(t), "upgrade-logs", "kcp"))
+		machines := filepath.Join(f.Dir, "fleet", ns, name, "machines")
+		answered, refused, err := auditFailures(machines)
+		if err != nil {
+			t.Errorf("reading the machines' audit logs: %v", err)
+		}
+		if !t.Failed() {
+			if answered == 0 {
+				t.Error("the machines' audit logs hold none of the tenant's requests: the audit policy did not reach them")
+			}
+			return
+		}
+		dst := filepath.Join(outDir(t), "upgrade-logs", "kcp")
+		keepLogs(t, filepath.Join(f.Dir, "fleet", ns, name, "logs"), dst)
+		const most = 100
+		more := ""
+		if len(refused) > most {
+			refused, more = refused[:most], fmt.Sprintf("\n(and %d more)", len(refused)-most)
+		}
+		t.Logf("the tenant's requests the machines left refused, of %d they answered (their audit logs):\n%s%s", answered, strings.Join(refused, "\n"), more)
+		logs, _ := auditLogs(machines)
+		for machine, p := range logs {
+			b, err := os.ReadFile(p)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dst, "audit-"+machine+".log"), b, 0o644)
+			}
+			if err != nil {
+				t.Logf("keeping %s's audit log: %v", machine, err)
+			}
 		}
 	})
 	o := localinfra.ClusterOptions{Namespace: ns, Name: name, Version: from, ControlPlaneReplicas: 3,
@@ -106,6 +135,8 @@ func TestRealKubeadmControlPlaneRollout(t *testing.T) {
 	// drained) before it stops its apiserver, as the suite's plane does:
 	// no shutdown delay.
 	o.APIServerExtraArgs = localinfratest.WireMVPArgs(o)
+	files, auditArgs := tenantAudit()
+	o.Files, o.APIServerExtraArgs = files, append(o.APIServerExtraArgs, auditArgs...)
 	f.CreateCluster(t, o)
 	f.WaitControlPlane(t, ns, name, from, 3, 10*time.Minute)
 	sc.ready = time.Now()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 )
 
@@ -41,21 +42,6 @@ rules:
 	policyPath, logPath := auditPolicyPath, auditLogPath
 	return []bootstrapv1.File{{Path: auditPolicyPath, Permissions: "0600", Content: policy}},
 		[]bootstrapv1.Arg{{Name: "audit-policy-file", Value: &policyPath}, {Name: "audit-log-path", Value: &logPath}}
-}
-
-// auditEvent is what the scenario reads of an audit.k8s.io/v1 Event.
-type auditEvent struct {
-	AuditID        string    `json:"auditID"`
-	Stage          string    `json:"stage"`
-	Verb           string    `json:"verb"`
-	RequestURI     string    `json:"requestURI"`
-	SourceIPs      []string  `json:"sourceIPs"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-	ResponseStatus *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"responseStatus"`
-	Annotations map[string]string `json:"annotations"`
 }
 
 // auditLogs returns the audit log of every machine under machinesDir that
@@ -92,8 +78,8 @@ func auditFailures(machinesDir string) (answered int, refused []string, err erro
 	}
 	var lines []line
 	for machine, p := range logs {
-		err := eachAuditEvent(p, func(e auditEvent) {
-			if e.Stage != "ResponseComplete" || e.ResponseStatus == nil {
+		err := eachAuditEvent(p, func(e *auditv1.Event) {
+			if e.Stage != auditv1.StageResponseComplete || e.ResponseStatus == nil {
 				return
 			}
 			if answered++; e.ResponseStatus.Code < 400 {
@@ -104,7 +90,7 @@ func auditFailures(machinesDir string) (answered int, refused []string, err erro
 				ann = append(ann, k+"="+v)
 			}
 			slices.Sort(ann)
-			lines = append(lines, line{e.StageTimestamp, fmt.Sprintf("%s %s: %s %s answered %d %q from %v (audit ID %s; %s)",
+			lines = append(lines, line{e.StageTimestamp.Time, fmt.Sprintf("%s %s: %s %s answered %d %q from %v (audit ID %s; %s)",
 				e.StageTimestamp.Format(time.StampMilli), machine, e.Verb, e.RequestURI, e.ResponseStatus.Code,
 				e.ResponseStatus.Message, e.SourceIPs, e.AuditID, strings.Join(ann, ", "))})
 		})
@@ -119,7 +105,7 @@ func auditFailures(machinesDir string) (answered int, refused []string, err erro
 	return answered, refused, nil
 }
 
-func eachAuditEvent(path string, fn func(auditEvent)) error {
+func eachAuditEvent(path string, fn func(*auditv1.Event)) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -131,8 +117,8 @@ func eachAuditEvent(path string, fn func(auditEvent)) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		e := &auditv1.Event{}
+		if err := json.Unmarshal(sc.Bytes(), e); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		fn(e)

@@ -187,7 +187,7 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 		}
 	}
 	w := &watcher{
-		rest: r, pred: p, pending: first, limit: len(first) + r.watchBuffer,
+		rest: r, pred: p, pending: first, behind: len(first), limit: len(first) + r.watchBuffer,
 		result: make(chan watch.Event), kick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	r.watchers[w] = struct{}{}
@@ -213,8 +213,11 @@ type watcher struct {
 	rest *REST
 	pred predicate
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// pending are the events run has not taken yet; behind counts them
+	// and those run has taken but not delivered, which limit bounds.
 	pending  []watch.Event
+	behind   int
 	limit    int
 	overflow bool
 
@@ -246,10 +249,11 @@ func (w *watcher) send(e watch.Event) {
 	if w.overflow {
 		return
 	}
-	if len(w.pending) >= w.limit {
+	if w.behind >= w.limit {
 		w.overflow = true
 	} else {
 		w.pending = append(w.pending, e)
+		w.behind++
 	}
 	select {
 	case w.kick <- struct{}{}:
@@ -273,6 +277,9 @@ func (w *watcher) run() {
 			case <-w.done:
 				return
 			}
+			w.mu.Lock()
+			w.behind--
+			w.mu.Unlock()
 		}
 		if overflow {
 			return

@@ -3,9 +3,7 @@ package upgrade
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,14 +62,10 @@ func auditLogs(machinesDir string) (map[string]string, error) {
 	return logs, nil
 }
 
-// auditFailures reads the audit logs of the machines under machinesDir:
-// how many of the tenant's requests they answered, and those answered with
-// a status of 400 or more, one line each, in time order.
-func auditFailures(machinesDir string) (answered int, refused []string, err error) {
-	logs, err := auditLogs(machinesDir)
-	if err != nil {
-		return 0, nil, err
-	}
+// auditFailures reads the machines' audit logs (auditLogs): how many of
+// the tenant's requests they answered, and those answered with a status of
+// 400 or more, one line each, in time order.
+func auditFailures(logs map[string]string) (answered int, refused []string, err error) {
 	type line struct {
 		at   time.Time
 		text string
@@ -107,9 +101,6 @@ func auditFailures(machinesDir string) (answered int, refused []string, err erro
 
 func eachAuditEvent(path string, fn func(*auditv1.Event)) error {
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,11 @@ func TestAuditFailures(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "cp-c", "root"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	answered, refused, err := auditFailures(dir)
+	logs, err := auditLogs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered, refused, err := auditFailures(logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,11 @@ func TestRealKubeadmControlPlaneRollout(t *testing.T) {
 	// and keeps those logs. A run that passed checks that the machines did
 	// audit the tenant.
 	t.Cleanup(func() {
-		machines := filepath.Join(f.Dir, "fleet", ns, name, "machines")
-		answered, refused, err := auditFailures(machines)
+		logs, err := auditLogs(filepath.Join(f.Dir, "fleet", ns, name, "machines"))
+		if err != nil {
+			t.Errorf("finding the machines' audit logs: %v", err)
+		}
+		answered, refused, err := auditFailures(logs)
 		if err != nil {
 			t.Errorf("reading the machines' audit logs: %v", err)
 		}
@@ -118,7 +121,6 @@ func TestRealKubeadmControlPlaneRollout(t *testing.T) {
 			refused, more = refused[:most], fmt.Sprintf("\n(and %d more)", len(refused)-most)
 		}
 		t.Logf("the tenant's requests the machines left refused, of %d they answered (their audit logs):\n%s%s", answered, strings.Join(refused, "\n"), more)
-		logs, _ := auditLogs(machines)
 		for machine, p := range logs {
 			b, err := os.ReadFile(p)
 			if err == nil {

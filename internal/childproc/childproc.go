@@ -92,7 +92,22 @@ func (p *Process) Stop(grace time.Duration) {
 	if p.Exited() {
 		return
 	}
-	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
+	p.Terminate()
+	p.WaitOrKill(grace)
+}
+
+// Terminate sends SIGTERM to the process group and returns: the start of
+// a graceful stop that WaitOrKill ends. Send it once; many servers (every
+// Kubernetes component) exit at once on a second SIGTERM.
+func (p *Process) Terminate() {
+	if !p.Exited() {
+		_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
+	}
+}
+
+// WaitOrKill waits up to grace for the process to exit, then kills it
+// (SIGKILL) and waits.
+func (p *Process) WaitOrKill(grace time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(grace):

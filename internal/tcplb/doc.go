@@ -8,7 +8,11 @@
 // Backends are added and removed at runtime. Removing a backend takes it out
 // of the rotation at once, while its open connections go on until either end
 // closes them; WaitDrained waits for that and CloseConns ends them, which
-// together make a drain with a deadline. A passive health rule keeps a dead
+// together make a drain with a deadline. Hold keeps what clients send on a
+// backend's open connections from reaching it, while what it sends still
+// flows, until released: a server being stopped then sees the requests
+// sent meanwhile only once it is ready to turn them away (see
+// controlplane.StopDrained). A passive health rule keeps a dead
 // backend from failing connections: when the dial to a backend fails, the
 // next backend in the rotation is tried for the same connection.
 //

@@ -92,11 +92,70 @@ type backend struct {
 // link is one forwarded connection: the client's and the backend's side.
 type link struct {
 	client, server net.Conn
+
+	mu sync.Mutex // held while a chunk from the client is written to the server
+	// held is non-nil while the link is held (LB.Hold): what the client
+	// sends waits until it is closed.
+	held      chan struct{}
+	closed    chan struct{} // closed by close
+	closeOnce sync.Once
+}
+
+func newLink(client, server net.Conn) *link {
+	return &link{client: client, server: server, closed: make(chan struct{})}
 }
 
 func (l *link) close() {
+	l.closeOnce.Do(func() { close(l.closed) })
 	l.client.Close()
 	l.server.Close()
+}
+
+// hold makes what the client sends wait until release is closed. It waits
+// for a chunk being written to end, so nothing the client sends after it
+// returns reaches the server before release.
+func (l *link) hold(release chan struct{}) {
+	l.mu.Lock()
+	l.held = release
+	l.mu.Unlock()
+}
+
+// forward copies what the client sends to the server, each chunk written
+// only while the link is not held.
+func (l *link) forward() error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := l.client.Read(buf)
+		if n > 0 {
+			if werr := l.write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (l *link) write(p []byte) error {
+	for {
+		l.mu.Lock()
+		release := l.held
+		if release == nil {
+			_, err := l.server.Write(p)
+			l.mu.Unlock()
+			return err
+		}
+		l.mu.Unlock()
+		select {
+		case <-release:
+		case <-l.closed:
+			return net.ErrClosed
+		}
+	}
 }
 
 // Listen starts an LB on addr (host:port; port 0 picks one) that forwards to
@@ -206,18 +265,48 @@ func (lb *LB) WaitDrained(ctx context.Context, addr string) error {
 // when a removed target's drain deadline passes, and returns how many it
 // closed. It does not change the rotation.
 func (lb *LB) CloseConns(addr string) int {
+	links := lb.links(addr)
+	for _, l := range links {
+		l.close()
+	}
+	return len(links)
+}
+
+// Hold stops forwarding what clients send on the connections now open to
+// addr, while what addr sends still reaches them, until release is called;
+// it returns how many connections it holds. Nothing a client sends after
+// Hold returns reaches addr before release: what it sends waits, in order,
+// in the LB and in the client's socket. A server that is stopped can thus
+// finish the requests it has, and answer those that come after only once
+// it is ready to turn them away (kube-apiserver's 429 with Retry-After),
+// where a close would fail a client's write in flight. Closing a held
+// connection (CloseConns, Close) ends it as any other; release is safe to
+// call more than once.
+func (lb *LB) Hold(addr string) (held int, release func()) {
+	links := lb.links(addr)
+	ch := make(chan struct{})
+	for _, l := range links {
+		l.hold(ch)
+	}
+	return len(links), sync.OnceFunc(func() {
+		for _, l := range links {
+			l.hold(nil)
+		}
+		close(ch)
+	})
+}
+
+// links returns the open connections of addr.
+func (lb *LB) links(addr string) []*link {
 	lb.mu.Lock()
+	defer lb.mu.Unlock()
 	var links []*link
 	if b, ok := lb.backends[addr]; ok {
 		for l := range b.links {
 			links = append(links, l)
 		}
 	}
-	lb.mu.Unlock()
-	for _, l := range links {
-		l.close()
-	}
-	return len(links)
+	return links
 }
 
 // Stats returns a snapshot of the counters.
@@ -313,9 +402,12 @@ func (lb *LB) handle(client net.Conn) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		pipe(l.server, l.client, l)
+		pipe(l.server, l.forward, l)
 	}()
-	pipe(l.client, l.server, l)
+	pipe(l.client, func() error {
+		_, err := io.Copy(l.client, l.server)
+		return err
+	}, l)
 	wg.Wait()
 	l.close()
 
@@ -363,7 +455,7 @@ func (lb *LB) connect(client net.Conn) (*link, *backend) {
 			server.Close()
 			continue
 		}
-		l := &link{client: client, server: server}
+		l := newLink(client, server)
 		b.links[l] = struct{}{}
 		b.total++
 		lb.mu.Unlock()
@@ -375,10 +467,13 @@ func (lb *LB) connect(client net.Conn) (*link, *backend) {
 	return nil, nil
 }
 
-// pipe copies src to dst. When src ends cleanly it half-closes dst, so the
-// other direction can finish; when the copy fails it closes the whole link.
-func pipe(dst, src net.Conn, l *link) {
-	_, err := io.Copy(dst, src)
+// pipe runs move, which copies one side of l to dst. When the source ends
+// cleanly it half-closes dst, so the other direction can finish; when the
+// copy fails it closes the whole link. What the server sends is copied by
+// io.Copy (splice(2) between two TCP sockets); what the client sends by
+// link.forward, which LB.Hold can stop.
+func pipe(dst net.Conn, move func() error, l *link) {
+	err := move()
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			if cw.CloseWrite() == nil {

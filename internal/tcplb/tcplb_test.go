@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -434,4 +435,100 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err := lb.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// heldPair is a connection through the LB to a bare listener: the client's
+// end and the backend's.
+func heldPair(t *testing.T) (lb *tcplb.LB, addr string, cl, srv net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lb = listen(t, ln.Addr().String())
+	cl, err = net.Dial("tcp", lb.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	if srv, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	cl.SetDeadline(time.Now().Add(10 * time.Second))
+	srv.SetDeadline(time.Now().Add(10 * time.Second))
+	// The LB registers the connection after its dial, which the backend
+	// may accept first; bytes that pass show it is registered.
+	io.WriteString(cl, "before;")
+	if got := readN(t, srv, 7); got != "before;" {
+		t.Fatalf("backend read %q before Hold, want %q", got, "before;")
+	}
+	return lb, ln.Addr().String(), cl, srv
+}
+
+func readN(t *testing.T, c net.Conn, n int) string {
+	t.Helper()
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("reading %d bytes: %v", n, err)
+	}
+	return string(buf)
+}
+
+// TestHoldKeepsWhatClientsSend shows Hold: what the client sends after it
+// does not reach the backend until release, while what the backend sends
+// still reaches the client; released, it arrives whole and in order.
+func TestHoldKeepsWhatClientsSend(t *testing.T) {
+	lb, addr, cl, srv := heldPair(t)
+	n, release := lb.Hold(addr)
+	if n != 1 {
+		t.Fatalf("Hold held %d connections, want 1", n)
+	}
+	if _, err := io.WriteString(cl, "held;"); err != nil {
+		t.Fatal(err)
+	}
+	// What the backend sends passes while the client's bytes wait.
+	io.WriteString(srv, "answer")
+	if got := readN(t, cl, 6); got != "answer" {
+		t.Fatalf("client read %q while held, want %q", got, "answer")
+	}
+	srv.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 16)
+	if n, err := srv.Read(buf); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("backend read %q (%v) while the connection was held, want nothing", buf[:n], err)
+	}
+	io.WriteString(cl, "more;")
+
+	release()
+	release()
+	srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got := readN(t, srv, 10); got != "held;more;" {
+		t.Fatalf("backend read %q after release, want %q", got, "held;more;")
+	}
+	io.WriteString(cl, "after")
+	if got := readN(t, srv, 5); got != "after" {
+		t.Fatalf("backend read %q after release, want %q", got, "after")
+	}
+}
+
+// TestCloseConnsEndsAHeldConnection shows that a held connection with
+// bytes waiting still ends when its drain deadline passes: nothing of the
+// LB stays behind for a release that never comes.
+func TestCloseConnsEndsAHeldConnection(t *testing.T) {
+	lb, addr, cl, srv := heldPair(t)
+	_, release := lb.Hold(addr)
+	defer release()
+	io.WriteString(cl, "waiting")
+	lb.Remove(addr)
+	if n := lb.CloseConns(addr); n != 1 {
+		t.Fatalf("CloseConns closed %d connections, want 1", n)
+	}
+	if _, err := cl.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the client's held connection still reads after CloseConns")
+	}
+	if n, err := srv.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("the backend read %d bytes of a held connection that was closed", n)
+	}
+	platformtest.Eventually(t, 10*time.Second, "the held connection to end", func(context.Context) error { return idle(t, lb, addr) })
 }

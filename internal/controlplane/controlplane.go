@@ -680,7 +680,9 @@ func (cp *ControlPlane) drain(ctx context.Context, s *APIServer) {
 // StopAPIServer stops the named apiserver as a machine deletion does: with a
 // load balancer it first takes the server out of it and drains it (see
 // DrainAPIServer; a server already out of it is not drained again), then it
-// stops the server gracefully (SIGTERM, then SIGKILL after 30 seconds).
+// stops the server gracefully (SIGTERM, then SIGKILL after 30 seconds),
+// holding the connections left after the drain until the server turns
+// requests away (StopDrained).
 func (cp *ControlPlane) StopAPIServer(name string) error {
 	s := cp.APIServer(name)
 	if s == nil {
@@ -691,7 +693,7 @@ func (cp *ControlPlane) StopAPIServer(name string) error {
 	}
 	fmt.Fprintf(cp.log, "stopping kube-apiserver %q\n", name)
 	cp.setEnding(s)
-	s.proc.Stop(30 * time.Second)
+	StopDrained(cp.lb, s.Addr(), s.proc, 30*time.Second, cp.tlsConfig(), cp.log, fmt.Sprintf("kube-apiserver %q", name))
 	cp.forget(s)
 	return nil
 }
@@ -865,12 +867,14 @@ func (cp *ControlPlane) writeKubeconfigFor(path, user string, auth *clientcmdapi
 // httpClient returns a client that trusts the plane's CA and presents the
 // admin certificate.
 func (cp *ControlPlane) httpClient() *http.Client {
-	return &http.Client{
-		Timeout: 5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs:      cp.pki.ca.Pool(),
-			Certificates: []tls.Certificate{cp.pki.admin.TLSCertificate()},
-		}},
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cp.tlsConfig()}}
+}
+
+// tlsConfig verifies the apiservers and authenticates as the plane's admin.
+func (cp *ControlPlane) tlsConfig() *tls.Config {
+	return &tls.Config{
+		RootCAs:      cp.pki.ca.Pool(),
+		Certificates: []tls.Certificate{cp.pki.admin.TLSCertificate()},
 	}
 }
 

@@ -2,6 +2,8 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"bex.co/bex/internal/controlplane"
+	"bex.co/bex/test/platformtest"
 )
 
 // TestLoadBalancer starts two apiservers behind the plane's load balancer and
@@ -153,4 +156,90 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestStopHoldsConnectionsLeftOpen shows what StopAPIServer does with a
+// connection a client keeps open past the drain: a request sent on it once
+// the server has SIGTERM does not reach the server while it still serves
+// (where a request it proxies to a peer gets 503), but waits in the load
+// balancer until the server turns requests away; it then gets 429 with
+// Retry-After, or the GOAWAY that makes the client send it again on a new
+// connection, to the other server. The stopping server, 1.36.3, has a
+// shutdown delay of 3 s, during which it serves as usual: without the
+// hold, the request gets 200 from it; the other server is 1.37.2, so
+// /version says who answered.
+func TestStopHoldsConnectionsLeftOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		DataDir:      t.TempDir(),
+		LoadBalancer: true,
+		DrainTimeout: 500 * time.Millisecond,
+		APIServers: []controlplane.APIServerSpec{
+			{Name: "old", Version: "1.36.3", NoMVP: true,
+				ExtraArgs: []string{"--shutdown-delay-duration=3s", "--shutdown-send-retry-after=true"}},
+			{Name: "new", Version: "1.37.2", NoMVP: true},
+		},
+		Log: testLog{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	old, lb := cp.APIServer("old"), cp.LoadBalancer()
+	cfg := cp.RESTConfig()
+	// client-go's HTTP/2 connection, made while only the old server is in
+	// the rotation, and kept.
+	kept, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func() (int, http.Header, string) {
+		t.Helper()
+		resp, err := kept.Get(cfg.Host + "/version")
+		if err != nil {
+			t.Fatalf("GET /version on the kept connection: %v", err)
+		}
+		defer resp.Body.Close()
+		var v struct{ GitVersion string }
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, resp.Header, v.GitVersion
+	}
+	lb.Remove(cp.APIServer("new").Addr())
+	if status, _, v := version(); status != http.StatusOK || v != "v1.36.3" {
+		t.Fatalf("GET /version before the stop: %d from %q, want 200 from v1.36.3", status, v)
+	}
+	lb.Add(cp.APIServer("new").Addr())
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- cp.StopAPIServer("old") }()
+	// Its /readyz fails from SIGTERM on.
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+	platformtest.Eventually(t, time.Minute, "the old kube-apiserver to have SIGTERM (its /readyz failing)", func(ctx context.Context) error {
+		resp, err := direct.Get(old.URL() + "/readyz")
+		if err != nil {
+			return nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return errors.New("/readyz answers 200")
+		}
+		return nil
+	})
+	status, header, v := version()
+	switch {
+	case status == http.StatusTooManyRequests && header.Get("Retry-After") != "":
+	case status == http.StatusOK && v == "v1.37.2":
+	default:
+		t.Fatalf("GET /version on the connection kept past the drain, after SIGTERM: %d from %q (Retry-After %q); want 429 with Retry-After, or 200 from v1.37.2 on a new connection",
+			status, v, header.Get("Retry-After"))
+	}
+	t.Logf("GET /version after SIGTERM: %d from %q", status, v)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -522,9 +522,11 @@ func (m *Machine) halt(grace time.Duration) {
 // control-plane machine ends on a real one: the load balancer drops it and
 // its connections drain (Options.DrainTimeout), its mirror Pods are
 // deleted, its kube-controller-manager and kube-scheduler and then its
-// kube-apiserver are stopped (SIGTERM, Options.StopGrace, SIGKILL), its
-// identity lease is removed, and its files and address are released. A worker's node agent is stopped,
-// its containers removed (bex-node reset) and its files and address released.
+// kube-apiserver are stopped (SIGTERM, Options.StopGrace, SIGKILL; the
+// connections left after the drain are held until it turns requests away,
+// see controlplane.StopDrained), its identity lease is removed, and its
+// files and address are released. A worker's node agent is stopped, its
+// containers removed (bex-node reset) and its files and address released.
 // Deleting a machine that does not run only releases them.
 func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 	if w := c.Worker(name); w != nil {
@@ -532,6 +534,10 @@ func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 	}
 	m := c.Machine(name)
 	if m != nil {
+		tlsConfig, err := rest.TLSConfigFor(m.local)
+		if err != nil {
+			return fmt.Errorf("machine %s: the TLS settings of its kube-apiserver: %w", name, err)
+		}
 		m.endSupervisor()
 		if c.lb.Remove(m.Addr()) {
 			dctx, cancel := context.WithTimeout(ctx, c.host.opts.DrainTimeout)
@@ -544,10 +550,7 @@ func (c *Cluster) DeleteMachine(ctx context.Context, name string) error {
 			}
 		}
 		m.stopComponents(c.host.opts.StopGrace)
-		proc := m.current()
-		if proc != nil {
-			proc.Stop(c.host.opts.StopGrace)
-		}
+		controlplane.StopDrained(c.lb, m.Addr(), m.current(), c.host.opts.StopGrace, tlsConfig, c.host.opts.Log, "machine "+name)
 		c.lb.CloseConns(m.Addr())
 		c.mu.Lock()
 		delete(c.machines, name)

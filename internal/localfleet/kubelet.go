@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -63,21 +64,29 @@ func (m *Machine) registerNode(ctx context.Context) error {
 		return fmt.Errorf("registering Node %s: %w", name, err)
 	}
 	taints := m.st.NodeRegistration.nodeTaints()
-	n, err := adminCS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	n.Labels[controlPlaneLabel] = ""
-	n.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
-	for _, t := range taints {
-		if !hasTaint(n.Spec.Taints, t) {
-			n.Spec.Taints = append(n.Spec.Taints, t)
+	// Cluster API's Machine controller writes the Node too (its labels and
+	// annotations) as soon as it exists: on a conflict, read it again, as
+	// kubeadm's mark-control-plane phase does.
+	var n *corev1.Node
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := adminCS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if n, err = adminCS.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		cur.Labels[controlPlaneLabel] = ""
+		cur.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+		for _, t := range taints {
+			if !hasTaint(cur.Spec.Taints, t) {
+				cur.Spec.Taints = append(cur.Spec.Taints, t)
+			}
+		}
+		n, err = adminCS.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("marking Node %s as a control-plane node: %w", name, err)
 	}
 	m.mu.Lock()

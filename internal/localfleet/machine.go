@@ -153,7 +153,7 @@ func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machin
 	}
 	defer func() {
 		if err != nil {
-			m.halt(10 * time.Second)
+			m.abortStart()
 			err = fmt.Errorf("machine %s: %w", spec.Name, err)
 		}
 	}()
@@ -187,6 +187,21 @@ func (c *Cluster) StartMachine(ctx context.Context, spec MachineSpec) (_ *Machin
 	go m.supervise()
 	fmt.Fprintf(c.host.opts.Log, "machine %s: kube-apiserver v%s on %s, in the load balancer; kube-controller-manager and kube-scheduler ready\n", spec.Name, spec.Version, m.Addr())
 	return m, nil
+}
+
+// abortStart ends a start that failed: the kube-apiserver leaves the load
+// balancer (it may have joined it), its processes stop and its identity
+// lease goes. Left in the rotation, the address would get the clients'
+// new connections as soon as the next start's kube-apiserver listens,
+// before it is ready: answers such as 403 while its authorizer has synced
+// no role.
+func (m *Machine) abortStart() {
+	m.c.lb.Remove(m.Addr())
+	m.halt(10 * time.Second)
+	m.c.lb.CloseConns(m.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.gone(ctx)
 }
 
 func (m *Machine) statePath() string { return filepath.Join(m.dir, "machine.json") }

@@ -62,7 +62,6 @@ func StopDrained(lb *tcplb.LB, addr string, proc *childproc.Process, grace time.
 func awaitTurnAway(proc *childproc.Process, addr string, limit time.Duration, tlsConfig *tls.Config) string {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
 		TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
-	defer client.CloseIdleConnections()
 	deadline := time.After(limit)
 	for {
 		resp, err := client.Get("https://" + addr + "/version")

@@ -21,7 +21,7 @@ func TestFailedStartLeavesTheLoadBalancer(t *testing.T) {
 		host: &Host{opts: Options{Log: io.Discard}}, machines: map[string]*Machine{}}
 	failed := &Machine{c: c, spec: MachineSpec{Name: "local-1-cp-b", Version: "1.37.2"}, ip: blockAddr(block, 12),
 		supervised: newSupervised()}
-	other := blockAddr(block, 11).String() + ":6443"
+	other := (&Machine{c: c, ip: blockAddr(block, 11)}).Addr()
 	lb, err := tcplb.Listen("127.0.0.1:0", tcplb.Options{}, other, failed.Addr())
 	if err != nil {
 		t.Fatal(err)
